@@ -1,0 +1,78 @@
+// crfx — dictionaries and the compiled corpus.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace crfx {
+
+/// String ↔ dense id map. Ids are assigned in order of first insertion; once frozen (after the
+/// training data, like Wapiti's qrk_lock) unknown strings are not added.
+class Dictionary {
+ public:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+
+  /// Id of `s`, adding it unless frozen (then kNone for an unknown string).
+  std::uint32_t add(const std::string& s);
+  /// Id of `s`, or kNone.
+  std::uint32_t find(const std::string& s) const;
+  const std::string& at(std::uint32_t id) const { return strings_[id]; }
+  std::size_t size() const { return strings_.size(); }
+  const std::vector<std::string>& strings() const { return strings_; }
+  void freeze() { frozen_ = true; }
+  bool frozen() const { return frozen_; }
+  /// Keeps only ids with keep[id] true, renumbered in their old order; returns old → new
+  /// (kNone for dropped ids).
+  std::vector<std::uint32_t> compact(const std::vector<bool>& keep);
+
+ private:
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, std::uint32_t> index_;
+  bool frozen_ = false;
+};
+
+/// Sizes of the model: they fix the layout of the flat weight vector.
+///   [0, A·L)                      state weights, w[a·L + y]            (attribute a, label y)
+///   [A·L, A·L + L²)               transitions, w[A·L + y'·L + y]       (y' → y)
+///   [A·L + L², … + E·L²)          edge weights, w[A·L + L² + (e·L + y')·L + y]
+/// The transition block always exists; when `transitions` is false it is held at zero.
+struct Dims {
+  std::uint32_t L = 0;  // labels
+  std::uint32_t A = 0;  // state attributes
+  std::uint32_t E = 0;  // edge attributes
+  bool transitions = true;
+
+  std::size_t state_offset() const { return 0; }
+  std::size_t transition_offset() const { return std::size_t(A) * L; }
+  std::size_t edge_offset() const { return transition_offset() + std::size_t(L) * L; }
+  std::size_t num_weights() const { return edge_offset() + std::size_t(E) * L * L; }
+};
+
+/// A compiled data set: sentences of tokens, each token a sparse attribute vector (CSR), plus
+/// the gold label per token when known. Static once built; shuffling is by permutation of
+/// sentence ids, never by copying.
+struct Corpus {
+  static constexpr std::uint32_t kNoLabel = 0xffffffffu;
+
+  std::vector<std::size_t> sentence_offsets{0};  // [S+1] token range of sentence s
+  std::vector<std::size_t> state_offsets{0};     // [N+1] item range of token t
+  std::vector<std::uint32_t> state_ids;          // [items] state attribute ids
+  std::vector<double> state_values;              // [items] their values
+  std::vector<std::size_t> edge_offsets{0};      // [N+1] edge items of token t (t ≥ 1 in sentence)
+  std::vector<std::uint32_t> edge_ids;           // [edge items]
+  std::vector<double> edge_values;               // [edge items]
+  std::vector<std::uint32_t> labels;             // [N] gold label ids, kNoLabel when unknown
+  std::vector<std::size_t> source_lines;         // [S] first source line of each sentence
+
+  std::size_t num_sentences() const { return sentence_offsets.size() - 1; }
+  std::size_t num_tokens() const { return state_offsets.size() - 1; }
+  std::size_t length(std::size_t s) const { return sentence_offsets[s + 1] - sentence_offsets[s]; }
+  std::size_t max_length() const;
+  /// True when every token has a gold label.
+  bool labeled() const;
+};
+
+}  // namespace crfx

@@ -1,0 +1,57 @@
+// crfx — from sentences to a Corpus: feature extraction with frozen dictionaries.
+//
+//   ConllSentence    + FeatureTemplate → attribute strings ("U02:Confidence") → ids
+//   CrfsuiteSentence                    → attribute names                     → ids
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "crfx/corpus.hpp"
+#include "crfx/io.hpp"
+#include "crfx/template.hpp"
+
+namespace crfx {
+
+enum class InputFormat { conll, crfsuite };
+
+/// Everything that maps text to ids: kept in the model file.
+struct FeatureSpace {
+  InputFormat format = InputFormat::conll;
+  FeatureTemplate templ;            // conll only
+  std::size_t feature_columns = 0;  // conll only: columns of a token without its label
+  Dictionary labels;
+  Dictionary state_attrs;
+  Dictionary edge_attrs;  // conll only (B templates with macros)
+
+  Dims dims() const;
+};
+
+/// Sentences as read from one file, in either format (one of the two vectors is used).
+struct TextData {
+  InputFormat format = InputFormat::conll;
+  std::string path;
+  std::vector<ConllSentence> conll;
+  std::vector<CrfsuiteSentence> crfsuite;
+  std::size_t num_sentences() const;
+};
+
+/// Reads `path` in `fs.format`. For CoNLL data whose feature columns are already fixed
+/// (fs.feature_columns > 0) a token must have that many columns, or one more (a gold label).
+TextData read_text(const FeatureSpace& fs, const std::string& path);
+
+/// Compiles training data: adds labels and attributes to the (unfrozen) dictionaries, drops
+/// attributes seen fewer than `min_freq` times (CRF++ -f), then freezes all dictionaries.
+/// CoNLL: the last column is the label, the others are feature columns; fs.feature_columns is
+/// set from the data. Every token must carry a non-empty label.
+Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_freq);
+
+/// Compiles data with the frozen dictionaries (dev, test, tagging). Unknown attributes are
+/// skipped; unknown or absent labels become Corpus::kNoLabel.
+Corpus compile(const FeatureSpace& fs, const TextData& data);
+
+/// The gold label string of every token in sentence order (empty when the data has none).
+std::vector<std::string> gold_labels(const TextData& data);
+
+}  // namespace crfx

@@ -1,0 +1,79 @@
+// crfx — text readers.
+//
+//   FILE (plain or .gz, UTF-8, LF or CRLF)
+//     → LineReader        one line at a time, CR stripped, line numbers kept
+//     → read_conll        Sentence: [T] tokens × [C] whitespace-separated columns
+//     → read_crfsuite     Sentence: [T] tokens × (label, attr[:value]…)
+//     → features.hpp      Corpus (CSR attribute ids + values, label ids)
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace crfx {
+
+/// Reads a text file line by line; gzip-compressed files are decompressed transparently.
+/// A trailing '\r' is removed from each line (CRLF tolerated).
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path);  // throws InputError(path, 0, …) when unreadable
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  /// Next line without its terminator; false at end of file. Throws InputError on read errors
+  /// (e.g. a corrupt .gz stream) and on a NUL byte inside a line.
+  bool next(std::string& line);
+  /// 1-based number of the line last returned by next().
+  std::size_t line_number() const { return line_no_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
+  std::size_t line_no_ = 0;
+};
+
+/// One token of a CoNLL file: its columns, and the source line (for error messages).
+struct ConllToken {
+  std::vector<std::string> columns;
+  std::size_t line = 0;
+};
+using ConllSentence = std::vector<ConllToken>;
+
+/// Reads a CoNLL column file: whitespace- or tab-separated columns, one token per line, a blank
+/// (or whitespace-only) line between sentences. Lines starting with "-DOCSTART-" end the current
+/// sentence and are otherwise skipped. Every token of the file must have the same number of
+/// columns (InputError naming the line otherwise). `expected_columns` > 0 additionally requires
+/// that count (or, if `allow_one_more`, that count + 1).
+std::vector<ConllSentence> read_conll(const std::string& path, std::size_t expected_columns = 0,
+                                      bool allow_one_more = false);
+
+/// One item of a CRFsuite attribute line.
+struct CrfsuiteAttribute {
+  std::string name;
+  double value = 1.0;
+};
+struct CrfsuiteToken {
+  std::string label;  // may be empty at tag time
+  std::vector<CrfsuiteAttribute> attributes;
+  std::size_t line = 0;
+};
+using CrfsuiteSentence = std::vector<CrfsuiteToken>;
+
+/// Reads a CRFsuite attribute file: `LABEL<TAB>attr[:value]<TAB>…`, a blank line between
+/// sequences. In attribute names `\:` stands for ':' and `\\` for '\'; the value follows the last
+/// unescaped ':' and must be a finite number. Empty attribute names are errors.
+std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path);
+
+/// Splits `line` on runs of spaces and tabs (no empty fields).
+void split_whitespace(const std::string& line, std::vector<std::string>& out);
+
+/// Writes `data` to `path` atomically: a temporary file in the same directory, then rename.
+/// A failure leaves any existing `path` untouched.
+void write_file_atomic(const std::string& path, const std::string& data);
+
+}  // namespace crfx

@@ -1,0 +1,105 @@
+// crfx — the trainers: one interface, one registry (`crfx train --algo list`).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crfx/backend.hpp"
+
+namespace crfx {
+
+/// The regularised objective every trainer minimises:
+///     f(w) = Σ_i −log p(y_i | x_i; w)  +  c1·‖w‖₁  +  c2·‖w‖²
+/// (CRFsuite's convention; CRF++ C = 1/(2·c2), Wapiti ρ2 = 2·c2). The smooth part
+///     h(w) = NLL(w) + c2·‖w‖²
+/// is what value_and_gradient returns; c1 is handled by the L1-aware trainers.
+class Objective {
+ public:
+  Objective(Backend& backend, const BackendCorpus& corpus, double c1, double c2);
+  Backend& backend() { return backend_; }
+  const BackendCorpus& corpus() const { return corpus_; }
+  double c1() const { return c1_; }
+  double c2() const { return c2_; }
+
+  /// h(w) over the whole corpus, and its gradient written to `g`.
+  double value_and_gradient(const Vector& w, Vector& g);
+  /// h(w) only (forward passes).
+  double value(const Vector& w);
+  /// c1·‖w‖₁ (over the weights the L1 term applies to).
+  double l1_term(const Vector& w);
+  /// Full objective f(w) = h(w) + c1·‖w‖₁ given h.
+  double full(double h, const Vector& w) { return h + l1_term(w); }
+
+  /// Effective passes so far: (forward-backward + forward-only evaluations) / n, seed 004's unit.
+  double passes() const { return passes_; }
+  void add_passes(double p) { passes_ += p; }
+
+ private:
+  Backend& backend_;
+  const BackendCorpus& corpus_;
+  double c1_, c2_;
+  double passes_ = 0;
+};
+
+struct TrainOptions {
+  double c1 = 0.0;
+  double c2 = 1.0;
+  int max_iterations = 0;   // 0 = no limit
+  int period = 10;          // stopping test window (CRFsuite `period`)
+  double delta = 1e-5;      // relative improvement threshold (CRFsuite `delta`)
+  double epsilon = 1e-5;    // ‖g‖ / max(1, ‖w‖) threshold (CRFsuite/liblbfgs `epsilon`)
+  int memory = 6;           // L-BFGS history pairs
+  int max_linesearch = 20;
+  std::uint64_t seed = 1;
+};
+
+/// What a trainer reports after every iteration (or epoch).
+struct Progress {
+  int iteration = 0;
+  double passes = 0;
+  double objective = 0;
+  double gradient_norm = 0;
+  std::size_t active_features = 0;
+  double seconds = 0;
+  double step = 0;
+};
+/// Called after each iteration with the current weights; return false to stop training.
+using ProgressFn = std::function<bool(const Progress&, const Vector& w)>;
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  /// Minimises `objective` starting from `w` (updated in place). Returns the final objective.
+  virtual double train(Objective& objective, Vector& w, const TrainOptions& options,
+                       const ProgressFn& progress) = 0;
+};
+
+struct TrainerInfo {
+  const char* name;
+  const char* summary;
+  std::unique_ptr<Trainer> (*make)();
+};
+/// Every algorithm, in listing order.
+const std::vector<TrainerInfo>& trainer_registry();
+/// The registry entry called `name`, or Error listing the known names.
+const TrainerInfo& find_trainer(const std::string& name);
+
+/// CRFsuite's stopping test: relative improvement of the objective over the last `period`
+/// iterations below `delta`.
+class ImprovementTest {
+ public:
+  ImprovementTest(int period, double delta) : period_(period), delta_(delta) {}
+  /// Records f for this iteration; true when training should stop.
+  bool converged(double f);
+
+ private:
+  int period_;
+  double delta_;
+  std::vector<double> history_;
+};
+
+}  // namespace crfx

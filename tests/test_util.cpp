@@ -1,0 +1,73 @@
+#include "test_util.hpp"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace crfx::test {
+namespace fs = std::filesystem;
+
+namespace {
+struct TempRoot {
+  fs::path root;
+  TempRoot() {
+    std::string pattern = (fs::temp_directory_path() / "crfx-test-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    root = pattern;
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+};
+TempRoot& temp_root() {
+  static TempRoot r;
+  return r;
+}
+int counter = 0;
+}  // namespace
+
+std::string temp_dir() {
+  fs::path d = temp_root().root / ("d" + std::to_string(counter++));
+  fs::create_directories(d);
+  return d.string();
+}
+
+std::string temp_path(const std::string& name) { return temp_dir() + "/" + name; }
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int run(const std::string& command, std::string* output) {
+  std::string cmd = command + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string crfx_binary() { return CRFX_BINARY; }
+std::string data_path(const std::string& name) { return std::string(CRFX_TEST_DATA) + "/" + name; }
+
+}  // namespace crfx::test

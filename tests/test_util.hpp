@@ -1,0 +1,20 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <string>
+
+namespace crfx::test {
+
+/// A fresh empty directory for this test (under the system temp dir), removed at exit.
+std::string temp_dir();
+/// temp_dir() + "/" + name.
+std::string temp_path(const std::string& name);
+void write_text(const std::string& path, const std::string& text);
+std::string read_text(const std::string& path);
+/// Runs a shell command; returns its exit status and, if `output` is given, stdout+stderr.
+int run(const std::string& command, std::string* output = nullptr);
+/// Path of the built `crfx` binary and of tests/data.
+std::string crfx_binary();
+std::string data_path(const std::string& name);
+
+}  // namespace crfx::test
