@@ -1,0 +1,61 @@
+// crfx — choosing a backend: --device auto | cpu | cuda.
+#include "cpu/cpu_backend.hpp"
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+
+#ifdef CRFX_HAVE_CUDA
+#include "../kernels/cuda_api.hpp"
+#endif
+
+namespace crfx {
+
+DeviceKind parse_device(const std::string& s) {
+  if (s == "auto") return DeviceKind::auto_select;
+  if (s == "cpu") return DeviceKind::cpu;
+  if (s == "cuda") return DeviceKind::cuda;
+  throw Error("unknown device '" + s + "' (expected auto, cpu or cuda)");
+}
+
+namespace {
+
+/// Why no GPU backend can be made here, or "" when one could.
+std::string cuda_unavailable() {
+#ifdef CRFX_HAVE_CUDA
+  std::string why;
+  const int n = cuda::device_count(&why);
+  if (n == 0) return "no usable CUDA device (" + why + ")";
+  if (!cuda::self_test(0, &why)) return "CUDA device 0 cannot run this build's kernels (" + why + ")";
+  return "the CUDA backend is not implemented yet in this version of crfx (GPU found: " +
+         cuda::device_description(0) + ")";
+#else
+  return "this crfx was built without CUDA (CRFX_CUDA=OFF or no nvcc at configure time)";
+#endif
+}
+
+}  // namespace
+
+BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note) {
+  if (options.device == DeviceKind::cuda) throw Error("--device cuda: " + cuda_unavailable());
+  std::string fallback;
+  if (options.device == DeviceKind::auto_select) fallback = cuda_unavailable();
+  auto backend = std::make_unique<CpuBackend>(dims, options.threads, options.log_space_only);
+  if (note) {
+    *note = "device: " + backend->name();
+    if (!fallback.empty()) *note += " (auto: " + fallback + "; using the CPU)";
+  }
+  return backend;
+}
+
+VectorPtr to_backend(Backend& b, const std::vector<double>& host) {
+  VectorPtr v = b.vector(host.size());
+  b.write(*v, host.data());
+  return v;
+}
+
+std::vector<double> to_host(Backend& b, const Vector& v) {
+  std::vector<double> host(v.size());
+  b.read(v, host.data());
+  return host;
+}
+
+}  // namespace crfx

@@ -1,0 +1,310 @@
+// crfx — forward-backward, marginals and Viterbi for one sentence (double precision).
+//
+// Fast path: the scaled exp-space recursion (Rabiner's scaling, as CRFsuite's crf1d_context):
+//   S_t(y)   = exp(s_t(y) − max_y s_t(y))                     [T][L], L exps per position
+//   E_t      = exp(τ_t − max τ_t)                             [L][L], once (or per edge position)
+//   u_t(y)   = Σ_y' α_{t−1}(y') E_t(y', y)                    α normalised: Σ_y α_t(y) = 1
+//   α_t(y)   = u_t(y) S_t(y) / n_t,    log Z = Σ_t (max s_t + max τ_t + log n_t)
+//   β_t(y')  = Σ_y E_{t+1}(y', y) S_{t+1}(y) β_{t+1}(y) / m_t  (own normalisation m_t)
+//   p_t(y)   = α_t(y) β_t(y) / z_t,                  z_t = Σ_y α_t(y) β_t(y)
+//   p_t(y',y)= α_{t−1}(y') E_t(y',y) S_t(y) β_t(y) / q_t,  q_t = the sum of the numerators
+// Every quantity is a per-position rescaling of the exact one, so normalising per position gives
+// exact marginals. When a normaliser n_t, m_t, z_t or q_t drops below kTiny (weights so extreme that
+// exp-space products underflow), the whole sentence is recomputed in log space, which is exact
+// but costs L² exps per position. The mass lost to underflow on the fast path is below
+// L²·1e-308 / kTiny relative, i.e. nothing.
+#include "cpu/chain.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace crfx {
+namespace {
+
+constexpr double kTiny = 1e-250;
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+/// E = exp(M − max M) over n entries; returns max M.
+double exp_shifted(const double* M, std::size_t n, double* E) {
+  double m = *std::max_element(M, M + n);
+  if (!std::isfinite(m)) m = 0;
+  for (std::size_t i = 0; i < n; ++i) E[i] = std::exp(M[i] - m);
+  return m;
+}
+
+double log_sum_exp(const double* v, std::size_t n) {
+  double m = *std::max_element(v, v + n);
+  if (m == kNegInf) return kNegInf;
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += std::exp(v[i] - m);
+  return m + std::log(s);
+}
+
+/// Transition factors at position t: the caller's precomputed matrix, or exps into `buf`.
+struct TransFactor {
+  const double* E;
+  double shift;
+};
+
+class Scaled {
+ public:
+  Scaled(const ChainScores& x, ChainScratch& sc) : x_(x), sc_(sc), T_(x.T), L_(x.L) {
+    const std::size_t LL = L_ * L_;
+    sc_.S.resize(T_ * L_);
+    sc_.a.resize(T_ * L_);
+    sc_.u.resize(L_);
+    sc_.E.resize(2 * LL);
+    if (x_.exp_trans) {
+      base_ = {x_.exp_trans, x_.trans_max};
+    } else {
+      base_ = {sc_.E.data(), exp_shifted(x_.trans, LL, sc_.E.data())};
+    }
+  }
+
+  TransFactor factor(std::size_t t) {
+    if (x_.edge && x_.edge[t]) {
+      double* buf = sc_.E.data() + L_ * L_;
+      return {buf, exp_shifted(x_.edge[t], L_ * L_, buf)};
+    }
+    return base_;
+  }
+
+  /// Forward pass; false when a normaliser underflows.
+  bool forward(double& log_z) {
+    double* S = sc_.S.data();
+    double* a = sc_.a.data();
+    log_z = 0;
+    for (std::size_t t = 0; t < T_; ++t) {
+      const double* s = x_.state + t * L_;
+      double ms = exp_shifted(s, L_, S + t * L_);
+      double* at = a + t * L_;
+      const double* St = S + t * L_;
+      double shift = 0;
+      if (t == 0) {
+        std::copy(St, St + L_, at);
+      } else {
+        TransFactor f = factor(t);
+        shift = f.shift;
+        double* u = sc_.u.data();
+        std::fill(u, u + L_, 0.0);
+        const double* ap = at - L_;
+        for (std::size_t yp = 0; yp < L_; ++yp) {
+          const double w = ap[yp];
+          if (w == 0) continue;
+          const double* row = f.E + yp * L_;
+          for (std::size_t y = 0; y < L_; ++y) u[y] += w * row[y];
+        }
+        for (std::size_t y = 0; y < L_; ++y) at[y] = u[y] * St[y];
+      }
+      double n = 0;
+      for (std::size_t y = 0; y < L_; ++y) n += at[y];
+      if (!(n > kTiny) || !std::isfinite(n)) return false;
+      const double inv = 1.0 / n;
+      for (std::size_t y = 0; y < L_; ++y) at[y] *= inv;
+      log_z += ms + shift + std::log(n);
+    }
+    return true;
+  }
+
+  /// Backward pass and marginals (after forward()); false when a normaliser underflows.
+  bool backward(const ChainOutputs& out) {
+    const std::size_t LL = L_ * L_;
+    sc_.b.resize(T_ * L_);
+    sc_.v.resize(L_);
+    double* b = sc_.b.data();
+    const double* a = sc_.a.data();
+    const double* S = sc_.S.data();
+    double* v = sc_.v.data();
+    std::fill(b + (T_ - 1) * L_, b + T_ * L_, 1.0);
+    if (!(node(T_ - 1, out) > kTiny)) return false;
+    for (std::size_t t = T_ - 1; t-- > 0;) {
+      TransFactor f = factor(t + 1);
+      const double* St1 = S + (t + 1) * L_;
+      const double* bt1 = b + (t + 1) * L_;
+      double* bt = b + t * L_;
+      for (std::size_t y = 0; y < L_; ++y) v[y] = St1[y] * bt1[y];
+      double m = 0, q = 0;  // q = Σ_{y',y} α_t(y') E(y',y) v(y), the pairwise normaliser
+      const double* at = a + t * L_;
+      for (std::size_t yp = 0; yp < L_; ++yp) {
+        const double* row = f.E + yp * L_;
+        double acc = 0;
+        for (std::size_t y = 0; y < L_; ++y) acc += row[y] * v[y];
+        bt[yp] = acc;
+        m += acc;
+        q += at[yp] * acc;
+      }
+      if (!(m > kTiny) || !std::isfinite(m) || !(q > kTiny) || !std::isfinite(q)) return false;
+      // Pairwise marginals at t+1: α_t(y') E(y',y) v(y) / q (each factor ≤ 1: no overflow).
+      if (out.pair_sum || out.pair_at) {
+        const double inv = 1.0 / q;
+        double* dst = out.pair_at ? out.pair_at + (t + 1) * LL : nullptr;
+        for (std::size_t yp = 0; yp < L_; ++yp) {
+          const double w = at[yp];
+          const double* row = f.E + yp * L_;
+          for (std::size_t y = 0; y < L_; ++y) {
+            const double p = w * row[y] * v[y] * inv;
+            if (dst) dst[yp * L_ + y] = p;
+            if (out.pair_sum) out.pair_sum[yp * L_ + y] += p;
+          }
+        }
+      }
+      const double inv_m = 1.0 / m;
+      for (std::size_t y = 0; y < L_; ++y) bt[y] *= inv_m;
+      if (!(node(t, out) > kTiny)) return false;
+    }
+    return true;
+  }
+
+ private:
+  /// Node marginals at t; returns z_t.
+  double node(std::size_t t, const ChainOutputs& out) {
+    const double* at = sc_.a.data() + t * L_;
+    const double* bt = sc_.b.data() + t * L_;
+    double z = 0;
+    for (std::size_t y = 0; y < L_; ++y) z += at[y] * bt[y];
+    if (out.node && z > kTiny) {
+      const double inv = 1.0 / z;
+      double* p = out.node + t * L_;
+      for (std::size_t y = 0; y < L_; ++y) p[y] = at[y] * bt[y] * inv;
+    }
+    return std::isfinite(z) ? z : 0.0;
+  }
+
+  const ChainScores& x_;
+  ChainScratch& sc_;
+  std::size_t T_, L_;
+  TransFactor base_{};
+};
+
+/// Exact log-space recursions. Returns log Z; fills outputs when asked.
+double log_space(const ChainScores& x, const ChainOutputs* out, ChainScratch& sc) {
+  const std::size_t T = x.T, L = x.L, LL = L * L;
+  sc.a.resize(T * L);
+  sc.u.resize(L);
+  double* la = sc.a.data();  // [T][L] log α
+  double* tmp = sc.u.data();
+  std::copy(x.state, x.state + L, la);
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* M = x.trans_at(t);
+    for (std::size_t y = 0; y < L; ++y) {
+      for (std::size_t yp = 0; yp < L; ++yp) tmp[yp] = la[(t - 1) * L + yp] + M[yp * L + y];
+      la[t * L + y] = x.state[t * L + y] + log_sum_exp(tmp, L);
+    }
+  }
+  const double log_z = log_sum_exp(la + (T - 1) * L, L);
+  if (!out || (!out->node && !out->pair_sum && !out->pair_at)) return log_z;
+
+  sc.b.resize(T * L);
+  double* lb = sc.b.data();  // [T][L] log β
+  std::fill(lb + (T - 1) * L, lb + T * L, 0.0);
+  for (std::size_t t = T - 1; t-- > 0;) {
+    const double* M = x.trans_at(t + 1);
+    for (std::size_t yp = 0; yp < L; ++yp) {
+      for (std::size_t y = 0; y < L; ++y)
+        tmp[y] = M[yp * L + y] + x.state[(t + 1) * L + y] + lb[(t + 1) * L + y];
+      lb[t * L + yp] = log_sum_exp(tmp, L);
+    }
+  }
+  for (std::size_t t = 0; t < T; ++t) {
+    if (out->node)
+      for (std::size_t y = 0; y < L; ++y)
+        out->node[t * L + y] = std::exp(la[t * L + y] + lb[t * L + y] - log_z);
+    if (t == 0 || (!out->pair_sum && !out->pair_at)) continue;
+    const double* M = x.trans_at(t);
+    for (std::size_t yp = 0; yp < L; ++yp)
+      for (std::size_t y = 0; y < L; ++y) {
+        const double p = std::exp(la[(t - 1) * L + yp] + M[yp * L + y] + x.state[t * L + y] +
+                                  lb[t * L + y] - log_z);
+        if (out->pair_at) out->pair_at[t * LL + yp * L + y] = p;
+        if (out->pair_sum) out->pair_sum[yp * L + y] += p;
+      }
+  }
+  return log_z;
+}
+
+}  // namespace
+
+double forward_backward(const ChainScores& x, const ChainOutputs& out, ChainScratch& scratch,
+                        bool log_space_only) {
+  if (x.T == 0) return 0.0;
+  if (!log_space_only) {
+    Scaled scaled(x, scratch);
+    double log_z;
+    // pair_sum is accumulated (+=): collect into scratch and add only once the fast path has
+    // succeeded, so a fallback to log space cannot count a position twice.
+    if (scaled.forward(log_z)) {
+      const std::size_t LL = x.L * x.L;
+      ChainOutputs local = out;
+      if (out.pair_sum) {
+        scratch.pair.assign(LL, 0.0);
+        local.pair_sum = scratch.pair.data();
+      }
+      if (scaled.backward(local)) {
+        if (out.pair_sum)
+          for (std::size_t i = 0; i < LL; ++i) out.pair_sum[i] += scratch.pair[i];
+        return log_z;
+      }
+    }
+    ++scratch.log_space_fallbacks;
+  }
+  return log_space(x, &out, scratch);
+}
+
+double log_partition(const ChainScores& x, ChainScratch& scratch, bool log_space_only) {
+  if (x.T == 0) return 0.0;
+  if (!log_space_only) {
+    Scaled scaled(x, scratch);
+    double log_z;
+    if (scaled.forward(log_z)) return log_z;
+    ++scratch.log_space_fallbacks;
+  }
+  return log_space(x, nullptr, scratch);
+}
+
+double path_score(const ChainScores& x, const std::uint32_t* y) {
+  double score = 0;
+  for (std::size_t t = 0; t < x.T; ++t) {
+    score += x.state[t * x.L + y[t]];
+    if (t > 0) score += x.trans_at(t)[y[t - 1] * x.L + y[t]];
+  }
+  return score;
+}
+
+double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& sc) {
+  const std::size_t T = x.T, L = x.L;
+  if (T == 0) return 0.0;
+  sc.a.resize(T * L);
+  sc.back.resize(T * L);
+  double* d = sc.a.data();  // [T][L] best score of a path ending in (t, y)
+  std::uint32_t* back = sc.back.data();
+  std::copy(x.state, x.state + L, d);
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* M = x.trans_at(t);
+    for (std::size_t yc = 0; yc < L; ++yc) {
+      double best = kNegInf;
+      std::uint32_t arg = 0;
+      for (std::size_t yp = 0; yp < L; ++yp) {
+        const double v = d[(t - 1) * L + yp] + M[yp * L + yc];
+        if (v > best) {  // strict: ties keep the smallest label id
+          best = v;
+          arg = static_cast<std::uint32_t>(yp);
+        }
+      }
+      d[t * L + yc] = best + x.state[t * L + yc];
+      back[t * L + yc] = arg;
+    }
+  }
+  double best = kNegInf;
+  std::uint32_t arg = 0;
+  for (std::size_t yc = 0; yc < L; ++yc)
+    if (d[(T - 1) * L + yc] > best) {
+      best = d[(T - 1) * L + yc];
+      arg = static_cast<std::uint32_t>(yc);
+    }
+  y[T - 1] = arg;
+  for (std::size_t t = T - 1; t > 0; --t) y[t - 1] = back[t * L + y[t]];
+  return best;
+}
+
+}  // namespace crfx

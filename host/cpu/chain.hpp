@@ -1,0 +1,60 @@
+// crfx — the per-sentence numerics of a linear-chain CRF, in double precision (the CPU backend
+// and the reference for every other backend).
+//
+// Scores of one sentence of T positions and L labels:
+//   state   [T][L]     s_t(y), log domain
+//   trans   [L][L]     τ(y', y), the transition scores shared by all positions
+//   edge    [T] → [L][L] or nullptr: the full transition matrix at position t (≥ 1) when enriched
+//           edge features fire there; nullptr positions use `trans`
+// No BOS/EOS transitions (CRFsuite, CRF++ and Wapiti have none): the path score is
+//   Σ_t s_t(y_t) + Σ_{t≥1} τ_t(y_{t−1}, y_t).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace crfx {
+
+struct ChainScores {
+  std::size_t T = 0, L = 0;
+  const double* state = nullptr;         // [T][L]
+  const double* trans = nullptr;         // [L][L]
+  const double* const* edge = nullptr;   // [T] per-position [L][L] or nullptr (may be null)
+  /// Optional, precomputed by the caller once per weight vector: exp(τ − τ_max) [L][L] and τ_max.
+  const double* exp_trans = nullptr;
+  double trans_max = 0;
+  const double* trans_at(std::size_t t) const { return edge && edge[t] ? edge[t] : trans; }
+};
+
+/// Work buffers, reused across sentences (grow-only).
+struct ChainScratch {
+  std::vector<double> a, b, S, u, v, E, pair;  // see chain.cpp
+  std::vector<std::uint32_t> back;
+  std::size_t log_space_fallbacks = 0;  // sentences the scaled path handed to log space
+};
+
+/// What forward_backward writes. Any pointer may be null.
+struct ChainOutputs {
+  double* node = nullptr;      // [T][L]   p(y_t = y | x)
+  double* pair_sum = nullptr;  // [L][L]   Σ_{t≥1} p(y_{t−1} = y', y_t = y | x), accumulated (+=)
+  double* pair_at = nullptr;   // [T][L][L] p(y_{t−1}, y_t | x) per position (t = 0 left untouched)
+};
+
+/// log Z(x) and the marginals. Runs the scaled exp-space recursion (L exps per position) and
+/// falls back to exact log-space recursions for the whole sentence when a scaling factor
+/// underflows (extreme weights); `log_space_only` forces the log-space path.
+double forward_backward(const ChainScores& x, const ChainOutputs& out, ChainScratch& scratch,
+                        bool log_space_only = false);
+
+/// log Z(x) only (forward pass).
+double log_partition(const ChainScores& x, ChainScratch& scratch, bool log_space_only = false);
+
+/// Score of the label path `y` [T].
+double path_score(const ChainScores& x, const std::uint32_t* y);
+
+/// Best path into `y` [T]; ties go to the smallest label id (at every step and at the end).
+/// Returns its score.
+double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& scratch);
+
+}  // namespace crfx

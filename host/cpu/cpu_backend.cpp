@@ -1,0 +1,499 @@
+// crfx — CPU backend.
+//
+// evaluate() runs in two phases per chunk of sentences, so that the gradient is a fixed-order
+// sum whatever the number of threads:
+//   1. per sentence (parallel, dynamic): emissions s = X·W, forward-backward, loss, and the
+//      deltas  node_delta [t][L] = p_t − 1(gold),  pair_delta [s][L][L] = Σ_t p_t(y',y) − 1(gold),
+//      edge_delta [t][L][L] (when enriched edge features fire);
+//   2. the marginal reduction g += scale · Xᵀ·delta (parallel): worker k owns a contiguous range
+//      of attribute ids and scans the chunk's tokens in order, so each weight receives its
+//      contributions in token order, by one thread.
+#include "cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "crfx/error.hpp"
+
+namespace crfx {
+namespace {
+
+struct CpuVector final : Vector {
+  explicit CpuVector(std::size_t n) : data(n, 0.0) {}
+  std::size_t size() const override { return data.size(); }
+  std::vector<double> data;
+};
+
+std::vector<double>& V(Vector& v) {
+  auto* p = dynamic_cast<CpuVector*>(&v);
+  if (!p) throw Error("internal: vector does not belong to the CPU backend");
+  return p->data;
+}
+const std::vector<double>& V(const Vector& v) { return V(const_cast<Vector&>(v)); }
+
+void check_same(const Vector& a, const Vector& b) {
+  if (a.size() != b.size())
+    throw Error("internal: vector sizes differ (" + std::to_string(a.size()) + " vs " +
+                std::to_string(b.size()) + ")");
+}
+
+struct CpuCorpus final : BackendCorpus {
+  Corpus c;
+  // Attribute ranges of the reduction phase, balanced by occurrence count: [parts + 1].
+  std::vector<std::uint32_t> state_bounds, edge_bounds;
+  std::size_t num_sentences() const override { return c.num_sentences(); }
+  std::size_t num_tokens() const override { return c.num_tokens(); }
+};
+
+const CpuCorpus& C(const BackendCorpus& b) {
+  auto* p = dynamic_cast<const CpuCorpus*>(&b);
+  if (!p) throw Error("internal: corpus does not belong to the CPU backend");
+  return *p;
+}
+
+/// Splits [0, n_ids) into `parts` ranges holding about equal numbers of occurrences.
+std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids,
+                                           std::size_t n_ids, unsigned parts) {
+  std::vector<std::size_t> count(n_ids + 1, 0);
+  for (auto a : ids) ++count[a];
+  std::vector<std::uint32_t> bounds{0};
+  const double per_part = double(ids.size()) / parts;
+  std::size_t acc = 0;
+  for (std::size_t a = 0; a < n_ids && bounds.size() < parts; ++a) {
+    acc += count[a];
+    if (acc >= per_part * double(bounds.size())) bounds.push_back(std::uint32_t(a + 1));
+  }
+  while (bounds.size() <= parts) bounds.push_back(std::uint32_t(n_ids));
+  bounds.back() = std::uint32_t(n_ids);
+  return bounds;
+}
+
+constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
+
+}  // namespace
+
+struct CpuBackend::Work {
+  ChainScratch chain;
+  std::vector<double> state;               // [T][L]
+  std::vector<double> edge;                // [T][L][L] per-position transition matrices
+  std::vector<const double*> edge_ptr;     // [T]
+  std::vector<std::uint32_t> gold;         // [T]
+};
+
+struct CpuBackend::Prepared {
+  const double* W = nullptr;      // weights
+  const double* trans = nullptr;  // [L][L] (zeros when transitions are off)
+  std::vector<double> zeros;
+  double trans_max = 0;
+};
+
+CpuBackend::CpuBackend(const Dims& dims, unsigned threads, bool log_space_only)
+    : Backend(dims), pool_(threads), log_space_only_(log_space_only) {
+  if (dims.L == 0) throw Error("a model needs at least one label");
+  for (unsigned i = 0; i < pool_.size(); ++i) work_.push_back(std::make_unique<Work>());
+  const std::size_t per_token = dims.L + (dims.E ? std::size_t(dims.L) * dims.L : 0);
+  chunk_tokens_ = std::max<std::size_t>(1, kChunkBytes / (sizeof(double) * per_token));
+}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::name() const {
+  return "cpu (" + std::to_string(pool_.size()) + (pool_.size() == 1 ? " thread)" : " threads)");
+}
+
+BackendCorpusPtr CpuBackend::upload(const Corpus& corpus) {
+  auto up = std::make_unique<CpuCorpus>();
+  up->c = corpus;
+  for (auto a : corpus.state_ids)
+    if (a >= dims_.A) throw Error("internal: corpus attribute id beyond the model");
+  for (auto e : corpus.edge_ids)
+    if (e >= dims_.E) throw Error("internal: corpus edge attribute id beyond the model");
+  for (auto y : corpus.labels)
+    if (y != Corpus::kNoLabel && y >= dims_.L) throw Error("internal: corpus label beyond the model");
+  up->state_bounds = balanced_bounds(corpus.state_ids, dims_.A, pool_.size());
+  up->edge_bounds = balanced_bounds(corpus.edge_ids, dims_.E, pool_.size());
+  return up;
+}
+
+// ---- vectors -------------------------------------------------------------------------------
+
+template <class F>
+void CpuBackend::for_blocks(std::size_t n, F&& f) {
+  const std::size_t blocks = (n + kReduceBlock - 1) / kReduceBlock;
+  pool_.run(blocks, [&](std::size_t b, unsigned) {
+    f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock));
+  });
+}
+
+template <class F>
+double CpuBackend::reduce_blocks(std::size_t n, F&& f) {
+  const std::size_t blocks = (n + kReduceBlock - 1) / kReduceBlock;
+  std::vector<double> partial(blocks, 0.0);
+  pool_.run(blocks, [&](std::size_t b, unsigned) {
+    partial[b] = f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock));
+  });
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
+}
+
+VectorPtr CpuBackend::vector(std::size_t n) { return std::make_unique<CpuVector>(n); }
+
+void CpuBackend::write(Vector& dst, const double* src) {
+  auto& d = V(dst);
+  std::copy(src, src + d.size(), d.begin());
+}
+
+void CpuBackend::read(const Vector& src, double* dst) {
+  const auto& s = V(src);
+  std::copy(s.begin(), s.end(), dst);
+}
+
+void CpuBackend::fill(Vector& x, double value) {
+  auto& v = V(x);
+  for_blocks(v.size(), [&](std::size_t b, std::size_t e) { std::fill(&v[0] + b, &v[0] + e, value); });
+}
+
+void CpuBackend::copy(const Vector& src, Vector& dst) {
+  check_same(src, dst);
+  const auto& s = V(src);
+  auto& d = V(dst);
+  for_blocks(s.size(), [&](std::size_t b, std::size_t e) { std::copy(&s[0] + b, &s[0] + e, &d[0] + b); });
+}
+
+void CpuBackend::scale(double a, Vector& x) {
+  auto& v = V(x);
+  for_blocks(v.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) v[i] *= a;
+  });
+}
+
+void CpuBackend::axpy(double a, const Vector& x, Vector& y) {
+  check_same(x, y);
+  const auto& xv = V(x);
+  auto& yv = V(y);
+  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) yv[i] += a * xv[i];
+  });
+}
+
+void CpuBackend::axpby(double a, const Vector& x, double b_, Vector& y) {
+  check_same(x, y);
+  const auto& xv = V(x);
+  auto& yv = V(y);
+  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) yv[i] = a * xv[i] + b_ * yv[i];
+  });
+}
+
+void CpuBackend::sub(const Vector& x, const Vector& y, Vector& out) {
+  check_same(x, y);
+  check_same(x, out);
+  const auto& xv = V(x);
+  const auto& yv = V(y);
+  auto& o = V(out);
+  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) o[i] = xv[i] - yv[i];
+  });
+}
+
+double CpuBackend::dot(const Vector& x, const Vector& y) {
+  check_same(x, y);
+  const auto& xv = V(x);
+  const auto& yv = V(y);
+  return reduce_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+    double s = 0;
+    for (std::size_t i = b; i < e; ++i) s += xv[i] * yv[i];
+    return s;
+  });
+}
+
+double CpuBackend::norm1(const Vector& x) {
+  const auto& v = V(x);
+  return reduce_blocks(v.size(), [&](std::size_t b, std::size_t e) {
+    double s = 0;
+    for (std::size_t i = b; i < e; ++i) s += std::fabs(v[i]);
+    return s;
+  });
+}
+
+double CpuBackend::norm2sq(const Vector& x) { return dot(x, x); }
+
+double CpuBackend::norm_inf(const Vector& x) {
+  const auto& v = V(x);
+  const std::size_t blocks = (v.size() + kReduceBlock - 1) / kReduceBlock;
+  std::vector<double> partial(blocks, 0.0);
+  pool_.run(blocks, [&](std::size_t b, unsigned) {
+    double m = 0;
+    for (std::size_t i = b * kReduceBlock; i < std::min(v.size(), (b + 1) * kReduceBlock); ++i)
+      m = std::max(m, std::fabs(v[i]));
+    partial[b] = m;
+  });
+  return partial.empty() ? 0.0 : *std::max_element(partial.begin(), partial.end());
+}
+
+std::size_t CpuBackend::count_nonzero(const Vector& x) {
+  const auto& v = V(x);
+  return static_cast<std::size_t>(reduce_blocks(v.size(), [&](std::size_t b, std::size_t e) {
+    std::size_t n = 0;
+    for (std::size_t i = b; i < e; ++i) n += v[i] != 0.0;
+    return double(n);
+  }));
+}
+
+// ---- OWL-QN (Andrew & Gao 2007, §3.1–3.2) ---------------------------------------------------
+
+void CpuBackend::owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) {
+  check_same(w, g);
+  check_same(w, pg);
+  const auto& wv = V(w);
+  const auto& gv = V(g);
+  auto& p = V(pg);
+  for_blocks(wv.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      if (wv[i] < 0) {
+        p[i] = gv[i] - c1;
+      } else if (wv[i] > 0) {
+        p[i] = gv[i] + c1;
+      } else if (gv[i] + c1 < 0) {  // right derivative negative
+        p[i] = gv[i] + c1;
+      } else if (gv[i] - c1 > 0) {  // left derivative positive
+        p[i] = gv[i] - c1;
+      } else {
+        p[i] = 0;
+      }
+    }
+  });
+}
+
+void CpuBackend::owlqn_constrain_direction(const Vector& pg, Vector& d) {
+  check_same(pg, d);
+  const auto& p = V(pg);
+  auto& dv = V(d);
+  for_blocks(p.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i)
+      if (dv[i] * p[i] >= 0) dv[i] = 0;
+  });
+}
+
+void CpuBackend::owlqn_project(const Vector& w0, const Vector& pg, Vector& w) {
+  check_same(w0, w);
+  check_same(pg, w);
+  const auto& x0 = V(w0);
+  const auto& p = V(pg);
+  auto& x = V(w);
+  for_blocks(x.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const double orthant = x0[i] != 0 ? x0[i] : -p[i];
+      if (x[i] * orthant <= 0) x[i] = 0;
+    }
+  });
+}
+
+// ---- batch primitives ----------------------------------------------------------------------
+
+void CpuBackend::prepare(const Vector& w, Prepared& p) {
+  if (w.size() != dims_.num_weights())
+    throw Error("internal: weight vector has " + std::to_string(w.size()) + " entries, model needs " +
+                std::to_string(dims_.num_weights()));
+  const std::size_t LL = std::size_t(dims_.L) * dims_.L;
+  p.W = V(w).data();
+  if (dims_.transitions) {
+    p.trans = p.W + dims_.transition_offset();
+  } else {
+    p.zeros.assign(LL, 0.0);
+    p.trans = p.zeros.data();
+  }
+  exp_trans_.resize(LL);
+  p.trans_max = *std::max_element(p.trans, p.trans + LL);
+  if (!std::isfinite(p.trans_max)) p.trans_max = 0;
+  for (std::size_t i = 0; i < LL; ++i) exp_trans_[i] = std::exp(p.trans[i] - p.trans_max);
+}
+
+ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s, Work& work) const {
+  const std::size_t L = dims_.L, LL = L * L;
+  const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
+  work.state.assign(T * L, 0.0);
+  // Emissions: s_t(y) = Σ_a x_{t,a} · w[a·L + y]   (L contiguous weights per active attribute).
+  for (std::size_t t = 0; t < T; ++t) {
+    double* st = work.state.data() + t * L;
+    for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+      const double v = c.state_values[k];
+      const double* row = p.W + std::size_t(c.state_ids[k]) * L;
+      for (std::size_t y = 0; y < L; ++y) st[y] += v * row[y];
+    }
+  }
+  ChainScores x;
+  x.T = T;
+  x.L = L;
+  x.state = work.state.data();
+  x.trans = p.trans;
+  x.exp_trans = exp_trans_.data();
+  x.trans_max = p.trans_max;
+  if (dims_.E > 0) {
+    // Enriched edges: τ_t = τ + Σ_e x_{t,e} · w_e  at positions t ≥ 1 where edge items fire.
+    bool any = false;
+    work.edge_ptr.assign(T, nullptr);
+    work.edge.resize(T * LL);
+    const double* WE = p.W + dims_.edge_offset();
+    for (std::size_t t = 1; t < T; ++t) {
+      const std::size_t b = c.edge_offsets[tok0 + t], e = c.edge_offsets[tok0 + t + 1];
+      if (b == e) continue;
+      double* M = work.edge.data() + t * LL;
+      std::copy(p.trans, p.trans + LL, M);
+      for (std::size_t k = b; k < e; ++k) {
+        const double v = c.edge_values[k];
+        const double* blk = WE + std::size_t(c.edge_ids[k]) * LL;
+        for (std::size_t i = 0; i < LL; ++i) M[i] += v * blk[i];
+      }
+      work.edge_ptr[t] = M;
+      any = true;
+    }
+    if (any) x.edge = work.edge_ptr.data();
+  }
+  return x;
+}
+
+double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
+                            Vector* grad, double scale) {
+  const CpuCorpus& cc = C(bc);
+  const Corpus& c = cc.c;
+  const std::size_t L = dims_.L, LL = L * L;
+  if (grad && grad->size() != dims_.num_weights()) throw Error("internal: gradient size mismatch");
+  Prepared p;
+  prepare(w, p);
+  double* G = grad ? V(*grad).data() : nullptr;
+  double loss = 0;
+
+  for (std::size_t begin = 0; begin < span.count;) {
+    // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens.
+    std::size_t end = begin, tokens = 0;
+    slots_.assign(1, 0);
+    while (end < span.count) {
+      const std::size_t T = c.length(span[end]);
+      if (end > begin && tokens + T > chunk_tokens_) break;
+      tokens += T;
+      slots_.push_back(tokens);
+      ++end;
+    }
+    const std::size_t n = end - begin;
+    losses_.resize(n);
+    if (grad) {
+      if (node_delta_.size() < tokens * L) node_delta_.resize(tokens * L);
+      if (pair_delta_.size() < n * LL) pair_delta_.resize(n * LL);
+      if (dims_.E && edge_delta_.size() < tokens * LL) edge_delta_.resize(tokens * LL);
+    }
+
+    // Phase 1: per sentence.
+    pool_.run(n, [&](std::size_t i, unsigned worker) {
+      Work& work = *work_[worker];
+      const std::size_t s = span[begin + i];
+      const std::size_t tok0 = c.sentence_offsets[s];
+      ChainScores x = scores(c, p, s, work);
+      const std::size_t T = x.T;
+      work.gold.resize(T);
+      for (std::size_t t = 0; t < T; ++t) {
+        work.gold[t] = c.labels[tok0 + t];
+        if (work.gold[t] == Corpus::kNoLabel)
+          throw Error("sentence " + std::to_string(s) + " has tokens without a label");
+      }
+      const std::uint32_t* y = work.gold.data();
+      if (!G) {
+        losses_[i] = log_partition(x, work.chain, log_space_only_) - path_score(x, y);
+        return;
+      }
+      double* node = node_delta_.data() + slots_[i] * L;
+      double* pair = pair_delta_.data() + i * LL;
+      double* edge = x.edge ? edge_delta_.data() + slots_[i] * LL : nullptr;
+      std::fill(pair, pair + LL, 0.0);
+      ChainOutputs out{node, pair, edge};
+      losses_[i] = forward_backward(x, out, work.chain, log_space_only_) - path_score(x, y);
+      for (std::size_t t = 0; t < T; ++t) {
+        node[t * L + y[t]] -= 1.0;
+        if (t == 0) continue;
+        pair[y[t - 1] * L + y[t]] -= 1.0;
+        if (edge) edge[t * LL + y[t - 1] * L + y[t]] -= 1.0;
+      }
+      if (edge) std::fill(edge, edge + LL, 0.0);  // no edge features at t = 0
+    });
+    for (std::size_t i = 0; i < n; ++i) loss += losses_[i];
+
+    // Phase 2: the marginal reduction g += scale · Xᵀ·delta.
+    if (G) {
+      const unsigned parts = pool_.size();
+      pool_.run(parts + 1, [&](std::size_t part, unsigned) {
+        if (part == parts) {  // transitions: Σ over sentences in span order
+          if (!dims_.transitions) return;
+          double* GT = G + dims_.transition_offset();
+          for (std::size_t i = 0; i < n; ++i) {
+            const double* d = pair_delta_.data() + i * LL;
+            for (std::size_t j = 0; j < LL; ++j) GT[j] += scale * d[j];
+          }
+          return;
+        }
+        const std::uint32_t lo = cc.state_bounds[part], hi = cc.state_bounds[part + 1];
+        const std::uint32_t elo = cc.edge_bounds[part], ehi = cc.edge_bounds[part + 1];
+        double* GE = G + dims_.edge_offset();
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t tok0 = c.sentence_offsets[span[begin + i]];
+          const std::size_t T = slots_[i + 1] - slots_[i];
+          for (std::size_t t = 0; t < T; ++t) {
+            const double* d = node_delta_.data() + (slots_[i] + t) * L;
+            for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+              const std::uint32_t a = c.state_ids[k];
+              if (a < lo || a >= hi) continue;
+              const double f = scale * c.state_values[k];
+              double* g = G + std::size_t(a) * L;
+              for (std::size_t yy = 0; yy < L; ++yy) g[yy] += f * d[yy];
+            }
+            if (!dims_.E || t == 0) continue;
+            const double* de = edge_delta_.data() + (slots_[i] + t) * LL;
+            for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
+              const std::uint32_t e = c.edge_ids[k];
+              if (e < elo || e >= ehi) continue;
+              const double f = scale * c.edge_values[k];
+              double* g = GE + std::size_t(e) * LL;
+              for (std::size_t j = 0; j < LL; ++j) g[j] += f * de[j];
+            }
+          }
+        }
+      });
+    }
+    begin = end;
+  }
+  return loss;
+}
+
+void CpuBackend::viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
+                         std::uint32_t* labels) {
+  const Corpus& c = C(bc).c;
+  Prepared p;
+  prepare(w, p);
+  std::vector<std::size_t> offset(span.count + 1, 0);
+  for (std::size_t i = 0; i < span.count; ++i) offset[i + 1] = offset[i] + c.length(span[i]);
+  pool_.run(span.count, [&](std::size_t i, unsigned worker) {
+    Work& work = *work_[worker];
+    ChainScores x = scores(c, p, span[i], work);
+    crfx::viterbi(x, labels + offset[i], work.chain);
+  });
+}
+
+void CpuBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
+                           double* node_marginals, double* log_z) {
+  const Corpus& c = C(bc).c;
+  Prepared p;
+  prepare(w, p);
+  std::vector<std::size_t> offset(span.count + 1, 0);
+  for (std::size_t i = 0; i < span.count; ++i) offset[i + 1] = offset[i] + c.length(span[i]);
+  pool_.run(span.count, [&](std::size_t i, unsigned worker) {
+    Work& work = *work_[worker];
+    ChainScores x = scores(c, p, span[i], work);
+    ChainOutputs out;
+    out.node = node_marginals ? node_marginals + offset[i] * dims_.L : nullptr;
+    const double lz = forward_backward(x, out, work.chain, log_space_only_);
+    if (log_z) log_z[i] = lz;
+  });
+}
+
+}  // namespace crfx

@@ -1,0 +1,51 @@
+// crfx — a fixed pool of worker threads for data-parallel loops.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace crfx {
+
+/// Runs `fn(task, worker)` for every task in [0, n), handing tasks out dynamically to `size()`
+/// workers (the calling thread is worker 0). Results must go to per-task slots, so that what a
+/// loop computes never depends on the number of threads or on scheduling.
+class ThreadPool {
+ public:
+  using TaskFn = std::function<void(std::size_t task, unsigned worker)>;
+
+  explicit ThreadPool(unsigned threads);  // 0 = hardware concurrency
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
+  /// Runs the loop; rethrows the first exception a task threw.
+  void run(std::size_t n, const TaskFn& fn);
+
+ private:
+  void work(unsigned worker);
+  void drain(unsigned worker);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const TaskFn* fn_ = nullptr;
+  std::size_t n_ = 0;
+  std::atomic<std::size_t> next_{0};
+  unsigned busy_ = 0;
+  unsigned long generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+/// Fixed block size for reductions over long vectors: partial results per block, combined in
+/// block order, make sums independent of the thread count.
+inline constexpr std::size_t kReduceBlock = 1 << 15;
+
+}  // namespace crfx

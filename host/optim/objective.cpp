@@ -1,0 +1,88 @@
+#include <cmath>
+
+#include "crfx/error.hpp"
+#include "crfx/trainer.hpp"
+#include "optim/quasi_newton.hpp"
+
+namespace crfx {
+
+Objective::Objective(Backend& backend, const BackendCorpus& corpus, double c1, double c2)
+    : backend_(backend), corpus_(corpus), c1_(c1), c2_(c2) {
+  if (!(c1 >= 0) || !(c2 >= 0) || !std::isfinite(c1) || !std::isfinite(c2))
+    throw Error("regularisation coefficients must be finite and ≥ 0 (c1 = " + std::to_string(c1) +
+                ", c2 = " + std::to_string(c2) + ")");
+  if (corpus.num_sentences() == 0) throw Error("the training data has no sentences");
+}
+
+double Objective::value_and_gradient(const Vector& w, Vector& g) {
+  backend_.fill(g, 0.0);
+  double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), &g, 1.0);
+  if (c2_ > 0) {
+    backend_.axpy(2.0 * c2_, w, g);  // ∇(c2·‖w‖²) = 2·c2·w
+    h += c2_ * backend_.norm2sq(w);
+  }
+  passes_ += 1;
+  return h;
+}
+
+double Objective::value(const Vector& w) {
+  double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), nullptr, 1.0);
+  if (c2_ > 0) h += c2_ * backend_.norm2sq(w);
+  passes_ += 1;
+  return h;
+}
+
+double Objective::l1_term(const Vector& w) { return c1_ > 0 ? c1_ * backend_.norm1(w) : 0.0; }
+
+bool ImprovementTest::converged(double f) {
+  // CRFsuite / liblbfgs `past` test: (f_{k−period} − f_k) / f_k < delta.
+  bool stop = false;
+  if (period_ > 0 && history_.size() >= std::size_t(period_)) {
+    const double before = history_[history_.size() - period_];
+    stop = (before - f) / std::fabs(f) < delta_;
+  }
+  history_.push_back(f);
+  return stop;
+}
+
+LbfgsHistory::LbfgsHistory(Backend& backend, std::size_t n, int m)
+    : b_(backend), rho_(m), alpha_(m), m_(m) {
+  if (m < 1) throw Error("L-BFGS memory must be ≥ 1");
+  for (int i = 0; i < m; ++i) {
+    s_.push_back(b_.vector(n));
+    y_.push_back(b_.vector(n));
+  }
+}
+
+void LbfgsHistory::push(const Vector& x, const Vector& x_prev, const Vector& g, const Vector& g_prev) {
+  Vector& s = *s_[head_];
+  Vector& y = *y_[head_];
+  b_.sub(x, x_prev, s);
+  b_.sub(g, g_prev, y);
+  const double ys = b_.dot(y, s);
+  const double yy = b_.dot(y, y);
+  if (!(ys > 0) || !(yy > 0)) return;  // no curvature information: keep the old pairs
+  rho_[head_] = 1.0 / ys;
+  gamma_ = ys / yy;
+  head_ = (head_ + 1) % m_;
+  count_ = std::min(count_ + 1, m_);
+}
+
+void LbfgsHistory::direction(const Vector& q, Vector& d) {
+  b_.copy(q, d);
+  b_.scale(-1.0, d);
+  int idx = head_;
+  for (int i = 0; i < count_; ++i) {  // newest → oldest
+    idx = (idx - 1 + m_) % m_;
+    alpha_[idx] = rho_[idx] * b_.dot(*s_[idx], d);
+    b_.axpy(-alpha_[idx], *y_[idx], d);
+  }
+  if (count_ > 0) b_.scale(gamma_, d);
+  for (int i = 0; i < count_; ++i) {  // oldest → newest
+    const double beta = rho_[idx] * b_.dot(*y_[idx], d);
+    b_.axpy(alpha_[idx] - beta, *s_[idx], d);
+    idx = (idx + 1) % m_;
+  }
+}
+
+}  // namespace crfx

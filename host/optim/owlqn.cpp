@@ -1,0 +1,95 @@
+// crfx — OWL-QN (Andrew & Gao 2007) for f(w) = h(w) + c1·‖w‖₁, h = NLL + c2·‖w‖².
+//
+// The three changes to L-BFGS (seed 000 §3.2): the pseudo-gradient ◇f replaces the gradient;
+// the direction d = −H·◇f is constrained to the sign pattern of −◇f; every trial point of the
+// backtracking line search is projected onto the orthant of the current point (ξ_i = sign(w_i),
+// or sign(−◇f_i) where w_i = 0). The memory pairs use ∇h only. Acceptance (Andrew & Gao eq. 4):
+// f(w_new) ≤ f(w) + γ·◇f(w)ᵀ(w_new − w), γ = 1e-4, halving the step.
+#include <cmath>
+
+#include "crfx/error.hpp"
+#include "optim/quasi_newton.hpp"
+#include "optim/trainers.hpp"
+
+namespace crfx {
+namespace {
+
+class OwlqnTrainer final : public Trainer {
+ public:
+  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    Backend& b = obj.backend();
+    const double c1 = obj.c1();
+    const std::size_t n = w.size();
+    VectorPtr g = b.vector(n), x0 = b.vector(n), g0 = b.vector(n), pg = b.vector(n),
+              d = b.vector(n), diff = b.vector(n);
+    LbfgsHistory history(b, n, opt.memory);
+    ImprovementTest improvement(opt.period, opt.delta);
+    Stopwatch clock;
+
+    double f = obj.full(obj.value_and_gradient(w, *g), w);
+    if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
+    b.owlqn_pseudo_gradient(w, *g, c1, *pg);
+    double pgnorm = std::sqrt(b.norm2sq(*pg));
+    if (pgnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) return f;
+    b.copy(*pg, *d);
+    b.scale(-1.0, *d);
+    double step = 1.0 / pgnorm;
+
+    for (int k = 1; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k) {
+      b.copy(w, *x0);
+      b.copy(*g, *g0);
+      const double f0 = f;
+      bool accepted = false;
+      double a = step;
+      for (int ls = 0; ls < opt.max_linesearch; ++ls, a *= 0.5) {
+        b.copy(*x0, w);
+        b.axpy(a, *d, w);
+        b.owlqn_project(*x0, *pg, w);
+        f = obj.full(obj.value_and_gradient(w, *g), w);
+        b.sub(w, *x0, *diff);
+        if (std::isfinite(f) && f <= f0 + 1e-4 * b.dot(*pg, *diff)) {
+          accepted = true;
+          break;
+        }
+      }
+      if (!accepted) {  // no decrease found: keep the last point and stop
+        b.copy(*x0, w);
+        b.copy(*g0, *g);
+        f = f0;
+        break;
+      }
+      b.owlqn_pseudo_gradient(w, *g, c1, *pg);
+      pgnorm = std::sqrt(b.norm2sq(*pg));
+      const double xnorm = std::sqrt(b.norm2sq(w));
+      Progress pr;
+      pr.iteration = k;
+      pr.passes = obj.passes();
+      pr.objective = f;
+      pr.gradient_norm = pgnorm;
+      pr.active_features = b.count_nonzero(w);
+      pr.seconds = clock.seconds();
+      pr.step = a;
+      if (progress && !progress(pr, w)) break;
+      if (pgnorm / std::max(1.0, xnorm) <= opt.epsilon) break;
+      if (improvement.converged(f)) break;
+      history.push(w, *x0, *g, *g0);
+      history.direction(*pg, *d);
+      b.owlqn_constrain_direction(*pg, *d);
+      if (!(b.dot(*d, *pg) < 0)) {  // constrained direction vanished: steepest descent
+        history.clear();
+        b.copy(*pg, *d);
+        b.scale(-1.0, *d);
+        step = 1.0 / std::max(pgnorm, 1e-300);
+      } else {
+        step = 1.0;
+      }
+    }
+    return f;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_owlqn_trainer() { return std::make_unique<OwlqnTrainer>(); }
+
+}  // namespace crfx

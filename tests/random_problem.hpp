@@ -1,0 +1,66 @@
+// Random small CRF problems for the numerical tests.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "crfx/corpus.hpp"
+
+namespace crfx::test {
+
+struct RandomProblem {
+  Dims dims;
+  Corpus corpus;
+};
+
+/// `sentences` sentences of length 1 … max_len; each token has 1–4 of A state attributes with
+/// values in (0.5, 1.5) (or 1 when binary), and, when E > 0, 0–2 edge attributes from t = 1 on.
+inline RandomProblem random_problem(std::uint32_t L, std::uint32_t A, std::uint32_t E,
+                                    std::size_t sentences, std::size_t max_len, std::uint64_t seed,
+                                    bool binary = false) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::uint32_t> label(0, L - 1), attr(0, A - 1),
+      edge(0, E ? E - 1 : 0);
+  std::uniform_int_distribution<std::size_t> len(1, max_len), items(1, 4), eitems(0, 2);
+  std::uniform_real_distribution<double> value(0.5, 1.5);
+  RandomProblem p;
+  p.dims.L = L;
+  p.dims.A = A;
+  p.dims.E = E;
+  p.dims.transitions = true;
+  Corpus& c = p.corpus;
+  for (std::size_t s = 0; s < sentences; ++s) {
+    const std::size_t T = len(rng);
+    for (std::size_t t = 0; t < T; ++t) {
+      const std::size_t k = items(rng);
+      for (std::size_t i = 0; i < k; ++i) {
+        c.state_ids.push_back(attr(rng));
+        c.state_values.push_back(binary ? 1.0 : value(rng));
+      }
+      c.state_offsets.push_back(c.state_ids.size());
+      if (E > 0 && t > 0) {
+        const std::size_t ke = eitems(rng);
+        for (std::size_t i = 0; i < ke; ++i) {
+          c.edge_ids.push_back(edge(rng));
+          c.edge_values.push_back(binary ? 1.0 : value(rng));
+        }
+      }
+      c.edge_offsets.push_back(c.edge_ids.size());
+      c.labels.push_back(label(rng));
+    }
+    c.sentence_offsets.push_back(c.labels.size());
+    c.source_lines.push_back(s + 1);
+  }
+  return p;
+}
+
+inline std::vector<double> random_weights(std::size_t n, double scale, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> d(0.0, scale);
+  std::vector<double> w(n);
+  for (auto& x : w) x = d(rng);
+  return w;
+}
+
+}  // namespace crfx::test

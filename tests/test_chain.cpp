@@ -1,0 +1,190 @@
+// Forward-backward, log Z, marginals and Viterbi against brute-force enumeration of every label
+// sequence on tiny chains (L ≤ 4, T ≤ 6), with ordinary and extreme weights, on both numerical
+// paths (scaled exp-space and log-space).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cpu/chain.hpp"
+
+namespace crfx {
+namespace {
+
+constexpr double kTol = 1e-9;  // absolute, on probabilities; relative on log Z
+
+struct Chain {
+  std::size_t T, L;
+  std::vector<double> state, trans;     // [T][L], [L][L]
+  std::vector<std::vector<double>> pos;  // [T] [L][L] or empty
+  std::vector<const double*> pos_ptr;
+  ChainScores scores() {
+    ChainScores x;
+    x.T = T;
+    x.L = L;
+    x.state = state.data();
+    x.trans = trans.data();
+    pos_ptr.assign(T, nullptr);
+    bool any = false;
+    for (std::size_t t = 0; t < pos.size(); ++t)
+      if (!pos[t].empty()) {
+        pos_ptr[t] = pos[t].data();
+        any = true;
+      }
+    if (any) x.edge = pos_ptr.data();
+    return x;
+  }
+};
+
+Chain random_chain(std::size_t T, std::size_t L, double scale, bool edges, std::mt19937_64& rng) {
+  std::normal_distribution<double> d(0.0, scale);
+  Chain c{T, L, std::vector<double>(T * L), std::vector<double>(L * L), {}, {}};
+  for (auto& v : c.state) v = d(rng);
+  for (auto& v : c.trans) v = d(rng);
+  if (edges) {
+    c.pos.resize(T);
+    for (std::size_t t = 1; t < T; ++t)
+      if (rng() % 2) {
+        c.pos[t].resize(L * L);
+        for (auto& v : c.pos[t]) v = d(rng);
+      }
+  }
+  return c;
+}
+
+struct Brute {
+  double log_z;
+  std::vector<double> node;  // [T][L]
+  std::vector<double> pair;  // [T][L][L]
+  double best;
+};
+
+Brute brute_force(const ChainScores& x) {
+  const std::size_t T = x.T, L = x.L;
+  std::size_t n = 1;
+  for (std::size_t t = 0; t < T; ++t) n *= L;
+  std::vector<std::uint32_t> y(T);
+  std::vector<double> scores(n);
+  double m = -INFINITY;
+  for (std::size_t k = 0; k < n; ++k) {
+    std::size_t r = k;
+    for (std::size_t t = 0; t < T; ++t) {
+      y[t] = std::uint32_t(r % L);
+      r /= L;
+    }
+    scores[k] = path_score(x, y.data());
+    m = std::max(m, scores[k]);
+  }
+  double s = 0;
+  for (double v : scores) s += std::exp(v - m);
+  Brute b{m + std::log(s), std::vector<double>(T * L, 0.0), std::vector<double>(T * L * L, 0.0), m};
+  for (std::size_t k = 0; k < n; ++k) {
+    std::size_t r = k;
+    for (std::size_t t = 0; t < T; ++t) {
+      y[t] = std::uint32_t(r % L);
+      r /= L;
+    }
+    const double p = std::exp(scores[k] - b.log_z);
+    for (std::size_t t = 0; t < T; ++t) {
+      b.node[t * L + y[t]] += p;
+      if (t > 0) b.pair[(t * L + y[t - 1]) * L + y[t]] += p;
+    }
+  }
+  return b;
+}
+
+/// Returns how many times the scaled path fell back to log space.
+std::size_t check_against_brute(std::size_t T, std::size_t L, double scale, bool edges, bool log_only,
+                                std::uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << "T=" << T << " L=" << L << " scale=" << scale
+                                    << " edges=" << edges << " log_only=" << log_only
+                                    << " seed=" << seed);
+  std::mt19937_64 rng(seed);
+  Chain c = random_chain(T, L, scale, edges, rng);
+  ChainScores x = c.scores();
+  Brute ref = brute_force(x);
+  ChainScratch scratch;
+  std::vector<double> node(T * L, -1), pair_at(T * L * L, -1), pair_sum(L * L, 0.0);
+  ChainOutputs out{node.data(), pair_sum.data(), pair_at.data()};
+  const double log_z = forward_backward(x, out, scratch, log_only);
+  EXPECT_NEAR(log_z, ref.log_z, kTol * std::max(1.0, std::fabs(ref.log_z)));
+  EXPECT_NEAR(log_partition(x, scratch, log_only), ref.log_z, kTol * std::max(1.0, std::fabs(ref.log_z)));
+  for (std::size_t i = 0; i < T * L; ++i) EXPECT_NEAR(node[i], ref.node[i], kTol) << "node " << i;
+  for (std::size_t t = 1; t < T; ++t)
+    for (std::size_t j = 0; j < L * L; ++j)
+      EXPECT_NEAR(pair_at[t * L * L + j], ref.pair[t * L * L + j], kTol) << "pair t=" << t << " j=" << j;
+  for (std::size_t j = 0; j < L * L; ++j) {
+    double s = 0;
+    for (std::size_t t = 1; t < T; ++t) s += ref.pair[t * L * L + j];
+    EXPECT_NEAR(pair_sum[j], s, kTol * T);
+  }
+  std::vector<std::uint32_t> y(T);
+  const double best = viterbi(x, y.data(), scratch);
+  EXPECT_NEAR(best, ref.best, 1e-12 * std::max(1.0, std::fabs(ref.best)));
+  EXPECT_NEAR(path_score(x, y.data()), ref.best, 1e-12 * std::max(1.0, std::fabs(ref.best)));
+  return scratch.log_space_fallbacks;
+}
+
+TEST(Chain, MatchesBruteForceOrdinaryWeights) {
+  std::uint64_t seed = 1;
+  std::size_t fallbacks = 0;
+  for (std::size_t L = 1; L <= 4; ++L)
+    for (std::size_t T = 1; T <= 6; ++T)
+      for (bool edges : {false, true})
+        for (bool log_only : {false, true})
+          fallbacks += check_against_brute(T, L, 1.0, edges, log_only, seed++);
+  EXPECT_EQ(fallbacks, 0u) << "ordinary weights must stay on the scaled fast path";
+}
+
+TEST(Chain, MatchesBruteForceLargeMagnitudes) {
+  // Weights of size 30 and 400: exp-space products underflow, the fallback must take over.
+  std::uint64_t seed = 100;
+  std::size_t fallbacks = 0;
+  for (double scale : {30.0, 400.0})
+    for (std::size_t L = 2; L <= 4; ++L)
+      for (std::size_t T = 1; T <= 6; ++T)
+        for (bool edges : {false, true})
+          for (bool log_only : {false, true})
+            fallbacks += check_against_brute(T, L, scale, edges, log_only, seed++);
+  EXPECT_GT(fallbacks, 0u) << "these weights should exercise the log-space fallback";
+}
+
+TEST(Chain, UnderflowingChainStillExact) {
+  // A chain built so that the scaled recursion underflows: α_0 sits on label 0 (label 1 is
+  // e^-800 behind) and every transition out of label 0 costs e^-800 relative to label 1's.
+  Chain c{3, 2, {0, -800, 0, 0, 0, 0}, {-800, -800, 0, 0}, {}, {}};
+  ChainScores x = c.scores();
+  Brute ref = brute_force(x);
+  ChainScratch scratch;
+  std::vector<double> node(6);
+  ChainOutputs out{node.data(), nullptr, nullptr};
+  EXPECT_NEAR(forward_backward(x, out, scratch), ref.log_z, kTol * std::fabs(ref.log_z));
+  EXPECT_EQ(scratch.log_space_fallbacks, 1u);
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_NEAR(node[i], ref.node[i], kTol);
+}
+
+TEST(Chain, ViterbiTiesGoToSmallestLabel) {
+  Chain zero{4, 3, std::vector<double>(12, 0.0), std::vector<double>(9, 0.0), {}, {}};
+  ChainScores x = zero.scores();
+  ChainScratch scratch;
+  std::vector<std::uint32_t> y(4, 9);
+  viterbi(x, y.data(), scratch);
+  EXPECT_EQ(y, (std::vector<std::uint32_t>{0, 0, 0, 0}));
+  // Labels 1 and 2 tie everywhere and beat 0: the smallest of the tied ids wins.
+  Chain tie{3, 3, {0, 5, 5, 0, 5, 5, 0, 5, 5}, std::vector<double>(9, 0.0), {}, {}};
+  x = tie.scores();
+  viterbi(x, y.data(), scratch);
+  EXPECT_EQ(std::vector<std::uint32_t>(y.begin(), y.begin() + 3), (std::vector<std::uint32_t>{1, 1, 1}));
+}
+
+TEST(Chain, EmptySentence) {
+  ChainScores x;
+  x.T = 0;
+  x.L = 3;
+  ChainScratch scratch;
+  EXPECT_EQ(forward_backward(x, {}, scratch), 0.0);
+}
+
+}  // namespace
+}  // namespace crfx
