@@ -47,7 +47,8 @@ class OwlqnTrainer final : public Trainer {
         b.owlqn_project(*x0, *pg, w);
         f = obj.full(obj.value_and_gradient(w, *g), w);
         b.sub(w, *x0, *diff);
-        if (std::isfinite(f) && f <= f0 + 1e-4 * b.dot(*pg, *diff)) {
+        const double decrease = b.dot(*pg, *diff);  // < 0 along a descent direction
+        if (std::isfinite(f) && decrease < 0 && f <= f0 + 1e-4 * decrease) {
           accepted = true;
           break;
         }
@@ -72,6 +73,7 @@ class OwlqnTrainer final : public Trainer {
       if (progress && !progress(pr, w)) break;
       if (pgnorm / std::max(1.0, xnorm) <= opt.epsilon) break;
       if (improvement.converged(f)) break;
+      if (f0 - f <= kNoProgress * std::fabs(f0)) break;  // at the limit of double precision
       history.push(w, *x0, *g, *g0);
       history.direction(*pg, *d);
       b.owlqn_constrain_direction(*pg, *d);

@@ -8,6 +8,11 @@
 
 namespace crfx {
 
+/// Relative decrease of the objective below which an OWL-QN iteration made no progress that
+/// double precision can resolve (the orthant constraints can pin it there while ‖◇f‖ stays
+/// above a tight epsilon): it stops whatever its tolerances ask.
+inline constexpr double kNoProgress = 1e-15;
+
 /// The L-BFGS memory: the last m pairs s = x_{k+1} − x_k, y = ∇h_{k+1} − ∇h_k, and the two-loop
 /// recursion (Nocedal & Wright, Algorithm 7.4) with the initial scaling γ = sᵀy / yᵀy.
 class LbfgsHistory {

@@ -1,0 +1,185 @@
+// The CPU backend: gradient against central finite differences, loss against the chain
+// reference, independence of thread count and chunking, vector algebra, OWL-QN primitives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cpu/cpu_backend.hpp"
+#include "crfx/trainer.hpp"
+#include "random_problem.hpp"
+
+namespace crfx {
+namespace {
+
+using test::random_problem;
+using test::random_weights;
+
+double objective(Backend& b, const BackendCorpus& c, const std::vector<double>& w, double c2) {
+  auto wv = to_backend(b, w);
+  double h = b.evaluate(c, *wv, all_sentences(c), nullptr, 1.0);
+  for (double x : w) h += c2 * x * x;
+  return h;
+}
+
+void check_gradient(std::uint32_t L, std::uint32_t A, std::uint32_t E, double scale, std::uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << "L=" << L << " A=" << A << " E=" << E << " seed=" << seed);
+  auto p = random_problem(L, A, E, 6, 5, seed);
+  CpuBackend b(p.dims, 2);
+  auto corpus = b.upload(p.corpus);
+  const double c2 = 0.3;
+  auto w = random_weights(p.dims.num_weights(), scale, seed + 7);
+  Objective obj(b, *corpus, 0.0, c2);
+  auto wv = to_backend(b, w);
+  auto gv = b.vector(w.size());
+  const double h = obj.value_and_gradient(*wv, *gv);
+  EXPECT_NEAR(h, objective(b, *corpus, w, c2), 1e-10 * std::fabs(h));
+  auto g = to_host(b, *gv);
+  const double eps = 1e-5;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    auto wp = w, wm = w;
+    wp[i] += eps;
+    wm[i] -= eps;
+    const double fd = (objective(b, *corpus, wp, c2) - objective(b, *corpus, wm, c2)) / (2 * eps);
+    EXPECT_NEAR(g[i], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << "weight " << i;
+  }
+}
+
+TEST(CpuBackend, GradientMatchesFiniteDifferences) { check_gradient(3, 5, 0, 1.0, 11); }
+TEST(CpuBackend, GradientWithEdgeFeatures) { check_gradient(3, 4, 3, 1.0, 12); }
+TEST(CpuBackend, GradientManyLabels) { check_gradient(7, 3, 2, 0.5, 13); }
+
+TEST(CpuBackend, TransitionsOffStayZero) {
+  auto p = random_problem(3, 4, 0, 5, 6, 21);
+  p.dims.transitions = false;
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  auto w = to_backend(b, random_weights(p.dims.num_weights(), 1.0, 3));
+  auto g = b.vector(p.dims.num_weights());
+  b.evaluate(*corpus, *w, all_sentences(*corpus), g.get(), 1.0);
+  auto gh = to_host(b, *g);
+  for (std::size_t i = p.dims.transition_offset(); i < p.dims.edge_offset(); ++i) EXPECT_EQ(gh[i], 0.0);
+}
+
+/// Loss and gradient bitwise identical for any thread count and chunk size.
+TEST(CpuBackend, DeterministicAcrossThreadsAndChunks) {
+  auto p = random_problem(5, 40, 6, 60, 12, 31);
+  auto w = random_weights(p.dims.num_weights(), 0.7, 5);
+  std::vector<double> ref_g;
+  double ref_loss = 0;
+  for (unsigned threads : {1u, 2u, 3u, 8u}) {
+    for (std::size_t chunk : {std::size_t(0), std::size_t(7), std::size_t(1)}) {
+      CpuBackend b(p.dims, threads);
+      if (chunk) b.set_chunk_tokens(chunk);
+      auto corpus = b.upload(p.corpus);
+      auto wv = to_backend(b, w);
+      auto g = b.vector(w.size());
+      const double loss = b.evaluate(*corpus, *wv, all_sentences(*corpus), g.get(), 1.0);
+      auto gh = to_host(b, *g);
+      if (ref_g.empty()) {
+        ref_g = gh;
+        ref_loss = loss;
+      } else {
+        EXPECT_EQ(loss, ref_loss) << "threads=" << threads << " chunk=" << chunk;
+        EXPECT_EQ(gh, ref_g) << "threads=" << threads << " chunk=" << chunk;
+      }
+    }
+  }
+}
+
+TEST(CpuBackend, SpanSelectsSentences) {
+  auto p = random_problem(4, 10, 0, 9, 5, 41);
+  CpuBackend b(p.dims, 2);
+  auto corpus = b.upload(p.corpus);
+  auto w = to_backend(b, random_weights(p.dims.num_weights(), 1.0, 2));
+  double sum = 0;
+  for (std::uint32_t s = 0; s < 9; ++s) sum += b.evaluate(*corpus, *w, {&s, 1}, nullptr, 1.0);
+  std::vector<std::uint32_t> rev{8, 7, 6, 5, 4, 3, 2, 1, 0};
+  EXPECT_NEAR(b.evaluate(*corpus, *w, {rev.data(), rev.size()}, nullptr, 1.0), sum, 1e-10 * sum);
+  // Gradient scale: scale·(E − obs) on a span equals scale times the unscaled one.
+  auto g1 = b.vector(w->size()), g2 = b.vector(w->size());
+  b.evaluate(*corpus, *w, {rev.data(), 4}, g1.get(), 1.0);
+  b.evaluate(*corpus, *w, {rev.data(), 4}, g2.get(), -0.25);
+  b.axpy(4.0, *g2, *g1);
+  EXPECT_LT(b.norm_inf(*g1), 1e-12);
+}
+
+TEST(CpuBackend, MarginalsSumToOneAndViterbiIsConsistent) {
+  auto p = random_problem(5, 10, 2, 8, 7, 51);
+  CpuBackend b(p.dims, 2);
+  auto corpus = b.upload(p.corpus);
+  auto w = to_backend(b, random_weights(p.dims.num_weights(), 1.0, 9));
+  const std::size_t N = p.corpus.num_tokens(), L = p.dims.L;
+  std::vector<double> node(N * L), log_z(8);
+  b.marginals(*corpus, *w, all_sentences(*corpus), node.data(), log_z.data());
+  for (std::size_t t = 0; t < N; ++t) {
+    double s = 0;
+    for (std::size_t y = 0; y < L; ++y) s += node[t * L + y];
+    EXPECT_NEAR(s, 1.0, 1e-12);
+  }
+  std::vector<std::uint32_t> y(N);
+  b.viterbi(*corpus, *w, all_sentences(*corpus), y.data());
+  for (auto v : y) EXPECT_LT(v, L);
+  // NLL of the Viterbi path is the smallest over the gold paths of that corpus: at least check
+  // that relabelling the corpus with the Viterbi path never increases any sentence's NLL.
+  Corpus relabeled = p.corpus;
+  relabeled.labels = y;
+  auto rc = b.upload(relabeled);
+  for (std::uint32_t s = 0; s < 8; ++s)
+    EXPECT_LE(b.evaluate(*rc, *w, {&s, 1}, nullptr, 1.0), b.evaluate(*corpus, *w, {&s, 1}, nullptr, 1.0) + 1e-12);
+}
+
+TEST(CpuBackend, VectorAlgebra) {
+  Dims d;
+  d.L = 2;
+  CpuBackend b(d, 3);
+  const std::size_t n = 100003;  // several reduction blocks, ragged end
+  std::vector<double> x(n), y(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = std::sin(double(i));
+    y[i] = (i % 7 == 0) ? 0.0 : std::cos(double(i));
+  }
+  auto X = to_backend(b, x), Y = to_backend(b, y), Z = b.vector(n);
+  double dot = 0, n1 = 0, ninf = 0;
+  std::size_t nz = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    dot += x[i] * y[i];
+    n1 += std::fabs(y[i]);
+    ninf = std::max(ninf, std::fabs(y[i]));
+    nz += y[i] != 0;
+  }
+  EXPECT_NEAR(b.dot(*X, *Y), dot, 1e-9);
+  EXPECT_NEAR(b.norm1(*Y), n1, 1e-8);
+  EXPECT_EQ(b.norm_inf(*Y), ninf);
+  EXPECT_EQ(b.count_nonzero(*Y), nz);
+  b.sub(*X, *Y, *Z);
+  b.axpby(2.0, *X, -1.0, *Y);  // y = 2x − y
+  b.axpy(-1.0, *X, *Y);        // y = x − y_orig
+  b.axpy(-1.0, *Z, *Y);
+  EXPECT_LT(b.norm_inf(*Y), 1e-15);
+  b.fill(*Z, 3.0);
+  b.scale(0.5, *Z);
+  EXPECT_EQ(b.norm1(*Z), 1.5 * double(n));
+}
+
+TEST(CpuBackend, OwlqnPrimitives) {
+  Dims d;
+  d.L = 1;
+  CpuBackend b(d, 1);
+  //            w:  neg   pos   0: g+c1<0  0: g−c1>0  0: |g|≤c1
+  auto w = to_backend(b, {-1.0, 2.0, 0.0, 0.0, 0.0});
+  auto g = to_backend(b, {0.5, 0.5, -3.0, 3.0, 0.5});
+  auto pg = b.vector(5);
+  b.owlqn_pseudo_gradient(*w, *g, 1.0, *pg);
+  EXPECT_EQ(to_host(b, *pg), (std::vector<double>{-0.5, 1.5, -2.0, 2.0, 0.0}));
+  auto dvec = to_backend(b, {1.0, 1.0, 1.0, 1.0, 1.0});
+  b.owlqn_constrain_direction(*pg, *dvec);  // keep components that go against pg
+  EXPECT_EQ(to_host(b, *dvec), (std::vector<double>{1.0, 0.0, 1.0, 0.0, 0.0}));
+  // Projection: orthant of w0, or of −pg where w0 = 0.
+  auto x = to_backend(b, {0.5, -0.1, 0.3, 0.3, -0.2});
+  b.owlqn_project(*w, *pg, *x);
+  EXPECT_EQ(to_host(b, *x), (std::vector<double>{0.0, 0.0, 0.3, 0.0, 0.0}));
+}
+
+}  // namespace
+}  // namespace crfx

@@ -1,0 +1,136 @@
+// The quasi-Newton trainers: optimality at the end, L1 sparsity and optimality conditions,
+// the stopping test, and determinism across thread counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cpu/cpu_backend.hpp"
+#include "crfx/trainer.hpp"
+#include "random_problem.hpp"
+
+namespace crfx {
+namespace {
+
+using test::random_problem;
+
+TrainOptions tight() {
+  TrainOptions o;
+  o.epsilon = 1e-11;
+  o.delta = 0;
+  o.period = 0;
+  o.max_iterations = 2000;
+  o.max_linesearch = 40;
+  return o;
+}
+
+std::vector<double> train(const char* algo, const test::RandomProblem& p, double c1, double c2,
+                          unsigned threads, const TrainOptions& o, double* f_out = nullptr) {
+  CpuBackend b(p.dims, threads);
+  auto corpus = b.upload(p.corpus);
+  Objective obj(b, *corpus, c1, c2);
+  auto w = b.vector(p.dims.num_weights());
+  const double f = find_trainer(algo).make()->train(obj, *w, o, nullptr);
+  if (f_out) *f_out = f;
+  return to_host(b, *w);
+}
+
+/// Smooth part h and its gradient at w, on a fresh backend.
+double smooth(const test::RandomProblem& p, const std::vector<double>& w, double c2,
+              std::vector<double>* grad) {
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  Objective obj(b, *corpus, 0.0, c2);
+  auto wv = to_backend(b, w);
+  auto g = b.vector(w.size());
+  const double h = obj.value_and_gradient(*wv, *g);
+  if (grad) *grad = to_host(b, *g);
+  return h;
+}
+
+double l1(const std::vector<double>& w) {
+  double s = 0;
+  for (double x : w) s += std::fabs(x);
+  return s;
+}
+
+TEST(Lbfgs, ReachesStationaryPoint) {
+  auto p = random_problem(4, 30, 3, 40, 8, 7);
+  auto w = train("lbfgs", p, 0.0, 0.5, 2, tight());
+  std::vector<double> g;
+  smooth(p, w, 0.5, &g);
+  double gmax = 0;
+  for (double x : g) gmax = std::max(gmax, std::fabs(x));
+  EXPECT_LT(gmax, 1e-6);
+}
+
+TEST(Lbfgs, StopsOnImprovementTest) {
+  auto p = random_problem(4, 30, 0, 40, 8, 8);
+  TrainOptions o;  // CRFsuite defaults: period 10, delta 1e-5
+  int iterations = 0;
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  Objective obj(b, *corpus, 0.0, 1.0);
+  auto w = b.vector(p.dims.num_weights());
+  std::vector<double> fs;
+  find_trainer("lbfgs").make()->train(obj, *w, o, [&](const Progress& pr, const Vector&) {
+    iterations = pr.iteration;
+    fs.push_back(pr.objective);
+    return true;
+  });
+  ASSERT_GT(iterations, 10);
+  const std::size_t k = fs.size() - 1;
+  EXPECT_LT((fs[k - 10] - fs[k]) / fs[k], 1e-5);           // stopped because the test held …
+  EXPECT_GE((fs[k - 11] - fs[k - 1]) / fs[k - 1], 1e-5);   // … and not one iteration earlier
+  EXPECT_GT(obj.passes(), double(iterations));             // evaluations are counted
+}
+
+TEST(Owlqn, SparseAndOptimal) {
+  auto p = random_problem(4, 40, 3, 40, 8, 9);
+  const double c1 = 0.8, c2 = 0.05;
+  double f_owl = 0;
+  auto w = train("owlqn", p, c1, c2, 2, tight(), &f_owl);
+  std::vector<double> g;
+  const double h = smooth(p, w, c2, &g);
+  EXPECT_NEAR(f_owl, h + c1 * l1(w), 1e-9 * f_owl);
+  std::size_t zeros = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (w[i] == 0) {
+      ++zeros;
+      EXPECT_LE(std::fabs(g[i]), c1 + 1e-6) << i;  // 0 ∈ ∂f_i
+    } else {
+      EXPECT_NEAR(g[i] + c1 * (w[i] > 0 ? 1 : -1), 0.0, 1e-6) << i;
+    }
+  }
+  EXPECT_GT(zeros, w.size() / 4) << "L1 should zero out many weights";
+  // Its objective is no worse than that of the L2-only optimum, measured with the L1 term.
+  auto w2 = train("lbfgs", p, 0.0, c2, 2, tight());
+  EXPECT_LE(f_owl, smooth(p, w2, c2, nullptr) + c1 * l1(w2));
+  // lbfgs with c1 > 0 runs OWL-QN.
+  auto w3 = train("lbfgs", p, c1, c2, 2, tight());
+  EXPECT_EQ(w3, w);
+}
+
+TEST(Trainers, IdenticalForAnyThreadCount) {
+  auto p = random_problem(5, 50, 4, 50, 10, 10);
+  TrainOptions o;
+  o.max_iterations = 30;
+  for (const char* algo : {"lbfgs", "owlqn"}) {
+    auto w1 = train(algo, p, algo[0] == 'o' ? 0.5 : 0.0, 0.2, 1, o);
+    auto w3 = train(algo, p, algo[0] == 'o' ? 0.5 : 0.0, 0.2, 3, o);
+    EXPECT_EQ(w1, w3) << algo;
+  }
+}
+
+TEST(Trainers, RegistryListsAndRejects) {
+  EXPECT_GE(trainer_registry().size(), 2u);
+  EXPECT_STREQ(find_trainer("owlqn").name, "owlqn");
+  try {
+    find_trainer("nope");
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("lbfgs"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace crfx
