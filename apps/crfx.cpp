@@ -1,0 +1,474 @@
+// crfx — the command-line tool: train, tag, eval, bench, dump.
+//
+// Library code throws crfx::Error; this file alone turns errors into messages and exit codes:
+//   0 success, 1 failure (bad input, I/O, numerical), 2 usage error.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+#include "crfx/eval.hpp"
+#include "crfx/features.hpp"
+#include "crfx/io.hpp"
+#include "crfx/model.hpp"
+#include "crfx/trainer.hpp"
+
+namespace crfx {
+namespace {
+
+struct UsageError : Error {
+  using Error::Error;
+};
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+/// Parses a subcommand's options; prints help and returns false for --help.
+bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& result) {
+  try {
+    result = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + " (see '" + options.program() + " --help')");
+  }
+  if (result.count("help")) {
+    std::cout << options.help() << std::flush;
+    return false;
+  }
+  return true;
+}
+
+template <class T>
+T get(const cxxopts::ParseResult& r, const char* name) {
+  try {
+    return r[name].as<T>();
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string("--") + name + ": " + e.what());
+  }
+}
+
+std::string required(const cxxopts::ParseResult& r, const char* name, const char* what) {
+  if (!r.count(name)) throw UsageError(std::string("missing ") + what);
+  return get<std::string>(r, name);
+}
+
+InputFormat parse_format(const std::string& s) {
+  if (s == "conll") return InputFormat::conll;
+  if (s == "crfsuite") return InputFormat::crfsuite;
+  throw UsageError("unknown --format '" + s + "' (expected conll or crfsuite)");
+}
+
+void add_device_options(cxxopts::Options& o) {
+  o.add_options()
+      ("device", "auto | cpu | cuda ('auto' falls back to the CPU and says so)",
+       cxxopts::value<std::string>()->default_value("auto"))
+      ("threads", "CPU worker threads (0 = all cores)", cxxopts::value<unsigned>()->default_value("0"));
+}
+
+BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet) {
+  BackendOptions bo;
+  bo.device = parse_device(get<std::string>(r, "device"));
+  bo.threads = get<unsigned>(r, "threads");
+  std::string note;
+  BackendPtr b = make_backend(dims, bo, &note);
+  if (!quiet) std::cerr << note << "\n";
+  return b;
+}
+
+/// Viterbi labels of every sentence of `corpus`, as strings, sentence by sentence.
+std::vector<std::vector<std::string>> decode(Backend& b, const BackendCorpus& corpus,
+                                             const Corpus& host, const Vector& w,
+                                             const Dictionary& labels) {
+  std::vector<std::uint32_t> ids(host.num_tokens());
+  b.viterbi(corpus, w, all_sentences(corpus), ids.data());
+  std::vector<std::vector<std::string>> out(host.num_sentences());
+  for (std::size_t s = 0; s < host.num_sentences(); ++s)
+    for (std::size_t t = host.sentence_offsets[s]; t < host.sentence_offsets[s + 1]; ++t)
+      out[s].push_back(labels.at(ids[t]));
+  return out;
+}
+
+/// Chunk F1 of predicted against gold label strings (gold given token after token).
+ChunkEvaluator score(const std::vector<std::vector<std::string>>& predicted,
+                     const std::vector<std::string>& gold) {
+  ChunkEvaluator ev;
+  std::size_t k = 0;
+  for (const auto& sentence : predicted) {
+    std::vector<std::string> g(gold.begin() + k, gold.begin() + k + sentence.size());
+    k += sentence.size();
+    ev.add(g, sentence);
+  }
+  return ev;
+}
+
+// ---- train ---------------------------------------------------------------------------------
+
+int cmd_train(int argc, char** argv) {
+  cxxopts::Options o("crfx train", "Train a linear-chain CRF.");
+  o.positional_help("DATA");
+  o.add_options()
+      ("data", "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok)",
+       cxxopts::value<std::string>())
+      ("m,model", "model file to write", cxxopts::value<std::string>())
+      ("t,template", "CRF++ feature template (CoNLL data)", cxxopts::value<std::string>())
+      ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
+      ("a,algo", "training algorithm ('list' shows them)", cxxopts::value<std::string>()->default_value("lbfgs"))
+      ("c1", "L1 coefficient: objective NLL + c1·|w|₁ + c2·|w|²", cxxopts::value<double>()->default_value("0"))
+      ("c2", "L2 coefficient (CRFsuite's convention; CRF++ -c C = 1/(2·c2))", cxxopts::value<double>()->default_value("1"))
+      ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
+      ("max-iterations", "stop after this many iterations (0 = no limit)", cxxopts::value<int>()->default_value("0"))
+      ("period", "stopping test window in iterations", cxxopts::value<int>()->default_value("10"))
+      ("delta", "stop when the objective improved less than this (relative) over --period iterations",
+       cxxopts::value<double>()->default_value("1e-5"))
+      ("epsilon", "stop when |g| / max(1, |w|) falls below this", cxxopts::value<double>()->default_value("1e-5"))
+      ("memory", "L-BFGS / OWL-QN history pairs", cxxopts::value<int>()->default_value("6"))
+      ("dev", "development data: report its chunk F1 after every iteration", cxxopts::value<std::string>())
+      ("log", "write per-iteration progress as CSV to this file", cxxopts::value<std::string>())
+      ("q,quiet", "no progress lines")
+      ("h,help", "show this help");
+  add_device_options(o);
+  o.parse_positional({"data"});
+  cxxopts::ParseResult r;
+  if (!parse(o, argc, argv, r)) return 0;
+
+  const std::string algo = get<std::string>(r, "algo");
+  if (algo == "list") {
+    for (const auto& t : trainer_registry()) std::cout << "  " << t.name << "\t" << t.summary << "\n";
+    return 0;
+  }
+  const TrainerInfo& trainer = find_trainer(algo);
+  const std::string data_path = required(r, "data", "training data (crfx train DATA -m MODEL ...)");
+  const std::string model_path = required(r, "model", "-m/--model: where to write the model");
+  const bool quiet = r.count("quiet") > 0;
+
+  const double t0 = now_seconds();
+  Model model;
+  FeatureSpace& fs = model.features;
+  fs.format = parse_format(get<std::string>(r, "format"));
+  if (fs.format == InputFormat::conll) {
+    if (!r.count("template")) throw UsageError("CoNLL data needs --template (or use --format crfsuite)");
+    fs.templ = FeatureTemplate::load(get<std::string>(r, "template"));
+  } else if (r.count("template")) {
+    throw UsageError("--template applies to CoNLL data, not --format crfsuite");
+  }
+  TextData train_text = read_text(fs, data_path);
+  Corpus corpus = compile_training(fs, train_text, get<std::size_t>(r, "min-freq"));
+  train_text = TextData();  // the text is no longer needed
+  if (corpus.num_sentences() == 0) throw InputError(data_path, 0, "no sentences in the training data");
+  const Dims dims = fs.dims();
+  if (!quiet)
+    std::cerr << "data: " << corpus.num_sentences() << " sentences, " << corpus.num_tokens()
+              << " tokens, " << dims.L << " labels, " << dims.A << " attributes, " << dims.E
+              << " edge attributes, " << dims.num_weights() << " weights ("
+              << fmt("%.2f", now_seconds() - t0) << " s)\n";
+
+  TextData dev_text;
+  Corpus dev_corpus;
+  std::vector<std::string> dev_gold;
+  if (r.count("dev")) {
+    dev_text = read_text(fs, get<std::string>(r, "dev"));
+    dev_corpus = compile(fs, dev_text);
+    dev_gold = gold_labels(dev_text);
+    if (dev_gold.size() != dev_corpus.num_tokens())
+      throw InputError(dev_text.path, 0, "development data needs gold labels");
+  }
+
+  BackendPtr backend = backend_from(r, dims, quiet);
+  BackendCorpusPtr train_up = backend->upload(corpus);
+  corpus = Corpus();  // resident on the backend now
+  BackendCorpusPtr dev_up = r.count("dev") ? backend->upload(dev_corpus) : nullptr;
+
+  TrainOptions opt;
+  opt.c1 = get<double>(r, "c1");
+  opt.c2 = get<double>(r, "c2");
+  opt.max_iterations = get<int>(r, "max-iterations");
+  opt.period = get<int>(r, "period");
+  opt.delta = get<double>(r, "delta");
+  opt.epsilon = get<double>(r, "epsilon");
+  opt.memory = get<int>(r, "memory");
+  Objective objective(*backend, *train_up, opt.c1, opt.c2);
+
+  const std::string log_path = r.count("log") ? get<std::string>(r, "log") : "";
+  std::string log_text = "iteration,passes,objective,gradient_norm,active_features,seconds,dev_f1\n";
+  if (!log_path.empty()) write_file_atomic(log_path, log_text);
+  if (!quiet) std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2 << "\n";
+
+  const double train_start = now_seconds();
+  int iterations = 0;
+  auto progress = [&](const Progress& p, const Vector& w) {
+    iterations = p.iteration;
+    std::string dev_f1;
+    if (dev_up) {
+      auto predicted = decode(*backend, *dev_up, dev_corpus, w, fs.labels);
+      dev_f1 = fmt("%.2f", score(predicted, dev_gold).overall().f1());
+    }
+    if (!quiet) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "iter %4d  passes %6.1f  obj %.6f  |g| %.3e  active %zu  step %.3g  %.2f s%s%s\n",
+                    p.iteration, p.passes, p.objective, p.gradient_norm, p.active_features, p.step,
+                    p.seconds, dev_f1.empty() ? "" : "  dev F1 ", dev_f1.c_str());
+      std::cerr << line << std::flush;
+    }
+    if (!log_path.empty()) {
+      char row[256];
+      std::snprintf(row, sizeof row, "%d,%.4f,%.17g,%.6e,%zu,%.4f,%s\n", p.iteration, p.passes,
+                    p.objective, p.gradient_norm, p.active_features, p.seconds, dev_f1.c_str());
+      log_text += row;
+      write_file_atomic(log_path, log_text);
+    }
+    return true;
+  };
+  VectorPtr w = backend->vector(dims.num_weights());
+  const double f = trainer.make()->train(objective, *w, opt, progress);
+  const double train_seconds = now_seconds() - train_start;
+
+  model.weights = to_host(*backend, *w);
+  save_model(model, model_path);
+  if (!quiet) {
+    std::cerr << "done: " << iterations << " iterations, " << fmt("%.1f", objective.passes())
+              << " passes, objective " << fmt("%.6f", f) << ", "
+              << backend->count_nonzero(*w) << " active features, training "
+              << fmt("%.2f", train_seconds) << " s, total " << fmt("%.2f", now_seconds() - t0)
+              << " s\nmodel written to " << model_path << "\n";
+  }
+  return 0;
+}
+
+// ---- tag -----------------------------------------------------------------------------------
+
+int cmd_tag(int argc, char** argv) {
+  cxxopts::Options o("crfx tag", "Label data with a trained model (Viterbi).");
+  o.positional_help("DATA");
+  o.add_options()
+      ("data", "data to label, in the model's format (a gold label column is kept)", cxxopts::value<std::string>())
+      ("m,model", "model file", cxxopts::value<std::string>())
+      ("o,output", "write here instead of standard output (atomically)", cxxopts::value<std::string>())
+      ("marginals", "append every label's marginal probability (LABEL:p) to each token")
+      ("q,quiet", "no messages on standard error")
+      ("h,help", "show this help");
+  add_device_options(o);
+  o.parse_positional({"data"});
+  cxxopts::ParseResult r;
+  if (!parse(o, argc, argv, r)) return 0;
+  const std::string data_path = required(r, "data", "data to tag (crfx tag DATA -m MODEL)");
+  const std::string model_path = required(r, "model", "-m/--model");
+  const bool quiet = r.count("quiet") > 0;
+  const bool with_marginals = r.count("marginals") > 0;
+
+  Model model = load_model(model_path);
+  const FeatureSpace& fs = model.features;
+  TextData text = read_text(fs, data_path);
+  Corpus corpus = compile(fs, text);
+  const Dims dims = fs.dims();
+  BackendPtr backend = backend_from(r, dims, quiet);
+  BackendCorpusPtr up = backend->upload(corpus);
+  VectorPtr w = to_backend(*backend, model.weights);
+  std::vector<std::uint32_t> ids(corpus.num_tokens());
+  backend->viterbi(*up, *w, all_sentences(*up), ids.data());
+  std::vector<double> marg;
+  if (with_marginals) {
+    marg.resize(corpus.num_tokens() * dims.L);
+    backend->marginals(*up, *w, all_sentences(*up), marg.data(), nullptr);
+  }
+
+  std::string out;
+  out.reserve(corpus.num_tokens() * 32);
+  std::size_t k = 0;
+  auto append_marginals = [&](std::size_t token) {
+    if (!with_marginals) return;
+    for (std::size_t y = 0; y < dims.L; ++y)
+      out += "\t" + fs.labels.at(std::uint32_t(y)) + ":" + fmt("%.6f", marg[token * dims.L + y]);
+  };
+  if (fs.format == InputFormat::conll) {
+    for (const auto& sentence : text.conll) {
+      for (const auto& token : sentence) {
+        for (std::size_t c = 0; c < token.columns.size(); ++c) {
+          if (c) out += '\t';
+          out += token.columns[c];
+        }
+        out += '\t';
+        out += fs.labels.at(ids[k]);
+        append_marginals(k);
+        out += '\n';
+        ++k;
+      }
+      out += '\n';
+    }
+  } else {
+    for (const auto& sentence : text.crfsuite) {
+      for (const auto& token : sentence) {
+        if (!token.label.empty()) out += token.label + '\t';
+        out += fs.labels.at(ids[k]);
+        append_marginals(k);
+        out += '\n';
+        ++k;
+      }
+      out += '\n';
+    }
+  }
+  if (r.count("output")) {
+    write_file_atomic(get<std::string>(r, "output"), out);
+  } else {
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    if (std::fflush(stdout) != 0) throw Error("cannot write to standard output");
+  }
+  return 0;
+}
+
+// ---- eval ----------------------------------------------------------------------------------
+
+int cmd_eval(int argc, char** argv) {
+  cxxopts::Options o("crfx eval",
+                     "Token accuracy and chunk precision / recall / F1, as conlleval prints them.\n"
+                     "Input: one token per line, the last two columns gold and predicted label\n"
+                     "(what 'crfx tag' writes for data with gold labels); IOB1, IOB2, IOE, IOBES.");
+  o.positional_help("FILE");
+  o.add_options()
+      ("file", "labelled output to score", cxxopts::value<std::string>())
+      ("r,raw", "labels have no B-/I- chunk prefixes (conlleval -r)")
+      ("o,outside", "the outside label (conlleval -o)", cxxopts::value<std::string>()->default_value("O"))
+      ("h,help", "show this help");
+  o.parse_positional({"file"});
+  cxxopts::ParseResult r;
+  if (!parse(o, argc, argv, r)) return 0;
+  EvalOptions eo;
+  eo.raw = r.count("raw") > 0;
+  eo.outside = get<std::string>(r, "outside");
+  ChunkEvaluator ev = evaluate_file(required(r, "file", "a file to evaluate (crfx eval FILE)"), eo);
+  std::cout << ev.report() << std::flush;
+  return 0;
+}
+
+// ---- dump ----------------------------------------------------------------------------------
+
+int cmd_dump(int argc, char** argv) {
+  cxxopts::Options o("crfx dump", "Print a model file readably.");
+  o.positional_help("MODEL");
+  o.add_options()("model", "model file", cxxopts::value<std::string>())("h,help", "show this help");
+  o.parse_positional({"model"});
+  cxxopts::ParseResult r;
+  if (!parse(o, argc, argv, r)) return 0;
+  std::cout << dump_model(load_model(required(r, "model", "a model file (crfx dump MODEL)"))) << std::flush;
+  return 0;
+}
+
+// ---- bench ---------------------------------------------------------------------------------
+
+int cmd_bench(int argc, char** argv) {
+  cxxopts::Options o("crfx bench",
+                     "Time objective + gradient passes (forward-backward and the marginal reduction)\n"
+                     "over a whole training set, for one or more thread counts.");
+  o.positional_help("DATA");
+  o.add_options()
+      ("data", "training data", cxxopts::value<std::string>())
+      ("t,template", "CRF++ template (CoNLL data)", cxxopts::value<std::string>())
+      ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
+      ("thread-list", "comma-separated thread counts to time", cxxopts::value<std::string>()->default_value("1,2"))
+      ("repeat", "timed passes per thread count (after one warm-up)", cxxopts::value<int>()->default_value("5"))
+      ("h,help", "show this help");
+  add_device_options(o);
+  o.parse_positional({"data"});
+  cxxopts::ParseResult r;
+  if (!parse(o, argc, argv, r)) return 0;
+  FeatureSpace fs;
+  fs.format = parse_format(get<std::string>(r, "format"));
+  if (fs.format == InputFormat::conll)
+    fs.templ = FeatureTemplate::load(required(r, "template", "--template for CoNLL data"));
+  double t = now_seconds();
+  Corpus corpus = compile_training(fs, read_text(fs, required(r, "data", "training data")), 1);
+  const double compile_s = now_seconds() - t;
+  const Dims dims = fs.dims();
+  std::printf("data: %zu sentences, %zu tokens, L = %u, A = %u, E = %u, %zu weights; read + compile %.3f s\n",
+              corpus.num_sentences(), corpus.num_tokens(), dims.L, dims.A, dims.E, dims.num_weights(),
+              compile_s);
+  const int repeat = std::max(1, get<int>(r, "repeat"));
+  std::stringstream list(get<std::string>(r, "thread-list"));
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    BackendOptions bo;
+    bo.device = parse_device(get<std::string>(r, "device"));
+    bo.threads = static_cast<unsigned>(std::stoul(item));
+    std::string note;
+    BackendPtr b = make_backend(dims, bo, &note);
+    BackendCorpusPtr up = b->upload(corpus);
+    // Small non-zero weights, so that the chain does real work (a fixed pattern, same each run).
+    std::vector<double> host(dims.num_weights());
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = 0.01 * double(int(i % 17) - 8);
+    VectorPtr w = to_backend(*b, host);
+    VectorPtr g = b->vector(dims.num_weights());
+    std::vector<double> times;
+    double loss = 0;
+    for (int k = 0; k <= repeat; ++k) {
+      b->fill(*g, 0.0);
+      t = now_seconds();
+      loss = b->evaluate(*up, *w, all_sentences(*up), g.get(), 1.0);
+      if (k > 0) times.push_back(now_seconds() - t);
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("%s: objective+gradient pass: median %.4f s, min %.4f s (%d passes; %.2f M tokens/s; loss %.6f)\n",
+                note.c_str(), times[times.size() / 2], times.front(), repeat,
+                double(corpus.num_tokens()) / times[times.size() / 2] / 1e6, loss);
+  }
+  return 0;
+}
+
+void usage(std::ostream& os) {
+  os << "crfx — linear-chain CRF trainer and tagger\n\n"
+        "usage: crfx COMMAND [options]   (crfx COMMAND --help for its options)\n\n"
+        "commands:\n"
+        "  train   train a model from CoNLL (with a CRF++ template) or CRFsuite data\n"
+        "  tag     label data with a model\n"
+        "  eval    token accuracy and conlleval chunk P/R/F1 of labelled output\n"
+        "  bench   time objective+gradient passes over a data set\n"
+        "  dump    print a model readably\n";
+}
+
+}  // namespace
+}  // namespace crfx
+
+int main(int argc, char** argv) {
+  using namespace crfx;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "train") return cmd_train(argc - 1, argv + 1);
+    if (cmd == "tag") return cmd_tag(argc - 1, argv + 1);
+    if (cmd == "eval") return cmd_eval(argc - 1, argv + 1);
+    if (cmd == "bench") return cmd_bench(argc - 1, argv + 1);
+    if (cmd == "dump") return cmd_dump(argc - 1, argv + 1);
+    std::cerr << "crfx: unknown command '" << cmd << "'\n";
+    usage(std::cerr);
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "crfx " << cmd << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "crfx " << cmd << ": out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "crfx " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+}

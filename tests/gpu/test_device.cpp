@@ -1,0 +1,60 @@
+// GPU checks (ctest label `gpu`): skipped with the reason when no CUDA device is usable; the CPU
+// twin of each check is in the CPU suites.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+
+#ifdef CRFX_HAVE_CUDA
+#include "../kernels/cuda_api.hpp"
+#endif
+
+namespace crfx {
+namespace {
+
+/// The reason no GPU test can run here, or "" when a device is usable.
+std::string no_gpu_reason() {
+#ifdef CRFX_HAVE_CUDA
+  std::string why;
+  if (cuda::device_count(&why) == 0) return "no usable CUDA device: " + why;
+  return "";
+#else
+  return "built without CUDA";
+#endif
+}
+
+TEST(Gpu, KernelLaunchSelfTest) {
+  const std::string reason = no_gpu_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+#ifdef CRFX_HAVE_CUDA
+  std::string why;
+  EXPECT_TRUE(cuda::self_test(0, &why)) << why;
+  EXPECT_FALSE(cuda::device_description(0).empty());
+#endif
+}
+
+// CPU twin of the device selection rules: `cuda` without a usable GPU backend fails with a
+// message, `auto` falls back to the CPU and says so.
+TEST(DeviceSelection, CudaRequestFailsClearlyAndAutoFallsBack) {
+  Dims d;
+  d.L = 2;
+  BackendOptions o;
+  o.device = DeviceKind::cuda;
+  try {
+    make_backend(d, o, nullptr);
+    FAIL() << "--device cuda must fail until the CUDA backend exists";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--device cuda"), std::string::npos) << e.what();
+  }
+  o.device = DeviceKind::auto_select;
+  std::string note;
+  auto b = make_backend(d, o, &note);
+  EXPECT_NE(note.find("using the CPU"), std::string::npos) << note;
+  EXPECT_NE(b->name().find("cpu"), std::string::npos);
+  EXPECT_THROW(parse_device("tpu"), Error);
+}
+
+}  // namespace
+}  // namespace crfx
