@@ -41,12 +41,21 @@ double log_sum_exp(const double* v, std::size_t n) {
   return m + std::log(s);
 }
 
-/// Transition factors at position t: the caller's precomputed matrix, or exps into `buf`.
+/// Transition factors at position t: E = exp(τ_t − max τ_t) [L][L], its transpose, the shift.
 struct TransFactor {
   const double* E;
+  const double* Et;
   double shift;
+  bool base;  // the position-independent matrix
 };
 
+void transpose(const double* M, std::size_t L, double* Mt) {
+  for (std::size_t i = 0; i < L; ++i)
+    for (std::size_t j = 0; j < L; ++j) Mt[j * L + i] = M[i * L + j];
+}
+
+// Inner loops are written as axpy / outer-product updates over contiguous rows (no reductions
+// across y inside a loop), which compilers vectorise without -ffast-math.
 class Scaled {
  public:
   Scaled(const ChainScores& x, ChainScratch& sc) : x_(x), sc_(sc), T_(x.T), L_(x.L) {
@@ -54,18 +63,24 @@ class Scaled {
     sc_.S.resize(T_ * L_);
     sc_.a.resize(T_ * L_);
     sc_.u.resize(L_);
-    sc_.E.resize(2 * LL);
-    if (x_.exp_trans) {
-      base_ = {x_.exp_trans, x_.trans_max};
+    sc_.E.resize(4 * LL);  // [base E | base Eᵀ | position E | position Eᵀ]
+    double* E = sc_.E.data();
+    if (x_.exp_trans && x_.exp_trans_t) {
+      base_ = {x_.exp_trans, x_.exp_trans_t, x_.trans_max, true};
     } else {
-      base_ = {sc_.E.data(), exp_shifted(x_.trans, LL, sc_.E.data())};
+      const double m = exp_shifted(x_.trans, LL, E);
+      transpose(E, L_, E + LL);
+      base_ = {E, E + LL, m, true};
     }
   }
 
   TransFactor factor(std::size_t t) {
     if (x_.edge && x_.edge[t]) {
-      double* buf = sc_.E.data() + L_ * L_;
-      return {buf, exp_shifted(x_.edge[t], L_ * L_, buf)};
+      const std::size_t LL = L_ * L_;
+      double* buf = sc_.E.data() + 2 * LL;
+      const double m = exp_shifted(x_.edge[t], LL, buf);
+      transpose(buf, L_, buf + LL);
+      return {buf, buf + LL, m, false};
     }
     return base_;
   }
@@ -89,9 +104,8 @@ class Scaled {
         double* u = sc_.u.data();
         std::fill(u, u + L_, 0.0);
         const double* ap = at - L_;
-        for (std::size_t yp = 0; yp < L_; ++yp) {
+        for (std::size_t yp = 0; yp < L_; ++yp) {  // u += α_{t−1}(y') · E[y'][·]
           const double w = ap[yp];
-          if (w == 0) continue;
           const double* row = f.E + yp * L_;
           for (std::size_t y = 0; y < L_; ++y) u[y] += w * row[y];
         }
@@ -108,6 +122,9 @@ class Scaled {
   }
 
   /// Backward pass and marginals (after forward()); false when a normaliser underflows.
+  ///   pair_at requested: p_t(y', y) written per position (and added to pair_sum);
+  ///   pair_sum only: positions using the shared matrix accumulate the outer products
+  ///     O += α_t ⊗ v / q, and pair_sum += E ∘ O once at the end (L² FMAs per position).
   bool backward(const ChainOutputs& out) {
     const std::size_t LL = L_ * L_;
     sc_.b.resize(T_ * L_);
@@ -116,6 +133,8 @@ class Scaled {
     const double* a = sc_.a.data();
     const double* S = sc_.S.data();
     double* v = sc_.v.data();
+    const bool outer = out.pair_sum && !out.pair_at;
+    if (outer) sc_.outer.assign(LL, 0.0);
     std::fill(b + (T_ - 1) * L_, b + T_ * L_, 1.0);
     if (!(node(T_ - 1, out) > kTiny)) return false;
     for (std::size_t t = T_ - 1; t-- > 0;) {
@@ -124,35 +143,50 @@ class Scaled {
       const double* bt1 = b + (t + 1) * L_;
       double* bt = b + t * L_;
       for (std::size_t y = 0; y < L_; ++y) v[y] = St1[y] * bt1[y];
-      double m = 0, q = 0;  // q = Σ_{y',y} α_t(y') E(y',y) v(y), the pairwise normaliser
+      std::fill(bt, bt + L_, 0.0);
+      for (std::size_t y = 0; y < L_; ++y) {  // β_t += v(y) · Eᵀ[y][·]
+        const double w = v[y];
+        const double* col = f.Et + y * L_;
+        for (std::size_t yp = 0; yp < L_; ++yp) bt[yp] += w * col[yp];
+      }
       const double* at = a + t * L_;
+      double m = 0, q = 0;  // q = Σ_{y',y} α_t(y') E(y',y) v(y), the pairwise normaliser
       for (std::size_t yp = 0; yp < L_; ++yp) {
-        const double* row = f.E + yp * L_;
-        double acc = 0;
-        for (std::size_t y = 0; y < L_; ++y) acc += row[y] * v[y];
-        bt[yp] = acc;
-        m += acc;
-        q += at[yp] * acc;
+        m += bt[yp];
+        q += at[yp] * bt[yp];
       }
       if (!(m > kTiny) || !std::isfinite(m) || !(q > kTiny) || !std::isfinite(q)) return false;
       // Pairwise marginals at t+1: α_t(y') E(y',y) v(y) / q (each factor ≤ 1: no overflow).
-      if (out.pair_sum || out.pair_at) {
-        const double inv = 1.0 / q;
-        double* dst = out.pair_at ? out.pair_at + (t + 1) * LL : nullptr;
+      const double inv = 1.0 / q;
+      if (outer && f.base) {
         for (std::size_t yp = 0; yp < L_; ++yp) {
-          const double w = at[yp];
-          const double* row = f.E + yp * L_;
-          for (std::size_t y = 0; y < L_; ++y) {
-            const double p = w * row[y] * v[y] * inv;
-            if (dst) dst[yp * L_ + y] = p;
-            if (out.pair_sum) out.pair_sum[yp * L_ + y] += p;
-          }
+          const double w = at[yp] * inv;
+          double* o = sc_.outer.data() + yp * L_;
+          for (std::size_t y = 0; y < L_; ++y) o[y] += w * v[y];
         }
+      } else if (out.pair_sum || out.pair_at) {
+        double* dst;
+        if (out.pair_at) {
+          dst = out.pair_at + (t + 1) * LL;
+        } else {
+          sc_.pair_pos.resize(LL);
+          dst = sc_.pair_pos.data();
+        }
+        for (std::size_t yp = 0; yp < L_; ++yp) {
+          const double w = at[yp] * inv;
+          const double* row = f.E + yp * L_;
+          double* d = dst + yp * L_;
+          for (std::size_t y = 0; y < L_; ++y) d[y] = w * row[y] * v[y];
+        }
+        if (out.pair_sum)
+          for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += dst[j];
       }
       const double inv_m = 1.0 / m;
       for (std::size_t y = 0; y < L_; ++y) bt[y] *= inv_m;
       if (!(node(t, out) > kTiny)) return false;
     }
+    if (outer)
+      for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += base_.E[j] * sc_.outer[j];
     return true;
   }
 

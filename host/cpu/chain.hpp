@@ -21,15 +21,17 @@ struct ChainScores {
   const double* state = nullptr;         // [T][L]
   const double* trans = nullptr;         // [L][L]
   const double* const* edge = nullptr;   // [T] per-position [L][L] or nullptr (may be null)
-  /// Optional, precomputed by the caller once per weight vector: exp(τ − τ_max) [L][L] and τ_max.
+  /// Optional, precomputed by the caller once per weight vector: E = exp(τ − τ_max) [L][L], its
+  /// transpose, and τ_max.
   const double* exp_trans = nullptr;
+  const double* exp_trans_t = nullptr;
   double trans_max = 0;
   const double* trans_at(std::size_t t) const { return edge && edge[t] ? edge[t] : trans; }
 };
 
 /// Work buffers, reused across sentences (grow-only).
 struct ChainScratch {
-  std::vector<double> a, b, S, u, v, E, pair;  // see chain.cpp
+  std::vector<double> a, b, S, u, v, E, pair, pair_pos, outer;  // see chain.cpp
   std::vector<std::uint32_t> back;
   std::size_t log_space_fallbacks = 0;  // sentences the scaled path handed to log space
 };

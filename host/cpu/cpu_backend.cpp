@@ -305,10 +305,13 @@ void CpuBackend::prepare(const Vector& w, Prepared& p) {
     p.zeros.assign(LL, 0.0);
     p.trans = p.zeros.data();
   }
-  exp_trans_.resize(LL);
+  exp_trans_.resize(2 * LL);  // [E | Eᵀ]
   p.trans_max = *std::max_element(p.trans, p.trans + LL);
   if (!std::isfinite(p.trans_max)) p.trans_max = 0;
-  for (std::size_t i = 0; i < LL; ++i) exp_trans_[i] = std::exp(p.trans[i] - p.trans_max);
+  const std::size_t L = dims_.L;
+  for (std::size_t i = 0; i < L; ++i)
+    for (std::size_t j = 0; j < L; ++j)
+      exp_trans_[LL + j * L + i] = exp_trans_[i * L + j] = std::exp(p.trans[i * L + j] - p.trans_max);
 }
 
 ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s, Work& work) const {
@@ -330,6 +333,7 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
   x.state = work.state.data();
   x.trans = p.trans;
   x.exp_trans = exp_trans_.data();
+  x.exp_trans_t = exp_trans_.data() + L * L;
   x.trans_max = p.trans_max;
   if (dims_.E > 0) {
     // Enriched edges: τ_t = τ + Σ_e x_{t,e} · w_e  at positions t ≥ 1 where edge items fire.

@@ -74,7 +74,7 @@ class CpuBackend final : public Backend {
   std::vector<double> edge_delta_;   // [chunk tokens][L][L] (only when E > 0)
   std::vector<double> losses_;       // [chunk sentences]
   std::vector<std::size_t> slots_;   // [chunk sentences + 1] token offsets within the chunk
-  std::vector<double> exp_trans_;    // [L][L]
+  std::vector<double> exp_trans_;    // [2][L][L]: E = exp(τ − max τ) and Eᵀ
 };
 
 }  // namespace crfx
