@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job on the bundled example: install what is missing, build, then train on 300
+# sentences of CoNLL-2000 with the standard chunking template, tag 100 test sentences and score
+# them with conlleval's rules.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+scripts/build.sh "$@"
+crfx=${BUILD_DIR:-build}/crfx
+out=${DEMO_DIR:-build/demo}
+mkdir -p "$out"
+"$crfx" train tests/data/conll2000.train300.txt --template tests/data/chunking.template \
+  --algo lbfgs --c2 1 -m "$out/chunking.model" --log "$out/train.csv"
+"$crfx" tag tests/data/conll2000.test100.txt -m "$out/chunking.model" -o "$out/test.tagged"
+"$crfx" eval "$out/test.tagged"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what crfx needs from Debian's packages, skipping what is already there.
+# (The CUDA toolkit is not a Debian package here: with nvcc at /usr/local/cuda the CUDA backend
+# is built, without it the build is CPU-only.)
+set -euo pipefail
+packages=(cmake ninja-build g++ libcxxopts-dev libgtest-dev zlib1g-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  echo "installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
