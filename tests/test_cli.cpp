@@ -1,0 +1,152 @@
+// End-to-end: the crfx binary on the bundled CoNLL-2000 and CRFsuite slices.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_util.hpp"
+
+namespace crfx::test {
+namespace {
+
+std::string crfx() { return crfx_binary(); }
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+const std::string kTrain = data_path("conll2000.train300.txt");
+const std::string kTest = data_path("conll2000.test100.txt");
+const std::string kTemplate = data_path("chunking.template");
+
+/// Trains once per test binary (shared by the tests below).
+const std::string& trained_model() {
+  static const std::string model = [] {
+    const std::string m = temp_path("chunk.model");
+    std::string out;
+    const int rc = run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(m) +
+                           " --threads 2 --quiet",
+                       &out);
+    if (rc != 0) throw std::runtime_error("training failed: " + out);
+    return m;
+  }();
+  return model;
+}
+
+TEST(Cli, TrainTagEvalEndToEnd) {
+  const std::string tagged = temp_path("test.tagged");
+  std::string out;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -o " + q(tagged) + " --quiet", &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " eval " + q(tagged), &out), 0) << out;
+  // "accuracy:  xx.xx%; precision: ...; FB1:  xx.xx"
+  const auto pos = out.find("FB1:");
+  ASSERT_NE(pos, std::string::npos) << out;
+  const double f1 = std::stod(out.substr(pos + 4));
+  EXPECT_GT(f1, 80.0) << out;  // 300 training sentences reach ~85–88
+  EXPECT_LT(f1, 100.0) << out;
+}
+
+TEST(Cli, SameModelBytesForAnyThreadCount) {
+  const std::string m1 = temp_path("t1.model"), m3 = temp_path("t3.model");
+  std::string out;
+  ASSERT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(m1) + " --threads 1 --quiet --max-iterations 25", &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(m3) + " --threads 3 --quiet --max-iterations 25", &out), 0) << out;
+  EXPECT_EQ(read_text(m1), read_text(m3));
+}
+
+TEST(Cli, LogCsvAndDevF1) {
+  const std::string m = temp_path("m.model"), log = temp_path("train.csv");
+  std::string out;
+  ASSERT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(m) + " --log " + q(log) +
+                    " --dev " + q(kTest) + " --max-iterations 5",
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("dev F1"), std::string::npos) << out;
+  EXPECT_NE(out.find("device: cpu"), std::string::npos) << out;
+  const std::string csv = read_text(log);
+  EXPECT_EQ(csv.rfind("iteration,passes,objective,gradient_norm,active_features,seconds,dev_f1\n", 0), 0u) << csv;
+  std::size_t rows = 0;
+  for (char c : csv) rows += c == '\n';
+  EXPECT_EQ(rows, 6u) << csv;  // header + 5 iterations
+}
+
+TEST(Cli, CrfsuiteFormatAndMarginals) {
+  const std::string m = temp_path("cs.model");
+  std::string out;
+  ASSERT_EQ(run(crfx() + " train " + q(data_path("conll2000.train60.crfsuite.txt")) + " --format crfsuite -m " + q(m) + " --quiet", &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " tag " + q(data_path("conll2000.test30.crfsuite.txt")) + " -m " + q(m) + " --marginals --quiet", &out), 0) << out;
+  // Each token line: gold, predicted, then LABEL:p for every label; the p sum to 1.
+  const std::string line = out.substr(0, out.find('\n'));
+  double sum = 0;
+  std::size_t fields = 0, start = 0;
+  while (true) {
+    const std::size_t tab = line.find('\t', start);
+    const std::string field = line.substr(start, tab == std::string::npos ? std::string::npos : tab - start);
+    if (fields >= 2) sum += std::stod(field.substr(field.rfind(':') + 1));
+    ++fields;
+    if (tab == std::string::npos) break;
+    start = tab + 1;
+  }
+  EXPECT_GT(fields, 3u) << line;
+  EXPECT_NEAR(sum, 1.0, 1e-4) << line;
+}
+
+TEST(Cli, DumpShowsModel) {
+  std::string out;
+  ASSERT_EQ(run(crfx() + " dump " + q(trained_model()), &out), 0) << out;
+  EXPECT_NE(out.find("B-NP"), std::string::npos);
+  EXPECT_NE(out.find("U02:"), std::string::npos);
+}
+
+TEST(Cli, HelpForEverySubcommand) {
+  for (const char* cmd : {"train", "tag", "eval", "bench", "dump"}) {
+    std::string out;
+    EXPECT_EQ(run(crfx() + " " + cmd + " --help", &out), 0) << cmd;
+    EXPECT_NE(out.find("Usage"), std::string::npos) << cmd << ": " << out;
+  }
+  std::string out;
+  EXPECT_EQ(run(crfx() + " train --algo list", &out), 0);
+  EXPECT_NE(out.find("owlqn"), std::string::npos) << out;
+}
+
+TEST(Cli, UsageAndDeviceErrors) {
+  std::string out;
+  EXPECT_EQ(run(crfx(), &out), 2);
+  EXPECT_EQ(run(crfx() + " frobnicate", &out), 2);
+  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate), &out), 2);  // no -m
+  EXPECT_NE(out.find("--model"), std::string::npos) << out;
+  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -m x.model", &out), 2);  // no template
+  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m x --algo nope", &out), 1);
+  EXPECT_NE(out.find("unknown training algorithm"), std::string::npos) << out;
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --device cuda", &out), 1);
+  EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
+}
+
+TEST(Cli, FailuresNeverClobberOutputs) {
+  const std::string dir = temp_dir();
+  const std::string existing = dir + "/keep.txt";
+  write_text(existing, "precious\n");
+  // Malformed training data: file:line error, exit 1, the model path untouched.
+  const std::string bad = dir + "/bad.txt";
+  write_text(bad, "He PRP B-NP\nreckons VBZ\n");
+  std::string out;
+  EXPECT_EQ(run(crfx() + " train " + q(bad) + " -t " + q(kTemplate) + " -m " + q(existing), &out), 1);
+  EXPECT_NE(out.find(bad + ":2:"), std::string::npos) << out;
+  EXPECT_EQ(read_text(existing), "precious\n");
+  // Corrupt model: tag fails, the output file untouched.
+  const std::string corrupt = dir + "/corrupt.model";
+  std::string bytes = read_text(trained_model());
+  bytes[bytes.size() / 2] ^= 0x5a;
+  write_text(corrupt, bytes);
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(corrupt) + " -o " + q(existing), &out), 1);
+  EXPECT_NE(out.find(corrupt), std::string::npos) << out;
+  EXPECT_EQ(read_text(existing), "precious\n");
+}
+
+TEST(Cli, TaggingIsReproducibleAfterReload) {
+  // Tag twice with the saved model (fresh processes): identical output.
+  std::string a, b;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet", &a), 0);
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet --threads 1", &b), 0);
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace crfx::test
