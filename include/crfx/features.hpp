@@ -34,6 +34,7 @@ struct TextData {
   std::string path;
   std::vector<ConllSentence> conll;
   std::vector<CrfsuiteSentence> crfsuite;
+  std::size_t feature_columns = 0;  // conll: fs.feature_columns when read (0: last column = label)
   std::size_t num_sentences() const;
 };
 

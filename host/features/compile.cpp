@@ -1,0 +1,452 @@
+// From sentences to a Corpus.
+//
+//   CoNLL:    token columns [F feature columns | label] + FeatureTemplate
+//               U lines, every token t         → state attribute strings → fs.state_attrs ids
+//               B lines with macros, t ≥ 1     → edge attribute strings  → fs.edge_attrs ids
+//               (CRF++ feature.cpp buildFeatures: unigrams at cur = 0…T−1, bigrams at 1…T−1)
+//   CRFsuite: label + attr[:value]            → fs.state_attrs ids (no edge attributes)
+//
+// Every item has value 1.0 in CoNLL data. A template that yields the same string twice at one
+// token gives the id twice (CRF++ appends every expansion to the token's feature list, so the
+// feature then counts twice); the backends sum over items, which does the same.
+//
+// Ids are given in order of first appearance. min_freq follows CRF++ -f
+// (EncoderFeatureIndex::shrink): an attribute is kept when it occurs at least min_freq times in
+// the training data, counting every occurrence (each token, each template).
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "crfx/error.hpp"
+#include "crfx/features.hpp"
+
+namespace crfx {
+
+namespace {
+
+std::string columns_word(std::size_t n) { return n == 1 ? "column" : "columns"; }
+
+/// FeatureTemplate::expand reports the token's line but not the file; name the file here.
+[[noreturn]] void rethrow_with_path(const InputError& e, const std::string& path) {
+  if (!e.file().empty()) throw e;
+  throw InputError(path, e.line(), e.problem());
+}
+
+void check_format(const FeatureSpace& fs, const TextData& data) {
+  if (fs.format != data.format)
+    throw Error("internal: data read as " +
+                std::string(data.format == InputFormat::conll ? "CoNLL" : "CRFsuite") +
+                " but the feature space is for the other format");
+}
+
+/// Adds n to count[id], growing `count` for a new id.
+inline void bump(std::vector<std::uint32_t>& count, std::uint32_t id, std::uint32_t n = 1) {
+  if (id >= count.size()) count.resize(std::size_t(id) + 1, 0);
+  count[id] += n;
+}
+
+/// min_freq cut-off for one dictionary and its CSR block ([N+1] offsets, [items] ids/values):
+/// drops the rare ids from the dictionary and their items from the corpus, renumbering the rest.
+void prune(Dictionary& dict, const std::vector<std::uint32_t>& count, std::size_t min_freq,
+           std::vector<std::size_t>& offsets, std::vector<std::uint32_t>& ids,
+           std::vector<double>& values) {
+  if (min_freq <= 1) return;
+  std::vector<bool> keep(dict.size());
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = i < count.size() && count[i] >= min_freq;
+  const std::vector<std::uint32_t> remap = dict.compact(keep);
+  std::size_t w = 0;
+  std::size_t begin = offsets[0];
+  for (std::size_t t = 0; t + 1 < offsets.size(); ++t) {
+    const std::size_t end = offsets[t + 1];
+    for (std::size_t k = begin; k < end; ++k) {
+      const std::uint32_t id = remap[ids[k]];
+      if (id == Dictionary::kNone) continue;
+      ids[w] = id;
+      values[w] = values[k];
+      ++w;
+    }
+    begin = end;
+    offsets[t + 1] = w;
+  }
+  ids.resize(w);
+  values.resize(w);
+}
+
+// ---- memoised template expansion ---------------------------------------------------------
+//
+// Building every attribute string and hashing it into the Dictionary (std::unordered_map) is
+// what costs: CoNLL-2000 with the chunking template makes 4.0 M expansions of only 0.34 M
+// distinct strings. So each template line with at most 3 macros gets a small open-addressing
+// cache keyed by the *codes* of what its macros read at a token — the interned column string, or
+// a boundary code standing for _B-k / _B+k — and the string is built (FeatureTemplate::expand,
+// the one place that defines it) and looked up only the first time a key is seen. Equal keys
+// always expand to equal strings, so the ids are exactly those of the plain loop. Most lines
+// read few distinct values (POS n-grams), so their caches stay in the CPU cache.
+
+constexpr std::uint32_t kBefore = 0x80000000u;  // code of _B-k: kBefore + k
+constexpr std::uint32_t kAfter = 0xc0000000u;   // code of _B+k: kAfter + k
+constexpr std::uint32_t kFree = 0xffffffffu;    // key[0] of an empty cache slot
+constexpr std::size_t kMaxKeyed = 3;            // macros per line a cache key can hold
+
+class LineCache {
+ public:
+  explicit LineCache(const FeatureTemplate::Line& line) : line_(&line) {
+    for (const auto& p : line.pieces)
+      if (p.is_macro) macros_.push_back(p);
+    if (keyed()) slots_.assign(16, Slot{{kFree, 0, 0}, 0, 0});
+  }
+  const FeatureTemplate::Line& line() const { return *line_; }
+
+  /// Adds the occurrences of every key to count[id] (ids other than kNone).
+  void add_counts(std::vector<std::uint32_t>& count) const {
+    for (const Slot& s : slots_)
+      if (s.key[0] != kFree && s.id != Dictionary::kNone) bump(count, s.id, s.occurrences);
+  }
+  const std::vector<FeatureTemplate::Piece>& macros() const { return macros_; }
+  bool keyed() const { return macros_.size() <= kMaxKeyed; }
+
+  /// The id stored for `key` ([kMaxKeyed], unused entries 0), counting one more occurrence of
+  /// the key; `inserted` when the key is new (the caller then stores the id). The reference is
+  /// valid until the next call.
+  std::uint32_t& find_or_insert(const std::uint32_t* key, bool& inserted) {
+    if (2 * (count_ + 1) > slots_.size()) grow();
+    for (std::size_t i = hash(key) & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (s.key[0] == kFree) {
+        std::memcpy(s.key, key, sizeof s.key);
+        s.occurrences = 1;
+        ++count_;
+        inserted = true;
+        return s.id;
+      }
+      if (s.key[0] == key[0] && s.key[1] == key[1] && s.key[2] == key[2]) {
+        ++s.occurrences;
+        inserted = false;
+        return s.id;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    std::uint32_t key[kMaxKeyed];
+    std::uint32_t id;
+    std::uint32_t occurrences;  // counted here (in the cache line already loaded), summed per id
+  };
+
+  static std::size_t hash(const std::uint32_t* k) {
+    std::uint64_t h = (k[0] | std::uint64_t(k[1]) << 32) * 0x9e3779b97f4a7c15ull;
+    h ^= (h >> 29) ^ (std::uint64_t(k[2]) * 0xc2b2ae3d27d4eb4full);
+    h *= 0xbf58476d1ce4e5b9ull;
+    return static_cast<std::size_t>(h ^ (h >> 31));
+  }
+
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2, Slot{{kFree, 0, 0}, 0, 0});
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.key[0] == kFree) continue;
+      std::size_t i = hash(s.key) & (slots_.size() - 1);
+      while (slots_[i].key[0] != kFree) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = s;
+    }
+  }
+
+  const FeatureTemplate::Line* line_;
+  std::vector<FeatureTemplate::Piece> macros_;
+  std::vector<Slot> slots_;  // [power of two], load ≤ 1/2
+  std::size_t count_ = 0;
+};
+
+/// Where the attribute strings of one kind (state or edge) go.
+struct Sink {
+  Dictionary* add_to;                  // training: the dictionary new strings are added to
+  const Dictionary* find_in;           // otherwise: the frozen dictionary (unknown → kNone)
+  std::vector<std::uint32_t>* counts;  // training: occurrences per id (min_freq), else null
+  std::uint32_t lookup(const std::string& s) const {
+    return add_to ? add_to->add(s) : find_in->find(s);
+  }
+};
+
+std::uint32_t label_or_none(std::uint32_t id) {
+  return id == Dictionary::kNone ? Corpus::kNoLabel : id;
+}
+
+/// Expands the templates of every token of `sentences` into `c`:
+///   c.labels        [N]       label(token) — called first for every token (it validates it)
+///   c.state_*       CSR [N]   one item per U line per token (unknown strings skipped)
+///   c.edge_*        CSR [N]   one item per macro B line per token t ≥ 1
+///   c.sentence_offsets, c.source_lines
+template <class Label>
+void expand_conll(const FeatureTemplate& templ, std::size_t F,
+                  const std::vector<ConllSentence>& sentences, const std::string& path,
+                  Corpus& c, const Sink& state, const Sink& edge, Label label) {
+  std::size_t tokens = 0;
+  for (const auto& s : sentences) tokens += s.size();
+
+  // Pass 1: labels, and every feature column interned: codes[token·F + col].
+  std::vector<std::uint32_t> codes(tokens * F);
+  {
+    std::unordered_map<std::string, std::uint32_t> values;
+    c.labels.reserve(tokens);
+    std::size_t n = 0;
+    for (const ConllSentence& sentence : sentences) {
+      for (const ConllToken& tok : sentence) {
+        c.labels.push_back(label(tok));
+        for (std::size_t col = 0; col < F; ++col) {
+          const auto id = static_cast<std::uint32_t>(values.size());
+          if (id >= kBefore) throw Error("too many distinct column values");
+          codes[n * F + col] = values.try_emplace(tok.columns[col], id).first->second;
+        }
+        ++n;
+      }
+    }
+  }
+
+  // Pass 2: expansions.
+  std::vector<LineCache> unigrams, bigrams;
+  for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
+  for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
+  c.state_offsets.reserve(tokens + 1);
+  c.edge_offsets.reserve(tokens + 1);
+  c.state_ids.reserve(tokens * unigrams.size());
+  c.state_values.reserve(tokens * unigrams.size());
+  c.edge_ids.reserve(tokens * bigrams.size());
+  c.edge_values.reserve(tokens * bigrams.size());
+  c.source_lines.reserve(sentences.size());
+  std::string buf;  // one attribute string, reused
+  std::size_t base = 0;  // global index of the sentence's first token
+  try {
+    for (const ConllSentence& sentence : sentences) {
+      if (sentence.empty()) continue;
+      const long T = static_cast<long>(sentence.size());
+      auto code = [&](long idx, int col) -> std::uint32_t {
+        if (idx < 0) return kBefore + static_cast<std::uint32_t>(-idx);
+        if (idx >= T) return kAfter + static_cast<std::uint32_t>(idx - T + 1);
+        return codes[(base + static_cast<std::size_t>(idx)) * F + static_cast<std::size_t>(col)];
+      };
+      // Attribute id of `cache`'s line at token t (kNone: unknown string, skip).
+      auto attr = [&](LineCache& cache, const Sink& sink, std::size_t t) {
+        std::uint32_t id;
+        if (cache.keyed()) {
+          std::uint32_t key[kMaxKeyed] = {0, 0, 0};
+          const auto& m = cache.macros();
+          for (std::size_t j = 0; j < m.size(); ++j) key[j] = code(long(t) + m[j].row, m[j].col);
+          bool inserted;
+          std::uint32_t& slot = cache.find_or_insert(key, inserted);
+          if (inserted) {
+            FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
+            slot = sink.lookup(buf);
+          }
+          id = slot;
+        } else {
+          FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
+          id = sink.lookup(buf);
+          if (id != Dictionary::kNone && sink.counts) bump(*sink.counts, id);
+        }
+        return id;
+      };
+      c.source_lines.push_back(sentence.front().line);
+      for (std::size_t t = 0; t < sentence.size(); ++t) {
+        for (LineCache& cache : unigrams) {
+          const std::uint32_t id = attr(cache, state, t);
+          if (id == Dictionary::kNone) continue;
+          c.state_ids.push_back(id);
+          c.state_values.push_back(1.0);
+        }
+        c.state_offsets.push_back(c.state_ids.size());
+        if (t > 0) {
+          for (LineCache& cache : bigrams) {
+            const std::uint32_t id = attr(cache, edge, t);
+            if (id == Dictionary::kNone) continue;
+            c.edge_ids.push_back(id);
+            c.edge_values.push_back(1.0);
+          }
+        }
+        c.edge_offsets.push_back(c.edge_ids.size());
+      }
+      base += sentence.size();
+      c.sentence_offsets.push_back(base);
+    }
+  } catch (const InputError& e) {
+    rethrow_with_path(e, path);
+  }
+  if (state.counts)
+    for (const LineCache& cache : unigrams) cache.add_counts(*state.counts);
+  if (edge.counts)
+    for (const LineCache& cache : bigrams) cache.add_counts(*edge.counts);
+}
+
+void check_template_columns(const FeatureTemplate& templ, std::size_t feature_columns,
+                            const std::string& path, std::size_t line) {
+  if (templ.max_column() >= 0 && std::size_t(templ.max_column()) >= feature_columns)
+    throw InputError(path, line,
+                     "template column " + std::to_string(templ.max_column()) +
+                         " but the data has only " + std::to_string(feature_columns) +
+                         " feature " + columns_word(feature_columns));
+}
+
+}  // namespace
+
+Dims FeatureSpace::dims() const {
+  Dims d;
+  d.L = static_cast<std::uint32_t>(labels.size());
+  d.A = static_cast<std::uint32_t>(state_attrs.size());
+  d.E = static_cast<std::uint32_t>(edge_attrs.size());
+  d.transitions = format == InputFormat::crfsuite ? true : templ.has_transitions();
+  return d;
+}
+
+std::size_t TextData::num_sentences() const {
+  return format == InputFormat::conll ? conll.size() : crfsuite.size();
+}
+
+TextData read_text(const FeatureSpace& fs, const std::string& path) {
+  TextData d;
+  d.format = fs.format;
+  d.path = path;
+  if (fs.format == InputFormat::conll) {
+    d.feature_columns = fs.feature_columns;
+    d.conll = read_conll(path, fs.feature_columns, fs.feature_columns > 0);
+  } else {
+    d.crfsuite = read_crfsuite(path);
+  }
+  return d;
+}
+
+Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_freq) {
+  check_format(fs, data);
+  if (fs.labels.frozen() || fs.state_attrs.frozen() || fs.edge_attrs.frozen())
+    throw Error("internal: compile_training needs empty, unfrozen dictionaries");
+  Corpus c;
+  std::vector<std::uint32_t> state_count, edge_count;  // [A], [E] occurrences (for min_freq)
+
+  if (data.format == InputFormat::conll) {
+    const ConllToken* first = nullptr;
+    for (const auto& s : data.conll)
+      if (!s.empty()) {
+        first = &s.front();
+        break;
+      }
+    if (first) {
+      const std::size_t columns = first->columns.size();
+      if (columns < 2)
+        throw InputError(data.path, first->line,
+                         "training data needs feature columns and a label column (the last); "
+                         "this token has " + std::to_string(columns) + " " +
+                             columns_word(columns));
+      fs.feature_columns = columns - 1;
+      check_template_columns(fs.templ, fs.feature_columns, data.path, first->line);
+      expand_conll(
+          fs.templ, fs.feature_columns, data.conll, data.path, c,
+          Sink{&fs.state_attrs, nullptr, &state_count}, Sink{&fs.edge_attrs, nullptr, &edge_count},
+          [&](const ConllToken& tok) {
+            if (tok.columns.size() != columns)
+              throw InputError(data.path, tok.line,
+                               "inconsistent column count: expected " + std::to_string(columns) +
+                                   " " + columns_word(columns) + ", got " +
+                                   std::to_string(tok.columns.size()));
+            return fs.labels.add(tok.columns.back());
+          });
+    }
+  } else {
+    for (const CrfsuiteSentence& sentence : data.crfsuite) {
+      if (sentence.empty()) continue;
+      c.source_lines.push_back(sentence.front().line);
+      for (const CrfsuiteToken& tok : sentence) {
+        if (tok.label.empty())
+          throw InputError(data.path, tok.line, "missing label (the first field) in training data");
+        c.labels.push_back(fs.labels.add(tok.label));
+        for (const CrfsuiteAttribute& a : tok.attributes) {
+          const std::uint32_t id = fs.state_attrs.add(a.name);
+          bump(state_count, id);
+          c.state_ids.push_back(id);
+          c.state_values.push_back(a.value);
+        }
+        c.state_offsets.push_back(c.state_ids.size());
+        c.edge_offsets.push_back(c.edge_ids.size());
+      }
+      c.sentence_offsets.push_back(c.labels.size());
+    }
+  }
+
+  prune(fs.state_attrs, state_count, min_freq, c.state_offsets, c.state_ids, c.state_values);
+  prune(fs.edge_attrs, edge_count, min_freq, c.edge_offsets, c.edge_ids, c.edge_values);
+  fs.labels.freeze();
+  fs.state_attrs.freeze();
+  fs.edge_attrs.freeze();
+  return c;
+}
+
+Corpus compile(const FeatureSpace& fs, const TextData& data) {
+  check_format(fs, data);
+  Corpus c;
+  if (data.format == InputFormat::conll) {
+    const std::size_t F = fs.feature_columns;
+    if (F == 0) throw Error("internal: compile needs a trained feature space (no feature columns)");
+    bool checked = false;
+    expand_conll(
+        fs.templ, F, data.conll, data.path, c, Sink{nullptr, &fs.state_attrs, nullptr},
+        Sink{nullptr, &fs.edge_attrs, nullptr},
+        [&](const ConllToken& tok) {
+          const std::size_t n = tok.columns.size();
+          if (n != F && n != F + 1)
+            throw InputError(data.path, tok.line,
+                             "expected " + std::to_string(F) + " or " + std::to_string(F + 1) +
+                                 " columns (the model's " + std::to_string(F) + " feature " +
+                                 columns_word(F) + ", then optionally the gold label), got " +
+                                 std::to_string(n));
+          if (!checked) {
+            check_template_columns(fs.templ, F, data.path, tok.line);
+            checked = true;
+          }
+          return n == F ? Corpus::kNoLabel : label_or_none(fs.labels.find(tok.columns.back()));
+        });
+  } else {
+    for (const CrfsuiteSentence& sentence : data.crfsuite) {
+      if (sentence.empty()) continue;
+      c.source_lines.push_back(sentence.front().line);
+      for (const CrfsuiteToken& tok : sentence) {
+        c.labels.push_back(tok.label.empty() ? Corpus::kNoLabel
+                                             : label_or_none(fs.labels.find(tok.label)));
+        for (const CrfsuiteAttribute& a : tok.attributes) {
+          const std::uint32_t id = fs.state_attrs.find(a.name);
+          if (id == Dictionary::kNone) continue;  // unseen in training: no weight
+          c.state_ids.push_back(id);
+          c.state_values.push_back(a.value);
+        }
+        c.state_offsets.push_back(c.state_ids.size());
+        c.edge_offsets.push_back(c.edge_ids.size());
+      }
+      c.sentence_offsets.push_back(c.labels.size());
+    }
+  }
+  return c;
+}
+
+std::vector<std::string> gold_labels(const TextData& data) {
+  // All or nothing: the labels of every token, or an empty vector when some token has none
+  // (CoNLL data read with the model's feature columns and no label column; CRFsuite tokens with
+  // an empty first field).
+  std::vector<std::string> out;
+  if (data.format == InputFormat::conll) {
+    for (const ConllSentence& s : data.conll) {
+      for (const ConllToken& tok : s) {
+        if (data.feature_columns > 0 && tok.columns.size() <= data.feature_columns) return {};
+        out.push_back(tok.columns.back());
+      }
+    }
+  } else {
+    for (const CrfsuiteSentence& s : data.crfsuite) {
+      for (const CrfsuiteToken& tok : s) {
+        if (tok.label.empty()) return {};
+        out.push_back(tok.label);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace crfx

@@ -1,0 +1,387 @@
+// Text readers: LineReader (plain, .gz, CRLF, long lines, NUL, corrupt streams), CoNLL and
+// CRFsuite parsing with their error messages, write_file_atomic.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "crfx/error.hpp"
+#include "crfx/io.hpp"
+#include "test_util.hpp"
+
+namespace crfx::test {
+namespace {
+
+/// Passes when f() throws InputError whose what() starts with `prefix` and contains `fragment`.
+::testing::AssertionResult throws_input_error(const std::function<void()>& f,
+                                              const std::string& prefix,
+                                              const std::string& fragment = "") {
+  try {
+    f();
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (what.compare(0, prefix.size(), prefix) != 0)
+      return ::testing::AssertionFailure()
+             << "message '" << what << "' lacks prefix '" << prefix << "'";
+    if (what.find(fragment) == std::string::npos)
+      return ::testing::AssertionFailure() << "message '" << what << "' lacks '" << fragment << "'";
+    return ::testing::AssertionSuccess() << what;
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "other exception: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no exception";
+}
+
+void write_gz(const std::string& path, const std::string& text) {
+  gzFile gz = gzopen(path.c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, text.data(), static_cast<unsigned>(text.size())), int(text.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+}
+
+std::vector<std::string> all_lines(const std::string& path) {
+  LineReader r(path);
+  std::vector<std::string> out;
+  std::string line;
+  while (r.next(line)) {
+    out.push_back(line);
+    EXPECT_EQ(r.line_number(), out.size());
+  }
+  return out;
+}
+
+using Lines = std::vector<std::string>;
+
+// ---- LineReader ----------------------------------------------------------------------------
+
+TEST(LineReader, PlainLinesCrlfAndMissingFinalNewline) {
+  const std::string p = temp_path("a.txt");
+  write_text(p, "one\r\ntwo\n\n  \nlast");
+  EXPECT_EQ(all_lines(p), (Lines{"one", "two", "", "  ", "last"}));
+  write_text(p, "");
+  EXPECT_TRUE(all_lines(p).empty());
+  write_text(p, "\n");
+  EXPECT_EQ(all_lines(p), (Lines{""}));
+  write_text(p, "x\r\r\n");  // only one CR is a line terminator
+  EXPECT_EQ(all_lines(p), (Lines{"x\r"}));
+}
+
+TEST(LineReader, ArbitrarilyLongLines) {
+  // Longer than the reader's 256 KiB block, so lines span several reads.
+  std::string big(700000, 'a');
+  for (std::size_t i = 0; i < big.size(); i += 997) big[i] = char('b' + i % 20);
+  const std::string p = temp_path("long.txt");
+  write_text(p, "short\n" + big + "\r\n" + big + "\nend\n");
+  EXPECT_EQ(all_lines(p), (Lines{"short", big, big, "end"}));
+  const std::string gz = temp_path("long.txt.gz");
+  write_gz(gz, "short\n" + big + "\r\n" + big + "\nend\n");
+  EXPECT_EQ(all_lines(gz), (Lines{"short", big, big, "end"}));
+}
+
+TEST(LineReader, GzipIsDecompressedTransparently) {
+  const std::string p = temp_path("a.txt.gz");
+  write_gz(p, "He PRP B-NP\r\nreckons VBZ B-VP\n\nnarrow VB I-VP\n");
+  EXPECT_EQ(all_lines(p), (Lines{"He PRP B-NP", "reckons VBZ B-VP", "", "narrow VB I-VP"}));
+  // The name does not matter: a gzip file without .gz, a plain file with .gz.
+  const std::string q = temp_path("no-suffix");
+  write_gz(q, "x\n");
+  EXPECT_EQ(all_lines(q), (Lines{"x"}));
+  const std::string r = temp_path("plain.gz");
+  write_text(r, "y\n");
+  EXPECT_EQ(all_lines(r), (Lines{"y"}));
+}
+
+TEST(LineReader, NulByteIsAnErrorNamingTheLine) {
+  const std::string p = temp_path("nul.txt");
+  write_text(p, std::string("ok\nbad\0byte\nok\n", 15));
+  EXPECT_TRUE(throws_input_error([&] { all_lines(p); }, p + ":2: ", "NUL byte"));
+}
+
+TEST(LineReader, UnreadableFiles) {
+  const std::string missing = temp_dir() + "/missing.txt";
+  try {
+    LineReader r(missing);
+    FAIL() << "no exception";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), missing + ": cannot open: No such file or directory");
+    EXPECT_EQ(e.line(), 0u);
+    EXPECT_EQ(e.file(), missing);
+  }
+  const std::string dir = temp_dir();
+  EXPECT_TRUE(throws_input_error([&] { LineReader r(dir); }, dir + ": cannot open: ",
+                                 "Is a directory"));
+}
+
+TEST(LineReader, CorruptAndTruncatedGzip) {
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "token" + std::to_string(i * 7919 % 1000) + " NN B-NP\n";
+  const std::string good = temp_path("good.gz");
+  write_gz(good, text);
+  const std::string bytes = read_text(good);
+  ASSERT_GT(bytes.size(), 200u);
+
+  std::string corrupt = bytes;  // damage the deflate data (the header stays valid)
+  for (std::size_t i = 40; i < 60; ++i) corrupt[i] = char(corrupt[i] ^ 0x55);
+  const std::string bad = temp_path("corrupt.gz");
+  write_text(bad, corrupt);
+  EXPECT_TRUE(throws_input_error([&] { all_lines(bad); }, bad + ":1: ", "read error"));
+
+  const std::string cut = temp_path("truncated.gz");
+  write_text(cut, bytes.substr(0, bytes.size() / 2));
+  EXPECT_TRUE(throws_input_error([&] { all_lines(cut); }, cut + ":1: ", "read error"));
+}
+
+TEST(SplitWhitespace, RunsOfSpacesAndTabs) {
+  std::vector<std::string> out{"stale", "values", "here", "x", "y"};
+  split_whitespace("  a\tb  \t c ", out);
+  EXPECT_EQ(out, (Lines{"a", "b", "c"}));
+  split_whitespace(" \t ", out);
+  EXPECT_TRUE(out.empty());
+  split_whitespace("caf\xc3\xa9 x", out);  // UTF-8 bytes pass through
+  EXPECT_EQ(out, (Lines{"caf\xc3\xa9", "x"}));
+}
+
+// ---- CoNLL ---------------------------------------------------------------------------------
+
+TEST(Conll, SentencesBlankLinesDocstartCrlf) {
+  const std::string p = temp_path("a.conll");
+  write_text(p,
+             "-DOCSTART- -X- O\r\n"
+             "\r\n"
+             "He PRP B-NP\r\n"
+             "reckons\tVBZ   B-VP\n"
+             "\n\n \t \n"
+             "the DT B-NP\n"
+             "-DOCSTART- -X- O\n"
+             "caf\xc3\xa9 NN I-NP\n");
+  const auto s = read_conll(p);
+  ASSERT_EQ(s.size(), 3u);
+  ASSERT_EQ(s[0].size(), 2u);
+  EXPECT_EQ(s[0][0].columns, (Lines{"He", "PRP", "B-NP"}));
+  EXPECT_EQ(s[0][0].line, 3u);
+  EXPECT_EQ(s[0][1].columns, (Lines{"reckons", "VBZ", "B-VP"}));
+  EXPECT_EQ(s[0][1].line, 4u);
+  ASSERT_EQ(s[1].size(), 1u);
+  EXPECT_EQ(s[1][0].line, 8u);
+  ASSERT_EQ(s[2].size(), 1u);
+  EXPECT_EQ(s[2][0].columns[0], "caf\xc3\xa9");
+  EXPECT_EQ(s[2][0].line, 10u);
+}
+
+TEST(Conll, EmptyFileGivesNoSentences) {
+  const std::string p = temp_path("empty.conll");
+  write_text(p, "\n\n");
+  EXPECT_TRUE(read_conll(p).empty());
+}
+
+TEST(Conll, TestDataSlice) {
+  const auto s = read_conll(data_path("conll2000.train300.txt"));
+  EXPECT_EQ(s.size(), 300u);
+  EXPECT_EQ(s[0][0].columns, (Lines{"Confidence", "NN", "B-NP"}));
+}
+
+TEST(Conll, GzipFile) {
+  const std::string p = temp_path("a.conll.gz");
+  write_gz(p, "a X B\nb Y I\n\nc Z O\n");
+  const auto s = read_conll(p);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[1][0].columns, (Lines{"c", "Z", "O"}));
+  EXPECT_EQ(s[1][0].line, 4u);
+}
+
+TEST(Conll, InconsistentColumnsNameTheLine) {
+  const std::string p = temp_path("bad.conll");
+  write_text(p, "He PRP B-NP\nreckons VBZ B-VP\n\nthe DT\n");
+  EXPECT_TRUE(throws_input_error([&] { read_conll(p); }, p + ":4: ",
+                                 "expected 3 columns (as on line 1), got 2"));
+}
+
+TEST(Conll, ExpectedColumns) {
+  const std::string two = temp_path("two.conll");
+  write_text(two, "a X\nb Y\n");
+  const std::string three = temp_path("three.conll");
+  write_text(three, "a X B\nb Y I\n");
+  EXPECT_EQ(read_conll(two, 2).size(), 1u);
+  EXPECT_EQ(read_conll(two, 2, true).size(), 1u);
+  EXPECT_EQ(read_conll(three, 2, true).size(), 1u);
+  EXPECT_TRUE(throws_input_error([&] { read_conll(three, 2); }, three + ":1: ",
+                                 "expected 2 columns, got 3"));
+  EXPECT_TRUE(throws_input_error([&] { read_conll(two, 3, true); }, two + ":1: ",
+                                 "expected 3 or 4 columns, got 2"));
+  // All tokens must agree, even when both counts would be allowed.
+  const std::string mixed = temp_path("mixed.conll");
+  write_text(mixed, "a X\n\nb Y I\n");
+  EXPECT_TRUE(throws_input_error([&] { read_conll(mixed, 2, true); }, mixed + ":3: ",
+                                 "inconsistent column count"));
+}
+
+// ---- CRFsuite ------------------------------------------------------------------------------
+
+TEST(Crfsuite, LabelsAttributesValuesEscapes) {
+  const std::string p = temp_path("a.crfsuite");
+  write_text(p,
+             "B-NP\tw[0]=He\ta\\:b:2.5\tx\\\\y\tp\\:q\r\n"
+             "I-NP\t\tpos=PRP:-1e-3\t\n"  // empty fields (double and trailing tab) are skipped
+             "\n"
+             "\tw=x:0\ta:b:7\tc\\\\:3\n"  // empty label; value after the LAST unescaped ':'
+             "O\n");
+  const auto s = read_crfsuite(p);
+  ASSERT_EQ(s.size(), 2u);
+  ASSERT_EQ(s[0].size(), 2u);
+  const auto& t0 = s[0][0];
+  EXPECT_EQ(t0.label, "B-NP");
+  EXPECT_EQ(t0.line, 1u);
+  ASSERT_EQ(t0.attributes.size(), 4u);
+  EXPECT_EQ(t0.attributes[0].name, "w[0]=He");
+  EXPECT_EQ(t0.attributes[0].value, 1.0);
+  EXPECT_EQ(t0.attributes[1].name, "a:b");
+  EXPECT_EQ(t0.attributes[1].value, 2.5);
+  EXPECT_EQ(t0.attributes[2].name, "x\\y");
+  EXPECT_EQ(t0.attributes[2].value, 1.0);
+  EXPECT_EQ(t0.attributes[3].name, "p:q");
+  EXPECT_EQ(t0.attributes[3].value, 1.0);
+  const auto& t1 = s[0][1];
+  ASSERT_EQ(t1.attributes.size(), 1u);
+  EXPECT_EQ(t1.attributes[0].name, "pos=PRP");
+  EXPECT_EQ(t1.attributes[0].value, -1e-3);
+  ASSERT_EQ(s[1].size(), 2u);
+  const auto& t2 = s[1][0];
+  EXPECT_EQ(t2.label, "");
+  EXPECT_EQ(t2.line, 4u);
+  ASSERT_EQ(t2.attributes.size(), 3u);
+  EXPECT_EQ(t2.attributes[0].name, "w=x");
+  EXPECT_EQ(t2.attributes[0].value, 0.0);
+  EXPECT_EQ(t2.attributes[1].name, "a:b");
+  EXPECT_EQ(t2.attributes[1].value, 7.0);
+  EXPECT_EQ(t2.attributes[2].name, "c\\");
+  EXPECT_EQ(t2.attributes[2].value, 3.0);
+  EXPECT_EQ(s[1][1].label, "O");
+  EXPECT_TRUE(s[1][1].attributes.empty());
+}
+
+TEST(Crfsuite, TestDataSlice) {
+  const auto s = read_crfsuite(data_path("conll2000.train60.crfsuite.txt"));
+  ASSERT_EQ(s.size(), 60u);
+  EXPECT_EQ(s[0][0].label, "B-NP");
+  EXPECT_EQ(s[0][0].attributes[0].name, "w[0]=Confidence");
+  EXPECT_EQ(s[0][0].attributes.back().name, "__BOS__");
+}
+
+TEST(Crfsuite, MalformedAttributesNameTheLine) {
+  const std::string p = temp_path("bad.crfsuite");
+  auto check = [&](const std::string& field, const std::string& fragment) {
+    write_text(p, "B-NP\tok\n\nI-NP\tfine\t" + field + "\n");
+    EXPECT_TRUE(throws_input_error([&] { read_crfsuite(p); }, p + ":3: ", fragment)) << field;
+  };
+  check("a:x", "not a finite number");
+  check("a:nan", "not a finite number");
+  check("a:inf", "not a finite number");
+  check("a:-INF", "not a finite number");
+  check("a:1e999", "not a finite number");
+  check("a:2.5x", "not a finite number");
+  check("a: 2", "not a finite number");
+  check("a:", "not a finite number");
+  check(":2", "empty attribute name");
+  check("a::", "not a finite number");
+  check(":", "empty attribute name");
+  check("a\\/b:1\\", "not a finite number");
+}
+
+TEST(Crfsuite, OtherBackslashesAreOrdinaryCharacters) {
+  // As in CRFsuite's iwa.c; WSJ-derived data has "1\/2", "hotel\/casino", "\*".
+  const std::string p = temp_path("wsj.crfsuite");
+  write_text(p, "NP\tw[0]=hotel\\/casino\tw=\\*\\*\ttrail\\\tx\\q:2\n");
+  const auto s = read_crfsuite(p);
+  ASSERT_EQ(s.size(), 1u);
+  const auto& a = s[0][0].attributes;
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[0].name, "w[0]=hotel\\/casino");
+  EXPECT_EQ(a[1].name, "w=\\*\\*");
+  EXPECT_EQ(a[2].name, "trail\\");
+  EXPECT_EQ(a[3].name, "x\\q");
+  EXPECT_EQ(a[3].value, 2.0);
+}
+
+TEST(Crfsuite, EscapedColonAloneIsAName) {
+  const std::string p = temp_path("colon.crfsuite");
+  write_text(p, "L\t\\:\t\\::4\n");
+  const auto s = read_crfsuite(p);
+  ASSERT_EQ(s[0][0].attributes.size(), 2u);
+  EXPECT_EQ(s[0][0].attributes[0].name, ":");
+  EXPECT_EQ(s[0][0].attributes[1].name, ":");
+  EXPECT_EQ(s[0][0].attributes[1].value, 4.0);
+}
+
+// ---- write_file_atomic ---------------------------------------------------------------------
+
+std::vector<std::string> dir_entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(AtomicWrite, WritesAndReplaces) {
+  const std::string dir = temp_dir();
+  const std::string p = dir + "/out.txt";
+  write_file_atomic(p, "first\n");
+  EXPECT_EQ(read_text(p), "first\n");
+  write_file_atomic(p, std::string("second\0with nul", 15));
+  EXPECT_EQ(read_text(p), std::string("second\0with nul", 15));
+  write_file_atomic(p, "");
+  EXPECT_EQ(read_text(p), "");
+  EXPECT_EQ(dir_entries(dir), (Lines{"out.txt"}));  // no temporary files left behind
+  ::chmod(p.c_str(), 0640);  // the mode of a replaced file is kept
+  write_file_atomic(p, "x");
+  struct stat st;
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+TEST(AtomicWrite, PathIsADirectory) {
+  const std::string dir = temp_dir();
+  const std::string target = dir + "/target";
+  std::filesystem::create_directory(target);
+  write_text(target + "/inside.txt", "precious\n");
+  EXPECT_THROW(write_file_atomic(target, "data"), Error);
+  EXPECT_TRUE(std::filesystem::is_directory(target));
+  EXPECT_EQ(read_text(target + "/inside.txt"), "precious\n");
+  EXPECT_EQ(dir_entries(dir), (Lines{"target"}));
+}
+
+TEST(AtomicWrite, MissingDirectory) {
+  const std::string p = temp_dir() + "/no/such/dir/out.txt";
+  try {
+    write_file_atomic(p, "data");
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(AtomicWrite, UnwritableDirectoryLeavesFileUntouched) {
+  const std::string dir = temp_dir();
+  const std::string p = dir + "/keep.txt";
+  write_text(p, "precious\n");
+  ASSERT_EQ(::chmod(dir.c_str(), 0555), 0);
+  if (::access(dir.c_str(), W_OK) == 0) {  // root ignores directory permissions
+    ::chmod(dir.c_str(), 0755);
+    GTEST_SKIP() << "directory permissions are not enforced for this user (root?)";
+  }
+  EXPECT_THROW(write_file_atomic(p, "clobbered"), Error);
+  ::chmod(dir.c_str(), 0755);
+  EXPECT_EQ(read_text(p), "precious\n");
+  EXPECT_EQ(dir_entries(dir), (Lines{"keep.txt"}));
+}
+
+}  // namespace
+}  // namespace crfx::test
