@@ -45,6 +45,8 @@ class ChunkEvaluator {
   std::size_t tokens_ = 0, correct_tokens_ = 0;
   ChunkCounts overall_;
   std::map<std::string, ChunkCounts> by_type_;
+  bool in_correct_ = false;  // conlleval's $inCorrect, still set after a sentence (odd tags only)
+  friend ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options);
 };
 
 /// Evaluates a conlleval input file: tokens one per line, the last two columns are gold and

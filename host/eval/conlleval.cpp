@@ -1,0 +1,310 @@
+// Chunk evaluation with the rules of conlleval.pl (CoNLL-2000 shared task, version 2004-01-26).
+//
+// conlleval reads a stream of (gold, guess) tag pairs and runs one state machine over it:
+//   - a label "B-NP" splits at its first hyphen into the tag "B" and the type "NP" (a label
+//     without a hyphen has the empty type; the type "0" also counts as empty, a Perl truthiness
+//     quirk kept here);
+//   - with -r (raw) a label equal to the outside label becomes "O", and every other label other
+//     than "O" becomes "B-<label>": tag B, the whole label as type, so each token is a chunk;
+//     without -r the outside label is not consulted (as in conlleval);
+//   - a sentence boundary (blank line, or a line whose first field is conlleval's "-X-") is an
+//     uncounted token tagged O / O, so it closes open chunks; "-DOCSTART-" lines are boundaries too;
+//   - chunk starts and ends between two tokens come from startOfChunk / endOfChunk below, and a
+//     chunk counts as correct when gold and guess start it together with the same type and end it
+//     together with the same type (conlleval's $inCorrect);
+//   - whatever chunk is still open at the end of the input is closed there (directly after the
+//     last token when the file does not end with a blank line, as conlleval does).
+// Columns are split on runs of spaces and tabs (conlleval splits on single spaces), a trailing CR
+// is dropped, and every line must have as many columns as the first one ("-DOCSTART-" lines,
+// skipped like read_conll skips them, are exempt).
+// IOBES: conlleval knows B, I, E, O, '[', ']' and '.'; like the common ports its rules are
+// extended here so that S-X is a single-token chunk and E-X followed by B-X (two adjacent chunks
+// in IOBES) ends one chunk and starts the next. Those additions only involve S, or E followed by
+// B, which never occur in the IOB1 / IOB2 / IOE1 / IOE2 / bracket schemes conlleval was written
+// for, so on those schemes the counts are conlleval's own.
+#include <cstdarg>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crfx/error.hpp"
+#include "crfx/eval.hpp"
+
+namespace crfx {
+
+namespace {
+
+struct Tag {
+  std::string tag;   // B, I, E, S, O, [, ], . (or anything else)
+  std::string type;  // NP, PER, … ("" for none)
+};
+
+Tag parse_label(const std::string& label, const EvalOptions& options) {
+  Tag t;
+  if (options.raw) {
+    // conlleval -r: the outside label becomes O, every other label L (not "O") becomes "B-L".
+    if (label == options.outside || label == "O") {
+      t.tag = "O";
+    } else {
+      t.tag = "B";
+      t.type = label;
+    }
+  } else {
+    const std::size_t hyphen = label.find('-');
+    if (hyphen == std::string::npos) {
+      t.tag = label;
+    } else {
+      t.tag = label.substr(0, hyphen);
+      t.type = label.substr(hyphen + 1);
+    }
+  }
+  if (t.type == "0") t.type.clear();  // Perl: `$type = $type ? $type : ""`
+  return t;
+}
+
+bool is(const std::string& s, const char* v) { return s == v; }
+
+/// A chunk ended between the previous token and this one (conlleval endOfChunk, plus IOBES S and
+/// E→B).
+bool end_of_chunk(const Tag& prev, const Tag& cur) {
+  const std::string& p = prev.tag;
+  const std::string& t = cur.tag;
+  bool end = false;
+  if (is(p, "B") && (is(t, "B") || is(t, "O"))) end = true;
+  if (is(p, "I") && (is(t, "B") || is(t, "O"))) end = true;
+  if (is(p, "E") && (is(t, "E") || is(t, "I") || is(t, "O"))) end = true;
+  // IOBES extension.
+  if (is(p, "E") && is(t, "B")) end = true;
+  if (is(p, "S")) end = true;
+  if ((is(p, "B") || is(p, "I") || is(p, "E")) && is(t, "S")) end = true;
+
+  if (!is(p, "O") && !is(p, ".") && prev.type != cur.type) end = true;
+  // conlleval (corrected 1998-12-22): bracket chunks have length 1.
+  if (is(p, "]") || is(p, "[")) end = true;
+  return end;
+}
+
+/// A chunk started between the previous token and this one (conlleval startOfChunk, plus IOBES S
+/// and E→B).
+bool start_of_chunk(const Tag& prev, const Tag& cur) {
+  const std::string& p = prev.tag;
+  const std::string& t = cur.tag;
+  bool start = false;
+  if (is(t, "B") && (is(p, "B") || is(p, "I") || is(p, "O"))) start = true;
+  if (is(p, "O") && (is(t, "I") || is(t, "E"))) start = true;
+  if (is(p, "E") && (is(t, "E") || is(t, "I"))) start = true;
+  // IOBES extension.
+  if (is(t, "S")) start = true;
+  if (is(p, "E") && is(t, "B")) start = true;
+  if (is(p, "S") && (is(t, "B") || is(t, "I") || is(t, "E"))) start = true;
+
+  if (!is(t, "O") && !is(t, ".") && prev.type != cur.type) start = true;
+  if (is(t, "[") || is(t, "]")) start = true;
+  return start;
+}
+
+std::string format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out(n > 0 ? std::size_t(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
+  va_end(args);
+  return out;
+}
+
+void split_fields(const std::string& line, std::vector<std::string>& out) {
+  out.clear();
+  std::size_t i = 0;
+  const std::size_t n = line.size();
+  while (i < n) {
+    while (i < n && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i == n) break;
+    const std::size_t begin = i;
+    while (i < n && line[i] != ' ' && line[i] != '\t') ++i;
+    out.emplace_back(line, begin, i - begin);
+  }
+}
+
+std::string columns_text(std::size_t n) {
+  return std::to_string(n) + (n == 1 ? " column" : " columns");
+}
+
+/// conlleval's state machine over the token stream, updating an evaluator's counts.
+struct Stream {
+  ChunkCounts& overall;
+  std::map<std::string, ChunkCounts>& by_type;
+  std::size_t& tokens;
+  std::size_t& correct_tokens;
+  bool& in_correct;  // conlleval's $inCorrect: the open chunk is correct so far
+  // The state after a boundary and at the start of the input: both sides O, no type.
+  Tag last_gold{"O", ""}, last_guess{"O", ""};
+
+  /// One token (or, with `boundary`, an uncounted O / O boundary token).
+  void step(const Tag& c, const Tag& g, bool boundary) {
+    const bool end_c = end_of_chunk(last_gold, c), end_g = end_of_chunk(last_guess, g);
+    const bool start_c = start_of_chunk(last_gold, c), start_g = start_of_chunk(last_guess, g);
+    if (in_correct) {
+      if (end_c && end_g && last_guess.type == last_gold.type) {
+        in_correct = false;
+        ++overall.correct;
+        ++by_type[last_gold.type].correct;
+      } else if (end_c != end_g || g.type != c.type) {
+        in_correct = false;
+      }
+    }
+    if (start_c && start_g && g.type == c.type) in_correct = true;
+    if (start_c) {
+      ++overall.gold;
+      ++by_type[c.type].gold;
+    }
+    if (start_g) {
+      ++overall.guessed;
+      ++by_type[g.type].guessed;
+    }
+    if (!boundary) {
+      if (c.tag == g.tag && c.type == g.type) ++correct_tokens;
+      ++tokens;
+    }
+    last_gold = c;
+    last_guess = g;
+  }
+  void boundary() {
+    const Tag o{"O", ""};
+    step(o, o, true);
+  }
+  /// End of input: conlleval counts a chunk still open as correct (under the last gold type).
+  void close() {
+    if (!in_correct) return;
+    ++overall.correct;
+    ++by_type[last_gold.type].correct;
+  }
+  /// Takes back close() after a boundary (the type is then ""): the input goes on.
+  void reopen() {
+    if (!in_correct) return;
+    --overall.correct;
+    --by_type[std::string()].correct;
+  }
+};
+
+}  // namespace
+
+double ChunkCounts::precision() const { return guessed ? 100.0 * double(correct) / double(guessed) : 0.0; }
+
+double ChunkCounts::recall() const { return gold ? 100.0 * double(correct) / double(gold) : 0.0; }
+
+double ChunkCounts::f1() const {
+  const double p = precision(), r = recall();
+  return p + r > 0 ? 2 * p * r / (p + r) : 0.0;
+}
+
+ChunkEvaluator::ChunkEvaluator(EvalOptions options) : options_(std::move(options)) {}
+
+double ChunkEvaluator::accuracy() const {
+  return tokens_ ? 100.0 * double(correct_tokens_) / double(tokens_) : 0.0;
+}
+
+void ChunkEvaluator::add(const std::vector<std::string>& gold, const std::vector<std::string>& guess) {
+  if (gold.size() != guess.size()) {
+    throw Error("chunk evaluation: a sentence has " + std::to_string(gold.size()) +
+                " gold labels but " + std::to_string(guess.size()) + " guessed labels");
+  }
+  // Each sentence is followed by a boundary, and the input may end after it: a chunk still open
+  // then is closed provisionally, and the next sentence takes that back first.
+  Stream s{overall_, by_type_, tokens_, correct_tokens_, in_correct_};
+  s.reopen();
+  for (std::size_t i = 0; i < gold.size(); ++i)
+    s.step(parse_label(gold[i], options_), parse_label(guess[i], options_), false);
+  s.boundary();
+  s.close();
+}
+
+std::string ChunkEvaluator::report() const {
+  const ChunkCounts& o = overall_;
+  std::string out = format("processed %zu tokens with %zu phrases; found: %zu phrases; correct: %zu.\n",
+                           tokens_, o.gold, o.guessed, o.correct);
+  if (tokens_ > 0) {
+    out += format("accuracy: %6.2f%%; precision: %6.2f%%; recall: %6.2f%%; FB1: %6.2f\n", accuracy(),
+                  o.precision(), o.recall(), o.f1());
+  }
+  // Every type found in gold or guess, sorted bytewise. conlleval's de-duplication of the sorted
+  // key list skips a repeat only after a true (non-empty) name, so the empty type, when both gold
+  // and guess have it, is listed twice.
+  for (const auto& [type, c] : by_type_) {
+    if (c.gold == 0 && c.guessed == 0) continue;
+    const int copies = (type.empty() && c.gold > 0 && c.guessed > 0) ? 2 : 1;
+    for (int k = 0; k < copies; ++k) {
+      out += format("%17s: precision: %6.2f%%; recall: %6.2f%%; FB1: %6.2f  %zu\n", type.c_str(),
+                    c.precision(), c.recall(), c.f1(), c.guessed);
+    }
+  }
+  return out;
+}
+
+ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, 0, "cannot open file for reading");
+  ChunkEvaluator ev(std::move(options));
+  std::vector<std::string> gold, guess, fields;
+  auto flush = [&] {
+    if (gold.empty()) return;
+    ev.add(gold, guess);
+    gold.clear();
+    guess.clear();
+  };
+  std::string line;
+  std::size_t line_no = 0, columns = 0, columns_line = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    split_fields(line, fields);
+    if (fields.empty()) {  // blank: sentence boundary
+      flush();
+      continue;
+    }
+    if (fields[0].compare(0, 10, "-DOCSTART-") == 0) {  // CoNLL-2003 document marker
+      flush();
+      continue;
+    }
+    const std::size_t n = fields.size();
+    if (columns == 0) {
+      columns = n;
+      columns_line = line_no;
+    } else if (n != columns) {
+      throw InputError(path, line_no,
+                       "expected " + columns_text(columns) + " (as on line " +
+                           std::to_string(columns_line) + "), got " + std::to_string(n));
+    }
+    if (fields[0] == "-X-") {  // conlleval's own boundary marker
+      flush();
+      continue;
+    }
+    if (n < 2) {
+      throw InputError(path, line_no,
+                       "a token needs at least 2 columns (gold and guessed label), got " +
+                           std::to_string(n));
+    }
+    gold.push_back(fields[n - 2]);
+    guess.push_back(fields[n - 1]);
+  }
+  if (in.bad()) throw InputError(path, line_no, "read error");
+  if (!gold.empty()) {
+    // The input ends right after a token, with no boundary: conlleval closes the open chunk
+    // without the boundary step (which can differ for tags that a boundary does not end).
+    Stream s{ev.overall_, ev.by_type_, ev.tokens_, ev.correct_tokens_, ev.in_correct_};
+    s.reopen();
+    for (std::size_t i = 0; i < gold.size(); ++i)
+      s.step(parse_label(gold[i], ev.options_), parse_label(guess[i], ev.options_), false);
+    s.close();
+    ev.in_correct_ = false;  // the input is over
+  }
+  return ev;
+}
+
+}  // namespace crfx

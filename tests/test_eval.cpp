@@ -1,0 +1,354 @@
+// Chunk evaluation: conlleval's counts, rules and report format.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "crfx/error.hpp"
+#include "crfx/eval.hpp"
+#include "test_util.hpp"
+
+namespace crfx {
+namespace {
+
+using Labels = std::vector<std::string>;
+
+ChunkEvaluator eval_one(const Labels& gold, const Labels& guess, EvalOptions options = {}) {
+  ChunkEvaluator ev(options);
+  ev.add(gold, guess);
+  return ev;
+}
+
+void expect_counts(const ChunkCounts& c, std::size_t correct, std::size_t gold, std::size_t guessed) {
+  EXPECT_EQ(c.correct, correct);
+  EXPECT_EQ(c.gold, gold);
+  EXPECT_EQ(c.guessed, guessed);
+}
+
+ChunkEvaluator eval_text(const std::string& text, EvalOptions options = {}) {
+  const std::string path = test::temp_path("eval.txt");
+  test::write_text(path, text);
+  return evaluate_file(path, options);
+}
+
+std::string error_of(const std::string& text, EvalOptions options = {}, std::string* path_out = nullptr) {
+  const std::string path = test::temp_path("bad.txt");
+  if (path_out) *path_out = path;
+  test::write_text(path, text);
+  try {
+    evaluate_file(path, options);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ChunkCounts, Formulas) {
+  ChunkCounts c;
+  c.correct = 3;
+  c.gold = 4;
+  c.guessed = 6;
+  EXPECT_DOUBLE_EQ(c.precision(), 50.0);
+  EXPECT_DOUBLE_EQ(c.recall(), 75.0);
+  EXPECT_DOUBLE_EQ(c.f1(), 60.0);  // 2·50·75 / 125
+
+  ChunkCounts none;  // nothing guessed, nothing in gold: all zero, no division by zero
+  EXPECT_EQ(none.precision(), 0.0);
+  EXPECT_EQ(none.recall(), 0.0);
+  EXPECT_EQ(none.f1(), 0.0);
+
+  ChunkCounts unguessed;
+  unguessed.gold = 4;
+  EXPECT_EQ(unguessed.precision(), 0.0);
+  EXPECT_EQ(unguessed.recall(), 0.0);
+  EXPECT_EQ(unguessed.f1(), 0.0);
+}
+
+TEST(ChunkEvaluator, Iob2CountsAndExactReport) {
+  // gold: NP(0-1) VP(3) PP(4) NP(5-6); guess: NP(0-1) VP(3) NP(4) NP(5-6); 3 correct.
+  const auto ev = eval_one({"B-NP", "I-NP", "O", "B-VP", "B-PP", "B-NP", "I-NP"},
+                           {"B-NP", "I-NP", "O", "B-VP", "B-NP", "B-NP", "I-NP"});
+  EXPECT_EQ(ev.tokens(), 7u);
+  EXPECT_EQ(ev.correct_tokens(), 6u);
+  EXPECT_NEAR(ev.accuracy(), 600.0 / 7, 1e-12);
+  expect_counts(ev.overall(), 3, 4, 4);
+  ASSERT_EQ(ev.by_type().size(), 3u);
+  expect_counts(ev.by_type().at("NP"), 2, 2, 3);
+  expect_counts(ev.by_type().at("VP"), 1, 1, 1);
+  expect_counts(ev.by_type().at("PP"), 0, 1, 0);
+  // Computed by hand (and what conlleval.pl prints for the same input).
+  EXPECT_EQ(ev.report(),
+            "processed 7 tokens with 4 phrases; found: 4 phrases; correct: 3.\n"
+            "accuracy:  85.71%; precision:  75.00%; recall:  75.00%; FB1:  75.00\n"
+            "               NP: precision:  66.67%; recall: 100.00%; FB1:  80.00  3\n"
+            "               PP: precision:   0.00%; recall:   0.00%; FB1:   0.00  0\n"
+            "               VP: precision: 100.00%; recall: 100.00%; FB1: 100.00  1\n");
+}
+
+TEST(ChunkEvaluator, Iob1IStartsAChunkAfterO) {
+  // IOB1: I- opens a chunk after O or another type; B- only splits two adjacent same-type chunks.
+  // gold: NP(0-1) NP(2) VP(4); guess: NP(0-2) VP(4).
+  const auto ev = eval_one({"I-NP", "I-NP", "B-NP", "O", "I-VP"}, {"I-NP", "I-NP", "I-NP", "O", "I-VP"});
+  expect_counts(ev.overall(), 1, 3, 2);
+  expect_counts(ev.by_type().at("NP"), 0, 2, 1);
+  expect_counts(ev.by_type().at("VP"), 1, 1, 1);
+  EXPECT_EQ(ev.correct_tokens(), 4u);
+}
+
+TEST(ChunkEvaluator, Iobes) {
+  // gold: PER(0-1) LOC(2) ORG(4-6) PER(7) PER(8)
+  // guess: PER(0-1) LOC(2) ORG(4-5) ORG(6) PER(7) PER(8, B- then the sentence ends)
+  const auto ev = eval_one({"B-PER", "E-PER", "S-LOC", "O", "B-ORG", "I-ORG", "E-ORG", "S-PER", "S-PER"},
+                           {"B-PER", "E-PER", "S-LOC", "O", "B-ORG", "E-ORG", "S-ORG", "S-PER", "B-PER"});
+  expect_counts(ev.overall(), 4, 5, 6);
+  expect_counts(ev.by_type().at("PER"), 3, 3, 3);
+  expect_counts(ev.by_type().at("LOC"), 1, 1, 1);
+  expect_counts(ev.by_type().at("ORG"), 0, 1, 2);
+  EXPECT_EQ(ev.correct_tokens(), 6u);
+}
+
+TEST(ChunkEvaluator, IobesAdjacentChunksOfOneType) {
+  // E- followed by B- of the same type: two chunks (gold), against one long chunk (guess).
+  const auto ev = eval_one({"B-NP", "E-NP", "B-NP", "E-NP"}, {"B-NP", "I-NP", "I-NP", "E-NP"});
+  expect_counts(ev.overall(), 0, 2, 1);
+  const auto same = eval_one({"B-NP", "E-NP", "B-NP", "E-NP"}, {"B-NP", "E-NP", "B-NP", "E-NP"});
+  expect_counts(same.overall(), 2, 2, 2);
+  // S- next to S- of the same type: two single-token chunks.
+  const auto singles = eval_one({"S-NP", "S-NP"}, {"B-NP", "E-NP"});
+  expect_counts(singles.overall(), 0, 2, 1);
+}
+
+TEST(ChunkEvaluator, IoeSchemes) {
+  // IOE1: E- only closes a chunk followed by one of the same type. gold: NP(0-1) NP(2-3).
+  const auto ev = eval_one({"I-NP", "E-NP", "I-NP", "I-NP", "O"}, {"I-NP", "I-NP", "I-NP", "I-NP", "O"});
+  expect_counts(ev.overall(), 0, 2, 1);
+  const auto ok = eval_one({"I-NP", "E-NP", "I-NP", "I-NP", "O"}, {"I-NP", "E-NP", "I-NP", "I-NP", "O"});
+  expect_counts(ok.overall(), 2, 2, 2);
+}
+
+TEST(ChunkEvaluator, TypeChangeMidChunk) {
+  // I-VP after I-NP starts a new (VP) chunk, so the guess splits the gold NP in two.
+  const auto ev = eval_one({"B-NP", "I-NP", "I-NP"}, {"B-NP", "I-NP", "I-VP"});
+  expect_counts(ev.overall(), 0, 1, 2);
+  expect_counts(ev.by_type().at("NP"), 0, 1, 1);
+  expect_counts(ev.by_type().at("VP"), 0, 0, 1);
+  EXPECT_EQ(ev.correct_tokens(), 2u);
+  // A chunk whose type differs but whose span matches is not correct either.
+  const auto typed = eval_one({"B-NP", "I-NP", "O"}, {"B-VP", "I-VP", "O"});
+  expect_counts(typed.overall(), 0, 1, 1);
+  // The guess ending one token late is wrong.
+  const auto late = eval_one({"B-NP", "I-NP", "O"}, {"B-NP", "I-NP", "I-NP"});
+  expect_counts(late.overall(), 0, 1, 1);
+}
+
+TEST(ChunkEvaluator, ChunkAtSentenceEndAndSentenceBoundaries) {
+  ChunkEvaluator ev;
+  ev.add({"O", "B-NP", "I-NP"}, {"O", "B-NP", "I-NP"});  // chunk closed by the end of the sentence
+  expect_counts(ev.overall(), 1, 1, 1);
+  // IOB1: an I-NP opening the next sentence starts a new chunk (the boundary is an O).
+  ev.add({"I-NP", "O"}, {"I-NP", "O"});
+  expect_counts(ev.overall(), 2, 2, 2);
+  EXPECT_EQ(ev.tokens(), 5u);
+  // Empty sentences change nothing.
+  ev.add({}, {});
+  expect_counts(ev.overall(), 2, 2, 2);
+  EXPECT_EQ(ev.tokens(), 5u);
+}
+
+TEST(ChunkEvaluator, AllOutside) {
+  const auto ev = eval_one({"O", "O", "O"}, {"O", "O", "O"});
+  expect_counts(ev.overall(), 0, 0, 0);
+  EXPECT_TRUE(ev.by_type().empty());
+  EXPECT_EQ(ev.accuracy(), 100.0);
+  EXPECT_EQ(ev.report(),
+            "processed 3 tokens with 0 phrases; found: 0 phrases; correct: 0.\n"
+            "accuracy: 100.00%; precision:   0.00%; recall:   0.00%; FB1:   0.00\n");
+}
+
+TEST(ChunkEvaluator, NothingGuessed) {
+  const auto ev = eval_one({"B-NP", "O", "B-VP"}, {"O", "O", "O"});
+  expect_counts(ev.overall(), 0, 2, 0);
+  EXPECT_EQ(ev.report(),
+            "processed 3 tokens with 2 phrases; found: 0 phrases; correct: 0.\n"
+            "accuracy:  33.33%; precision:   0.00%; recall:   0.00%; FB1:   0.00\n"
+            "               NP: precision:   0.00%; recall:   0.00%; FB1:   0.00  0\n"
+            "               VP: precision:   0.00%; recall:   0.00%; FB1:   0.00  0\n");
+}
+
+TEST(ChunkEvaluator, EmptyInputReport) {
+  ChunkEvaluator ev;
+  EXPECT_EQ(ev.accuracy(), 0.0);
+  EXPECT_EQ(ev.report(), "processed 0 tokens with 0 phrases; found: 0 phrases; correct: 0.\n");
+}
+
+TEST(ChunkEvaluator, TypesWithHyphensAndGuessOnlyTypes) {
+  // The label splits at its first hyphen only; a type seen only in the guess is listed too.
+  const auto ev = eval_one({"B-A-B", "I-A-B", "O"}, {"B-A-B", "I-A-B", "B-XY"});
+  expect_counts(ev.by_type().at("A-B"), 1, 1, 1);
+  expect_counts(ev.by_type().at("XY"), 0, 0, 1);
+  EXPECT_EQ(ev.report(),
+            "processed 3 tokens with 1 phrases; found: 2 phrases; correct: 1.\n"
+            "accuracy:  66.67%; precision:  50.00%; recall: 100.00%; FB1:  66.67\n"
+            "              A-B: precision: 100.00%; recall: 100.00%; FB1: 100.00  1\n"
+            "               XY: precision:   0.00%; recall:   0.00%; FB1:   0.00  1\n");
+}
+
+TEST(ChunkEvaluator, UntypedTagsListedTwiceLikeConlleval) {
+  // Tags without a type ("B", "I") form chunks of the empty type. conlleval's de-duplication of
+  // the sorted type list does not catch the empty name, so its line appears twice.
+  const auto ev = eval_one({"B", "I", "O", "B"}, {"I", "I", "O", "O"});
+  expect_counts(ev.overall(), 1, 2, 1);
+  EXPECT_EQ(ev.report(),
+            "processed 4 tokens with 2 phrases; found: 1 phrases; correct: 1.\n"
+            "accuracy:  50.00%; precision: 100.00%; recall:  50.00%; FB1:  66.67\n"
+            "                 : precision: 100.00%; recall:  50.00%; FB1:  66.67  1\n"
+            "                 : precision: 100.00%; recall:  50.00%; FB1:  66.67  1\n");
+}
+
+TEST(ChunkEvaluator, BracketTagsAreSingleTokenChunks) {
+  // conlleval's '[' / ']' tags: chunks of length 1; '.' is neither a start nor an end.
+  const auto ev = eval_one({"[-NP", "]-NP", ".", "[-VP"}, {"[-NP", "]-NP", ".", "O"});
+  expect_counts(ev.overall(), 2, 3, 2);
+}
+
+TEST(ChunkEvaluator, RawLabels) {
+  // -r: no prefixes; every label other than the outside one is a one-token chunk of its own type.
+  EvalOptions raw;
+  raw.raw = true;
+  raw.outside = "NONE";
+  const auto ev = eval_one({"PER", "PER", "NONE", "LOC", "O"}, {"PER", "O", "NONE", "LOC", "PER"}, raw);
+  expect_counts(ev.overall(), 2, 3, 3);  // "O" counts as outside too
+  expect_counts(ev.by_type().at("PER"), 1, 2, 2);
+  expect_counts(ev.by_type().at("LOC"), 1, 1, 1);
+  EXPECT_EQ(ev.correct_tokens(), 3u);
+  EXPECT_EQ(ev.report(),
+            "processed 5 tokens with 3 phrases; found: 3 phrases; correct: 2.\n"
+            "accuracy:  60.00%; precision:  66.67%; recall:  66.67%; FB1:  66.67\n"
+            "              LOC: precision: 100.00%; recall: 100.00%; FB1: 100.00  1\n"
+            "              PER: precision:  50.00%; recall:  50.00%; FB1:  50.00  2\n");
+  // In raw mode a prefixed label is just a type name.
+  const auto prefixed = eval_one({"B-NP", "I-NP"}, {"B-NP", "B-NP"}, raw);
+  expect_counts(prefixed.overall(), 1, 2, 2);
+  expect_counts(prefixed.by_type().at("B-NP"), 1, 1, 2);
+}
+
+TEST(ChunkEvaluator, OutsideLabelOnlyMattersInRawMode) {
+  // As in conlleval, -o is consulted only with -r; otherwise "NONE" is a tag of no type.
+  EvalOptions opt;
+  opt.outside = "NONE";
+  const auto ev = eval_one({"B-NP", "NONE", "B-NP"}, {"B-NP", "NONE", "B-NP"}, opt);
+  EXPECT_EQ(ev.overall().gold, ev.overall().guessed);
+  EXPECT_EQ(ev.overall().correct, ev.overall().gold);
+  EXPECT_EQ(ev.by_type().at("NP").correct, 2u);
+}
+
+TEST(ChunkEvaluator, MismatchedLengthsThrow) {
+  ChunkEvaluator ev;
+  EXPECT_THROW(ev.add({"O", "O"}, {"O"}), Error);
+}
+
+TEST(EvaluateFile, ColumnsSentencesAndDocstart) {
+  const std::string text =
+      "-DOCSTART- -X- O O\n"
+      "\n"
+      "He PRP B-NP B-NP\n"
+      "reckons VBZ B-VP B-VP\n"
+      "the DT B-NP B-NP\n"
+      "deficit NN I-NP I-NP\n"
+      "-DOCSTART- -X- O O\n"  // a boundary: the I-NP below opens a new chunk
+      "growth NN I-NP I-NP\n"
+      "\n"
+      "\n"
+      "will MD B-VP B-NP\n"
+      "narrow VB I-VP I-VP\n"
+      "-X- -X- O O\n"  // conlleval's own boundary marker
+      "to TO B-PP B-PP\n";  // no newline at the end
+  const auto ev = eval_text(text);
+  EXPECT_EQ(ev.tokens(), 8u);  // -DOCSTART- and -X- lines are not tokens
+  EXPECT_EQ(ev.correct_tokens(), 7u);
+  expect_counts(ev.overall(), 5, 6, 7);
+  expect_counts(ev.by_type().at("NP"), 3, 3, 4);
+  expect_counts(ev.by_type().at("VP"), 1, 2, 2);
+  expect_counts(ev.by_type().at("PP"), 1, 1, 1);
+}
+
+TEST(EvaluateFile, SameCountsAsAddingSentences) {
+  const std::string text =
+      "a B-NP B-NP\r\n"
+      "b I-NP B-NP\r\n"
+      "\r\n"
+      "c\tO\tB-VP\r\n"  // tabs and CRLF are fine
+      "d  B-VP   I-VP\r\n"
+      "\r\n";
+  const auto file = eval_text(text);
+  ChunkEvaluator ev;
+  ev.add({"B-NP", "I-NP"}, {"B-NP", "B-NP"});
+  ev.add({"O", "B-VP"}, {"B-VP", "I-VP"});
+  EXPECT_EQ(file.report(), ev.report());
+  EXPECT_EQ(file.tokens(), 4u);
+  expect_counts(file.overall(), 0, 2, 3);
+}
+
+TEST(EvaluateFile, EndOfInputWithoutBoundary) {
+  // conlleval closes the chunk open at the end of the input without a boundary step; for an
+  // unknown tag ("X") that a boundary would not end, the counts depend on the final blank line.
+  const auto no_blank = eval_text("a B-NP B-NP\nb X I\n");
+  expect_counts(no_blank.overall(), 2, 2, 2);
+  const auto blank = eval_text("a B-NP B-NP\nb X I\n\n");
+  expect_counts(blank.overall(), 1, 2, 2);
+}
+
+TEST(EvaluateFile, RawOption) {
+  EvalOptions raw;
+  raw.raw = true;
+  const auto ev = eval_text("a PER PER\nb O PER\n\nc LOC O\n", raw);
+  expect_counts(ev.overall(), 1, 2, 2);
+}
+
+TEST(EvaluateFile, MalformedInput) {
+  std::string path;
+  std::string e = error_of("a B B-NP B-NP\nb I I-NP I-NP\n\nc I-NP I-NP\n", {}, &path);
+  EXPECT_EQ(e, path + ":4: expected 4 columns (as on line 1), got 3");
+  e = error_of("\n\nB-NP\n", {}, &path);
+  EXPECT_EQ(e, path + ":3: a token needs at least 2 columns (gold and guessed label), got 1");
+  e = error_of("a B-NP B-NP\n-X- O\n", {}, &path);  // a -X- boundary line must match too
+  EXPECT_EQ(e, path + ":2: expected 3 columns (as on line 1), got 2");
+  // -DOCSTART- lines are skipped whatever their width.
+  EXPECT_EQ(error_of("-DOCSTART- O\na B-NP B-NP\n"), "(no error)");
+
+  const std::string missing = test::temp_dir() + "/missing.txt";
+  try {
+    evaluate_file(missing);
+    FAIL() << "no error for a missing file";
+  } catch (const InputError& err) {
+    EXPECT_EQ(err.file(), missing);
+    EXPECT_EQ(err.line(), 0u);
+  }
+}
+
+TEST(EvaluateFile, BundledData) {
+  // Gold against itself: every chunk of the CoNLL-2000 slice is found.
+  const std::string src = test::read_text(test::data_path("conll2000.test100.txt"));
+  std::string text;
+  std::size_t pos = 0;
+  while (pos < src.size()) {
+    std::size_t end = src.find('\n', pos);
+    if (end == std::string::npos) end = src.size();
+    std::string line = src.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") != std::string::npos)
+      line += " " + line.substr(line.find_last_of(" \t") + 1);
+    text += line + "\n";
+    pos = end + 1;
+  }
+  const auto ev = eval_text(text);
+  EXPECT_GT(ev.tokens(), 1000u);
+  EXPECT_EQ(ev.correct_tokens(), ev.tokens());
+  EXPECT_GT(ev.overall().gold, 100u);
+  EXPECT_EQ(ev.overall().correct, ev.overall().gold);
+  EXPECT_EQ(ev.overall().guessed, ev.overall().gold);
+  EXPECT_NE(ev.report().find("FB1: 100.00\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace crfx
