@@ -1,0 +1,561 @@
+// The model file (layout in crfx/model.hpp).
+//
+//   magic "CRFXMODL" | u32 version = 1
+//   "HEAD" u64 28 | u32 format (0 conll, 1 crfsuite) | u64 feature_columns | u32 L | u32 A | u32 E
+//                 | u32 transitions (0 / 1)
+//   "TMPL" u64 n  | string: the template source (conll models only)
+//   "LABL" u64 n  | u32 count | count × string        (count = L)
+//   "ATTR" u64 n  | u32 count | count × string        (count = A)
+//   "EDGE" u64 n  | u32 count | count × string        (count = E)
+//   "WGHT" u64 n  | u64 count | count × (u64 index, u64 IEEE-754 bits), index strictly ascending
+//   "CRC " u64 4  | u32 CRC-32 (zlib) of every byte before "CRC "
+// Integers are little-endian; a string is u32 length + bytes. Sections are written in this order;
+// a reader accepts them in any order, each at most once. The CRC section must end the file.
+//
+// Saving drops every state / edge attribute whose weights are all zero (Dictionary::compact keeps
+// the survivors in their old order) and moves the weights to the compact layout; labels and the
+// transition block stay whole. Every weight whose bit pattern is not all-zero is stored (a -0.0
+// inside a kept block survives), so save → load → save gives the same bytes.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <zlib.h>
+
+#include "crfx/error.hpp"
+#include "crfx/io.hpp"
+#include "crfx/model.hpp"
+
+namespace crfx {
+
+namespace {
+
+constexpr char kMagic[8] = {'C', 'R', 'F', 'X', 'M', 'O', 'D', 'L'};
+constexpr std::uint32_t kVersion = 1;
+constexpr std::size_t kHeadBytes = 4 + 8 + 4 + 4 + 4 + 4;
+constexpr std::size_t kCrcSectionBytes = 4 + 8 + 4;
+
+std::uint64_t bits_of(double v) {
+  std::uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+double double_of(std::uint64_t b) {
+  double v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+std::uint32_t crc_of(const char* data, std::size_t n) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  while (n > 0) {
+    const uInt chunk = n > (1u << 30) ? (1u << 30) : static_cast<uInt>(n);
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
+    data += chunk;
+    n -= chunk;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+// ---- writing -------------------------------------------------------------------------------
+
+struct Writer {
+  std::string out;
+
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void str(const std::string& s) {
+    if (s.size() > std::numeric_limits<std::uint32_t>::max())
+      throw Error("cannot save model: a string of " + std::to_string(s.size()) + " bytes");
+    u32(static_cast<std::uint32_t>(s.size()));
+    out += s;
+  }
+  /// Starts a section; returns where its length goes.
+  std::size_t begin(const char* tag) {
+    out.append(tag, 4);
+    const std::size_t at = out.size();
+    u64(0);
+    return at;
+  }
+  void end(std::size_t at) {
+    const std::uint64_t n = out.size() - at - 8;
+    for (int i = 0; i < 8; ++i) out[at + i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  }
+  void dictionary(const char* tag, const Dictionary& d) {
+    const std::size_t at = begin(tag);
+    u32(static_cast<std::uint32_t>(d.size()));
+    for (const std::string& s : d.strings()) str(s);
+    end(at);
+  }
+};
+
+/// Throws unless the weight vector fits the feature space (used by save and dump).
+void check_model(const Model& model, const char* what) {
+  const Dims d = model.features.dims();
+  if (model.weights.size() != d.num_weights()) {
+    throw Error(std::string(what) + ": the model has " + std::to_string(model.weights.size()) +
+                " weights but its feature space needs " + std::to_string(d.num_weights()));
+  }
+}
+
+// ---- reading -------------------------------------------------------------------------------
+
+/// Bounds-checked little-endian reads over [data, data + size); every failure is an InputError
+/// naming the file (line 0) and, inside a section, the section.
+class Reader {
+ public:
+  Reader(const std::string& path, const char* data, std::size_t size, std::string where)
+      : path_(path), data_(data), size_(size), where_(std::move(where)) {}
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw InputError(path_, 0, where_.empty() ? problem : where_ + ": " + problem);
+  }
+  std::size_t left() const { return size_ - pos_; }
+  std::size_t pos() const { return pos_; }
+  void need(std::size_t n, const char* what) const {
+    if (n > left())
+      fail(std::string(what) + " needs " + std::to_string(n) + " bytes but only " +
+           std::to_string(left()) + " remain (truncated or corrupt)");
+  }
+  std::uint32_t u32(const char* what) {
+    need(4, what);
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= std::uint32_t(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
+    pos_ += 4;
+    return v;
+  }
+  std::uint64_t u64(const char* what) {
+    need(8, what);
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= std::uint64_t(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
+    pos_ += 8;
+    return v;
+  }
+  const char* bytes(std::size_t n, const char* what) {
+    need(n, what);
+    const char* p = data_ + pos_;
+    pos_ += n;
+    return p;
+  }
+  std::string str(const char* what) {
+    const std::uint32_t n = u32(what);
+    return std::string(bytes(n, what), n);
+  }
+  void expect_end() const {
+    if (left() != 0) fail(std::to_string(left()) + " unexpected bytes at the end");
+  }
+
+ private:
+  const std::string& path_;
+  const char* data_;
+  std::size_t size_;
+  std::size_t pos_ = 0;
+  std::string where_;
+};
+
+std::string read_whole_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(path, 0, std::string("cannot open model file: ") + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(path, 0, "not a regular file");
+  }
+  std::string data;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw InputError(path, 0, std::string("cannot read model file: ") + std::strerror(err));
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return data;
+}
+
+std::string printable_tag(const char* tag) {
+  std::string s;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned char c = static_cast<unsigned char>(tag[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      s += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      s += hex;
+    }
+  }
+  return s;
+}
+
+/// A section's payload inside the file buffer.
+struct Span {
+  const char* begin = nullptr;
+  std::size_t length = 0;
+  const char* data() const { return begin; }
+  std::size_t size() const { return length; }
+};
+
+Dictionary read_dictionary(const std::string& path, const Span& payload, const char* tag,
+                           std::uint32_t expected, const char* head_name, const char* noun) {
+  Reader r(path, payload.data(), payload.size(), std::string("section ") + tag);
+  const std::uint32_t n = r.u32("the string count");
+  if (n != expected) {
+    r.fail("holds " + std::to_string(n) + " " + noun + "s but HEAD says " + head_name + " = " +
+           std::to_string(expected));
+  }
+  if (std::uint64_t(n) * 4 > r.left()) r.fail(std::to_string(n) + " strings cannot fit in the section");
+  Dictionary d;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    std::string s = r.str("a string");
+    if (d.add(s) != i) r.fail("duplicate " + std::string(noun) + " '" + s + "'");
+  }
+  r.expect_end();
+  d.freeze();
+  return d;
+}
+
+/// a·b + c without overflow, or false.
+bool mul_add(std::uint64_t a, std::uint64_t b, std::uint64_t c, std::uint64_t& out) {
+  if (a != 0 && b > (std::numeric_limits<std::uint64_t>::max() - c) / a) return false;
+  out = a * b + c;
+  return true;
+}
+
+[[noreturn]] void fail_model(const std::string& path, const std::string& problem) {
+  throw InputError(path, 0, problem);
+}
+
+std::string weight_text(double w) {
+  char buf[400];  // %.6f of ±DBL_MAX needs 317 characters + NUL
+  std::snprintf(buf, sizeof buf, "%.6f", w);
+  return buf;
+}
+
+}  // namespace
+
+std::string serialize_model(const Model& model) {
+  const FeatureSpace& fs = model.features;
+  check_model(model, "cannot save model");
+  const Dims d = fs.dims();
+  if (d.L == 0) throw Error("cannot save model: it has no labels");
+  const std::vector<double>& w = model.weights;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (!std::isfinite(w[i]))
+      throw Error("cannot save model: weight " + std::to_string(i) + " is not finite");
+  }
+  const std::size_t L = d.L, LL = L * L;
+
+  // Attributes with a non-zero weight, renumbered in their old order.
+  std::vector<bool> keep_state(d.A, false), keep_edge(d.E, false);
+  for (std::size_t a = 0; a < d.A; ++a)
+    for (std::size_t y = 0; y < L && !keep_state[a]; ++y) keep_state[a] = w[a * L + y] != 0.0;
+  for (std::size_t e = 0; e < d.E; ++e)
+    for (std::size_t k = 0; k < LL && !keep_edge[e]; ++k)
+      keep_edge[e] = w[d.edge_offset() + e * LL + k] != 0.0;
+  Dictionary state = fs.state_attrs, edge = fs.edge_attrs;
+  const std::vector<std::uint32_t> state_id = state.compact(keep_state);
+  const std::vector<std::uint32_t> edge_id = edge.compact(keep_edge);
+  Dims nd = d;
+  nd.A = static_cast<std::uint32_t>(state.size());
+  nd.E = static_cast<std::uint32_t>(edge.size());
+
+  // Stored weights in the compact layout; old order = new order, so indices come out ascending.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> stored;
+  auto store = [&](std::size_t index, double v) {
+    const std::uint64_t b = bits_of(v);
+    if (b != 0) stored.emplace_back(index, b);
+  };
+  for (std::size_t a = 0; a < d.A; ++a)
+    if (state_id[a] != Dictionary::kNone)
+      for (std::size_t y = 0; y < L; ++y) store(std::size_t(state_id[a]) * L + y, w[a * L + y]);
+  for (std::size_t k = 0; k < LL; ++k) store(nd.transition_offset() + k, w[d.transition_offset() + k]);
+  for (std::size_t e = 0; e < d.E; ++e)
+    if (edge_id[e] != Dictionary::kNone)
+      for (std::size_t k = 0; k < LL; ++k)
+        store(nd.edge_offset() + std::size_t(edge_id[e]) * LL + k, w[d.edge_offset() + e * LL + k]);
+
+  Writer out;
+  out.out.append(kMagic, sizeof kMagic);
+  out.u32(kVersion);
+
+  std::size_t at = out.begin("HEAD");
+  out.u32(fs.format == InputFormat::conll ? 0 : 1);
+  out.u64(fs.feature_columns);
+  out.u32(nd.L);
+  out.u32(nd.A);
+  out.u32(nd.E);
+  out.u32(nd.transitions ? 1 : 0);
+  out.end(at);
+
+  if (fs.format == InputFormat::conll) {
+    at = out.begin("TMPL");
+    out.str(fs.templ.source());
+    out.end(at);
+  }
+  out.dictionary("LABL", fs.labels);
+  out.dictionary("ATTR", state);
+  out.dictionary("EDGE", edge);
+
+  at = out.begin("WGHT");
+  out.u64(stored.size());
+  for (const auto& [index, b] : stored) {
+    out.u64(index);
+    out.u64(b);
+  }
+  out.end(at);
+
+  const std::uint32_t crc = crc_of(out.out.data(), out.out.size());
+  at = out.begin("CRC ");
+  out.u32(crc);
+  out.end(at);
+  return std::move(out.out);
+}
+
+void save_model(const Model& model, const std::string& path) {
+  write_file_atomic(path, serialize_model(model));
+}
+
+Model load_model(const std::string& path) {
+  const std::string file = read_whole_file(path);
+  auto fail = [&path](const std::string& problem) { fail_model(path, problem); };
+
+  // Magic, version, then the checksum over everything before the CRC section (the file's tail),
+  // so that any damage to the body reads as corruption before the body is interpreted.
+  if (file.size() < sizeof kMagic) {
+    if (!file.empty() && std::memcmp(file.data(), kMagic, file.size()) == 0)
+      fail("truncated file (" + std::to_string(file.size()) + " bytes)");
+    fail("not a crfx model (no CRFXMODL signature)");
+  }
+  if (std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) fail("not a crfx model (no CRFXMODL signature)");
+  Reader top(path, file.data(), file.size(), "");
+  top.bytes(sizeof kMagic, "the signature");
+  const std::uint32_t version = top.u32("the format version");
+  if (version != kVersion) {
+    fail("unsupported model file version " + std::to_string(version) + " (this crfx reads version " +
+         std::to_string(kVersion) + ")");
+  }
+  const std::size_t header = sizeof kMagic + 4;
+  if (file.size() < header + kCrcSectionBytes) fail("truncated file (no checksum section)");
+  const std::size_t crc_at = file.size() - kCrcSectionBytes;
+  {
+    Reader tail(path, file.data() + crc_at, kCrcSectionBytes, "");
+    const char* tag = tail.bytes(4, "the checksum tag");
+    const std::uint64_t len = tail.u64("the checksum length");
+    if (std::memcmp(tag, "CRC ", 4) != 0 || len != 4)
+      fail("truncated file (the checksum section is not at its end)");
+    const std::uint32_t stored_crc = tail.u32("the checksum");
+    if (stored_crc != crc_of(file.data(), crc_at)) fail("checksum mismatch: file is corrupt");
+  }
+
+  // Sections between the version and the checksum.
+  static const char* const kKnown[] = {"HEAD", "TMPL", "LABL", "ATTR", "EDGE", "WGHT"};
+  std::map<std::string, Span> sections;
+  Reader body(path, file.data() + header, crc_at - header, "");
+  while (body.left() > 0) {
+    if (body.left() < 12) fail("truncated section header at byte " + std::to_string(header + body.pos()));
+    const char* tag = body.bytes(4, "a section tag");
+    const std::string name = printable_tag(tag);
+    const std::uint64_t len = body.u64("a section length");
+    if (len > body.left()) {
+      fail("section " + name + " of " + std::to_string(len) + " bytes overruns the file (" +
+           std::to_string(body.left()) + " bytes left)");
+    }
+    bool known = false;
+    for (const char* k : kKnown) known = known || std::memcmp(tag, k, 4) == 0;
+    if (!known) fail("unknown section " + name);
+    const std::string key(tag, 4);
+    if (sections.count(key)) fail("duplicate section " + name);
+    sections[key] = Span{body.bytes(static_cast<std::size_t>(len), "a section"), static_cast<std::size_t>(len)};
+  }
+  for (const char* k : {"HEAD", "LABL", "ATTR", "EDGE", "WGHT"})
+    if (!sections.count(k)) fail(std::string("missing section ") + k);
+
+  Model model;
+  FeatureSpace& fs = model.features;
+
+  // HEAD
+  const Span& head_bytes = sections["HEAD"];
+  if (head_bytes.size() != kHeadBytes)
+    fail("section HEAD has " + std::to_string(head_bytes.size()) + " bytes, expected " + std::to_string(kHeadBytes));
+  Reader head(path, head_bytes.data(), head_bytes.size(), "section HEAD");
+  const std::uint32_t format = head.u32("format");
+  const std::uint64_t feature_columns = head.u64("feature_columns");
+  const std::uint32_t L = head.u32("L"), A = head.u32("A"), E = head.u32("E");
+  const std::uint32_t transitions = head.u32("transitions");
+  if (format > 1) head.fail("unknown data format " + std::to_string(format));
+  if (transitions > 1) head.fail("transitions flag " + std::to_string(transitions) + " is not 0 or 1");
+  if (L == 0) head.fail("the model has no labels (L = 0)");
+  if (feature_columns > std::numeric_limits<std::uint32_t>::max())
+    head.fail("implausible feature column count " + std::to_string(feature_columns));
+  fs.format = format == 0 ? InputFormat::conll : InputFormat::crfsuite;
+  fs.feature_columns = static_cast<std::size_t>(feature_columns);
+
+  // TMPL: conll only, re-parsed by the template parser.
+  if (fs.format == InputFormat::conll) {
+    if (!sections.count("TMPL")) fail("missing section TMPL (a CoNLL model stores its template)");
+    const Span& t = sections["TMPL"];
+    Reader r(path, t.data(), t.size(), "section TMPL");
+    const std::string source = r.str("the template text");
+    r.expect_end();
+    try {
+      fs.templ = FeatureTemplate::parse(source, path);
+    } catch (const InputError& e) {
+      fail("stored template, line " + std::to_string(e.line()) + ": " + e.problem());
+    }
+    if (fs.templ.max_column() >= 0 && std::uint64_t(fs.templ.max_column()) >= feature_columns) {
+      fail("the template uses column " + std::to_string(fs.templ.max_column()) + " but HEAD says " +
+           std::to_string(feature_columns) + " feature columns");
+    }
+    if (E > 0 && fs.templ.edge_bigrams().empty())
+      fail("E = " + std::to_string(E) + " edge attributes but the template has no bigram macros");
+  } else {
+    if (sections.count("TMPL")) fail("a CRFsuite model has a TMPL section");
+    if (E != 0) fail("a CRFsuite model has E = " + std::to_string(E) + " edge attributes");
+  }
+
+  fs.labels = read_dictionary(path, sections["LABL"], "LABL", L, "L", "label");
+  fs.state_attrs = read_dictionary(path, sections["ATTR"], "ATTR", A, "A", "state attribute");
+  fs.edge_attrs = read_dictionary(path, sections["EDGE"], "EDGE", E, "E", "edge attribute");
+
+  const Dims d = fs.dims();
+  if (d.transitions != (transitions == 1)) {
+    fail(std::string("HEAD says transitions = ") + (transitions ? "1" : "0") +
+         " but the template " + (d.transitions ? "has" : "has no") + " plain B line");
+  }
+  std::uint64_t LL = 0, total = 0;
+  if (!mul_add(L, L, 0, LL) || !mul_add(A, L, LL, total) || !mul_add(E, LL, total, total) ||
+      total > std::numeric_limits<std::size_t>::max() / sizeof(double))
+    fail("implausible model size (L = " + std::to_string(L) + ", A = " + std::to_string(A) +
+         ", E = " + std::to_string(E) + ")");
+
+  // WGHT
+  const Span& wb = sections["WGHT"];
+  Reader r(path, wb.data(), wb.size(), "section WGHT");
+  const std::uint64_t count = r.u64("the weight count");
+  if (count > r.left() / 16 || count * 16 != r.left()) {
+    r.fail("holds " + std::to_string(count) + " weights but has " + std::to_string(r.left()) +
+           " bytes for them (16 each)");
+  }
+  try {
+    model.weights.assign(static_cast<std::size_t>(total), 0.0);
+  } catch (const std::bad_alloc&) {
+    fail("model too large to load (" + std::to_string(total) + " weights)");
+  } catch (const std::length_error&) {
+    fail("model too large to load (" + std::to_string(total) + " weights)");
+  }
+  const std::uint64_t trans_begin = d.transition_offset(), trans_end = d.edge_offset();
+  std::uint64_t previous = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t index = r.u64("a weight index");
+    const double v = double_of(r.u64("a weight value"));
+    if (index >= total)
+      r.fail("weight index " + std::to_string(index) + " out of range (" + std::to_string(total) + " weights)");
+    if (i > 0 && index <= previous)
+      r.fail("weight indices not ascending (" + std::to_string(index) + " after " + std::to_string(previous) + ")");
+    if (!std::isfinite(v)) r.fail("non-finite weight at index " + std::to_string(index));
+    if (!d.transitions && index >= trans_begin && index < trans_end && v != 0.0)
+      r.fail("transition weight at index " + std::to_string(index) + " in a model without transitions");
+    model.weights[static_cast<std::size_t>(index)] = v;
+    previous = index;
+  }
+  return model;
+}
+
+std::string dump_model(const Model& model) {
+  const FeatureSpace& fs = model.features;
+  check_model(model, "cannot dump model");
+  const Dims d = fs.dims();
+  const std::vector<double>& w = model.weights;
+  const std::size_t L = d.L, LL = L * L;
+  std::size_t non_zero = 0;
+  for (double v : w) non_zero += v != 0.0;
+
+  std::string out;
+  out += "MODEL = {\n";
+  out += std::string("  format: ") + (fs.format == InputFormat::conll ? "conll" : "crfsuite") + "\n";
+  if (fs.format == InputFormat::conll) out += "  feature_columns: " + std::to_string(fs.feature_columns) + "\n";
+  out += "  labels: " + std::to_string(d.L) + "\n";
+  out += "  state_attributes: " + std::to_string(d.A) + "\n";
+  out += "  edge_attributes: " + std::to_string(d.E) + "\n";
+  out += std::string("  transitions: ") + (d.transitions ? "yes" : "no") + "\n";
+  out += "  weights: " + std::to_string(d.num_weights()) + "\n";
+  out += "  non_zero_weights: " + std::to_string(non_zero) + "\n";
+  out += "}\n";
+
+  if (fs.format == InputFormat::conll) {
+    out += "\nTEMPLATE = {\n";
+    const std::string& src = fs.templ.source();
+    std::size_t begin = 0;
+    while (begin < src.size()) {
+      std::size_t end = src.find('\n', begin);
+      if (end == std::string::npos) end = src.size();
+      std::string line = src.substr(begin, end - begin);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      out += (line.empty() ? "" : "  ") + line + "\n";
+      begin = end + 1;
+    }
+    out += "}\n";
+  }
+
+  out += "\nLABELS = {\n";
+  for (std::size_t y = 0; y < L; ++y)
+    out += "  " + std::to_string(y) + ": " + fs.labels.at(std::uint32_t(y)) + "\n";
+  out += "}\n";
+
+  out += "\nTRANSITIONS = {\n";
+  for (std::size_t p = 0; p < L; ++p)
+    for (std::size_t y = 0; y < L; ++y) {
+      const double v = w[d.transition_offset() + p * L + y];
+      if (v != 0.0)
+        out += "  " + fs.labels.at(std::uint32_t(p)) + " --> " + fs.labels.at(std::uint32_t(y)) + ": " +
+               weight_text(v) + "\n";
+    }
+  out += "}\n";
+
+  out += "\nSTATE_FEATURES = {\n";
+  for (std::size_t a = 0; a < d.A; ++a)
+    for (std::size_t y = 0; y < L; ++y) {
+      const double v = w[a * L + y];
+      if (v != 0.0)
+        out += "  " + fs.state_attrs.at(std::uint32_t(a)) + " --> " + fs.labels.at(std::uint32_t(y)) +
+               ": " + weight_text(v) + "\n";
+    }
+  out += "}\n";
+
+  out += "\nEDGE_FEATURES = {\n";
+  for (std::size_t e = 0; e < d.E; ++e)
+    for (std::size_t p = 0; p < L; ++p)
+      for (std::size_t y = 0; y < L; ++y) {
+        const double v = w[d.edge_offset() + e * LL + p * L + y];
+        if (v != 0.0)
+          out += "  " + fs.edge_attrs.at(std::uint32_t(e)) + ": " + fs.labels.at(std::uint32_t(p)) +
+                 " --> " + fs.labels.at(std::uint32_t(y)) + ": " + weight_text(v) + "\n";
+      }
+  out += "}\n";
+  return out;
+}
+
+}  // namespace crfx
