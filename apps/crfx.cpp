@@ -139,6 +139,23 @@ int cmd_train(int argc, char** argv) {
        cxxopts::value<double>()->default_value("1e-5"))
       ("epsilon", "stop when |g| / max(1, |w|) falls below this", cxxopts::value<double>()->default_value("1e-5"))
       ("memory", "L-BFGS / OWL-QN history pairs", cxxopts::value<int>()->default_value("6"))
+      ("seed", "random seed (shuffling, sampling): same seed, same model",
+       cxxopts::value<std::uint64_t>()->default_value("1"))
+      ("batch-size", "stochastic trainers: sentences per update (1 = online)",
+       cxxopts::value<std::size_t>()->default_value("1"))
+      ("epochs", "sgd-l1, adf, ap: epochs over the shuffled data", cxxopts::value<int>()->default_value("30"))
+      ("eta0", "sgd-l1: initial learning rate; adf: initial per-feature rate",
+       cxxopts::value<double>()->default_value("0.1"))
+      ("alpha", "sgd-l1: rate decay, eta_k = eta0 * alpha^(k/N)", cxxopts::value<double>()->default_value("0.85"))
+      ("line-search", "sgd-l1: none | heuristic (per-batch heuristic line search)",
+       cxxopts::value<std::string>()->default_value("none"))
+      ("sgd-epochs", "two-stage: SGD-L1 epochs before OWL-QN", cxxopts::value<int>()->default_value("5"))
+      ("sampling", "sag, saga: uniform | lipschitz | mixed", cxxopts::value<std::string>()->default_value("mixed"))
+      ("max-epochs", "sag, saga: stop after this many epochs", cxxopts::value<int>()->default_value("100"))
+      ("adf-alpha", "adf: rate decay factor for rare features", cxxopts::value<double>()->default_value("0.995"))
+      ("adf-beta", "adf: rate decay factor for frequent features", cxxopts::value<double>()->default_value("0.6"))
+      ("adf-windows", "adf: rate updates per epoch (every n/windows samples)",
+       cxxopts::value<int>()->default_value("10"))
       ("dev", "development data: report its chunk F1 after every iteration", cxxopts::value<std::string>())
       ("log", "write per-iteration progress as CSV to this file", cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")
@@ -203,6 +220,18 @@ int cmd_train(int argc, char** argv) {
   opt.delta = get<double>(r, "delta");
   opt.epsilon = get<double>(r, "epsilon");
   opt.memory = get<int>(r, "memory");
+  opt.seed = get<std::uint64_t>(r, "seed");
+  opt.batch_size = get<std::size_t>(r, "batch-size");
+  opt.epochs = get<int>(r, "epochs");
+  opt.eta0 = get<double>(r, "eta0");
+  opt.alpha = get<double>(r, "alpha");
+  opt.line_search = get<std::string>(r, "line-search");
+  opt.sgd_epochs = get<int>(r, "sgd-epochs");
+  opt.sampling = get<std::string>(r, "sampling");
+  opt.max_epochs = get<int>(r, "max-epochs");
+  opt.adf_alpha = get<double>(r, "adf-alpha");
+  opt.adf_beta = get<double>(r, "adf-beta");
+  opt.adf_windows = get<int>(r, "adf-windows");
   Objective objective(*backend, *train_up, opt.c1, opt.c2);
 
   const std::string log_path = r.count("log") ? get<std::string>(r, "log") : "";

@@ -54,7 +54,20 @@ struct TrainOptions {
   double epsilon = 1e-5;    // ‖g‖ / max(1, ‖w‖) threshold (CRFsuite/liblbfgs `epsilon`)
   int memory = 6;           // L-BFGS history pairs
   int max_linesearch = 20;
-  std::uint64_t seed = 1;
+  std::uint64_t seed = 1;   // shuffling / sampling; same seed → same model
+
+  // ---- stochastic trainers (sgd-l1, two-stage, sag, saga, adf, ap) -------------------------
+  std::size_t batch_size = 1;         // sentences per update (1 = online)
+  int epochs = 30;                    // sgd-l1, adf, ap: passes over the shuffled data
+  double eta0 = 0.1;                  // sgd-l1: η₀ in η_k = η₀·α^(k/N); adf: initial rate γ
+  double alpha = 0.85;                // sgd-l1: the decay base α
+  std::string line_search = "none";   // sgd-l1: none | heuristic (seed 000 Algorithm 1)
+  int sgd_epochs = 5;                 // two-stage: stage-1 epochs before OWL-QN
+  std::string sampling = "mixed";     // sag, saga: uniform | lipschitz | mixed
+  int max_epochs = 100;               // sag, saga: epoch cap
+  double adf_alpha = 0.995;           // adf: rate decay for rare features
+  double adf_beta = 0.6;              // adf: rate decay for frequent features
+  int adf_windows = 10;               // adf: update the rates every n / adf_windows samples
 };
 
 /// What a trainer reports after every iteration (or epoch).
