@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The seed trainers against each other on CoNLL-2000 with the standard chunking template — our
+# version of seed 004 Fig. 1 and seed 000 Tables 2–3. One command:
+#   benchmarks/convergence.sh
+# (a) L2 only, λ = 1/n in seed 004's convention, i.e. c2 = λ·n/2 = 0.5 in crfx's
+#     (f = Σ NLL + c2·‖w‖²): f* from a long tight L-BFGS run (its log is also the L-BFGS curve),
+#     then sgd-l1 (L2 only), sag (uniform, lipschitz, mixed), saga, adf;
+# (b) L1, c1 = 1 (c2 = 0): owlqn, sgd-l1, two-stage; f* = the best objective any of them logged.
+# Writes under benchmarks/results/convergence/: the per-epoch CSV logs, table.md (final objective,
+# active features, test F1, passes, seconds, and the acceptance checks), and the figures
+# l2-passes / l2-seconds / l1-passes / l1-seconds as PNG and SVG (gnuplot).
+# Environment: BUILD_DIR (default build), DATA (default ../shared/data/conll2000), OUT_DIR,
+# THREADS (default: all cores), EPOCHS (stochastic trainers' epoch budget, default 30).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+crfx=$build/crfx
+data=${DATA:-../shared/data/conll2000}
+out=${OUT_DIR:-benchmarks/results/convergence}
+threads=${THREADS:-0}
+epochs=${EPOCHS:-30}
+[ -x "$crfx" ] || scripts/build.sh
+command -v gnuplot >/dev/null || { echo "gnuplot is needed (apt-get install gnuplot-nox)" >&2; exit 1; }
+mkdir -p "$out"
+train="$data/train.txt"; test="$data/test.txt"; tmpl="$data/chunking.template"
+
+run() {  # run NAME ARGS...: train, log per iteration/epoch, tag the test set, score it
+  local name=$1; shift
+  echo "-- $name: crfx train $*" >&2
+  "$crfx" train "$train" -t "$tmpl" --threads "$threads" --device cpu -q \
+    -m "$out/$name.model" --log "$out/$name.csv" "$@"
+  "$crfx" tag "$test" -m "$out/$name.model" -o "$out/$name.tagged" -q
+  "$crfx" eval "$out/$name.tagged" | sed -n 2p > "$out/$name.eval"
+  rm -f "$out/$name.model" "$out/$name.tagged"
+}
+
+{
+  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)')"
+  echo "date: $(date -u +%F)"
+  echo "threads: $threads (0 = all cores), epochs: $epochs"
+} > "$out/machine.txt"
+
+# (a) L2, c2 = 0.5 (λ = 1/n)
+run l2-lbfgs     --algo lbfgs --c2 0.5 --delta 1e-12 --epsilon 1e-12 --max-iterations 1000
+run l2-sgd       --algo sgd-l1 --c1 0 --c2 0.5 --epochs "$epochs" --dev "$test"
+run l2-sag-uniform   --algo sag --c2 0.5 --sampling uniform   --max-epochs "$epochs"
+run l2-sag-lipschitz --algo sag --c2 0.5 --sampling lipschitz --max-epochs "$epochs"
+run l2-sag-mixed     --algo sag --c2 0.5 --sampling mixed     --max-epochs "$epochs"
+run l2-saga      --algo saga --c2 0.5 --max-epochs "$epochs"
+run l2-adf       --algo adf --c2 0.5 --epochs "$epochs" --dev "$test"
+# (b) L1, c1 = 1
+run l1-owlqn     --algo owlqn --c1 1 --c2 0
+run l1-sgd       --algo sgd-l1 --c1 1 --c2 0 --epochs "$epochs"
+run l1-two-stage --algo two-stage --c1 1 --c2 0
+
+python3 benchmarks/convergence_report.py "$out"
+for plot in "$out"/*.gp; do gnuplot "$plot"; done
+cat "$out/table.md"

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Reads the logs benchmarks/convergence.sh wrote, writes table.md (with the acceptance checks of
+the seed-trainers issue) and one gnuplot script per figure. Usage: convergence_report.py DIR"""
+import csv
+import os
+import sys
+
+out = sys.argv[1]
+L2 = ["l2-lbfgs", "l2-sgd", "l2-sag-uniform", "l2-sag-lipschitz", "l2-sag-mixed", "l2-saga", "l2-adf"]
+L1 = ["l1-owlqn", "l1-sgd", "l1-two-stage"]
+
+
+def load(name):
+    path = os.path.join(out, name + ".csv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k in ("passes", "objective", "seconds"):
+            r[k] = float(r[k])
+        r["active_features"] = int(r["active_features"])
+        r["iteration"] = int(r["iteration"])
+        r["dev_f1"] = float(r["dev_f1"]) if r.get("dev_f1") else None
+    return rows
+
+
+def test_f1(name):
+    path = os.path.join(out, name + ".eval")
+    if not os.path.exists(path):
+        return None
+    line = open(path).read()
+    return float(line.rsplit("FB1:", 1)[1].split()[0]) if "FB1:" in line else None
+
+
+def first_reaching(rows, target, key):
+    for r in rows:
+        if r["objective"] <= target:
+            return r[key]
+    return None
+
+
+logs = {n: load(n) for n in L2 + L1}
+missing = [n for n, rows in logs.items() if not rows]
+if missing:
+    print("missing logs: " + ", ".join(missing), file=sys.stderr)
+
+fstar = {}
+if logs["l2-lbfgs"]:
+    fstar["l2"] = min(r["objective"] for r in logs["l2-lbfgs"])
+l1_all = [r["objective"] for n in L1 if logs[n] for r in logs[n]]
+if l1_all:
+    fstar["l1"] = min(l1_all)
+
+lines = []
+machine = open(os.path.join(out, "machine.txt")).read().strip() if os.path.exists(os.path.join(out, "machine.txt")) else ""
+lines += ["# Convergence on CoNLL-2000 (chunking.template)", "", "Made by `benchmarks/convergence.sh`.", ""]
+lines += ["```", machine, "```", ""]
+for part, names, title in (("l2", L2, "(a) L2, c2 = 0.5 (λ = 1/n)"), ("l1", L1, "(b) L1, c1 = 1, c2 = 0")):
+    fs = fstar.get(part)
+    lines += ["## " + title, ""]
+    if fs is not None:
+        lines += ["f* = %.6f (%s)" % (fs, "tight L-BFGS run" if part == "l2" else "best objective logged by any L1 run"), ""]
+    lines += ["| trainer | final objective | (f − f*)/f* | active features | test F1 | passes | seconds |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for n in names:
+        rows = logs[n]
+        if not rows:
+            lines.append("| %s | (no log) | | | | | |" % n)
+            continue
+        last = rows[-1]
+        rel = (last["objective"] - fs) / abs(fs) if fs is not None else float("nan")
+        f1 = test_f1(n)
+        lines.append("| %s | %.4f | %.2e | %d | %s | %.1f | %.1f |" % (
+            n, last["objective"], rel, last["active_features"], "%.2f" % f1 if f1 is not None else "–",
+            last["passes"], last["seconds"]))
+    lines.append("")
+
+# Acceptance checks.
+lines += ["## Acceptance checks", ""]
+checks = []
+if "l2" in fstar and logs["l2-sag-mixed"]:
+    target = fstar["l2"] + 1e-4 * abs(fstar["l2"])
+    p_lbfgs = first_reaching(logs["l2-lbfgs"], target, "passes")
+    p_sag = first_reaching(logs["l2-sag-mixed"], target, "passes")
+    ok = p_lbfgs is not None and p_sag is not None and p_sag <= p_lbfgs / 3
+    checks.append("- SAG (mixed) reaches f* + 1e-4·|f*| = %.4f after %s effective passes; L-BFGS after %s; "
+                  "ratio %s (goal ≤ 1/3): **%s**" % (
+                      target, "%.1f" % p_sag if p_sag is not None else "never",
+                      "%.1f" % p_lbfgs if p_lbfgs is not None else "never",
+                      "%.3f" % (p_sag / p_lbfgs) if p_sag and p_lbfgs else "–", "met" if ok else "NOT met"))
+if logs["l1-owlqn"] and logs["l1-two-stage"]:
+    o, t = logs["l1-owlqn"][-1], logs["l1-two-stage"][-1]
+    rel = (t["objective"] - o["objective"]) / abs(o["objective"])
+    tr = t["seconds"] / o["seconds"]
+    ar = abs(t["active_features"] - o["active_features"]) / max(1, o["active_features"])
+    ok = rel <= 1e-3 and tr <= 0.7 and ar <= 0.1
+    checks.append("- two-stage: objective %.4f vs OWL-QN %.4f (%+.3f%%, goal within 0.1%%), time %.1f s vs %.1f s "
+                  "(ratio %.2f, goal ≤ 0.7), active features %d vs %d (%.1f%%, goal within 10%%): **%s**" % (
+                      t["objective"], o["objective"], 100 * rel, t["seconds"], o["seconds"], tr,
+                      t["active_features"], o["active_features"], 100 * ar, "met" if ok else "NOT met"))
+if logs["l2-sgd"] and logs["l2-adf"]:
+    sgd = logs["l2-sgd"]
+    goal = sgd[-1]["dev_f1"]
+    reach = next((r["iteration"] for r in logs["l2-adf"] if r["dev_f1"] is not None and goal is not None
+                  and r["dev_f1"] >= goal), None)
+    ok = reach is not None and reach <= 10
+    checks.append("- ADF reaches SGD's %d-epoch test F1 (%s) at epoch %s (goal ≤ 10): **%s**" % (
+        sgd[-1]["iteration"], "%.2f" % goal if goal is not None else "–", reach if reach else "never",
+        "met" if ok else "NOT met"))
+lines += checks + [""]
+open(os.path.join(out, "table.md"), "w").write("\n".join(lines))
+
+# Figures: f − f* against effective passes and against seconds, log scale (seed 004 Fig. 1).
+for part, names in (("l2", L2), ("l1", L1)):
+    if part not in fstar:
+        continue
+    fs = fstar[part]
+    for xkey, xlabel in (("passes", "effective passes"), ("seconds", "seconds")):
+        dat = []
+        for n in names:
+            rows = logs[n]
+            if not rows:
+                continue
+            path = os.path.join(out, "%s-%s.dat" % (n, xkey))
+            with open(path, "w") as f:
+                for r in rows:
+                    gap = (r["objective"] - fs) / abs(fs)
+                    if gap > 0:
+                        f.write("%g %g\n" % (r[xkey], gap))
+            dat.append((n, os.path.basename(path)))
+        stem = "%s-%s" % (part, xkey)
+        plot = ", ".join("'%s' using 1:2 with linespoints title '%s'" % (p, n) for n, p in dat)
+        gp = ["cd '%s'" % os.path.abspath(out),
+              "set logscale y", "set format y '10^{%L}'", "set grid",
+              "set xlabel '%s'" % xlabel, "set ylabel '(f(w) − f*) / |f*|'",
+              "set key outside right",
+              "set title 'CoNLL-2000, %s'" % ("L2, λ = 1/n" if part == "l2" else "L1, c1 = 1")]
+        for term, ext in (("pngcairo size 960,540", "png"), ("svg size 960,540", "svg")):
+            gp += ["set terminal " + term, "set output '%s.%s'" % (stem, ext), "plot " + plot]
+        open(os.path.join(out, stem + ".gp"), "w").write("\n".join(gp) + "\n")
