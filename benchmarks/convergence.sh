@@ -20,7 +20,7 @@ out=${OUT_DIR:-benchmarks/results/convergence}
 threads=${THREADS:-0}
 epochs=${EPOCHS:-30}
 [ -x "$crfx" ] || scripts/build.sh
-command -v gnuplot >/dev/null || { echo "gnuplot is needed (apt-get install gnuplot-nox)" >&2; exit 1; }
+scripts/deps.sh --bench  # gnuplot
 mkdir -p "$out"
 train="$data/train.txt"; test="$data/test.txt"; tmpl="$data/chunking.template"
 

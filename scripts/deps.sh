@@ -2,8 +2,10 @@
 # Installs what crfx needs from Debian's packages, skipping what is already there.
 # (The CUDA toolkit is not a Debian package here: with nvcc at /usr/local/cuda the CUDA backend
 # is built, without it the build is CPU-only.)
+# `scripts/deps.sh --bench` also installs what the benchmarks use (gnuplot for the figures).
 set -euo pipefail
 packages=(cmake ninja-build g++ libcxxopts-dev libgtest-dev zlib1g-dev)
+[ "${1:-}" = "--bench" ] && packages+=(gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
