@@ -18,15 +18,14 @@ DeviceKind parse_device(const std::string& s) {
 
 namespace {
 
-/// Why no GPU backend can be made here, or "" when one could.
+/// Why no GPU backend can be made here, or "" when one can.
 std::string cuda_unavailable() {
 #ifdef CRFX_HAVE_CUDA
   std::string why;
   const int n = cuda::device_count(&why);
   if (n == 0) return "no usable CUDA device (" + why + ")";
   if (!cuda::self_test(0, &why)) return "CUDA device 0 cannot run this build's kernels (" + why + ")";
-  return "the CUDA backend is not implemented yet in this version of crfx (GPU found: " +
-         cuda::device_description(0) + ")";
+  return "";
 #else
   return "this crfx was built without CUDA (CRFX_CUDA=OFF or no nvcc at configure time)";
 #endif
@@ -35,9 +34,31 @@ std::string cuda_unavailable() {
 }  // namespace
 
 BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note) {
-  if (options.device == DeviceKind::cuda) throw Error("--device cuda: " + cuda_unavailable());
   std::string fallback;
-  if (options.device == DeviceKind::auto_select) fallback = cuda_unavailable();
+  if (options.device != DeviceKind::cpu) {
+    fallback = cuda_unavailable();
+    if (options.device == DeviceKind::cuda && !fallback.empty()) throw Error("--device cuda: " + fallback);
+#ifdef CRFX_HAVE_CUDA
+    if (fallback.empty()) {
+      BackendPtr backend;
+      try {
+        cuda::CudaBackendConfig config;
+        const unsigned threads = options.threads;
+        config.host_backend = [threads](const Dims& d) -> BackendPtr {
+          return std::make_unique<CpuBackend>(d, threads);
+        };
+        backend = cuda::make_cuda_backend(dims, config);
+      } catch (const Error& e) {  // e.g. more labels than the kernels handle
+        if (options.device == DeviceKind::cuda) throw Error(std::string("--device cuda: ") + e.what());
+        fallback = e.what();
+      }
+      if (backend) {
+        if (note) *note = "device: " + backend->name();
+        return backend;
+      }
+    }
+#endif
+  }
   auto backend = std::make_unique<CpuBackend>(dims, options.threads, options.log_space_only);
   if (note) {
     *note = "device: " + backend->name();

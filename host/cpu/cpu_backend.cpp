@@ -73,20 +73,9 @@ constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
 
 }  // namespace
 
-struct CpuBackend::Work {
-  ChainScratch chain;
-  std::vector<double> state;               // [T][L]
-  std::vector<double> edge;                // [T][L][L] per-position transition matrices
-  std::vector<const double*> edge_ptr;     // [T]
-  std::vector<std::uint32_t> gold;         // [T]
-};
-
-struct CpuBackend::Prepared {
-  const double* W = nullptr;      // weights
-  const double* trans = nullptr;  // [L][L] (zeros when transitions are off)
-  std::vector<double> zeros;
-  double trans_max = 0;
-};
+std::vector<double>& CpuBackend::data(Vector& v) { return V(v); }
+const std::vector<double>& CpuBackend::data(const Vector& v) { return V(v); }
+const Corpus& CpuBackend::corpus_of(const BackendCorpus& c) { return C(c).c; }
 
 CpuBackend::CpuBackend(const Dims& dims, unsigned threads, bool log_space_only)
     : Backend(dims), pool_(threads), log_space_only_(log_space_only) {

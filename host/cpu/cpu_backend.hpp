@@ -40,6 +40,17 @@ class CpuBackend final : public Backend {
   void owlqn_constrain_direction(const Vector& pg, Vector& d) override;
   void owlqn_project(const Vector& w0, const Vector& pg, Vector& w) override;
 
+  // SAG / SAGA (seed 004): host/cpu/cpu_sag.cpp.
+  SagStatePtr sag_create(const BackendCorpus& corpus) override;
+  void sag_sync(SagState& state, SentenceSpan sentences, Vector& w, const Vector& d) override;
+  double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) override;
+  void sag_trial(SagState& state, Vector& w, double step) override;
+  void sag_restore(SagState& state, Vector& w) override;
+  void sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) override;
+  void sag_step(SagState& state, double a, double b, double tau, Vector& w,
+                const Vector& d) override;
+  void sag_flush(SagState& state, Vector& w, const Vector& d) override;
+
   double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                   Vector* grad, double scale) override;
   void viterbi(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
@@ -47,13 +58,50 @@ class CpuBackend final : public Backend {
   void marginals(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                  double* node_marginals, double* log_z) override;
 
+  // stochastic trainers: sparse batch gradients (host/cpu/cpu_sgd.cpp)
+  SparseVectorPtr sparse_vector() override;
+  void support(const BackendCorpus& corpus, SentenceSpan sentences, SparseVector& x) override;
+  double evaluate_sparse(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
+                         SparseVector& grad, double scale) override;
+  std::size_t feature_difference(const BackendCorpus& corpus, SentenceSpan sentences,
+                                 const std::uint32_t* labels, SparseVector& out,
+                                 double scale) override;
+  void sparse_copy(const SparseVector& src, SparseVector& dst) override;
+  void gather(const Vector& w, SparseVector& x) override;
+  void scatter(const SparseVector& x, Vector& w) override;
+  void sparse_axpy(double a, const SparseVector& x, Vector& y) override;
+  double sparse_penalty(const SparseVector& x, double c1, double c2) override;
+  void lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
+                  const SparseVector* support) override;
+  void sgd_l1_step(Vector& w, Vector* q, const SparseVector& g, double eta, double u) override;
+  void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& g) override;
+  void adf_update_rates(Vector& rate, Vector& count, double window, double alpha,
+                        double beta) override;
+
   /// Largest number of tokens whose per-token buffers evaluate() holds at once (tests lower it
   /// to exercise chunking; the result does not depend on it).
   void set_chunk_tokens(std::size_t tokens) { chunk_tokens_ = tokens; }
 
  private:
-  struct Work;
-  struct Prepared;
+  // Per-worker scratch and per-weight-vector precomputation; defined here (not in
+  // cpu_backend.cpp) so that the backend's other translation units (cpu_sag.cpp) can use them.
+  struct Work {
+    ChainScratch chain;
+    std::vector<double> state;            // [T][L]
+    std::vector<double> edge;             // [T][L][L] per-position transition matrices
+    std::vector<const double*> edge_ptr;  // [T]
+    std::vector<std::uint32_t> gold;      // [T]
+  };
+  struct Prepared {
+    const double* W = nullptr;      // weights
+    const double* trans = nullptr;  // [L][L] (zeros when transitions are off)
+    std::vector<double> zeros;
+    double trans_max = 0;
+  };
+  /// The CPU-resident data behind the opaque handles (throw Error for a foreign object).
+  static std::vector<double>& data(Vector& v);
+  static const std::vector<double>& data(const Vector& v);
+  static const Corpus& corpus_of(const BackendCorpus& c);
   /// Element-wise loop over [0, n) in blocks of kReduceBlock.
   template <class F>
   void for_blocks(std::size_t n, F&& f);
@@ -75,6 +123,11 @@ class CpuBackend final : public Backend {
   std::vector<double> losses_;       // [chunk sentences]
   std::vector<std::size_t> slots_;   // [chunk sentences + 1] token offsets within the chunk
   std::vector<double> exp_trans_;    // [2][L][L]: E = exp(τ − max τ) and Eᵀ
+  // cpu_sgd.cpp scratch, grow-only: a dense gradient kept all-zero between calls (sparse results
+  // are gathered from it and its support re-zeroed: O(support)), and attribute marks (all 0).
+  VectorPtr sgd_dense_;
+  std::vector<std::uint8_t> sgd_state_mark_, sgd_edge_mark_;
+  std::vector<std::uint32_t> sgd_attrs_, sgd_edges_;
 };
 
 }  // namespace crfx

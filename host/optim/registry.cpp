@@ -11,6 +11,19 @@ const std::vector<TrainerInfo>& trainer_registry() {
        make_lbfgs_trainer},
       {"owlqn", "OWL-QN (Andrew & Gao 2007) on NLL + c1·‖w‖₁ + c2·‖w‖²: sparse models",
        make_owlqn_trainer},
+      {"sag", "SAG with stored marginals, Lipschitz line search and NUS (seed 004; --sampling)",
+       make_sag_trainer},
+      {"saga", "SAGA (seed 004 Proposition 1), same memory, line search and sampling as sag",
+       make_saga_trainer},
+      {"sgd-l1", "mini-batch SGD with the cumulative L1 penalty (Tsuruoka et al. 2009), "
+                 "η = eta0·alpha^(k/N); --line-search heuristic (Zhou et al. 2011)",
+       make_sgd_l1_trainer},
+      {"two-stage", "sgd_epochs of SGD-L1 with the heuristic line search, then OWL-QN (Zhou et al. 2011)",
+       make_two_stage_trainer},
+      {"adf", "online SGD with frequency-adaptive per-feature rates (Sun et al. 2012); L2 prior c2",
+       make_adf_trainer},
+      {"ap", "averaged structured perceptron on Viterbi (Collins 2002); ignores c1, c2",
+       make_perceptron_trainer},
   };
   return table;
 }

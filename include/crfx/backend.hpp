@@ -36,6 +36,14 @@ class BackendCorpus {
 };
 using BackendCorpusPtr = std::unique_ptr<BackendCorpus>;
 
+/// The working state of one SAG / SAGA run (seed 004) on a backend: the stored marginals of every
+/// sentence, the lazy-update bookkeeping and scratch. Opaque; created by Backend::sag_create().
+class SagState {
+ public:
+  virtual ~SagState() = default;
+};
+using SagStatePtr = std::unique_ptr<SagState>;
+
 /// A subset of sentence ids, in order (a slice of a permutation). `ids == nullptr` means the
 /// sentences 0 … count-1.
 struct SentenceSpan {
@@ -44,6 +52,17 @@ struct SentenceSpan {
   std::uint32_t operator[](std::size_t i) const { return ids ? ids[i] : std::uint32_t(i); }
 };
 inline SentenceSpan all_sentences(const BackendCorpus& c) { return {nullptr, c.num_sentences()}; }
+
+/// A sparse vector over the flat weight layout, resident on a backend: a list of nnz() pairs
+/// (index, value) with strictly increasing 64-bit indices < Dims::num_weights(). Created empty by
+/// Backend::sparse_vector(); filled by the primitives of the section "stochastic trainers" of
+/// Backend (which say what they set). Move-only owner.
+class SparseVector {
+ public:
+  virtual ~SparseVector() = default;
+  virtual std::size_t nnz() const = 0;
+};
+using SparseVectorPtr = std::unique_ptr<SparseVector>;
 
 class Backend {
  public:
@@ -79,6 +98,73 @@ class Backend {
   /// w_i = 0 where w_i has left the orthant ξ_i = sign(w0_i) (or −sign(pg_i) when w0_i = 0).
   virtual void owlqn_project(const Vector& w0, const Vector& pg, Vector& w) = 0;
 
+  // ---- SAG / SAGA (seed 004) ----
+  // Notation. w the weights and d the SAG direction, both Vectors of dims().num_weights() owned
+  // by the caller; d = Σ_i g_i is the sum of the stored per-sentence NLL gradients
+  //     g_i = X_iᵀ(μ_i − gold_i),
+  // where X_iᵀ maps marginals to weights exactly as evaluate()'s gradient does: state weight
+  // w[a·L + y] gets Σ_t x_{t,a}·μ_t(y); transition w[A·L + y'·L + y] gets Σ_{t≥1} μ_t(y', y)
+  // (only when dims().transitions; otherwise the block is never written); edge block e gets
+  // Σ_{t≥1} x_{t,e}·μ_t(y', y) at w[edge_offset + (e·L + y')·L + y].
+  //
+  // Stored marginals ("Mixed" memory of seed 004 §4.2, independent of the number of features):
+  // per token its node marginals [L]; per sentence the pairwise marginals summed over t ≥ 1
+  // [L][L] (for the transitions); and, when E > 0, per position t ≥ 1 at which edge items fire,
+  // that position's own pairwise marginals [L][L] (edge weights need them per position). All are
+  // initialised to the gold indicators (node: 1 at the gold label; pair sum: counts of gold label
+  // bigrams; per position: 1 at the gold bigram), so the first commit of a sentence adds exactly
+  // its NLL gradient to d.
+  //
+  // Weight groups: per state attribute a the L weights [a·L, a·L + L); the L² transitions; per
+  // edge attribute e its L² block. A sentence touches the groups of the attributes on its tokens
+  // and the transitions.
+  //
+  // Lazy steps. sag_step(a, b, τ) appends step k (k = 1, 2, … since the last sag_flush) meaning
+  //     w ← soft(a_k·w − b_k·d, τ_k),     soft(x, τ) = sign(x)·max(|x| − τ, 0), element-wise,
+  // for ALL weights. It is deferred: each group has a stamp k0 (the step count when it was last
+  // brought up to date) and is brought to the current count k only by sag_sync (the groups of a
+  // span) or sag_flush (all), with the composite map, for every weight j of the group:
+  //     P_k = Π_{t≤k} a_t,  S_k = Σ_{t≤k} b_t / P_t,  R_k = Σ_{t≤k} τ_t / P_t   (P_0 = 1, S_0 = R_0 = 0)
+  //     w_j ← (P_k / P_{k0}) · soft(w_j − d_j·P_{k0}·(S_k − S_{k0}),  P_{k0}·(R_k − R_{k0}))
+  // then stamp = k. d_j is constant over the lag (d changes only on synced groups, in sag_commit),
+  // so with τ = 0 this is the steps one by one (up to rounding); with τ > 0 it is exact unless
+  // w_j changes sign within the lag (then it is the soft-threshold of the accumulated move, with
+  // the same fixed points). Backends must implement this formula (not eager dense steps) so that
+  // all backends give the same model.
+  //
+  // Call order of one SAG step on a span B of distinct sentences:
+  //   sag_sync(B) → sag_evaluate → [sag_trial → evaluate(B, nullptr) → sag_restore]* →
+  //   sag_commit → sag_step.   sag_flush before anything reads all of w (objective, saving).
+
+  /// New SAG state for `corpus` (kept by reference: it must outlive the state; every sentence
+  /// labeled, Error otherwise): stored marginals at the gold indicators, step count 0, P_0 = 1.
+  virtual SagStatePtr sag_create(const BackendCorpus& corpus) = 0;
+  /// Brings every group touched by `sentences` (distinct ids) up to the current step count with
+  /// the composite map (reads d), and makes `sentences` the state's current span (copied), the
+  /// one sag_evaluate, sag_trial, sag_restore and sag_commit work on.
+  virtual void sag_sync(SagState& state, SentenceSpan sentences, Vector& w, const Vector& d) = 0;
+  /// Forward-backward on every sentence of the current span at w (its groups synced). Keeps the
+  /// new marginals μ_new of each sentence in the state (pending, not yet stored), forms in the
+  /// state g = Σ_{i∈span} X_iᵀ(μ_new,i − gold_i) (the span's summed NLL gradient; zero outside
+  /// the touched groups), writes ‖g‖² to `*grad_norm2` and returns Σ_{i∈span} NLL_i(w).
+  virtual double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) = 0;
+  /// Line-search trial point: saves the current span's touched groups of w (bit-exact), then
+  /// sets w ← w − step·g on them (g from the last sag_evaluate).
+  virtual void sag_trial(SagState& state, Vector& w, double step) = 0;
+  /// Writes back exactly the values saved by the last sag_trial.
+  virtual void sag_restore(SagState& state, Vector& w) = 0;
+  /// For each sentence i of the current span, in span order: Δ_i = X_iᵀ(μ_new,i − μ_stored,i);
+  /// d += Δ_i; when `w_coef` is non-null (host array, one entry per span sentence)
+  /// w −= w_coef[i]·Δ_i; then μ_stored,i ← μ_new,i. Requires a preceding sag_evaluate.
+  virtual void sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) = 0;
+  /// Appends the lazy step w ← soft(a·w − b·d, τ) (0 < a ≤ 1, b ≥ 0, τ ≥ 0); O(1). When P_k
+  /// would fall below 1e-150 it first runs sag_flush(state, w, d) (so P stays representable).
+  virtual void sag_step(SagState& state, double a, double b, double tau, Vector& w,
+                        const Vector& d) = 0;
+  /// Brings every group up to the current step count (w exact), then restarts the bookkeeping:
+  /// step count 0, P = 1, S = R = 0, every stamp 0.
+  virtual void sag_flush(SagState& state, Vector& w, const Vector& d) = 0;
+
   // ---- batch primitives --------------------------------------------------------------------
   /// Negative log-likelihood Σ_i −log p(y_i | x_i) over `sentences` (all labeled). When `grad`
   /// is given, adds scale · (E_p[f] − f(x, y)) to it (the NLL gradient). grad == nullptr is the
@@ -92,6 +178,75 @@ class Backend {
   /// Node marginals p(y_t = y | x), [tokens of the span][L], and log Z per sentence.
   virtual void marginals(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                          double* node_marginals, double* log_z) = 0;
+
+  // ---- stochastic trainers: sparse batch gradients (seeds 000, 002, 003) ----
+  // sgd-l1 / two-stage (Tsuruoka et al. 2009 cumulative L1), adf (Sun et al. 2012), ap
+  // (averaged perceptron). A mini-batch step must cost O(batch tokens × L + support size),
+  // never O(num_weights): only adf_update_rates and lazy_decay(support == nullptr) are dense.
+  // Indices in a SparseVector are distinct, so the element-wise primitives below may process
+  // its entries in any order or in parallel. Every primitive is deterministic (no atomics whose
+  // order changes a result; sums in a fixed order).
+  //
+  // The support of a span of sentences, S(span), is the sorted set of weight indices the span
+  // can touch:
+  //   · the state row a·L … a·L + L − 1 of every state attribute a occurring in the span;
+  //   · all L² transitions A·L … A·L + L² − 1 when Dims::transitions and the span is non-empty;
+  //   · the block edge_offset() + e·L² … + L² − 1 of every edge attribute e occurring in it.
+
+  /// A new, empty sparse vector.
+  virtual SparseVectorPtr sparse_vector() = 0;
+  /// Sets x to S(sentences), every value 0.
+  virtual void support(const BackendCorpus& corpus, SentenceSpan sentences, SparseVector& x) = 0;
+  /// The NLL Σ_i −log p(y_i | x_i; w) over `sentences` (forward-backward, as evaluate()), and
+  /// sets grad to S(sentences) with values scale · (E_p[f] − f(x, y)) — exactly the entries
+  /// evaluate(corpus, w, sentences, g, scale) would add to a zero g, up to summation order
+  /// (entries outside the support would be zero). Overwrites grad (indices and values).
+  virtual double evaluate_sparse(const BackendCorpus& corpus, const Vector& w,
+                                 SentenceSpan sentences, SparseVector& grad, double scale) = 0;
+  /// Sets out to S(sentences) with values scale · (f(x, gold) − f(x, labels)): the perceptron
+  /// update (Collins 2002). `labels` is host memory in span order, token after token (as
+  /// viterbi() writes it). Values are exactly 0 where gold and predicted features agree
+  /// (a token's state features contribute only where y_t ≠ ŷ_t, a transition or edge block only
+  /// where (y_{t−1}, y_t) ≠ (ŷ_{t−1}, ŷ_t)). Returns the number of tokens with ŷ_t ≠ y_t.
+  virtual std::size_t feature_difference(const BackendCorpus& corpus, SentenceSpan sentences,
+                                         const std::uint32_t* labels, SparseVector& out,
+                                         double scale) = 0;
+  /// dst = src (indices and values).
+  virtual void sparse_copy(const SparseVector& src, SparseVector& dst) = 0;
+  /// x.value[j] = w[x.index[j]] for every entry j (x's indices unchanged): saves the weights of a
+  /// support, for an exact restore by scatter().
+  virtual void gather(const Vector& w, SparseVector& x) = 0;
+  /// w[x.index[j]] = x.value[j] for every entry j (other entries of w untouched).
+  virtual void scatter(const SparseVector& x, Vector& w) = 0;
+  /// y[x.index[j]] += a · x.value[j] for every entry j.
+  virtual void sparse_axpy(double a, const SparseVector& x, Vector& y) = 0;
+  /// Σ_j c1·|x.value[j]| + c2·x.value[j]² (summed in index order, or in fixed blocks combined in
+  /// order — the result must not depend on the thread count).
+  virtual double sparse_penalty(const SparseVector& x, double c1, double c2) = 0;
+  /// Lazy L2 decay catch-up. For every index i of `support` (every i < w.size() when support is
+  /// nullptr — the flush):
+  ///   rate == nullptr:  w_i ← w_i · exp(clock − stamp_i)                 (clock: the cumulative
+  ///                     log Σ_k log(1 − η_k·coef) of one global per-step decay; coef unused)
+  ///   rate != nullptr:  w_i ← w_i · (1 − coef·rate_i)^(clock − stamp_i)  (clock: a step count;
+  ///                     weight i decays by 1 − coef·rate_i per step; 1 − coef·rate_i > 0)
+  /// then stamp_i ← clock. Entries with stamp_i == clock are unchanged (bitwise).
+  virtual void lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
+                          const SparseVector* support) = 0;
+  /// One SGD step with the cumulative L1 penalty (Tsuruoka et al. 2009, seed 000 §3.3). For every
+  /// entry (i, g_i) of g:
+  ///   w_i ← w_i − eta·g_i;  z ← w_i;
+  ///   w_i ← max(0, w_i − (u + q_i)) if w_i > 0,  min(0, w_i + (u − q_i)) if w_i < 0;
+  ///   q_i ← q_i + (w_i − z)
+  /// (u: the total L1 penalty per weight so far, including this step's; q: the penalty each weight
+  /// has received). q == nullptr: no L1 — only w_i ← w_i − eta·g_i.
+  virtual void sgd_l1_step(Vector& w, Vector* q, const SparseVector& g, double eta, double u) = 0;
+  /// One ADF step (Sun et al. 2012): for every entry (i, g_i) of g,
+  ///   w_i ← w_i − rate_i·g_i;  count_i ← count_i + 1.
+  virtual void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& g) = 0;
+  /// ADF rate update, dense over all i: u_i = count_i / window,
+  ///   rate_i ← (alpha − u_i·(alpha − beta)) · rate_i;  count_i ← 0.
+  virtual void adf_update_rates(Vector& rate, Vector& count, double window, double alpha,
+                                double beta) = 0;
 
  protected:
   explicit Backend(const Dims& dims) : dims_(dims) {}

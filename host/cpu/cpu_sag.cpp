@@ -1,0 +1,373 @@
+// crfx — CPU backend: the SAG / SAGA primitives (seed 004; contracts in include/crfx/backend.hpp).
+//
+// Memory ("Mixed", seed 004 §4.2): per token its node marginals [L], per sentence the pairwise
+// marginals summed over positions [L][L], and — with enriched edge features (E > 0) — per
+// position t ≥ 1 where edge items fire that position's pairwise marginals [L][L] (edge weights
+// depend on the position, so the sum is not enough there). Nothing depends on the number of
+// features. All start at the gold indicators.
+//
+// Lazy ("just-in-time") steps: sag_step only appends (a, b, τ) to the cumulative arrays
+//   P_k = Π a_t,  S_k = Σ b_t/P_t,  R_k = Σ τ_t/P_t,
+// and every weight group (an attribute's L weights, the transitions, an edge attribute's L²
+// block) carries the step count at which it was last brought up to date. sag_sync brings only the
+// groups of the current span up to date, in O(1) per weight:
+//   w ← (P_k/P_{k0}) · soft(w − d·P_{k0}(S_k − S_{k0}), P_{k0}(R_k − R_{k0})),
+// so a step costs O(weights the span touches), not O(#weights). sag_flush catches up every group
+// (parallel over blocks of groups, element-wise: independent of the thread count) and restarts
+// the arrays; sag_step flushes by itself when P would underflow.
+//
+// Determinism: per-sentence forward-backward runs in parallel into per-sentence slots; every
+// reduction into g, d and w runs in span order on one thread, so results do not depend on the
+// number of threads.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cpu/cpu_backend.hpp"
+#include "crfx/error.hpp"
+
+namespace crfx {
+namespace {
+
+constexpr std::size_t kNoSlot = ~std::size_t(0);
+
+struct CpuSagState final : SagState {
+  const Corpus* c = nullptr;
+  std::size_t L = 0, LL = 0, A = 0, E = 0;
+  bool transitions = true;
+  std::size_t trans_offset = 0, edge_offset = 0;
+
+  // Stored marginals.
+  std::vector<double> node;             // [N][L]
+  std::vector<double> pair;             // [S][L][L]
+  std::vector<std::size_t> edge_slot;   // [N] slot of a position with edge items, or kNoSlot
+  std::vector<double> edge;             // [slots][L][L]
+
+  // Lazy bookkeeping.
+  std::vector<double> P{1.0}, S{0.0}, R{0.0};  // [k + 1]
+  std::vector<std::uint32_t> stamp;             // [groups]
+
+  // Current span.
+  std::vector<std::uint32_t> span;
+  std::vector<std::size_t> tok;        // [span + 1] token offsets of the span's sentences
+  std::vector<std::uint32_t> groups;   // touched groups, in order of first appearance
+  std::vector<std::uint32_t> mark;     // [groups] generation of the last touch
+  std::uint32_t generation = 0;
+  bool evaluated = false;
+
+  // Pending marginals of the span and scratch.
+  std::vector<double> new_node;        // [span tokens][L]
+  std::vector<double> new_pair;        // [span][L][L]
+  std::vector<double> new_edge;        // [span tokens][L][L] (E > 0; rows of edge positions)
+  std::vector<double> losses;          // [span]
+  std::vector<std::vector<double>> pair_at;  // [workers] [T][L][L]
+  std::vector<double> g;               // [num_weights], zero outside `groups`
+  std::vector<double> saved;           // trial: gathered values of `groups`
+
+  std::size_t num_groups() const { return A + 1 + E; }
+  std::size_t group_begin(std::uint32_t gid) const {
+    if (gid < A) return std::size_t(gid) * L;
+    if (gid == A) return trans_offset;
+    return edge_offset + (std::size_t(gid) - A - 1) * LL;
+  }
+  std::size_t group_size(std::uint32_t gid) const { return gid < A ? L : LL; }
+  std::size_t k() const { return P.size() - 1; }
+
+  /// The composite map of steps stamp+1 … k on group `gid` (see backend.hpp).
+  void catch_up(std::uint32_t gid, double* w, const double* d) {
+    const std::size_t k0 = stamp[gid], kk = k();
+    if (k0 == kk) return;
+    const double ratio = P[kk] / P[k0];
+    const double sd = P[k0] * (S[kk] - S[k0]);
+    const double r = P[k0] * (R[kk] - R[k0]);
+    const std::size_t b = group_begin(gid), e = b + group_size(gid);
+    if (r > 0) {
+      for (std::size_t j = b; j < e; ++j) {
+        const double x = w[j] - d[j] * sd;
+        const double m = std::fabs(x) - r;
+        w[j] = m > 0 ? ratio * std::copysign(m, x) : 0.0;
+      }
+    } else {
+      for (std::size_t j = b; j < e; ++j) w[j] = ratio * (w[j] - d[j] * sd);
+    }
+    stamp[gid] = std::uint32_t(kk);
+  }
+};
+
+CpuSagState& St(SagState& s) {
+  auto* p = dynamic_cast<CpuSagState*>(&s);
+  if (!p) throw Error("internal: SAG state does not belong to the CPU backend");
+  return *p;
+}
+
+}  // namespace
+
+SagStatePtr CpuBackend::sag_create(const BackendCorpus& corpus) {
+  const Corpus& c = corpus_of(corpus);
+  if (!c.labeled()) throw Error("SAG needs every training token labeled");
+  auto st = std::make_unique<CpuSagState>();
+  CpuSagState& s = *st;
+  s.c = &c;
+  s.L = dims_.L;
+  s.LL = s.L * s.L;
+  s.A = dims_.A;
+  s.E = dims_.E;
+  s.transitions = dims_.transitions;
+  s.trans_offset = dims_.transition_offset();
+  s.edge_offset = dims_.edge_offset();
+  const std::size_t N = c.num_tokens(), L = s.L, LL = s.LL;
+  s.node.assign(N * L, 0.0);
+  s.pair.assign(c.num_sentences() * LL, 0.0);
+  if (s.E > 0) s.edge_slot.assign(N, kNoSlot);
+  std::size_t slots = 0;
+  for (std::size_t sid = 0; sid < c.num_sentences(); ++sid) {
+    const std::size_t t0 = c.sentence_offsets[sid], T = c.length(sid);
+    for (std::size_t t = 0; t < T; ++t) {
+      const std::uint32_t y = c.labels[t0 + t];
+      s.node[(t0 + t) * L + y] = 1.0;
+      if (t == 0) continue;
+      const std::uint32_t yp = c.labels[t0 + t - 1];
+      s.pair[sid * LL + yp * L + y] += 1.0;
+      if (s.E > 0 && c.edge_offsets[t0 + t + 1] > c.edge_offsets[t0 + t]) {
+        s.edge_slot[t0 + t] = slots++;
+        s.edge.resize(slots * LL, 0.0);
+        s.edge[(slots - 1) * LL + yp * L + y] = 1.0;
+      }
+    }
+  }
+  s.stamp.assign(s.num_groups(), 0);
+  s.mark.assign(s.num_groups(), 0);
+  s.g.assign(dims_.num_weights(), 0.0);
+  s.pair_at.resize(pool_.size());
+  return st;
+}
+
+void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const Vector& d) {
+  CpuSagState& s = St(state);
+  const Corpus& c = *s.c;
+  double* W = data(w).data();
+  const double* D = data(d).data();
+  if (data(w).size() != s.g.size() || data(d).size() != s.g.size())
+    throw Error("internal: SAG vectors have the wrong size");
+  // g is zero outside the groups of the span it was formed on: clear those first.
+  for (std::uint32_t gid : s.groups) {
+    const std::size_t b = s.group_begin(gid);
+    std::fill(s.g.begin() + b, s.g.begin() + b + s.group_size(gid), 0.0);
+  }
+  s.groups.clear();
+  s.span.assign(span.count, 0);
+  s.tok.assign(1, 0);
+  if (++s.generation == 0) {  // wrapped: reset the marks
+    std::fill(s.mark.begin(), s.mark.end(), 0);
+    s.generation = 1;
+  }
+  const std::uint32_t gen = s.generation;
+  auto touch = [&](std::uint32_t gid) {
+    if (s.mark[gid] == gen) return;
+    s.mark[gid] = gen;
+    s.groups.push_back(gid);
+  };
+  if (s.transitions) touch(std::uint32_t(s.A));
+  for (std::size_t i = 0; i < span.count; ++i) {
+    const std::uint32_t sid = span[i];
+    if (sid >= c.num_sentences()) throw Error("internal: SAG sentence id out of range");
+    s.span[i] = sid;
+    s.tok.push_back(s.tok.back() + c.length(sid));
+    for (std::size_t t = c.sentence_offsets[sid]; t < c.sentence_offsets[sid + 1]; ++t) {
+      for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k) touch(c.state_ids[k]);
+      if (s.E == 0) continue;
+      for (std::size_t k = c.edge_offsets[t]; k < c.edge_offsets[t + 1]; ++k)
+        touch(std::uint32_t(s.A + 1 + c.edge_ids[k]));
+    }
+  }
+  {  // distinct sentences (a repeated one would be committed twice)
+    std::vector<std::uint32_t> sorted(s.span);
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      throw Error("internal: SAG span repeats a sentence");
+  }
+  for (std::uint32_t gid : s.groups) s.catch_up(gid, W, D);
+  s.evaluated = false;
+}
+
+double CpuBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) {
+  CpuSagState& s = St(state);
+  const Corpus& c = *s.c;
+  const std::size_t L = s.L, LL = s.LL, n = s.span.size(), tokens = s.tok.back();
+  Prepared p;
+  prepare(w, p);
+  s.new_node.resize(tokens * L);
+  s.new_pair.assign(n * LL, 0.0);
+  if (s.E > 0) s.new_edge.resize(tokens * LL);
+  s.losses.resize(n);
+
+  // Phase 1 (parallel): forward-backward per sentence into its own slots.
+  pool_.run(n, [&](std::size_t i, unsigned worker) {
+    Work& work = *work_[worker];
+    const std::size_t sid = s.span[i], t0 = c.sentence_offsets[sid];
+    ChainScores x = scores(c, p, sid, work);
+    const std::size_t T = x.T;
+    double* at = nullptr;
+    if (x.edge) {
+      auto& buf = s.pair_at[worker];
+      if (buf.size() < T * LL) buf.resize(T * LL);
+      at = buf.data();
+    }
+    ChainOutputs out{s.new_node.data() + s.tok[i] * L, s.new_pair.data() + i * LL, at};
+    const double log_z = forward_backward(x, out, work.chain, log_space_only_);
+    work.gold.assign(c.labels.begin() + t0, c.labels.begin() + t0 + T);
+    s.losses[i] = log_z - path_score(x, work.gold.data());
+    if (s.E > 0) {
+      for (std::size_t t = 1; t < T; ++t) {
+        if (s.edge_slot[t0 + t] == kNoSlot) continue;
+        std::copy(at + t * LL, at + (t + 1) * LL, s.new_edge.data() + (s.tok[i] + t) * LL);
+      }
+    }
+  });
+
+  // Phase 2 (span order, one thread): g = Σ X_iᵀ(μ_new − gold) on the touched groups.
+  double* g = s.g.data();
+  double loss = 0;
+  std::vector<double> diff(std::max(L, LL));
+  for (std::size_t i = 0; i < n; ++i) {
+    loss += s.losses[i];
+    const std::size_t sid = s.span[i], t0 = c.sentence_offsets[sid], T = c.length(sid);
+    for (std::size_t t = 0; t < T; ++t) {
+      const double* mu = s.new_node.data() + (s.tok[i] + t) * L;
+      std::copy(mu, mu + L, diff.begin());
+      diff[c.labels[t0 + t]] -= 1.0;
+      for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k) {
+        const double v = c.state_values[k];
+        double* gr = g + std::size_t(c.state_ids[k]) * L;
+        for (std::size_t y = 0; y < L; ++y) gr[y] += v * diff[y];
+      }
+      if (s.E == 0 || t == 0 || s.edge_slot[t0 + t] == kNoSlot) continue;
+      const double* me = s.new_edge.data() + (s.tok[i] + t) * LL;
+      std::copy(me, me + LL, diff.begin());
+      diff[c.labels[t0 + t - 1] * L + c.labels[t0 + t]] -= 1.0;
+      for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k) {
+        const double v = c.edge_values[k];
+        double* gr = g + s.edge_offset + std::size_t(c.edge_ids[k]) * LL;
+        for (std::size_t j = 0; j < LL; ++j) gr[j] += v * diff[j];
+      }
+    }
+    if (s.transitions) {
+      double* gt = g + s.trans_offset;
+      const double* mp = s.new_pair.data() + i * LL;
+      for (std::size_t j = 0; j < LL; ++j) gt[j] += mp[j];
+      for (std::size_t t = 1; t < T; ++t) gt[c.labels[t0 + t - 1] * L + c.labels[t0 + t]] -= 1.0;
+    }
+  }
+  double g2 = 0;
+  for (std::uint32_t gid : s.groups) {
+    const std::size_t b = s.group_begin(gid), e = b + s.group_size(gid);
+    for (std::size_t j = b; j < e; ++j) g2 += g[j] * g[j];
+  }
+  if (grad_norm2) *grad_norm2 = g2;
+  s.evaluated = true;
+  return loss;
+}
+
+void CpuBackend::sag_trial(SagState& state, Vector& w, double step) {
+  CpuSagState& s = St(state);
+  if (!s.evaluated) throw Error("internal: sag_trial before sag_evaluate");
+  double* W = data(w).data();
+  s.saved.clear();
+  for (std::uint32_t gid : s.groups) {
+    const std::size_t b = s.group_begin(gid), e = b + s.group_size(gid);
+    s.saved.insert(s.saved.end(), W + b, W + e);
+    for (std::size_t j = b; j < e; ++j) W[j] -= step * s.g[j];
+  }
+}
+
+void CpuBackend::sag_restore(SagState& state, Vector& w) {
+  CpuSagState& s = St(state);
+  double* W = data(w).data();
+  std::size_t pos = 0;
+  for (std::uint32_t gid : s.groups) {
+    const std::size_t b = s.group_begin(gid), sz = s.group_size(gid);
+    if (pos + sz > s.saved.size()) throw Error("internal: sag_restore without sag_trial");
+    std::copy(s.saved.begin() + pos, s.saved.begin() + pos + sz, W + b);
+    pos += sz;
+  }
+}
+
+void CpuBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) {
+  CpuSagState& s = St(state);
+  if (!s.evaluated) throw Error("internal: sag_commit before sag_evaluate");
+  const Corpus& c = *s.c;
+  const std::size_t L = s.L, LL = s.LL;
+  double* D = data(d).data();
+  double* W = data(w).data();
+  std::vector<double> diff(std::max(L, LL));
+  // Adds diff (per weight row, times v) to d, and −coef·v·diff to w.
+  auto apply = [&](double* dr, double* wr, double v, std::size_t len, double coef) {
+    for (std::size_t j = 0; j < len; ++j) dr[j] += v * diff[j];
+    if (coef != 0)
+      for (std::size_t j = 0; j < len; ++j) wr[j] -= coef * (v * diff[j]);
+  };
+  for (std::size_t i = 0; i < s.span.size(); ++i) {
+    const double coef = w_coef ? w_coef[i] : 0.0;
+    const std::size_t sid = s.span[i], t0 = c.sentence_offsets[sid], T = c.length(sid);
+    for (std::size_t t = 0; t < T; ++t) {
+      double* old = s.node.data() + (t0 + t) * L;
+      const double* mu = s.new_node.data() + (s.tok[i] + t) * L;
+      for (std::size_t y = 0; y < L; ++y) diff[y] = mu[y] - old[y];
+      for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k) {
+        const std::size_t off = std::size_t(c.state_ids[k]) * L;
+        apply(D + off, W + off, c.state_values[k], L, coef);
+      }
+      std::copy(mu, mu + L, old);
+      if (s.E == 0 || t == 0 || s.edge_slot[t0 + t] == kNoSlot) continue;
+      double* olde = s.edge.data() + s.edge_slot[t0 + t] * LL;
+      const double* me = s.new_edge.data() + (s.tok[i] + t) * LL;
+      for (std::size_t j = 0; j < LL; ++j) diff[j] = me[j] - olde[j];
+      for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k) {
+        const std::size_t off = s.edge_offset + std::size_t(c.edge_ids[k]) * LL;
+        apply(D + off, W + off, c.edge_values[k], LL, coef);
+      }
+      std::copy(me, me + LL, olde);
+    }
+    double* oldp = s.pair.data() + sid * LL;
+    const double* mp = s.new_pair.data() + i * LL;
+    if (s.transitions) {
+      for (std::size_t j = 0; j < LL; ++j) diff[j] = mp[j] - oldp[j];
+      apply(D + s.trans_offset, W + s.trans_offset, 1.0, LL, coef);
+    }
+    std::copy(mp, mp + LL, oldp);
+  }
+  s.evaluated = false;  // the pending marginals are stored now
+}
+
+void CpuBackend::sag_step(SagState& state, double a, double b, double tau, Vector& w,
+                          const Vector& d) {
+  CpuSagState& s = St(state);
+  if (!(a > 0 && a <= 1) || !(b >= 0) || !(tau >= 0) || !std::isfinite(b) || !std::isfinite(tau))
+    throw Error("internal: invalid SAG step (a = " + std::to_string(a) + ", b = " +
+                std::to_string(b) + ", tau = " + std::to_string(tau) + ")");
+  if (s.P.back() * a < 1e-150 || s.k() + 1 >= 0xffffffffu) sag_flush(state, w, d);
+  const double Pk = s.P.back() * a;
+  s.S.push_back(s.S.back() + b / Pk);
+  s.R.push_back(s.R.back() + tau / Pk);
+  s.P.push_back(Pk);
+}
+
+void CpuBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
+  CpuSagState& s = St(state);
+  double* W = data(w).data();
+  const double* D = data(d).data();
+  if (s.k() > 0) {
+    const std::size_t groups = s.num_groups(), per = 4096;
+    const std::size_t blocks = (groups + per - 1) / per;
+    pool_.run(blocks, [&](std::size_t blk, unsigned) {
+      const std::size_t e = std::min(groups, (blk + 1) * per);
+      for (std::size_t gid = blk * per; gid < e; ++gid) s.catch_up(std::uint32_t(gid), W, D);
+    });
+  }
+  std::fill(s.stamp.begin(), s.stamp.end(), 0);
+  s.P.assign(1, 1.0);
+  s.S.assign(1, 0.0);
+  s.R.assign(1, 0.0);
+}
+
+}  // namespace crfx

@@ -1,0 +1,334 @@
+// crfx — CPU backend: the sparse primitives of the stochastic trainers (sgd-l1, two-stage, adf,
+// ap). See the section "stochastic trainers" of include/crfx/backend.hpp for the contracts.
+//
+// Sparse gradients reuse evaluate(): it adds scale·(E[f] − f(gold)) only to the rows of the
+// attributes a span touches (plus transitions), so it runs on a dense scratch vector that is kept
+// all-zero between calls; the result is gathered from the support and those entries re-zeroed.
+// Cost O(batch tokens × L + support), never O(num_weights), and the values are bitwise those of
+// the dense evaluate() (same code, same summation order, any thread count).
+//
+// Element-wise loops over a support run sequentially up to kReduceBlock entries and in
+// kReduceBlock blocks on the pool above that (entries are distinct: no races); sums combine the
+// per-block partials in block order, so nothing depends on the number of threads.
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/cpu_backend.hpp"
+#include "crfx/error.hpp"
+
+namespace crfx {
+namespace {
+
+struct CpuSparse final : SparseVector {
+  std::vector<std::size_t> index;  // strictly increasing
+  std::vector<double> value;
+  std::size_t nnz() const override { return index.size(); }
+};
+
+CpuSparse& S(SparseVector& x) {
+  auto* p = dynamic_cast<CpuSparse*>(&x);
+  if (!p) throw Error("internal: sparse vector does not belong to the CPU backend");
+  return *p;
+}
+const CpuSparse& S(const SparseVector& x) { return S(const_cast<SparseVector&>(x)); }
+
+void check_index(const CpuSparse& x, std::size_t n) {
+  if (!x.index.empty() && x.index.back() >= n)
+    throw Error("internal: sparse index beyond the vector (" + std::to_string(x.index.back()) +
+                " ≥ " + std::to_string(n) + ")");
+}
+
+/// f(begin, end) over [0, n): one call when n ≤ kReduceBlock, else blocks on the pool.
+template <class F>
+void blocks(ThreadPool& pool, std::size_t n, F&& f) {
+  if (n <= kReduceBlock) {
+    if (n) f(std::size_t(0), n);
+    return;
+  }
+  const std::size_t nb = (n + kReduceBlock - 1) / kReduceBlock;
+  pool.run(nb, [&](std::size_t b, unsigned) { f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock)); });
+}
+
+/// Σ of f(begin, end) over kReduceBlock blocks of [0, n), combined in block order.
+template <class F>
+double reduce(ThreadPool& pool, std::size_t n, F&& f) {
+  const std::size_t nb = (n + kReduceBlock - 1) / kReduceBlock;
+  if (nb <= 1) return n ? f(std::size_t(0), n) : 0.0;
+  std::vector<double> partial(nb, 0.0);
+  pool.run(nb, [&](std::size_t b, unsigned) {
+    partial[b] = f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock));
+  });
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
+}
+
+}  // namespace
+
+SparseVectorPtr CpuBackend::sparse_vector() { return std::make_unique<CpuSparse>(); }
+
+void CpuBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) {
+  const Corpus& c = corpus_of(bc);
+  CpuSparse& x = S(xs);
+  const std::size_t L = dims_.L, LL = L * L;
+  if (sgd_state_mark_.size() < dims_.A) sgd_state_mark_.assign(dims_.A, 0);
+  if (sgd_edge_mark_.size() < dims_.E) sgd_edge_mark_.assign(dims_.E, 0);
+  sgd_attrs_.clear();
+  sgd_edges_.clear();
+  for (std::size_t i = 0; i < span.count; ++i) {
+    const std::size_t s = span[i];
+    if (s >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
+    const std::size_t t0 = c.sentence_offsets[s], t1 = c.sentence_offsets[s + 1];
+    for (std::size_t k = c.state_offsets[t0]; k < c.state_offsets[t1]; ++k) {
+      const std::uint32_t a = c.state_ids[k];
+      if (!sgd_state_mark_[a]) {
+        sgd_state_mark_[a] = 1;
+        sgd_attrs_.push_back(a);
+      }
+    }
+    for (std::size_t k = c.edge_offsets[t0]; k < c.edge_offsets[t1]; ++k) {
+      const std::uint32_t e = c.edge_ids[k];
+      if (!sgd_edge_mark_[e]) {
+        sgd_edge_mark_[e] = 1;
+        sgd_edges_.push_back(e);
+      }
+    }
+  }
+  std::sort(sgd_attrs_.begin(), sgd_attrs_.end());
+  std::sort(sgd_edges_.begin(), sgd_edges_.end());
+  const bool trans = dims_.transitions && span.count > 0;
+  x.index.resize(sgd_attrs_.size() * L + (trans ? LL : 0) + sgd_edges_.size() * LL);
+  std::size_t j = 0;
+  for (std::uint32_t a : sgd_attrs_) {
+    sgd_state_mark_[a] = 0;
+    for (std::size_t y = 0; y < L; ++y) x.index[j++] = std::size_t(a) * L + y;
+  }
+  if (trans)
+    for (std::size_t k = 0; k < LL; ++k) x.index[j++] = dims_.transition_offset() + k;
+  for (std::uint32_t e : sgd_edges_) {
+    sgd_edge_mark_[e] = 0;
+    for (std::size_t k = 0; k < LL; ++k) x.index[j++] = dims_.edge_offset() + std::size_t(e) * LL + k;
+  }
+  x.value.assign(x.index.size(), 0.0);
+}
+
+namespace {
+/// Moves the support entries of the all-zero-elsewhere scratch G into x.value and re-zeroes them.
+void take(ThreadPool& pool, std::vector<double>& G, CpuSparse& x) {
+  blocks(pool, x.index.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t j = b; j < e; ++j) {
+      double& g = G[x.index[j]];
+      x.value[j] = g;
+      g = 0.0;
+    }
+  });
+}
+}  // namespace
+
+double CpuBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
+                                   SparseVector& grad, double scale) {
+  CpuSparse& x = S(grad);
+  support(bc, span, x);
+  if (!sgd_dense_ || sgd_dense_->size() != dims_.num_weights()) sgd_dense_ = vector(dims_.num_weights());
+  std::vector<double>& G = data(*sgd_dense_);
+  double loss = 0;
+  try {
+    loss = evaluate(bc, w, span, sgd_dense_.get(), scale);
+  } catch (...) {
+    take(pool_, G, x);  // keep the scratch all-zero
+    throw;
+  }
+  take(pool_, G, x);
+  return loss;
+}
+
+std::size_t CpuBackend::feature_difference(const BackendCorpus& bc, SentenceSpan span,
+                                           const std::uint32_t* labels, SparseVector& out,
+                                           double scale) {
+  const Corpus& c = corpus_of(bc);
+  CpuSparse& x = S(out);
+  support(bc, span, x);
+  if (!sgd_dense_ || sgd_dense_->size() != dims_.num_weights()) sgd_dense_ = vector(dims_.num_weights());
+  std::vector<double>& G = data(*sgd_dense_);
+  const std::size_t L = dims_.L, LL = L * L;
+  double* GT = G.data() + dims_.transition_offset();
+  double* GE = G.data() + dims_.edge_offset();
+  std::size_t wrong = 0, pos = 0;
+  try {
+    for (std::size_t i = 0; i < span.count; ++i) {
+      const std::size_t s = span[i];
+      const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
+      for (std::size_t t = 0; t < T; ++t, ++pos) {
+        const std::uint32_t y = c.labels[tok0 + t], p = labels[pos];
+        if (y == Corpus::kNoLabel)
+          throw Error("sentence " + std::to_string(s) + " has tokens without a label");
+        if (p >= L) throw Error("internal: predicted label beyond the model");
+        if (y != p) {
+          ++wrong;
+          for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+            const double v = scale * c.state_values[k];
+            double* row = G.data() + std::size_t(c.state_ids[k]) * L;
+            row[y] += v;
+            row[p] -= v;
+          }
+        }
+        if (t == 0) continue;
+        const std::uint32_t y0 = c.labels[tok0 + t - 1], p0 = labels[pos - 1];
+        if (y0 == p0 && y == p) continue;
+        const std::size_t gold = std::size_t(y0) * L + y, pred = std::size_t(p0) * L + p;
+        if (dims_.transitions) {
+          GT[gold] += scale;
+          GT[pred] -= scale;
+        }
+        for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
+          const double v = scale * c.edge_values[k];
+          double* blk = GE + std::size_t(c.edge_ids[k]) * LL;
+          blk[gold] += v;
+          blk[pred] -= v;
+        }
+      }
+    }
+  } catch (...) {
+    take(pool_, G, x);
+    throw;
+  }
+  take(pool_, G, x);
+  return wrong;
+}
+
+void CpuBackend::sparse_copy(const SparseVector& src, SparseVector& dst) {
+  const CpuSparse& s = S(src);
+  CpuSparse& d = S(dst);
+  d.index = s.index;
+  d.value = s.value;
+}
+
+void CpuBackend::gather(const Vector& w, SparseVector& xs) {
+  CpuSparse& x = S(xs);
+  const std::vector<double>& W = data(w);
+  check_index(x, W.size());
+  blocks(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t j = b; j < e; ++j) x.value[j] = W[x.index[j]];
+  });
+}
+
+void CpuBackend::scatter(const SparseVector& xs, Vector& w) {
+  const CpuSparse& x = S(xs);
+  std::vector<double>& W = data(w);
+  check_index(x, W.size());
+  blocks(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t j = b; j < e; ++j) W[x.index[j]] = x.value[j];
+  });
+}
+
+void CpuBackend::sparse_axpy(double a, const SparseVector& xs, Vector& y) {
+  const CpuSparse& x = S(xs);
+  std::vector<double>& Y = data(y);
+  check_index(x, Y.size());
+  blocks(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t j = b; j < e; ++j) Y[x.index[j]] += a * x.value[j];
+  });
+}
+
+double CpuBackend::sparse_penalty(const SparseVector& xs, double c1, double c2) {
+  const CpuSparse& x = S(xs);
+  return reduce(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
+    double s = 0;
+    for (std::size_t j = b; j < e; ++j) s += c1 * std::fabs(x.value[j]) + c2 * x.value[j] * x.value[j];
+    return s;
+  });
+}
+
+void CpuBackend::lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
+                            const SparseVector* sup) {
+  std::vector<double>& W = data(w);
+  std::vector<double>& T = data(stamp);
+  const double* R = rate ? data(*rate).data() : nullptr;
+  if (T.size() != W.size() || (rate && rate->size() != W.size()))
+    throw Error("internal: lazy_decay vector sizes differ");
+  // The L weights of a row share their rate and stamp (supports are whole rows), so a one-entry
+  // memo of the last factor saves almost every pow/exp; it returns the very same value.
+  struct Memo {
+    double r = std::nan(""), d = std::nan(""), f = 1.0;
+  };
+  auto one = [&](std::size_t i, Memo& m) {
+    if (T[i] == clock) return;
+    const double d = clock - T[i], r = R ? R[i] : 0.0;
+    if (!(d == m.d && r == m.r)) {
+      m.f = R ? std::pow(1.0 - coef * r, d) : std::exp(d);
+      m.d = d;
+      m.r = r;
+    }
+    W[i] *= m.f;
+    T[i] = clock;
+  };
+  if (!sup) {
+    blocks(pool_, W.size(), [&](std::size_t b, std::size_t e) {
+      Memo m;
+      for (std::size_t i = b; i < e; ++i) one(i, m);
+    });
+    return;
+  }
+  const CpuSparse& x = S(*sup);
+  check_index(x, W.size());
+  blocks(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
+    Memo m;
+    for (std::size_t j = b; j < e; ++j) one(x.index[j], m);
+  });
+}
+
+void CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u) {
+  const CpuSparse& g = S(gs);
+  std::vector<double>& W = data(w);
+  double* Q = q ? data(*q).data() : nullptr;
+  if (q && q->size() != W.size()) throw Error("internal: sgd_l1_step vector sizes differ");
+  check_index(g, W.size());
+  blocks(pool_, g.index.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t j = b; j < e; ++j) {
+      const std::size_t i = g.index[j];
+      double wi = W[i] - eta * g.value[j];
+      if (Q) {
+        const double z = wi;
+        if (wi > 0) {
+          wi = std::max(0.0, wi - (u + Q[i]));
+        } else if (wi < 0) {
+          wi = std::min(0.0, wi + (u - Q[i]));
+        }
+        Q[i] += wi - z;
+      }
+      W[i] = wi;
+    }
+  });
+}
+
+void CpuBackend::adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) {
+  const CpuSparse& g = S(gs);
+  std::vector<double>& W = data(w);
+  const std::vector<double>& R = data(rate);
+  std::vector<double>& N = data(count);
+  if (R.size() != W.size() || N.size() != W.size()) throw Error("internal: adf_step vector sizes differ");
+  check_index(g, W.size());
+  blocks(pool_, g.index.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t j = b; j < e; ++j) {
+      const std::size_t i = g.index[j];
+      W[i] -= R[i] * g.value[j];
+      N[i] += 1.0;
+    }
+  });
+}
+
+void CpuBackend::adf_update_rates(Vector& rate, Vector& count, double window, double alpha,
+                                  double beta) {
+  std::vector<double>& R = data(rate);
+  std::vector<double>& N = data(count);
+  if (R.size() != N.size()) throw Error("internal: adf_update_rates vector sizes differ");
+  blocks(pool_, R.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const double u = N[i] / window;
+      R[i] *= alpha - u * (alpha - beta);
+      N[i] = 0.0;
+    }
+  });
+}
+
+}  // namespace crfx

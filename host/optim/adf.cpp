@@ -1,0 +1,107 @@
+// crfx — adf: online gradient descent with frequency-adaptive per-feature learning rates (Sun,
+// Wang & Li 2012, seed 003).
+//
+// Rates are per weight (γ_i, initial eta0); "feature k" of the paper is a weight of crfx's flat
+// layout (attribute × label, transition, edge attribute × label pair). A weight counts as occurring
+// in a step when it lies in the support of the step's batch (backend.hpp: the state row of every
+// attribute that fires, all transitions, the blocks of the edge attributes that fire), so the L
+// weights of an attribute always share one count and one rate: this is the same as per-attribute
+// rates for state and edge features, and one shared rate for the transition block (touched by every
+// sample: u = 1, it decays by adf_beta per window). Every q = max(1, N / adf_windows) sentences:
+//     u_i = (steps of the window whose batch touched weight i) / (steps in the window)
+//     γ_i ← (adf_alpha − u_i·(adf_alpha − adf_beta))·γ_i,   counts reset
+// so frequent features slow down towards adf_beta, rare ones keep adf_alpha. With batch_size = 1
+// a step is a sample, exactly the paper's rule.
+//
+// Objective and L2 prior: a step on batch B (m sentences) follows (1/m)·Σ_{i∈B} ∇NLL_i +
+// (2·c2/N)·w (f(w)/N in expectation, as sgd-l1) with the per-weight rate: w_i ← w_i − γ_i·g_i on
+// the support, and the decay w_i ← (1 − 2·c2·γ_i/N)·w_i of every weight applied lazily: the step
+// count is the clock, each weight's stamp the step it was last brought up to, caught up (power of
+// its own per-step factor — exact, since γ_i is constant within a window) before its batch is
+// evaluated, and every weight is flushed before each rate update and at the end of each epoch.
+// c1 is not used by the update (ADF is an L2 method) but is part of the reported objective.
+#include <cmath>
+#include <limits>
+
+#include "crfx/error.hpp"
+#include "optim/quasi_newton.hpp"
+#include "optim/sgd_l1.hpp"
+#include "optim/trainers.hpp"
+
+namespace crfx {
+namespace {
+
+class AdfTrainer final : public Trainer {
+ public:
+  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    Backend& b = obj.backend();
+    const BackendCorpus& corpus = obj.corpus();
+    const std::size_t n = corpus.num_sentences();
+    const double N = double(n), c2 = obj.c2();
+    validate_stochastic_options(opt, opt.epochs);
+    if (!(opt.eta0 > 0) || !std::isfinite(opt.eta0))
+      throw Error("adf: eta0 (the initial rate) must be a finite number > 0 (got " +
+                  std::to_string(opt.eta0) + ")");
+    if (!(opt.adf_alpha > 0 && opt.adf_alpha <= 1))
+      throw Error("adf: adf_alpha must be in (0, 1] (got " + std::to_string(opt.adf_alpha) + ")");
+    if (!(opt.adf_beta > 0 && opt.adf_beta <= 1))
+      throw Error("adf: adf_beta must be in (0, 1] (got " + std::to_string(opt.adf_beta) + ")");
+    if (opt.adf_windows < 1)
+      throw Error("adf: adf_windows must be ≥ 1 (got " + std::to_string(opt.adf_windows) + ")");
+    const double coef = 2.0 * c2 / N;  // per-step L2 decay: 1 − coef·γ_i (γ_i ≤ eta0)
+    if (c2 > 0 && !(coef * opt.eta0 < 1))
+      throw Error("adf: the L2 decay 1 − 2·eta0·c2/N is not positive: lower eta0");
+
+    const std::size_t nw = w.size();
+    VectorPtr rate = b.vector(nw), count = b.vector(nw);
+    VectorPtr stamp = c2 > 0 ? b.vector(nw) : nullptr;
+    b.fill(*rate, opt.eta0);
+    SparseVectorPtr g = b.sparse_vector(), sup = b.sparse_vector();
+    const std::size_t window = std::max<std::size_t>(1, n / std::size_t(opt.adf_windows));
+    std::size_t in_window = 0, steps_in_window = 0;
+    double steps = 0;  // the lazy-decay clock
+    EpochShuffler shuffler(n, opt.seed);
+    Stopwatch clock;
+    double f = std::numeric_limits<double>::quiet_NaN();
+
+    for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
+      const std::vector<std::uint32_t>& perm = shuffler.next();
+      for (std::size_t start = 0; start < n; start += opt.batch_size) {
+        const std::size_t m = std::min(opt.batch_size, n - start);
+        const SentenceSpan span{perm.data() + start, m};
+        if (c2 > 0) {
+          b.support(corpus, span, *sup);
+          b.lazy_decay(w, *stamp, steps, rate.get(), coef, sup.get());
+        }
+        b.evaluate_sparse(corpus, w, span, *g, 1.0 / double(m));
+        obj.add_passes(double(m) / N);
+        b.adf_step(w, *rate, *count, *g);
+        steps += 1;
+        ++steps_in_window;
+        in_window += m;
+        if (in_window >= window) {
+          if (c2 > 0) b.lazy_decay(w, *stamp, steps, rate.get(), coef, nullptr);
+          b.adf_update_rates(*rate, *count, double(steps_in_window), opt.adf_alpha, opt.adf_beta);
+          in_window = steps_in_window = 0;
+        }
+      }
+      if (c2 > 0) b.lazy_decay(w, *stamp, steps, rate.get(), coef, nullptr);
+      f = monitor_objective(obj, w);
+      Progress pr;
+      pr.iteration = epoch;
+      pr.passes = obj.passes();
+      pr.objective = f;
+      pr.active_features = b.count_nonzero(w);
+      pr.seconds = clock.seconds();
+      pr.step = opt.eta0;
+      if (progress && !progress(pr, w)) break;
+    }
+    return f;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_adf_trainer() { return std::make_unique<AdfTrainer>(); }
+
+}  // namespace crfx

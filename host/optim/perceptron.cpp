@@ -1,0 +1,78 @@
+// crfx — ap: the averaged structured perceptron (Collins 2002; seed 002 Algorithm 1) on Viterbi
+// decoding (Backend::viterbi, ties → smallest label).
+//
+// Per batch (batch_size = 1: per sentence, the classic algorithm): decode with the current w, then
+//     Δ = Σ_{i∈B} f(x_i, y_i) − f(x_i, ŷ_i)      (Backend::feature_difference)
+//     w ← w + Δ
+// Averaging with the lazy trick (Daumé 2006): with t = 1, 2, … the update steps and
+//     u ← u + (t − 1)·Δ   at step t,
+// after T steps the average of the T weight vectors w_1 … w_T (w_t after step t) is
+//     w_avg = w − u / T
+// (w_t = w_0 + Σ_{j≤t} Δ_j, so Σ_t w_t / T = w_0 + Σ_j Δ_j·(T − j + 1)/T). Only the batch's
+// support is touched per step; steps with Δ = 0 (no mistake) skip the updates. The final model is
+// w_avg; the objective reported per epoch (and returned) is the full f of w_avg with the
+// Objective's c1 and c2 (the perceptron does not use them). Passes: a Viterbi decode is counted as
+// a forward-only evaluation (m/N per batch).
+#include <cmath>
+#include <limits>
+
+#include "crfx/error.hpp"
+#include "optim/quasi_newton.hpp"
+#include "optim/sgd_l1.hpp"
+#include "optim/trainers.hpp"
+
+namespace crfx {
+namespace {
+
+class PerceptronTrainer final : public Trainer {
+ public:
+  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    Backend& b = obj.backend();
+    const BackendCorpus& corpus = obj.corpus();
+    const std::size_t n = corpus.num_sentences();
+    const double N = double(n);
+    validate_stochastic_options(opt, opt.epochs);
+    const std::size_t nw = w.size();
+    VectorPtr u = b.vector(nw), avg = b.vector(nw);
+    SparseVectorPtr delta = b.sparse_vector();
+    std::vector<std::uint32_t> labels(corpus.num_tokens());  // ≥ the tokens of any span
+    EpochShuffler shuffler(n, opt.seed);
+    Stopwatch clock;
+    double t = 0;  // update steps so far
+    double f = std::numeric_limits<double>::quiet_NaN();
+    bool have_avg = false;
+
+    for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
+      const std::vector<std::uint32_t>& perm = shuffler.next();
+      for (std::size_t start = 0; start < n; start += opt.batch_size) {
+        const std::size_t m = std::min(opt.batch_size, n - start);
+        const SentenceSpan span{perm.data() + start, m};
+        b.viterbi(corpus, w, span, labels.data());
+        obj.add_passes(double(m) / N);
+        t += 1;
+        if (b.feature_difference(corpus, span, labels.data(), *delta, 1.0) == 0) continue;
+        b.sparse_axpy(1.0, *delta, w);
+        if (t > 1) b.sparse_axpy(t - 1, *delta, *u);
+      }
+      b.copy(w, *avg);
+      b.axpy(-1.0 / t, *u, *avg);  // w_avg = w − u/T
+      have_avg = true;
+      f = monitor_objective(obj, *avg);
+      Progress pr;
+      pr.iteration = epoch;
+      pr.passes = obj.passes();
+      pr.objective = f;
+      pr.active_features = b.count_nonzero(*avg);
+      pr.seconds = clock.seconds();
+      if (progress && !progress(pr, *avg)) break;
+    }
+    if (have_avg) b.copy(*avg, w);
+    return f;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_perceptron_trainer() { return std::make_unique<PerceptronTrainer>(); }
+
+}  // namespace crfx

@@ -1,0 +1,308 @@
+// crfx — SAG and SAGA for CRFs (seed 004: Schmidt, Babanezhad, Ahmed, Defazio, Clifton & Sarkar
+// 2015, Algorithms 1–2, §4.2, §5 SAG-NUS*, Proposition 1), written only against the Backend.
+//
+// Regularisation convention. crfx minimises f(w) = Σ_i NLL_i + c1‖w‖₁ + c2‖w‖² (summed, CRFsuite).
+// The seed minimises F(w) = (1/n)Σ_i NLL_i + (λ/2)‖w‖²; F = f/n exactly when
+//     λ = 2·c2/n,   and the L1 term becomes μ₁‖w‖₁ with μ₁ = c1/n.
+// All step sizes, Lipschitz constants (of one NLL_i) and the stopping measure below are in the
+// seed's units (F), so the seed's λ = 1/n is c2 = 0.5.
+//
+// One step on a span B of distinct sentences (B = batch_size, 1 = the seed's algorithm):
+//   sag_sync      bring w up to date on the groups B touches (lazy updates, below);
+//   sag_evaluate  forward-backward at w: Σ NLL_i, μ_new, g = Σ_{i∈B} X_iᵀ(μ_new,i − gold_i);
+//   line search   Algorithm 2 on the batch mean f̄ = (1/|B|)Σ NLL_i: while
+//                 f̄(w − ḡ/L) ≥ f̄(w) − ‖ḡ‖²/(2L): L ← 2L (forward-only evaluate(…, nullptr) at
+//                 the trial point; sag_trial/sag_restore save and write back the gathered values,
+//                 so w is restored bit-exactly — never w + a − a); skipped when ‖ḡ‖² ≤ 1e-8;
+//   sag_commit    d += X_iᵀ(μ_new,i − μ_old,i) per sentence (stored marginals, initialised to the
+//                 gold indicators so that a first visit adds exactly the NLL gradient);
+//   sag_step      SAG:  w ← soft((1 − αλ)w − (α/m)d, αμ₁)    (m = sentences seen so far)
+//                 SAGA: w ← soft((1 − αλ)w − α[d_old/n + Σ_{j∈B} Δ_j/(|B|·p_j·n)], αμ₁)
+//                       (Proposition 1: d_old/n + (∇f_j − s_j)/(p_j n)); the Δ_j part is passed to
+//                       sag_commit as per-sentence coefficients α(1/(|B| p_j n) − 1/n)/(1 − αλ),
+//                       so that with d = d_old + ΣΔ_j the remaining step is (1 − αλ)w − (α/n)d.
+//   L decays: uniform L ← L·2^(−|B|/n); NUS: each L_i is kept per sentence (below).
+//
+// Lazy updates (why a step is not O(#weights)): the step above touches every weight, but between
+// two visits of a weight group (an attribute's L weights, an edge attribute's L² block) its d is
+// constant, so the backend only records (a, b, τ) per step and brings a group up to date in O(1)
+// per weight when a span next touches it, from cumulative products/sums of the scalar factors
+// (contract and formula in backend.hpp, section SAG / SAGA). sag_flush applies everything at the
+// end of every epoch, before the objective is computed and reported.
+//
+// L1 / elastic net (c1 > 0): proximal SAG/SAGA — the step ends with the soft-threshold
+// prox_{αμ₁}(x) = sign(x)·max(|x| − αμ₁, 0), which is what leaves exact zeros. Lazily, the
+// thresholds of a group's missed steps are accumulated (R_k) and applied once with its deferred
+// move; this equals the step-by-step prox unless a weight changes sign during its lag, and has
+// the same fixed points (so the optimum is the same).
+//
+// Sampling (TrainOptions::sampling), with one deterministic RNG (std::mt19937_64 seeded by
+// TrainOptions::seed, our own 53-bit uniform draw; no std::*_distribution): same seed → same
+// model, independent of the number of threads.
+//   uniform    i uniform over n; one global L (starts at 1), α = 1/(L + λ)       [Algorithm 1]
+//   mixed      SAG-NUS* (seed 004 §5, the default): with probability ½ uniform, else ∝ L_i over
+//              the sentences seen so far; L_i = ½·L̄ on a first visit (1 when nothing is seen),
+//              L_i ← 0.9·L_i on each revisit, then Algorithm 2 on L_i;
+//              α = ½(1/(L_max + λ) + 1/(L̄ + λ)), L̄ and L_max over the seen sentences.
+//   lipschitz  NUS in the style of Schmidt et al. 2013 §5.5 as seed 004 describes it: L_i = 1 on a
+//              first visit, L_i ← ½·L_i on each revisit, then Algorithm 2 on L_i; with probability
+//              m/n (non-uniformity grows with the number seen) sample ∝ L_i over the seen
+//              sentences, else uniformly; α = 1/(L_max + λ). (The 2013 paper's more elaborate
+//              step-size rule is not reproduced.)
+//   With |B| > 1 a batch is |B| distinct draws (repeats are redrawn); the NUS line search runs on
+//   the mean of the members' L_i and scales each member's L_i by the same factor.
+// SAGA uses the same L estimates with α divided by 3 in the Lipschitz part (α = 1/(3L + λ), as
+// Defazio et al. 2014 recommend); p_j is the draw probability of j at the time of the draw.
+//
+// Stopping (seed 004 Algorithm 1): after an epoch (⌈n/|B|⌉ steps), when every sentence was seen
+// (m = n) and ‖G‖∞ < δ = TrainOptions::epsilon, where G = d/n + λw in F's units — with c1 > 0 the
+// minimum-norm subgradient of F (OWL-QN's pseudo-gradient of d/n + λw with μ₁); or after
+// max_epochs. Progress is reported once per epoch: iteration = epoch, passes = seed 004's
+// effective passes ((forward-backward + forward-only line-search evaluations)/n), objective =
+// the full f(w) (one extra monitoring pass, not counted in passes), gradient_norm = ‖G‖∞,
+// step = the last α.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "crfx/error.hpp"
+#include "optim/quasi_newton.hpp"
+#include "optim/trainers.hpp"
+
+namespace crfx {
+namespace {
+
+enum class Sampling { uniform, lipschitz, mixed };
+
+Sampling parse_sampling(const std::string& s) {
+  if (s == "uniform") return Sampling::uniform;
+  if (s == "lipschitz") return Sampling::lipschitz;
+  if (s == "mixed") return Sampling::mixed;
+  throw Error("unknown sampling '" + s + "' for sag/saga (known: uniform, lipschitz, mixed)");
+}
+
+/// Deterministic draws: mt19937_64 output is fixed by the standard; the mapping is ours.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : gen_(seed) {}
+  double uniform() { return double(gen_() >> 11) * 0x1.0p-53; }  // [0, 1)
+  std::size_t below(std::size_t n) { return std::min(n - 1, std::size_t(uniform() * double(n))); }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+/// Per-sentence Lipschitz estimates: a complete binary tree holding sums and maxima, for
+/// sampling ∝ L_i and L̄ / L_max in O(log n). Unseen sentences hold 0.
+class LipschitzTree {
+ public:
+  explicit LipschitzTree(std::size_t n) : n_(n) {
+    while (size_ < n) size_ *= 2;
+    sum_.assign(2 * size_, 0.0);
+    max_.assign(2 * size_, 0.0);
+  }
+  double get(std::size_t i) const { return sum_[size_ + i]; }
+  void set(std::size_t i, double v) {
+    std::size_t k = size_ + i;
+    sum_[k] = max_[k] = v;
+    for (k /= 2; k >= 1; k /= 2) {
+      sum_[k] = sum_[2 * k] + sum_[2 * k + 1];
+      max_[k] = std::max(max_[2 * k], max_[2 * k + 1]);
+    }
+  }
+  double total() const { return sum_[1]; }
+  double max() const { return max_[1]; }
+  /// The i with Σ_{j<i} L_j ≤ u·total < Σ_{j≤i} L_j (a seen sentence).
+  std::size_t sample(double u) const {
+    double target = u * total();
+    std::size_t k = 1;
+    while (k < size_) {
+      if (target < sum_[2 * k] || sum_[2 * k + 1] <= 0) {
+        k = 2 * k;
+      } else {
+        target -= sum_[2 * k];
+        k = 2 * k + 1;
+      }
+    }
+    return std::min(k - size_, n_ - 1);
+  }
+
+ private:
+  std::size_t n_, size_ = 1;
+  std::vector<double> sum_, max_;
+};
+
+class SagTrainer final : public Trainer {
+ public:
+  explicit SagTrainer(bool saga) : saga_(saga) {}
+
+  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    const char* algo = saga_ ? "saga" : "sag";
+    const Sampling sampling = parse_sampling(opt.sampling);
+    if (opt.batch_size < 1) throw Error(std::string(algo) + ": batch_size must be ≥ 1");
+    if (opt.max_epochs < 1) throw Error(std::string(algo) + ": max_epochs must be ≥ 1");
+    if (!(opt.epsilon >= 0) || !std::isfinite(opt.epsilon))
+      throw Error(std::string(algo) + ": epsilon must be finite and ≥ 0");
+
+    Backend& b = obj.backend();
+    const BackendCorpus& corpus = obj.corpus();
+    const std::size_t n = corpus.num_sentences(), W = w.size();
+    const double nd = double(n);
+    const std::size_t B = std::min<std::size_t>(opt.batch_size, n);
+    const double lambda = 2.0 * obj.c2() / nd, mu1 = obj.c1() / nd;  // seed 004's units (f = n·F)
+    const double lip_mult = saga_ ? 3.0 : 1.0;
+
+    SagStatePtr state = b.sag_create(corpus);
+    VectorPtr d = b.vector(W), G = b.vector(W), pg = mu1 > 0 ? b.vector(W) : nullptr;
+    Rng rng(opt.seed);
+    LipschitzTree lip(n);
+    std::vector<char> seen(n, 0);
+    std::size_t m = 0;
+    double L_global = 1.0;
+    const double decay = std::pow(2.0, -double(B) / nd);
+    const std::size_t steps_per_epoch = (n + B - 1) / B;
+    std::vector<std::uint32_t> batch(B);
+    std::vector<double> prob(B), coef(B);
+    std::vector<char> in_batch(n, 0);
+    Stopwatch clock;
+    double f = 0, alpha = 0;
+
+    // Draw probability of sentence j under the current distribution.
+    auto probability = [&](std::size_t j) {
+      const double seen_l = seen[j] ? lip.get(j) : 0.0;
+      const double tot = lip.total();
+      if (sampling == Sampling::uniform || m == 0 || !(tot > 0)) return 1.0 / nd;
+      const double q = sampling == Sampling::mixed ? 0.5 : double(m) / nd;
+      return (1.0 - q) / nd + q * seen_l / tot;
+    };
+    auto draw = [&]() -> std::size_t {
+      if (sampling == Sampling::uniform || m == 0 || !(lip.total() > 0)) return rng.below(n);
+      const double q = sampling == Sampling::mixed ? 0.5 : double(m) / nd;
+      const double u = rng.uniform();
+      if (u >= q) return rng.below(n);
+      return lip.sample(rng.uniform());
+    };
+
+    for (int epoch = 1; epoch <= opt.max_epochs; ++epoch) {
+      for (std::size_t step = 0; step < steps_per_epoch; ++step) {
+        // ---- the batch (distinct sentences) and its draw probabilities
+        for (std::size_t i = 0; i < B; ++i) {
+          std::size_t j;
+          do j = draw(); while (in_batch[j]);
+          in_batch[j] = 1;
+          batch[i] = std::uint32_t(j);
+          prob[i] = probability(j);
+        }
+        for (std::size_t i = 0; i < B; ++i) in_batch[batch[i]] = 0;
+        // ---- first visits / revisits: m and the per-sentence L_i
+        for (std::size_t i = 0; i < B; ++i) {
+          const std::size_t j = batch[i];
+          if (!seen[j]) {
+            double Li = 1.0;
+            if (sampling == Sampling::mixed && m > 0) Li = 0.5 * lip.total() / double(m);
+            seen[j] = 1;
+            ++m;
+            if (sampling != Sampling::uniform) lip.set(j, Li);
+          } else if (sampling != Sampling::uniform) {
+            lip.set(j, lip.get(j) * (sampling == Sampling::mixed ? 0.9 : 0.5));
+          }
+        }
+        const SentenceSpan span{batch.data(), B};
+
+        // ---- evaluate and Lipschitz line search (Algorithm 2) on the batch mean
+        b.sag_sync(*state, span, w, *d);
+        double g2 = 0;
+        const double fb = b.sag_evaluate(*state, w, &g2);
+        obj.add_passes(double(B) / nd);
+        double L0;
+        if (sampling == Sampling::uniform) {
+          L0 = L_global;
+        } else {
+          L0 = 0;
+          for (std::size_t i = 0; i < B; ++i) L0 += lip.get(batch[i]);
+          L0 /= double(B);
+        }
+        double Lb = L0;
+        const double Bd = double(B);
+        if (g2 / (Bd * Bd) > 1e-8) {
+          for (int tries = 0; tries < 200; ++tries) {
+            b.sag_trial(*state, w, 1.0 / (Lb * Bd));
+            const double ft = b.evaluate(corpus, w, span, nullptr, 1.0);
+            b.sag_restore(*state, w);
+            obj.add_passes(double(B) / nd);
+            if (std::isfinite(ft) && ft < fb - g2 / (2.0 * Lb * Bd)) break;
+            Lb *= 2.0;
+          }
+        }
+        if (sampling == Sampling::uniform) {
+          L_global = Lb;
+        } else if (Lb != L0) {
+          const double factor = Lb / L0;
+          for (std::size_t i = 0; i < B; ++i) lip.set(batch[i], lip.get(batch[i]) * factor);
+        }
+
+        // ---- step size
+        const double lm = lip_mult;
+        if (sampling == Sampling::uniform) {
+          alpha = 1.0 / (lm * L_global + lambda);
+        } else if (sampling == Sampling::mixed) {
+          const double Lbar = lip.total() / double(m);
+          alpha = 0.5 * (1.0 / (lm * lip.max() + lambda) + 1.0 / (lm * Lbar + lambda));
+        } else {
+          alpha = 1.0 / (lm * lip.max() + lambda);
+        }
+        const double a = 1.0 - alpha * lambda;
+
+        // ---- memory update and the (lazy) step
+        if (saga_) {
+          for (std::size_t i = 0; i < B; ++i)
+            coef[i] = alpha * (1.0 / (Bd * prob[i] * nd) - 1.0 / nd) / a;
+          b.sag_commit(*state, *d, w, coef.data());
+          b.sag_step(*state, a, alpha / nd, alpha * mu1, w, *d);
+        } else {
+          b.sag_commit(*state, *d, w, nullptr);
+          b.sag_step(*state, a, alpha / double(m), alpha * mu1, w, *d);
+        }
+        if (sampling == Sampling::uniform) L_global *= decay;
+      }
+
+      // ---- end of epoch: flush, measure, report
+      b.sag_flush(*state, w, *d);
+      b.copy(w, *G);
+      b.axpby(1.0 / nd, *d, lambda, *G);  // G = d/n + λw
+      double gnorm;
+      if (mu1 > 0) {
+        b.owlqn_pseudo_gradient(w, *G, mu1, *pg);
+        gnorm = b.norm_inf(*pg);
+      } else {
+        gnorm = b.norm_inf(*G);
+      }
+      // Monitoring pass: the exact objective; deliberately not counted in passes.
+      f = b.evaluate(corpus, w, all_sentences(corpus), nullptr, 1.0);
+      if (obj.c2() > 0) f += obj.c2() * b.norm2sq(w);
+      f += obj.l1_term(w);
+      if (!std::isfinite(f)) throw Error(std::string(algo) + ": the objective became non-finite");
+      Progress pr;
+      pr.iteration = epoch;
+      pr.passes = obj.passes();
+      pr.objective = f;
+      pr.gradient_norm = gnorm;
+      pr.active_features = b.count_nonzero(w);
+      pr.seconds = clock.seconds();
+      pr.step = alpha;
+      if (progress && !progress(pr, w)) break;
+      if (m == n && gnorm < opt.epsilon) break;
+    }
+    return f;
+  }
+
+ private:
+  bool saga_;
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_sag_trainer() { return std::make_unique<SagTrainer>(false); }
+std::unique_ptr<Trainer> make_saga_trainer() { return std::make_unique<SagTrainer>(true); }
+
+}  // namespace crfx

@@ -1,0 +1,211 @@
+// crfx — sgd-l1: mini-batch SGD with the cumulative L1 penalty (Tsuruoka et al. 2009; seed 000
+// §3.3) and, optionally, the heuristic per-batch line search of Zhou et al. 2011 (Algorithm 1).
+//
+// Scaling. Seed 000 minimises L(λ) + C·Σ|λ_k| with L = Σ_i −log p (Eq. 3, 7, 8), and the
+// per-sample objective is −log p + (C/N)·Σ|λ_k| (Eq. 14): C is exactly crfx's c1 (both sum the
+// NLL over sentences, CRFsuite's convention). A step on a batch B of m sentences follows the
+// gradient of the batch objective
+//     (1/m)·Σ_{i∈B} NLL_i + (c1/N)·‖w‖₁ + (c2/N)·‖w‖²        (expectation f(w)/N)
+// with η_k = η₀·α^(k/N) (Eq. 12; k = sentences processed before the batch, N = corpus size), so
+// batch_size = 1 is exactly Tsuruoka's online algorithm. L1: the total penalty per weight grows by
+// u += η_k·c1/N per step (Eq. 10) and the touched weights are clipped by sgd_l1_step.
+//
+// L2 (c2 > 0) without O(#weights) per step: per-weight last-update stamps with a cumulative
+// log-decay. Every step multiplies all weights by d_k = 1 − 2·η_k·c2/N; instead the trainer keeps
+// Λ = Σ_k log d_k and a stamp per weight (the Λ it was last brought up to), catches up the batch's
+// support (w_i ·= exp(Λ − stamp_i)) before evaluating the batch, and flushes every weight at the
+// end of each epoch (then Λ and the stamps restart at 0). The decay of step k is applied after its
+// gradient/L1 step (w ← d_k·clip(w − η_k·g)), the order a lazy scheme gives naturally.
+//
+// Heuristic line search (Algorithm 1, Eq. 14): r(0) = η_k; the batch objective
+//     l(w) = (1/m)·Σ_{i∈B} NLL_i + (c1/N)·Σ_{i∈S(B)} |w_i| + (c2/N)·Σ_{i∈S(B)} w_i²
+// (active weights only) is evaluated at the current weights (from the forward-backward pass that
+// gave the gradient) and after each of at most 3 trial updates (forward-only on the batch); the
+// rate doubles while the trials are not worse than the initial value, and restarts from r(0)·0.5
+// then halves once one is; the best trial rate is applied. Between trials the weights and the
+// per-weight penalties q of the support are restored exactly from gathered copies.
+//
+// Effective passes: (m forward-backward + m per forward-only trial) / N per step.
+#include "optim/sgd_l1.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "crfx/error.hpp"
+#include "optim/quasi_newton.hpp"
+#include "optim/trainers.hpp"
+
+namespace crfx {
+
+// ---- shared by the stochastic trainers ------------------------------------------------------
+
+EpochShuffler::EpochShuffler(std::size_t n, std::uint64_t seed) : rng_(seed), perm_(n) {
+  for (std::size_t i = 0; i < n; ++i) perm_[i] = std::uint32_t(i);
+}
+
+const std::vector<std::uint32_t>& EpochShuffler::next() {
+  for (std::size_t i = perm_.size(); i > 1; --i) {
+    const std::size_t j = std::size_t(rng_() % std::uint64_t(i));  // uniform in [0, i − 1]
+    std::swap(perm_[i - 1], perm_[j]);
+  }
+  return perm_;
+}
+
+double monitor_objective(Objective& obj, const Vector& w) {
+  Backend& b = obj.backend();
+  double f = b.evaluate(obj.corpus(), w, all_sentences(obj.corpus()), nullptr, 1.0);
+  if (obj.c2() > 0) f += obj.c2() * b.norm2sq(w);
+  if (obj.c1() > 0) f += obj.c1() * b.norm1(w);
+  return f;
+}
+
+void validate_stochastic_options(const TrainOptions& opt, int epochs) {
+  if (epochs < 1) throw Error("the number of epochs must be ≥ 1 (got " + std::to_string(epochs) + ")");
+  if (opt.batch_size < 1) throw Error("the batch size must be ≥ 1");
+}
+
+// ---- sgd-l1 ----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int kTrials = 3;         // Algorithm 1: MaxTrialTime
+constexpr double kDecay = 0.5;     // Algorithm 1: the rate's changing factor
+
+void validate_sgd(const TrainOptions& opt, int epochs, bool heuristic, double N, double c2) {
+  validate_stochastic_options(opt, epochs);
+  if (!(opt.eta0 > 0) || !std::isfinite(opt.eta0))
+    throw Error("sgd: eta0 must be a finite number > 0 (got " + std::to_string(opt.eta0) + ")");
+  if (!(opt.alpha > 0 && opt.alpha <= 1))
+    throw Error("sgd: alpha must be in (0, 1] (got " + std::to_string(opt.alpha) + ")");
+  // The largest rate ever tried: η₀, or η₀/decay² with the line search.
+  const double eta_max = heuristic ? opt.eta0 / (kDecay * kDecay) : opt.eta0;
+  if (c2 > 0 && !(2 * eta_max * c2 / N < 1))
+    throw Error("sgd: the L2 decay 1 − 2·eta·c2/N is not positive (eta0 = " +
+                std::to_string(opt.eta0) + ", c2 = " + std::to_string(c2) +
+                ", N = " + std::to_string(N) + "): lower eta0");
+}
+
+struct LineSearch {
+  SparseVectorPtr saved_w, saved_q, trial;
+};
+
+}  // namespace
+
+double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs, bool heuristic,
+                  const ProgressFn& progress, bool* stopped) {
+  Backend& b = obj.backend();
+  const BackendCorpus& corpus = obj.corpus();
+  const std::size_t n = corpus.num_sentences();
+  const double N = double(n);
+  const double c1 = obj.c1(), c2 = obj.c2();
+  validate_sgd(opt, epochs, heuristic, N, c2);
+  if (stopped) *stopped = false;
+
+  const std::size_t nw = w.size();
+  VectorPtr q = c1 > 0 ? b.vector(nw) : nullptr;      // penalty each weight has received
+  VectorPtr stamp = c2 > 0 ? b.vector(nw) : nullptr;  // Λ at each weight's last catch-up
+  SparseVectorPtr g = b.sparse_vector(), sup = b.sparse_vector();
+  LineSearch ls;
+  if (heuristic) {
+    ls.saved_w = b.sparse_vector();
+    ls.saved_q = b.sparse_vector();
+    ls.trial = b.sparse_vector();
+  }
+  double u = 0;       // total L1 penalty per weight so far (Eq. 10)
+  double Lambda = 0;  // cumulative log L2 decay since the last flush
+  std::size_t k = 0;  // sentences processed
+  EpochShuffler shuffler(n, opt.seed);
+  Stopwatch clock;
+  double f = std::numeric_limits<double>::quiet_NaN(), eta = opt.eta0;
+
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    const std::vector<std::uint32_t>& perm = shuffler.next();
+    for (std::size_t start = 0; start < n; start += opt.batch_size) {
+      const std::size_t m = std::min(opt.batch_size, n - start);
+      const SentenceSpan span{perm.data() + start, m};
+      const double M = double(m);
+      eta = opt.eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
+      if (c2 > 0) {
+        b.support(corpus, span, *sup);
+        b.lazy_decay(w, *stamp, Lambda, nullptr, 0.0, sup.get());
+      }
+      const double nll = b.evaluate_sparse(corpus, w, span, *g, 1.0 / M);
+      obj.add_passes(M / N);
+
+      double rate = eta;
+      if (heuristic) {
+        b.sparse_copy(*g, *ls.saved_w);
+        b.gather(w, *ls.saved_w);
+        if (q) {
+          b.sparse_copy(*g, *ls.saved_q);
+          b.gather(*q, *ls.saved_q);
+        }
+        b.sparse_copy(*g, *ls.trial);
+        const double init = nll / M + b.sparse_penalty(*ls.saved_w, c1 / N, c2 / N);  // Eq. 14
+        double r = eta, best = std::numeric_limits<double>::infinity();
+        bool worse_seen = false;
+        for (int trial = 0; trial < kTrials; ++trial) {
+          b.sgd_l1_step(w, q.get(), *g, r, u + r * c1 / N);
+          const double loss = b.evaluate(corpus, w, span, nullptr, 1.0) / M;
+          obj.add_passes(M / N);
+          b.gather(w, *ls.trial);
+          const double value = loss + b.sparse_penalty(*ls.trial, c1 / N, c2 / N);
+          b.scatter(*ls.saved_w, w);  // exact restore
+          if (q) b.scatter(*ls.saved_q, *q);
+          if (value < best) {  // NaN never wins
+            best = value;
+            rate = r;
+          }
+          const bool worse = !(value <= init);
+          if (worse && !worse_seen) {  // the flag changes: restart below r(0)
+            worse_seen = true;
+            r = eta * kDecay;
+          } else if (!worse_seen) {
+            r /= kDecay;
+          } else {
+            r *= kDecay;
+          }
+        }
+      }
+      u += rate * c1 / N;
+      b.sgd_l1_step(w, q.get(), *g, rate, u);
+      if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);
+      k += m;
+    }
+    if (c2 > 0) {  // flush the lazy decay; restart Λ and the stamps at 0
+      b.lazy_decay(w, *stamp, Lambda, nullptr, 0.0, nullptr);
+      b.fill(*stamp, 0.0);
+      Lambda = 0;
+    }
+    f = monitor_objective(obj, w);
+    Progress pr;
+    pr.iteration = epoch;
+    pr.passes = obj.passes();
+    pr.objective = f;
+    pr.active_features = b.count_nonzero(w);
+    pr.seconds = clock.seconds();
+    pr.step = eta;
+    if (progress && !progress(pr, w)) {
+      if (stopped) *stopped = true;
+      break;
+    }
+  }
+  return f;
+}
+
+namespace {
+
+class SgdL1Trainer final : public Trainer {
+ public:
+  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    if (opt.line_search != "none" && opt.line_search != "heuristic")
+      throw Error("sgd: unknown line search '" + opt.line_search + "' (known: none, heuristic)");
+    return run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == "heuristic", progress, nullptr);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_sgd_l1_trainer() { return std::make_unique<SgdL1Trainer>(); }
+
+}  // namespace crfx

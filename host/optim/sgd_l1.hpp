@@ -1,0 +1,42 @@
+// crfx — internals shared by the stochastic trainers (sgd-l1, two-stage, adf, ap).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "crfx/trainer.hpp"
+
+namespace crfx {
+
+/// Deterministic epoch shuffles: std::mt19937_64 seeded with TrainOptions::seed and a Fisher–Yates
+/// shuffle on raw 64-bit draws (j = draw mod (i + 1); the modulo bias is below 2⁻⁴⁰ for any
+/// corpus that fits in memory). Same seed → same permutations on every platform (std::shuffle
+/// and std::uniform_int_distribution are implementation-defined).
+class EpochShuffler {
+ public:
+  EpochShuffler(std::size_t n, std::uint64_t seed);
+  /// Reshuffles the permutation in place (each epoch continues from the last one's order).
+  const std::vector<std::uint32_t>& next();
+
+ private:
+  std::mt19937_64 rng_;
+  std::vector<std::uint32_t> perm_;
+};
+
+/// Full objective f(w) = Σ NLL + c1·‖w‖₁ + c2·‖w‖² over the whole corpus, for monitoring: one
+/// forward pass that is NOT counted in Objective::passes().
+double monitor_objective(Objective& obj, const Vector& w);
+
+/// Throws Error unless the options every stochastic trainer shares are valid
+/// (epochs ≥ 1, batch_size ≥ 1).
+void validate_stochastic_options(const TrainOptions& opt, int epochs);
+
+/// Stage-1 driver of sgd-l1 and two-stage: `epochs` epochs of mini-batch SGD with the cumulative
+/// L1 penalty, from w (updated in place). Reports Progress per epoch with iteration = epoch and
+/// seconds from the start of this call. Returns the objective after the last epoch (lazy updates
+/// flushed); *stopped = true when the progress callback asked to stop.
+double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs, bool heuristic,
+                  const ProgressFn& progress, bool* stopped);
+
+}  // namespace crfx

@@ -1,0 +1,305 @@
+// SAG / SAGA (seed 004): the stored-marginal backend primitives against explicit per-sentence
+// gradients, convergence to the L-BFGS / OWL-QN optimum, determinism, option errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "cpu/cpu_backend.hpp"
+#include "crfx/error.hpp"
+#include "crfx/trainer.hpp"
+#include "random_problem.hpp"
+
+namespace crfx {
+namespace {
+
+using test::random_problem;
+
+struct Result {
+  std::vector<double> w;
+  double f = 0;
+  double passes = 0;
+  int epochs = 0;
+};
+
+Result run_trainer(const char* algo, const test::RandomProblem& p, double c1, double c2,
+                   unsigned threads, const TrainOptions& o) {
+  CpuBackend b(p.dims, threads);
+  auto corpus = b.upload(p.corpus);
+  Objective obj(b, *corpus, c1, c2);
+  auto w = b.vector(p.dims.num_weights());
+  Result r;
+  r.f = find_trainer(algo).make()->train(obj, *w, o, [&](const Progress& pr, const Vector&) {
+    r.epochs = pr.iteration;
+    return true;
+  });
+  r.passes = obj.passes();
+  r.w = to_host(b, *w);
+  return r;
+}
+
+TrainOptions sag_options(const char* sampling) {
+  TrainOptions o;
+  o.sampling = sampling;
+  o.epsilon = 1e-8;  // ‖d/n + λw‖∞ in seed units (F = f/n)
+  o.max_epochs = 400;
+  o.seed = 3;
+  return o;
+}
+
+TrainOptions lbfgs_tight() {
+  TrainOptions o;
+  o.epsilon = 1e-11;
+  o.delta = 0;
+  o.period = 0;
+  o.max_iterations = 2000;
+  o.max_linesearch = 40;
+  return o;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+// ---- the primitives: stored marginals + lazy steps == explicit gradients + dense steps ------
+
+/// Runs a fixed sequence of spans through the SAG primitives and, side by side, the explicit
+/// algorithm (per-sentence gradients from evaluate(), dense d and w). Compares d and w.
+void check_against_explicit(std::uint32_t E, bool with_coef, unsigned threads,
+                            bool tiny_a = false) {
+  auto p = random_problem(3, 12, E, 9, 6, 21 + E);
+  CpuBackend b(p.dims, threads);
+  auto corpus = b.upload(p.corpus);
+  const std::size_t W = p.dims.num_weights(), n = p.corpus.num_sentences();
+  auto state = b.sag_create(*corpus);
+  auto w = to_backend(b, test::random_weights(W, 0.3, 5));
+  auto d = b.vector(W);
+  std::vector<double> we = to_host(b, *w), de(W, 0.0);
+  std::vector<std::vector<double>> stored(n, std::vector<double>(W, 0.0));
+
+  const std::vector<std::vector<std::uint32_t>> spans = {
+      {0}, {3, 1}, {0}, {5}, {2, 4, 8}, {1}, {6, 7}, {0, 3}, {8}, {4}, {2}, {7, 5, 1}};
+  for (std::size_t k = 0; k < spans.size(); ++k) {
+    const auto& sp = spans[k];
+    const SentenceSpan span{sp.data(), sp.size()};
+    b.sag_sync(*state, span, *w, *d);
+    double g2 = 0;
+    const double loss = b.sag_evaluate(*state, *w, &g2);
+
+    // Explicit: per-sentence gradients at the explicit (dense) w.
+    auto wv = to_backend(b, we);
+    double loss_e = 0;
+    std::vector<double> gsum(W, 0.0);
+    std::vector<std::vector<double>> gi;
+    for (std::uint32_t s : sp) {
+      auto g = b.vector(W);
+      loss_e += b.evaluate(*corpus, *wv, SentenceSpan{&s, 1}, g.get(), 1.0);
+      gi.push_back(to_host(b, *g));
+      for (std::size_t j = 0; j < W; ++j) gsum[j] += gi.back()[j];
+    }
+    double g2e = 0;
+    for (double x : gsum) g2e += x * x;
+    EXPECT_NEAR(loss, loss_e, 1e-10 * std::max(1.0, loss_e)) << "step " << k;
+    EXPECT_NEAR(g2, g2e, 1e-9 * std::max(1.0, g2e)) << "step " << k;
+
+    // The line-search trial point restores bit-exactly.
+    const auto before = to_host(b, *w);
+    b.sag_trial(*state, *w, 0.37);
+    const auto moved = to_host(b, *w);
+    for (std::size_t j = 0; j < W; ++j) EXPECT_NEAR(moved[j], before[j] - 0.37 * gsum[j], 1e-12);
+    b.sag_restore(*state, *w);
+    const auto after = to_host(b, *w);
+    EXPECT_EQ(std::memcmp(before.data(), after.data(), W * sizeof(double)), 0);
+
+    std::vector<double> coef(sp.size(), 0.0);
+    for (std::size_t i = 0; i < sp.size(); ++i) coef[i] = with_coef ? 0.05 * double(i + 1) : 0.0;
+    b.sag_commit(*state, *d, *w, with_coef ? coef.data() : nullptr);
+    for (std::size_t i = 0; i < sp.size(); ++i) {
+      auto& old = stored[sp[i]];
+      for (std::size_t j = 0; j < W; ++j) {
+        const double delta = gi[i][j] - old[j];
+        de[j] += delta;
+        we[j] -= coef[i] * delta;
+      }
+      old = gi[i];
+    }
+    // tiny_a drives P = Π a below 1e-150 so that sag_step flushes by itself mid-sequence.
+    const double a = tiny_a ? 1e-40 : 1.0 - 0.01 * double(k % 3), bb = 0.02 + 0.01 * double(k % 2);
+    b.sag_step(*state, a, bb, 0.0, *w, *d);
+    for (std::size_t j = 0; j < W; ++j) we[j] = a * we[j] - bb * de[j];
+  }
+  b.sag_flush(*state, *w, *d);
+  EXPECT_LT(max_abs_diff(to_host(b, *d), de), 1e-10);
+  EXPECT_LT(max_abs_diff(to_host(b, *w), we), 1e-10);
+}
+
+TEST(Sag, StoredMarginalsEqualExplicitGradients) { check_against_explicit(0, false, 1); }
+TEST(Sag, StoredMarginalsEqualExplicitGradientsWithEdgesAndSagaTerm) {
+  check_against_explicit(3, true, 3);
+}
+TEST(Sag, StoredMarginalsEqualExplicitGradientsThroughInternalFlushes) {
+  check_against_explicit(2, false, 2, true);
+}
+
+TEST(Sag, LazyProximalStepWithoutSignChangeIsExact) {
+  // One group lagging several steps with soft-thresholding: weights that stay on one side of 0
+  // (or stay at 0) get exactly the step-by-step prox.
+  auto p = random_problem(3, 6, 0, 4, 4, 2);
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  const std::size_t W = p.dims.num_weights();
+  auto state = b.sag_create(*corpus);
+  std::vector<double> w0(W);
+  for (std::size_t j = 0; j < W; ++j) w0[j] = (j % 3 == 0) ? 0.0 : (j % 2 ? 5.0 : -5.0);
+  auto w = to_backend(b, w0);
+  std::vector<double> dh(W);
+  for (std::size_t j = 0; j < W; ++j) dh[j] = 0.01 * double(int(j % 7) - 3);
+  auto d = to_backend(b, dh);
+  std::vector<double> we = w0;
+  for (int k = 0; k < 6; ++k) {
+    const double a = 0.99, bb = 0.1, tau = 0.05;
+    b.sag_step(*state, a, bb, tau, *w, *d);
+    for (std::size_t j = 0; j < W; ++j) {
+      const double x = a * we[j] - bb * dh[j];
+      we[j] = std::fabs(x) > tau ? std::copysign(std::fabs(x) - tau, x) : 0.0;
+    }
+  }
+  b.sag_flush(*state, *w, *d);
+  EXPECT_LT(max_abs_diff(to_host(b, *w), we), 1e-12);
+}
+
+// ---- the trainers ----------------------------------------------------------------------------
+
+class SagSampling : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SagSampling, ReachesLbfgsOptimum) {
+  auto p = random_problem(4, 30, 2, 40, 8, 7);
+  const double c2 = 1.0;
+  auto ref = run_trainer("lbfgs", p, 0.0, c2, 1, lbfgs_tight());
+  auto r = run_trainer("sag", p, 0.0, c2, 1, sag_options(GetParam()));
+  EXPECT_LT(r.epochs, 400) << "did not meet the stopping test";
+  EXPECT_NEAR(r.f, ref.f, 1e-7 * ref.f);
+  EXPECT_LT(max_abs_diff(r.w, ref.w), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sag, SagSampling, ::testing::Values("uniform", "lipschitz", "mixed"));
+
+TEST(Sag, SagaReachesLbfgsOptimum) {
+  auto p = random_problem(4, 30, 2, 40, 8, 8);
+  const double c2 = 1.0;
+  auto ref = run_trainer("lbfgs", p, 0.0, c2, 1, lbfgs_tight());
+  for (const char* s : {"uniform", "mixed"}) {
+    auto r = run_trainer("saga", p, 0.0, c2, 1, sag_options(s));
+    EXPECT_LT(r.epochs, 400) << s;
+    EXPECT_NEAR(r.f, ref.f, 1e-7 * ref.f) << s;
+    EXPECT_LT(max_abs_diff(r.w, ref.w), 1e-5) << s;
+  }
+}
+
+TEST(Sag, MiniBatchesReachLbfgsOptimum) {
+  auto p = random_problem(4, 30, 0, 40, 8, 9);
+  const double c2 = 1.0;
+  auto ref = run_trainer("lbfgs", p, 0.0, c2, 1, lbfgs_tight());
+  auto o = sag_options("mixed");
+  o.batch_size = 4;
+  auto r = run_trainer("sag", p, 0.0, c2, 2, o);
+  EXPECT_NEAR(r.f, ref.f, 1e-7 * ref.f);
+  EXPECT_LT(max_abs_diff(r.w, ref.w), 1e-5);
+}
+
+TEST(Sag, L1KeepsExactZerosAndReachesOwlqnObjective) {
+  auto p = random_problem(4, 40, 2, 40, 8, 9);
+  const double c1 = 0.8, c2 = 0.5;
+  auto ref = run_trainer("owlqn", p, c1, c2, 1, lbfgs_tight());
+  for (const char* algo : {"sag", "saga"}) {
+    auto r = run_trainer(algo, p, c1, c2, 1, sag_options("mixed"));
+    EXPECT_NEAR(r.f, ref.f, 1e-6 * ref.f) << algo;
+    std::size_t zeros = 0, ref_zeros = 0, agree = 0;
+    for (std::size_t j = 0; j < r.w.size(); ++j) {
+      zeros += r.w[j] == 0.0;
+      ref_zeros += ref.w[j] == 0.0;
+      agree += (r.w[j] == 0.0) == (ref.w[j] == 0.0);
+    }
+    EXPECT_GT(zeros, r.w.size() / 4) << algo << ": L1 should leave exact zeros";
+    EXPECT_GE(double(agree), 0.98 * double(r.w.size())) << algo;
+    EXPECT_LT(max_abs_diff(r.w, ref.w), 1e-4) << algo;
+  }
+}
+
+TEST(Sag, SameSeedSameModelOtherSeedOtherPath) {
+  auto p = random_problem(4, 30, 2, 30, 8, 11);
+  auto o = sag_options("mixed");
+  o.max_epochs = 3;
+  auto r1 = run_trainer("sag", p, 0.0, 0.5, 1, o);
+  auto r2 = run_trainer("sag", p, 0.0, 0.5, 1, o);
+  EXPECT_EQ(r1.w, r2.w);
+  o.seed = 4;
+  auto r3 = run_trainer("sag", p, 0.0, 0.5, 1, o);
+  EXPECT_NE(r1.w, r3.w);
+}
+
+TEST(Sag, IdenticalForAnyThreadCount) {
+  auto p = random_problem(5, 40, 3, 40, 10, 12);
+  for (const char* algo : {"sag", "saga"}) {
+    auto o = sag_options("mixed");
+    o.max_epochs = 3;
+    o.batch_size = 3;
+    auto r1 = run_trainer(algo, p, 0.2, 0.5, 1, o);
+    auto r3 = run_trainer(algo, p, 0.2, 0.5, 3, o);
+    EXPECT_EQ(r1.w, r3.w) << algo;
+  }
+}
+
+TEST(Sag, CountsPassesAndReportsEveryEpoch) {
+  auto p = random_problem(4, 20, 0, 20, 6, 13);
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  Objective obj(b, *corpus, 0.0, 0.5);
+  auto w = b.vector(p.dims.num_weights());
+  auto o = sag_options("uniform");
+  o.max_epochs = 5;
+  o.epsilon = 0;
+  std::vector<Progress> log;
+  find_trainer("sag").make()->train(obj, *w, o, [&](const Progress& pr, const Vector&) {
+    log.push_back(pr);
+    return true;
+  });
+  ASSERT_EQ(log.size(), 5u);
+  for (std::size_t e = 0; e < log.size(); ++e) {
+    EXPECT_EQ(log[e].iteration, int(e + 1));
+    // One forward-backward per sentence and epoch, plus the line-search forward passes; the
+    // monitoring pass is not counted.
+    EXPECT_GE(log[e].passes, double(e + 1) - 1e-12);
+    EXPECT_LT(log[e].passes, 3.0 * double(e + 1));
+    if (e > 0) {
+      EXPECT_LT(log[e].objective, log[0].objective);
+    }
+  }
+  EXPECT_DOUBLE_EQ(obj.passes(), log.back().passes);
+}
+
+TEST(Sag, RejectsBadOptions) {
+  auto p = random_problem(3, 10, 0, 5, 4, 14);
+  auto expect_error = [&](TrainOptions o, const char* what) {
+    try {
+      run_trainer("sag", p, 0.0, 0.5, 1, o);
+      FAIL() << "expected an error mentioning " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  TrainOptions o;
+  o.sampling = "importance";
+  expect_error(o, "unknown sampling 'importance'");
+  o = TrainOptions();
+  o.batch_size = 0;
+  expect_error(o, "batch_size");
+  o = TrainOptions();
+  o.max_epochs = 0;
+  expect_error(o, "max_epochs");
+}
+
+}  // namespace
+}  // namespace crfx
