@@ -1,7 +1,12 @@
 // crfx — the CUDA library's host-facing API. Plain C++: host/ includes this, never a CUDA header.
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
+
+#include "crfx/backend.hpp"
 
 namespace crfx::cuda {
 
@@ -13,5 +18,22 @@ std::string device_description(int device);
 /// Runs a small kernel on `device` and checks its result on the host; false with the reason in
 /// `why` when the device cannot run this build's kernels (e.g. no code for its architecture).
 bool self_test(int device, std::string* why);
+
+/// Settings of the CUDA backend.
+struct CudaBackendConfig {
+  int device = 0;
+  /// Upper bound on the tokens one chunk of evaluate()/viterbi()/marginals() holds (0 = as many
+  /// as the device memory budget allows). Tests lower it to exercise chunking; the results do
+  /// not depend on it except through the order of the gradient additions between chunks.
+  std::size_t max_chunk_tokens = 0;
+  /// Makes the host (CPU) backend that the SAG / SAGA primitives are delegated to (host mirrors
+  /// of w and d, copied per call — correct, not fast; see docs/ARCHITECTURE.md). Without it the
+  /// SAG primitives throw Error.
+  std::function<BackendPtr(const Dims&)> host_backend;
+};
+
+/// The CUDA backend (double precision, deterministic). Throws Error when the device cannot be
+/// used or the model does not fit (e.g. more than 4096 labels).
+std::unique_ptr<Backend> make_cuda_backend(const Dims& dims, const CudaBackendConfig& config = {});
 
 }  // namespace crfx::cuda

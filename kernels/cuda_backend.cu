@@ -1,0 +1,1705 @@
+// crfx — the CUDA backend: every Backend primitive on one GPU, in double precision.
+//
+// The pipeline of one chunk of evaluate() (kernels in this file, names after the maths):
+//
+//   span ──plan (host)──▶ chunk: sentences [begin, end), rows = their tokens in span order
+//     fill_rows        row → token, row has edge items, token → row (token_slot, gradient only)
+//     emissions        S [rows][L] = X·W                     (thread per (row, y))
+//     edge_matrices    τ_t [rows][L][L] = τ + Σ_e x_e·W_e    (rows with edge items, E > 0)
+//     forward_backward one block per sentence, threads over labels, longest sentences first:
+//                      log α, log Z, loss, log β, node marginals − 1(gold) [rows][L],
+//                      Σ_t pairwise marginals − gold counts [sentences][L][L], and at rows with
+//                      edge items p_t(y', y) − 1(gold) written over τ_t
+//     gather_state     g[a·L + y] += scale · Σ_{occurrences of a, token order} x · delta
+//     gather_edge      the same for edge attributes over [L][L]
+//     trans_partial /  transitions: Σ over sentences by a fixed two-level tree
+//     trans_final
+//     reset_slots
+//
+// Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
+// the transposed CSR (attribute → occurrences, built once at upload in token order), the
+// transition sum is a fixed-shape tree over sentences, per-sentence losses are added on the host
+// in span order, and the vector reductions use cub::BlockReduce in a fixed grid whose shape
+// depends only on the vector length (so results are bitwise reproducible run to run and even
+// across GPUs — stronger than cub::DeviceReduce, which is deterministic only for a given size
+// *and* GPU because its grid follows the SM count).
+//
+// Numerics: log space throughout. The forward and backward recursions use the max-shifted
+// exp-space product of DESIGN.md (L exps + L² FMAs per position, E = exp(τ − τ_max)) and redo an
+// entry exactly in log space (L exps) whenever its sum falls below kTiny, so extreme weights are
+// handled exactly. Pairwise marginals are computed entry by entry in log space (exact).
+// Emissions and per-position edge matrices are accumulated with explicit round-to-nearest
+// multiply and add (no FMA contraction), in the CPU's order, so that they are bitwise equal to
+// the CPU's: Viterbi then makes the same choices on ties as the CPU (smallest label id).
+//
+// Precision: double throughout, the path checked against the CPU double reference. A float path
+// would go in the emission and forward-backward kernels (float S, log α/β; double accumulators
+// for log Z, losses and the gather sums), selected per backend; the gathers, tree sums and the
+// vector algebra would stay double.
+//
+// Memory: the corpus (CSR, its transpose, labels, offsets) is uploaded once; one workspace arena
+// per backend, sized at upload time from the corpus and the free device memory, holds every
+// per-chunk buffer; nothing is allocated inside evaluate()/viterbi()/marginals(). A span larger
+// than the workspace is split into chunks of whole sentences; a single sentence that cannot fit
+// raises crfx::Error with the amount of memory needed.
+#include <cuda_runtime.h>
+#include <math_constants.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cub/block/block_reduce.cuh>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+#include "cuda_api.hpp"
+#include "cuda_check.cuh"
+
+namespace crfx::cuda {
+namespace {
+
+constexpr std::uint32_t kMaxLabels = 4096;  // the forward-backward block keeps [L] in shared memory
+constexpr double kTiny = 1e-200;            // below: redo the entry exactly in log space
+constexpr int kMapThreads = 256;
+constexpr int kRedThreads = 256;
+constexpr int kRedBlocks = 512;             // fixed reduction grid (fewer for short vectors)
+constexpr int kGatherWarps = 8;             // warps per block in the gathers
+constexpr unsigned kTransGroup = 32;        // sentences per leaf of the transition tree
+constexpr std::size_t kSharedLimit = 48 * 1024;
+
+// ---- RAII device memory ----------------------------------------------------------------------
+
+/// Move-only owner of a device array of T. resize() discards the contents.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n) { resize(n); }
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  void resize(std::size_t n) {
+    if (n == n_) return;
+    release();
+    if (n) CRFX_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+    n_ = n;
+  }
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  void release() noexcept {
+    if (p_) cudaFree(p_);  // no throw from a destructor; a failed free leaks nothing we can fix
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+template <class T>
+void upload_vector(DeviceBuffer<T>& d, const std::vector<T>& h, cudaStream_t s) {
+  d.resize(h.size());
+  if (!h.empty())
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+}
+
+unsigned grid_for(std::size_t n, int threads, std::size_t max_blocks = 65535u * 32) {
+  return unsigned(std::max<std::size_t>(1, std::min<std::size_t>((n + threads - 1) / threads, max_blocks)));
+}
+
+double mib(std::size_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+
+// ---- element-wise maps (vector algebra, OWL-QN) ----------------------------------------------
+
+template <class F>
+__global__ void map_kernel(std::size_t n, F f) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    f(i);
+}
+
+template <class F>
+void launch_map(std::size_t n, F f, cudaStream_t s) {
+  if (n == 0) return;
+  map_kernel<<<grid_for(n, kMapThreads), kMapThreads, 0, s>>>(n, f);
+  CRFX_CUDA_CHECK_LAUNCH();
+}
+
+struct FillOp {
+  double* x;
+  double v;
+  __device__ void operator()(std::size_t i) const { x[i] = v; }
+};
+struct ScaleOp {
+  double* x;
+  double a;
+  __device__ void operator()(std::size_t i) const { x[i] *= a; }
+};
+struct AxpyOp {
+  const double* x;
+  double* y;
+  double a;
+  __device__ void operator()(std::size_t i) const { y[i] += a * x[i]; }
+};
+struct AxpbyOp {
+  const double* x;
+  double* y;
+  double a, b;
+  __device__ void operator()(std::size_t i) const { y[i] = a * x[i] + b * y[i]; }
+};
+struct SubOp {
+  const double* x;
+  const double* y;
+  double* out;
+  __device__ void operator()(std::size_t i) const { out[i] = x[i] - y[i]; }
+};
+// OWL-QN (Andrew & Gao 2007, §3.1–3.2), as CpuBackend.
+struct PseudoGradientOp {
+  const double* w;
+  const double* g;
+  double* pg;
+  double c1;
+  __device__ void operator()(std::size_t i) const {
+    const double wi = w[i], gi = g[i];
+    double p;
+    if (wi < 0) p = gi - c1;
+    else if (wi > 0) p = gi + c1;
+    else if (gi + c1 < 0) p = gi + c1;  // right derivative negative
+    else if (gi - c1 > 0) p = gi - c1;  // left derivative positive
+    else p = 0;
+    pg[i] = p;
+  }
+};
+struct ConstrainOp {
+  const double* pg;
+  double* d;
+  __device__ void operator()(std::size_t i) const {
+    if (d[i] * pg[i] >= 0) d[i] = 0;
+  }
+};
+struct ProjectOp {
+  const double* w0;
+  const double* pg;
+  double* w;
+  __device__ void operator()(std::size_t i) const {
+    const double orthant = w0[i] != 0 ? w0[i] : -pg[i];
+    if (w[i] * orthant <= 0) w[i] = 0;
+  }
+};
+
+// Sparse primitives of the stochastic trainers (entries distinct: no races), as CpuBackend.
+struct GatherOp {
+  const std::size_t* idx;
+  double* val;
+  const double* w;
+  __device__ void operator()(std::size_t j) const { val[j] = w[idx[j]]; }
+};
+struct TakeOp {  // val = G[idx], G[idx] = 0 (the dense scratch stays all-zero)
+  const std::size_t* idx;
+  double* val;
+  double* G;
+  __device__ void operator()(std::size_t j) const {
+    val[j] = G[idx[j]];
+    G[idx[j]] = 0.0;
+  }
+};
+struct ScatterOp {
+  const std::size_t* idx;
+  const double* val;
+  double* w;
+  __device__ void operator()(std::size_t j) const { w[idx[j]] = val[j]; }
+};
+struct SparseAxpyOp {
+  const std::size_t* idx;
+  const double* val;
+  double* y;
+  double a;
+  __device__ void operator()(std::size_t j) const { y[idx[j]] += a * val[j]; }
+};
+struct LazyDecayOp {
+  const std::size_t* idx;  // null: dense (i = j)
+  double* w;
+  double* stamp;
+  const double* rate;  // null: w *= exp(clock − stamp)
+  double clock, coef;
+  __device__ void operator()(std::size_t j) const {
+    const std::size_t i = idx ? idx[j] : j;
+    if (stamp[i] == clock) return;
+    w[i] *= rate ? pow(1.0 - coef * rate[i], clock - stamp[i]) : exp(clock - stamp[i]);
+    stamp[i] = clock;
+  }
+};
+struct SgdL1Op {  // Tsuruoka et al. 2009 cumulative L1 (seed 000 §3.3)
+  const std::size_t* idx;
+  const double* g;
+  double* w;
+  double* q;
+  double eta, u;
+  __device__ void operator()(std::size_t j) const {
+    const std::size_t i = idx[j];
+    double wi = w[i] - eta * g[j];
+    if (q) {
+      const double z = wi;
+      if (wi > 0) wi = fmax(0.0, wi - (u + q[i]));
+      else if (wi < 0) wi = fmin(0.0, wi + (u - q[i]));
+      q[i] += wi - z;
+    }
+    w[i] = wi;
+  }
+};
+struct AdfStepOp {  // Sun et al. 2012
+  const std::size_t* idx;
+  const double* g;
+  double* w;
+  const double* rate;
+  double* count;
+  __device__ void operator()(std::size_t j) const {
+    const std::size_t i = idx[j];
+    w[i] -= rate[i] * g[j];
+    count[i] += 1.0;
+  }
+};
+struct AdfRatesOp {
+  double* rate;
+  double* count;
+  double window, alpha, beta;
+  __device__ void operator()(std::size_t i) const {
+    const double u = count[i] / window;
+    rate[i] *= alpha - u * (alpha - beta);
+    count[i] = 0.0;
+  }
+};
+struct PenaltyTerm {
+  const double* v;
+  double c1, c2;
+  __device__ double operator()(std::size_t j) const { return c1 * fabs(v[j]) + c2 * v[j] * v[j]; }
+};
+
+// ---- deterministic reductions ------------------------------------------------------------------
+// Pass 1: a fixed grid (its size a function of n only) of kRedThreads-thread blocks; thread k
+// folds elements k, k + stride, … in order, then cub::BlockReduce (a fixed shuffle/shared-memory
+// tree) gives one partial per block. Pass 2: one block folds the partials the same way.
+
+struct SumOp {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+struct DotTerm {
+  const double* x;
+  const double* y;
+  __device__ double operator()(std::size_t i) const { return x[i] * y[i]; }
+};
+struct AbsTerm {
+  const double* x;
+  __device__ double operator()(std::size_t i) const { return fabs(x[i]); }
+};
+struct NonzeroTerm {
+  const double* x;
+  __device__ double operator()(std::size_t i) const { return x[i] != 0.0 ? 1.0 : 0.0; }
+};
+
+template <class F, class Op>
+__global__ void __launch_bounds__(kRedThreads) reduce_pass1(std::size_t n, F f, Op op, double init,
+                                                            double* partial) {
+  using BlockReduce = cub::BlockReduce<double, kRedThreads>;
+  __shared__ typename BlockReduce::TempStorage tmp;
+  double acc = init;
+  for (std::size_t i = blockIdx.x * std::size_t(kRedThreads) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * kRedThreads)
+    acc = op(acc, f(i));
+  const double r = BlockReduce(tmp).Reduce(acc, op);
+  if (threadIdx.x == 0) partial[blockIdx.x] = r;
+}
+
+template <class Op>
+__global__ void __launch_bounds__(kRedThreads) reduce_pass2(unsigned m, const double* partial, Op op,
+                                                            double init, double* out) {
+  using BlockReduce = cub::BlockReduce<double, kRedThreads>;
+  __shared__ typename BlockReduce::TempStorage tmp;
+  double acc = init;
+  for (unsigned i = threadIdx.x; i < m; i += kRedThreads) acc = op(acc, partial[i]);
+  const double r = BlockReduce(tmp).Reduce(acc, op);
+  if (threadIdx.x == 0) *out = r;
+}
+
+// ---- block helpers (blockDim.x a multiple of 32, ≤ 1024) -------------------------------------
+
+__device__ double block_max(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();  // `red` may still be read from the previous call
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  double r = red[0];
+  for (unsigned w = 1; w < (blockDim.x >> 5); ++w) r = fmax(r, red[w]);
+  return r;
+}
+
+/// Fixed-shape sum (lane 0 of each warp after the butterfly, then warps in order).
+__device__ double block_sum(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  double r = red[0];
+  for (unsigned w = 1; w < (blockDim.x >> 5); ++w) r += red[w];
+  return r;
+}
+
+/// One-pass log Σ exp over a strided sequence v(k), k < n (exact, L exps).
+template <class F>
+__device__ double log_sum_exp_seq(int n, F v) {
+  const double ninf = -CUDART_INF;
+  double mx = ninf, s = 0;
+  for (int k = 0; k < n; ++k) {
+    const double x = v(k);
+    if (x == ninf) continue;
+    if (x > mx) {
+      s = s * exp(mx - x) + 1.0;
+      mx = x;
+    } else {
+      s += exp(x - mx);
+    }
+  }
+  return mx == ninf ? ninf : mx + log(s);
+}
+
+// ---- corpus and chunk views ----------------------------------------------------------------
+
+struct ChunkView {
+  const std::uint32_t* sent;   // [n] sentence ids, span order
+  const std::size_t* slots;    // [n+1] first row of each sentence
+  const std::uint32_t* order;  // [n] block → chunk sentence (longest first: the length buckets)
+};
+
+__device__ bool row_has_edge(const std::size_t* edge_off, std::size_t tok, std::size_t t) {
+  return edge_off != nullptr && t > 0 && edge_off[tok + 1] > edge_off[tok];
+}
+
+/// Block per chunk sentence: row → token, row has edge items, and token → row.
+__global__ void fill_rows_kernel(ChunkView ch, const std::size_t* sent_off, const std::size_t* edge_off,
+                                 std::size_t* row_token, std::uint8_t* row_edge, int* token_slot) {
+  const unsigned i = blockIdx.x;
+  const std::size_t tok0 = sent_off[ch.sent[i]], T = sent_off[ch.sent[i] + 1] - tok0;
+  const std::size_t r0 = ch.slots[i];
+  for (std::size_t t = threadIdx.x; t < T; t += blockDim.x) {
+    row_token[r0 + t] = tok0 + t;
+    row_edge[r0 + t] = row_has_edge(edge_off, tok0 + t, t) ? 1 : 0;
+    if (token_slot) token_slot[tok0 + t] = int(r0 + t);
+  }
+}
+
+__global__ void reset_slots_kernel(std::size_t rows, const std::size_t* row_token, int* token_slot) {
+  for (std::size_t r = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; r < rows;
+       r += std::size_t(gridDim.x) * blockDim.x)
+    token_slot[row_token[r]] = -1;
+}
+
+/// S[r][y] = Σ_k x_k · W[a_k·L + y] over the token's items in CSR order, without FMA contraction
+/// (bitwise the CPU's sum).
+__global__ void emission_kernel(int L, std::size_t rows, const std::size_t* row_token,
+                                const std::size_t* state_off, const std::uint32_t* ids,
+                                const double* vals, const double* W, double* S) {
+  const std::size_t n = rows * std::size_t(L);
+  for (std::size_t idx = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; idx < n;
+       idx += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t r = idx / L, y = idx - r * L;
+    const std::size_t tok = row_token[r];
+    double acc = 0;
+    for (std::size_t k = state_off[tok]; k < state_off[tok + 1]; ++k)
+      acc = __dadd_rn(acc, __dmul_rn(vals[k], W[std::size_t(ids[k]) * L + y]));
+    S[idx] = acc;
+  }
+}
+
+/// Block per row with edge items: τ_t = τ + Σ_k x_k · W_e[k] (CPU order, no FMA contraction).
+__global__ void edge_matrix_kernel(int L, const std::size_t* row_token, const std::uint8_t* row_edge,
+                                   const std::size_t* edge_off, const std::uint32_t* ids,
+                                   const double* vals, const double* trans, const double* WE,
+                                   double* M) {
+  const std::size_t r = blockIdx.x;
+  if (!row_edge[r]) return;
+  const std::size_t LL = std::size_t(L) * L, tok = row_token[r];
+  double* out = M + r * LL;
+  for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) {
+    double acc = trans[j];
+    for (std::size_t k = edge_off[tok]; k < edge_off[tok + 1]; ++k)
+      acc = __dadd_rn(acc, __dmul_rn(vals[k], WE[std::size_t(ids[k]) * LL + j]));
+    out[j] = acc;
+  }
+}
+
+/// One block: τ_max = max τ (0 when not finite), E = exp(τ − τ_max), Eᵀ.
+__global__ void prepare_kernel(int L, const double* trans, double* E, double* Et, double* tmax_out) {
+  __shared__ double red[32];
+  const std::size_t LL = std::size_t(L) * L;
+  double m = -CUDART_INF;
+  for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) m = fmax(m, trans[j]);
+  double tmax = block_max(m, red);
+  if (!isfinite(tmax)) tmax = 0;
+  for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) {
+    const double e = exp(trans[j] - tmax);
+    const std::size_t yp = j / L, y = j - yp * L;
+    E[j] = e;
+    Et[y * L + yp] = e;
+  }
+  if (threadIdx.x == 0) *tmax_out = tmax;
+}
+
+// ---- forward-backward ------------------------------------------------------------------------
+
+struct FbParams {
+  int L;
+  const std::size_t* sent_off;  // corpus [S+1]
+  const std::size_t* edge_off;  // corpus [N+1], null when E == 0
+  const std::uint32_t* labels;  // corpus [N] gold labels
+  ChunkView ch;
+  const double* S;      // [rows][L] emissions
+  const double* trans;  // [L][L] τ (zeros when transitions are off)
+  const double* E;      // [L][L] exp(τ − τ_max)
+  const double* Et;     // [L][L] Eᵀ
+  const double* tmax;   // τ_max (device scalar)
+  double* edge;         // [rows][L][L]: in τ_t at rows with edge items; out p_t − 1(gold) (pair mode); or null
+  double* la;           // [rows][L] log α, log domain
+  double* lb;           // [rows][L] log β, log domain
+  double* node;         // [rows][L] out: p_t(y) (− 1(gold) in gold mode), or null
+  double* pair;         // [n][L][L] out: Σ_{t≥1} p_t(y', y) − gold counts, or null
+  double* result;       // [n] out: log Z − score(gold) in gold mode, else log Z
+  bool gold;            // labels known: loss and deltas
+  bool backward;        // run the backward pass (node/pair outputs)
+  bool shared_E;        // copy E, Eᵀ into shared memory (when 2·L² doubles fit)
+};
+
+/// One block per sentence; thread y handles labels y, y + blockDim, … . Dynamic shared memory:
+/// vec [L], red [32], then E, Eᵀ [L][L] each when shared_E.
+__global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
+  extern __shared__ double smem[];
+  const int L = p.L;
+  const std::size_t LL = std::size_t(L) * L;
+  const int tid = threadIdx.x, nth = blockDim.x;
+  double* vec = smem;
+  double* red = smem + L;
+  const double* E = p.E;
+  const double* Et = p.Et;
+  if (p.shared_E) {
+    double* sE = red + 32;
+    double* sEt = sE + LL;
+    for (std::size_t j = tid; j < LL; j += nth) {
+      sE[j] = p.E[j];
+      sEt[j] = p.Et[j];
+    }
+    E = sE;
+    Et = sEt;
+    __syncthreads();
+  }
+  const double tmax = *p.tmax;
+  const unsigned i = p.ch.order[blockIdx.x];
+  const std::uint32_t sid = p.ch.sent[i];
+  const std::size_t tok0 = p.sent_off[sid], T = p.sent_off[sid + 1] - tok0;
+  if (T == 0) {
+    if (tid == 0) p.result[i] = 0;
+    if (p.pair)
+      for (std::size_t j = tid; j < LL; j += nth) p.pair[std::size_t(i) * LL + j] = 0;
+    return;
+  }
+  const std::size_t r0 = p.ch.slots[i];
+  const double* S = p.S + r0 * L;
+  double* la = p.la + r0 * L;
+  double* lb = p.lb + r0 * L;
+  auto edge_at = [&](std::size_t t) -> double* {
+    return p.edge && row_has_edge(p.edge_off, tok0 + t, t) ? p.edge + (r0 + t) * LL : nullptr;
+  };
+
+  // Forward: log α_t(y) = s_t(y) + log Σ_y' exp(log α_{t−1}(y') + τ_t(y', y)).
+  for (int y = tid; y < L; y += nth) la[y] = S[y];
+  __syncthreads();
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* ap = la + (t - 1) * L;
+    double* at = la + t * L;
+    const double* st = S + t * L;
+    const double* M = edge_at(t);
+    if (M) {  // per-position matrix: exact log space
+      for (int y = tid; y < L; y += nth)
+        at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] + M[std::size_t(yp) * L + y]; });
+    } else {  // shared matrix: m + τ_max + log Σ_y' exp(log α − m) · E(y', y)
+      double mloc = -CUDART_INF;
+      for (int y = tid; y < L; y += nth) mloc = fmax(mloc, ap[y]);
+      const double m = block_max(mloc, red);
+      for (int y = tid; y < L; y += nth) vec[y] = exp(ap[y] - m);
+      __syncthreads();
+      for (int y = tid; y < L; y += nth) {
+        double sum = 0;
+        for (int yp = 0; yp < L; ++yp) sum += vec[yp] * E[std::size_t(yp) * L + y];
+        if (sum > kTiny && isfinite(m)) {
+          at[y] = st[y] + (m + tmax + log(sum));
+        } else {
+          const double* tr = p.trans;
+          at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] + tr[std::size_t(yp) * L + y]; });
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // log Z = log Σ_y exp(log α_{T−1}(y)).
+  const double* aT = la + (T - 1) * L;
+  double mloc = -CUDART_INF;
+  for (int y = tid; y < L; y += nth) mloc = fmax(mloc, aT[y]);
+  const double mz = block_max(mloc, red);
+  double sloc = 0;
+  for (int y = tid; y < L; y += nth) sloc += exp(aT[y] - mz);
+  const double total = block_sum(sloc, red);
+  const double log_z = isfinite(mz) ? mz + log(total) : mz;
+
+  // Score of the gold path (before τ_t is overwritten by the deltas), one thread, in t order.
+  if (tid == 0) {
+    double score = 0;
+    if (p.gold) {
+      const std::uint32_t* g = p.labels + tok0;
+      for (std::size_t t = 0; t < T; ++t) {
+        score += S[t * L + g[t]];
+        if (t > 0) {
+          const double* M = edge_at(t);
+          score += (M ? M : p.trans)[std::size_t(g[t - 1]) * L + g[t]];
+        }
+      }
+    }
+    p.result[i] = log_z - score;
+  }
+  if (!p.backward) return;
+
+  // Backward: log β_{t−1}(y') = log Σ_y exp(τ_t(y', y) + s_t(y) + log β_t(y)); marginals.
+  double* pair = p.pair ? p.pair + std::size_t(i) * LL : nullptr;
+  if (pair)
+    for (std::size_t j = tid; j < LL; j += nth) pair[j] = 0;
+  for (int y = tid; y < L; y += nth) lb[(T - 1) * L + y] = 0;
+  __syncthreads();
+  auto node = [&](std::size_t t) {
+    if (!p.node) return;
+    const std::uint32_t g = p.gold ? p.labels[tok0 + t] : 0xffffffffu;
+    double* out = p.node + (r0 + t) * L;
+    for (int y = tid; y < L; y += nth) {
+      const double v = exp(la[t * L + y] + lb[t * L + y] - log_z);
+      out[y] = std::uint32_t(y) == g ? v - 1.0 : v;
+    }
+  };
+  node(T - 1);
+  for (std::size_t t = T - 1; t > 0; --t) {
+    const double* bt = lb + t * L;
+    const double* st = S + t * L;
+    double* bp = lb + (t - 1) * L;
+    double* M = edge_at(t);
+    if (M) {
+      for (int yp = tid; yp < L; yp += nth) {
+        const double* row = M + std::size_t(yp) * L;
+        bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y]; });
+      }
+    } else {
+      double ml = -CUDART_INF;
+      for (int y = tid; y < L; y += nth) ml = fmax(ml, st[y] + bt[y]);
+      const double m = block_max(ml, red);
+      for (int y = tid; y < L; y += nth) vec[y] = exp(st[y] + bt[y] - m);
+      __syncthreads();
+      for (int yp = tid; yp < L; yp += nth) {
+        double sum = 0;
+        for (int y = 0; y < L; ++y) sum += Et[std::size_t(y) * L + yp] * vec[y];
+        if (sum > kTiny && isfinite(m)) {
+          bp[yp] = m + tmax + log(sum);
+        } else {
+          const double* row = p.trans + std::size_t(yp) * L;
+          bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y]; });
+        }
+      }
+    }
+    __syncthreads();  // log β_{t−1} complete; every read of τ_t for it is done
+    if (pair) {
+      // p_t(y', y) = exp(log α_{t−1}(y') + τ_t(y', y) + s_t(y) + log β_t(y) − log Z), exact.
+      const double* ap = la + (t - 1) * L;
+      const std::size_t gj = p.gold ? std::size_t(p.labels[tok0 + t - 1]) * L + p.labels[tok0 + t] : LL;
+      for (std::size_t j = tid; j < LL; j += nth) {
+        const std::size_t yp = j / L, y = j - yp * L;
+        const double tau = M ? M[j] : p.trans[j];
+        const double pr = exp(ap[yp] + tau + st[y] + bt[y] - log_z);
+        const double d = j == gj ? pr - 1.0 : pr;
+        pair[j] += d;
+        if (M) M[j] = d;
+      }
+    }
+    node(t - 1);
+    __syncthreads();
+  }
+}
+
+// ---- Viterbi -------------------------------------------------------------------------------
+
+struct ViterbiParams {
+  int L;
+  const std::size_t* sent_off;
+  const std::size_t* edge_off;
+  ChunkView ch;
+  const double* S;      // [rows][L]
+  const double* trans;  // [L][L]
+  const double* edge;   // [rows][L][L] or null
+  double* d;            // [rows][L] best path score ending in (t, y)
+  std::uint32_t* back;  // [rows][L] argmax predecessor
+  std::uint32_t* out;   // [rows] labels
+};
+
+/// Block per sentence, threads over labels; the CPU's loop order and strict comparisons, so ties
+/// go to the smallest label id at every step and at the end.
+__global__ void viterbi_kernel(ViterbiParams p) {
+  const int L = p.L;
+  const std::size_t LL = std::size_t(L) * L;
+  const int tid = threadIdx.x, nth = blockDim.x;
+  const unsigned i = p.ch.order[blockIdx.x];
+  const std::uint32_t sid = p.ch.sent[i];
+  const std::size_t tok0 = p.sent_off[sid], T = p.sent_off[sid + 1] - tok0;
+  if (T == 0) return;
+  const std::size_t r0 = p.ch.slots[i];
+  const double* S = p.S + r0 * L;
+  double* d = p.d + r0 * L;
+  std::uint32_t* back = p.back + r0 * L;
+  for (int y = tid; y < L; y += nth) d[y] = S[y];
+  __syncthreads();
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* M = p.edge && row_has_edge(p.edge_off, tok0 + t, t) ? p.edge + (r0 + t) * LL : p.trans;
+    const double* dp = d + (t - 1) * L;
+    for (int yc = tid; yc < L; yc += nth) {
+      double best = -CUDART_INF;
+      std::uint32_t arg = 0;
+      for (int yp = 0; yp < L; ++yp) {
+        const double v = dp[yp] + M[std::size_t(yp) * L + yc];
+        if (v > best) {  // strict: ties keep the smallest label id
+          best = v;
+          arg = std::uint32_t(yp);
+        }
+      }
+      d[t * L + yc] = best + S[t * L + yc];
+      back[t * L + yc] = arg;
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    double best = -CUDART_INF;
+    std::uint32_t arg = 0;
+    for (int y = 0; y < L; ++y)
+      if (d[(T - 1) * L + y] > best) {
+        best = d[(T - 1) * L + y];
+        arg = std::uint32_t(y);
+      }
+    std::uint32_t* out = p.out + r0;
+    out[T - 1] = arg;
+    for (std::size_t t = T - 1; t > 0; --t) {
+      arg = back[t * L + arg];
+      out[t - 1] = arg;
+    }
+  }
+}
+
+// ---- the marginal reduction ------------------------------------------------------------------
+
+/// Warp per (attribute, block of 32 columns): g[a·width + c] += scale · Σ x · delta[row][c] over
+/// the attribute's occurrences (token order) whose token is in the chunk. Occurrences are read
+/// 32 at a time and the active ones processed in lane order, so the sum order is fixed.
+__global__ void __launch_bounds__(kGatherWarps * 32)
+    gather_kernel(std::size_t num_attrs, std::size_t width, const std::size_t* occ_off,
+                  const std::uint32_t* occ_tok, const double* occ_val, const int* token_slot,
+                  const double* delta, double scale, double* G) {
+  const std::size_t col_blocks = (width + 31) / 32;
+  const std::size_t warp = (blockIdx.x * std::size_t(blockDim.x) + threadIdx.x) / 32;
+  if (warp >= num_attrs * col_blocks) return;  // warp-uniform
+  const int lane = threadIdx.x & 31;
+  const std::size_t a = warp / col_blocks, c = (warp - a * col_blocks) * 32 + lane;
+  const std::size_t b = occ_off[a], e = occ_off[a + 1];
+  double acc = 0;
+  bool touched = false;
+  for (std::size_t k0 = b; k0 < e; k0 += 32) {
+    const std::size_t k = k0 + lane;
+    int slot = -1;
+    double v = 0;
+    if (k < e) {
+      slot = token_slot[occ_tok[k]];
+      v = occ_val[k];
+    }
+    unsigned mask = __ballot_sync(0xffffffffu, slot >= 0);
+    touched |= mask != 0;
+    while (mask) {
+      const int src = __ffs(mask) - 1;
+      mask &= mask - 1;
+      const int s = __shfl_sync(0xffffffffu, slot, src);
+      const double x = __shfl_sync(0xffffffffu, v, src);
+      if (c < width) acc += x * delta[std::size_t(s) * width + c];
+    }
+  }
+  if (touched && c < width) G[a * width + c] += scale * acc;
+}
+
+/// Transition tree, level 1: partial[g][j] = Σ_{i in group g, in order} pair[i][j].
+__global__ void trans_partial_kernel(std::size_t LL, unsigned n, const double* pair, double* partial) {
+  const std::size_t j = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (j >= LL) return;
+  const unsigned groups = (n + kTransGroup - 1) / kTransGroup;
+  for (unsigned g = blockIdx.y; g < groups; g += gridDim.y) {
+    const unsigned b = g * kTransGroup, e = min(n, b + kTransGroup);
+    double s = 0;
+    for (unsigned i = b; i < e; ++i) s += pair[std::size_t(i) * LL + j];
+    partial[std::size_t(g) * LL + j] = s;
+  }
+}
+
+/// Level 2: G[j] += scale · Σ_g partial[g][j], groups in order.
+__global__ void trans_final_kernel(std::size_t LL, unsigned groups, const double* partial, double scale,
+                                   double* G) {
+  const std::size_t j = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (j >= LL) return;
+  double s = 0;
+  for (unsigned g = 0; g < groups; ++g) s += partial[std::size_t(g) * LL + j];
+  G[j] += scale * s;
+}
+
+// ---- backend objects -------------------------------------------------------------------------
+
+struct CudaVector final : Vector {
+  CudaVector(const void* owner, std::size_t n) : owner(owner), buf(n) {}
+  std::size_t size() const override { return buf.size(); }
+  const void* owner;
+  DeviceBuffer<double> buf;
+};
+
+struct CudaCorpus final : BackendCorpus {
+  const void* owner = nullptr;
+  Corpus host;  // host copy: support sets, feature differences, the SAG delegate
+  std::size_t S = 0, N = 0, max_len = 0;
+  std::vector<std::size_t> h_sent_off;  // [S+1] host copy (chunk planning)
+  std::vector<std::uint8_t> h_labeled;  // [S] every token has a gold label
+  DeviceBuffer<std::size_t> sent_off, state_off, edge_off;
+  DeviceBuffer<std::uint32_t> state_ids, edge_ids, labels;
+  DeviceBuffer<double> state_vals, edge_vals;
+  // Transposes (attribute → occurrences in token order); edge items at t = 0 are left out (no
+  // edge at the first position, as on the CPU).
+  DeviceBuffer<std::size_t> st_off, et_off;  // [A+1], [E+1]
+  DeviceBuffer<std::uint32_t> st_tok, et_tok;
+  DeviceBuffer<double> st_val, et_val;
+  DeviceBuffer<int> token_slot;  // [N] row of the token in the current chunk, −1 otherwise
+  std::size_t num_sentences() const override { return S; }
+  std::size_t num_tokens() const override { return N; }
+};
+
+/// A sparse vector on the device: nnz (index, value) pairs, indices strictly increasing;
+/// grow-only capacity (no allocation once the largest support has been seen).
+struct CudaSparse final : SparseVector {
+  explicit CudaSparse(const void* owner) : owner(owner) {}
+  std::size_t nnz() const override { return n; }
+  void reserve(std::size_t m) {
+    if (m <= index.size()) return;
+    const std::size_t cap = std::max(m, 2 * index.size());
+    index.resize(cap);
+    value.resize(cap);
+  }
+  const void* owner;
+  std::size_t n = 0;
+  std::size_t end = 0;  // last index + 1 (0 when empty), for the bounds check on the host
+  DeviceBuffer<std::size_t> index;
+  DeviceBuffer<double> value;
+};
+
+/// SAG / SAGA state: delegated to a host backend on mirrors of w and d (see CudaBackendConfig).
+struct CudaSag final : SagState {
+  BackendCorpusPtr corpus;  // host backend's copy of the corpus (outlives `state`)
+  SagStatePtr state;
+  VectorPtr w, d;  // host mirrors
+};
+
+/// Attribute → occurrences (token id, value), token order; `keep(tok)` filters tokens.
+template <class Keep>
+void transpose_csr(std::size_t num_attrs, const std::vector<std::size_t>& off,
+                   const std::vector<std::uint32_t>& ids, const std::vector<double>& vals, Keep keep,
+                   std::vector<std::size_t>& t_off, std::vector<std::uint32_t>& t_tok,
+                   std::vector<double>& t_val) {
+  const std::size_t N = off.size() - 1;
+  t_off.assign(num_attrs + 1, 0);
+  for (std::size_t tok = 0; tok < N; ++tok)
+    if (keep(tok))
+      for (std::size_t k = off[tok]; k < off[tok + 1]; ++k) ++t_off[ids[k] + 1];
+  for (std::size_t a = 0; a < num_attrs; ++a) t_off[a + 1] += t_off[a];
+  t_tok.resize(t_off[num_attrs]);
+  t_val.resize(t_off[num_attrs]);
+  std::vector<std::size_t> cur(t_off.begin(), t_off.end() - 1);
+  for (std::size_t tok = 0; tok < N; ++tok)
+    if (keep(tok))
+      for (std::size_t k = off[tok]; k < off[tok + 1]; ++k) {
+        const std::size_t pos = cur[ids[k]]++;
+        t_tok[pos] = std::uint32_t(tok);
+        t_val[pos] = vals[k];
+      }
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backend(dims), cfg_(cfg) {
+    if (dims.L == 0) throw Error("a model needs at least one label");
+    if (dims.L > kMaxLabels)
+      throw Error("the CUDA backend supports up to " + std::to_string(kMaxLabels) + " labels (model has " +
+                  std::to_string(dims.L) + "); use --device cpu");
+    CRFX_CUDA_CHECK(cudaSetDevice(cfg.device));
+    CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    name_ = "cuda:" + std::to_string(cfg.device) + " " + device_description(cfg.device);
+    const std::size_t LL = std::size_t(dims.L) * dims.L;
+    E_.resize(LL);
+    Et_.resize(LL);
+    zeros_.resize(LL);
+    tmax_.resize(1);
+    red_.resize(kRedBlocks + 1);
+    CRFX_CUDA_CHECK(cudaMemsetAsync(zeros_.get(), 0, LL * sizeof(double), stream_));
+    threads_ = int(std::min<std::size_t>(512, (dims.L + 31) / 32 * 32));
+    const std::size_t base_smem = (std::size_t(dims.L) + 32) * sizeof(double);
+    shared_E_ = base_smem + 2 * LL * sizeof(double) <= kSharedLimit;
+    smem_ = base_smem + (shared_E_ ? 2 * LL * sizeof(double) : 0);
+    sync();
+  }
+  ~CudaBackend() override {
+    if (stream_) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+  }
+
+  std::string name() const override { return name_; }
+
+  // ---- data ------------------------------------------------------------------------------
+  BackendCorpusPtr upload(const Corpus& c) override {
+    CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
+    const std::size_t N = c.num_tokens(), S = c.num_sentences();
+    if (N >= std::size_t(std::numeric_limits<int>::max()))
+      throw Error("the CUDA backend handles corpora of fewer than 2^31 tokens (" + std::to_string(N) + " given)");
+    for (auto a : c.state_ids)
+      if (a >= dims_.A) throw Error("internal: corpus attribute id beyond the model");
+    for (auto e : c.edge_ids)
+      if (e >= dims_.E) throw Error("internal: corpus edge attribute id beyond the model");
+    for (auto y : c.labels)
+      if (y != Corpus::kNoLabel && y >= dims_.L) throw Error("internal: corpus label beyond the model");
+    auto up = std::make_unique<CudaCorpus>();
+    up->owner = this;
+    up->S = S;
+    up->N = N;
+    up->host = c;
+    up->h_sent_off = c.sentence_offsets;
+    up->h_labeled.assign(S, 1);
+    std::vector<std::uint8_t> first(N, 0);  // token opens its sentence
+    for (std::size_t s = 0; s < S; ++s) {
+      up->max_len = std::max(up->max_len, c.length(s));
+      if (c.length(s)) first[c.sentence_offsets[s]] = 1;
+      for (std::size_t t = c.sentence_offsets[s]; t < c.sentence_offsets[s + 1]; ++t)
+        if (c.labels[t] == Corpus::kNoLabel) up->h_labeled[s] = 0;
+    }
+    std::vector<std::size_t> st_off, et_off;
+    std::vector<std::uint32_t> st_tok, et_tok;
+    std::vector<double> st_val, et_val;
+    transpose_csr(dims_.A, c.state_offsets, c.state_ids, c.state_values, [](std::size_t) { return true; },
+                  st_off, st_tok, st_val);
+    const bool edges = dims_.E > 0 && c.edge_offsets.size() == N + 1;
+    if (edges)
+      transpose_csr(dims_.E, c.edge_offsets, c.edge_ids, c.edge_values,
+                    [&](std::size_t tok) { return !first[tok]; }, et_off, et_tok, et_val);
+
+    // Device memory: the corpus, then the workspace (checked against what is free).
+    const std::size_t corpus_bytes =
+        (c.sentence_offsets.size() + c.state_offsets.size() + st_off.size() + et_off.size() +
+         (edges ? c.edge_offsets.size() : 0)) * sizeof(std::size_t) +
+        (c.state_ids.size() + st_tok.size() + c.edge_ids.size() + et_tok.size() + N) * sizeof(std::uint32_t) +
+        (c.state_values.size() + st_val.size() + c.edge_values.size() + et_val.size()) * sizeof(double) +
+        N * sizeof(int);
+    std::size_t free_b = 0, total_b = 0;
+    CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (corpus_bytes > free_b)
+      throw Error("CUDA backend: the corpus needs " + fmt_mib(corpus_bytes) + " of device memory, only " +
+                  fmt_mib(free_b) + " free on " + name_ + "; use --device cpu");
+    upload_vector(up->sent_off, c.sentence_offsets, stream_);
+    upload_vector(up->state_off, c.state_offsets, stream_);
+    upload_vector(up->state_ids, c.state_ids, stream_);
+    upload_vector(up->state_vals, c.state_values, stream_);
+    upload_vector(up->labels, c.labels, stream_);
+    upload_vector(up->st_off, st_off, stream_);
+    upload_vector(up->st_tok, st_tok, stream_);
+    upload_vector(up->st_val, st_val, stream_);
+    if (edges) {
+      upload_vector(up->edge_off, c.edge_offsets, stream_);
+      upload_vector(up->edge_ids, c.edge_ids, stream_);
+      upload_vector(up->edge_vals, c.edge_values, stream_);
+      upload_vector(up->et_off, et_off, stream_);
+      upload_vector(up->et_tok, et_tok, stream_);
+      upload_vector(up->et_val, et_val, stream_);
+    }
+    up->token_slot.resize(N);
+    if (N) CRFX_CUDA_CHECK(cudaMemsetAsync(up->token_slot.get(), 0xff, N * sizeof(int), stream_));  // −1
+    sync();  // the host vectors above must outlive the copies
+    size_workspace(*up);
+    return up;
+  }
+
+  // ---- vectors ---------------------------------------------------------------------------
+  VectorPtr vector(std::size_t n) override {
+    auto v = std::make_unique<CudaVector>(this, n);
+    if (n) CRFX_CUDA_CHECK(cudaMemsetAsync(v->buf.get(), 0, n * sizeof(double), stream_));
+    return v;
+  }
+  void write(Vector& dst, const double* src) override {
+    auto& d = V(dst);
+    if (d.size())
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(d.get(), src, d.size() * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    sync();
+  }
+  void read(const Vector& src, double* dst) override {
+    const auto& s = V(src);
+    if (s.size())
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(dst, s.get(), s.size() * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    sync();
+  }
+  void fill(Vector& x, double value) override { launch_map(x.size(), FillOp{P(x), value}, stream_); }
+  void copy(const Vector& src, Vector& dst) override {
+    same(src, dst);
+    if (src.size())
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(P(dst), P(src), src.size() * sizeof(double), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void scale(double a, Vector& x) override { launch_map(x.size(), ScaleOp{P(x), a}, stream_); }
+  void axpy(double a, const Vector& x, Vector& y) override {
+    same(x, y);
+    launch_map(x.size(), AxpyOp{P(x), P(y), a}, stream_);
+  }
+  void axpby(double a, const Vector& x, double b, Vector& y) override {
+    same(x, y);
+    launch_map(x.size(), AxpbyOp{P(x), P(y), a, b}, stream_);
+  }
+  void sub(const Vector& x, const Vector& y, Vector& out) override {
+    same(x, y);
+    same(x, out);
+    launch_map(x.size(), SubOp{P(x), P(y), P(out)}, stream_);
+  }
+  double dot(const Vector& x, const Vector& y) override {
+    same(x, y);
+    return reduce(x.size(), DotTerm{P(x), P(y)}, SumOp{}, 0.0);
+  }
+  double norm1(const Vector& x) override { return reduce(x.size(), AbsTerm{P(x)}, SumOp{}, 0.0); }
+  double norm2sq(const Vector& x) override { return dot(x, x); }
+  double norm_inf(const Vector& x) override { return reduce(x.size(), AbsTerm{P(x)}, MaxOp{}, 0.0); }
+  std::size_t count_nonzero(const Vector& x) override {
+    return std::size_t(reduce(x.size(), NonzeroTerm{P(x)}, SumOp{}, 0.0));  // exact below 2^53
+  }
+
+  // ---- OWL-QN ----------------------------------------------------------------------------
+  void owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) override {
+    same(w, g);
+    same(w, pg);
+    launch_map(w.size(), PseudoGradientOp{P(w), P(g), P(pg), c1}, stream_);
+  }
+  void owlqn_constrain_direction(const Vector& pg, Vector& d) override {
+    same(pg, d);
+    launch_map(d.size(), ConstrainOp{P(pg), P(d)}, stream_);
+  }
+  void owlqn_project(const Vector& w0, const Vector& pg, Vector& w) override {
+    same(w0, w);
+    same(pg, w);
+    launch_map(w.size(), ProjectOp{P(w0), P(pg), P(w)}, stream_);
+  }
+
+  // ---- batch primitives ------------------------------------------------------------------
+  double evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span, Vector* grad,
+                  double scale) override {
+    const CudaCorpus& c = C(bc);
+    if (grad && grad->size() != dims_.num_weights()) throw Error("internal: gradient size mismatch");
+    for (std::size_t k = 0; k < span.count; ++k)
+      if (span[k] >= c.S) throw Error("internal: sentence id beyond the corpus");
+      else if (!c.h_labeled[span[k]])
+        throw Error("sentence " + std::to_string(span[k]) + " has tokens without a label");
+    prepare(w);
+    double* G = grad ? P(*grad) : nullptr;
+    double loss = 0;
+    for (std::size_t begin = 0; begin < span.count;) {
+      const std::size_t end = plan(c, span, begin);
+      const std::size_t n = end - begin, rows = h_slots_[n];
+      run_chunk_front(c, w, n, rows, G != nullptr);
+      FbParams fp = fb_params(c, n);
+      fp.gold = true;
+      fp.backward = G != nullptr;
+      if (G) {
+        fp.node = node_.get();
+        fp.pair = dims_.transitions ? pair_.get() : nullptr;
+        if (fp.edge && !fp.pair) fp.pair = pair_.get();  // edge deltas are written in the pair pass
+      }
+      launch_fb(fp, n);
+      if (G) reduce_gradient(c, n, rows, scale, G);
+      h_losses_.resize(n);
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), n * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+      sync();
+      for (std::size_t i = 0; i < n; ++i) loss += h_losses_[i];  // span order, as the CPU
+      begin = end;
+    }
+    return loss;
+  }
+
+  void viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::uint32_t* labels) override {
+    const CudaCorpus& c = C(bc);
+    prepare(w);
+    std::size_t out_off = 0;
+    for (std::size_t begin = 0; begin < span.count;) {
+      const std::size_t end = plan(c, span, begin);
+      const std::size_t n = end - begin, rows = h_slots_[n];
+      run_chunk_front(c, w, n, rows, false);
+      ViterbiParams vp;
+      vp.L = int(dims_.L);
+      vp.sent_off = c.sent_off.get();
+      vp.edge_off = c.edge_off.get();
+      vp.ch = chunk_view();
+      vp.S = S_.get();
+      vp.trans = trans_ptr(w);
+      vp.edge = c.edge_off.get() ? edge_.get() : nullptr;
+      vp.d = la_.get();
+      vp.back = reinterpret_cast<std::uint32_t*>(lb_.get());
+      vp.out = reinterpret_cast<std::uint32_t*>(node_.get());
+      viterbi_kernel<<<unsigned(n), threads_, 0, stream_>>>(vp);
+      CRFX_CUDA_CHECK_LAUNCH();
+      if (rows)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(labels + out_off, node_.get(), rows * sizeof(std::uint32_t),
+                                        cudaMemcpyDeviceToHost, stream_));
+      sync();
+      out_off += rows;
+      begin = end;
+    }
+  }
+
+  void marginals(const BackendCorpus& bc, const Vector& w, SentenceSpan span, double* node_marginals,
+                 double* log_z) override {
+    const CudaCorpus& c = C(bc);
+    prepare(w);
+    std::size_t out_off = 0;
+    for (std::size_t begin = 0; begin < span.count;) {
+      const std::size_t end = plan(c, span, begin);
+      const std::size_t n = end - begin, rows = h_slots_[n];
+      run_chunk_front(c, w, n, rows, false);
+      FbParams fp = fb_params(c, n);
+      fp.gold = false;
+      fp.backward = node_marginals != nullptr;
+      fp.node = node_.get();
+      launch_fb(fp, n);
+      if (node_marginals && rows)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(node_marginals + out_off * dims_.L, node_.get(),
+                                        rows * dims_.L * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+      if (log_z)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(log_z + begin, losses_.get(), n * sizeof(double),
+                                        cudaMemcpyDeviceToHost, stream_));
+      sync();
+      out_off += rows;
+      begin = end;
+    }
+  }
+
+  // ---- SAG / SAGA (seed 004): delegated to the host backend -----------------------------
+  // Simplest correct implementation: every call mirrors w (and d) to the host, runs the host
+  // backend's primitive and copies back what it changed. O(num_weights) transfers per call — a
+  // device-resident version (stored marginals on the GPU, lazy groups by kernels) is future work.
+  SagStatePtr sag_create(const BackendCorpus& bc) override {
+    const CudaCorpus& c = C(bc);
+    Backend& h = host();
+    auto st = std::make_unique<CudaSag>();
+    st->corpus = h.upload(c.host);
+    st->state = h.sag_create(*st->corpus);
+    st->w = h.vector(dims_.num_weights());
+    st->d = h.vector(dims_.num_weights());
+    return st;
+  }
+  void sag_sync(SagState& s, SentenceSpan span, Vector& w, const Vector& d) override {
+    CudaSag& st = G(s);
+    pull(w, *st.w);
+    pull(d, *st.d);
+    host().sag_sync(*st.state, span, *st.w, *st.d);
+    push(*st.w, w);
+  }
+  double sag_evaluate(SagState& s, const Vector& w, double* grad_norm2) override {
+    CudaSag& st = G(s);
+    pull(w, *st.w);
+    return host().sag_evaluate(*st.state, *st.w, grad_norm2);
+  }
+  void sag_trial(SagState& s, Vector& w, double step) override {
+    CudaSag& st = G(s);
+    pull(w, *st.w);
+    host().sag_trial(*st.state, *st.w, step);
+    push(*st.w, w);
+  }
+  void sag_restore(SagState& s, Vector& w) override {
+    CudaSag& st = G(s);
+    pull(w, *st.w);
+    host().sag_restore(*st.state, *st.w);
+    push(*st.w, w);
+  }
+  void sag_commit(SagState& s, Vector& d, Vector& w, const double* w_coef) override {
+    CudaSag& st = G(s);
+    pull(w, *st.w);
+    pull(d, *st.d);
+    host().sag_commit(*st.state, *st.d, *st.w, w_coef);
+    push(*st.d, d);
+    push(*st.w, w);
+  }
+  void sag_step(SagState& s, double a, double b, double tau, Vector& w, const Vector& d) override {
+    CudaSag& st = G(s);
+    pull(w, *st.w);
+    pull(d, *st.d);
+    host().sag_step(*st.state, a, b, tau, *st.w, *st.d);
+    push(*st.w, w);
+  }
+  void sag_flush(SagState& s, Vector& w, const Vector& d) override {
+    CudaSag& st = G(s);
+    pull(w, *st.w);
+    pull(d, *st.d);
+    host().sag_flush(*st.state, *st.w, *st.d);
+    push(*st.w, w);
+  }
+
+  // ---- stochastic trainers: sparse batch gradients ----------------------------------------
+  SparseVectorPtr sparse_vector() override { return std::make_unique<CudaSparse>(this); }
+
+  void support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) override {
+    support_host(C(bc).host, span);
+    upload_sparse(X(xs), false);
+  }
+
+  double evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
+                         double scale) override {
+    CudaSparse& x = X(grad);
+    support(bc, span, x);
+    if (!sgd_dense_ || sgd_dense_->size() != dims_.num_weights()) sgd_dense_ = vector(dims_.num_weights());
+    double* D = P(*sgd_dense_);
+    double loss = 0;
+    try {
+      loss = evaluate(bc, w, span, sgd_dense_.get(), scale);
+    } catch (...) {
+      launch_map(x.n, TakeOp{x.index.get(), x.value.get(), D}, stream_);  // keep the scratch all-zero
+      throw;
+    }
+    launch_map(x.n, TakeOp{x.index.get(), x.value.get(), D}, stream_);
+    return loss;
+  }
+
+  std::size_t feature_difference(const BackendCorpus& bc, SentenceSpan span, const std::uint32_t* labels,
+                                 SparseVector& out, double scale) override {
+    // On the host, as CpuBackend (O(batch tokens × items + support)), then uploaded.
+    const Corpus& c = C(bc).host;
+    support_host(c, span);
+    const std::size_t L = dims_.L, LL = L * L;
+    h_dense_.resize(dims_.num_weights(), 0.0);  // kept all-zero between calls
+    double* Gh = h_dense_.data();
+    double* GT = Gh + dims_.transition_offset();
+    double* GE = Gh + dims_.edge_offset();
+    std::size_t wrong = 0, pos = 0;
+    auto take = [&] {
+      h_value_.resize(h_index_.size());
+      for (std::size_t j = 0; j < h_index_.size(); ++j) {
+        h_value_[j] = Gh[h_index_[j]];
+        Gh[h_index_[j]] = 0.0;
+      }
+    };
+    try {
+      for (std::size_t i = 0; i < span.count; ++i) {
+        const std::size_t s = span[i];
+        const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
+        for (std::size_t t = 0; t < T; ++t, ++pos) {
+          const std::uint32_t y = c.labels[tok0 + t], p = labels[pos];
+          if (y == Corpus::kNoLabel) throw Error("sentence " + std::to_string(s) + " has tokens without a label");
+          if (p >= L) throw Error("internal: predicted label beyond the model");
+          if (y != p) {
+            ++wrong;
+            for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+              const double v = scale * c.state_values[k];
+              double* row = Gh + std::size_t(c.state_ids[k]) * L;
+              row[y] += v;
+              row[p] -= v;
+            }
+          }
+          if (t == 0) continue;
+          const std::uint32_t y0 = c.labels[tok0 + t - 1], p0 = labels[pos - 1];
+          if (y0 == p0 && y == p) continue;
+          const std::size_t gold = std::size_t(y0) * L + y, pred = std::size_t(p0) * L + p;
+          if (dims_.transitions) {
+            GT[gold] += scale;
+            GT[pred] -= scale;
+          }
+          if (c.edge_offsets.size() == c.num_tokens() + 1)
+            for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
+              const double v = scale * c.edge_values[k];
+              double* blk = GE + std::size_t(c.edge_ids[k]) * LL;
+              blk[gold] += v;
+              blk[pred] -= v;
+            }
+        }
+      }
+    } catch (...) {
+      take();
+      throw;
+    }
+    take();
+    upload_sparse(X(out), true);
+    return wrong;
+  }
+
+  void sparse_copy(const SparseVector& src, SparseVector& dst) override {
+    const CudaSparse& s = X(src);
+    CudaSparse& d = X(dst);
+    if (&s == &d) return;
+    d.reserve(s.n);
+    if (s.n) {
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(d.index.get(), s.index.get(), s.n * sizeof(std::size_t),
+                                      cudaMemcpyDeviceToDevice, stream_));
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(d.value.get(), s.value.get(), s.n * sizeof(double),
+                                      cudaMemcpyDeviceToDevice, stream_));
+    }
+    d.n = s.n;
+    d.end = s.end;
+  }
+  void gather(const Vector& w, SparseVector& xs) override {
+    CudaSparse& x = X(xs);
+    check_index(x, w.size());
+    launch_map(x.n, GatherOp{x.index.get(), x.value.get(), P(w)}, stream_);
+  }
+  void scatter(const SparseVector& xs, Vector& w) override {
+    const CudaSparse& x = X(xs);
+    check_index(x, w.size());
+    launch_map(x.n, ScatterOp{x.index.get(), x.value.get(), P(w)}, stream_);
+  }
+  void sparse_axpy(double a, const SparseVector& xs, Vector& y) override {
+    const CudaSparse& x = X(xs);
+    check_index(x, y.size());
+    launch_map(x.n, SparseAxpyOp{x.index.get(), x.value.get(), P(y), a}, stream_);
+  }
+  double sparse_penalty(const SparseVector& xs, double c1, double c2) override {
+    const CudaSparse& x = X(xs);
+    return reduce(x.n, PenaltyTerm{x.value.get(), c1, c2}, SumOp{}, 0.0);
+  }
+  void lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
+                  const SparseVector* sup) override {
+    if (stamp.size() != w.size() || (rate && rate->size() != w.size()))
+      throw Error("internal: lazy_decay vector sizes differ");
+    LazyDecayOp op{nullptr, P(w), P(stamp), rate ? P(*rate) : nullptr, clock, coef};
+    if (!sup) {
+      launch_map(w.size(), op, stream_);
+      return;
+    }
+    const CudaSparse& x = X(*sup);
+    check_index(x, w.size());
+    op.idx = x.index.get();
+    launch_map(x.n, op, stream_);
+  }
+  void sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u) override {
+    const CudaSparse& g = X(gs);
+    if (q && q->size() != w.size()) throw Error("internal: sgd_l1_step vector sizes differ");
+    check_index(g, w.size());
+    launch_map(g.n, SgdL1Op{g.index.get(), g.value.get(), P(w), q ? P(*q) : nullptr, eta, u}, stream_);
+  }
+  void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) override {
+    const CudaSparse& g = X(gs);
+    if (rate.size() != w.size() || count.size() != w.size()) throw Error("internal: adf_step vector sizes differ");
+    check_index(g, w.size());
+    launch_map(g.n, AdfStepOp{g.index.get(), g.value.get(), P(w), P(rate), P(count)}, stream_);
+  }
+  void adf_update_rates(Vector& rate, Vector& count, double window, double alpha, double beta) override {
+    same(rate, count);
+    launch_map(rate.size(), AdfRatesOp{P(rate), P(count), window, alpha, beta}, stream_);
+  }
+
+ private:
+  // ---- helpers of the SAG delegate and the sparse primitives ------------------------------
+  Backend& host() {
+    if (!host_) {
+      if (!cfg_.host_backend) throw Error("the CUDA backend was created without a host backend for SAG");
+      host_ = cfg_.host_backend(dims_);
+    }
+    return *host_;
+  }
+  CudaSag& G(SagState& s) const {
+    auto* p = dynamic_cast<CudaSag*>(&s);
+    if (!p) throw Error("internal: SAG state does not belong to the CUDA backend");
+    return *p;
+  }
+  CudaSparse& X(SparseVector& x) const {
+    auto* p = dynamic_cast<CudaSparse*>(&x);
+    if (!p || p->owner != this) throw Error("internal: sparse vector does not belong to this CUDA backend");
+    return *p;
+  }
+  const CudaSparse& X(const SparseVector& x) const { return X(const_cast<SparseVector&>(x)); }
+  static void check_index(const CudaSparse& x, std::size_t n) {
+    if (x.end > n)
+      throw Error("internal: sparse index beyond the vector (" + std::to_string(x.end - 1) + " ≥ " +
+                  std::to_string(n) + ")");
+  }
+  /// Device vector → host-backend vector.
+  void pull(const Vector& dev, Vector& hostv) {
+    h_mirror_.resize(dev.size());
+    read(dev, h_mirror_.data());
+    host().write(hostv, h_mirror_.data());
+  }
+  /// Host-backend vector → device vector.
+  void push(const Vector& hostv, Vector& dev) {
+    h_mirror_.resize(hostv.size());
+    host().read(hostv, h_mirror_.data());
+    write(dev, h_mirror_.data());
+  }
+  /// S(span) into h_index_ (sorted), as CpuBackend::support.
+  void support_host(const Corpus& c, SentenceSpan span) {
+    const std::size_t L = dims_.L, LL = L * L;
+    if (mark_a_.size() < dims_.A) mark_a_.assign(dims_.A, 0);
+    if (mark_e_.size() < dims_.E) mark_e_.assign(dims_.E, 0);
+    attrs_.clear();
+    edges_.clear();
+    const bool has_edges = c.edge_offsets.size() == c.num_tokens() + 1;
+    for (std::size_t i = 0; i < span.count; ++i) {
+      const std::size_t s = span[i];
+      if (s >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
+      const std::size_t t0 = c.sentence_offsets[s], t1 = c.sentence_offsets[s + 1];
+      for (std::size_t k = c.state_offsets[t0]; k < c.state_offsets[t1]; ++k) {
+        const std::uint32_t a = c.state_ids[k];
+        if (!mark_a_[a]) {
+          mark_a_[a] = 1;
+          attrs_.push_back(a);
+        }
+      }
+      if (has_edges)
+        for (std::size_t k = c.edge_offsets[t0]; k < c.edge_offsets[t1]; ++k) {
+          const std::uint32_t e = c.edge_ids[k];
+          if (!mark_e_[e]) {
+            mark_e_[e] = 1;
+            edges_.push_back(e);
+          }
+        }
+    }
+    std::sort(attrs_.begin(), attrs_.end());
+    std::sort(edges_.begin(), edges_.end());
+    const bool trans = dims_.transitions && span.count > 0;
+    h_index_.resize(attrs_.size() * L + (trans ? LL : 0) + edges_.size() * LL);
+    std::size_t j = 0;
+    for (std::uint32_t a : attrs_) {
+      mark_a_[a] = 0;
+      for (std::size_t y = 0; y < L; ++y) h_index_[j++] = std::size_t(a) * L + y;
+    }
+    if (trans)
+      for (std::size_t k = 0; k < LL; ++k) h_index_[j++] = dims_.transition_offset() + k;
+    for (std::uint32_t e : edges_) {
+      mark_e_[e] = 0;
+      for (std::size_t k = 0; k < LL; ++k) h_index_[j++] = dims_.edge_offset() + std::size_t(e) * LL + k;
+    }
+  }
+  /// h_index_ (and h_value_ when `values`, else zeros) → x.
+  void upload_sparse(CudaSparse& x, bool values) {
+    const std::size_t n = h_index_.size();
+    x.reserve(n);
+    x.n = n;
+    x.end = n ? h_index_.back() + 1 : 0;
+    if (n) {
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(x.index.get(), h_index_.data(), n * sizeof(std::size_t),
+                                      cudaMemcpyHostToDevice, stream_));
+      if (values)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(x.value.get(), h_value_.data(), n * sizeof(double),
+                                        cudaMemcpyHostToDevice, stream_));
+      else
+        CRFX_CUDA_CHECK(cudaMemsetAsync(x.value.get(), 0, n * sizeof(double), stream_));
+    }
+    sync();  // the host staging vectors are reused by the next call
+  }
+
+  static std::string fmt_mib(std::size_t bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", mib(bytes));
+    return buf;
+  }
+  void sync() { CRFX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  DeviceBuffer<double>& V(Vector& v) const {
+    auto* p = dynamic_cast<CudaVector*>(&v);
+    if (!p || p->owner != this) throw Error("internal: vector does not belong to this CUDA backend");
+    return p->buf;
+  }
+  const DeviceBuffer<double>& V(const Vector& v) const { return V(const_cast<Vector&>(v)); }
+  double* P(const Vector& v) const { return V(v).get(); }
+  const CudaCorpus& C(const BackendCorpus& b) const {
+    auto* p = dynamic_cast<const CudaCorpus*>(&b);
+    if (!p || p->owner != this) throw Error("internal: corpus does not belong to this CUDA backend");
+    return *p;
+  }
+  static void same(const Vector& a, const Vector& b) {
+    if (a.size() != b.size())
+      throw Error("internal: vector sizes differ (" + std::to_string(a.size()) + " vs " +
+                  std::to_string(b.size()) + ")");
+  }
+
+  template <class F, class Op>
+  double reduce(std::size_t n, F f, Op op, double init) {
+    if (n == 0) return init;
+    const unsigned blocks = grid_for(n, kRedThreads, kRedBlocks);  // a function of n only
+    reduce_pass1<<<blocks, kRedThreads, 0, stream_>>>(n, f, op, init, red_.get());
+    CRFX_CUDA_CHECK_LAUNCH();
+    reduce_pass2<<<1, kRedThreads, 0, stream_>>>(blocks, red_.get(), op, init, red_.get() + kRedBlocks);
+    CRFX_CUDA_CHECK_LAUNCH();
+    double r = 0;
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(&r, red_.get() + kRedBlocks, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    sync();
+    return r;
+  }
+
+  // ---- workspace -------------------------------------------------------------------------
+  std::size_t row_bytes(bool edges) const {
+    const std::size_t L = dims_.L;
+    return 4 * L * sizeof(double) + sizeof(std::size_t) + 1 +
+           (edges ? L * L * sizeof(double) : 0);  // S, log α, log β, node; row_token, row_edge; τ_t
+  }
+  std::size_t sentence_bytes() const {
+    const std::size_t LL = std::size_t(dims_.L) * dims_.L;
+    return LL * sizeof(double) + (LL * sizeof(double)) / kTransGroup + sizeof(double) * 2 +
+           2 * sizeof(std::uint32_t) + sizeof(std::size_t);  // pair, tree, losses, sent/order, slots
+  }
+
+  /// Grows the workspace (never shrinks) so that chunks of `c` fit: the whole corpus when the
+  /// memory budget (half of what is free) allows, else chunks of whole sentences.
+  void size_workspace(const CudaCorpus& c) {
+    const bool edges = dims_.E > 0;
+    const std::size_t per_row = row_bytes(edges), per_sent = sentence_bytes();
+    std::size_t free_b = 0, total_b = 0;
+    CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const std::size_t have = (rows_cap_ * per_row + sents_cap_ * per_sent);  // already ours
+    const std::size_t usable = free_b + have;
+    const std::size_t min_rows = std::max<std::size_t>(1, c.max_len);
+    const std::size_t need_min = min_rows * per_row + per_sent;
+    if (need_min > usable * 9 / 10)
+      throw Error("CUDA backend: a sentence of " + std::to_string(c.max_len) + " tokens with L = " +
+                  std::to_string(dims_.L) + (edges ? " and edge features" : "") + " needs " +
+                  fmt_mib(need_min) + " of device workspace; only " + fmt_mib(free_b) + " free on " + name_ +
+                  "; use --device cpu");
+    std::size_t rows = std::max<std::size_t>(1, c.N), sents = std::max<std::size_t>(1, c.S);
+    const std::size_t budget = std::max(need_min, usable / 2);
+    if (rows * per_row + sents * per_sent > budget) {
+      rows = std::max(min_rows, (budget / 2) / per_row);
+      sents = std::max<std::size_t>(1, std::min(sents, (budget / 2) / per_sent));
+    }
+    if (cfg_.max_chunk_tokens) rows = std::max(min_rows, std::min(rows, cfg_.max_chunk_tokens));
+    rows = std::max(rows, rows_cap_);
+    sents = std::max(sents, sents_cap_);
+    if (rows == rows_cap_ && sents == sents_cap_) return;
+    const std::size_t L = dims_.L, LL = L * L;
+    if (rows != rows_cap_) {
+      S_.resize(rows * L);
+      la_.resize(rows * L);
+      lb_.resize(rows * L);
+      node_.resize(rows * L);
+      row_token_.resize(rows);
+      row_edge_.resize(rows);
+      if (edges) edge_.resize(rows * LL);
+      rows_cap_ = rows;
+    }
+    if (sents != sents_cap_) {
+      pair_.resize(sents * LL);
+      partial_.resize(((sents + kTransGroup - 1) / kTransGroup) * LL);
+      losses_.resize(sents);
+      sent_.resize(sents);
+      order_.resize(sents);
+      slots_.resize(sents + 1);
+      sents_cap_ = sents;
+    }
+  }
+
+  /// The chunk starting at span[begin]: as many whole sentences as the workspace holds. Fills
+  /// h_sent_, h_slots_, h_order_ and returns the end.
+  std::size_t plan(const CudaCorpus& c, SentenceSpan span, std::size_t begin) {
+    h_sent_.clear();
+    h_slots_.assign(1, 0);
+    std::size_t end = begin, rows = 0;
+    while (end < span.count && h_sent_.size() < sents_cap_) {
+      const std::uint32_t s = span[end];
+      if (s >= c.S) throw Error("internal: sentence id beyond the corpus");
+      const std::size_t T = c.h_sent_off[s + 1] - c.h_sent_off[s];
+      if (rows + T > rows_cap_) {
+        if (end == begin) throw Error("internal: sentence longer than the CUDA workspace");
+        break;
+      }
+      rows += T;
+      h_sent_.push_back(s);
+      h_slots_.push_back(rows);
+      ++end;
+    }
+    // Launch order: longest sentences first (the length buckets), ties in span order.
+    const std::size_t n = h_sent_.size();
+    h_order_.resize(n);
+    std::iota(h_order_.begin(), h_order_.end(), 0u);
+    std::stable_sort(h_order_.begin(), h_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return h_slots_[a + 1] - h_slots_[a] > h_slots_[b + 1] - h_slots_[b];
+    });
+    return end;
+  }
+
+  ChunkView chunk_view() const { return {sent_.get(), slots_.get(), order_.get()}; }
+
+  const double* trans_ptr(const Vector& w) const {
+    return dims_.transitions ? P(w) + dims_.transition_offset() : zeros_.get();
+  }
+
+  /// τ_max, E, Eᵀ of the weight vector.
+  void prepare(const Vector& w) {
+    if (w.size() != dims_.num_weights())
+      throw Error("internal: weight vector has " + std::to_string(w.size()) + " entries, model needs " +
+                  std::to_string(dims_.num_weights()));
+    prepare_kernel<<<1, 1024, 0, stream_>>>(int(dims_.L), trans_ptr(w), E_.get(), Et_.get(), tmax_.get());
+    CRFX_CUDA_CHECK_LAUNCH();
+    w_ = &w;
+  }
+
+  /// Uploads the chunk plan; rows, emissions and edge matrices.
+  void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots) {
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(sent_.get(), h_sent_.data(), n * sizeof(std::uint32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(order_.get(), h_order_.data(), n * sizeof(std::uint32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(slots_.get(), h_slots_.data(), (n + 1) * sizeof(std::size_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    if (n == 0) return;
+    const bool edges = c.edge_off.get() != nullptr;
+    fill_rows_kernel<<<unsigned(n), 128, 0, stream_>>>(chunk_view(), c.sent_off.get(), c.edge_off.get(),
+                                                       row_token_.get(), row_edge_.get(),
+                                                       slots ? c.token_slot.get() : nullptr);
+    CRFX_CUDA_CHECK_LAUNCH();
+    if (rows == 0) return;
+    const int L = int(dims_.L);
+    emission_kernel<<<grid_for(rows * L, 256), 256, 0, stream_>>>(L, rows, row_token_.get(), c.state_off.get(),
+                                                                  c.state_ids.get(), c.state_vals.get(), P(w),
+                                                                  S_.get());
+    CRFX_CUDA_CHECK_LAUNCH();
+    if (edges) {
+      edge_matrix_kernel<<<unsigned(rows), 256, 0, stream_>>>(L, row_token_.get(), row_edge_.get(), c.edge_off.get(),
+                                                              c.edge_ids.get(), c.edge_vals.get(), trans_ptr(w),
+                                                              P(w) + dims_.edge_offset(), edge_.get());
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+  }
+
+  FbParams fb_params(const CudaCorpus& c, std::size_t) const {
+    FbParams fp{};
+    fp.L = int(dims_.L);
+    fp.sent_off = c.sent_off.get();
+    fp.edge_off = c.edge_off.get();
+    fp.labels = c.labels.get();
+    fp.ch = chunk_view();
+    fp.S = S_.get();
+    fp.trans = trans_ptr(*w_);
+    fp.E = E_.get();
+    fp.Et = Et_.get();
+    fp.tmax = tmax_.get();
+    fp.edge = c.edge_off.get() ? edge_.get() : nullptr;
+    fp.la = la_.get();
+    fp.lb = lb_.get();
+    fp.result = losses_.get();
+    fp.shared_E = shared_E_;
+    return fp;
+  }
+
+  void launch_fb(const FbParams& fp, std::size_t n) {
+    if (n == 0) return;
+    forward_backward_kernel<<<unsigned(n), threads_, smem_, stream_>>>(fp);
+    CRFX_CUDA_CHECK_LAUNCH();
+  }
+
+  /// g += scale · Xᵀ·delta (state and edge attributes) and the transition sums; then the
+  /// token → row map is cleared for the next chunk.
+  void reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_t rows, double scale, double* G) {
+    const std::size_t L = dims_.L, LL = L * L;
+    const int per_block = kGatherWarps * 32;
+    if (rows && dims_.A) {
+      const std::size_t warps = std::size_t(dims_.A) * ((L + 31) / 32);
+      gather_kernel<<<grid_for(warps * 32, per_block, (std::size_t(1) << 31) - 1), per_block, 0, stream_>>>(
+          dims_.A, L, c.st_off.get(), c.st_tok.get(), c.st_val.get(), c.token_slot.get(), node_.get(), scale,
+          G + dims_.state_offset());
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+    if (rows && c.edge_off.get() && dims_.E) {
+      const std::size_t warps = std::size_t(dims_.E) * ((LL + 31) / 32);
+      gather_kernel<<<grid_for(warps * 32, per_block, (std::size_t(1) << 31) - 1), per_block, 0, stream_>>>(
+          dims_.E, LL, c.et_off.get(), c.et_tok.get(), c.et_val.get(), c.token_slot.get(), edge_.get(), scale,
+          G + dims_.edge_offset());
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+    if (dims_.transitions && n) {
+      const unsigned groups = unsigned((n + kTransGroup - 1) / kTransGroup);
+      trans_partial_kernel<<<dim3(grid_for(LL, 256), std::min(groups, 65535u)), 256, 0, stream_>>>(LL, unsigned(n), pair_.get(),
+                                                                                partial_.get());
+      CRFX_CUDA_CHECK_LAUNCH();
+      trans_final_kernel<<<grid_for(LL, 256), 256, 0, stream_>>>(LL, groups, partial_.get(), scale,
+                                                                 G + dims_.transition_offset());
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+    if (rows) {
+      reset_slots_kernel<<<grid_for(rows, 256), 256, 0, stream_>>>(rows, row_token_.get(), c.token_slot.get());
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+  }
+
+  CudaBackendConfig cfg_;
+  cudaStream_t stream_ = nullptr;
+  std::string name_;
+  int threads_ = 32;         // forward-backward / Viterbi block size
+  bool shared_E_ = false;    // E, Eᵀ in shared memory
+  std::size_t smem_ = 0;     // dynamic shared memory of the forward-backward kernel
+  const Vector* w_ = nullptr;  // weights of the current call (set by prepare)
+  // Per backend: transition factors and the reduction partials.
+  DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
+  // The workspace arena, sized at upload time (grow-only): rows_cap_ tokens, sents_cap_ sentences.
+  std::size_t rows_cap_ = 0, sents_cap_ = 0;
+  DeviceBuffer<double> S_;      // [rows][L] emissions
+  DeviceBuffer<double> la_;     // [rows][L] log α (Viterbi: best scores)
+  DeviceBuffer<double> lb_;     // [rows][L] log β (Viterbi: back pointers)
+  DeviceBuffer<double> node_;   // [rows][L] node deltas / marginals (Viterbi: labels)
+  DeviceBuffer<double> edge_;   // [rows][L][L] τ_t, then edge deltas (E > 0 only)
+  DeviceBuffer<std::size_t> row_token_;  // [rows]
+  DeviceBuffer<std::uint8_t> row_edge_;  // [rows]
+  DeviceBuffer<double> pair_;     // [sents][L][L]
+  DeviceBuffer<double> partial_;  // [sents / kTransGroup][L][L]
+  DeviceBuffer<double> losses_;   // [sents]
+  DeviceBuffer<std::uint32_t> sent_, order_;  // [sents]
+  DeviceBuffer<std::size_t> slots_;           // [sents + 1]
+  // Stochastic trainers / SAG delegate.
+  BackendPtr host_;                      // host backend (SAG), made on first use
+  VectorPtr sgd_dense_;                  // dense device scratch, all-zero between calls
+  std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
+  std::vector<double> h_mirror_;         // host staging of w / d for the SAG delegate
+  std::vector<std::size_t> h_index_;     // support staging
+  std::vector<double> h_value_;
+  std::vector<std::uint8_t> mark_a_, mark_e_;
+  std::vector<std::uint32_t> attrs_, edges_;
+  // Host staging of the chunk plan.
+  std::vector<std::uint32_t> h_sent_, h_order_;
+  std::vector<std::size_t> h_slots_;
+  std::vector<double> h_losses_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const Dims& dims, const CudaBackendConfig& config) {
+  return std::make_unique<CudaBackend>(dims, config);
+}
+
+}  // namespace crfx::cuda

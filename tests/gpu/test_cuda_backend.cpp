@@ -1,0 +1,447 @@
+// The CUDA backend against the CPU backend (the double-precision reference), on fresh random
+// problems. Label `gpu`: every test skips with the reason when no CUDA device is usable (and in
+// a CPU-only build, where the file still compiles).
+//
+// Tolerances (named, double precision on both sides):
+//   kLossRel   1e-9   relative, loss / log Z
+//   kGradTol   1e-9   absolute on each gradient entry, scaled by max(1, |g_cpu|)
+//   kMargTol   1e-9   absolute on node marginals (probabilities)
+//   kVecRel    1e-12  dot products and norms, relative to Σ|terms| (different summation order);
+//              element-wise vector ops 1e-14 (the GPU may contract a·x + y into an FMA)
+//   Viterbi labels are compared exactly (emissions and Viterbi arithmetic are bitwise the CPU's).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_backend.hpp"
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+#include "crfx/trainer.hpp"
+#include "random_problem.hpp"
+
+#ifdef CRFX_HAVE_CUDA
+#include "../kernels/cuda_api.hpp"
+#endif
+
+namespace crfx {
+namespace {
+
+constexpr double kLossRel = 1e-9;
+constexpr double kGradTol = 1e-9;
+constexpr double kMargTol = 1e-9;
+constexpr double kVecRel = 1e-12;
+
+std::string no_gpu_reason() {
+#ifdef CRFX_HAVE_CUDA
+  std::string why;
+  if (cuda::device_count(&why) == 0) return "no usable CUDA device: " + why;
+  if (!cuda::self_test(0, &why)) return "CUDA device 0 cannot run this build's kernels: " + why;
+  return "";
+#else
+  return "built without CUDA";
+#endif
+}
+
+#define REQUIRE_GPU()                                        \
+  do {                                                       \
+    const std::string reason_ = no_gpu_reason();             \
+    if (!reason_.empty()) GTEST_SKIP() << reason_;           \
+  } while (0)
+
+BackendPtr gpu_backend(const Dims& dims, std::size_t max_chunk_tokens = 0) {
+#ifdef CRFX_HAVE_CUDA
+  cuda::CudaBackendConfig cfg;
+  cfg.max_chunk_tokens = max_chunk_tokens;
+  cfg.host_backend = [](const Dims& d) -> BackendPtr { return std::make_unique<CpuBackend>(d, 2); };
+  return cuda::make_cuda_backend(dims, cfg);
+#else
+  (void)dims;
+  (void)max_chunk_tokens;
+  throw Error("built without CUDA");
+#endif
+}
+
+/// `count` sentences of exactly T tokens (else as test::random_problem).
+test::RandomProblem fixed_length_problem(std::uint32_t L, std::uint32_t A, std::uint32_t E, std::size_t count,
+                                         std::size_t T, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::uint32_t> label(0, L - 1), attr(0, A - 1), edge(0, E ? E - 1 : 0);
+  std::uniform_int_distribution<std::size_t> items(1, 4), eitems(0, 2);
+  std::uniform_real_distribution<double> value(0.5, 1.5);
+  test::RandomProblem p;
+  p.dims.L = L;
+  p.dims.A = A;
+  p.dims.E = E;
+  Corpus& c = p.corpus;
+  for (std::size_t s = 0; s < count; ++s) {
+    for (std::size_t t = 0; t < T; ++t) {
+      const std::size_t k = items(rng);
+      for (std::size_t i = 0; i < k; ++i) {
+        c.state_ids.push_back(attr(rng));
+        c.state_values.push_back(value(rng));
+      }
+      c.state_offsets.push_back(c.state_ids.size());
+      if (E > 0 && t > 0)
+        for (std::size_t i = 0, ke = eitems(rng); i < ke; ++i) {
+          c.edge_ids.push_back(edge(rng));
+          c.edge_values.push_back(value(rng));
+        }
+      c.edge_offsets.push_back(c.edge_ids.size());
+      c.labels.push_back(label(rng));
+    }
+    c.sentence_offsets.push_back(c.labels.size());
+    c.source_lines.push_back(s + 1);
+  }
+  return p;
+}
+
+void expect_close_vec(const std::vector<double>& gpu, const std::vector<double>& cpu, double tol,
+                      const char* what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < cpu.size(); ++i)
+    if (!(std::fabs(gpu[i] - cpu[i]) <= tol * std::max(1.0, std::fabs(cpu[i])))) {
+      if (++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: gpu " << gpu[i] << " cpu " << cpu[i];
+    }
+  EXPECT_EQ(bad, 0u) << what << ": entries beyond tolerance " << tol;
+}
+
+/// Every batch primitive of both backends on the same problem, weights and span.
+void compare_primitives(const test::RandomProblem& p, double weight_scale, std::uint64_t seed,
+                        std::size_t max_chunk_tokens = 0, bool log_space_reference = false) {
+  CpuBackend cpu(p.dims, 2, log_space_reference);
+  BackendPtr gpu = gpu_backend(p.dims, max_chunk_tokens);
+  auto cc = cpu.upload(p.corpus);
+  auto gc = gpu->upload(p.corpus);
+  const auto w = test::random_weights(p.dims.num_weights(), weight_scale, seed);
+  auto wc = to_backend(cpu, w);
+  auto wg = to_backend(*gpu, w);
+  // A permuted span (every other sentence reversed, then the rest) exercises span order.
+  std::vector<std::uint32_t> ids;
+  const std::size_t S = p.corpus.num_sentences();
+  for (std::size_t s = S; s-- > 0;)
+    if (s % 2 == 0) ids.push_back(std::uint32_t(s));
+  for (std::size_t s = 0; s < S; ++s)
+    if (s % 2 == 1) ids.push_back(std::uint32_t(s));
+  const SentenceSpan span{ids.data(), ids.size()};
+
+  auto gcv = cpu.vector(w.size());
+  auto ggv = gpu->vector(w.size());
+  const double scale = 0.75;
+  const double lc = cpu.evaluate(*cc, *wc, span, gcv.get(), scale);
+  const double lg = gpu->evaluate(*gc, *wg, span, ggv.get(), scale);
+  EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc))) << "loss";
+  expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
+  const double lg_only = gpu->evaluate(*gc, *wg, span, nullptr, 1.0);
+  EXPECT_NEAR(lg_only, lg, 1e-12 * std::max(1.0, std::fabs(lg))) << "loss-only mode";
+
+  std::size_t tokens = 0;
+  for (auto s : ids) tokens += p.corpus.length(s);
+  const std::size_t L = p.dims.L;
+  std::vector<double> mc(tokens * L), mg(tokens * L), zc(ids.size()), zg(ids.size());
+  cpu.marginals(*cc, *wc, span, mc.data(), zc.data());
+  gpu->marginals(*gc, *wg, span, mg.data(), zg.data());
+  expect_close_vec(mg, mc, kMargTol, "node marginals");
+  expect_close_vec(zg, zc, kLossRel, "log Z");
+
+  std::vector<std::uint32_t> yc(tokens), yg(tokens, 12345);
+  cpu.viterbi(*cc, *wc, span, yc.data());
+  gpu->viterbi(*gc, *wg, span, yg.data());
+  EXPECT_EQ(yg, yc) << "viterbi";
+}
+
+struct Shape {
+  std::uint32_t L;
+  std::size_t T, B;
+  std::uint32_t E;
+};
+
+std::vector<Shape> shapes() {
+  std::vector<Shape> out;
+  for (std::uint32_t L : {2u, 5u, 23u, 45u, 128u, 300u})
+    for (std::size_t T : {1, 2, 17, 300, 5000})
+      for (std::size_t B : {1, 3, 8})
+        for (std::uint32_t E : {0u, 3u}) {
+          // Keep the CPU reference affordable: ≤ 5e8 label pairs in all, edge runs ≤ 2e7
+          // (the CPU keeps a [T][L][L] buffer per chunk).
+          const double pairs = double(L) * L * double(T) * double(B);
+          if (pairs > 5e8 || (E && pairs > 2e7)) continue;
+          out.push_back({L, T, B, E});
+        }
+  return out;
+}
+
+TEST(CudaBackend, PrimitivesMatchCpuOverShapes) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 1000;
+  for (const Shape& s : shapes()) {
+    SCOPED_TRACE(::testing::Message() << "L=" << s.L << " T=" << s.T << " B=" << s.B << " E=" << s.E);
+    auto p = fixed_length_problem(s.L, 40, s.E, s.B, s.T, ++seed);
+    compare_primitives(p, 0.5, seed + 1);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(CudaBackend, MixedLengthsTransitionsOffAndChunking) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 4u}) {
+    auto p = test::random_problem(7, 60, E, 90, 40, 77 + E);
+    compare_primitives(p, 0.8, 5);
+    compare_primitives(p, 0.8, 6, /*max_chunk_tokens=*/45);  // many chunks
+    p.dims.transitions = false;
+    compare_primitives(p, 0.8, 7);
+  }
+}
+
+TEST(CudaBackend, ExtremeWeightsMatchLogSpaceReference) {
+  REQUIRE_GPU();
+  for (std::uint32_t L : {3u, 23u}) {
+    SCOPED_TRACE(::testing::Message() << "L=" << L);
+    auto p = test::random_problem(L, 20, 2, 12, 30, 300 + L);
+    compare_primitives(p, 60.0, 8, 0, /*log_space_reference=*/true);
+  }
+}
+
+TEST(CudaBackend, ViterbiTiesGoToSmallestLabel) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(6, 10, 2, 20, 15, 91);
+  CpuBackend cpu(p.dims, 1);
+  BackendPtr gpu = gpu_backend(p.dims);
+  auto cc = cpu.upload(p.corpus);
+  auto gc = gpu->upload(p.corpus);
+  // All-zero weights: every path ties → label 0 everywhere. Small integers: many exact ties.
+  std::vector<double> w(p.dims.num_weights(), 0.0);
+  for (int round = 0; round < 2; ++round) {
+    auto wc = to_backend(cpu, w);
+    auto wg = to_backend(*gpu, w);
+    std::vector<std::uint32_t> yc(p.corpus.num_tokens()), yg(p.corpus.num_tokens());
+    cpu.viterbi(*cc, *wc, all_sentences(*cc), yc.data());
+    gpu->viterbi(*gc, *wg, all_sentences(*gc), yg.data());
+    EXPECT_EQ(yg, yc);
+    if (round == 0) {
+      EXPECT_EQ(yg, std::vector<std::uint32_t>(yg.size(), 0u));
+    }
+    std::mt19937_64 rng(5);
+    for (auto& x : w) x = double(int(rng() % 3) - 1);
+  }
+}
+
+TEST(CudaBackend, VectorAlgebraAndOwlqnMatchCpu) {
+  REQUIRE_GPU();
+  Dims d;
+  d.L = 3;
+  d.A = 5;
+  CpuBackend cpu(d, 2);
+  BackendPtr gpu = gpu_backend(d);
+  for (std::size_t n : {std::size_t(1), std::size_t(1000), std::size_t(300001)}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    auto a = test::random_weights(n, 1.0, 1), b = test::random_weights(n, 1.0, 2);
+    for (std::size_t i = 0; i < n; i += 3) a[i] = 0.0;  // zeros for OWL-QN and count_nonzero
+    auto ac = to_backend(cpu, a), bc = to_backend(cpu, b), cc = cpu.vector(n);
+    auto ag = to_backend(*gpu, a), bg = to_backend(*gpu, b), cg = gpu->vector(n);
+    // Sums in different orders: relative to the sum of |terms|.
+    double abs_ab = 0, abs_aa = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      abs_ab += std::fabs(a[i] * b[i]);
+      abs_aa += a[i] * a[i];
+    }
+    auto close = [](double x, double y, double mag) { return std::fabs(x - y) <= kVecRel * std::max(1.0, mag); };
+    EXPECT_TRUE(close(gpu->dot(*ag, *bg), cpu.dot(*ac, *bc), abs_ab));
+    EXPECT_TRUE(close(gpu->norm1(*ag), cpu.norm1(*ac), cpu.norm1(*ac)));
+    EXPECT_TRUE(close(gpu->norm2sq(*ag), cpu.norm2sq(*ac), abs_aa));
+    EXPECT_EQ(gpu->norm_inf(*ag), cpu.norm_inf(*ac));
+    EXPECT_EQ(gpu->count_nonzero(*ag), cpu.count_nonzero(*ac));
+    // Element-wise ops (the GPU may fuse a·x + y into one FMA: compare to 1e-14).
+    cpu.axpby(0.3, *ac, -1.7, *bc);
+    gpu->axpby(0.3, *ag, -1.7, *bg);
+    cpu.axpy(2.5, *ac, *bc);
+    gpu->axpy(2.5, *ag, *bg);
+    cpu.scale(-0.5, *bc);
+    gpu->scale(-0.5, *bg);
+    cpu.sub(*ac, *bc, *cc);
+    gpu->sub(*ag, *bg, *cg);
+    expect_close_vec(to_host(*gpu, *cg), to_host(cpu, *cc), 1e-14, "vector ops");
+    cpu.owlqn_pseudo_gradient(*ac, *bc, 0.4, *cc);
+    gpu->owlqn_pseudo_gradient(*ag, *bg, 0.4, *cg);
+    expect_close_vec(to_host(*gpu, *cg), to_host(cpu, *cc), 1e-14, "pseudo-gradient");
+    cpu.copy(*bc, *ac);
+    gpu->copy(*bg, *ag);
+    cpu.owlqn_constrain_direction(*cc, *ac);
+    gpu->owlqn_constrain_direction(*cg, *ag);
+    cpu.owlqn_project(*bc, *cc, *ac);
+    gpu->owlqn_project(*bg, *cg, *ag);
+    expect_close_vec(to_host(*gpu, *ag), to_host(cpu, *ac), 1e-14, "OWL-QN direction/projection");
+    gpu->fill(*ag, 2.0);
+    EXPECT_EQ(gpu->norm1(*ag), 2.0 * double(n));
+  }
+}
+
+TEST(CudaBackend, SparsePrimitivesMatchCpu) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(5, 50, 3, 30, 12, 17);
+  CpuBackend cpu(p.dims, 2);
+  BackendPtr gpu = gpu_backend(p.dims);
+  auto cc = cpu.upload(p.corpus);
+  auto gc = gpu->upload(p.corpus);
+  const auto w = test::random_weights(p.dims.num_weights(), 0.5, 3);
+  auto wc = to_backend(cpu, w);
+  auto wg = to_backend(*gpu, w);
+  std::vector<std::uint32_t> ids = {4, 9, 1, 22};
+  const SentenceSpan span{ids.data(), ids.size()};
+  auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
+  const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.5);
+  const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.5);
+  EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
+  ASSERT_EQ(sg->nnz(), sc->nnz());
+  // Apply the sparse gradient through both backends and compare the dense results.
+  auto qc = cpu.vector(w.size()), qg = gpu->vector(w.size());
+  cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.1, 0.01);
+  gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.1, 0.01);
+  expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "sgd_l1_step w");
+  expect_close_vec(to_host(*gpu, *qg), to_host(cpu, *qc), kGradTol, "sgd_l1_step q");
+  const double pen = cpu.sparse_penalty(*sc, 0.3, 0.2);
+  EXPECT_NEAR(gpu->sparse_penalty(*sg, 0.3, 0.2), pen, 1e-10 * std::max(1.0, pen));
+  cpu.sparse_axpy(-2.0, *sc, *wc);
+  gpu->sparse_axpy(-2.0, *sg, *wg);
+  auto rc = to_backend(cpu, std::vector<double>(w.size(), 0.1)), nc = cpu.vector(w.size());
+  auto rg = to_backend(*gpu, std::vector<double>(w.size(), 0.1)), ng = gpu->vector(w.size());
+  cpu.adf_step(*wc, *rc, *nc, *sc);
+  gpu->adf_step(*wg, *rg, *ng, *sg);
+  cpu.adf_update_rates(*rc, *nc, 3.0, 0.995, 0.6);
+  gpu->adf_update_rates(*rg, *ng, 3.0, 0.995, 0.6);
+  expect_close_vec(to_host(*gpu, *rg), to_host(cpu, *rc), 1e-14, "adf rates");
+  auto tc = cpu.vector(w.size()), tg = gpu->vector(w.size());
+  cpu.lazy_decay(*wc, *tc, -0.3, nullptr, 0.0, sc.get());
+  gpu->lazy_decay(*wg, *tg, -0.3, nullptr, 0.0, sg.get());
+  cpu.lazy_decay(*wc, *tc, -0.5, nullptr, 0.0, nullptr);
+  gpu->lazy_decay(*wg, *tg, -0.5, nullptr, 0.0, nullptr);
+  expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "adf/lazy_decay w");
+  // Perceptron difference, gather / scatter round trip, copy.
+  std::size_t tokens = 0;
+  for (auto s : ids) tokens += p.corpus.length(s);
+  std::vector<std::uint32_t> pred(tokens);
+  gpu->viterbi(*gc, *wg, span, pred.data());
+  auto dc = cpu.sparse_vector(), dg = gpu->sparse_vector();
+  EXPECT_EQ(gpu->feature_difference(*gc, span, pred.data(), *dg, 1.0),
+            cpu.feature_difference(*cc, span, pred.data(), *dc, 1.0));
+  auto zc = cpu.vector(w.size()), zg = gpu->vector(w.size());
+  cpu.sparse_axpy(1.0, *dc, *zc);
+  gpu->sparse_axpy(1.0, *dg, *zg);
+  EXPECT_EQ(to_host(*gpu, *zg), to_host(cpu, *zc));
+  auto kg = gpu->sparse_vector(), kg2 = gpu->sparse_vector();
+  gpu->sparse_copy(*sg, *kg);
+  gpu->gather(*wg, *kg);
+  gpu->fill(*wg, 0.0);
+  gpu->scatter(*kg, *wg);  // restores exactly the support's weights
+  gpu->sparse_copy(*kg, *kg2);
+  gpu->gather(*wg, *kg2);
+  EXPECT_EQ(gpu->sparse_penalty(*kg2, 0.0, 1.0), gpu->sparse_penalty(*kg, 0.0, 1.0));
+  auto sup = cpu.sparse_vector();
+  cpu.support(*cc, span, *sup);
+  EXPECT_EQ(sup->nnz(), kg->nnz());
+}
+
+TEST(CudaBackend, EveryTrainerReachesTheCpuResult) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(4, 30, 2, 40, 10, 23);
+  for (const TrainerInfo& info : trainer_registry()) {
+    SCOPED_TRACE(info.name);
+    TrainOptions o;
+    o.c2 = 0.5;
+    o.max_iterations = 60;
+    o.epochs = 3;
+    o.max_epochs = 3;
+    o.sgd_epochs = 2;
+    double f[2];
+    std::vector<double> w[2];
+    for (int k = 0; k < 2; ++k) {
+      BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
+      auto corpus = b->upload(p.corpus);
+      Objective obj(*b, *corpus, 0.0, o.c2);
+      auto wv = b->vector(p.dims.num_weights());
+      f[k] = info.make()->train(obj, *wv, o, nullptr);
+      w[k] = to_host(*b, *wv);
+    }
+    // Same algorithm, same seed: the runs differ only by rounding in sums.
+    EXPECT_NEAR(f[1], f[0], 1e-6 * std::max(1.0, std::fabs(f[0])));
+  }
+}
+
+TEST(CudaBackend, LbfgsReachesCpuOptimumAndRunsAreBitwiseEqual) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(9, 200, 3, 150, 25, 41);
+  TrainOptions o;
+  o.c2 = 0.5;
+  o.epsilon = 1e-10;
+  o.delta = 0;
+  o.period = 0;
+  o.max_iterations = 1000;
+  std::vector<double> w[3];
+  double f[3];
+  for (int k = 0; k < 3; ++k) {
+    BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
+    auto corpus = b->upload(p.corpus);
+    Objective obj(*b, *corpus, 0.0, o.c2);
+    auto wv = b->vector(p.dims.num_weights());
+    f[k] = find_trainer("lbfgs").make()->train(obj, *wv, o, nullptr);
+    w[k] = to_host(*b, *wv);
+  }
+  EXPECT_NEAR(f[1], f[0], 1e-9 * std::fabs(f[0])) << "optimum";
+  expect_close_vec(w[1], w[0], 1e-5, "optimal weights");
+  EXPECT_EQ(f[1], f[2]) << "two GPU runs";
+  EXPECT_TRUE(w[1] == w[2]) << "two GPU runs: weights not bitwise equal";
+}
+
+TEST(CudaBackend, EvaluateIsBitwiseReproducible) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(23, 500, 5, 300, 40, 55);
+  const auto w = test::random_weights(p.dims.num_weights(), 0.5, 9);
+  std::vector<double> g[2];
+  double loss[2];
+  for (int k = 0; k < 2; ++k) {
+    BackendPtr b = gpu_backend(p.dims);
+    auto corpus = b->upload(p.corpus);
+    auto wv = to_backend(*b, w);
+    auto gv = b->vector(w.size());
+    loss[k] = b->evaluate(*corpus, *wv, all_sentences(*corpus), gv.get(), 1.0);
+    g[k] = to_host(*b, *gv);
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  EXPECT_TRUE(g[0] == g[1]) << "gradients differ between two runs";
+}
+
+TEST(CudaBackend, TooLargeForTheDeviceSaysHowMuchMemory) {
+  REQUIRE_GPU();
+  // L = 4096 with edge features: a 2000-token sentence needs 2000 · 4096² · 8 B ≈ 250 GiB.
+  auto p = fixed_length_problem(4096, 3, 1, 1, 2000, 3);
+  BackendPtr gpu = gpu_backend(p.dims);
+  try {
+    gpu->upload(p.corpus);
+    FAIL() << "upload must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("MiB"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaBackend, FactorySelectsTheGpu) {
+  REQUIRE_GPU();
+  Dims d;
+  d.L = 3;
+  d.A = 2;
+  BackendOptions o;
+  o.device = DeviceKind::cuda;
+  std::string note;
+  auto b = make_backend(d, o, &note);
+  EXPECT_NE(b->name().find("cuda:0"), std::string::npos) << b->name();
+  o.device = DeviceKind::auto_select;
+  b = make_backend(d, o, &note);
+  EXPECT_NE(note.find("cuda"), std::string::npos) << note;
+}
+
+}  // namespace
+}  // namespace crfx
