@@ -137,15 +137,15 @@ int cmd_train(int argc, char** argv) {
       ("period", "stopping test window in iterations", cxxopts::value<int>()->default_value("10"))
       ("delta", "stop when the objective improved less than this (relative) over --period iterations",
        cxxopts::value<double>()->default_value("1e-5"))
-      ("epsilon", "stop when |g| / max(1, |w|) falls below this", cxxopts::value<double>()->default_value("1e-5"))
+      ("epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does)", cxxopts::value<double>()->default_value("1e-5"))
       ("memory", "L-BFGS / OWL-QN history pairs", cxxopts::value<int>()->default_value("6"))
       ("seed", "random seed (shuffling, sampling): same seed, same model",
        cxxopts::value<std::uint64_t>()->default_value("1"))
       ("batch-size", "stochastic trainers: sentences per update (1 = online)",
        cxxopts::value<std::size_t>()->default_value("1"))
       ("epochs", "sgd-l1, adf, ap: epochs over the shuffled data", cxxopts::value<int>()->default_value("30"))
-      ("eta0", "sgd-l1: initial learning rate; adf: initial per-feature rate",
-       cxxopts::value<double>()->default_value("0.1"))
+      ("eta0", "sgd-l1, adf: initial (per-feature) learning rate (default 0.1; 0.025 with the heuristic "
+       "line search and for two-stage, whose trials grow the rate up to 4x)", cxxopts::value<double>())
       ("alpha", "sgd-l1: rate decay, eta_k = eta0 * alpha^(k/N)", cxxopts::value<double>()->default_value("0.85"))
       ("line-search", "sgd-l1: none | heuristic (per-batch heuristic line search)",
        cxxopts::value<std::string>()->default_value("none"))
@@ -223,9 +223,10 @@ int cmd_train(int argc, char** argv) {
   opt.seed = get<std::uint64_t>(r, "seed");
   opt.batch_size = get<std::size_t>(r, "batch-size");
   opt.epochs = get<int>(r, "epochs");
-  opt.eta0 = get<double>(r, "eta0");
-  opt.alpha = get<double>(r, "alpha");
   opt.line_search = get<std::string>(r, "line-search");
+  const bool heuristic = opt.line_search == "heuristic" || algo == "two-stage";
+  opt.eta0 = r.count("eta0") ? get<double>(r, "eta0") : heuristic ? 0.025 : 0.1;
+  opt.alpha = get<double>(r, "alpha");
   opt.sgd_epochs = get<int>(r, "sgd-epochs");
   opt.sampling = get<std::string>(r, "sampling");
   opt.max_epochs = get<int>(r, "max-epochs");
@@ -254,16 +255,18 @@ int cmd_train(int argc, char** argv) {
     }
     if (!quiet) {
       char line[256];
+      const std::string gnorm = std::isnan(p.gradient_norm) ? "-" : fmt("%.3e", p.gradient_norm);
       std::snprintf(line, sizeof line,
-                    "iter %4d  passes %6.1f  obj %.6f  |g| %.3e  active %zu  step %.3g  %.2f s%s%s\n",
-                    p.iteration, p.passes, p.objective, p.gradient_norm, p.active_features, p.step,
+                    "iter %4d  passes %6.1f  obj %.6f  |g| %s  active %zu  step %.3g  %.2f s%s%s\n",
+                    p.iteration, p.passes, p.objective, gnorm.c_str(), p.active_features, p.step,
                     p.seconds, dev_f1.empty() ? "" : "  dev F1 ", dev_f1.c_str());
       std::cerr << line << std::flush;
     }
     if (!log_path.empty()) {
       char row[256];
-      std::snprintf(row, sizeof row, "%d,%.4f,%.17g,%.6e,%zu,%.4f,%s\n", p.iteration, p.passes,
-                    p.objective, p.gradient_norm, p.active_features, p.seconds, dev_f1.c_str());
+      const std::string gnorm = std::isnan(p.gradient_norm) ? "" : fmt("%.6e", p.gradient_norm);
+      std::snprintf(row, sizeof row, "%d,%.4f,%.17g,%s,%zu,%.4f,%s\n", p.iteration, p.passes,
+                    p.objective, gnorm.c_str(), p.active_features, p.seconds, dev_f1.c_str());
       log_text += row;
       write_file_atomic(log_path, log_text);
     }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,7 +76,7 @@ struct Progress {
   int iteration = 0;
   double passes = 0;
   double objective = 0;
-  double gradient_norm = 0;
+  double gradient_norm = std::numeric_limits<double>::quiet_NaN();  // NaN: not computed
   std::size_t active_features = 0;
   double seconds = 0;
   double step = 0;
