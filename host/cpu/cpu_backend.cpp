@@ -70,6 +70,8 @@ std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids
 }
 
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
+// Below this many tokens the marginal reduction runs on the calling thread (see evaluate).
+constexpr std::size_t kSerialReduceTokens = 1024;
 
 }  // namespace
 
@@ -446,7 +448,7 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
     // Phase 2: the marginal reduction g += scale · Xᵀ·delta.
     if (G) {
       const unsigned parts = pool_.size();
-      pool_.run(parts + 1, [&](std::size_t part, unsigned) {
+      auto reduce_part = [&](std::size_t part, unsigned) {
         if (part == parts) {  // transitions: Σ over sentences in span order
           if (!dims_.transitions) return;
           double* GT = G + dims_.transition_offset();
@@ -482,7 +484,14 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
             }
           }
         }
-      });
+      };
+      // A few sentences (a stochastic trainer's step) are reduced on this thread: waking the
+      // pool costs more than the work. The parts write disjoint ranges, so the result is the same.
+      if (tokens < kSerialReduceTokens) {
+        for (std::size_t part = 0; part <= parts; ++part) reduce_part(part, 0);
+      } else {
+        pool_.run(parts + 1, reduce_part);
+      }
     }
     begin = end;
   }
