@@ -77,6 +77,24 @@ for part, names, title in (("l2", L2, "(a) L2, c2 = 0.5 (λ = 1/n)"), ("l1", L1,
             last["passes"], last["seconds"]))
     lines.append("")
 
+# Effective passes (and seconds) to reach f*·(1 + gap) for the L2 trainers.
+if "l2" in fstar:
+    gaps = (1e-1, 1e-2, 1e-3, 1e-4)
+    lines += ["Effective passes (seconds) until (f − f*)/f* ≤ gap:", "",
+              "| trainer | " + " | ".join("%g" % g for g in gaps) + " |",
+              "|---|" + "---:|" * len(gaps)]
+    for n in L2:
+        rows = logs[n]
+        if not rows:
+            continue
+        cells = []
+        for g in gaps:
+            target = fstar["l2"] * (1 + g)
+            r = next((r for r in rows if r["objective"] <= target), None)
+            cells.append("%.1f (%.1f s)" % (r["passes"], r["seconds"]) if r else "–")
+        lines.append("| %s | %s |" % (n, " | ".join(cells)))
+    lines.append("")
+
 # Acceptance checks.
 lines += ["## Acceptance checks", ""]
 checks = []
