@@ -43,10 +43,6 @@ BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::st
       BackendPtr backend;
       try {
         cuda::CudaBackendConfig config;
-        const unsigned threads = options.threads;
-        config.host_backend = [threads](const Dims& d) -> BackendPtr {
-          return std::make_unique<CpuBackend>(d, threads);
-        };
         backend = cuda::make_cuda_backend(dims, config);
       } catch (const Error& e) {  // e.g. more labels than the kernels handle
         if (options.device == DeviceKind::cuda) throw Error(std::string("--device cuda: ") + e.what());

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,10 +25,6 @@ struct CudaBackendConfig {
   /// as the device memory budget allows). Tests lower it to exercise chunking; the results do
   /// not depend on it except through the order of the gradient additions between chunks.
   std::size_t max_chunk_tokens = 0;
-  /// Makes the host (CPU) backend that the SAG / SAGA primitives are delegated to (host mirrors
-  /// of w and d, copied per call — correct, not fast; see docs/ARCHITECTURE.md). Without it the
-  /// SAG primitives throw Error.
-  std::function<BackendPtr(const Dims&)> host_backend;
 };
 
 /// The CUDA backend (double precision, deterministic). Throws Error when the device cannot be

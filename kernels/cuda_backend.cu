@@ -16,6 +16,10 @@
 //     trans_final
 //     reset_slots
 //
+// SAG / SAGA (seed 004) keep their state on the device: stored marginals, the lazy-step history
+// and per-group stamps; the host plans each span (groups, occurrences) and the sag_* kernels below
+// catch up, differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
+//
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
 // the transposed CSR (attribute → occurrences, built once at upload in token order), the
 // transition sum is a fixed-shape tree over sentences, per-sentence losses are added on the host
@@ -790,7 +794,7 @@ struct CudaVector final : Vector {
 
 struct CudaCorpus final : BackendCorpus {
   const void* owner = nullptr;
-  Corpus host;  // host copy: support sets, feature differences, the SAG delegate
+  Corpus host;  // host copy: support sets, feature differences, SAG span plans
   std::size_t S = 0, N = 0, max_len = 0;
   std::vector<std::size_t> h_sent_off;  // [S+1] host copy (chunk planning)
   std::vector<std::uint8_t> h_labeled;  // [S] every token has a gold label
@@ -825,11 +829,200 @@ struct CudaSparse final : SparseVector {
   DeviceBuffer<double> value;
 };
 
-/// SAG / SAGA state: delegated to a host backend on mirrors of w and d (see CudaBackendConfig).
+// ---- SAG / SAGA (seed 004): stored marginals and lazy steps on the device ------------------
+
+constexpr std::uint32_t kNone = 0xffffffffu;
+constexpr std::size_t kSagHistory = std::size_t(1) << 16;  // lazy steps kept between flushes
+
+/// The weight groups of backend.hpp: per state attribute a its L weights, the L² transitions
+/// (group A), per edge attribute e its L² block (group A + 1 + e).
+struct SagGroups {
+  std::uint32_t A;
+  std::size_t L, LL, trans_off, edge_off;
+  __device__ std::size_t begin(std::uint32_t gid) const {
+    if (gid < A) return std::size_t(gid) * L;
+    if (gid == A) return trans_off;
+    return edge_off + (std::size_t(gid) - A - 1) * LL;
+  }
+  __device__ std::size_t size(std::uint32_t gid) const { return gid < A ? L : LL; }
+};
+
+/// The current span as the host planned it: its touched groups (order of first appearance), the
+/// offset of each group in the compact per-span arrays (g, saved), and per group its occurrences
+/// in the span in (sentence, token, item) order: span row of the token, stored row (token id for
+/// state groups, edge slot for edge groups), value, and span index of the sentence.
+struct SagSpanView {
+  const std::uint32_t* groups;  // [ng]
+  const std::size_t* gofs;      // [ng + 1]
+  const std::uint32_t* oofs;    // [ng + 1]
+  const std::uint32_t* onew;    // [occ]
+  const std::uint32_t* oold;    // [occ]
+  const std::uint32_t* osent;   // [occ]
+  const double* oval;           // [occ]
+  const std::uint32_t* sid;     // [n] sentence ids, span order
+  std::uint32_t n;
+};
+
+/// Composite map of the lazy steps stamp+1 … k on every listed group (all groups when `list` is
+/// null); block per group. Explicit round-to-nearest arithmetic: the CPU's formula, no FMA.
+__global__ void sag_catch_up_kernel(SagGroups gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
+                                    const double* P, const double* S, const double* R, std::uint32_t* stamp,
+                                    double* w, const double* d) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = list ? list[q] : std::uint32_t(q);
+    const std::uint32_t k0 = stamp[gid];
+    if (k0 != k) {  // block-uniform
+      const double ratio = P[k] / P[k0];
+      const double sd = __dmul_rn(P[k0], __dsub_rn(S[k], S[k0]));
+      const double r = __dmul_rn(P[k0], __dsub_rn(R[k], R[k0]));
+      const std::size_t b = gl.begin(gid), e = b + gl.size(gid);
+      for (std::size_t j = b + threadIdx.x; j < e; j += blockDim.x) {
+        const double x = __dsub_rn(w[j], __dmul_rn(d[j], sd));
+        if (r > 0) {
+          const double m = fabs(x) - r;
+          w[j] = m > 0 ? __dmul_rn(ratio, copysign(m, x)) : 0.0;
+        } else {
+          w[j] = __dmul_rn(ratio, x);
+        }
+      }
+    }
+    __syncthreads();  // every thread has read stamp[gid]
+    if (threadIdx.x == 0) stamp[gid] = k;
+  }
+}
+
+/// g (compact, per group) = Σ over the span's occurrences of x · (μ_new − gold); transitions:
+/// Σ over the span's sentences of the pairwise deltas. Fixed order per entry.
+__global__ void sag_gradient_kernel(SagGroups gl, SagSpanView v, std::size_t count, const double* new_node,
+                                    const double* new_pair, const double* new_edge, double* g) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = v.groups[q];
+    const std::size_t size = gl.size(gid);
+    double* out = g + v.gofs[q];
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      double acc = 0;
+      if (gid == gl.A) {
+        for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, new_pair[std::size_t(i) * gl.LL + c]);
+      } else {
+        const double* src = gid < gl.A ? new_node : new_edge;
+        for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o)
+          acc = __dadd_rn(acc, __dmul_rn(v.oval[o], src[std::size_t(v.onew[o]) * size + c]));
+      }
+      out[c] = acc;
+    }
+  }
+}
+
+/// Line-search trial (save = true: saved ← w, w ← w − step·g) or restore (w ← saved) on the
+/// span's groups.
+__global__ void sag_trial_kernel(SagGroups gl, SagSpanView v, std::size_t count, bool save, double step,
+                                 const double* g, double* saved, double* w) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = v.groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid), o = v.gofs[q];
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      if (save) {
+        saved[o + c] = w[b + c];
+        w[b + c] = __dsub_rn(w[b + c], __dmul_rn(step, g[o + c]));
+      } else {
+        w[b + c] = saved[o + c];
+      }
+    }
+  }
+}
+
+/// d += Δ_i and w −= coef_i·Δ_i, Δ_i = X_iᵀ(μ_new,i − μ_stored,i), per weight in the span's
+/// (sentence, token, item) order, as the CPU.
+__global__ void sag_commit_kernel(SagGroups gl, SagSpanView v, std::size_t count, const double* new_node,
+                                  const double* old_node, const double* new_pair, const double* old_pair,
+                                  const double* new_edge, const double* old_edge, const double* coef, double* d,
+                                  double* w) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = v.groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid);
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      double dj = d[b + c], wj = coef ? w[b + c] : 0.0;
+      if (gid == gl.A) {
+        for (std::uint32_t i = 0; i < v.n; ++i) {
+          const double x = __dsub_rn(new_pair[std::size_t(i) * gl.LL + c], old_pair[std::size_t(v.sid[i]) * gl.LL + c]);
+          dj = __dadd_rn(dj, x);
+          if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[i], x));
+        }
+      } else {
+        const double* nw = gid < gl.A ? new_node : new_edge;
+        const double* od = gid < gl.A ? old_node : old_edge;
+        for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o) {
+          const double x = __dmul_rn(
+              v.oval[o], __dsub_rn(nw[std::size_t(v.onew[o]) * size + c], od[std::size_t(v.oold[o]) * size + c]));
+          dj = __dadd_rn(dj, x);
+          if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[v.osent[o]], x));
+        }
+      }
+      d[b + c] = dj;
+      if (coef) w[b + c] = wj;
+    }
+  }
+}
+
+/// μ_stored ← μ_new: block per span row (node marginals; the position's pairwise marginals when
+/// it has an edge slot), then block per span sentence (summed pairwise marginals).
+__global__ void sag_store_kernel(std::size_t L, std::size_t rows, std::uint32_t n, const std::uint32_t* row_tok,
+                                 const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
+                                 const double* new_pair, const double* new_edge, double* old_node,
+                                 double* old_pair, double* old_edge) {
+  const std::size_t LL = L * L;
+  for (std::size_t b = blockIdx.x; b < rows + n; b += gridDim.x) {
+    if (b < rows) {
+      for (std::size_t y = threadIdx.x; y < L; y += blockDim.x)
+        old_node[std::size_t(row_tok[b]) * L + y] = new_node[b * L + y];
+      if (row_slot[b] != kNone)
+        for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x)
+          old_edge[std::size_t(row_slot[b]) * LL + j] = new_edge[b * LL + j];
+    } else if (old_pair) {
+      const std::size_t i = b - rows;
+      for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x)
+        old_pair[std::size_t(sid[i]) * LL + j] = new_pair[i * LL + j];
+    }
+  }
+}
+
+/// Grows a scratch buffer (never shrinks; the contents are not kept).
+template <class T>
+void reserve_device(DeviceBuffer<T>& b, std::size_t n) {
+  if (b.size() < n) b.resize(std::max(n, 2 * b.size()));
+}
+
+/// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
+/// start, which is the contract's "gold indicators"), so Δ_i = X_iᵀ(δ_new − δ_stored).
 struct CudaSag final : SagState {
-  BackendCorpusPtr corpus;  // host backend's copy of the corpus (outlives `state`)
-  SagStatePtr state;
-  VectorPtr w, d;  // host mirrors
+  const void* owner = nullptr;
+  const CudaCorpus* corpus = nullptr;
+  std::size_t groups = 0;                   // A + 1 + E
+  DeviceBuffer<double> node, pair, edge;    // [N][L], [S][L][L], [edge slots][L][L]
+  std::vector<std::uint32_t> edge_slot;     // [N] host: slot of a position with edge items, or kNone
+  // Lazy bookkeeping: P, S, R appended on the host, mirrored before every catch-up.
+  std::vector<double> P{1.0}, S{0.0}, R{0.0};
+  std::size_t uploaded = 0;
+  DeviceBuffer<double> dP, dS, dR;          // [kSagHistory + 1]
+  DeviceBuffer<std::uint32_t> stamp;        // [groups]
+  // The current span: host plan and its device copy.
+  std::vector<std::uint32_t> sid, row_tok, row_slot, h_groups, oofs, onew, oold, osent, mark, local;
+  std::vector<std::size_t> gofs;
+  std::vector<double> oval;
+  std::uint32_t generation = 0;
+  std::size_t rows = 0;
+  DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
+  DeviceBuffer<std::size_t> d_gofs;
+  DeviceBuffer<double> d_oval, coef;
+  // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
+  DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
+  bool evaluated = false, tried = false;
+  std::size_t k() const { return P.size() - 1; }
+  std::size_t compact() const { return gofs.empty() ? 0 : gofs.back(); }
+  SagSpanView view() const {
+    return {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
+            d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
+  }
 };
 
 /// Attribute → occurrences (token id, value), token order; `keep(tok)` filters tokens.
@@ -1116,65 +1309,293 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // ---- SAG / SAGA (seed 004): delegated to the host backend -----------------------------
-  // Simplest correct implementation: every call mirrors w (and d) to the host, runs the host
-  // backend's primitive and copies back what it changed. O(num_weights) transfers per call — a
-  // device-resident version (stored marginals on the GPU, lazy groups by kernels) is future work.
+  // ---- SAG / SAGA (seed 004): stored marginals and lazy steps on the device -----------------
+  // The host plans each span (touched groups and, per group, its occurrences in the span; the
+  // corpus's host copy makes this O(span items), as on the CPU) and uploads the plan; kernels do
+  // the catch-up of the span's groups, the span gradient, the line-search trial, the commit into
+  // d (and w for SAGA) and the store of the new marginals. w, d, the stored marginals and the
+  // lazy-step history stay on the device; per step only the plan and a few scalars move.
   SagStatePtr sag_create(const BackendCorpus& bc) override {
     const CudaCorpus& c = C(bc);
-    Backend& h = host();
+    const Corpus& h = c.host;
+    if (!h.labeled()) throw Error("SAG needs every training token labeled");
     auto st = std::make_unique<CudaSag>();
-    st->corpus = h.upload(c.host);
-    st->state = h.sag_create(*st->corpus);
-    st->w = h.vector(dims_.num_weights());
-    st->d = h.vector(dims_.num_weights());
+    CudaSag& s = *st;
+    s.owner = this;
+    s.corpus = &c;
+    s.groups = std::size_t(dims_.A) + 1 + dims_.E;
+    const std::size_t L = dims_.L, LL = L * L, N = c.N;
+    std::size_t slots = 0;
+    if (c.edge_off.get()) {
+      s.edge_slot.assign(N, kNone);
+      for (std::size_t sid = 0; sid < c.S; ++sid)
+        for (std::size_t t = h.sentence_offsets[sid] + 1; t < h.sentence_offsets[sid + 1]; ++t)
+          if (h.edge_offsets[t + 1] > h.edge_offsets[t]) s.edge_slot[t] = std::uint32_t(slots++);
+    }
+    const std::size_t bytes = (N * L + c.S * LL + slots * LL + 3 * (kSagHistory + 1)) * sizeof(double) +
+                              s.groups * sizeof(std::uint32_t);
+    std::size_t free_b = 0, total_b = 0;
+    CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (bytes > free_b)
+      throw Error("CUDA backend: SAG's stored marginals need " + fmt_mib(bytes) + " of device memory, only " +
+                  fmt_mib(free_b) + " free on " + name_ + "; use --device cpu");
+    s.node.resize(N * L);
+    s.pair.resize(c.S * LL);
+    s.edge.resize(slots * LL);
+    s.dP.resize(kSagHistory + 1);
+    s.dS.resize(kSagHistory + 1);
+    s.dR.resize(kSagHistory + 1);
+    s.stamp.resize(s.groups);
+    if (N) CRFX_CUDA_CHECK(cudaMemsetAsync(s.node.get(), 0, N * L * sizeof(double), stream_));
+    if (c.S) CRFX_CUDA_CHECK(cudaMemsetAsync(s.pair.get(), 0, c.S * LL * sizeof(double), stream_));
+    if (slots) CRFX_CUDA_CHECK(cudaMemsetAsync(s.edge.get(), 0, slots * LL * sizeof(double), stream_));
+    CRFX_CUDA_CHECK(cudaMemsetAsync(s.stamp.get(), 0, s.groups * sizeof(std::uint32_t), stream_));
+    s.P.reserve(kSagHistory + 1);
+    s.S.reserve(kSagHistory + 1);
+    s.R.reserve(kSagHistory + 1);
+    s.mark.assign(s.groups, 0);
+    s.local.assign(s.groups, 0);
+    // Pending buffers for a span of the longest sentence, so that batch-1 SAG allocates nothing
+    // while it trains (larger mini-batches grow them a few times, then never again).
+    const std::size_t T = std::max<std::size_t>(1, c.max_len);
+    s.new_node.resize(T * L);
+    s.new_pair.resize(LL);
+    if (slots) s.new_edge.resize(T * LL);
+    sync();
     return st;
   }
-  void sag_sync(SagState& s, SentenceSpan span, Vector& w, const Vector& d) override {
-    CudaSag& st = G(s);
-    pull(w, *st.w);
-    pull(d, *st.d);
-    host().sag_sync(*st.state, span, *st.w, *st.d);
-    push(*st.w, w);
+
+  void sag_sync(SagState& state, SentenceSpan span, Vector& w, const Vector& d) override {
+    CudaSag& s = G(state);
+    const Corpus& h = s.corpus->host;
+    if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
+      throw Error("internal: SAG vectors have the wrong size");
+    // Plan: groups in order of first appearance (transitions first), occurrences counted.
+    if (++s.generation == 0) {
+      std::fill(s.mark.begin(), s.mark.end(), 0);
+      s.generation = 1;
+    }
+    const std::uint32_t gen = s.generation, A = dims_.A;
+    s.h_groups.clear();
+    s.oofs.assign(1, 0);
+    auto touch = [&](std::uint32_t gid) {
+      if (s.mark[gid] != gen) {
+        s.mark[gid] = gen;
+        s.local[gid] = std::uint32_t(s.h_groups.size());
+        s.h_groups.push_back(gid);
+        s.oofs.push_back(0);
+      }
+      ++s.oofs[s.local[gid] + 1];
+    };
+    const bool edges = !s.edge_slot.empty();
+    s.sid.assign(span.count, 0);
+    s.row_tok.clear();
+    s.row_slot.clear();
+    if (dims_.transitions) {
+      touch(A);
+      s.oofs[1] = 0;  // the transition group has no occurrences
+    }
+    for (std::size_t i = 0; i < span.count; ++i) {
+      const std::uint32_t sid = span[i];
+      if (sid >= s.corpus->S) throw Error("internal: SAG sentence id out of range");
+      s.sid[i] = sid;
+      for (std::size_t t = h.sentence_offsets[sid]; t < h.sentence_offsets[sid + 1]; ++t) {
+        s.row_tok.push_back(std::uint32_t(t));
+        s.row_slot.push_back(edges ? s.edge_slot[t] : kNone);
+        for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k) touch(h.state_ids[k]);
+        if (edges && s.edge_slot[t] != kNone)
+          for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k) touch(A + 1 + h.edge_ids[k]);
+      }
+    }
+    {  // distinct sentences (a repeated one would be committed twice)
+      std::vector<std::uint32_t> sorted(s.sid);
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+        throw Error("internal: SAG span repeats a sentence");
+    }
+    const std::size_t ng = s.h_groups.size(), L = dims_.L, LL = L * L;
+    s.rows = s.row_tok.size();
+    s.gofs.assign(ng + 1, 0);
+    for (std::size_t q = 0; q < ng; ++q) {
+      s.oofs[q + 1] += s.oofs[q];
+      s.gofs[q + 1] = s.gofs[q] + (s.h_groups[q] < A ? L : LL);
+    }
+    // Fill the occurrences in (sentence, token, item) order.
+    const std::size_t occ = s.oofs[ng];
+    s.onew.resize(occ);
+    s.oold.resize(occ);
+    s.osent.resize(occ);
+    s.oval.resize(occ);
+    std::vector<std::uint32_t> cur(s.oofs.begin(), s.oofs.end() - 1);
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < span.count; ++i) {
+      const std::uint32_t sid = s.sid[i];
+      for (std::size_t t = h.sentence_offsets[sid]; t < h.sentence_offsets[sid + 1]; ++t, ++row) {
+        auto put = [&](std::uint32_t gid, std::uint32_t old_row, double v) {
+          const std::uint32_t o = cur[s.local[gid]]++;
+          s.onew[o] = std::uint32_t(row);
+          s.oold[o] = old_row;
+          s.osent[o] = std::uint32_t(i);
+          s.oval[o] = v;
+        };
+        for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k)
+          put(h.state_ids[k], std::uint32_t(t), h.state_values[k]);
+        if (edges && s.edge_slot[t] != kNone)
+          for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k)
+            put(A + 1 + h.edge_ids[k], s.edge_slot[t], h.edge_values[k]);
+      }
+    }
+    // Upload the plan (grow-only buffers), then catch the span's groups up.
+    auto up = [&](auto& dev, const auto& host_vec) {
+      reserve_device(dev, host_vec.size());
+      if (!host_vec.empty())
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(dev.get(), host_vec.data(), host_vec.size() * sizeof(host_vec[0]),
+                                        cudaMemcpyHostToDevice, stream_));
+    };
+    up(s.d_sid, s.sid);
+    up(s.d_row_tok, s.row_tok);
+    up(s.d_row_slot, s.row_slot);
+    up(s.d_groups, s.h_groups);
+    up(s.d_gofs, s.gofs);
+    up(s.d_oofs, s.oofs);
+    up(s.d_onew, s.onew);
+    up(s.d_oold, s.oold);
+    up(s.d_osent, s.osent);
+    up(s.d_oval, s.oval);
+    sag_catch_up(s, ng, s.d_groups.get(), w, d);
+    sync();  // the host plan is rewritten by the next call
+    s.evaluated = false;
+    s.tried = false;
   }
-  double sag_evaluate(SagState& s, const Vector& w, double* grad_norm2) override {
-    CudaSag& st = G(s);
-    pull(w, *st.w);
-    return host().sag_evaluate(*st.state, *st.w, grad_norm2);
+
+  double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) override {
+    CudaSag& s = G(state);
+    const CudaCorpus& c = *s.corpus;
+    const std::size_t L = dims_.L, LL = L * L, n = s.sid.size();
+    const bool edges = !s.edge_slot.empty(), pairs = dims_.transitions || edges;
+    reserve_device(s.new_node, s.rows * L);
+    reserve_device(s.new_pair, n * LL);
+    if (edges) reserve_device(s.new_edge, s.rows * LL);
+    reserve_device(s.g, s.compact());
+    prepare(w);
+    const SentenceSpan span{s.sid.data(), n};
+    double loss = 0;
+    std::size_t row0 = 0;
+    for (std::size_t begin = 0; begin < n;) {
+      const std::size_t end = plan(c, span, begin);
+      const std::size_t m = end - begin, rows = h_slots_[m];
+      run_chunk_front(c, w, m, rows, false);
+      FbParams fp = fb_params(c, m);
+      fp.gold = true;
+      fp.backward = true;
+      fp.node = node_.get();
+      fp.pair = pairs ? pair_.get() : nullptr;  // transitions, or edge deltas (written in the pair pass)
+      launch_fb(fp, m);
+      // Chunk rows are the span's tokens in span order: copy the deltas out of the workspace.
+      if (rows)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_node.get() + row0 * L, node_.get(), rows * L * sizeof(double),
+                                        cudaMemcpyDeviceToDevice, stream_));
+      if (pairs && m)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_pair.get() + begin * LL, pair_.get(), m * LL * sizeof(double),
+                                        cudaMemcpyDeviceToDevice, stream_));
+      if (edges && rows)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_edge.get() + row0 * LL, edge_.get(), rows * LL * sizeof(double),
+                                        cudaMemcpyDeviceToDevice, stream_));
+      h_losses_.resize(m);
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), m * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+      sync();
+      for (std::size_t i = 0; i < m; ++i) loss += h_losses_[i];  // span order, as the CPU
+      row0 += rows;
+      begin = end;
+    }
+    const std::size_t ng = s.h_groups.size();
+    if (ng) {
+      sag_gradient_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(
+          sag_groups(), s.view(), ng, s.new_node.get(), s.new_pair.get(), edges ? s.new_edge.get() : nullptr,
+          s.g.get());
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+    const double g2 = reduce(s.compact(), DotTerm{s.g.get(), s.g.get()}, SumOp{}, 0.0);
+    if (grad_norm2) *grad_norm2 = g2;
+    s.evaluated = true;
+    return loss;
   }
-  void sag_trial(SagState& s, Vector& w, double step) override {
-    CudaSag& st = G(s);
-    pull(w, *st.w);
-    host().sag_trial(*st.state, *st.w, step);
-    push(*st.w, w);
+
+  void sag_trial(SagState& state, Vector& w, double step) override {
+    CudaSag& s = G(state);
+    if (!s.evaluated) throw Error("internal: sag_trial before sag_evaluate");
+    reserve_device(s.saved, s.compact());
+    const std::size_t ng = s.h_groups.size();
+    if (ng) {
+      sag_trial_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(sag_groups(), s.view(), ng, true, step,
+                                                                      s.g.get(), s.saved.get(), P(w));
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+    s.tried = true;
   }
-  void sag_restore(SagState& s, Vector& w) override {
-    CudaSag& st = G(s);
-    pull(w, *st.w);
-    host().sag_restore(*st.state, *st.w);
-    push(*st.w, w);
+
+  void sag_restore(SagState& state, Vector& w) override {
+    CudaSag& s = G(state);
+    if (!s.tried) throw Error("internal: sag_restore without sag_trial");
+    const std::size_t ng = s.h_groups.size();
+    if (ng) {
+      sag_trial_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(sag_groups(), s.view(), ng, false, 0.0,
+                                                                      s.g.get(), s.saved.get(), P(w));
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
   }
-  void sag_commit(SagState& s, Vector& d, Vector& w, const double* w_coef) override {
-    CudaSag& st = G(s);
-    pull(w, *st.w);
-    pull(d, *st.d);
-    host().sag_commit(*st.state, *st.d, *st.w, w_coef);
-    push(*st.d, d);
-    push(*st.w, w);
+
+  void sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) override {
+    CudaSag& s = G(state);
+    if (!s.evaluated) throw Error("internal: sag_commit before sag_evaluate");
+    const std::size_t n = s.sid.size(), ng = s.h_groups.size();
+    const bool edges = !s.edge_slot.empty();
+    if (w_coef && n) {
+      reserve_device(s.coef, n);
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(s.coef.get(), w_coef, n * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    }
+    if (ng) {
+      sag_commit_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(
+          sag_groups(), s.view(), ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
+          edges ? s.new_edge.get() : nullptr, edges ? s.edge.get() : nullptr, w_coef ? s.coef.get() : nullptr,
+          P(d), P(w));
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+    if (s.rows + n) {
+      sag_store_kernel<<<grid_for(s.rows + n, 1, 1u << 20), group_threads(), 0, stream_>>>(
+          dims_.L, s.rows, std::uint32_t(n), s.d_row_tok.get(), s.d_row_slot.get(), s.d_sid.get(),
+          s.new_node.get(), s.new_pair.get(), edges ? s.new_edge.get() : nullptr, s.node.get(),
+          dims_.transitions ? s.pair.get() : nullptr, edges ? s.edge.get() : nullptr);
+      CRFX_CUDA_CHECK_LAUNCH();
+    }
+    if (w_coef) sync();  // w_coef is the caller's host array
+    s.evaluated = false;  // the pending marginals are stored now
   }
-  void sag_step(SagState& s, double a, double b, double tau, Vector& w, const Vector& d) override {
-    CudaSag& st = G(s);
-    pull(w, *st.w);
-    pull(d, *st.d);
-    host().sag_step(*st.state, a, b, tau, *st.w, *st.d);
-    push(*st.w, w);
+
+  void sag_step(SagState& state, double a, double b, double tau, Vector& w, const Vector& d) override {
+    CudaSag& s = G(state);
+    if (!(a > 0 && a <= 1) || !(b >= 0) || !(tau >= 0) || !std::isfinite(b) || !std::isfinite(tau))
+      throw Error("internal: invalid SAG step (a = " + std::to_string(a) + ", b = " + std::to_string(b) +
+                  ", tau = " + std::to_string(tau) + ")");
+    // Flush when P would underflow (as the CPU) or the device history is full.
+    if (s.P.back() * a < 1e-150 || s.k() >= kSagHistory) sag_flush(state, w, d);
+    const double Pk = s.P.back() * a;
+    s.S.push_back(s.S.back() + b / Pk);
+    s.R.push_back(s.R.back() + tau / Pk);
+    s.P.push_back(Pk);
   }
-  void sag_flush(SagState& s, Vector& w, const Vector& d) override {
-    CudaSag& st = G(s);
-    pull(w, *st.w);
-    pull(d, *st.d);
-    host().sag_flush(*st.state, *st.w, *st.d);
-    push(*st.w, w);
+
+  void sag_flush(SagState& state, Vector& w, const Vector& d) override {
+    CudaSag& s = G(state);
+    if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
+      throw Error("internal: SAG vectors have the wrong size");
+    if (s.k() > 0) sag_catch_up(s, s.groups, nullptr, w, d);
+    CRFX_CUDA_CHECK(cudaMemsetAsync(s.stamp.get(), 0, s.groups * sizeof(std::uint32_t), stream_));
+    s.P.assign(1, 1.0);
+    s.S.assign(1, 0.0);
+    s.R.assign(1, 0.0);
+    s.uploaded = 0;
   }
 
   // ---- stochastic trainers: sparse batch gradients ----------------------------------------
@@ -1328,18 +1749,36 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // ---- helpers of the SAG delegate and the sparse primitives ------------------------------
-  Backend& host() {
-    if (!host_) {
-      if (!cfg_.host_backend) throw Error("the CUDA backend was created without a host backend for SAG");
-      host_ = cfg_.host_backend(dims_);
-    }
-    return *host_;
-  }
-  CudaSag& G(SagState& s) const {
-    auto* p = dynamic_cast<CudaSag*>(&s);
-    if (!p) throw Error("internal: SAG state does not belong to the CUDA backend");
+  // ---- helpers of SAG and the sparse primitives -------------------------------------------
+  CudaSag& G(SagState& st) const {
+    auto* p = dynamic_cast<CudaSag*>(&st);
+    if (!p || p->owner != this) throw Error("internal: SAG state does not belong to this CUDA backend");
     return *p;
+  }
+  SagGroups sag_groups() const {
+    const std::size_t L = dims_.L;
+    return {dims_.A, L, L * L, dims_.transition_offset(), dims_.edge_offset()};
+  }
+  int group_threads() const { return int(std::min<std::size_t>(256, (dims_.L + 31) / 32 * 32)); }
+  static unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); }
+  /// Mirrors the lazy-step history not yet on the device, then runs the composite map on
+  /// `count` groups (`list` on the device, or all groups when null).
+  void sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_t* list, Vector& w, const Vector& d) {
+    const std::size_t k = s.k();
+    if (k >= s.uploaded) {
+      const std::size_t from = s.uploaded, m = k + 1 - from;
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dP.get() + from, s.P.data() + from, m * sizeof(double),
+                                      cudaMemcpyHostToDevice, stream_));
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dS.get() + from, s.S.data() + from, m * sizeof(double),
+                                      cudaMemcpyHostToDevice, stream_));
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dR.get() + from, s.R.data() + from, m * sizeof(double),
+                                      cudaMemcpyHostToDevice, stream_));
+      s.uploaded = k + 1;
+    }
+    if (count == 0 || k == 0) return;
+    sag_catch_up_kernel<<<group_grid(count), group_threads(), 0, stream_>>>(
+        sag_groups(), list, count, std::uint32_t(k), s.dP.get(), s.dS.get(), s.dR.get(), s.stamp.get(), P(w), P(d));
+    CRFX_CUDA_CHECK_LAUNCH();
   }
   CudaSparse& X(SparseVector& x) const {
     auto* p = dynamic_cast<CudaSparse*>(&x);
@@ -1351,18 +1790,6 @@ class CudaBackend final : public Backend {
     if (x.end > n)
       throw Error("internal: sparse index beyond the vector (" + std::to_string(x.end - 1) + " ≥ " +
                   std::to_string(n) + ")");
-  }
-  /// Device vector → host-backend vector.
-  void pull(const Vector& dev, Vector& hostv) {
-    h_mirror_.resize(dev.size());
-    read(dev, h_mirror_.data());
-    host().write(hostv, h_mirror_.data());
-  }
-  /// Host-backend vector → device vector.
-  void push(const Vector& hostv, Vector& dev) {
-    h_mirror_.resize(hostv.size());
-    host().read(hostv, h_mirror_.data());
-    write(dev, h_mirror_.data());
   }
   /// S(span) into h_index_ (sorted), as CpuBackend::support.
   void support_host(const Corpus& c, SentenceSpan span) {
@@ -1681,11 +2108,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer<double> losses_;   // [sents]
   DeviceBuffer<std::uint32_t> sent_, order_;  // [sents]
   DeviceBuffer<std::size_t> slots_;           // [sents + 1]
-  // Stochastic trainers / SAG delegate.
-  BackendPtr host_;                      // host backend (SAG), made on first use
+  // Stochastic trainers.
   VectorPtr sgd_dense_;                  // dense device scratch, all-zero between calls
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
-  std::vector<double> h_mirror_;         // host staging of w / d for the SAG delegate
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;
   std::vector<std::uint8_t> mark_a_, mark_e_;

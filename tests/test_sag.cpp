@@ -9,6 +9,7 @@
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "random_problem.hpp"
+#include "sag_check.hpp"
 
 namespace crfx {
 namespace {
@@ -57,82 +58,14 @@ TrainOptions lbfgs_tight() {
   return o;
 }
 
-double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
+using test::max_abs_diff;
 
 // ---- the primitives: stored marginals + lazy steps == explicit gradients + dense steps ------
 
-/// Runs a fixed sequence of spans through the SAG primitives and, side by side, the explicit
-/// algorithm (per-sentence gradients from evaluate(), dense d and w). Compares d and w.
-void check_against_explicit(std::uint32_t E, bool with_coef, unsigned threads,
-                            bool tiny_a = false) {
+void check_against_explicit(std::uint32_t E, bool with_coef, unsigned threads, bool tiny_a = false) {
   auto p = random_problem(3, 12, E, 9, 6, 21 + E);
   CpuBackend b(p.dims, threads);
-  auto corpus = b.upload(p.corpus);
-  const std::size_t W = p.dims.num_weights(), n = p.corpus.num_sentences();
-  auto state = b.sag_create(*corpus);
-  auto w = to_backend(b, test::random_weights(W, 0.3, 5));
-  auto d = b.vector(W);
-  std::vector<double> we = to_host(b, *w), de(W, 0.0);
-  std::vector<std::vector<double>> stored(n, std::vector<double>(W, 0.0));
-
-  const std::vector<std::vector<std::uint32_t>> spans = {
-      {0}, {3, 1}, {0}, {5}, {2, 4, 8}, {1}, {6, 7}, {0, 3}, {8}, {4}, {2}, {7, 5, 1}};
-  for (std::size_t k = 0; k < spans.size(); ++k) {
-    const auto& sp = spans[k];
-    const SentenceSpan span{sp.data(), sp.size()};
-    b.sag_sync(*state, span, *w, *d);
-    double g2 = 0;
-    const double loss = b.sag_evaluate(*state, *w, &g2);
-
-    // Explicit: per-sentence gradients at the explicit (dense) w.
-    auto wv = to_backend(b, we);
-    double loss_e = 0;
-    std::vector<double> gsum(W, 0.0);
-    std::vector<std::vector<double>> gi;
-    for (std::uint32_t s : sp) {
-      auto g = b.vector(W);
-      loss_e += b.evaluate(*corpus, *wv, SentenceSpan{&s, 1}, g.get(), 1.0);
-      gi.push_back(to_host(b, *g));
-      for (std::size_t j = 0; j < W; ++j) gsum[j] += gi.back()[j];
-    }
-    double g2e = 0;
-    for (double x : gsum) g2e += x * x;
-    EXPECT_NEAR(loss, loss_e, 1e-10 * std::max(1.0, loss_e)) << "step " << k;
-    EXPECT_NEAR(g2, g2e, 1e-9 * std::max(1.0, g2e)) << "step " << k;
-
-    // The line-search trial point restores bit-exactly.
-    const auto before = to_host(b, *w);
-    b.sag_trial(*state, *w, 0.37);
-    const auto moved = to_host(b, *w);
-    for (std::size_t j = 0; j < W; ++j) EXPECT_NEAR(moved[j], before[j] - 0.37 * gsum[j], 1e-12);
-    b.sag_restore(*state, *w);
-    const auto after = to_host(b, *w);
-    EXPECT_EQ(std::memcmp(before.data(), after.data(), W * sizeof(double)), 0);
-
-    std::vector<double> coef(sp.size(), 0.0);
-    for (std::size_t i = 0; i < sp.size(); ++i) coef[i] = with_coef ? 0.05 * double(i + 1) : 0.0;
-    b.sag_commit(*state, *d, *w, with_coef ? coef.data() : nullptr);
-    for (std::size_t i = 0; i < sp.size(); ++i) {
-      auto& old = stored[sp[i]];
-      for (std::size_t j = 0; j < W; ++j) {
-        const double delta = gi[i][j] - old[j];
-        de[j] += delta;
-        we[j] -= coef[i] * delta;
-      }
-      old = gi[i];
-    }
-    // tiny_a drives P = Π a below 1e-150 so that sag_step flushes by itself mid-sequence.
-    const double a = tiny_a ? 1e-40 : 1.0 - 0.01 * double(k % 3), bb = 0.02 + 0.01 * double(k % 2);
-    b.sag_step(*state, a, bb, 0.0, *w, *d);
-    for (std::size_t j = 0; j < W; ++j) we[j] = a * we[j] - bb * de[j];
-  }
-  b.sag_flush(*state, *w, *d);
-  EXPECT_LT(max_abs_diff(to_host(b, *d), de), 1e-10);
-  EXPECT_LT(max_abs_diff(to_host(b, *w), we), 1e-10);
+  test::check_sag_against_explicit(b, p, with_coef, tiny_a);
 }
 
 TEST(Sag, StoredMarginalsEqualExplicitGradients) { check_against_explicit(0, false, 1); }
