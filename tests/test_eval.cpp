@@ -298,6 +298,23 @@ TEST(EvaluateFile, EndOfInputWithoutBoundary) {
   expect_counts(blank.overall(), 1, 2, 2);
 }
 
+TEST(EvaluateFile, GzipAndCrlfReadLikePlain) {
+  // Two gold/guess mismatches so the counts are not trivially all-correct.
+  const std::string text =
+      "He B-NP B-NP\r\nreckons B-VP B-VP\r\nthe B-NP I-NP\r\ndeficit I-NP I-NP\r\n\r\n"
+      "will B-VP B-VP\nnarrow I-VP O\n";
+  const std::string gz = test::temp_path("tagged.txt.gz");
+  test::write_gz(gz, text);
+  const auto a = evaluate_file(gz);
+  const auto b = eval_text(text);
+  EXPECT_EQ(a.report(), b.report());
+  EXPECT_EQ(a.tokens(), 6u);
+  EXPECT_EQ(a.correct_tokens(), 4u);
+  // Guessed I-NP after B-VP opens a chunk (conlleval): "the deficit" is still right; "will" alone
+  // is a wrong VP.
+  expect_counts(a.overall(), 3, 4, 4);
+}
+
 TEST(EvaluateFile, RawOption) {
   EvalOptions raw;
   raw.raw = true;

@@ -38,13 +38,6 @@ namespace {
   return ::testing::AssertionFailure() << "no exception";
 }
 
-void write_gz(const std::string& path, const std::string& text) {
-  gzFile gz = gzopen(path.c_str(), "wb");
-  ASSERT_NE(gz, nullptr);
-  ASSERT_EQ(gzwrite(gz, text.data(), static_cast<unsigned>(text.size())), int(text.size()));
-  ASSERT_EQ(gzclose(gz), Z_OK);
-}
-
 std::vector<std::string> all_lines(const std::string& path) {
   LineReader r(path);
   std::vector<std::string> out;

@@ -1,6 +1,7 @@
 #include "test_util.hpp"
 
 #include <sys/wait.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,13 @@ void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void write_gz(const std::string& path, const std::string& text) {
+  gzFile gz = gzopen(path.c_str(), "wb");
+  if (!gz) throw std::runtime_error("cannot write " + path);
+  const bool ok = gzwrite(gz, text.data(), static_cast<unsigned>(text.size())) == int(text.size());
+  if (gzclose(gz) != Z_OK || !ok) throw std::runtime_error("cannot write " + path);
 }
 
 std::string read_text(const std::string& path) {

@@ -10,6 +10,8 @@ std::string temp_dir();
 /// temp_dir() + "/" + name.
 std::string temp_path(const std::string& name);
 void write_text(const std::string& path, const std::string& text);
+/// Writes `text` gzip-compressed (throws std::runtime_error on failure).
+void write_gz(const std::string& path, const std::string& text);
 std::string read_text(const std::string& path);
 /// Runs a shell command; returns its exit status and, if `output` is given, stdout+stderr.
 int run(const std::string& command, std::string* output = nullptr);

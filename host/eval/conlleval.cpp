@@ -24,7 +24,6 @@
 // for, so on those schemes the counts are conlleval's own.
 #include <cstdarg>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <string>
 #include <utility>
@@ -32,6 +31,7 @@
 
 #include "crfx/error.hpp"
 #include "crfx/eval.hpp"
+#include "crfx/io.hpp"
 
 namespace crfx {
 
@@ -248,8 +248,7 @@ std::string ChunkEvaluator::report() const {
 }
 
 ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "cannot open file for reading");
+  LineReader in(path);  // plain or .gz; CR stripped
   ChunkEvaluator ev(std::move(options));
   std::vector<std::string> gold, guess, fields;
   auto flush = [&] {
@@ -260,9 +259,8 @@ ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
   };
   std::string line;
   std::size_t line_no = 0, columns = 0, columns_line = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  while (in.next(line)) {
+    line_no = in.line_number();
     split_fields(line, fields);
     if (fields.empty()) {  // blank: sentence boundary
       flush();
@@ -293,7 +291,6 @@ ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
     gold.push_back(fields[n - 2]);
     guess.push_back(fields[n - 1]);
   }
-  if (in.bad()) throw InputError(path, line_no, "read error");
   if (!gold.empty()) {
     // The input ends right after a token, with no boundary: conlleval closes the open chunk
     // without the boundary step (which can differ for tags that a boundary does not end).
