@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -76,10 +77,14 @@ struct Writer {
   std::string out;
 
   void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    char b[4];
+    for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    out.append(b, 4);
   }
   void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    out.append(b, 8);
   }
   void str(const std::string& s) {
     if (s.size() > std::numeric_limits<std::uint32_t>::max())
@@ -102,6 +107,15 @@ struct Writer {
     const std::size_t at = begin(tag);
     u32(static_cast<std::uint32_t>(d.size()));
     for (const std::string& s : d.strings()) str(s);
+    end(at);
+  }
+  /// The strings of `d` whose `id[i]` is not Dictionary::kNone, in id order (= their old order).
+  void dictionary(const char* tag, const Dictionary& d, const std::vector<std::uint32_t>& id,
+                  std::uint32_t kept) {
+    const std::size_t at = begin(tag);
+    u32(kept);
+    for (std::size_t i = 0; i < d.size(); ++i)
+      if (id[i] != Dictionary::kNone) str(d.at(std::uint32_t(i)));
     end(at);
   }
 };
@@ -275,15 +289,21 @@ std::string serialize_model(const Model& model) {
   for (std::size_t e = 0; e < d.E; ++e)
     for (std::size_t k = 0; k < LL && !keep_edge[e]; ++k)
       keep_edge[e] = w[d.edge_offset() + e * LL + k] != 0.0;
-  Dictionary state = fs.state_attrs, edge = fs.edge_attrs;
-  const std::vector<std::uint32_t> state_id = state.compact(keep_state);
-  const std::vector<std::uint32_t> edge_id = edge.compact(keep_edge);
+  // Old id → new id (kNone when dropped), without copying the dictionaries.
+  auto renumber = [](const std::vector<bool>& keep, std::uint32_t& kept) {
+    std::vector<std::uint32_t> id(keep.size(), Dictionary::kNone);
+    kept = 0;
+    for (std::size_t i = 0; i < keep.size(); ++i)
+      if (keep[i]) id[i] = kept++;
+    return id;
+  };
   Dims nd = d;
-  nd.A = static_cast<std::uint32_t>(state.size());
-  nd.E = static_cast<std::uint32_t>(edge.size());
+  const std::vector<std::uint32_t> state_id = renumber(keep_state, nd.A);
+  const std::vector<std::uint32_t> edge_id = renumber(keep_edge, nd.E);
 
   // Stored weights in the compact layout; old order = new order, so indices come out ascending.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> stored;
+  stored.reserve(std::size_t(std::count_if(w.begin(), w.end(), [](double v) { return v != 0.0; })));
   auto store = [&](std::size_t index, double v) {
     const std::uint64_t b = bits_of(v);
     if (b != 0) stored.emplace_back(index, b);
@@ -298,6 +318,7 @@ std::string serialize_model(const Model& model) {
         store(nd.edge_offset() + std::size_t(edge_id[e]) * LL + k, w[d.edge_offset() + e * LL + k]);
 
   Writer out;
+  out.out.reserve(stored.size() * 16 + std::size_t(nd.A) * 16 + std::size_t(nd.E) * 16 + 4096);
   out.out.append(kMagic, sizeof kMagic);
   out.u32(kVersion);
 
@@ -316,8 +337,8 @@ std::string serialize_model(const Model& model) {
     out.end(at);
   }
   out.dictionary("LABL", fs.labels);
-  out.dictionary("ATTR", state);
-  out.dictionary("EDGE", edge);
+  out.dictionary("ATTR", fs.state_attrs, state_id, nd.A);
+  out.dictionary("EDGE", fs.edge_attrs, edge_id, nd.E);
 
   at = out.begin("WGHT");
   out.u64(stored.size());
