@@ -10,27 +10,54 @@
 //      contributions in token order, by one thread.
 #include "cpu/cpu_backend.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "crfx/error.hpp"
 
 namespace crfx {
+
+namespace {
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+constexpr std::size_t kHugeFrom = std::size_t(4) << 20;
+}  // namespace
+
+void* huge_page_allocate(std::size_t bytes) {
+  if (bytes < kHugeFrom) {
+    void* p = std::malloc(bytes ? bytes : 1);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, rounded);
+  if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: without THP the memory is ordinary pages
+#endif
+  return p;
+}
+
+void huge_page_free(void* p) noexcept { std::free(p); }
+
 namespace {
 
 struct CpuVector final : Vector {
   explicit CpuVector(std::size_t n) : data(n, 0.0) {}
   std::size_t size() const override { return data.size(); }
-  std::vector<double> data;
+  HostArray data;
 };
 
-std::vector<double>& V(Vector& v) {
+HostArray& V(Vector& v) {
   auto* p = dynamic_cast<CpuVector*>(&v);
   if (!p) throw Error("internal: vector does not belong to the CPU backend");
   return p->data;
 }
-const std::vector<double>& V(const Vector& v) { return V(const_cast<Vector&>(v)); }
+const HostArray& V(const Vector& v) { return V(const_cast<Vector&>(v)); }
 
 void check_same(const Vector& a, const Vector& b) {
   if (a.size() != b.size())
@@ -75,8 +102,8 @@ constexpr std::size_t kSerialReduceTokens = 1024;
 
 }  // namespace
 
-std::vector<double>& CpuBackend::data(Vector& v) { return V(v); }
-const std::vector<double>& CpuBackend::data(const Vector& v) { return V(v); }
+HostArray& CpuBackend::data(Vector& v) { return V(v); }
+const HostArray& CpuBackend::data(const Vector& v) { return V(v); }
 const Corpus& CpuBackend::corpus_of(const BackendCorpus& c) { return C(c).c; }
 
 CpuBackend::CpuBackend(const Dims& dims, unsigned threads, bool log_space_only)

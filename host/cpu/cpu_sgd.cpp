@@ -114,7 +114,7 @@ void CpuBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVecto
 
 namespace {
 /// Moves the support entries of the all-zero-elsewhere scratch G into x.value and re-zeroes them.
-void take(ThreadPool& pool, std::vector<double>& G, CpuSparse& x) {
+void take(ThreadPool& pool, HostArray& G, CpuSparse& x) {
   blocks(pool, x.index.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t j = b; j < e; ++j) {
       double& g = G[x.index[j]];
@@ -130,7 +130,7 @@ double CpuBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, Sen
   CpuSparse& x = S(grad);
   support(bc, span, x);
   if (!sgd_dense_ || sgd_dense_->size() != dims_.num_weights()) sgd_dense_ = vector(dims_.num_weights());
-  std::vector<double>& G = data(*sgd_dense_);
+  HostArray& G = data(*sgd_dense_);
   double loss = 0;
   try {
     loss = evaluate(bc, w, span, sgd_dense_.get(), scale);
@@ -149,7 +149,7 @@ std::size_t CpuBackend::feature_difference(const BackendCorpus& bc, SentenceSpan
   CpuSparse& x = S(out);
   support(bc, span, x);
   if (!sgd_dense_ || sgd_dense_->size() != dims_.num_weights()) sgd_dense_ = vector(dims_.num_weights());
-  std::vector<double>& G = data(*sgd_dense_);
+  HostArray& G = data(*sgd_dense_);
   const std::size_t L = dims_.L, LL = L * L;
   double* GT = G.data() + dims_.transition_offset();
   double* GE = G.data() + dims_.edge_offset();
@@ -205,7 +205,7 @@ void CpuBackend::sparse_copy(const SparseVector& src, SparseVector& dst) {
 
 void CpuBackend::gather(const Vector& w, SparseVector& xs) {
   CpuSparse& x = S(xs);
-  const std::vector<double>& W = data(w);
+  const HostArray& W = data(w);
   check_index(x, W.size());
   blocks(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t j = b; j < e; ++j) x.value[j] = W[x.index[j]];
@@ -214,7 +214,7 @@ void CpuBackend::gather(const Vector& w, SparseVector& xs) {
 
 void CpuBackend::scatter(const SparseVector& xs, Vector& w) {
   const CpuSparse& x = S(xs);
-  std::vector<double>& W = data(w);
+  HostArray& W = data(w);
   check_index(x, W.size());
   blocks(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t j = b; j < e; ++j) W[x.index[j]] = x.value[j];
@@ -223,7 +223,7 @@ void CpuBackend::scatter(const SparseVector& xs, Vector& w) {
 
 void CpuBackend::sparse_axpy(double a, const SparseVector& xs, Vector& y) {
   const CpuSparse& x = S(xs);
-  std::vector<double>& Y = data(y);
+  HostArray& Y = data(y);
   check_index(x, Y.size());
   blocks(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t j = b; j < e; ++j) Y[x.index[j]] += a * x.value[j];
@@ -241,8 +241,8 @@ double CpuBackend::sparse_penalty(const SparseVector& xs, double c1, double c2) 
 
 void CpuBackend::lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
                             const SparseVector* sup) {
-  std::vector<double>& W = data(w);
-  std::vector<double>& T = data(stamp);
+  HostArray& W = data(w);
+  HostArray& T = data(stamp);
   const double* R = rate ? data(*rate).data() : nullptr;
   if (T.size() != W.size() || (rate && rate->size() != W.size()))
     throw Error("internal: lazy_decay vector sizes differ");
@@ -279,7 +279,7 @@ void CpuBackend::lazy_decay(Vector& w, Vector& stamp, double clock, const Vector
 
 void CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u) {
   const CpuSparse& g = S(gs);
-  std::vector<double>& W = data(w);
+  HostArray& W = data(w);
   double* Q = q ? data(*q).data() : nullptr;
   if (q && q->size() != W.size()) throw Error("internal: sgd_l1_step vector sizes differ");
   check_index(g, W.size());
@@ -303,9 +303,9 @@ void CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, doubl
 
 void CpuBackend::adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) {
   const CpuSparse& g = S(gs);
-  std::vector<double>& W = data(w);
-  const std::vector<double>& R = data(rate);
-  std::vector<double>& N = data(count);
+  HostArray& W = data(w);
+  const HostArray& R = data(rate);
+  HostArray& N = data(count);
   if (R.size() != W.size() || N.size() != W.size()) throw Error("internal: adf_step vector sizes differ");
   check_index(g, W.size());
   blocks(pool_, g.index.size(), [&](std::size_t b, std::size_t e) {
@@ -319,8 +319,8 @@ void CpuBackend::adf_step(Vector& w, const Vector& rate, Vector& count, const Sp
 
 void CpuBackend::adf_update_rates(Vector& rate, Vector& count, double window, double alpha,
                                   double beta) {
-  std::vector<double>& R = data(rate);
-  std::vector<double>& N = data(count);
+  HostArray& R = data(rate);
+  HostArray& N = data(count);
   if (R.size() != N.size()) throw Error("internal: adf_update_rates vector sizes differ");
   blocks(pool_, R.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
