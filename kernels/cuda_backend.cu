@@ -832,7 +832,7 @@ struct CudaSparse final : SparseVector {
 // ---- SAG / SAGA (seed 004): stored marginals and lazy steps on the device ------------------
 
 constexpr std::uint32_t kNone = 0xffffffffu;
-constexpr std::size_t kSagHistory = std::size_t(1) << 16;  // lazy steps kept between flushes
+constexpr std::size_t kSagHistory = std::size_t(1) << 16;  // initial lazy-step capacity (grows)
 
 /// The weight groups of backend.hpp: per state attribute a its L weights, the L² transitions
 /// (group A), per edge attribute e its L² block (group A + 1 + e).
@@ -1003,7 +1003,7 @@ struct CudaSag final : SagState {
   // Lazy bookkeeping: P, S, R appended on the host, mirrored before every catch-up.
   std::vector<double> P{1.0}, S{0.0}, R{0.0};
   std::size_t uploaded = 0;
-  DeviceBuffer<double> dP, dS, dR;          // [kSagHistory + 1]
+  DeviceBuffer<double> dP, dS, dR;          // [capacity ≥ k + 1], doubled when full
   DeviceBuffer<std::uint32_t> stamp;        // [groups]
   // The current span: host plan and its device copy.
   std::vector<std::uint32_t> sid, row_tok, row_slot, h_groups, oofs, onew, oold, osent, mark, local;
@@ -1332,7 +1332,9 @@ class CudaBackend final : public Backend {
         for (std::size_t t = h.sentence_offsets[sid] + 1; t < h.sentence_offsets[sid + 1]; ++t)
           if (h.edge_offsets[t + 1] > h.edge_offsets[t]) s.edge_slot[t] = std::uint32_t(slots++);
     }
-    const std::size_t bytes = (N * L + c.S * LL + slots * LL + 3 * (kSagHistory + 1)) * sizeof(double) +
+    const std::size_t T = std::max<std::size_t>(1, c.max_len);
+    const std::size_t pending = T * L + LL + (slots ? T * LL : 0);  // a span of the longest sentence
+    const std::size_t bytes = (N * L + c.S * LL + slots * LL + pending + 3 * (kSagHistory + 1)) * sizeof(double) +
                               s.groups * sizeof(std::uint32_t);
     std::size_t free_b = 0, total_b = 0;
     CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -1355,9 +1357,9 @@ class CudaBackend final : public Backend {
     s.R.reserve(kSagHistory + 1);
     s.mark.assign(s.groups, 0);
     s.local.assign(s.groups, 0);
-    // Pending buffers for a span of the longest sentence, so that batch-1 SAG allocates nothing
-    // while it trains (larger mini-batches grow them a few times, then never again).
-    const std::size_t T = std::max<std::size_t>(1, c.max_len);
+    // Pending marginals for a span of the longest sentence: batch-1 SAG never regrows them
+    // (mini-batches grow them a few times, as the small plan, g and saved buffers grow during the
+    // first steps; all are grow-only).
     s.new_node.resize(T * L);
     s.new_pair.resize(LL);
     if (slots) s.new_edge.resize(T * LL);
@@ -1378,6 +1380,7 @@ class CudaBackend final : public Backend {
     const std::uint32_t gen = s.generation, A = dims_.A;
     s.h_groups.clear();
     s.oofs.assign(1, 0);
+    std::size_t items = 0;
     auto touch = [&](std::uint32_t gid) {
       if (s.mark[gid] != gen) {
         s.mark[gid] = gen;
@@ -1386,6 +1389,7 @@ class CudaBackend final : public Backend {
         s.oofs.push_back(0);
       }
       ++s.oofs[s.local[gid] + 1];
+      ++items;
     };
     const bool edges = !s.edge_slot.empty();
     s.sid.assign(span.count, 0);
@@ -1394,6 +1398,7 @@ class CudaBackend final : public Backend {
     if (dims_.transitions) {
       touch(A);
       s.oofs[1] = 0;  // the transition group has no occurrences
+      items = 0;
     }
     for (std::size_t i = 0; i < span.count; ++i) {
       const std::uint32_t sid = span[i];
@@ -1415,6 +1420,11 @@ class CudaBackend final : public Backend {
     }
     const std::size_t ng = s.h_groups.size(), L = dims_.L, LL = L * L;
     s.rows = s.row_tok.size();
+    {
+      if (items >= 0xffffffffu)  // the occurrence offsets are 32-bit
+        throw Error("CUDA backend: a SAG batch of " + std::to_string(items) +
+                    " feature items exceeds 2^32 - 1; use a smaller --batch-size");
+    }
     s.gofs.assign(ng + 1, 0);
     for (std::size_t q = 0; q < ng; ++q) {
       s.oofs[q + 1] += s.oofs[q];
@@ -1578,8 +1588,8 @@ class CudaBackend final : public Backend {
     if (!(a > 0 && a <= 1) || !(b >= 0) || !(tau >= 0) || !std::isfinite(b) || !std::isfinite(tau))
       throw Error("internal: invalid SAG step (a = " + std::to_string(a) + ", b = " + std::to_string(b) +
                   ", tau = " + std::to_string(tau) + ")");
-    // Flush when P would underflow (as the CPU) or the device history is full.
-    if (s.P.back() * a < 1e-150 || s.k() >= kSagHistory) sag_flush(state, w, d);
+    // Flush when P would underflow or the stamps would overflow, as the CPU.
+    if (s.P.back() * a < 1e-150 || s.k() + 1 >= 0xffffffffu) sag_flush(state, w, d);
     const double Pk = s.P.back() * a;
     s.S.push_back(s.S.back() + b / Pk);
     s.R.push_back(s.R.back() + tau / Pk);
@@ -1765,6 +1775,13 @@ class CudaBackend final : public Backend {
   /// `count` groups (`list` on the device, or all groups when null).
   void sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_t* list, Vector& w, const Vector& d) {
     const std::size_t k = s.k();
+    if (k + 1 > s.dP.size()) {  // the history outgrew the device copy: double it, re-upload
+      const std::size_t cap = std::max(k + 1, 2 * s.dP.size());
+      s.dP.resize(cap);
+      s.dS.resize(cap);
+      s.dR.resize(cap);
+      s.uploaded = 0;
+    }
     if (k >= s.uploaded) {
       const std::size_t from = s.uploaded, m = k + 1 - from;
       CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dP.get() + from, s.P.data() + from, m * sizeof(double),
@@ -1774,6 +1791,7 @@ class CudaBackend final : public Backend {
       CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dR.get() + from, s.R.data() + from, m * sizeof(double),
                                       cudaMemcpyHostToDevice, stream_));
       s.uploaded = k + 1;
+      sync();  // P, S, R are appended to (and reset by sag_flush) right after
     }
     if (count == 0 || k == 0) return;
     sag_catch_up_kernel<<<group_grid(count), group_threads(), 0, stream_>>>(

@@ -77,30 +77,9 @@ TEST(Sag, StoredMarginalsEqualExplicitGradientsThroughInternalFlushes) {
 }
 
 TEST(Sag, LazyProximalStepWithoutSignChangeIsExact) {
-  // One group lagging several steps with soft-thresholding: weights that stay on one side of 0
-  // (or stay at 0) get exactly the step-by-step prox.
   auto p = random_problem(3, 6, 0, 4, 4, 2);
   CpuBackend b(p.dims, 1);
-  auto corpus = b.upload(p.corpus);
-  const std::size_t W = p.dims.num_weights();
-  auto state = b.sag_create(*corpus);
-  std::vector<double> w0(W);
-  for (std::size_t j = 0; j < W; ++j) w0[j] = (j % 3 == 0) ? 0.0 : (j % 2 ? 5.0 : -5.0);
-  auto w = to_backend(b, w0);
-  std::vector<double> dh(W);
-  for (std::size_t j = 0; j < W; ++j) dh[j] = 0.01 * double(int(j % 7) - 3);
-  auto d = to_backend(b, dh);
-  std::vector<double> we = w0;
-  for (int k = 0; k < 6; ++k) {
-    const double a = 0.99, bb = 0.1, tau = 0.05;
-    b.sag_step(*state, a, bb, tau, *w, *d);
-    for (std::size_t j = 0; j < W; ++j) {
-      const double x = a * we[j] - bb * dh[j];
-      we[j] = std::fabs(x) > tau ? std::copysign(std::fabs(x) - tau, x) : 0.0;
-    }
-  }
-  b.sag_flush(*state, *w, *d);
-  EXPECT_LT(max_abs_diff(to_host(b, *w), we), 1e-12);
+  test::check_sag_lazy_prox(b, p);
 }
 
 // ---- the trainers ----------------------------------------------------------------------------

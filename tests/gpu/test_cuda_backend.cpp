@@ -399,20 +399,26 @@ TEST(CudaBackend, LbfgsReachesCpuOptimumAndRunsAreBitwiseEqual) {
 TEST(CudaBackend, SagPrimitivesEqualExplicitGradients) {
   REQUIRE_GPU();
   // Stored marginals on the device + lazy steps against per-sentence gradients and dense steps:
-  // without edges, with edge features and the SAGA term, and through internal flushes.
+  // without and with edge features (then with the SAGA term), through internal flushes, with
+  // spans split over several chunks (chunks of 6 tokens), and with transitions off.
   for (std::uint32_t E : {0u, 3u}) {
     SCOPED_TRACE(::testing::Message() << "E=" << E);
     auto p = test::random_problem(3, 12, E, 9, 6, 21 + E);
-    BackendPtr gpu = gpu_backend(p.dims);
-    test::check_sag_against_explicit(*gpu, p, E > 0, false);
-    BackendPtr gpu2 = gpu_backend(p.dims);
-    test::check_sag_against_explicit(*gpu2, p, false, true);
+    test::check_sag_against_explicit(*gpu_backend(p.dims), p, E > 0, false);
+    test::check_sag_against_explicit(*gpu_backend(p.dims), p, false, true);
+    test::check_sag_against_explicit(*gpu_backend(p.dims, 6), p, E > 0, false);
+    auto q = p;
+    q.dims.transitions = false;
+    test::check_sag_against_explicit(*gpu_backend(q.dims), q, E > 0, false);
   }
+  auto p = test::random_problem(3, 6, 0, 4, 4, 2);
+  test::check_sag_lazy_prox(*gpu_backend(p.dims), p);  // the soft-threshold branch (τ > 0)
 }
 
 TEST(CudaBackend, SagReachesCpuOptimumAndRunsAreBitwiseEqual) {
   REQUIRE_GPU();
-  // The settings of the CPU tests Sag.* (which reach the tight L-BFGS optimum there).
+  // The problem and settings of the CPU test Sag/SagSampling.ReachesLbfgsOptimum (where SAG,
+  // SAGA and mini-batch SAG all meet the stopping test within 60 epochs).
   auto p = test::random_problem(4, 30, 2, 40, 8, 7);
   struct Run {
     const char* algo;
@@ -429,13 +435,18 @@ TEST(CudaBackend, SagReachesCpuOptimumAndRunsAreBitwiseEqual) {
     o.batch_size = run.batch;
     std::vector<double> w[3];
     double f[3];
+    int epochs[3] = {0, 0, 0};
     for (int k = 0; k < 3; ++k) {
       BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
       auto corpus = b->upload(p.corpus);
       Objective obj(*b, *corpus, 0.0, o.c2);
       auto wv = b->vector(p.dims.num_weights());
-      f[k] = find_trainer(run.algo).make()->train(obj, *wv, o, nullptr);
+      f[k] = find_trainer(run.algo).make()->train(obj, *wv, o, [&](const Progress& pr, const Vector&) {
+        epochs[k] = pr.iteration;
+        return true;
+      });
       w[k] = to_host(*b, *wv);
+      EXPECT_LT(epochs[k], o.max_epochs) << "run " << k << " did not meet the stopping test";
     }
     // CPU and GPU differ by rounding (their line searches may branch differently), so they are
     // compared at the optimum; two GPU runs must agree bit for bit.
