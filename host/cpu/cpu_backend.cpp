@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -27,27 +28,41 @@ constexpr std::size_t kHugePage = std::size_t(2) << 20;
 constexpr std::size_t kHugeFrom = std::size_t(4) << 20;
 }  // namespace
 
-void* huge_page_allocate(std::size_t bytes) {
+HostArray::HostArray(std::size_t n) : n_(n) {
+  if (n == 0) return;
+  if (n > (std::size_t(-1) - kHugePage) / (2 * sizeof(double))) throw std::bad_alloc();
+  const std::size_t bytes = n * sizeof(double);
   if (bytes < kHugeFrom) {
-    void* p = std::malloc(bytes ? bytes : 1);
-    if (!p) throw std::bad_alloc();
-    return p;
+    p_ = static_cast<double*>(std::calloc(n, sizeof(double)));
+    if (!p_) throw std::bad_alloc();
+    return;
   }
-  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = std::aligned_alloc(kHugePage, rounded);
-  if (!p) throw std::bad_alloc();
+  // Map one huge page more than needed, then trim to a 2 MiB-aligned range.
+  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage, len = rounded + kHugePage;
+  void* raw = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(raw) + kHugePage - 1) & ~(kHugePage - 1);
+  const std::size_t head = at - reinterpret_cast<std::uintptr_t>(raw), tail = len - head - rounded;
+  if (head) ::munmap(raw, head);
+  if (tail) ::munmap(reinterpret_cast<char*>(at) + rounded, tail);
 #ifdef MADV_HUGEPAGE
-  ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: without THP the memory is ordinary pages
+  ::madvise(reinterpret_cast<void*>(at), rounded, MADV_HUGEPAGE);  // a hint; ordinary pages without THP
 #endif
-  return p;
+  p_ = reinterpret_cast<double*>(at);
+  mapped_ = rounded;
 }
 
-void huge_page_free(void* p) noexcept { std::free(p); }
+HostArray::~HostArray() {
+  if (mapped_)
+    ::munmap(p_, mapped_);
+  else
+    std::free(p_);
+}
 
 namespace {
 
 struct CpuVector final : Vector {
-  explicit CpuVector(std::size_t n) : data(n, 0.0) {}
+  explicit CpuVector(std::size_t n) : data(n) {}
   std::size_t size() const override { return data.size(); }
   HostArray data;
 };

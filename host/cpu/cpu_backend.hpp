@@ -11,30 +11,33 @@
 
 namespace crfx {
 
-/// Memory of `bytes` for a CPU backend array (throws std::bad_alloc): from 4 MiB up, 2 MiB-aligned
-/// and marked for transparent huge pages (madvise), so that first touching a 60 MB weight vector
-/// costs a few dozen page faults instead of ~15,000 and the vector algebra walks fewer TLB
-/// entries; smaller arrays come from the ordinary heap. Released by huge_page_free.
-void* huge_page_allocate(std::size_t bytes);
-void huge_page_free(void* p) noexcept;
+/// The storage of a CPU backend Vector: a fixed-size array of doubles, zero at creation. From
+/// 4 MiB up it is an anonymous mapping, 2 MiB-aligned and marked for transparent huge pages
+/// (madvise): the kernel zero-fills its pages on first touch, so a new vector costs nothing until
+/// it is written (L-BFGS's history vectors of a short run are never touched), and first touching a
+/// 60 MB weight vector takes a few dozen page faults instead of ~15,000. Smaller arrays: calloc.
+class HostArray {
+ public:
+  explicit HostArray(std::size_t n);  // throws std::bad_alloc
+  ~HostArray();
+  HostArray(const HostArray&) = delete;
+  HostArray& operator=(const HostArray&) = delete;
 
-/// std::allocator-compatible front end of huge_page_allocate, for the CPU backend's vectors.
-template <class T>
-struct HugePageAllocator {
-  using value_type = T;
-  HugePageAllocator() = default;
-  template <class U>
-  HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
-  T* allocate(std::size_t n) { return static_cast<T*>(huge_page_allocate(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t) noexcept { huge_page_free(p); }
-  template <class U>
-  bool operator==(const HugePageAllocator<U>&) const noexcept { return true; }
-  template <class U>
-  bool operator!=(const HugePageAllocator<U>&) const noexcept { return false; }
+  std::size_t size() const { return n_; }
+  double* data() { return p_; }
+  const double* data() const { return p_; }
+  double& operator[](std::size_t i) { return p_[i]; }
+  const double& operator[](std::size_t i) const { return p_[i]; }
+  double* begin() { return p_; }
+  double* end() { return p_ + n_; }
+  const double* begin() const { return p_; }
+  const double* end() const { return p_ + n_; }
+
+ private:
+  double* p_ = nullptr;
+  std::size_t n_ = 0;
+  std::size_t mapped_ = 0;  // bytes of the mapping, 0 when from calloc
 };
-
-/// The storage of a CPU backend Vector.
-using HostArray = std::vector<double, HugePageAllocator<double>>;
 
 class CpuBackend final : public Backend {
  public:
