@@ -311,7 +311,7 @@ TEST(Crfsuite, EscapedColonAloneIsAName) {
   EXPECT_EQ(s[0][0].attributes[1].value, 4.0);
 }
 
-// ---- write_file_atomic ---------------------------------------------------------------------
+// ---- AtomicFile / write_file_atomic ------------------------------------------------------
 
 std::vector<std::string> dir_entries(const std::string& dir) {
   std::vector<std::string> out;
@@ -336,6 +336,26 @@ TEST(AtomicWrite, WritesAndReplaces) {
   struct stat st;
   ASSERT_EQ(::stat(p.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+TEST(AtomicWrite, PiecesAndAbandon) {
+  const std::string dir = temp_dir();
+  const std::string p = dir + "/model.bin";
+  write_text(p, "old\n");
+  {  // abandoned half-way (e.g. an exception while streaming): the old file stays, no temp file
+    AtomicFile f(p);
+    f.write("new ", 4);
+  }
+  EXPECT_EQ(read_text(p), "old\n");
+  EXPECT_EQ(dir_entries(dir), (Lines{"model.bin"}));
+  AtomicFile f(p);
+  f.write("new ", 4);
+  f.write("content\n", 8);
+  EXPECT_EQ(read_text(p), "old\n");  // not visible before commit
+  f.commit();
+  EXPECT_EQ(read_text(p), "new content\n");
+  EXPECT_EQ(dir_entries(dir), (Lines{"model.bin"}));
+  EXPECT_THROW(f.write("x", 1), Error);  // committed: no more writes
 }
 
 TEST(AtomicWrite, PathIsADirectory) {

@@ -291,6 +291,15 @@ TEST(ModelIo, SaveRefusesInvalidModels) {
   EXPECT_THROW(serialize_model(m), Error);
   Model empty;
   EXPECT_THROW(serialize_model(empty), Error);  // L = 0
+  // Refused while streaming to a file: the existing model is left as it was, nothing else written.
+  const std::string dir = test::temp_dir() + "/save";
+  std::filesystem::create_directory(dir);
+  const std::string path = dir + "/m.model";
+  save_model(conll_model(), path);
+  const std::string before = test::read_text(path);
+  EXPECT_THROW(save_model(m, path), Error);
+  EXPECT_EQ(test::read_text(path), before);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
 }
 
 TEST(ModelIo, EveryFlippedByteIsDetected) {

@@ -1,5 +1,5 @@
-// write_file_atomic: "<path>.tmp.<pid>.XXXXXX" (mkstemp, same directory, so rename(2) stays on
-// one file system) → write → fsync → close → rename over `path`. Readers see the old file or
+// AtomicFile / write_file_atomic: "<path>.tmp.<pid>.XXXXXX" (mkstemp, same directory, so rename(2)
+// stays on one file system) → write(s) → fsync → close → rename over `path`. Readers see the old file or
 // the new one, never a half-written one; on any failure the temporary file is removed and the
 // old `path` is left as it was.
 #include <fcntl.h>
@@ -36,50 +36,69 @@ mode_t current_umask() {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& data) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) fail(path, "cannot create a temporary file", errno);
-
-  // On failure: close (if still open), remove the temporary file, report the first error.
-  auto abort_with = [&](const char* what, int err, bool open) {
-    if (open) ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(path, what, err);
-  };
-
+AtomicFile::AtomicFile(const std::string& path) : path_(path) {
+  tmp_ = path + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
+  fd_ = ::mkstemp(tmp_.data());
+  if (fd_ < 0) fail(path_, "cannot create a temporary file", errno);
   // mkstemp creates mode 0600; give the file the mode an ordinary create would (or keep the
   // mode of the file being replaced).
   struct stat st;
   const mode_t mode = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)
                           ? (st.st_mode & 07777)
                           : (0666 & ~current_umask());
-  if (::fchmod(fd, mode) != 0) abort_with("fchmod", errno, true);
+  if (::fchmod(fd_, mode) != 0) abort_with("fchmod", errno);
+}
 
-  const char* p = data.data();
-  std::size_t left = data.size();
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::abort_with(const char* what, int err) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  tmp_.clear();
+  fail(path_, what, err);
+}
+
+void AtomicFile::write(const char* p, std::size_t left) {
+  if (tmp_.empty()) throw Error("internal: write to " + path_ + " after commit or failure");
   while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
+    const ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      abort_with("write", errno, true);
+      abort_with("write", errno);
     }
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) abort_with("fsync", errno, true);
-  if (::close(fd) != 0) abort_with("close", errno, false);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) abort_with("rename", errno, false);
+}
+
+void AtomicFile::commit() {
+  if (tmp_.empty()) throw Error("internal: commit of " + path_ + " after commit or failure");
+  if (::fsync(fd_) != 0) abort_with("fsync", errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) abort_with("close", errno);
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) abort_with("rename", errno);
+  tmp_.clear();
 
   // Make the rename itself durable; failure here does not undo the (already visible) write.
-  const std::size_t slash = path.find_last_of('/');
+  const std::size_t slash = path_.find_last_of('/');
   const std::string dir =
-      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+      slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void write_file_atomic(const std::string& path, const std::string& data) {
+  AtomicFile f(path);
+  f.write(data.data(), data.size());
+  f.commit();
 }
 
 }  // namespace crfx

@@ -12,8 +12,9 @@
 // Integers are little-endian; a string is u32 length + bytes. Sections are written in this order;
 // a reader accepts them in any order, each at most once. The CRC section must end the file.
 //
-// Saving drops every state / edge attribute whose weights are all zero (Dictionary::compact keeps
-// the survivors in their old order) and moves the weights to the compact layout; labels and the
+// Saving drops every state / edge attribute whose weights are all zero (the survivors keep their
+// old order) and moves the weights to the compact layout, streaming the bytes to the file through
+// a 1 MiB buffer (section lengths are computed first; nothing model-sized is held in memory); labels and the
 // transition block stay whole. Every weight whose bit pattern is not all-zero is stored (a -0.0
 // inside a kept block survives), so save → load → save gives the same bytes.
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <new>
@@ -60,64 +62,93 @@ double double_of(std::uint64_t b) {
   return v;
 }
 
-std::uint32_t crc_of(const char* data, std::size_t n) {
-  uLong crc = ::crc32(0L, Z_NULL, 0);
+/// CRC-32 (zlib) of [data, data + n), continuing from `crc` (a whole-buffer CRC by default).
+uLong crc_of(const char* data, std::size_t n, uLong crc = ::crc32(0L, Z_NULL, 0)) {
   while (n > 0) {
     const uInt chunk = n > (1u << 30) ? (1u << 30) : static_cast<uInt>(n);
     crc = ::crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
     data += chunk;
     n -= chunk;
   }
-  return static_cast<std::uint32_t>(crc);
+  return crc;
 }
 
 // ---- writing -------------------------------------------------------------------------------
 
-struct Writer {
-  std::string out;
+/// Model bytes to a sink through a 1 MiB buffer, with the CRC-32 of everything written so far.
+/// Sections are written with their length known up front (so a model streams to its file
+/// without being held in memory); end() checks that the length was right.
+class Writer {
+ public:
+  using Sink = std::function<void(const char*, std::size_t)>;
+  explicit Writer(Sink sink) : sink_(std::move(sink)) { buf_.reserve(kBuffer); }
 
+  void bytes(const char* p, std::size_t n) {
+    buf_.append(p, n);
+    if (buf_.size() >= kBuffer) flush();
+  }
   void u32(std::uint32_t v) {
     char b[4];
     for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-    out.append(b, 4);
+    bytes(b, 4);
   }
   void u64(std::uint64_t v) {
     char b[8];
     for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-    out.append(b, 8);
+    bytes(b, 8);
   }
+  static std::uint64_t str_size(const std::string& s) { return 4 + s.size(); }
   void str(const std::string& s) {
     if (s.size() > std::numeric_limits<std::uint32_t>::max())
       throw Error("cannot save model: a string of " + std::to_string(s.size()) + " bytes");
     u32(static_cast<std::uint32_t>(s.size()));
-    out += s;
+    bytes(s.data(), s.size());
   }
-  /// Starts a section; returns where its length goes.
-  std::size_t begin(const char* tag) {
-    out.append(tag, 4);
-    const std::size_t at = out.size();
-    u64(0);
-    return at;
+  /// Starts a section of `length` bytes (after its tag and length fields).
+  void begin(const char* tag, std::uint64_t length) {
+    bytes(tag, 4);
+    u64(length);
+    section_end_ = written() + length;
   }
-  void end(std::size_t at) {
-    const std::uint64_t n = out.size() - at - 8;
-    for (int i = 0; i < 8; ++i) out[at + i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  void end() const {
+    if (written() != section_end_) throw Error("internal: model section length mismatch");
   }
-  void dictionary(const char* tag, const Dictionary& d) {
-    const std::size_t at = begin(tag);
-    u32(static_cast<std::uint32_t>(d.size()));
-    for (const std::string& s : d.strings()) str(s);
-    end(at);
-  }
-  /// The strings of `d` whose `id[i]` is not Dictionary::kNone, in id order (= their old order).
-  void dictionary(const char* tag, const Dictionary& d, const std::vector<std::uint32_t>& id,
-                  std::uint32_t kept) {
-    const std::size_t at = begin(tag);
-    u32(kept);
+  /// The strings of `d` whose `id[i]` is not Dictionary::kNone (all when `id` is null), in id
+  /// order, as a section: count, then (length, bytes) per string.
+  void dictionary(const char* tag, const Dictionary& d, const std::vector<std::uint32_t>* id = nullptr) {
+    std::uint64_t length = 4;
+    std::uint32_t count = 0;
     for (std::size_t i = 0; i < d.size(); ++i)
-      if (id[i] != Dictionary::kNone) str(d.at(std::uint32_t(i)));
-    end(at);
+      if (!id || (*id)[i] != Dictionary::kNone) {
+        length += str_size(d.at(std::uint32_t(i)));
+        ++count;
+      }
+    begin(tag, length);
+    u32(count);
+    for (std::size_t i = 0; i < d.size(); ++i)
+      if (!id || (*id)[i] != Dictionary::kNone) str(d.at(std::uint32_t(i)));
+    end();
   }
+  /// CRC-32 of every byte written so far (flushes the buffer).
+  std::uint32_t crc() {
+    flush();
+    return static_cast<std::uint32_t>(crc_);
+  }
+  void flush() {
+    if (buf_.empty()) return;
+    crc_ = crc_of(buf_.data(), buf_.size(), crc_);
+    sink_(buf_.data(), buf_.size());
+    flushed_ += buf_.size();
+    buf_.clear();
+  }
+
+ private:
+  static constexpr std::size_t kBuffer = std::size_t(1) << 20;
+  std::uint64_t written() const { return flushed_ + buf_.size(); }
+  Sink sink_;
+  std::string buf_;
+  std::uint64_t flushed_ = 0, section_end_ = 0;
+  uLong crc_ = ::crc32(0L, Z_NULL, 0);
 };
 
 /// Throws unless the weight vector fits the feature space (used by save and dump).
@@ -270,7 +301,10 @@ std::string weight_text(double w) {
 
 }  // namespace
 
-std::string serialize_model(const Model& model) {
+namespace {
+
+/// The model in the file format, to `out` (see the format at the top of this file).
+void write_model(const Model& model, Writer& out) {
   const FeatureSpace& fs = model.features;
   check_model(model, "cannot save model");
   const Dims d = fs.dims();
@@ -301,62 +335,75 @@ std::string serialize_model(const Model& model) {
   const std::vector<std::uint32_t> state_id = renumber(keep_state, nd.A);
   const std::vector<std::uint32_t> edge_id = renumber(keep_edge, nd.E);
 
-  // Stored weights in the compact layout; old order = new order, so indices come out ascending.
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> stored;
-  stored.reserve(std::size_t(std::count_if(w.begin(), w.end(), [](double v) { return v != 0.0; })));
-  auto store = [&](std::size_t index, double v) {
-    const std::uint64_t b = bits_of(v);
-    if (b != 0) stored.emplace_back(index, b);
+  // Stored weights in the compact layout (old order = new order, so indices ascend): `f` is
+  // called with (index, bits) for every weight whose bit pattern is not +0.0.
+  auto each_stored = [&](auto&& f) {
+    auto store = [&](std::size_t index, double v) {
+      const std::uint64_t b = bits_of(v);
+      if (b != 0) f(std::uint64_t(index), b);
+    };
+    for (std::size_t a = 0; a < d.A; ++a)
+      if (state_id[a] != Dictionary::kNone)
+        for (std::size_t y = 0; y < L; ++y) store(std::size_t(state_id[a]) * L + y, w[a * L + y]);
+    for (std::size_t k = 0; k < LL; ++k) store(nd.transition_offset() + k, w[d.transition_offset() + k]);
+    for (std::size_t e = 0; e < d.E; ++e)
+      if (edge_id[e] != Dictionary::kNone)
+        for (std::size_t k = 0; k < LL; ++k)
+          store(nd.edge_offset() + std::size_t(edge_id[e]) * LL + k, w[d.edge_offset() + e * LL + k]);
   };
-  for (std::size_t a = 0; a < d.A; ++a)
-    if (state_id[a] != Dictionary::kNone)
-      for (std::size_t y = 0; y < L; ++y) store(std::size_t(state_id[a]) * L + y, w[a * L + y]);
-  for (std::size_t k = 0; k < LL; ++k) store(nd.transition_offset() + k, w[d.transition_offset() + k]);
-  for (std::size_t e = 0; e < d.E; ++e)
-    if (edge_id[e] != Dictionary::kNone)
-      for (std::size_t k = 0; k < LL; ++k)
-        store(nd.edge_offset() + std::size_t(edge_id[e]) * LL + k, w[d.edge_offset() + e * LL + k]);
+  std::uint64_t stored = 0;
+  each_stored([&](std::uint64_t, std::uint64_t) { ++stored; });
 
-  Writer out;
-  out.out.reserve(stored.size() * 16 + std::size_t(nd.A) * 16 + std::size_t(nd.E) * 16 + 4096);
-  out.out.append(kMagic, sizeof kMagic);
+  out.bytes(kMagic, sizeof kMagic);
   out.u32(kVersion);
 
-  std::size_t at = out.begin("HEAD");
+  out.begin("HEAD", 4 + 8 + 4 * 4);
   out.u32(fs.format == InputFormat::conll ? 0 : 1);
   out.u64(fs.feature_columns);
   out.u32(nd.L);
   out.u32(nd.A);
   out.u32(nd.E);
   out.u32(nd.transitions ? 1 : 0);
-  out.end(at);
+  out.end();
 
   if (fs.format == InputFormat::conll) {
-    at = out.begin("TMPL");
+    out.begin("TMPL", Writer::str_size(fs.templ.source()));
     out.str(fs.templ.source());
-    out.end(at);
+    out.end();
   }
   out.dictionary("LABL", fs.labels);
-  out.dictionary("ATTR", fs.state_attrs, state_id, nd.A);
-  out.dictionary("EDGE", fs.edge_attrs, edge_id, nd.E);
+  out.dictionary("ATTR", fs.state_attrs, &state_id);
+  out.dictionary("EDGE", fs.edge_attrs, &edge_id);
 
-  at = out.begin("WGHT");
-  out.u64(stored.size());
-  for (const auto& [index, b] : stored) {
+  out.begin("WGHT", 8 + 16 * stored);
+  out.u64(stored);
+  each_stored([&](std::uint64_t index, std::uint64_t b) {
     out.u64(index);
     out.u64(b);
-  }
-  out.end(at);
+  });
+  out.end();
 
-  const std::uint32_t crc = crc_of(out.out.data(), out.out.size());
-  at = out.begin("CRC ");
+  const std::uint32_t crc = out.crc();
+  out.begin("CRC ", 4);
   out.u32(crc);
-  out.end(at);
-  return std::move(out.out);
+  out.end();
+  out.flush();
+}
+
+}  // namespace
+
+std::string serialize_model(const Model& model) {
+  std::string bytes;
+  Writer out([&](const char* p, std::size_t n) { bytes.append(p, n); });
+  write_model(model, out);
+  return bytes;
 }
 
 void save_model(const Model& model, const std::string& path) {
-  write_file_atomic(path, serialize_model(model));
+  AtomicFile file(path);
+  Writer out([&](const char* p, std::size_t n) { file.write(p, n); });
+  write_model(model, out);  // streamed: the model is never held in memory as a whole
+  file.commit();
 }
 
 Model load_model(const std::string& path) {

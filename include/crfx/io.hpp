@@ -72,8 +72,27 @@ std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path);
 /// Splits `line` on runs of spaces and tabs (no empty fields).
 void split_whitespace(const std::string& line, std::vector<std::string>& out);
 
-/// Writes `data` to `path` atomically: a temporary file in the same directory, then rename.
-/// A failure leaves any existing `path` untouched.
+/// A file written atomically in pieces: a temporary file in the same directory, renamed over
+/// `path` by commit(). Destroyed without commit() (an error, an exception on the way), it removes
+/// the temporary file and leaves any existing `path` untouched. Errors throw crfx::Error naming
+/// `path`.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void write(const char* data, std::size_t n);
+  /// fsync, close, rename over `path`, fsync the directory.
+  void commit();
+
+ private:
+  [[noreturn]] void abort_with(const char* what, int err);
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
+/// Writes `data` to `path` atomically (AtomicFile in one piece).
 void write_file_atomic(const std::string& path, const std::string& data);
 
 }  // namespace crfx
