@@ -223,10 +223,12 @@ std::string read_whole_file(const std::string& path) {
     ::close(fd);
     throw InputError(path, 0, "not a regular file");
   }
-  std::string data;
-  char buf[1 << 16];
+  // Read straight into a buffer of the file's size (grown should the file grow meanwhile).
+  std::string data(static_cast<std::size_t>(st.st_size) + 1, '\0');
+  std::size_t have = 0;
   while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (have == data.size()) data.resize(2 * data.size());
+    const ssize_t n = ::read(fd, &data[have], data.size() - have);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -234,9 +236,10 @@ std::string read_whole_file(const std::string& path) {
       throw InputError(path, 0, std::string("cannot read model file: ") + std::strerror(err));
     }
     if (n == 0) break;
-    data.append(buf, static_cast<std::size_t>(n));
+    have += static_cast<std::size_t>(n);
   }
   ::close(fd);
+  data.resize(have);
   return data;
 }
 
