@@ -276,6 +276,7 @@ Dictionary read_dictionary(const std::string& path, const Span& payload, const c
   }
   if (std::uint64_t(n) * 4 > r.left()) r.fail(std::to_string(n) + " strings cannot fit in the section");
   Dictionary d;
+  d.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     std::string s = r.str("a string");
     if (d.add(s) != i) r.fail("duplicate " + std::string(noun) + " '" + s + "'");

@@ -17,6 +17,11 @@ class Dictionary {
 
   /// Id of `s`, adding it unless frozen (then kNone for an unknown string).
   std::uint32_t add(const std::string& s);
+  /// Room for `n` strings without rehashing.
+  void reserve(std::size_t n) {
+    strings_.reserve(n);
+    index_.reserve(n);
+  }
   /// Id of `s`, or kNone.
   std::uint32_t find(const std::string& s) const;
   const std::string& at(std::uint32_t id) const { return strings_[id]; }
