@@ -219,15 +219,6 @@ struct GatherOp {
   const double* w;
   __device__ void operator()(std::size_t j) const { val[j] = w[idx[j]]; }
 };
-struct TakeOp {  // val = G[idx], G[idx] = 0 (the dense scratch stays all-zero)
-  const std::size_t* idx;
-  double* val;
-  double* G;
-  __device__ void operator()(std::size_t j) const {
-    val[j] = G[idx[j]];
-    G[idx[j]] = 0.0;
-  }
-};
 struct ScatterOp {
   const std::size_t* idx;
   const double* val;
@@ -891,10 +882,10 @@ __global__ void sag_catch_up_kernel(SagGroups gl, const std::uint32_t* list, std
   }
 }
 
-/// g (compact, per group) = Σ over the span's occurrences of x · (μ_new − gold); transitions:
-/// Σ over the span's sentences of the pairwise deltas. Fixed order per entry.
+/// g (compact, per group) = scale · Σ over the span's occurrences of x · (μ_new − gold);
+/// transitions: scale · Σ over the span's sentences of the pairwise deltas. Fixed order per entry.
 __global__ void sag_gradient_kernel(SagGroups gl, SagSpanView v, std::size_t count, const double* new_node,
-                                    const double* new_pair, const double* new_edge, double* g) {
+                                    const double* new_pair, const double* new_edge, double scale, double* g) {
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
     const std::size_t size = gl.size(gid);
@@ -908,7 +899,7 @@ __global__ void sag_gradient_kernel(SagGroups gl, SagSpanView v, std::size_t cou
         for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o)
           acc = __dadd_rn(acc, __dmul_rn(v.oval[o], src[std::size_t(v.onew[o]) * size + c]));
       }
-      out[c] = acc;
+      out[c] = __dmul_rn(scale, acc);
     }
   }
 }
@@ -992,6 +983,28 @@ void reserve_device(DeviceBuffer<T>& b, std::size_t n) {
   if (b.size() < n) b.resize(std::max(n, 2 * b.size()));
 }
 
+/// A span planned on the host for the span-local kernels (SAG and evaluate_sparse): its touched
+/// weight groups in ascending id order (so their weights ascend: the layout of S(span)), the
+/// offset of each group in the compact per-span arrays, and per group its occurrences in
+/// (sentence, token, item) order — span row of the token, stored row (token id for state groups,
+/// edge slot for edge groups; SAG only), value, span index of the sentence — plus per span row
+/// its token and edge slot. Host vectors are reused; device copies are grow-only.
+struct SpanPlan {
+  std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, mark, local;
+  std::vector<std::size_t> gofs;
+  std::vector<double> oval;
+  std::uint32_t generation = 0;
+  std::size_t rows = 0;
+  DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
+  DeviceBuffer<std::size_t> d_gofs;
+  DeviceBuffer<double> d_oval;
+  std::size_t compact() const { return gofs.empty() ? 0 : gofs.back(); }
+  SagSpanView view() const {
+    return {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
+            d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
+  }
+};
+
 /// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
 /// start, which is the contract's "gold indicators"), so Δ_i = X_iᵀ(δ_new − δ_stored).
 struct CudaSag final : SagState {
@@ -1005,24 +1018,12 @@ struct CudaSag final : SagState {
   std::size_t uploaded = 0;
   DeviceBuffer<double> dP, dS, dR;          // [capacity ≥ k + 1], doubled when full
   DeviceBuffer<std::uint32_t> stamp;        // [groups]
-  // The current span: host plan and its device copy.
-  std::vector<std::uint32_t> sid, row_tok, row_slot, h_groups, oofs, onew, oold, osent, mark, local;
-  std::vector<std::size_t> gofs;
-  std::vector<double> oval;
-  std::uint32_t generation = 0;
-  std::size_t rows = 0;
-  DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
-  DeviceBuffer<std::size_t> d_gofs;
-  DeviceBuffer<double> d_oval, coef;
+  SpanPlan plan;                            // the current span
+  DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
   // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
   bool evaluated = false, tried = false;
   std::size_t k() const { return P.size() - 1; }
-  std::size_t compact() const { return gofs.empty() ? 0 : gofs.back(); }
-  SagSpanView view() const {
-    return {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
-            d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
-  }
 };
 
 /// Attribute → occurrences (token id, value), token order; `keep(tok)` filters tokens.
@@ -1355,8 +1356,6 @@ class CudaBackend final : public Backend {
     s.P.reserve(kSagHistory + 1);
     s.S.reserve(kSagHistory + 1);
     s.R.reserve(kSagHistory + 1);
-    s.mark.assign(s.groups, 0);
-    s.local.assign(s.groups, 0);
     // Pending marginals for a span of the longest sentence: batch-1 SAG never regrows them
     // (mini-batches grow them a few times, as the small plan, g and saved buffers grow during the
     // first steps; all are grow-only).
@@ -1369,164 +1368,21 @@ class CudaBackend final : public Backend {
 
   void sag_sync(SagState& state, SentenceSpan span, Vector& w, const Vector& d) override {
     CudaSag& s = G(state);
-    const Corpus& h = s.corpus->host;
     if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
       throw Error("internal: SAG vectors have the wrong size");
-    // Plan: groups in order of first appearance (transitions first), occurrences counted.
-    if (++s.generation == 0) {
-      std::fill(s.mark.begin(), s.mark.end(), 0);
-      s.generation = 1;
-    }
-    const std::uint32_t gen = s.generation, A = dims_.A;
-    s.h_groups.clear();
-    s.oofs.assign(1, 0);
-    std::size_t items = 0;
-    auto touch = [&](std::uint32_t gid) {
-      if (s.mark[gid] != gen) {
-        s.mark[gid] = gen;
-        s.local[gid] = std::uint32_t(s.h_groups.size());
-        s.h_groups.push_back(gid);
-        s.oofs.push_back(0);
-      }
-      ++s.oofs[s.local[gid] + 1];
-      ++items;
-    };
-    const bool edges = !s.edge_slot.empty();
-    s.sid.assign(span.count, 0);
-    s.row_tok.clear();
-    s.row_slot.clear();
-    if (dims_.transitions) {
-      touch(A);
-      s.oofs[1] = 0;  // the transition group has no occurrences
-      items = 0;
-    }
-    for (std::size_t i = 0; i < span.count; ++i) {
-      const std::uint32_t sid = span[i];
-      if (sid >= s.corpus->S) throw Error("internal: SAG sentence id out of range");
-      s.sid[i] = sid;
-      for (std::size_t t = h.sentence_offsets[sid]; t < h.sentence_offsets[sid + 1]; ++t) {
-        s.row_tok.push_back(std::uint32_t(t));
-        s.row_slot.push_back(edges ? s.edge_slot[t] : kNone);
-        for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k) touch(h.state_ids[k]);
-        if (edges && s.edge_slot[t] != kNone)
-          for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k) touch(A + 1 + h.edge_ids[k]);
-      }
-    }
-    {  // distinct sentences (a repeated one would be committed twice)
-      std::vector<std::uint32_t> sorted(s.sid);
-      std::sort(sorted.begin(), sorted.end());
-      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-        throw Error("internal: SAG span repeats a sentence");
-    }
-    const std::size_t ng = s.h_groups.size(), L = dims_.L, LL = L * L;
-    s.rows = s.row_tok.size();
-    {
-      if (items >= 0xffffffffu)  // the occurrence offsets are 32-bit
-        throw Error("CUDA backend: a SAG batch of " + std::to_string(items) +
-                    " feature items exceeds 2^32 - 1; use a smaller --batch-size");
-    }
-    s.gofs.assign(ng + 1, 0);
-    for (std::size_t q = 0; q < ng; ++q) {
-      s.oofs[q + 1] += s.oofs[q];
-      s.gofs[q + 1] = s.gofs[q] + (s.h_groups[q] < A ? L : LL);
-    }
-    // Fill the occurrences in (sentence, token, item) order.
-    const std::size_t occ = s.oofs[ng];
-    s.onew.resize(occ);
-    s.oold.resize(occ);
-    s.osent.resize(occ);
-    s.oval.resize(occ);
-    std::vector<std::uint32_t> cur(s.oofs.begin(), s.oofs.end() - 1);
-    std::size_t row = 0;
-    for (std::size_t i = 0; i < span.count; ++i) {
-      const std::uint32_t sid = s.sid[i];
-      for (std::size_t t = h.sentence_offsets[sid]; t < h.sentence_offsets[sid + 1]; ++t, ++row) {
-        auto put = [&](std::uint32_t gid, std::uint32_t old_row, double v) {
-          const std::uint32_t o = cur[s.local[gid]]++;
-          s.onew[o] = std::uint32_t(row);
-          s.oold[o] = old_row;
-          s.osent[o] = std::uint32_t(i);
-          s.oval[o] = v;
-        };
-        for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k)
-          put(h.state_ids[k], std::uint32_t(t), h.state_values[k]);
-        if (edges && s.edge_slot[t] != kNone)
-          for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k)
-            put(A + 1 + h.edge_ids[k], s.edge_slot[t], h.edge_values[k]);
-      }
-    }
-    // Upload the plan (grow-only buffers), then catch the span's groups up.
-    auto up = [&](auto& dev, const auto& host_vec) {
-      reserve_device(dev, host_vec.size());
-      if (!host_vec.empty())
-        CRFX_CUDA_CHECK(cudaMemcpyAsync(dev.get(), host_vec.data(), host_vec.size() * sizeof(host_vec[0]),
-                                        cudaMemcpyHostToDevice, stream_));
-    };
-    up(s.d_sid, s.sid);
-    up(s.d_row_tok, s.row_tok);
-    up(s.d_row_slot, s.row_slot);
-    up(s.d_groups, s.h_groups);
-    up(s.d_gofs, s.gofs);
-    up(s.d_oofs, s.oofs);
-    up(s.d_onew, s.onew);
-    up(s.d_oold, s.oold);
-    up(s.d_osent, s.osent);
-    up(s.d_oval, s.oval);
-    sag_catch_up(s, ng, s.d_groups.get(), w, d);
-    sync();  // the host plan is rewritten by the next call
+    plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, s.plan);
+    sag_catch_up(s, s.plan.groups.size(), s.plan.d_groups.get(), w, d);
     s.evaluated = false;
     s.tried = false;
   }
 
   double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) override {
     CudaSag& s = G(state);
-    const CudaCorpus& c = *s.corpus;
-    const std::size_t L = dims_.L, LL = L * L, n = s.sid.size();
-    const bool edges = !s.edge_slot.empty(), pairs = dims_.transitions || edges;
-    reserve_device(s.new_node, s.rows * L);
-    reserve_device(s.new_pair, n * LL);
-    if (edges) reserve_device(s.new_edge, s.rows * LL);
-    reserve_device(s.g, s.compact());
-    prepare(w);
-    const SentenceSpan span{s.sid.data(), n};
-    double loss = 0;
-    std::size_t row0 = 0;
-    for (std::size_t begin = 0; begin < n;) {
-      const std::size_t end = plan(c, span, begin);
-      const std::size_t m = end - begin, rows = h_slots_[m];
-      run_chunk_front(c, w, m, rows, false);
-      FbParams fp = fb_params(c, m);
-      fp.gold = true;
-      fp.backward = true;
-      fp.node = node_.get();
-      fp.pair = pairs ? pair_.get() : nullptr;  // transitions, or edge deltas (written in the pair pass)
-      launch_fb(fp, m);
-      // Chunk rows are the span's tokens in span order: copy the deltas out of the workspace.
-      if (rows)
-        CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_node.get() + row0 * L, node_.get(), rows * L * sizeof(double),
-                                        cudaMemcpyDeviceToDevice, stream_));
-      if (pairs && m)
-        CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_pair.get() + begin * LL, pair_.get(), m * LL * sizeof(double),
-                                        cudaMemcpyDeviceToDevice, stream_));
-      if (edges && rows)
-        CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_edge.get() + row0 * LL, edge_.get(), rows * LL * sizeof(double),
-                                        cudaMemcpyDeviceToDevice, stream_));
-      h_losses_.resize(m);
-      CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), m * sizeof(double),
-                                      cudaMemcpyDeviceToHost, stream_));
-      sync();
-      for (std::size_t i = 0; i < m; ++i) loss += h_losses_[i];  // span order, as the CPU
-      row0 += rows;
-      begin = end;
-    }
-    const std::size_t ng = s.h_groups.size();
-    if (ng) {
-      sag_gradient_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(
-          sag_groups(), s.view(), ng, s.new_node.get(), s.new_pair.get(), edges ? s.new_edge.get() : nullptr,
-          s.g.get());
-      CRFX_CUDA_CHECK_LAUNCH();
-    }
-    const double g2 = reduce(s.compact(), DotTerm{s.g.get(), s.g.get()}, SumOp{}, 0.0);
+    SpanPlan& pl = s.plan;
+    const double loss = span_marginals(*s.corpus, w, pl, s.new_node, s.new_pair, s.new_edge);
+    reserve_device(s.g, pl.compact());
+    span_gradient(*s.corpus, pl, s.new_node, s.new_pair, s.new_edge, 1.0, s.g.get());
+    const double g2 = reduce(pl.compact(), DotTerm{s.g.get(), s.g.get()}, SumOp{}, 0.0);
     if (grad_norm2) *grad_norm2 = g2;
     s.evaluated = true;
     return loss;
@@ -1535,10 +1391,10 @@ class CudaBackend final : public Backend {
   void sag_trial(SagState& state, Vector& w, double step) override {
     CudaSag& s = G(state);
     if (!s.evaluated) throw Error("internal: sag_trial before sag_evaluate");
-    reserve_device(s.saved, s.compact());
-    const std::size_t ng = s.h_groups.size();
+    reserve_device(s.saved, s.plan.compact());
+    const std::size_t ng = s.plan.groups.size();
     if (ng) {
-      sag_trial_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(sag_groups(), s.view(), ng, true, step,
+      sag_trial_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(sag_groups(), s.plan.view(), ng, true, step,
                                                                       s.g.get(), s.saved.get(), P(w));
       CRFX_CUDA_CHECK_LAUNCH();
     }
@@ -1548,9 +1404,9 @@ class CudaBackend final : public Backend {
   void sag_restore(SagState& state, Vector& w) override {
     CudaSag& s = G(state);
     if (!s.tried) throw Error("internal: sag_restore without sag_trial");
-    const std::size_t ng = s.h_groups.size();
+    const std::size_t ng = s.plan.groups.size();
     if (ng) {
-      sag_trial_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(sag_groups(), s.view(), ng, false, 0.0,
+      sag_trial_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(sag_groups(), s.plan.view(), ng, false, 0.0,
                                                                       s.g.get(), s.saved.get(), P(w));
       CRFX_CUDA_CHECK_LAUNCH();
     }
@@ -1559,7 +1415,8 @@ class CudaBackend final : public Backend {
   void sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) override {
     CudaSag& s = G(state);
     if (!s.evaluated) throw Error("internal: sag_commit before sag_evaluate");
-    const std::size_t n = s.sid.size(), ng = s.h_groups.size();
+    const SpanPlan& pl = s.plan;
+    const std::size_t n = pl.sid.size(), ng = pl.groups.size();
     const bool edges = !s.edge_slot.empty();
     if (w_coef && n) {
       reserve_device(s.coef, n);
@@ -1567,14 +1424,14 @@ class CudaBackend final : public Backend {
     }
     if (ng) {
       sag_commit_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(
-          sag_groups(), s.view(), ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
+          sag_groups(), pl.view(), ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
           edges ? s.new_edge.get() : nullptr, edges ? s.edge.get() : nullptr, w_coef ? s.coef.get() : nullptr,
           P(d), P(w));
       CRFX_CUDA_CHECK_LAUNCH();
     }
-    if (s.rows + n) {
-      sag_store_kernel<<<grid_for(s.rows + n, 1, 1u << 20), group_threads(), 0, stream_>>>(
-          dims_.L, s.rows, std::uint32_t(n), s.d_row_tok.get(), s.d_row_slot.get(), s.d_sid.get(),
+    if (pl.rows + n) {
+      sag_store_kernel<<<grid_for(pl.rows + n, 1, 1u << 20), group_threads(), 0, stream_>>>(
+          dims_.L, pl.rows, std::uint32_t(n), pl.d_row_tok.get(), pl.d_row_slot.get(), pl.d_sid.get(),
           s.new_node.get(), s.new_pair.get(), edges ? s.new_edge.get() : nullptr, s.node.get(),
           dims_.transitions ? s.pair.get() : nullptr, edges ? s.edge.get() : nullptr);
       CRFX_CUDA_CHECK_LAUNCH();
@@ -1618,18 +1475,25 @@ class CudaBackend final : public Backend {
 
   double evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
                          double scale) override {
+    // Span-local: the plan's groups are S(span) in index order, so the span gradient lands
+    // directly in the sparse vector's values (O(span items), not a scan of the corpus).
+    const CudaCorpus& c = C(bc);
     CudaSparse& x = X(grad);
-    support(bc, span, x);
-    if (!sgd_dense_ || sgd_dense_->size() != dims_.num_weights()) sgd_dense_ = vector(dims_.num_weights());
-    double* D = P(*sgd_dense_);
-    double loss = 0;
-    try {
-      loss = evaluate(bc, w, span, sgd_dense_.get(), scale);
-    } catch (...) {
-      launch_map(x.n, TakeOp{x.index.get(), x.value.get(), D}, stream_);  // keep the scratch all-zero
-      throw;
+    if (w.size() != dims_.num_weights()) throw Error("internal: weight vector size mismatch");
+    plan_span(c, span, nullptr, sp_plan_);
+    const double loss = span_marginals(c, w, sp_plan_, sp_node_, sp_pair_, sp_edge_);
+    const std::size_t L = dims_.L, LL = L * L;
+    h_index_.resize(sp_plan_.compact());
+    std::size_t j = 0;
+    for (std::uint32_t gid : sp_plan_.groups) {
+      const std::size_t b = gid < dims_.A ? std::size_t(gid) * L
+                            : gid == dims_.A ? dims_.transition_offset()
+                                             : dims_.edge_offset() + (std::size_t(gid) - dims_.A - 1) * LL;
+      const std::size_t size = gid < dims_.A ? L : LL;
+      for (std::size_t k = 0; k < size; ++k) h_index_[j++] = b + k;
     }
-    launch_map(x.n, TakeOp{x.index.get(), x.value.get(), D}, stream_);
+    upload_sparse(x, false);
+    span_gradient(c, sp_plan_, sp_node_, sp_pair_, sp_edge_, scale, x.value.get());
     return loss;
   }
 
@@ -1759,6 +1623,181 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // ---- span plans: SAG and evaluate_sparse ---------------------------------------------------
+
+  /// Plans `span` (distinct sentences) into `pl` and uploads it (see SpanPlan). `edge_slot`
+  /// (SAG) gives the stored row of each edge position; without it the stored rows are unused.
+  /// Groups of edge items at a sentence's first position are touched (as the CPU's support and
+  /// sync do) but have no occurrences: no edge factor sits there.
+  void plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,
+                 SpanPlan& pl) {
+    const Corpus& h = c.host;
+    const std::uint32_t A = dims_.A;
+    const std::size_t total = std::size_t(A) + 1 + dims_.E;
+    if (pl.mark.size() != total) {
+      pl.mark.assign(total, 0);
+      pl.local.assign(total, 0);
+      pl.generation = 0;
+    }
+    if (++pl.generation == 0) {
+      std::fill(pl.mark.begin(), pl.mark.end(), 0);
+      pl.generation = 1;
+    }
+    const std::uint32_t gen = pl.generation;
+    const bool edges = c.edge_off.get() != nullptr;
+    pl.groups.clear();
+    pl.sid.assign(span.count, 0);
+    pl.row_tok.clear();
+    pl.row_slot.clear();
+    auto touch = [&](std::uint32_t gid) {
+      if (pl.mark[gid] != gen) {
+        pl.mark[gid] = gen;
+        pl.groups.push_back(gid);
+      }
+    };
+    if (dims_.transitions && span.count) touch(A);
+    for (std::size_t i = 0; i < span.count; ++i) {
+      const std::uint32_t sid = span[i];
+      if (sid >= c.S) throw Error("internal: sentence id beyond the corpus");
+      if (!c.h_labeled[sid]) throw Error("sentence " + std::to_string(sid) + " has tokens without a label");
+      pl.sid[i] = sid;
+      const std::size_t t0 = h.sentence_offsets[sid];
+      for (std::size_t t = t0; t < h.sentence_offsets[sid + 1]; ++t) {
+        pl.row_tok.push_back(std::uint32_t(t));
+        pl.row_slot.push_back(edge_slot ? (*edge_slot)[t] : kNone);
+        for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k) touch(h.state_ids[k]);
+        if (edges)
+          for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k) touch(A + 1 + h.edge_ids[k]);
+      }
+    }
+    {  // distinct sentences (a repeated one would be counted twice)
+      std::vector<std::uint32_t> sorted(pl.sid);
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+        throw Error("internal: span repeats a sentence");
+    }
+    // Ascending group ids: ascending weight indices. Then count, offset and fill the occurrences
+    // in (sentence, token, item) order.
+    std::sort(pl.groups.begin(), pl.groups.end());
+    const std::size_t ng = pl.groups.size(), L = dims_.L, LL = L * L;
+    for (std::size_t q = 0; q < ng; ++q) pl.local[pl.groups[q]] = std::uint32_t(q);
+    std::vector<std::size_t> count(ng + 1, 0);
+    auto each_occurrence = [&](auto&& f) {
+      std::size_t row = 0;
+      for (std::size_t i = 0; i < span.count; ++i) {
+        const std::size_t t0 = h.sentence_offsets[pl.sid[i]];
+        for (std::size_t t = t0; t < h.sentence_offsets[pl.sid[i] + 1]; ++t, ++row) {
+          for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k)
+            f(h.state_ids[k], row, std::uint32_t(t), i, h.state_values[k]);
+          if (edges && t > t0 && h.edge_offsets[t + 1] > h.edge_offsets[t])
+            for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k)
+              f(A + 1 + h.edge_ids[k], row, edge_slot ? (*edge_slot)[t] : 0u, i, h.edge_values[k]);
+        }
+      }
+    };
+    each_occurrence([&](std::uint32_t gid, std::size_t, std::uint32_t, std::size_t, double) {
+      ++count[pl.local[gid] + 1];
+    });
+    pl.oofs.assign(ng + 1, 0);
+    pl.gofs.assign(ng + 1, 0);
+    for (std::size_t q = 0; q < ng; ++q) {
+      count[q + 1] += count[q];
+      pl.gofs[q + 1] = pl.gofs[q] + (pl.groups[q] < A ? L : LL);
+    }
+    if (count[ng] >= 0xffffffffu)  // the device offsets are 32-bit
+      throw Error("CUDA backend: a batch of " + std::to_string(count[ng]) +
+                  " feature items exceeds 2^32 - 1; use a smaller --batch-size");
+    for (std::size_t q = 0; q <= ng; ++q) pl.oofs[q] = std::uint32_t(count[q]);
+    const std::size_t occ = count[ng];
+    pl.onew.resize(occ);
+    pl.oold.resize(occ);
+    pl.osent.resize(occ);
+    pl.oval.resize(occ);
+    each_occurrence([&](std::uint32_t gid, std::size_t row, std::uint32_t old_row, std::size_t i, double v) {
+      const std::size_t o = count[pl.local[gid]]++;
+      pl.onew[o] = std::uint32_t(row);
+      pl.oold[o] = old_row;
+      pl.osent[o] = std::uint32_t(i);
+      pl.oval[o] = v;
+    });
+    pl.rows = pl.row_tok.size();
+    auto up = [&](auto& dev, const auto& host_vec) {
+      reserve_device(dev, host_vec.size());
+      if (!host_vec.empty())
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(dev.get(), host_vec.data(), host_vec.size() * sizeof(host_vec[0]),
+                                        cudaMemcpyHostToDevice, stream_));
+    };
+    up(pl.d_sid, pl.sid);
+    up(pl.d_row_tok, pl.row_tok);
+    up(pl.d_row_slot, pl.row_slot);
+    up(pl.d_groups, pl.groups);
+    up(pl.d_gofs, pl.gofs);
+    up(pl.d_oofs, pl.oofs);
+    up(pl.d_onew, pl.onew);
+    up(pl.d_oold, pl.oold);
+    up(pl.d_osent, pl.osent);
+    up(pl.d_oval, pl.oval);
+    sync();  // the host plan is rewritten by the next call
+  }
+
+  /// Forward-backward on the planned span at w through the chunk workspace; copies the span's
+  /// node deltas [rows][L], summed pairwise deltas [n][L][L] (when there are transitions or edge
+  /// features) and edge-position deltas [rows][L][L] (edge features) out of it, and returns the
+  /// span's NLL (summed in span order, as the CPU).
+  double span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl, DeviceBuffer<double>& node,
+                        DeviceBuffer<double>& pair, DeviceBuffer<double>& edge) {
+    const std::size_t L = dims_.L, LL = L * L, n = pl.sid.size();
+    const bool edges = c.edge_off.get() != nullptr, pairs = dims_.transitions || edges;
+    reserve_device(node, pl.rows * L);
+    reserve_device(pair, n * LL);
+    if (edges) reserve_device(edge, pl.rows * LL);
+    prepare(w);
+    const SentenceSpan span{pl.sid.data(), n};
+    double loss = 0;
+    std::size_t row0 = 0;
+    for (std::size_t begin = 0; begin < n;) {
+      const std::size_t end = plan(c, span, begin);
+      const std::size_t m = end - begin, rows = h_slots_[m];
+      run_chunk_front(c, w, m, rows, false);
+      FbParams fp = fb_params(c, m);
+      fp.gold = true;
+      fp.backward = true;
+      fp.node = node_.get();
+      fp.pair = pairs ? pair_.get() : nullptr;  // transitions, or edge deltas (written in the pair pass)
+      launch_fb(fp, m);
+      // Chunk rows are the span's tokens in span order: copy the deltas out of the workspace.
+      if (rows)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(node.get() + row0 * L, node_.get(), rows * L * sizeof(double),
+                                        cudaMemcpyDeviceToDevice, stream_));
+      if (pairs && m)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(pair.get() + begin * LL, pair_.get(), m * LL * sizeof(double),
+                                        cudaMemcpyDeviceToDevice, stream_));
+      if (edges && rows)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(edge.get() + row0 * LL, edge_.get(), rows * LL * sizeof(double),
+                                        cudaMemcpyDeviceToDevice, stream_));
+      h_losses_.resize(m);
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), m * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+      sync();
+      for (std::size_t i = 0; i < m; ++i) loss += h_losses_[i];
+      row0 += rows;
+      begin = end;
+    }
+    return loss;
+  }
+
+  /// out (compact, per planned group) = scale · the span's NLL gradient, from span_marginals'
+  /// deltas.
+  void span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,
+                     const DeviceBuffer<double>& pair, const DeviceBuffer<double>& edge, double scale,
+                     double* out) {
+    const std::size_t ng = pl.groups.size();
+    if (ng == 0) return;
+    sag_gradient_kernel<<<group_grid(ng), group_threads(), 0, stream_>>>(
+        sag_groups(), pl.view(), ng, node.get(), pair.get(), c.edge_off.get() ? edge.get() : nullptr, scale, out);
+    CRFX_CUDA_CHECK_LAUNCH();
+  }
+
   // ---- helpers of SAG and the sparse primitives -------------------------------------------
   CudaSag& G(SagState& st) const {
     auto* p = dynamic_cast<CudaSag*>(&st);
@@ -2127,7 +2166,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer<std::uint32_t> sent_, order_;  // [sents]
   DeviceBuffer<std::size_t> slots_;           // [sents + 1]
   // Stochastic trainers.
-  VectorPtr sgd_dense_;                  // dense device scratch, all-zero between calls
+  SpanPlan sp_plan_;                     // evaluate_sparse: the span plan and its marginals
+  DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;

@@ -345,6 +345,38 @@ TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   EXPECT_EQ(sup->nnz(), kg->nnz());
 }
 
+TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
+  REQUIRE_GPU();
+  // evaluate_sparse through span plans: spans split over chunks (12 tokens), transitions on and
+  // off, edge features on; values compared entry by entry through sparse_axpy into zeros.
+  for (std::size_t chunk : {std::size_t(0), std::size_t(12)})
+    for (bool transitions : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " transitions " << transitions);
+      auto p = test::random_problem(6, 40, 3, 30, 12, 29);
+      p.dims.transitions = transitions;
+      CpuBackend cpu(p.dims, 2);
+      BackendPtr gpu = gpu_backend(p.dims, chunk);
+      auto cc = cpu.upload(p.corpus);
+      auto gc = gpu->upload(p.corpus);
+      const auto w = test::random_weights(p.dims.num_weights(), 0.5, 11);
+      auto wc = to_backend(cpu, w);
+      auto wg = to_backend(*gpu, w);
+      const std::vector<std::vector<std::uint32_t>> spans = {{3}, {7, 0, 21, 12}, {29, 1, 2, 3, 4, 5, 6}};
+      for (const auto& ids : spans) {
+        const SentenceSpan span{ids.data(), ids.size()};
+        auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
+        const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.25);
+        const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.25);
+        EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
+        ASSERT_EQ(sg->nnz(), sc->nnz());
+        auto zc = cpu.vector(w.size()), zg = gpu->vector(w.size());
+        cpu.sparse_axpy(1.0, *sc, *zc);
+        gpu->sparse_axpy(1.0, *sg, *zg);
+        expect_close_vec(to_host(*gpu, *zg), to_host(cpu, *zc), kGradTol, "sparse gradient");
+      }
+    }
+}
+
 TEST(CudaBackend, EveryTrainerReachesTheCpuResult) {
   REQUIRE_GPU();
   auto p = test::random_problem(4, 30, 2, 40, 10, 23);
