@@ -1,9 +1,12 @@
-// The CPU backend: gradient against central finite differences, loss against the chain
-// reference, independence of thread count and chunking, vector algebra, OWL-QN primitives.
+// The CPU backend: loss, log Z, node marginals and Viterbi against enumeration of every label
+// path, gradient against central finite differences, independence of thread count and chunking,
+// vector algebra, OWL-QN primitives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "cpu/cpu_backend.hpp"
 #include "crfx/trainer.hpp"
@@ -49,6 +52,92 @@ TEST(CpuBackend, GradientMatchesFiniteDifferences) { check_gradient(3, 5, 0, 1.0
 TEST(CpuBackend, GradientWithEdgeFeatures) { check_gradient(3, 4, 3, 1.0, 12); }
 TEST(CpuBackend, GradientManyLabels) { check_gradient(7, 3, 2, 0.5, 13); }
 
+/// Every label path of sentence `s`, scored on the host straight from the flat weights (the
+/// layout of Dims): log Z, the gold path's score, node marginals and the best path. Independent of
+/// the backend's scores / chain code.
+struct Enumerated {
+  double log_z = 0, gold = 0;
+  std::vector<double> node;          // [T][L]
+  std::vector<std::uint32_t> best;   // [T]
+};
+Enumerated enumerate_paths(const test::RandomProblem& p, const std::vector<double>& w, std::size_t s) {
+  const Corpus& c = p.corpus;
+  const Dims& d = p.dims;
+  const std::size_t L = d.L, t0 = c.sentence_offsets[s], T = c.length(s);
+  std::vector<double> em(T * L, 0.0), tau(T * L * L, 0.0);
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k)
+      for (std::size_t y = 0; y < L; ++y) em[t * L + y] += c.state_values[k] * w[c.state_ids[k] * L + y];
+    if (t == 0) continue;
+    for (std::size_t j = 0; j < L * L; ++j) {
+      double v = d.transitions ? w[d.transition_offset() + j] : 0.0;
+      for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k)
+        v += c.edge_values[k] * w[d.edge_offset() + c.edge_ids[k] * L * L + j];
+      tau[t * L * L + j] = v;
+    }
+  }
+  auto score = [&](const std::vector<std::uint32_t>& y) {
+    double v = 0;
+    for (std::size_t t = 0; t < T; ++t) {
+      v += em[t * L + y[t]];
+      if (t) v += tau[t * L * L + y[t - 1] * L + y[t]];
+    }
+    return v;
+  };
+  Enumerated out;
+  std::vector<std::uint32_t> y(T, 0), gold(c.labels.begin() + t0, c.labels.begin() + t0 + T);
+  std::vector<double> scores;
+  std::vector<std::vector<std::uint32_t>> paths;
+  double best = -INFINITY;
+  while (true) {
+    const double v = score(y);
+    scores.push_back(v);
+    paths.push_back(y);
+    if (v > best) {
+      best = v;
+      out.best = y;
+    }
+    std::size_t t = T;  // next path, last position fastest
+    while (t > 0 && ++y[t - 1] == L) y[--t] = 0;
+    if (t == 0) break;
+  }
+  const double m = *std::max_element(scores.begin(), scores.end());
+  double z = 0;
+  for (double v : scores) z += std::exp(v - m);
+  out.log_z = m + std::log(z);
+  out.gold = score(gold);
+  out.node.assign(T * L, 0.0);
+  for (std::size_t k = 0; k < paths.size(); ++k)
+    for (std::size_t t = 0; t < T; ++t) out.node[t * L + paths[k][t]] += std::exp(scores[k] - out.log_z);
+  return out;
+}
+
+TEST(CpuBackend, LossMarginalsAndViterbiMatchPathEnumeration) {
+  for (bool transitions : {true, false}) {
+    auto p = random_problem(3, 6, 2, 12, 4, 77);
+    p.dims.transitions = transitions;
+    CpuBackend b(p.dims, 2);
+    auto corpus = b.upload(p.corpus);
+    const auto w = random_weights(p.dims.num_weights(), 1.5, 78);
+    auto wv = to_backend(b, w);
+    for (std::uint32_t s = 0; s < p.corpus.num_sentences(); ++s) {
+      SCOPED_TRACE(::testing::Message() << "sentence " << s << " transitions " << transitions);
+      const Enumerated e = enumerate_paths(p, w, s);
+      const SentenceSpan one{&s, 1};
+      EXPECT_NEAR(b.evaluate(*corpus, *wv, one, nullptr, 1.0), e.log_z - e.gold, 1e-11);
+      const std::size_t T = p.corpus.length(s), L = p.dims.L;
+      std::vector<double> node(T * L);
+      double log_z = 0;
+      b.marginals(*corpus, *wv, one, node.data(), &log_z);
+      EXPECT_NEAR(log_z, e.log_z, 1e-11);
+      for (std::size_t j = 0; j < T * L; ++j) EXPECT_NEAR(node[j], e.node[j], 1e-12) << j;
+      std::vector<std::uint32_t> labels(T);
+      b.viterbi(*corpus, *wv, one, labels.data());
+      EXPECT_EQ(labels, e.best);
+    }
+  }
+}
+
 TEST(CpuBackend, TransitionsOffStayZero) {
   auto p = random_problem(3, 4, 0, 5, 6, 21);
   p.dims.transitions = false;
@@ -63,12 +152,14 @@ TEST(CpuBackend, TransitionsOffStayZero) {
 
 /// Loss and gradient bitwise identical for any thread count and chunk size.
 TEST(CpuBackend, DeterministicAcrossThreadsAndChunks) {
-  auto p = random_problem(5, 40, 6, 60, 12, 31);
+  // ~2,600 tokens: whole-corpus chunks (and the 1,500-token ones) are above the 1,024 tokens from
+  // which the marginal reduction is split over the workers; 7 and 1 exercise many small chunks.
+  auto p = random_problem(5, 40, 6, 400, 12, 31);
   auto w = random_weights(p.dims.num_weights(), 0.7, 5);
   std::vector<double> ref_g;
   double ref_loss = 0;
   for (unsigned threads : {1u, 2u, 3u, 8u}) {
-    for (std::size_t chunk : {std::size_t(0), std::size_t(7), std::size_t(1)}) {
+    for (std::size_t chunk : {std::size_t(0), std::size_t(1500), std::size_t(7), std::size_t(1)}) {
       CpuBackend b(p.dims, threads);
       if (chunk) b.set_chunk_tokens(chunk);
       auto corpus = b.upload(p.corpus);

@@ -115,8 +115,20 @@ TEST(Cli, UsageAndDeviceErrors) {
   EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -m x.model", &out), 2);  // no template
   EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m x --algo nope", &out), 1);
   EXPECT_NE(out.find("unknown training algorithm"), std::string::npos) << out;
-  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --device cuda", &out), 1);
-  EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
+  // --device cuda fails clearly where `auto` finds no usable GPU (and works where it finds one).
+  std::string note;
+  const std::string tagged = temp_path("device.tagged");
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --device auto -o " + q(tagged), &note), 0)
+      << note;
+  const bool gpu = note.find("using the CPU") == std::string::npos;
+  const int rc = run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --device cuda -o " + q(tagged), &out);
+  if (gpu) {
+    EXPECT_EQ(rc, 0) << out;
+  } else {
+    EXPECT_NE(note.find("no usable CUDA device"), std::string::npos) << note;
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
+  }
 }
 
 TEST(Cli, FailuresNeverClobberOutputs) {

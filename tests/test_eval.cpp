@@ -237,9 +237,16 @@ TEST(ChunkEvaluator, OutsideLabelOnlyMattersInRawMode) {
   EvalOptions opt;
   opt.outside = "NONE";
   const auto ev = eval_one({"B-NP", "NONE", "B-NP"}, {"B-NP", "NONE", "B-NP"}, opt);
+  EXPECT_EQ(ev.overall().gold, 3u);  // NP, a chunk of empty type ("NONE"), NP
   EXPECT_EQ(ev.overall().gold, ev.overall().guessed);
   EXPECT_EQ(ev.overall().correct, ev.overall().gold);
   EXPECT_EQ(ev.by_type().at("NP").correct, 2u);
+  EXPECT_EQ(ev.by_type().count(""), 1u);
+  // With -r, "NONE" is the outside label: two chunks only.
+  opt.raw = true;
+  const auto raw = eval_one({"NP", "NONE", "NP"}, {"NP", "NONE", "NP"}, opt);
+  EXPECT_EQ(raw.overall().gold, 2u);
+  EXPECT_EQ(raw.by_type().count(""), 0u);
 }
 
 TEST(ChunkEvaluator, MismatchedLengthsThrow) {
