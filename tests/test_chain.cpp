@@ -119,6 +119,29 @@ std::size_t check_against_brute(std::size_t T, std::size_t L, double scale, bool
     for (std::size_t t = 1; t < T; ++t) s += ref.pair[t * L * L + j];
     EXPECT_NEAR(pair_sum[j], s, kTol * T);
   }
+  // The backend's configuration: pair_sum only (no per-position buffer) and, without edge
+  // matrices, the caller's precomputed E = exp(τ − τ_max) and its transpose.
+  {
+    double tmax = -INFINITY;
+    for (std::size_t j = 0; j < L * L; ++j) tmax = std::max(tmax, x.trans[j]);
+    std::vector<double> E(L * L), Et(L * L);
+    for (std::size_t yp = 0; yp < L; ++yp)
+      for (std::size_t yc = 0; yc < L; ++yc) {
+        E[yp * L + yc] = std::exp(x.trans[yp * L + yc] - tmax);
+        Et[yc * L + yp] = E[yp * L + yc];
+      }
+    ChainScores xf = x;
+    xf.exp_trans = E.data();
+    xf.exp_trans_t = Et.data();
+    xf.trans_max = tmax;
+    std::vector<double> node2(T * L, -1), sum2(L * L, 0.0);
+    ChainOutputs out2{node2.data(), sum2.data(), nullptr};
+    ChainScratch scratch2;
+    EXPECT_NEAR(forward_backward(xf, out2, scratch2, log_only), ref.log_z,
+                kTol * std::max(1.0, std::fabs(ref.log_z)));
+    for (std::size_t i = 0; i < T * L; ++i) EXPECT_NEAR(node2[i], ref.node[i], kTol) << "node (fast) " << i;
+    for (std::size_t j = 0; j < L * L; ++j) EXPECT_NEAR(sum2[j], pair_sum[j], kTol * T) << "pair_sum (fast) " << j;
+  }
   std::vector<std::uint32_t> y(T);
   const double best = viterbi(x, y.data(), scratch);
   EXPECT_NEAR(best, ref.best, 1e-12 * std::max(1.0, std::fabs(ref.best)));

@@ -65,6 +65,16 @@ TEST(Cli, LogCsvAndDevF1) {
   std::size_t rows = 0;
   for (char c : csv) rows += c == '\n';
   EXPECT_EQ(rows, 6u) << csv;  // header + 5 iterations
+  // The saved model (compacted, renumbered) tags the dev data exactly as the in-memory weights
+  // did when the last CSV row was written: same F1.
+  const std::string last = csv.substr(csv.rfind('\n', csv.size() - 2) + 1);
+  const double dev_f1 = std::stod(last.substr(last.rfind(',') + 1));
+  const std::string tagged = temp_path("dev.tagged");
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(m) + " -o " + q(tagged) + " --quiet", &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " eval " + q(tagged), &out), 0) << out;
+  const auto pos = out.find("FB1:");
+  ASSERT_NE(pos, std::string::npos) << out;
+  EXPECT_NEAR(std::stod(out.substr(pos + 4)), dev_f1, 0.005) << last << out;
 }
 
 TEST(Cli, CrfsuiteFormatAndMarginals) {

@@ -348,11 +348,14 @@ TEST(SgdL1, ReachesTheOwlqnOptimumAndKeepsExactZeros) {
   const double f = full_objective(p, r.w, c1, c2);
   EXPECT_NEAR(r.f, f, 1e-9 * f);  // the reported objective is f(w) of the returned weights
   EXPECT_LT((f - ref.f) / ref.f, 1e-4) << f << " vs " << ref.f;
-  std::size_t zeros = 0, ref_zeros = 0;
+  std::size_t zeros = 0, ref_zeros = 0, agree = 0;
   for (double x : r.w) zeros += x == 0.0;
   for (double x : ref.w) ref_zeros += x == 0.0;
-  EXPECT_GT(ref_zeros, 0u);
+  for (std::size_t j = 0; j < r.w.size(); ++j) agree += (r.w[j] == 0.0) == (ref.w[j] == 0.0);
+  EXPECT_GT(ref_zeros, r.w.size() / 10);
   EXPECT_GT(zeros, 0u);
+  // Exact zeros where OWL-QN has them (the cumulative penalty clips to 0, not near it).
+  EXPECT_GE(double(agree), 0.95 * double(r.w.size())) << zeros << " zeros vs " << ref_zeros;
   ASSERT_EQ(r.log.size(), 150u);
   EXPECT_EQ(r.log.back().iteration, 150);
   EXPECT_NEAR(r.log.back().passes, 150.0, 1e-9);  // one forward-backward per sentence; monitoring free
@@ -556,31 +559,37 @@ TEST(SgdDeterminism, ShufflerIsAFixedPermutationSequence) {
 
 TEST(SgdOptions, InvalidOptionsThrow) {
   auto p = random_problem(3, 10, 0, 8, 4, 38);
-  auto bad = [&](const char* algo, auto edit) {
+  // Each refusal must name the option at fault.
+  auto bad = [&](const char* algo, const char* option, auto edit) {
     TrainOptions o;
     o.epochs = 1;
     edit(o);
-    EXPECT_THROW(run(algo, p, 0.1, 0.1, o), Error) << algo;
+    try {
+      run(algo, p, 0.1, 0.1, o);
+      ADD_FAILURE() << algo << ": no error for a bad " << option;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(option), std::string::npos) << algo << ": " << e.what();
+    }
   };
   for (const char* algo : {"sgd-l1", "two-stage"}) {
-    bad(algo, [](TrainOptions& o) { o.eta0 = 0; });
-    bad(algo, [](TrainOptions& o) { o.eta0 = -1; });
-    bad(algo, [](TrainOptions& o) { o.alpha = 0; });
-    bad(algo, [](TrainOptions& o) { o.alpha = 1.5; });
-    bad(algo, [](TrainOptions& o) { o.batch_size = 0; });
+    bad(algo, "eta0", [](TrainOptions& o) { o.eta0 = 0; });
+    bad(algo, "eta0", [](TrainOptions& o) { o.eta0 = -1; });
+    bad(algo, "alpha", [](TrainOptions& o) { o.alpha = 0; });
+    bad(algo, "alpha", [](TrainOptions& o) { o.alpha = 1.5; });
+    bad(algo, "batch", [](TrainOptions& o) { o.batch_size = 0; });
   }
-  bad("sgd-l1", [](TrainOptions& o) { o.epochs = 0; });
-  bad("sgd-l1", [](TrainOptions& o) { o.line_search = "wolfe"; });
-  bad("sgd-l1", [](TrainOptions& o) { o.eta0 = 1e6; });  // L2 decay factor ≤ 0
-  bad("two-stage", [](TrainOptions& o) { o.sgd_epochs = 0; });
-  bad("adf", [](TrainOptions& o) { o.eta0 = 0; });
-  bad("adf", [](TrainOptions& o) { o.adf_alpha = 0; });
-  bad("adf", [](TrainOptions& o) { o.adf_alpha = 1.01; });
-  bad("adf", [](TrainOptions& o) { o.adf_beta = -0.5; });
-  bad("adf", [](TrainOptions& o) { o.adf_windows = 0; });
-  bad("adf", [](TrainOptions& o) { o.epochs = 0; });
-  bad("ap", [](TrainOptions& o) { o.epochs = 0; });
-  bad("ap", [](TrainOptions& o) { o.batch_size = 0; });
+  bad("sgd-l1", "epochs", [](TrainOptions& o) { o.epochs = 0; });
+  bad("sgd-l1", "wolfe", [](TrainOptions& o) { o.line_search = "wolfe"; });
+  bad("sgd-l1", "eta0", [](TrainOptions& o) { o.eta0 = 1e6; });  // L2 decay factor ≤ 0
+  bad("two-stage", "sgd_epochs", [](TrainOptions& o) { o.sgd_epochs = 0; });
+  bad("adf", "eta0", [](TrainOptions& o) { o.eta0 = 0; });
+  bad("adf", "adf_alpha", [](TrainOptions& o) { o.adf_alpha = 0; });
+  bad("adf", "adf_alpha", [](TrainOptions& o) { o.adf_alpha = 1.01; });
+  bad("adf", "adf_beta", [](TrainOptions& o) { o.adf_beta = -0.5; });
+  bad("adf", "adf_windows", [](TrainOptions& o) { o.adf_windows = 0; });
+  bad("adf", "epochs", [](TrainOptions& o) { o.epochs = 0; });
+  bad("ap", "epochs", [](TrainOptions& o) { o.epochs = 0; });
+  bad("ap", "batch", [](TrainOptions& o) { o.batch_size = 0; });
   for (const char* algo : {"sgd-l1", "two-stage", "adf", "ap"}) EXPECT_STREQ(find_trainer(algo).name, algo);
 }
 
