@@ -38,8 +38,9 @@ TEST(Cli, TrainTagEvalEndToEnd) {
   const auto pos = out.find("FB1:");
   ASSERT_NE(pos, std::string::npos) << out;
   const double f1 = std::stod(out.substr(pos + 4));
-  EXPECT_GT(f1, 80.0) << out;  // 300 training sentences reach ~85–88
-  EXPECT_LT(f1, 100.0) << out;
+  // L-BFGS with the defaults is deterministic: 89.04 on this slice (300 training sentences).
+  // A change of more than half a point means the objective or the optimizer changed.
+  EXPECT_NEAR(f1, 89.04, 0.5) << out;
 }
 
 TEST(Cli, SameModelBytesForAnyThreadCount) {
