@@ -838,10 +838,10 @@ struct SagGroups {
   __device__ std::size_t size(std::uint32_t gid) const { return gid < A ? L : LL; }
 };
 
-/// The current span as the host planned it: its touched groups (order of first appearance), the
-/// offset of each group in the compact per-span arrays (g, saved), and per group its occurrences
-/// in the span in (sentence, token, item) order: span row of the token, stored row (token id for
-/// state groups, edge slot for edge groups), value, and span index of the sentence.
+/// Device view of a SpanPlan (below): its touched groups in ascending id order, the offset of
+/// each group in the compact per-span arrays (g, saved), and per group its occurrences in the
+/// span in (sentence, token, item) order: span row of the token, stored row (token id for state
+/// groups, edge slot for edge groups), value, and span index of the sentence.
 struct SagSpanView {
   const std::uint32_t* groups;  // [ng]
   const std::size_t* gofs;      // [ng + 1]
@@ -1370,10 +1370,10 @@ class CudaBackend final : public Backend {
     CudaSag& s = G(state);
     if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
       throw Error("internal: SAG vectors have the wrong size");
-    plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, s.plan);
-    sag_catch_up(s, s.plan.groups.size(), s.plan.d_groups.get(), w, d);
-    s.evaluated = false;
+    s.evaluated = false;  // before planning: a refused span leaves nothing to commit or restore
     s.tried = false;
+    plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, true, s.plan);
+    sag_catch_up(s, s.plan.groups.size(), s.plan.d_groups.get(), w, d);
   }
 
   double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) override {
@@ -1480,7 +1480,7 @@ class CudaBackend final : public Backend {
     const CudaCorpus& c = C(bc);
     CudaSparse& x = X(grad);
     if (w.size() != dims_.num_weights()) throw Error("internal: weight vector size mismatch");
-    plan_span(c, span, nullptr, sp_plan_);
+    plan_span(c, span, nullptr, false, sp_plan_);
     const double loss = span_marginals(c, w, sp_plan_, sp_node_, sp_pair_, sp_edge_);
     const std::size_t L = dims_.L, LL = L * L;
     h_index_.resize(sp_plan_.compact());
@@ -1626,10 +1626,11 @@ class CudaBackend final : public Backend {
   // ---- span plans: SAG and evaluate_sparse ---------------------------------------------------
 
   /// Plans `span` (distinct sentences) into `pl` and uploads it (see SpanPlan). `edge_slot`
-  /// (SAG) gives the stored row of each edge position; without it the stored rows are unused.
+  /// (SAG with edge features) gives the stored row of each edge position; without it the stored
+  /// rows are unused.
   /// Groups of edge items at a sentence's first position are touched (as the CPU's support and
   /// sync do) but have no occurrences: no edge factor sits there.
-  void plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,
+  void plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot, bool sag,
                  SpanPlan& pl) {
     const Corpus& h = c.host;
     const std::uint32_t A = dims_.A;
@@ -1655,7 +1656,8 @@ class CudaBackend final : public Backend {
         pl.groups.push_back(gid);
       }
     };
-    if (dims_.transitions && span.count) touch(A);
+    // S(span) holds the transitions of a non-empty span; SAG syncs them for any span, as the CPU.
+    if (dims_.transitions && (span.count || sag)) touch(A);
     for (std::size_t i = 0; i < span.count; ++i) {
       const std::uint32_t sid = span[i];
       if (sid >= c.S) throw Error("internal: sentence id beyond the corpus");

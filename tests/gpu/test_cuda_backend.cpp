@@ -354,6 +354,12 @@ TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
       SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " transitions " << transitions);
       auto p = test::random_problem(6, 40, 3, 30, 12, 29);
       p.dims.transitions = transitions;
+      // An edge item at sentence 0's first position (hand-made: compiled corpora have none there):
+      // its block belongs to S(span) although no edge factor sits at t = 0.
+      Corpus& c = p.corpus;
+      c.edge_ids.insert(c.edge_ids.begin(), 2u);
+      c.edge_values.insert(c.edge_values.begin(), 1.0);
+      for (std::size_t t = 1; t < c.edge_offsets.size(); ++t) ++c.edge_offsets[t];
       CpuBackend cpu(p.dims, 2);
       BackendPtr gpu = gpu_backend(p.dims, chunk);
       auto cc = cpu.upload(p.corpus);
@@ -361,7 +367,7 @@ TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
       const auto w = test::random_weights(p.dims.num_weights(), 0.5, 11);
       auto wc = to_backend(cpu, w);
       auto wg = to_backend(*gpu, w);
-      const std::vector<std::vector<std::uint32_t>> spans = {{3}, {7, 0, 21, 12}, {29, 1, 2, 3, 4, 5, 6}};
+      const std::vector<std::vector<std::uint32_t>> spans = {{3}, {7, 0, 21, 12}, {29, 1, 2, 3, 4, 5, 6}, {}};
       for (const auto& ids : spans) {
         const SentenceSpan span{ids.data(), ids.size()};
         auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
@@ -369,6 +375,9 @@ TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
         const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.25);
         EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
         ASSERT_EQ(sg->nnz(), sc->nnz());
+        auto support = cpu.sparse_vector();
+        cpu.support(*cc, span, *support);
+        EXPECT_EQ(support->nnz(), sg->nnz()) << "S(span)";
         auto zc = cpu.vector(w.size()), zg = gpu->vector(w.size());
         cpu.sparse_axpy(1.0, *sc, *zc);
         gpu->sparse_axpy(1.0, *sg, *zg);
