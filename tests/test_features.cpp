@@ -81,6 +81,44 @@ const char* kSmall =
     "He VBZ I-NP\n"
     "the DT O\n";
 
+TEST(Dictionary, IdsInInsertionOrderThroughGrowthCompactAndFreeze) {
+  Dictionary d;
+  std::vector<std::string> words;
+  for (int i = 0; i < 5000; ++i) words.push_back("w" + std::to_string(i * 7919 % 10007));
+  for (std::size_t i = 0; i < words.size(); ++i) ASSERT_EQ(d.add(words[i]), i);  // many rehashes
+  for (std::size_t i = 0; i < words.size(); ++i) ASSERT_EQ(d.add(words[i]), i);  // no duplicates
+  EXPECT_EQ(d.size(), words.size());
+  EXPECT_EQ(d.find("absent"), Dictionary::kNone);
+  EXPECT_EQ(d.find(""), Dictionary::kNone);
+  EXPECT_EQ(d.add(""), words.size());  // the empty string is a string like any other
+  std::vector<bool> keep(d.size());
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = i % 3 == 1;
+  const auto remap = d.compact(keep);
+  std::uint32_t next = 0;
+  for (std::size_t i = 0; i < keep.size(); ++i) {
+    const std::string& w = i < words.size() ? words[i] : std::string();
+    if (keep[i]) {
+      EXPECT_EQ(remap[i], next);
+      EXPECT_EQ(d.find(w), next);
+      EXPECT_EQ(d.at(next), w);
+      ++next;
+    } else {
+      EXPECT_EQ(remap[i], Dictionary::kNone);
+      EXPECT_EQ(d.find(w), Dictionary::kNone) << w;
+    }
+  }
+  EXPECT_EQ(d.size(), next);
+  Dictionary copy = d;  // copies keep their own index
+  copy.freeze();
+  EXPECT_EQ(copy.add("new"), Dictionary::kNone);
+  EXPECT_EQ(copy.add(words[1]), 0u);
+  EXPECT_EQ(d.add("new"), next);  // the original is not frozen
+  Dictionary r;
+  r.reserve(100);
+  EXPECT_EQ(r.add("a"), 0u);
+  EXPECT_EQ(r.find("a"), 0u);
+}
+
 TEST(Compile, SmallConllByHand) {
   const std::string p = temp_path("small.txt");
   write_text(p, kSmall);

@@ -1,36 +1,76 @@
 #include <algorithm>
+#include <functional>
+#include <stdexcept>
 
 #include "crfx/corpus.hpp"
 
 namespace crfx {
 
+std::size_t Dictionary::probe(const std::string& s, std::size_t h) const {
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+    const std::uint32_t id = slots_[i];
+    if (id == kNone || (hashes_[id] == h && strings_[id] == s)) return i;
+  }
+}
+
+void Dictionary::rehash(std::size_t slots) {
+  slots_.assign(slots, kNone);
+  const std::size_t mask = slots - 1;
+  for (std::uint32_t id = 0; id < strings_.size(); ++id) {
+    std::size_t i = hashes_[id] & mask;
+    while (slots_[i] != kNone) i = (i + 1) & mask;
+    slots_[i] = id;
+  }
+}
+
+void Dictionary::reserve(std::size_t n) {
+  strings_.reserve(n);
+  hashes_.reserve(n);
+  std::size_t slots = 16;
+  while (slots < 2 * n + 2) slots *= 2;
+  if (slots > slots_.size()) rehash(slots);
+}
+
 std::uint32_t Dictionary::add(const std::string& s) {
-  auto it = index_.find(s);
-  if (it != index_.end()) return it->second;
+  if (slots_.empty()) rehash(16);
+  const std::size_t h = std::hash<std::string>{}(s);
+  std::size_t i = probe(s, h);
+  if (slots_[i] != kNone) return slots_[i];
   if (frozen_) return kNone;
-  auto id = static_cast<std::uint32_t>(strings_.size());
+  if (strings_.size() >= kNone - 1) throw std::length_error("dictionary: more than 2^32 - 2 strings");
+  const auto id = static_cast<std::uint32_t>(strings_.size());
   strings_.push_back(s);
-  index_.emplace(s, id);
+  hashes_.push_back(h);
+  if (2 * strings_.size() > slots_.size()) {
+    rehash(2 * slots_.size());  // keep the table at most half full
+  } else {
+    slots_[i] = id;
+  }
   return id;
 }
 
 std::uint32_t Dictionary::find(const std::string& s) const {
-  auto it = index_.find(s);
-  return it == index_.end() ? kNone : it->second;
+  if (slots_.empty()) return kNone;
+  return slots_[probe(s, std::hash<std::string>{}(s))];
 }
 
 std::vector<std::uint32_t> Dictionary::compact(const std::vector<bool>& keep) {
   std::vector<std::uint32_t> remap(strings_.size(), kNone);
   std::vector<std::string> kept;
-  index_.clear();
+  std::vector<std::size_t> kept_hashes;
   for (std::size_t i = 0; i < strings_.size(); ++i) {
     if (i < keep.size() && keep[i]) {
       remap[i] = static_cast<std::uint32_t>(kept.size());
-      index_.emplace(strings_[i], remap[i]);
       kept.push_back(std::move(strings_[i]));
+      kept_hashes.push_back(hashes_[i]);
     }
   }
   strings_ = std::move(kept);
+  hashes_ = std::move(kept_hashes);
+  std::size_t slots = 16;
+  while (slots < 2 * strings_.size() + 2) slots *= 2;
+  rehash(slots);
   return remap;
 }
 

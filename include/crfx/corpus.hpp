@@ -4,13 +4,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace crfx {
 
 /// String ↔ dense id map. Ids are assigned in order of first insertion; once frozen (after the
-/// training data, like Wapiti's qrk_lock) unknown strings are not added.
+/// training data, like Wapiti's qrk_lock) unknown strings are not added. Each string is stored
+/// once; the index is an open-addressing table of ids (linear probing, at most half full) with
+/// the strings' hashes kept beside them, so a lookup hashes once and compares strings only on a
+/// hash match.
 class Dictionary {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
@@ -18,10 +20,7 @@ class Dictionary {
   /// Id of `s`, adding it unless frozen (then kNone for an unknown string).
   std::uint32_t add(const std::string& s);
   /// Room for `n` strings without rehashing.
-  void reserve(std::size_t n) {
-    strings_.reserve(n);
-    index_.reserve(n);
-  }
+  void reserve(std::size_t n);
   /// Id of `s`, or kNone.
   std::uint32_t find(const std::string& s) const;
   const std::string& at(std::uint32_t id) const { return strings_[id]; }
@@ -34,8 +33,13 @@ class Dictionary {
   std::vector<std::uint32_t> compact(const std::vector<bool>& keep);
 
  private:
+  /// The slot holding `s` (hash h), or the empty slot where it would go.
+  std::size_t probe(const std::string& s, std::size_t h) const;
+  void rehash(std::size_t slots);  // slots: a power of two > 2·size()
+
   std::vector<std::string> strings_;
-  std::unordered_map<std::string, std::uint32_t> index_;
+  std::vector<std::size_t> hashes_;   // [id] std::hash of strings_[id]
+  std::vector<std::uint32_t> slots_;  // ids or kNone; size a power of two (or 0)
   bool frozen_ = false;
 };
 
