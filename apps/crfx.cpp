@@ -299,6 +299,8 @@ int cmd_tag(int argc, char** argv) {
       ("m,model", "model file", cxxopts::value<std::string>())
       ("o,output", "write here instead of standard output (atomically)", cxxopts::value<std::string>())
       ("marginals", "append every label's marginal probability (LABEL:p) to each token")
+      ("batch-tokens", "tokens read, tagged and written at a time (whole sentences; bounds memory)",
+       cxxopts::value<std::size_t>()->default_value("262144"))
       ("q,quiet", "no messages on standard error")
       ("h,help", "show this help");
   add_device_options(o);
@@ -312,60 +314,78 @@ int cmd_tag(int argc, char** argv) {
 
   Model model = load_model(model_path);
   const FeatureSpace& fs = model.features;
-  TextData text = read_text(fs, data_path);
-  Corpus corpus = compile(fs, text);
   const Dims dims = fs.dims();
   BackendPtr backend = backend_from(r, dims, quiet);
-  BackendCorpusPtr up = backend->upload(corpus);
   VectorPtr w = to_backend(*backend, model.weights);
-  std::vector<std::uint32_t> ids(corpus.num_tokens());
-  backend->viterbi(*up, *w, all_sentences(*up), ids.data());
-  std::vector<double> marg;
-  if (with_marginals) {
-    marg.resize(corpus.num_tokens() * dims.L);
-    backend->marginals(*up, *w, all_sentences(*up), marg.data(), nullptr);
-  }
 
-  std::string out;
-  out.reserve(corpus.num_tokens() * 32);
-  std::size_t k = 0;
-  auto append_marginals = [&](std::size_t token) {
-    if (!with_marginals) return;
-    for (std::size_t y = 0; y < dims.L; ++y)
-      out += "\t" + fs.labels.at(std::uint32_t(y)) + ":" + fmt("%.6f", marg[token * dims.L + y]);
+  // Streamed a batch of whole sentences at a time (memory bounded by the batch, not the input);
+  // with -o the output goes to a temporary file renamed at the end, so a failure half-way leaves
+  // an existing output untouched. (On standard output, what was tagged before an error is out.)
+  std::unique_ptr<AtomicFile> file;
+  if (r.count("output")) file = std::make_unique<AtomicFile>(get<std::string>(r, "output"));
+  auto emit = [&](const std::string& text) {
+    if (file) {
+      file->write(text.data(), text.size());
+    } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
+      throw Error("cannot write to standard output");
+    }
   };
-  if (fs.format == InputFormat::conll) {
-    for (const auto& sentence : text.conll) {
-      for (const auto& token : sentence) {
-        for (std::size_t c = 0; c < token.columns.size(); ++c) {
-          if (c) out += '\t';
-          out += token.columns[c];
+  TextReader reader(fs, data_path);
+  TextData text;
+  std::vector<std::uint32_t> ids;
+  std::vector<double> marg;
+  std::string out;
+  const std::size_t batch_tokens = get<std::size_t>(r, "batch-tokens");
+  if (batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
+  while (reader.next(text, batch_tokens)) {
+    const Corpus corpus = compile(fs, text);
+    BackendCorpusPtr up = backend->upload(corpus);
+    ids.resize(corpus.num_tokens());
+    backend->viterbi(*up, *w, all_sentences(*up), ids.data());
+    if (with_marginals) {
+      marg.resize(corpus.num_tokens() * dims.L);
+      backend->marginals(*up, *w, all_sentences(*up), marg.data(), nullptr);
+    }
+    out.clear();
+    std::size_t k = 0;
+    auto append_marginals = [&](std::size_t token) {
+      if (!with_marginals) return;
+      for (std::size_t y = 0; y < dims.L; ++y)
+        out += "\t" + fs.labels.at(std::uint32_t(y)) + ":" + fmt("%.6f", marg[token * dims.L + y]);
+    };
+    if (fs.format == InputFormat::conll) {
+      for (const auto& sentence : text.conll) {
+        for (const auto& token : sentence) {
+          for (std::size_t c = 0; c < token.columns.size(); ++c) {
+            if (c) out += '\t';
+            out += token.columns[c];
+          }
+          out += '\t';
+          out += fs.labels.at(ids[k]);
+          append_marginals(k);
+          out += '\n';
+          ++k;
         }
-        out += '\t';
-        out += fs.labels.at(ids[k]);
-        append_marginals(k);
         out += '\n';
-        ++k;
       }
-      out += '\n';
-    }
-  } else {
-    for (const auto& sentence : text.crfsuite) {
-      for (const auto& token : sentence) {
-        if (!token.label.empty()) out += token.label + '\t';
-        out += fs.labels.at(ids[k]);
-        append_marginals(k);
+    } else {
+      for (const auto& sentence : text.crfsuite) {
+        for (const auto& token : sentence) {
+          if (!token.label.empty()) out += token.label + '\t';
+          out += fs.labels.at(ids[k]);
+          append_marginals(k);
+          out += '\n';
+          ++k;
+        }
         out += '\n';
-        ++k;
       }
-      out += '\n';
     }
+    emit(out);
   }
-  if (r.count("output")) {
-    write_file_atomic(get<std::string>(r, "output"), out);
-  } else {
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    if (std::fflush(stdout) != 0) throw Error("cannot write to standard output");
+  if (file) {
+    file->commit();
+  } else if (std::fflush(stdout) != 0) {
+    throw Error("cannot write to standard output");
   }
   return 0;
 }

@@ -1,6 +1,8 @@
 // End-to-end: the crfx binary on the bundled CoNLL-2000 and CRFsuite slices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "test_util.hpp"
@@ -161,6 +163,44 @@ TEST(Cli, FailuresNeverClobberOutputs) {
   EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(corrupt) + " -o " + q(existing), &out), 1);
   EXPECT_NE(out.find(corrupt), std::string::npos) << out;
   EXPECT_EQ(read_text(existing), "precious\n");
+  // Malformed data after many good batches: tagging streams, yet the output file is untouched
+  // and the error names the line.
+  std::string text = read_text(kTest);
+  const std::size_t good_lines = std::size_t(std::count(text.begin(), text.end(), '\n'));
+  text += "\nlate NN\n";  // one column too few
+  const std::string late = dir + "/late.txt";
+  write_text(late, text);
+  EXPECT_EQ(run(crfx() + " tag " + q(late) + " -m " + q(trained_model()) + " -o " + q(existing) +
+                    " --batch-tokens 50",
+                &out),
+            1);
+  EXPECT_NE(out.find(late + ":" + std::to_string(good_lines + 2) + ":"), std::string::npos) << out;
+  EXPECT_EQ(read_text(existing), "precious\n");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 4)
+      << "a temporary file was left behind";
+}
+
+TEST(Cli, TaggingInSmallBatchesGivesTheSameOutput) {
+  // Batches of 1, 37 and 100,000 tokens (whole sentences each): the same bytes, with and without
+  // marginals, to a file and to standard output.
+  std::string ref, out;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet --marginals", &ref), 0);
+  for (const char* batch : {"1", "37", "100000"}) {
+    ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet --marginals --batch-tokens " +
+                      batch,
+                  &out),
+              0);
+    EXPECT_EQ(out, ref) << batch;
+    const std::string tagged = temp_path(std::string("batch") + batch + ".tagged");
+    ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet --batch-tokens " + batch +
+                      " -o " + q(tagged),
+                  &out),
+              0);
+    ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet", &out), 0);
+    EXPECT_EQ(read_text(tagged), out) << batch;
+  }
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --batch-tokens 0", &out), 1);
+  EXPECT_NE(out.find("--batch-tokens"), std::string::npos) << out;
 }
 
 TEST(Cli, TaggingIsReproducibleAfterReload) {

@@ -303,16 +303,40 @@ std::size_t TextData::num_sentences() const {
   return format == InputFormat::conll ? conll.size() : crfsuite.size();
 }
 
-TextData read_text(const FeatureSpace& fs, const std::string& path) {
-  TextData d;
-  d.format = fs.format;
-  d.path = path;
-  if (fs.format == InputFormat::conll) {
-    d.feature_columns = fs.feature_columns;
-    d.conll = read_conll(path, fs.feature_columns, fs.feature_columns > 0);
+TextReader::TextReader(const FeatureSpace& fs, const std::string& path)
+    : format_(fs.format), feature_columns_(fs.feature_columns), path_(path) {
+  if (format_ == InputFormat::conll)
+    conll_ = std::make_unique<ConllReader>(path, feature_columns_, feature_columns_ > 0);
+  else
+    crfsuite_ = std::make_unique<CrfsuiteReader>(path);
+}
+
+bool TextReader::next(TextData& batch, std::size_t max_tokens) {
+  batch = TextData();
+  batch.format = format_;
+  batch.path = path_;
+  batch.feature_columns = format_ == InputFormat::conll ? feature_columns_ : 0;
+  std::size_t tokens = 0;
+  if (conll_) {
+    ConllSentence s;
+    while (tokens < max_tokens && conll_->next(s)) {
+      tokens += s.size();
+      batch.conll.push_back(std::move(s));
+    }
   } else {
-    d.crfsuite = read_crfsuite(path);
+    CrfsuiteSentence s;
+    while (tokens < max_tokens && crfsuite_->next(s)) {
+      tokens += s.size();
+      batch.crfsuite.push_back(std::move(s));
+    }
   }
+  return tokens > 0;
+}
+
+TextData read_text(const FeatureSpace& fs, const std::string& path) {
+  TextReader reader(fs, path);
+  TextData d;
+  reader.next(d, std::size_t(-1));  // everything (an empty file gives an empty TextData)
   return d;
 }
 

@@ -20,53 +20,48 @@ std::string plural_columns(std::size_t n) {
 }
 }  // namespace
 
-std::vector<ConllSentence> read_conll(const std::string& path, std::size_t expected_columns,
-                                      bool allow_one_more) {
-  LineReader reader(path);
-  std::vector<ConllSentence> sentences;
-  ConllSentence current;
-  std::string line;
-  std::size_t columns = 0;     // column count of the file's first token (0: none seen yet)
-  std::size_t first_line = 0;  // the line that fixed `columns`
-  auto flush = [&] {
-    if (!current.empty()) sentences.push_back(std::move(current));
-    current.clear();
-  };
-  while (reader.next(line)) {
+ConllReader::ConllReader(const std::string& path, std::size_t expected_columns, bool allow_one_more)
+    : reader_(path), expected_(expected_columns), allow_one_more_(allow_one_more) {}
+
+bool ConllReader::next(ConllSentence& out) {
+  out.clear();
+  const std::string& path = reader_.path();
+  while (reader_.next(line_)) {
     ConllToken token;
-    token.columns.reserve(columns ? columns : 4);
-    split_whitespace(line, token.columns);
-    if (token.columns.empty()) {  // blank or whitespace-only: sentence boundary
-      flush();
+    token.columns.reserve(columns_ ? columns_ : 4);
+    split_whitespace(line_, token.columns);
+    if (token.columns.empty() || token.columns[0].compare(0, 10, "-DOCSTART-") == 0) {
+      if (!out.empty()) return true;  // blank / whitespace-only or a document marker: a boundary
       continue;
     }
-    if (token.columns[0].compare(0, 10, "-DOCSTART-") == 0) {
-      flush();
-      continue;
-    }
-    token.line = reader.line_number();
+    token.line = reader_.line_number();
     const std::size_t got = token.columns.size();
-    if (columns == 0) {
-      if (expected_columns > 0 && got != expected_columns &&
-          !(allow_one_more && got == expected_columns + 1)) {
+    if (columns_ == 0) {
+      if (expected_ > 0 && got != expected_ && !(allow_one_more_ && got == expected_ + 1)) {
         throw InputError(path, token.line,
                          "expected " +
-                             (allow_one_more ? std::to_string(expected_columns) + " or " +
-                                                   plural_columns(expected_columns + 1)
-                                             : plural_columns(expected_columns)) +
+                             (allow_one_more_ ? std::to_string(expected_) + " or " + plural_columns(expected_ + 1)
+                                              : plural_columns(expected_)) +
                              ", got " + std::to_string(got));
       }
-      columns = got;
-      first_line = token.line;
-    } else if (got != columns) {
+      columns_ = got;
+      first_line_ = token.line;
+    } else if (got != columns_) {
       throw InputError(path, token.line,
-                       "inconsistent column count: expected " + plural_columns(columns) +
-                           " (as on line " + std::to_string(first_line) + "), got " +
-                           std::to_string(got));
+                       "inconsistent column count: expected " + plural_columns(columns_) + " (as on line " +
+                           std::to_string(first_line_) + "), got " + std::to_string(got));
     }
-    current.push_back(std::move(token));
+    out.push_back(std::move(token));
   }
-  flush();
+  return !out.empty();
+}
+
+std::vector<ConllSentence> read_conll(const std::string& path, std::size_t expected_columns,
+                                      bool allow_one_more) {
+  ConllReader reader(path, expected_columns, allow_one_more);
+  std::vector<ConllSentence> sentences;
+  ConllSentence s;
+  while (reader.next(s)) sentences.push_back(std::move(s));
   return sentences;
 }
 

@@ -73,19 +73,18 @@ void parse_attribute(const char* raw, std::size_t n, const std::string& path, st
 
 }  // namespace
 
-std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path) {
-  LineReader reader(path);
-  std::vector<CrfsuiteSentence> sentences;
-  CrfsuiteSentence current;
-  std::string line;
-  while (reader.next(line)) {
-    if (blank(line)) {
-      if (!current.empty()) sentences.push_back(std::move(current));
-      current.clear();
+CrfsuiteReader::CrfsuiteReader(const std::string& path) : reader_(path) {}
+
+bool CrfsuiteReader::next(CrfsuiteSentence& out) {
+  out.clear();
+  while (reader_.next(line_)) {
+    if (blank(line_)) {
+      if (!out.empty()) return true;
       continue;
     }
+    const std::string& line = line_;
     CrfsuiteToken token;
-    token.line = reader.line_number();
+    token.line = reader_.line_number();
     std::size_t tab = line.find('\t');
     token.label.assign(line, 0, tab);
     while (tab != std::string::npos) {
@@ -94,11 +93,18 @@ std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path) {
       const std::size_t e = tab == std::string::npos ? line.size() : tab;
       if (e == b) continue;  // empty field: skipped, as CRFsuite does
       token.attributes.emplace_back();
-      parse_attribute(line.data() + b, e - b, path, token.line, token.attributes.back());
+      parse_attribute(line.data() + b, e - b, reader_.path(), token.line, token.attributes.back());
     }
-    current.push_back(std::move(token));
+    out.push_back(std::move(token));
   }
-  if (!current.empty()) sentences.push_back(std::move(current));
+  return !out.empty();
+}
+
+std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path) {
+  CrfsuiteReader reader(path);
+  std::vector<CrfsuiteSentence> sentences;
+  CrfsuiteSentence s;
+  while (reader.next(s)) sentences.push_back(std::move(s));
   return sentences;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,23 @@ struct TextData {
 /// Reads `path` in `fs.format`. For CoNLL data whose feature columns are already fixed
 /// (fs.feature_columns > 0) a token must have that many columns, or one more (a gold label).
 TextData read_text(const FeatureSpace& fs, const std::string& path);
+
+/// Reads `path` like read_text, a batch of whole sentences at a time, so that data larger than
+/// memory can be tagged: each batch holds sentences until it reaches `max_tokens` tokens (at
+/// least one sentence). The concatenated batches are read_text's result.
+class TextReader {
+ public:
+  TextReader(const FeatureSpace& fs, const std::string& path);
+  /// The next batch into `batch` (replacing it); false when the input is exhausted.
+  bool next(TextData& batch, std::size_t max_tokens);
+
+ private:
+  InputFormat format_;
+  std::size_t feature_columns_;
+  std::string path_;
+  std::unique_ptr<ConllReader> conll_;
+  std::unique_ptr<CrfsuiteReader> crfsuite_;
+};
 
 /// Compiles training data: adds labels and attributes to the (unfrozen) dictionaries, drops
 /// attributes seen fewer than `min_freq` times (CRF++ -f), then freezes all dictionaries.

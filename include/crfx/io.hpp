@@ -44,6 +44,21 @@ struct ConllToken {
 };
 using ConllSentence = std::vector<ConllToken>;
 
+/// Reads a CoNLL column file one sentence at a time (the rules of read_conll below).
+class ConllReader {
+ public:
+  ConllReader(const std::string& path, std::size_t expected_columns = 0, bool allow_one_more = false);
+  /// The next non-empty sentence into `out`; false at the end of the file.
+  bool next(ConllSentence& out);
+  const std::string& path() const { return reader_.path(); }
+
+ private:
+  LineReader reader_;
+  std::size_t expected_, columns_ = 0, first_line_ = 0;
+  bool allow_one_more_;
+  std::string line_;
+};
+
 /// Reads a CoNLL column file: whitespace- or tab-separated columns, one token per line, a blank
 /// (or whitespace-only) line between sentences. Lines starting with "-DOCSTART-" end the current
 /// sentence and are otherwise skipped. Every token of the file must have the same number of
@@ -63,6 +78,19 @@ struct CrfsuiteToken {
   std::size_t line = 0;
 };
 using CrfsuiteSentence = std::vector<CrfsuiteToken>;
+
+/// Reads a CRFsuite attribute file one sequence at a time (the rules of read_crfsuite below).
+class CrfsuiteReader {
+ public:
+  explicit CrfsuiteReader(const std::string& path);
+  /// The next non-empty sequence into `out`; false at the end of the file.
+  bool next(CrfsuiteSentence& out);
+  const std::string& path() const { return reader_.path(); }
+
+ private:
+  LineReader reader_;
+  std::string line_;
+};
 
 /// Reads a CRFsuite attribute file: `LABEL<TAB>attr[:value]<TAB>…`, a blank line between
 /// sequences. In attribute names `\:` stands for ':' and `\\` for '\'; the value follows the last
