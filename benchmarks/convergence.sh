@@ -36,9 +36,11 @@ run() {  # run NAME ARGS...: train, log per iteration/epoch, tag the test set, s
   rm -f "$out/$name.model" "$out/$name.tagged"
 }
 
+# The commit marker is taken before anything under $out is rewritten (those files are tracked).
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)')"
 {
   echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)')"
+  echo "commit: $commit"
   echo "date: $(date -u +%F)"
   echo "threads: $threads (0 = all cores), epochs: $epochs (sag/saga: $sag_epochs)"
 } > "$out/machine.txt"
