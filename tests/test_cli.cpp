@@ -138,7 +138,6 @@ TEST(Cli, UsageAndDeviceErrors) {
   if (gpu) {
     EXPECT_EQ(rc, 0) << out;
   } else {
-    EXPECT_NE(note.find("no usable CUDA device"), std::string::npos) << note;
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
   }
