@@ -993,6 +993,8 @@ struct SpanPlan {
   std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, mark, local;
   std::vector<std::size_t> gofs;
   std::vector<double> oval;
+  std::vector<std::uint32_t> scratch_ids;     // planning scratch, reused (no per-step allocation)
+  std::vector<std::size_t> scratch_count;
   std::uint32_t generation = 0;
   std::size_t rows = 0;
   DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
@@ -1673,7 +1675,8 @@ class CudaBackend final : public Backend {
       }
     }
     {  // distinct sentences (a repeated one would be counted twice)
-      std::vector<std::uint32_t> sorted(pl.sid);
+      std::vector<std::uint32_t>& sorted = pl.scratch_ids;
+      sorted.assign(pl.sid.begin(), pl.sid.end());
       std::sort(sorted.begin(), sorted.end());
       if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
         throw Error("internal: span repeats a sentence");
@@ -1683,7 +1686,8 @@ class CudaBackend final : public Backend {
     std::sort(pl.groups.begin(), pl.groups.end());
     const std::size_t ng = pl.groups.size(), L = dims_.L, LL = L * L;
     for (std::size_t q = 0; q < ng; ++q) pl.local[pl.groups[q]] = std::uint32_t(q);
-    std::vector<std::size_t> count(ng + 1, 0);
+    std::vector<std::size_t>& count = pl.scratch_count;
+    count.assign(ng + 1, 0);
     auto each_occurrence = [&](auto&& f) {
       std::size_t row = 0;
       for (std::size_t i = 0; i < span.count; ++i) {

@@ -24,16 +24,24 @@ void Dictionary::rehash(std::size_t slots) {
   }
 }
 
+namespace {
+/// Table size for n strings: a power of two, at least 16, more than twice n.
+std::size_t table_for(std::size_t n) {
+  std::size_t slots = 16;
+  while (slots < 2 * n + 2) slots *= 2;
+  return slots;
+}
+}  // namespace
+
 void Dictionary::reserve(std::size_t n) {
   strings_.reserve(n);
   hashes_.reserve(n);
-  std::size_t slots = 16;
-  while (slots < 2 * n + 2) slots *= 2;
+  const std::size_t slots = table_for(n);
   if (slots > slots_.size()) rehash(slots);
 }
 
 std::uint32_t Dictionary::add(const std::string& s) {
-  if (slots_.empty()) rehash(16);
+  if (slots_.empty()) rehash(table_for(0));
   const std::size_t h = std::hash<std::string>{}(s);
   std::size_t i = probe(s, h);
   if (slots_[i] != kNone) return slots_[i];
@@ -68,9 +76,7 @@ std::vector<std::uint32_t> Dictionary::compact(const std::vector<bool>& keep) {
   }
   strings_ = std::move(kept);
   hashes_ = std::move(kept_hashes);
-  std::size_t slots = 16;
-  while (slots < 2 * strings_.size() + 2) slots *= 2;
-  rehash(slots);
+  rehash(table_for(strings_.size()));
   return remap;
 }
 
