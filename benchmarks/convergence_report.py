@@ -9,6 +9,11 @@ out = sys.argv[1]
 L2 = ["l2-lbfgs", "l2-sgd", "l2-sag-uniform", "l2-sag-lipschitz", "l2-sag-mixed", "l2-saga", "l2-adf",
       "l2-adf-beta0.9"]
 L1 = ["l1-owlqn", "l1-sgd", "l1-two-stage"]
+NED = ["ned-lbfgs", "ned-sag-mixed"]  # (c) seed 004's Dutch NER set, beside the issue's CoNLL-2000
+PARTS = (("l2", L2, "(a) CoNLL-2000, L2, c2 = 0.5 (λ = 1/n)", "CoNLL-2000, L2, λ = 1/n"),
+         ("l1", L1, "(b) CoNLL-2000, L1, c1 = 1, c2 = 0", "CoNLL-2000, L1, c1 = 1"),
+         ("ned", NED, "(c) CoNLL-2002 Dutch NER (ned.train, ned.testb), same template, L2, c2 = 0.5 (λ = 1/n)",
+          "CoNLL-2002 Dutch, L2, λ = 1/n"))
 
 
 def load(name):
@@ -41,27 +46,48 @@ def first_reaching(rows, target, key):
     return None
 
 
-logs = {n: load(n) for n in L2 + L1}
+logs = {n: load(n) for n in L2 + L1 + NED}
 missing = [n for n, rows in logs.items() if not rows]
 if missing:
     print("missing logs: " + ", ".join(missing), file=sys.stderr)
 
 fstar = {}
-if logs["l2-lbfgs"]:
-    fstar["l2"] = min(r["objective"] for r in logs["l2-lbfgs"])
+for part, lbfgs in (("l2", "l2-lbfgs"), ("ned", "ned-lbfgs")):
+    if logs[lbfgs]:
+        fstar[part] = min(r["objective"] for r in logs[lbfgs])
 l1_all = [r["objective"] for n in L1 if logs[n] for r in logs[n]]
 if l1_all:
     fstar["l1"] = min(l1_all)
 
+def passes_to_gap(part, names):
+    """Effective passes (and seconds) until f ≤ f*·(1 + gap), for the L2 parts."""
+    gaps = (1e-1, 1e-2, 1e-3, 1e-4)
+    out = ["Effective passes (seconds) until (f − f*)/f* ≤ gap:", "",
+           "| trainer | " + " | ".join("%g" % g for g in gaps) + " |",
+           "|---|" + "---:|" * len(gaps)]
+    for n in names:
+        rows = logs[n]
+        if not rows:
+            continue
+        cells = []
+        for g in gaps:
+            target = fstar[part] * (1 + g)
+            r = next((r for r in rows if r["objective"] <= target), None)
+            cells.append("%.1f (%.1f s)" % (r["passes"], r["seconds"]) if r else "–")
+        out.append("| %s | %s |" % (n, " | ".join(cells)))
+    return out + [""]
+
+
 lines = []
 machine = open(os.path.join(out, "machine.txt")).read().strip() if os.path.exists(os.path.join(out, "machine.txt")) else ""
-lines += ["# Convergence on CoNLL-2000 (chunking.template)", "", "Made by `benchmarks/convergence.sh`.", ""]
+lines += ["# Convergence on CoNLL-2000 (chunking.template), and SAG on CoNLL-2002 Dutch", "",
+          "Made by `benchmarks/convergence.sh`.", ""]
 lines += ["```", machine, "```", ""]
-for part, names, title in (("l2", L2, "(a) L2, c2 = 0.5 (λ = 1/n)"), ("l1", L1, "(b) L1, c1 = 1, c2 = 0")):
+for part, names, title, _ in PARTS:
     fs = fstar.get(part)
     lines += ["## " + title, ""]
     if fs is not None:
-        lines += ["f* = %.6f (%s)" % (fs, "tight L-BFGS run" if part == "l2" else "best objective logged by any L1 run"), ""]
+        lines += ["f* = %.6f (%s)" % (fs, "best objective logged by any L1 run" if part == "l1" else "tight L-BFGS run"), ""]
     lines += ["| trainer | final objective | (f − f*)/f* | active features | test F1 | passes | seconds |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for n in names:
@@ -76,36 +102,23 @@ for part, names, title in (("l2", L2, "(a) L2, c2 = 0.5 (λ = 1/n)"), ("l1", L1,
             n, last["objective"], rel, last["active_features"], "%.2f" % f1 if f1 is not None else "–",
             last["passes"], last["seconds"]))
     lines.append("")
-
-# Effective passes (and seconds) to reach f*·(1 + gap) for the L2 trainers.
-if "l2" in fstar:
-    gaps = (1e-1, 1e-2, 1e-3, 1e-4)
-    lines += ["Effective passes (seconds) until (f − f*)/f* ≤ gap:", "",
-              "| trainer | " + " | ".join("%g" % g for g in gaps) + " |",
-              "|---|" + "---:|" * len(gaps)]
-    for n in L2:
-        rows = logs[n]
-        if not rows:
-            continue
-        cells = []
-        for g in gaps:
-            target = fstar["l2"] * (1 + g)
-            r = next((r for r in rows if r["objective"] <= target), None)
-            cells.append("%.1f (%.1f s)" % (r["passes"], r["seconds"]) if r else "–")
-        lines.append("| %s | %s |" % (n, " | ".join(cells)))
-    lines.append("")
+    if part != "l1" and fs is not None:
+        lines += passes_to_gap(part, names)
 
 # Acceptance checks.
 lines += ["## Acceptance checks", ""]
 checks = []
-if "l2" in fstar and logs["l2-sag-mixed"]:
-    target = fstar["l2"] + 1e-4 * abs(fstar["l2"])
-    p_lbfgs = first_reaching(logs["l2-lbfgs"], target, "passes")
-    p_sag = first_reaching(logs["l2-sag-mixed"], target, "passes")
+for part, prefix, label in (("l2", "- ", "SAG (mixed)"),
+                            ("ned", "- (for reference, not the issue's data set) ", "on CoNLL-2002 Dutch, SAG (mixed)")):
+    if part not in fstar or not logs[part + "-sag-mixed"]:
+        continue
+    target = fstar[part] + 1e-4 * abs(fstar[part])
+    p_lbfgs = first_reaching(logs[part + "-lbfgs"], target, "passes")
+    p_sag = first_reaching(logs[part + "-sag-mixed"], target, "passes")
     ok = p_lbfgs is not None and p_sag is not None and p_sag <= p_lbfgs / 3
-    checks.append("- SAG (mixed) reaches f* + 1e-4·|f*| = %.4f after %s effective passes; L-BFGS after %s; "
+    checks.append("%s%s reaches f* + 1e-4·|f*| = %.4f after %s effective passes; L-BFGS after %s; "
                   "ratio %s (goal ≤ 1/3): **%s**" % (
-                      target, "%.1f" % p_sag if p_sag is not None else "never",
+                      prefix, label, target, "%.1f" % p_sag if p_sag is not None else "never",
                       "%.1f" % p_lbfgs if p_lbfgs is not None else "never",
                       "%.3f" % (p_sag / p_lbfgs) if p_sag and p_lbfgs else "–", "met" if ok else "NOT met"))
 if logs["l1-owlqn"] and logs["l1-two-stage"]:
@@ -141,7 +154,7 @@ lines += checks + [""]
 open(os.path.join(out, "table.md"), "w").write("\n".join(lines))
 
 # Figures: f − f* against effective passes and against seconds, log scale (seed 004 Fig. 1).
-for part, names in (("l2", L2), ("l1", L1)):
+for part, names, _, plot_title in PARTS:
     if part not in fstar:
         continue
     fs = fstar[part]
@@ -164,7 +177,7 @@ for part, names in (("l2", L2), ("l1", L1)):
               "set logscale y", "set format y '10^{%L}'", "set grid",
               "set xlabel '%s'" % xlabel, "set ylabel '(f(w) − f*) / |f*|'",
               "set key outside right",
-              "set title 'CoNLL-2000, %s'" % ("L2, λ = 1/n" if part == "l2" else "L1, c1 = 1")]
+              "set title '%s'" % plot_title]
         for term, ext in (("pngcairo size 960,540", "png"), ("svg size 960,540", "svg")):
             gp += ["set terminal " + term, "set output '%s.%s'" % (stem, ext), "plot " + plot]
         open(os.path.join(out, stem + ".gp"), "w").write("\n".join(gp) + "\n")
