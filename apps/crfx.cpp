@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -509,6 +510,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  // A file-size limit (ulimit -f) would otherwise kill us with SIGXFSZ mid-write, leaving the
+  // temporary file behind; ignored, the write fails with EFBIG and AtomicFile reports it and
+  // cleans up like any other write error.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     if (cmd == "train") return cmd_train(argc - 1, argv + 1);
     if (cmd == "tag") return cmd_tag(argc - 1, argv + 1);

@@ -179,6 +179,32 @@ TEST(Cli, FailuresNeverClobberOutputs) {
       << "a temporary file was left behind";
 }
 
+TEST(Cli, FileSizeLimitIsAnErrorThatLeavesOutputsAlone) {
+  // Under `ulimit -f` a write past the limit raises SIGXFSZ, whose default action kills the
+  // process mid-write and leaves the temporary file behind. crfx ignores the signal, so the write
+  // fails with EFBIG and is reported like any other write error. 16 blocks (8 or 16 KiB, by the
+  // shell's block size) are far below the model and the tagged output (~36 KB).
+  const std::string dir = temp_dir();
+  const std::string existing = dir + "/keep.txt";
+  write_text(existing, "precious\n");
+  const std::string limit = "ulimit -f 16; ";
+  std::string out;
+  EXPECT_EQ(run(limit + crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(existing) +
+                    " --quiet",
+                &out),
+            1)
+      << out;
+  EXPECT_NE(out.find(existing), std::string::npos) << out;
+  EXPECT_NE(out.find("File too large"), std::string::npos) << out;
+  EXPECT_EQ(read_text(existing), "precious\n");
+  EXPECT_EQ(run(limit + crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -o " + q(existing), &out), 1)
+      << out;
+  EXPECT_NE(out.find("File too large"), std::string::npos) << out;
+  EXPECT_EQ(read_text(existing), "precious\n");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1)
+      << "a temporary file was left behind";
+}
+
 TEST(Cli, TaggingInSmallBatchesGivesTheSameOutput) {
   // Batches of 1, 37 and 100,000 tokens (whole sentences each): the same bytes, with and without
   // marginals, to a file and to standard output.

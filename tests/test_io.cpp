@@ -381,6 +381,30 @@ TEST(AtomicWrite, MissingDirectory) {
   }
 }
 
+TEST(AtomicWrite, FailureMidwayLeavesFileUntouched) {
+  // The file system refusing bytes after the first few KiB (a file-size limit here; a full disk
+  // behaves alike): the error names the file, the old content stays, no temporary file remains.
+  // Unlike the permission test below, this also runs as root.
+  const std::string dir = temp_dir();
+  const std::string p = dir + "/keep.txt";
+  write_text(p, "precious\n");
+  AtomicFile f(p);
+  {
+    FileSizeLimit limit(4096);
+    f.write(std::string(3000, 'a').data(), 3000);  // within the limit
+    try {
+      f.write(std::string(3000, 'b').data(), 3000);  // crosses it: partial write, then EFBIG
+      FAIL() << "no exception";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("File too large"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(f.commit(), Error);  // nothing to commit after a failure
+  EXPECT_EQ(read_text(p), "precious\n");
+  EXPECT_EQ(dir_entries(dir), (Lines{"keep.txt"}));
+}
+
 TEST(AtomicWrite, UnwritableDirectoryLeavesFileUntouched) {
   const std::string dir = temp_dir();
   const std::string p = dir + "/keep.txt";

@@ -522,6 +522,16 @@ TEST(ModelIo, AtomicSave) {
   EXPECT_THROW(save_model(conll_model(), path + "/sub.model"), Error);
   EXPECT_EQ(test::read_text(path), "precious\n");
 
+  // The file system refusing bytes midway (a file-size limit at half the model's size).
+  {
+    test::FileSizeLimit limit(serialize_model(conll_model()).size() / 2);
+    EXPECT_THROW(save_model(conll_model(), path), Error);
+  }
+  EXPECT_EQ(test::read_text(path), "precious\n");
+  files = 0;
+  for (const auto& entry : fsys::directory_iterator(dir)) files += entry.is_regular_file();
+  EXPECT_EQ(files, 1u) << "a temporary file was left behind";
+
   // A directory without write permission (meaningless for root, who may write anyway).
   if (::geteuid() != 0) {
     ASSERT_EQ(::chmod(dir.c_str(), 0555), 0);

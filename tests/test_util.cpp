@@ -41,6 +41,22 @@ std::string temp_dir() {
 
 std::string temp_path(const std::string& name) { return temp_dir() + "/" + name; }
 
+FileSizeLimit::FileSizeLimit(rlim_t bytes) {
+  if (getrlimit(RLIMIT_FSIZE, &old_) != 0) throw std::runtime_error("getrlimit failed");
+  old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit lim = old_;
+  lim.rlim_cur = bytes;
+  if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
+    std::signal(SIGXFSZ, old_handler_);
+    throw std::runtime_error("setrlimit failed");
+  }
+}
+
+FileSizeLimit::~FileSizeLimit() {
+  setrlimit(RLIMIT_FSIZE, &old_);
+  std::signal(SIGXFSZ, old_handler_);
+}
+
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;

@@ -1,6 +1,9 @@
 // Helpers shared by the test suites.
 #pragma once
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <string>
 
 namespace crfx::test {
@@ -18,5 +21,19 @@ int run(const std::string& command, std::string* output = nullptr);
 /// Path of the built `crfx` binary and of tests/data.
 std::string crfx_binary();
 std::string data_path(const std::string& name);
+
+/// While alive, files this process writes may not grow beyond `bytes` (RLIMIT_FSIZE, which binds
+/// root too) and SIGXFSZ is ignored, so an oversized write fails with EFBIG. Restores both.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes);
+  ~FileSizeLimit();
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
 
 }  // namespace crfx::test
