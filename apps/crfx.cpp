@@ -46,6 +46,22 @@ std::string fmt(const char* format, double v) {
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& result) {
   try {
     result = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+    // cxxopts names the bad value ("Argument ‘x’ failed to parse") but not its option: find it.
+    const std::string msg = e.what();
+    const std::size_t open = msg.find("\xe2\x80\x98"), close = msg.find("\xe2\x80\x99");
+    std::string option;
+    if (open != std::string::npos && close != std::string::npos && close > open) {
+      const std::string value = msg.substr(open + 3, close - open - 3);
+      for (int i = 1; i < argc && option.empty(); ++i) {
+        const std::string a = argv[i];
+        if (a == value && i > 1 && argv[i - 1][0] == '-') option = argv[i - 1];
+        else if (a.size() > value.size() + 1 && a[0] == '-' &&
+                 a.compare(a.size() - value.size() - 1, std::string::npos, "=" + value) == 0)
+          option = a.substr(0, a.size() - value.size() - 1);
+      }
+    }
+    throw UsageError((option.empty() ? "" : option + ": ") + msg + " (see '" + options.program() + " --help')");
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(std::string(e.what()) + " (see '" + options.program() + " --help')");
   }
@@ -76,6 +92,9 @@ InputFormat parse_format(const std::string& s) {
   throw UsageError("unknown --format '" + s + "' (expected conll or crfsuite)");
 }
 
+/// More worker threads than this is a typo, not a machine (and would only thrash).
+constexpr unsigned kMaxThreads = 1024;
+
 void add_device_options(cxxopts::Options& o) {
   o.add_options()
       ("device", "auto | cpu | cuda ('auto' falls back to the CPU and says so)",
@@ -87,6 +106,8 @@ BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool qu
   BackendOptions bo;
   bo.device = parse_device(get<std::string>(r, "device"));
   bo.threads = get<unsigned>(r, "threads");
+  if (bo.threads > kMaxThreads)
+    throw UsageError("--threads: at most " + std::to_string(kMaxThreads) + " (got " + std::to_string(bo.threads) + ")");
   std::string note;
   BackendPtr b = make_backend(dims, bo, &note);
   if (!quiet) std::cerr << note << "\n";
@@ -135,7 +156,7 @@ int cmd_train(int argc, char** argv) {
       ("c2", "L2 coefficient (CRFsuite's convention; CRF++ -c C = 1/(2·c2))", cxxopts::value<double>()->default_value("1"))
       ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
       ("max-iterations", "stop after this many iterations (0 = no limit)", cxxopts::value<int>()->default_value("0"))
-      ("period", "stopping test window in iterations", cxxopts::value<int>()->default_value("10"))
+      ("period", "stopping test window in iterations (0 = no delta test)", cxxopts::value<int>()->default_value("10"))
       ("delta", "stop when the objective improved less than this (relative) over --period iterations",
        cxxopts::value<double>()->default_value("1e-5"))
       ("epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does)", cxxopts::value<double>()->default_value("1e-5"))
@@ -176,6 +197,40 @@ int cmd_train(int argc, char** argv) {
   const std::string model_path = required(r, "model", "-m/--model: where to write the model");
   const bool quiet = r.count("quiet") > 0;
 
+  TrainOptions opt;
+  opt.c1 = get<double>(r, "c1");
+  opt.c2 = get<double>(r, "c2");
+  opt.max_iterations = get<int>(r, "max-iterations");
+  opt.period = get<int>(r, "period");
+  opt.delta = get<double>(r, "delta");
+  opt.epsilon = get<double>(r, "epsilon");
+  opt.memory = get<int>(r, "memory");
+  opt.seed = get<std::uint64_t>(r, "seed");
+  opt.batch_size = get<std::size_t>(r, "batch-size");
+  opt.epochs = get<int>(r, "epochs");
+  opt.line_search = get<std::string>(r, "line-search");
+  const bool heuristic = opt.line_search == "heuristic" || algo == "two-stage";
+  opt.eta0 = r.count("eta0") ? get<double>(r, "eta0") : heuristic ? 0.025 : 0.1;
+  opt.alpha = get<double>(r, "alpha");
+  opt.sgd_epochs = get<int>(r, "sgd-epochs");
+  opt.sampling = get<std::string>(r, "sampling");
+  opt.max_epochs = get<int>(r, "max-epochs");
+  opt.adf_alpha = get<double>(r, "adf-alpha");
+  opt.adf_beta = get<double>(r, "adf-beta");
+  opt.adf_windows = get<int>(r, "adf-windows");
+  // The generic stopping and history options; each trainer checks its own.
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw UsageError(what);
+  };
+  need(std::isfinite(opt.c1) && opt.c1 >= 0 && std::isfinite(opt.c2) && opt.c2 >= 0,
+       "--c1 and --c2 must be finite numbers ≥ 0, got " + fmt("%g", opt.c1) + " and " + fmt("%g", opt.c2));
+  need(opt.max_iterations >= 0, "--max-iterations must be ≥ 0 (0 = no limit), got " + std::to_string(opt.max_iterations));
+  need(opt.period >= 0, "--period must be ≥ 0 (0 = no delta test), got " + std::to_string(opt.period));
+  need(std::isfinite(opt.delta) && opt.delta >= 0, "--delta must be a finite number ≥ 0, got " + fmt("%g", opt.delta));
+  need(std::isfinite(opt.epsilon) && opt.epsilon >= 0,
+       "--epsilon must be a finite number ≥ 0, got " + fmt("%g", opt.epsilon));
+  need(opt.memory >= 1, "--memory must be ≥ 1, got " + std::to_string(opt.memory));
+
   const double t0 = now_seconds();
   Model model;
   FeatureSpace& fs = model.features;
@@ -213,33 +268,14 @@ int cmd_train(int argc, char** argv) {
   corpus = Corpus();  // resident on the backend now
   BackendCorpusPtr dev_up = r.count("dev") ? backend->upload(dev_corpus) : nullptr;
 
-  TrainOptions opt;
-  opt.c1 = get<double>(r, "c1");
-  opt.c2 = get<double>(r, "c2");
-  opt.max_iterations = get<int>(r, "max-iterations");
-  opt.period = get<int>(r, "period");
-  opt.delta = get<double>(r, "delta");
-  opt.epsilon = get<double>(r, "epsilon");
-  opt.memory = get<int>(r, "memory");
-  opt.seed = get<std::uint64_t>(r, "seed");
-  opt.batch_size = get<std::size_t>(r, "batch-size");
-  opt.epochs = get<int>(r, "epochs");
-  opt.line_search = get<std::string>(r, "line-search");
-  const bool heuristic = opt.line_search == "heuristic" || algo == "two-stage";
-  opt.eta0 = r.count("eta0") ? get<double>(r, "eta0") : heuristic ? 0.025 : 0.1;
-  opt.alpha = get<double>(r, "alpha");
-  opt.sgd_epochs = get<int>(r, "sgd-epochs");
-  opt.sampling = get<std::string>(r, "sampling");
-  opt.max_epochs = get<int>(r, "max-epochs");
-  opt.adf_alpha = get<double>(r, "adf-alpha");
-  opt.adf_beta = get<double>(r, "adf-beta");
-  opt.adf_windows = get<int>(r, "adf-windows");
   Objective objective(*backend, *train_up, opt.c1, opt.c2);
 
   const std::string log_path = r.count("log") ? get<std::string>(r, "log") : "";
   std::string log_text = "iteration,passes,objective,gradient_norm,active_features,seconds,dev_f1\n";
   if (!log_path.empty()) write_file_atomic(log_path, log_text);
-  if (!quiet) std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2 << "\n";
+  if (!quiet)
+    std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
+              << (algo == "ap" ? " (unused: the perceptron has no regulariser)" : "") << "\n";
 
   const double train_start = now_seconds();
   int iterations = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "test_util.hpp"
 
@@ -141,6 +142,27 @@ TEST(Cli, UsageAndDeviceErrors) {
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
   }
+}
+
+TEST(Cli, BadOptionValuesAreUsageErrorsNamingTheOption) {
+  const std::string model = temp_path("never.model");
+  const std::string train = crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(model) + " ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--max-iterations -5", "--max-iterations"}, {"--delta -1", "--delta"},
+      {"--memory -3", "--memory"},                 {"--period -1", "--period"},
+      {"--c1 -1", "--c1"},                         {"--c2 nan", "--c2"},  // cxxopts rejects the value
+      {"--c2=abc", "--c2"},                        {"--threads 99999", "--threads"},
+      {"--epsilon -1e-3", "--epsilon"},
+  };
+  for (const auto& [args, option] : cases) {
+    std::string out;
+    EXPECT_EQ(run(train + args, &out), 2) << args << "\n" << out;
+    EXPECT_NE(out.find(option), std::string::npos) << args << "\n" << out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(model));
+  std::string out;
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --threads 5000", &out), 2) << out;
+  EXPECT_NE(out.find("--threads"), std::string::npos) << out;
 }
 
 TEST(Cli, FailuresNeverClobberOutputs) {

@@ -45,9 +45,15 @@ bool ImprovementTest::converged(double f) {
   return stop;
 }
 
+namespace {
+int checked_memory(int m) {
+  if (m < 1) throw Error("L-BFGS memory must be ≥ 1 (got " + std::to_string(m) + ")");
+  return m;
+}
+}  // namespace
+
 LbfgsHistory::LbfgsHistory(Backend& backend, std::size_t n, int m)
-    : b_(backend), rho_(m), alpha_(m), m_(m) {
-  if (m < 1) throw Error("L-BFGS memory must be ≥ 1");
+    : b_(backend), rho_(checked_memory(m)), alpha_(m), m_(m) {
   for (int i = 0; i < m; ++i) {
     s_.push_back(b_.vector(n));
     y_.push_back(b_.vector(n));
