@@ -195,6 +195,7 @@ int cmd_train(int argc, char** argv) {
   const TrainerInfo& trainer = find_trainer(algo);
   const std::string data_path = required(r, "data", "training data (crfx train DATA -m MODEL ...)");
   const std::string model_path = required(r, "model", "-m/--model: where to write the model");
+  check_output_path(model_path);  // before minutes of training, not after
   const bool quiet = r.count("quiet") > 0;
 
   TrainOptions opt;
@@ -359,7 +360,10 @@ int cmd_tag(int argc, char** argv) {
   // with -o the output goes to a temporary file renamed at the end, so a failure half-way leaves
   // an existing output untouched. (On standard output, what was tagged before an error is out.)
   std::unique_ptr<AtomicFile> file;
-  if (r.count("output")) file = std::make_unique<AtomicFile>(get<std::string>(r, "output"));
+  if (r.count("output")) {
+    check_output_path(get<std::string>(r, "output"));
+    file = std::make_unique<AtomicFile>(get<std::string>(r, "output"));
+  }
   auto emit = [&](const std::string& text) {
     if (file) {
       file->write(text.data(), text.size());
@@ -493,7 +497,8 @@ int cmd_bench(int argc, char** argv) {
   std::printf("data: %zu sentences, %zu tokens, L = %u, A = %u, E = %u, %zu weights; read + compile %.3f s\n",
               corpus.num_sentences(), corpus.num_tokens(), dims.L, dims.A, dims.E, dims.num_weights(),
               compile_s);
-  const int repeat = std::max(1, get<int>(r, "repeat"));
+  const int repeat = get<int>(r, "repeat");
+  if (repeat < 1) throw UsageError("--repeat must be ≥ 1, got " + std::to_string(repeat));
   std::stringstream list(get<std::string>(r, "thread-list"));
   std::string item;
   while (std::getline(list, item, ',')) {

@@ -144,7 +144,7 @@ TEST(Cli, UsageAndDeviceErrors) {
   }
 }
 
-TEST(Cli, BadOptionValuesAreUsageErrorsNamingTheOption) {
+TEST(Cli, BadOptionsAndUnwritableOutputsFailBeforeAnyWork) {
   const std::string model = temp_path("never.model");
   const std::string train = crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(model) + " ";
   const std::pair<std::string, std::string> cases[] = {
@@ -161,6 +161,18 @@ TEST(Cli, BadOptionValuesAreUsageErrorsNamingTheOption) {
   }
   EXPECT_FALSE(std::filesystem::exists(model));
   std::string out;
+  // An output that cannot be written is refused before any training or tagging happens.
+  const std::string dir = temp_dir();
+  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(dir), &out), 1) << out;
+  EXPECT_NE(out.find(dir + ": it is a directory"), std::string::npos) << out;
+  EXPECT_EQ(out.find("iter"), std::string::npos) << "trained before failing:\n" << out;
+  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(dir + "/no/x.model"), &out), 1)
+      << out;
+  EXPECT_NE(out.find("directory " + dir + "/no: No such file or directory"), std::string::npos) << out;
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -o " + q(dir), &out), 1) << out;
+  EXPECT_NE(out.find(dir + ": it is a directory"), std::string::npos) << out;
+  EXPECT_EQ(run(crfx() + " bench " + q(kTrain) + " -t " + q(kTemplate) + " --repeat 0", &out), 2) << out;
+  EXPECT_NE(out.find("--repeat"), std::string::npos) << out;
   EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --threads 5000", &out), 2) << out;
   EXPECT_NE(out.find("--threads"), std::string::npos) << out;
 }

@@ -381,6 +381,26 @@ TEST(AtomicWrite, MissingDirectory) {
   }
 }
 
+TEST(AtomicWrite, CheckOutputPathRefusesWhatAWriteWouldFailOn) {
+  const std::string dir = temp_dir();
+  EXPECT_NO_THROW(check_output_path(dir + "/new.txt"));
+  write_text(dir + "/file", "x");
+  EXPECT_NO_THROW(check_output_path(dir + "/file"));  // overwriting is fine
+  auto message = [](const std::string& p) {
+    try {
+      check_output_path(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_EQ(message(dir), "cannot write " + dir + ": it is a directory");
+  EXPECT_EQ(message(dir + "/missing/x"),
+            "cannot write " + dir + "/missing/x: directory " + dir + "/missing: No such file or directory");
+  EXPECT_EQ(message(dir + "/file/x"), "cannot write " + dir + "/file/x: " + dir + "/file is not a directory");
+  EXPECT_EQ(dir_entries(dir), (Lines{"file"}));  // nothing created
+}
+
 TEST(AtomicWrite, FailureMidwayLeavesFileUntouched) {
   // The file system refusing bytes after the first few KiB (a file-size limit here; a full disk
   // behaves alike): the error names the file, the old content stays, no temporary file remains.

@@ -95,6 +95,17 @@ void AtomicFile::commit() {
   }
 }
 
+void check_output_path(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error("cannot write " + path + ": it is a directory");
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0) fail(path, "directory " + dir, errno);
+  if (!S_ISDIR(st.st_mode)) throw Error("cannot write " + path + ": " + dir + " is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0) fail(path, "directory " + dir, errno);
+}
+
 void write_file_atomic(const std::string& path, const std::string& data) {
   AtomicFile f(path);
   f.write(data.data(), data.size());

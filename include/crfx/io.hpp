@@ -120,6 +120,10 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+/// Fails early (Error naming `path`) where a later atomic write to `path` is bound to fail: `path`
+/// is a directory, or its directory is missing or not writable. Call it before long work.
+void check_output_path(const std::string& path);
+
 /// Writes `data` to `path` atomically (AtomicFile in one piece).
 void write_file_atomic(const std::string& path, const std::string& data);
 
