@@ -6,6 +6,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "crfx/trainer.hpp"
+#include "optim/quasi_newton.hpp"
 #include "random_problem.hpp"
 
 namespace crfx {
@@ -51,6 +52,85 @@ double l1(const std::vector<double>& w) {
   double s = 0;
   for (double x : w) s += std::fabs(x);
   return s;
+}
+
+using Vec = std::vector<double>;
+
+/// −H·q by the two-loop recursion over `pairs` (s, y), oldest first, in plain doubles.
+Vec two_loop(const std::vector<std::pair<Vec, Vec>>& pairs, const Vec& q) {
+  auto dot = [](const Vec& a, const Vec& b) {
+    double t = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) t += a[i] * b[i];
+    return t;
+  };
+  Vec r = q;
+  std::vector<double> alpha(pairs.size());
+  for (std::size_t k = pairs.size(); k-- > 0;) {
+    const auto& [s, y] = pairs[k];
+    alpha[k] = dot(s, r) / dot(y, s);
+    for (std::size_t i = 0; i < r.size(); ++i) r[i] -= alpha[k] * y[i];
+  }
+  if (!pairs.empty()) {
+    const auto& [s, y] = pairs.back();
+    for (double& v : r) v *= dot(y, s) / dot(y, y);
+  }
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    const auto& [s, y] = pairs[k];
+    const double beta = dot(y, r) / dot(y, s);
+    for (std::size_t i = 0; i < r.size(); ++i) r[i] += (alpha[k] - beta) * s[i];
+  }
+  for (double& v : r) v = -v;
+  return r;
+}
+
+TEST(LbfgsHistory, TwoLoopAndPairsWithoutCurvature) {
+  Dims dims;
+  dims.L = 1;
+  dims.A = 4;  // 5 weights
+  CpuBackend b(dims, 1);
+  const std::size_t n = 5;
+  auto zero = b.vector(n);
+  const Vec q = {0.3, -1.2, 0.7, 2.0, -0.4};
+  const std::pair<Vec, Vec> p1{{1, 0, 0.5, 0, 0}, {2, 0.1, 0.4, 0, 0}},
+      p2{{0, 1, 0, -0.5, 0.2}, {0.3, 1.5, 0, -0.2, 0.1}}, p3{{0.2, 0, 0, 0, 1}, {0, 0.1, 0.3, 0.2, 3}},
+      bad{{1, 1, 0, 0, 0}, {-1, -1, 0, 0, 0}};  // sᵀy < 0
+  auto push = [&](LbfgsHistory& h, const std::pair<Vec, Vec>& pr) {
+    auto s = to_backend(b, pr.first);
+    auto y = to_backend(b, pr.second);
+    h.push(*s, *zero, *y, *zero);
+  };
+  auto direction = [&](LbfgsHistory& h) {
+    auto qv = to_backend(b, q);
+    auto d = b.vector(n);
+    h.direction(*qv, *d);
+    return to_host(b, *d);
+  };
+  auto expect_near = [](const Vec& a, const Vec& e) {
+    ASSERT_EQ(a.size(), e.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-12 * (1 + std::fabs(e[i]))) << i;
+  };
+  LbfgsHistory h(b, n, 2);
+  EXPECT_EQ(h.size(), 0);
+  expect_near(direction(h), two_loop({}, q));  // −q
+  push(h, p1);
+  push(h, p2);
+  expect_near(direction(h), two_loop({p1, p2}, q));
+  push(h, p3);  // full: p1 goes
+  EXPECT_EQ(h.size(), 2);
+  expect_near(direction(h), two_loop({p2, p3}, q));
+  // A pair without curvature is not kept; it was computed in p2's slot, so p2 goes as well.
+  push(h, bad);
+  EXPECT_EQ(h.size(), 1);
+  expect_near(direction(h), two_loop({p3}, q));
+  push(h, p1);
+  EXPECT_EQ(h.size(), 2);
+  expect_near(direction(h), two_loop({p3, p1}, q));
+  // Not full: the pair is simply not kept.
+  LbfgsHistory h3(b, n, 3);
+  push(h3, p1);
+  push(h3, bad);
+  EXPECT_EQ(h3.size(), 1);
+  expect_near(direction(h3), two_loop({p1}, q));
 }
 
 TEST(Lbfgs, ReachesStationaryPoint) {

@@ -67,7 +67,11 @@ void LbfgsHistory::push(const Vector& x, const Vector& x_prev, const Vector& g, 
   b_.sub(g, g_prev, y);
   const double ys = b_.dot(y, s);
   const double yy = b_.dot(y, y);
-  if (!(ys > 0) || !(yy > 0)) return;  // no curvature information: keep the old pairs
+  if (!(ys > 0) || !(yy > 0)) {  // no curvature information: the pair is not kept
+    // With the memory full, slot head_ held the oldest pair, now overwritten: drop it too.
+    if (count_ == m_) --count_;
+    return;
+  }
   rho_[head_] = 1.0 / ys;
   gamma_ = ys / yy;
   head_ = (head_ + 1) % m_;

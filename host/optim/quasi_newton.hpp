@@ -18,11 +18,13 @@ inline constexpr double kNoProgress = 1e-15;
 class LbfgsHistory {
  public:
   LbfgsHistory(Backend& backend, std::size_t n, int m);
-  /// Stores (x − x_prev, g − g_prev); pairs with sᵀy ≤ 0 are skipped (curvature condition).
+  /// Stores (x − x_prev, g − g_prev); a pair with sᵀy ≤ 0 is not kept (curvature condition) and,
+  /// as it was computed in the oldest pair's slot when the memory is full, that pair is dropped.
   void push(const Vector& x, const Vector& x_prev, const Vector& g, const Vector& g_prev);
   /// d = −H·q.
   void direction(const Vector& q, Vector& d);
   void clear() { count_ = 0; }
+  int size() const { return count_; }
 
  private:
   Backend& b_;
