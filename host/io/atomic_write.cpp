@@ -30,6 +30,12 @@ mode_t current_umask() {
   return 022;
 }
 
+/// The directory part of `path` ("." for a bare name, "/" for a name under the root).
+std::string parent_dir(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 [[noreturn]] void fail(const std::string& path, const std::string& what, int err) {
   throw Error("cannot write " + path + ": " + what + ": " + std::strerror(err));
 }
@@ -85,9 +91,7 @@ void AtomicFile::commit() {
   tmp_.clear();
 
   // Make the rename itself durable; failure here does not undo the (already visible) write.
-  const std::size_t slash = path_.find_last_of('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+  const std::string dir = parent_dir(path_);
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -99,8 +103,7 @@ void check_output_path(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw Error("cannot write " + path + ": it is a directory");
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = parent_dir(path);
   if (::stat(dir.c_str(), &st) != 0) fail(path, "directory " + dir, errno);
   if (!S_ISDIR(st.st_mode)) throw Error("cannot write " + path + ": " + dir + " is not a directory");
   if (::access(dir.c_str(), W_OK) != 0) fail(path, "directory " + dir, errno);
