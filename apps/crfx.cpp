@@ -269,8 +269,7 @@ int cmd_train(int argc, char** argv) {
   }
 
   BackendPtr backend = backend_from(r, dims, quiet);
-  BackendCorpusPtr train_up = backend->upload(corpus);
-  corpus = Corpus();  // resident on the backend now
+  BackendCorpusPtr train_up = backend->upload(std::move(corpus));  // resident on the backend now
   BackendCorpusPtr dev_up = r.count("dev") ? backend->upload(dev_corpus) : nullptr;
 
   Objective objective(*backend, *train_up, opt.c1, opt.c2);
@@ -383,12 +382,11 @@ int cmd_tag(int argc, char** argv) {
   const std::size_t batch_tokens = get<std::size_t>(r, "batch-tokens");
   if (batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
   while (reader.next(text, batch_tokens)) {
-    const Corpus corpus = compile(fs, text);
-    BackendCorpusPtr up = backend->upload(corpus);
-    ids.resize(corpus.num_tokens());
+    BackendCorpusPtr up = backend->upload(compile(fs, text));
+    ids.resize(up->num_tokens());
     backend->viterbi(*up, *w, all_sentences(*up), ids.data());
     if (with_marginals) {
-      marg.resize(corpus.num_tokens() * dims.L);
+      marg.resize(up->num_tokens() * dims.L);
       backend->marginals(*up, *w, all_sentences(*up), marg.data(), nullptr);
     }
     out.clear();

@@ -1085,6 +1085,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return name_; }
 
   // ---- data ------------------------------------------------------------------------------
+  using Backend::upload;  // the Corpus&& overload: copies to the device anyway
   BackendCorpusPtr upload(const Corpus& c) override {
     CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
     const std::size_t N = c.num_tokens(), S = c.num_sentences();

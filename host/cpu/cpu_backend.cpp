@@ -135,9 +135,12 @@ std::string CpuBackend::name() const {
   return "cpu (" + std::to_string(pool_.size()) + (pool_.size() == 1 ? " thread)" : " threads)");
 }
 
-BackendCorpusPtr CpuBackend::upload(const Corpus& corpus) {
+BackendCorpusPtr CpuBackend::upload(const Corpus& corpus) { return upload(Corpus(corpus)); }
+
+BackendCorpusPtr CpuBackend::upload(Corpus&& taken) {
   auto up = std::make_unique<CpuCorpus>();
-  up->c = corpus;
+  up->c = std::move(taken);
+  const Corpus& corpus = up->c;
   for (auto a : corpus.state_ids)
     if (a >= dims_.A) throw Error("internal: corpus attribute id beyond the model");
   for (auto e : corpus.edge_ids)

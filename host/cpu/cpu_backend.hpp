@@ -48,6 +48,7 @@ class CpuBackend final : public Backend {
   unsigned threads() const { return pool_.size(); }
 
   BackendCorpusPtr upload(const Corpus& corpus) override;
+  BackendCorpusPtr upload(Corpus&& corpus) override;
 
   VectorPtr vector(std::size_t n) override;
   void write(Vector& dst, const double* src) override;
