@@ -79,6 +79,18 @@ Model conll_model() {
   return m;
 }
 
+/// conll_model() with most transition and edge weights zero, so that the file stores its weights
+/// sparsely (WGHT, version 1); conll_model() itself is mostly non-zero and is stored densely.
+Model sparse_conll_model() {
+  Model m = conll_model();
+  const Dims d = m.features.dims();
+  const std::size_t LL = std::size_t(d.L) * d.L;
+  for (std::size_t k = 1; k < LL; ++k) m.weights[d.transition_offset() + k] = 0.0;
+  for (std::uint32_t e = 0; e < d.E; ++e)
+    for (std::size_t k = 1; k < LL; ++k) m.weights[d.edge_offset() + e * LL + k] = 0.0;
+  return m;
+}
+
 Model crfsuite_model() {
   Model m;
   FeatureSpace& fs = m.features;
@@ -340,13 +352,83 @@ TEST(ModelIo, SignatureAndVersion) {
   std::string b = serialize_model(conll_model());
   expect_load_error("hello, world; this is not a model at all\n", "not a crfx model");
   std::string v = b;
+  put_le(v, 8, 3, 4);
+  reseal(v);
+  expect_load_error(v, "unsupported model file version 3 (this crfx reads versions 1 and 2)");
+  // The version says where the weights are: 1 sparse (WGHT), 2 dense (WDNS).
+  ASSERT_EQ(get_le(b, 8, 4), 2u);
+  v = b;
+  put_le(v, 8, 1, 4);
+  reseal(v);
+  expect_load_error(v, "missing section WGHT");
+  v = serialize_model(sparse_conll_model());
+  ASSERT_EQ(get_le(v, 8, 4), 1u);
   put_le(v, 8, 2, 4);
   reseal(v);
-  expect_load_error(v, "unsupported model file version 2");
+  expect_load_error(v, "missing section WDNS");
+}
+
+TEST(ModelIo, DenseWeights) {
+  // Mostly non-zero weights are stored densely: 8 bytes a weight, no indices.
+  const Model m = conll_model();
+  const std::string dense = serialize_model(m), sparse = serialize_model(sparse_conll_model());
+  const std::size_t w = section(dense, "WDNS");
+  EXPECT_EQ(dense.find("WGHT"), std::string::npos);
+  const Model back = [&] {
+    const std::string p = test::temp_path("dense.model");
+    test::write_text(p, dense);
+    return load_model(p);
+  }();
+  expect_same_model(m, back);  // bit for bit, -0.0 and the subnormal included
+  EXPECT_EQ(serialize_model(back), dense);
+  const std::uint64_t count = get_le(dense, w, 8);
+  EXPECT_EQ(count, back.weights.size());
+  EXPECT_EQ(get_le(dense, w - 8, 8), 8 + 8 * count);
+  EXPECT_EQ(section(sparse, "WGHT") > 0, true);
+  EXPECT_EQ(sparse.find("WDNS"), std::string::npos);
+
+  auto corrupt = [&](auto&& edit, const std::string& needle) {
+    std::string b = dense;
+    edit(b);
+    reseal(b);
+    expect_load_error(b, needle);
+  };
+  corrupt([&](std::string& b) { put_le(b, w, count - 1, 8); }, "section WDNS: holds " + std::to_string(count - 1));
+  corrupt([&](std::string& b) { b.insert(w + 8, 8, '\0'); put_le(b, w - 8, 8 + 8 * (count + 1), 8); },
+          "bytes for them (8 each)");
+  corrupt([&](std::string& b) { put_le(b, w + 8 + 8 * 5, bits(std::numeric_limits<double>::quiet_NaN()), 8); },
+          "non-finite weight at index 5");
+  corrupt(
+      [&](std::string& b) {
+        std::string extra = std::string("WGHT") + std::string(16, '\0');  // a WGHT of 8 zero bytes
+        put_le(extra, 4, 8, 8);
+        b.insert(section(b, "HEAD") - 12, extra);
+      },
+      "section WGHT in a version 2 file");
+}
+
+TEST(ModelIo, DenseWeightsWithoutTransitions) {
+  Model m;
+  m.features.templ = FeatureTemplate::parse("U00:%x[0,0]\n", "t");
+  m.features.feature_columns = 1;
+  m.features.labels.add("A");
+  m.features.labels.add("B");
+  for (const char* s : {"U00:x", "U00:y", "U00:z"}) m.features.state_attrs.add(s);
+  const Dims d = m.features.dims();
+  ASSERT_FALSE(d.transitions);
+  m.weights.assign(d.num_weights(), 0.0);
+  for (std::size_t i = 0; i < d.transition_offset(); ++i) m.weights[i] = 0.5 + double(i);  // 6 of 10
+  const std::string b0 = serialize_model(m);
+  ASSERT_EQ(get_le(b0, 8, 4), 2u);
+  const std::size_t w = section(b0, "WDNS");
+  std::string b = b0;
+  put_le(b, w + 8 + 8 * d.transition_offset(), bits(1.0), 8);
+  reseal(b);
+  expect_load_error(b, "transition weight at index " + std::to_string(d.transition_offset()));
 }
 
 TEST(ModelIo, SectionFraming) {
-  const std::string good = serialize_model(conll_model());
+  const std::string good = serialize_model(sparse_conll_model());
   {
     std::string b = good;
     const std::size_t w = section(b, "WGHT");
@@ -445,7 +527,7 @@ TEST(ModelIo, DictionaryValidation) {
 }
 
 TEST(ModelIo, WeightValidation) {
-  const Model m = conll_model();
+  const Model m = sparse_conll_model();
   const std::string good = serialize_model(m);
   const std::size_t w = section(good, "WGHT");
   const std::uint64_t count = get_le(good, w, 8);

@@ -1,6 +1,6 @@
 // The model file (layout in crfx/model.hpp).
 //
-//   magic "CRFXMODL" | u32 version = 1
+//   magic "CRFXMODL" | u32 version: 1 (sparse weights, WGHT) or 2 (dense weights, WDNS)
 //   "HEAD" u64 28 | u32 format (0 conll, 1 crfsuite) | u64 feature_columns | u32 L | u32 A | u32 E
 //                 | u32 transitions (0 / 1)
 //   "TMPL" u64 n  | string: the template source (conll models only)
@@ -8,6 +8,8 @@
 //   "ATTR" u64 n  | u32 count | count × string        (count = A)
 //   "EDGE" u64 n  | u32 count | count × string        (count = E)
 //   "WGHT" u64 n  | u64 count | count × (u64 index, u64 IEEE-754 bits), index strictly ascending
+//   or, in version 2 instead:
+//   "WDNS" u64 n  | u64 count | count × u64 IEEE-754 bits: every weight, count = A·L + L² + E·L²
 //   "CRC " u64 4  | u32 CRC-32 (zlib) of every byte before "CRC "
 // Integers are little-endian; a string is u32 length + bytes. Sections are written in this order;
 // a reader accepts them in any order, each at most once. The CRC section must end the file.
@@ -16,7 +18,10 @@
 // old order) and moves the weights to the compact layout, streaming the bytes to the file through
 // a 1 MiB buffer (section lengths are computed first; nothing model-sized is held in memory); labels and the
 // transition block stay whole. Every weight whose bit pattern is not all-zero is stored (a -0.0
-// inside a kept block survives), so save → load → save gives the same bytes.
+// inside a kept block survives), so save → load → save gives the same bytes. The writer picks the
+// smaller encoding: dense (8 bytes a weight; version 2) when more than half the kept weights are
+// stored, as in an L2 model, else sparse (16 bytes a stored weight; version 1, so a sparse file
+// reads in every crfx that reads models).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -45,7 +50,8 @@ namespace crfx {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'R', 'F', 'X', 'M', 'O', 'D', 'L'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 1;       // sparse weights (WGHT)
+constexpr std::uint32_t kVersionDense = 2;  // dense weights (WDNS)
 constexpr std::size_t kHeadBytes = 4 + 8 + 4 + 4 + 4 + 4;
 constexpr std::size_t kCrcSectionBytes = 4 + 8 + 4;
 
@@ -338,13 +344,10 @@ void write_model(const Model& model, Writer& out) {
   const std::vector<std::uint32_t> state_id = renumber(keep_state, nd.A);
   const std::vector<std::uint32_t> edge_id = renumber(keep_edge, nd.E);
 
-  // Stored weights in the compact layout (old order = new order, so indices ascend): `f` is
-  // called with (index, bits) for every weight whose bit pattern is not +0.0.
-  auto each_stored = [&](auto&& f) {
-    auto store = [&](std::size_t index, double v) {
-      const std::uint64_t b = bits_of(v);
-      if (b != 0) f(std::uint64_t(index), b);
-    };
+  // Every weight of the compact layout, in index order (old order = new order): `f` is called
+  // with (index, bits). Stored sparsely: those whose bit pattern is not +0.0.
+  auto each_kept = [&](auto&& f) {
+    auto store = [&](std::size_t index, double v) { f(std::uint64_t(index), bits_of(v)); };
     for (std::size_t a = 0; a < d.A; ++a)
       if (state_id[a] != Dictionary::kNone)
         for (std::size_t y = 0; y < L; ++y) store(std::size_t(state_id[a]) * L + y, w[a * L + y]);
@@ -355,10 +358,12 @@ void write_model(const Model& model, Writer& out) {
           store(nd.edge_offset() + std::size_t(edge_id[e]) * LL + k, w[d.edge_offset() + e * LL + k]);
   };
   std::uint64_t stored = 0;
-  each_stored([&](std::uint64_t, std::uint64_t) { ++stored; });
+  each_kept([&](std::uint64_t, std::uint64_t b) { stored += b != 0; });
+  const std::uint64_t total = nd.num_weights();
+  const bool dense = 8 * total < 16 * stored;
 
   out.bytes(kMagic, sizeof kMagic);
-  out.u32(kVersion);
+  out.u32(dense ? kVersionDense : kVersion);
 
   out.begin("HEAD", 4 + 8 + 4 * 4);
   out.u32(fs.format == InputFormat::conll ? 0 : 1);
@@ -378,12 +383,19 @@ void write_model(const Model& model, Writer& out) {
   out.dictionary("ATTR", fs.state_attrs, &state_id);
   out.dictionary("EDGE", fs.edge_attrs, &edge_id);
 
-  out.begin("WGHT", 8 + 16 * stored);
-  out.u64(stored);
-  each_stored([&](std::uint64_t index, std::uint64_t b) {
-    out.u64(index);
-    out.u64(b);
-  });
+  if (dense) {
+    out.begin("WDNS", 8 + 8 * total);
+    out.u64(total);
+    each_kept([&](std::uint64_t, std::uint64_t b) { out.u64(b); });
+  } else {
+    out.begin("WGHT", 8 + 16 * stored);
+    out.u64(stored);
+    each_kept([&](std::uint64_t index, std::uint64_t b) {
+      if (b == 0) return;
+      out.u64(index);
+      out.u64(b);
+    });
+  }
   out.end();
 
   const std::uint32_t crc = out.crc();
@@ -424,10 +436,12 @@ Model load_model(const std::string& path) {
   Reader top(path, file.data(), file.size(), "");
   top.bytes(sizeof kMagic, "the signature");
   const std::uint32_t version = top.u32("the format version");
-  if (version != kVersion) {
-    fail("unsupported model file version " + std::to_string(version) + " (this crfx reads version " +
-         std::to_string(kVersion) + ")");
+  if (version != kVersion && version != kVersionDense) {
+    fail("unsupported model file version " + std::to_string(version) + " (this crfx reads versions " +
+         std::to_string(kVersion) + " and " + std::to_string(kVersionDense) + ")");
   }
+  const bool dense = version == kVersionDense;
+  const char* const weights_tag = dense ? "WDNS" : "WGHT";
   const std::size_t header = sizeof kMagic + 4;
   if (file.size() < header + kCrcSectionBytes) fail("truncated file (no checksum section)");
   const std::size_t crc_at = file.size() - kCrcSectionBytes;
@@ -442,7 +456,7 @@ Model load_model(const std::string& path) {
   }
 
   // Sections between the version and the checksum.
-  static const char* const kKnown[] = {"HEAD", "TMPL", "LABL", "ATTR", "EDGE", "WGHT"};
+  static const char* const kKnown[] = {"HEAD", "TMPL", "LABL", "ATTR", "EDGE", "WGHT", "WDNS"};
   std::map<std::string, Span> sections;
   Reader body(path, file.data() + header, crc_at - header, "");
   while (body.left() > 0) {
@@ -461,8 +475,11 @@ Model load_model(const std::string& path) {
     if (sections.count(key)) fail("duplicate section " + name);
     sections[key] = Span{body.bytes(static_cast<std::size_t>(len), "a section"), static_cast<std::size_t>(len)};
   }
-  for (const char* k : {"HEAD", "LABL", "ATTR", "EDGE", "WGHT"})
+  for (const char* k : {"HEAD", "LABL", "ATTR", "EDGE", weights_tag})
     if (!sections.count(k)) fail(std::string("missing section ") + k);
+  if (sections.count(dense ? "WGHT" : "WDNS"))
+    fail(std::string("section ") + (dense ? "WGHT" : "WDNS") + " in a version " + std::to_string(version) +
+         " file (which keeps its weights in " + weights_tag + ")");
 
   Model model;
   FeatureSpace& fs = model.features;
@@ -522,14 +539,6 @@ Model load_model(const std::string& path) {
     fail("implausible model size (L = " + std::to_string(L) + ", A = " + std::to_string(A) +
          ", E = " + std::to_string(E) + ")");
 
-  // WGHT
-  const Span& wb = sections["WGHT"];
-  Reader r(path, wb.data(), wb.size(), "section WGHT");
-  const std::uint64_t count = r.u64("the weight count");
-  if (count > r.left() / 16 || count * 16 != r.left()) {
-    r.fail("holds " + std::to_string(count) + " weights but has " + std::to_string(r.left()) +
-           " bytes for them (16 each)");
-  }
   try {
     model.weights.assign(static_cast<std::size_t>(total), 0.0);
   } catch (const std::bad_alloc&) {
@@ -538,6 +547,30 @@ Model load_model(const std::string& path) {
     fail("model too large to load (" + std::to_string(total) + " weights)");
   }
   const std::uint64_t trans_begin = d.transition_offset(), trans_end = d.edge_offset();
+  auto put = [&](Reader& r, std::uint64_t index, double v) {
+    if (!std::isfinite(v)) r.fail("non-finite weight at index " + std::to_string(index));
+    if (!d.transitions && index >= trans_begin && index < trans_end && v != 0.0)
+      r.fail("transition weight at index " + std::to_string(index) + " in a model without transitions");
+    model.weights[static_cast<std::size_t>(index)] = v;
+  };
+  const Span& wb = sections[weights_tag];
+  Reader r(path, wb.data(), wb.size(), std::string("section ") + weights_tag);
+  const std::uint64_t count = r.u64("the weight count");
+  if (dense) {  // WDNS: every weight
+    if (count != total)
+      r.fail("holds " + std::to_string(count) + " weights but the model has " + std::to_string(total));
+    if (count > r.left() / 8 || count * 8 != r.left()) {
+      r.fail("holds " + std::to_string(count) + " weights but has " + std::to_string(r.left()) +
+             " bytes for them (8 each)");
+    }
+    for (std::uint64_t i = 0; i < count; ++i) put(r, i, double_of(r.u64("a weight value")));
+    return model;
+  }
+  // WGHT: (index, value) pairs, ascending
+  if (count > r.left() / 16 || count * 16 != r.left()) {
+    r.fail("holds " + std::to_string(count) + " weights but has " + std::to_string(r.left()) +
+           " bytes for them (16 each)");
+  }
   std::uint64_t previous = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint64_t index = r.u64("a weight index");
@@ -546,10 +579,7 @@ Model load_model(const std::string& path) {
       r.fail("weight index " + std::to_string(index) + " out of range (" + std::to_string(total) + " weights)");
     if (i > 0 && index <= previous)
       r.fail("weight indices not ascending (" + std::to_string(index) + " after " + std::to_string(previous) + ")");
-    if (!std::isfinite(v)) r.fail("non-finite weight at index " + std::to_string(index));
-    if (!d.transitions && index >= trans_begin && index < trans_end && v != 0.0)
-      r.fail("transition weight at index " + std::to_string(index) + " in a model without transitions");
-    model.weights[static_cast<std::size_t>(index)] = v;
+    put(r, index, v);
     previous = index;
   }
   return model;

@@ -7,7 +7,8 @@
 //     "HEAD" format, feature_columns, L, A, E, transitions flag
 //     "TMPL" template source text (conll only)
 //     "LABL" label strings,  "ATTR" state attribute strings,  "EDGE" edge attribute strings
-//     "WGHT" non-zero weights as (u64 index, f64 value), ascending index
+//     "WGHT" non-zero weights as (u64 index, f64 value), ascending index (version 1), or
+//     "WDNS" every weight as f64 (version 2; written when smaller, i.e. more than half non-zero)
 //   "CRC " u32 CRC-32 (zlib) of every byte before this section.
 // Only attributes with a non-zero weight are stored; ids are renumbered in their old order.
 #pragma once
