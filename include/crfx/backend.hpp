@@ -74,7 +74,7 @@ class Backend {
   // ---- data ------------------------------------------------------------------------------
   virtual BackendCorpusPtr upload(const Corpus& corpus) = 0;
   /// The same, taking the corpus over where the backend can keep it as it is (the CPU backend:
-  /// no copy); the default uploads a view and lets `corpus` go.
+  /// no copy). The default does what upload(const Corpus&) does.
   virtual BackendCorpusPtr upload(Corpus&& corpus) { return upload(static_cast<const Corpus&>(corpus)); }
 
   // ---- vectors (backend-resident) ----------------------------------------------------------
