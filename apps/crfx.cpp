@@ -96,6 +96,14 @@ InputFormat parse_format(const std::string& s) {
   throw UsageError("unknown --format '" + s + "' (expected conll or crfsuite)");
 }
 
+/// Hands the heap's free pages back to the system. With large blocks kept on the heap (see
+/// main), memory freed below the heap's top stays resident until this is called.
+void release_free_memory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 /// More worker threads than this is a typo, not a machine (and would only thrash).
 constexpr unsigned kMaxThreads = 1024;
 
@@ -270,6 +278,7 @@ int cmd_train(int argc, char** argv) {
 
   BackendPtr backend = backend_from(r, dims, quiet);
   BackendCorpusPtr train_up = backend->upload(std::move(corpus));  // resident on the backend now
+  release_free_memory();  // the training text, before the trainer's vectors are mapped
   BackendCorpusPtr dev_up = r.count("dev") ? backend->upload(dev_corpus) : nullptr;
 
   Objective objective(*backend, *train_up, opt.c1, opt.c2);
@@ -561,7 +570,8 @@ int main(int argc, char** argv) {
   // Tagging streams batches whose buffers run to tens of MB. glibc would give each its own mmap,
   // fault it in page by page and unmap it at free; from the heap, kept rather than trimmed, the
   // next batch reuses the pages (benchmarks/tag.sh: 2.6 → 1.7 s). The trainers' big vectors are
-  // HostArray mappings of their own and do not go through malloc.
+  // HostArray mappings of their own and do not go through malloc; what training frees on the
+  // heap (the text, once compiled) is handed back by release_free_memory().
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 #endif
