@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -276,14 +277,21 @@ TEST(ModelIo, CrfsuiteModel) {
   EXPECT_EQ(serialize_model(back), test::read_text(path));
 }
 
-TEST(ModelIo, NoTransitionsAndAllZeroWeights) {
+/// Labels A, B; a template without a B line (no transitions); the given state attributes; all
+/// weights zero.
+Model no_transitions_model(std::initializer_list<const char*> attributes) {
   Model m;
   m.features.templ = FeatureTemplate::parse("U00:%x[0,0]\n", "t");
   m.features.feature_columns = 1;
   m.features.labels.add("A");
   m.features.labels.add("B");
-  m.features.state_attrs.add("U00:x");
+  for (const char* a : attributes) m.features.state_attrs.add(a);
   m.weights.assign(m.features.dims().num_weights(), 0.0);
+  return m;
+}
+
+TEST(ModelIo, NoTransitionsAndAllZeroWeights) {
+  Model m = no_transitions_model({"U00:x"});
   ASSERT_FALSE(m.features.dims().transitions);
   const std::string path = test::temp_path("z.model");
   save_model(m, path);
@@ -408,15 +416,9 @@ TEST(ModelIo, DenseWeights) {
 }
 
 TEST(ModelIo, DenseWeightsWithoutTransitions) {
-  Model m;
-  m.features.templ = FeatureTemplate::parse("U00:%x[0,0]\n", "t");
-  m.features.feature_columns = 1;
-  m.features.labels.add("A");
-  m.features.labels.add("B");
-  for (const char* s : {"U00:x", "U00:y", "U00:z"}) m.features.state_attrs.add(s);
+  Model m = no_transitions_model({"U00:x", "U00:y", "U00:z"});
   const Dims d = m.features.dims();
   ASSERT_FALSE(d.transitions);
-  m.weights.assign(d.num_weights(), 0.0);
   for (std::size_t i = 0; i < d.transition_offset(); ++i) m.weights[i] = 0.5 + double(i);  // 6 of 10
   const std::string b0 = serialize_model(m);
   ASSERT_EQ(get_le(b0, 8, 4), 2u);
