@@ -64,12 +64,15 @@ for step in "${steps[@]}"; do
       done
       ;;
     bench)
+      # The data travels in .carry/data (scripts/pack-deps.sh); ../shared does not.
+      [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
       BUILD_DIR="$build" OUT="$logs" benchmarks/gpu.sh > "$logs/bench-gpu.log" 2>&1
       record bench-gpu $? "$((SECONDS - start)) s, figures in gpu-bench.txt"
       t0=$SECONDS
       for device in cuda cpu; do
         BUILD_DIR="$build" DEVICE=$device OUT_DIR="$build/bench-tag" benchmarks/tag.sh > "$logs/bench-tag-$device.log" 2>&1
-        record "tag-$device" $? "$(grep -E '^best' "$logs/bench-tag-$device.log" | tail -1)"
+        status=$?
+        record "tag-$device" $status "$(grep -E '^best' "$logs/bench-tag-$device.log" || tail -1 "$logs/bench-tag-$device.log")"
       done
       ;;
     *)

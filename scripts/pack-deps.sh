@@ -2,7 +2,8 @@
 # Packs what a build needs but the GPU machine lacks (it has nvcc, CMake, ninja; no apt, no
 # network) into the ignored folder .carry/deps: the cxxopts header, GoogleTest's headers, static
 # libraries and CMake package files, and zlib's headers and static library (in case the machine
-# has no zlib development files; CMake's FindZLIB looks in the prefix first). Carry `.carry` to that machine and configure with
+# has no zlib development files; CMake's FindZLIB looks in the prefix first); and the CoNLL-2000
+# files the GPU benchmarks read, into .carry/data (scripts/gpu-checks.sh passes them on). Carry `.carry` to that machine and configure with
 #   scripts/build.sh -DCRFX_DEPS_DIR=$PWD/.carry/deps
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +17,10 @@ cp /usr/include/cxxopts.hpp /usr/include/zlib.h /usr/include/zconf.h "$dst/inclu
 cp -r /usr/include/gtest /usr/include/gmock "$dst/include/"
 cp /usr/lib/$arch/libgtest*.a /usr/lib/$arch/libgmock*.a /usr/lib/$arch/libz.a "$dst/lib/$arch/"
 cp -r /usr/lib/$arch/cmake/GTest "$dst/lib/$arch/cmake/"
-du -sh "$dst"
+# The benchmarks' data: ../shared beside the checkout does not travel to the device machine.
+data=.carry/data/conll2000
+rm -rf "$data"
+mkdir -p "$data"
+cp ../shared/data/conll2000/train.txt ../shared/data/conll2000/test.txt \
+  ../shared/data/conll2000/chunking.template "$data/"
+du -sh "$dst" "$data"
