@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "random_problem.hpp"
 
@@ -193,6 +195,25 @@ TEST(CpuBackend, SpanSelectsSentences) {
   b.evaluate(*corpus, *w, {rev.data(), 4}, g2.get(), -0.25);
   b.axpy(4.0, *g2, *g1);
   EXPECT_LT(b.norm_inf(*g1), 1e-12);
+}
+
+TEST(CpuBackend, UploadTakingTheCorpusOverIsTheSameCorpus) {
+  auto p = random_problem(4, 10, 3, 9, 5, 43);
+  CpuBackend b(p.dims, 2);
+  auto copied = b.upload(p.corpus);
+  Corpus taken_from = p.corpus;
+  auto taken = b.upload(std::move(taken_from));
+  EXPECT_EQ(taken->num_sentences(), copied->num_sentences());
+  EXPECT_EQ(taken->num_tokens(), copied->num_tokens());
+  auto w = to_backend(b, random_weights(p.dims.num_weights(), 1.0, 3));
+  auto g1 = b.vector(w->size()), g2 = b.vector(w->size());
+  EXPECT_EQ(b.evaluate(*taken, *w, all_sentences(*taken), g1.get(), 1.0),
+            b.evaluate(*copied, *w, all_sentences(*copied), g2.get(), 1.0));
+  EXPECT_EQ(to_host(b, *g1), to_host(b, *g2));
+  // The ids are still checked against the model.
+  Corpus bad = p.corpus;
+  bad.state_ids[0] = p.dims.A;
+  EXPECT_THROW(b.upload(std::move(bad)), crfx::Error);
 }
 
 TEST(CpuBackend, MarginalsSumToOneAndViterbiIsConsistent) {
