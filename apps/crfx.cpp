@@ -367,6 +367,7 @@ int cmd_tag(int argc, char** argv) {
   const Dims dims = fs.dims();
   BackendPtr backend = backend_from(r, dims, quiet);
   VectorPtr w = to_backend(*backend, model.weights);
+  std::vector<double>().swap(model.weights);  // resident on the backend now
 
   // Streamed a batch of whole sentences at a time (memory bounded by the batch, not the input);
   // with -o the output goes to a temporary file renamed at the end, so a failure half-way leaves
