@@ -394,6 +394,7 @@ TEST(AtomicWrite, CheckOutputPathRefusesWhatAWriteWouldFailOn) {
     }
     return std::string("no exception");
   };
+  EXPECT_EQ(message(""), "cannot write to an empty path");
   EXPECT_EQ(message(dir), "cannot write " + dir + ": it is a directory");
   EXPECT_EQ(message(dir + "/missing/x"),
             "cannot write " + dir + "/missing/x: directory " + dir + "/missing: No such file or directory");

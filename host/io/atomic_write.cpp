@@ -100,6 +100,7 @@ void AtomicFile::commit() {
 }
 
 void check_output_path(const std::string& path) {
+  if (path.empty()) throw Error("cannot write to an empty path");
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw Error("cannot write " + path + ": it is a directory");
