@@ -213,7 +213,7 @@ TEST(CpuBackend, UploadTakingTheCorpusOverIsTheSameCorpus) {
   // The ids are still checked against the model.
   Corpus bad = p.corpus;
   bad.state_ids[0] = p.dims.A;
-  EXPECT_THROW(b.upload(std::move(bad)), crfx::Error);
+  EXPECT_THROW(b.upload(std::move(bad)), Error);
 }
 
 TEST(CpuBackend, MarginalsSumToOneAndViterbiIsConsistent) {

@@ -392,7 +392,7 @@ TEST(ModelIo, DenseWeights) {
   const std::uint64_t count = get_le(dense, w, 8);
   EXPECT_EQ(count, back.weights.size());
   EXPECT_EQ(get_le(dense, w - 8, 8), 8 + 8 * count);
-  EXPECT_EQ(section(sparse, "WGHT") > 0, true);
+  EXPECT_GT(section(sparse, "WGHT"), 0u);
   EXPECT_EQ(sparse.find("WDNS"), std::string::npos);
 
   auto corrupt = [&](auto&& edit, const std::string& needle) {
