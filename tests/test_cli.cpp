@@ -129,6 +129,10 @@ TEST(Cli, UsageAndDeviceErrors) {
   EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -m x.model", &out), 2);  // no template
   EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m x --algo nope", &out), 1);
   EXPECT_NE(out.find("unknown training algorithm"), std::string::npos) << out;
+  const std::string empty = temp_path("empty.tagged");  // e.g. a tag run that failed upstream
+  write_text(empty, "");
+  EXPECT_EQ(run(crfx() + " eval " + q(empty), &out), 1);
+  EXPECT_NE(out.find(empty + ": no tokens to evaluate"), std::string::npos) << out;
   // --device cuda fails clearly where `auto` finds no usable GPU (and works where it finds one).
   std::string note;
   const std::string tagged = temp_path("device.tagged");

@@ -339,6 +339,12 @@ TEST(EvaluateFile, MalformedInput) {
   EXPECT_EQ(e, path + ":2: expected 3 columns (as on line 1), got 2");
   // -DOCSTART- lines are skipped whatever their width.
   EXPECT_EQ(error_of("-DOCSTART- O\na B-NP B-NP\n"), "(no error)");
+  // A file without a single token is an error, not a score of nothing.
+  for (const char* text : {"", "\n\n", "-DOCSTART- -X- O O\n\n", "-X- O O\n"}) {
+    e = error_of(text, {}, &path);
+    EXPECT_EQ(e, path + ": no tokens to evaluate (the file is empty or has only boundaries)")
+        << '"' << text << '"';
+  }
 
   const std::string missing = test::temp_dir() + "/missing.txt";
   try {

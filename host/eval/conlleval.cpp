@@ -301,6 +301,10 @@ ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
     s.close();
     ev.in_correct_ = false;  // the input is over
   }
+  // conlleval reports 0 tokens and succeeds; an empty file here is almost always a pipeline
+  // that failed upstream, so say so rather than print a score of nothing.
+  if (ev.tokens_ == 0)
+    throw InputError(path, 0, "no tokens to evaluate (the file is empty or has only boundaries)");
   return ev;
 }
 

@@ -51,6 +51,7 @@ class ChunkEvaluator {
 
 /// Evaluates a conlleval input file: tokens one per line, the last two columns are gold and
 /// guessed labels, blank lines between sentences, "-DOCSTART-" lines as boundaries.
+/// Throws InputError naming the file and line for malformed lines, and for a file without tokens.
 ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options = {});
 
 }  // namespace crfx
