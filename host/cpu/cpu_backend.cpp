@@ -386,9 +386,18 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
   const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
   work.state.assign(T * L, 0.0);
   // Emissions: s_t(y) = Σ_a x_{t,a} · w[a·L + y]   (L contiguous weights per active attribute).
+  // The rows are scattered over a weight vector far larger than the caches: the row kPrefetch
+  // items ahead is requested while this one is summed, so the misses overlap (same sums).
+  constexpr std::size_t kPrefetch = 8;
+  const std::size_t row_bytes = L * sizeof(double), items_end = c.state_offsets[tok0 + T];
   for (std::size_t t = 0; t < T; ++t) {
     double* st = work.state.data() + t * L;
     for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+      if (k + kPrefetch < items_end) {
+        const char* ahead = reinterpret_cast<const char*>(p.W + std::size_t(c.state_ids[k + kPrefetch]) * L);
+        for (std::size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ahead + b);
+        __builtin_prefetch(ahead + row_bytes - 1);
+      }
       const double v = c.state_values[k];
       const double* row = p.W + std::size_t(c.state_ids[k]) * L;
       for (std::size_t y = 0; y < L; ++y) st[y] += v * row[y];

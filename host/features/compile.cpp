@@ -13,6 +13,7 @@
 // Ids are given in order of first appearance. min_freq follows CRF++ -f
 // (EncoderFeatureIndex::shrink): an attribute is kept when it occurs at least min_freq times in
 // the training data, counting every occurrence (each token, each template).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -106,13 +107,28 @@ class LineCache {
   }
   const std::vector<FeatureTemplate::Piece>& macros() const { return macros_; }
   bool keyed() const { return macros_.size() <= kMaxKeyed; }
+  static std::size_t hash(const std::uint32_t* k) {
+    std::uint64_t h = (k[0] | std::uint64_t(k[1]) << 32) * 0x9e3779b97f4a7c15ull;
+    h ^= (h >> 29) ^ (std::uint64_t(k[2]) * 0xc2b2ae3d27d4eb4full);
+    h *= 0xbf58476d1ce4e5b9ull;
+    return static_cast<std::size_t>(h ^ (h >> 31));
+  }
+
+  /// Starts loading the slot where the search for a key of hash `h` begins: the caches of the
+  /// word lines outgrow the CPU caches, and issuing every line's first load of a token before
+  /// probing any of them lets the misses overlap instead of queueing one after another.
+  void prefetch(std::size_t h) const { __builtin_prefetch(&slots_[h & (slots_.size() - 1)]); }
 
   /// The id stored for `key` ([kMaxKeyed], unused entries 0), counting one more occurrence of
   /// the key; `inserted` when the key is new (the caller then stores the id). The reference is
   /// valid until the next call.
   std::uint32_t& find_or_insert(const std::uint32_t* key, bool& inserted) {
+    return find_or_insert(key, hash(key), inserted);
+  }
+  /// The same with the key's hash() already computed (see prefetch).
+  std::uint32_t& find_or_insert(const std::uint32_t* key, std::size_t h, bool& inserted) {
     if (2 * (count_ + 1) > slots_.size()) grow();
-    for (std::size_t i = hash(key) & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+    for (std::size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
       Slot& s = slots_[i];
       if (s.key[0] == kFree) {
         std::memcpy(s.key, key, sizeof s.key);
@@ -135,13 +151,6 @@ class LineCache {
     std::uint32_t id;
     std::uint32_t occurrences;  // counted here (in the cache line already loaded), summed per id
   };
-
-  static std::size_t hash(const std::uint32_t* k) {
-    std::uint64_t h = (k[0] | std::uint64_t(k[1]) << 32) * 0x9e3779b97f4a7c15ull;
-    h ^= (h >> 29) ^ (std::uint64_t(k[2]) * 0xc2b2ae3d27d4eb4full);
-    h *= 0xbf58476d1ce4e5b9ull;
-    return static_cast<std::size_t>(h ^ (h >> 31));
-  }
 
   void grow() {
     std::vector<Slot> old(slots_.size() * 2, Slot{{kFree, 0, 0}, 0, 0});
@@ -217,6 +226,9 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
   c.edge_values.reserve(tokens * bigrams.size());
   c.source_lines.reserve(sentences.size());
   std::string buf;  // one attribute string, reused
+  const std::size_t lines = std::max(unigrams.size(), bigrams.size());
+  std::vector<std::uint32_t> keys(lines * kMaxKeyed), line_ids(lines);  // per line, one token
+  std::vector<std::size_t> hashes(lines);
   std::size_t base = 0;  // global index of the sentence's first token
   try {
     for (const ConllSentence& sentence : sentences) {
@@ -227,41 +239,52 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
         if (idx >= T) return kAfter + static_cast<std::uint32_t>(idx - T + 1);
         return codes[(base + static_cast<std::size_t>(idx)) * F + static_cast<std::size_t>(col)];
       };
-      // Attribute id of `cache`'s line at token t (kNone: unknown string, skip).
-      auto attr = [&](LineCache& cache, const Sink& sink, std::size_t t) {
-        std::uint32_t id;
-        if (cache.keyed()) {
-          std::uint32_t key[kMaxKeyed] = {0, 0, 0};
+      // The attribute ids of `caches`' lines at token t, kNone for an unknown string, into ids.
+      // Keyed lines go in two phases: every key and its first slot's load first, then the probes.
+      auto attrs = [&](std::vector<LineCache>& caches, const Sink& sink, std::size_t t,
+                       std::uint32_t* ids) {
+        const std::size_t n = caches.size();
+        for (std::size_t i = 0; i < n; ++i) {
+          LineCache& cache = caches[i];
+          if (!cache.keyed()) continue;
+          std::uint32_t* key = keys.data() + i * kMaxKeyed;
+          key[0] = key[1] = key[2] = 0;
           const auto& m = cache.macros();
           for (std::size_t j = 0; j < m.size(); ++j) key[j] = code(long(t) + m[j].row, m[j].col);
-          bool inserted;
-          std::uint32_t& slot = cache.find_or_insert(key, inserted);
-          if (inserted) {
-            FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
-            slot = sink.lookup(buf);
-          }
-          id = slot;
-        } else {
-          FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
-          id = sink.lookup(buf);
-          if (id != Dictionary::kNone && sink.counts) bump(*sink.counts, id);
+          hashes[i] = LineCache::hash(key);
+          cache.prefetch(hashes[i]);
         }
-        return id;
+        for (std::size_t i = 0; i < n; ++i) {
+          LineCache& cache = caches[i];
+          if (cache.keyed()) {
+            bool inserted;
+            std::uint32_t& slot = cache.find_or_insert(keys.data() + i * kMaxKeyed, hashes[i], inserted);
+            if (inserted) {
+              FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
+              slot = sink.lookup(buf);
+            }
+            ids[i] = slot;
+          } else {
+            FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
+            ids[i] = sink.lookup(buf);
+            if (ids[i] != Dictionary::kNone && sink.counts) bump(*sink.counts, ids[i]);
+          }
+        }
       };
       c.source_lines.push_back(sentence.front().line);
       for (std::size_t t = 0; t < sentence.size(); ++t) {
-        for (LineCache& cache : unigrams) {
-          const std::uint32_t id = attr(cache, state, t);
-          if (id == Dictionary::kNone) continue;
-          c.state_ids.push_back(id);
+        attrs(unigrams, state, t, line_ids.data());
+        for (std::size_t i = 0; i < unigrams.size(); ++i) {
+          if (line_ids[i] == Dictionary::kNone) continue;
+          c.state_ids.push_back(line_ids[i]);
           c.state_values.push_back(1.0);
         }
         c.state_offsets.push_back(c.state_ids.size());
         if (t > 0) {
-          for (LineCache& cache : bigrams) {
-            const std::uint32_t id = attr(cache, edge, t);
-            if (id == Dictionary::kNone) continue;
-            c.edge_ids.push_back(id);
+          attrs(bigrams, edge, t, line_ids.data());
+          for (std::size_t i = 0; i < bigrams.size(); ++i) {
+            if (line_ids[i] == Dictionary::kNone) continue;
+            c.edge_ids.push_back(line_ids[i]);
             c.edge_values.push_back(1.0);
           }
         }
