@@ -81,6 +81,36 @@ const char* kSmall =
     "He VBZ I-NP\n"
     "the DT O\n";
 
+TEST(Dictionary, AssignGivesIdsInOrderAndFindsTheFirstDuplicate) {
+  std::vector<std::string> words;
+  for (int i = 0; i < 5000; ++i) words.push_back("w" + std::to_string(i * 7919 % 10007));
+  words.push_back("");  // the empty string is a string like any other
+  Dictionary d;
+  ASSERT_EQ(d.assign(words), Dictionary::kNoDuplicate);
+  ASSERT_EQ(d.size(), words.size());
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    ASSERT_EQ(d.find(words[i]), i);
+    ASSERT_EQ(d.at(std::uint32_t(i)), words[i]);
+  }
+  EXPECT_EQ(d.find("absent"), Dictionary::kNone);
+  EXPECT_EQ(d.add("new"), words.size());  // still a working table (before freeze)
+  d.freeze();
+  EXPECT_EQ(d.add("newer"), Dictionary::kNone);
+
+  Dictionary e;
+  EXPECT_EQ(e.assign({}), Dictionary::kNoDuplicate);
+  EXPECT_EQ(e.size(), 0u);
+  EXPECT_EQ(e.find(""), Dictionary::kNone);
+  EXPECT_EQ(e.add("a"), 0u);
+
+  std::vector<std::string> dup = words;
+  dup.insert(dup.begin() + 3000, words[1234]);  // index 3000 repeats index 1234
+  dup.push_back(words[7]);
+  EXPECT_EQ(e.assign(dup), 3000u);
+  EXPECT_EQ(e.size(), 0u);
+  EXPECT_EQ(e.find(words[0]), Dictionary::kNone);
+}
+
 TEST(Dictionary, IdsInInsertionOrderThroughGrowthCompactAndFreeze) {
   Dictionary d;
   std::vector<std::string> words;

@@ -40,6 +40,33 @@ void Dictionary::reserve(std::size_t n) {
   if (slots > slots_.size()) rehash(slots);
 }
 
+std::size_t Dictionary::assign(std::vector<std::string> strings) {
+  if (strings.size() >= kNone) throw std::length_error("dictionary: more than 2^32 - 2 strings");
+  strings_ = std::move(strings);
+  const std::size_t n = strings_.size();
+  hashes_.resize(n);
+  for (std::size_t id = 0; id < n; ++id) hashes_[id] = std::hash<std::string>{}(strings_[id]);
+  slots_.assign(table_for(n), kNone);
+  const std::size_t mask = slots_.size() - 1;
+  constexpr std::size_t kAhead = 16;  // the table is far larger than the caches: overlap misses
+  for (std::size_t id = 0; id < n; ++id) {
+    if (id + kAhead < n) __builtin_prefetch(&slots_[hashes_[id + kAhead] & mask]);
+    const std::size_t h = hashes_[id];
+    std::size_t i = h & mask;
+    for (; slots_[i] != kNone; i = (i + 1) & mask) {
+      const std::uint32_t other = slots_[i];
+      if (hashes_[other] == h && strings_[other] == strings_[id]) {
+        strings_.clear();
+        hashes_.clear();
+        slots_.clear();
+        return id;
+      }
+    }
+    slots_[i] = static_cast<std::uint32_t>(id);
+  }
+  return kNoDuplicate;
+}
+
 std::uint32_t Dictionary::add(const std::string& s) {
   if (slots_.empty()) rehash(table_for(0));
   const std::size_t h = std::hash<std::string>{}(s);

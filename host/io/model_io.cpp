@@ -307,13 +307,19 @@ Dictionary read_dictionary(const std::string& path, const Span& payload, const c
            std::to_string(expected));
   }
   if (std::uint64_t(n) * 4 > r.left()) r.fail(std::to_string(n) + " strings cannot fit in the section");
-  Dictionary d;
-  d.reserve(n);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    std::string s = r.str("a string");
-    if (d.add(s) != i) r.fail("duplicate " + std::string(noun) + " '" + s + "'");
-  }
+  std::vector<std::string> strings;
+  strings.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) strings.push_back(r.str("a string"));
   r.expect_end();
+  Dictionary d;
+  const std::size_t duplicate = d.assign(std::move(strings));
+  if (duplicate != Dictionary::kNoDuplicate) {
+    Reader again(path, payload.data(), payload.size(), std::string("section ") + tag);
+    again.u32("the string count");
+    std::string s;
+    for (std::size_t i = 0; i <= duplicate; ++i) s = again.str("a string");
+    r.fail("duplicate " + std::string(noun) + " '" + s + "'");
+  }
   d.freeze();
   return d;
 }

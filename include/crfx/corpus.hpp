@@ -21,6 +21,12 @@ class Dictionary {
   std::uint32_t add(const std::string& s);
   /// Room for `n` strings without rehashing.
   void reserve(std::size_t n);
+  /// Replaces the contents with `strings`, string i getting id i (a model's dictionaries are
+  /// loaded this way: the table is built in one pass that requests slots ahead of their use).
+  /// Returns the index of the first string equal to an earlier one — the dictionary is then
+  /// left empty — or kNoDuplicate.
+  static constexpr std::size_t kNoDuplicate = static_cast<std::size_t>(-1);
+  std::size_t assign(std::vector<std::string> strings);
   /// Id of `s`, or kNone.
   std::uint32_t find(const std::string& s) const;
   const std::string& at(std::uint32_t id) const { return strings_[id]; }
