@@ -102,12 +102,16 @@ class DeviceBuffer {
     }
     return *this;
   }
+  /// New contents, uninitialised (the old are freed first). On failure the buffer is empty.
   void resize(std::size_t n) {
     if (n == n_) return;
     release();
-    if (n) CRFX_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+    T* p = nullptr;
+    if (n) CRFX_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T)));
+    p_ = p;
     n_ = n;
   }
+  void clear() noexcept { release(); }
   T* get() const { return p_; }
   std::size_t size() const { return n_; }
 
@@ -808,9 +812,9 @@ struct CudaSparse final : SparseVector {
   explicit CudaSparse(const void* owner) : owner(owner) {}
   std::size_t nnz() const override { return n; }
   void reserve(std::size_t m) {
-    if (m <= index.size()) return;
+    if (m <= index.size() && m <= value.size()) return;
     const std::size_t cap = std::max(m, 2 * index.size());
-    index.resize(cap);
+    index.resize(cap);  // on failure the buffer is empty: the next reserve retries both
     value.resize(cap);
   }
   const void* owner;
@@ -997,6 +1001,7 @@ struct SpanPlan {
   std::vector<std::size_t> scratch_count;
   std::uint32_t generation = 0;
   std::size_t rows = 0;
+  bool valid = false;  // host and device plan complete (cleared first by plan_span)
   DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
   DeviceBuffer<std::size_t> d_gofs;
   DeviceBuffer<double> d_oval;
@@ -1024,6 +1029,7 @@ struct CudaSag final : SagState {
   DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
   // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
+  bool synced = false;  // sag_sync succeeded for the current span
   bool evaluated = false, tried = false;
   std::size_t k() const { return P.size() - 1; }
 };
@@ -1061,19 +1067,26 @@ class CudaBackend final : public Backend {
                   std::to_string(dims.L) + "); use --device cpu");
     CRFX_CUDA_CHECK(cudaSetDevice(cfg.device));
     CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    name_ = "cuda:" + std::to_string(cfg.device) + " " + device_description(cfg.device);
-    const std::size_t LL = std::size_t(dims.L) * dims.L;
-    E_.resize(LL);
-    Et_.resize(LL);
-    zeros_.resize(LL);
-    tmax_.resize(1);
-    red_.resize(kRedBlocks + 1);
-    CRFX_CUDA_CHECK(cudaMemsetAsync(zeros_.get(), 0, LL * sizeof(double), stream_));
-    threads_ = int(std::min<std::size_t>(512, (dims.L + 31) / 32 * 32));
-    const std::size_t base_smem = (std::size_t(dims.L) + 32) * sizeof(double);
-    shared_E_ = base_smem + 2 * LL * sizeof(double) <= kSharedLimit;
-    smem_ = base_smem + (shared_E_ ? 2 * LL * sizeof(double) : 0);
-    sync();
+    try {  // the destructor does not run for a constructor that throws: the stream is ours here
+      name_ = "cuda:" + std::to_string(cfg.device) + " " + device_description(cfg.device);
+      const std::size_t LL = std::size_t(dims.L) * dims.L;
+      E_.resize(LL);
+      Et_.resize(LL);
+      zeros_.resize(LL);
+      tmax_.resize(1);
+      red_.resize(kRedBlocks + 1);
+      CRFX_CUDA_CHECK(cudaMemsetAsync(zeros_.get(), 0, LL * sizeof(double), stream_));
+      threads_ = int(std::min<std::size_t>(512, (dims.L + 31) / 32 * 32));
+      const std::size_t base_smem = (std::size_t(dims.L) + 32) * sizeof(double);
+      shared_E_ = base_smem + 2 * LL * sizeof(double) <= kSharedLimit;
+      smem_ = base_smem + (shared_E_ ? 2 * LL * sizeof(double) : 0);
+      sync();
+    } catch (...) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+      stream_ = nullptr;
+      throw;
+    }
   }
   ~CudaBackend() override {
     if (stream_) {
@@ -1085,9 +1098,14 @@ class CudaBackend final : public Backend {
   std::string name() const override { return name_; }
 
   // ---- data ------------------------------------------------------------------------------
-  using Backend::upload;  // the Corpus&& overload: copies to the device anyway
-  BackendCorpusPtr upload(const Corpus& c) override {
+  BackendCorpusPtr upload(const Corpus& c) override { return upload_owned(Corpus(c)); }
+  BackendCorpusPtr upload(Corpus&& c) override { return upload_owned(std::move(c)); }
+
+ private:
+  /// Keeps `in` as the corpus's host copy (the span planners read it) and uploads it.
+  BackendCorpusPtr upload_owned(Corpus&& in) {
     CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
+    const Corpus& c = in;  // until it moves into up->host below
     const std::size_t N = c.num_tokens(), S = c.num_sentences();
     if (N >= std::size_t(std::numeric_limits<int>::max()))
       throw Error("the CUDA backend handles corpora of fewer than 2^31 tokens (" + std::to_string(N) + " given)");
@@ -1101,7 +1119,13 @@ class CudaBackend final : public Backend {
     up->owner = this;
     up->S = S;
     up->N = N;
-    up->host = c;
+    up->host = std::move(in);
+    return upload_rest(std::move(up));
+  }
+
+  BackendCorpusPtr upload_rest(std::unique_ptr<CudaCorpus> up) {
+    const Corpus& c = up->host;
+    const std::size_t N = up->N, S = up->S;
     up->h_sent_off = c.sentence_offsets;
     up->h_labeled.assign(S, 1);
     std::vector<std::uint8_t> first(N, 0);  // token opens its sentence
@@ -1155,6 +1179,8 @@ class CudaBackend final : public Backend {
     size_workspace(*up);
     return up;
   }
+
+ public:
 
   // ---- vectors ---------------------------------------------------------------------------
   VectorPtr vector(std::size_t n) override {
@@ -1236,17 +1262,27 @@ class CudaBackend final : public Backend {
     for (std::size_t begin = 0; begin < span.count;) {
       const std::size_t end = plan(c, span, begin);
       const std::size_t n = end - begin, rows = h_slots_[n];
-      run_chunk_front(c, w, n, rows, G != nullptr);
-      FbParams fp = fb_params(c, n);
-      fp.gold = true;
-      fp.backward = G != nullptr;
-      if (G) {
-        fp.node = node_.get();
-        fp.pair = dims_.transitions ? pair_.get() : nullptr;
-        if (fp.edge && !fp.pair) fp.pair = pair_.get();  // edge deltas are written in the pair pass
+      try {
+        run_chunk_front(c, w, n, rows, G != nullptr);
+        FbParams fp = fb_params(c, n);
+        fp.gold = true;
+        fp.backward = G != nullptr;
+        if (G) {
+          fp.node = node_.get();
+          fp.pair = dims_.transitions ? pair_.get() : nullptr;
+          if (fp.edge && !fp.pair) fp.pair = pair_.get();  // edge deltas are written in the pair pass
+        }
+        launch_fb(fp, n);
+        if (G) reduce_gradient(c, n, rows, scale, G);
+      } catch (...) {
+        // The chunk's token slots must not outlive it: a later evaluate would gather through
+        // them. (Where the context itself is lost, this launch fails too, and so would any.)
+        if (G && rows) {
+          reset_slots_kernel<<<grid_for(rows, 256), 256, 0, stream_>>>(rows, row_token_.get(), c.token_slot.get());
+          cudaStreamSynchronize(stream_);
+        }
+        throw;
       }
-      launch_fb(fp, n);
-      if (G) reduce_gradient(c, n, rows, scale, G);
       h_losses_.resize(n);
       CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), n * sizeof(double),
                                       cudaMemcpyDeviceToHost, stream_));
@@ -1375,12 +1411,15 @@ class CudaBackend final : public Backend {
       throw Error("internal: SAG vectors have the wrong size");
     s.evaluated = false;  // before planning: a refused span leaves nothing to commit or restore
     s.tried = false;
+    s.synced = false;
     plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, true, s.plan);
     sag_catch_up(s, s.plan.groups.size(), s.plan.d_groups.get(), w, d);
+    s.synced = true;
   }
 
   double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) override {
     CudaSag& s = G(state);
+    if (!s.synced || !s.plan.valid) throw Error("internal: sag_evaluate without a successful sag_sync");
     SpanPlan& pl = s.plan;
     const double loss = span_marginals(*s.corpus, w, pl, s.new_node, s.new_pair, s.new_edge);
     reserve_device(s.g, pl.compact());
@@ -1638,6 +1677,21 @@ class CudaBackend final : public Backend {
     const Corpus& h = c.host;
     const std::uint32_t A = dims_.A;
     const std::size_t total = std::size_t(A) + 1 + dims_.E;
+    // The span is checked before the plan is touched: a refused span leaves no half-made plan.
+    pl.valid = false;
+    for (std::size_t i = 0; i < span.count; ++i) {
+      const std::uint32_t sid = span[i];
+      if (sid >= c.S) throw Error("internal: sentence id beyond the corpus");
+      if (!c.h_labeled[sid]) throw Error("sentence " + std::to_string(sid) + " has tokens without a label");
+    }
+    {  // distinct sentences (a repeated one would be counted twice)
+      std::vector<std::uint32_t>& sorted = pl.scratch_ids;
+      sorted.resize(span.count);
+      for (std::size_t i = 0; i < span.count; ++i) sorted[i] = span[i];
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+        throw Error("internal: span repeats a sentence");
+    }
     if (pl.mark.size() != total) {
       pl.mark.assign(total, 0);
       pl.local.assign(total, 0);
@@ -1663,8 +1717,6 @@ class CudaBackend final : public Backend {
     if (dims_.transitions && (span.count || sag)) touch(A);
     for (std::size_t i = 0; i < span.count; ++i) {
       const std::uint32_t sid = span[i];
-      if (sid >= c.S) throw Error("internal: sentence id beyond the corpus");
-      if (!c.h_labeled[sid]) throw Error("sentence " + std::to_string(sid) + " has tokens without a label");
       pl.sid[i] = sid;
       const std::size_t t0 = h.sentence_offsets[sid];
       for (std::size_t t = t0; t < h.sentence_offsets[sid + 1]; ++t) {
@@ -1674,13 +1726,6 @@ class CudaBackend final : public Backend {
         if (edges)
           for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k) touch(A + 1 + h.edge_ids[k]);
       }
-    }
-    {  // distinct sentences (a repeated one would be counted twice)
-      std::vector<std::uint32_t>& sorted = pl.scratch_ids;
-      sorted.assign(pl.sid.begin(), pl.sid.end());
-      std::sort(sorted.begin(), sorted.end());
-      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-        throw Error("internal: span repeats a sentence");
     }
     // Ascending group ids: ascending weight indices. Then count, offset and fill the occurrences
     // in (sentence, token, item) order.
@@ -1745,6 +1790,7 @@ class CudaBackend final : public Backend {
     up(pl.d_osent, pl.osent);
     up(pl.d_oval, pl.oval);
     sync();  // the host plan is rewritten by the next call
+    pl.valid = true;
   }
 
   /// Forward-backward on the planned span at w through the chunk workspace; copies the span's
@@ -1863,9 +1909,12 @@ class CudaBackend final : public Backend {
     attrs_.clear();
     edges_.clear();
     const bool has_edges = c.edge_offsets.size() == c.num_tokens() + 1;
+    // Every id is checked before the first mark is set: a throw must not leave marks behind
+    // (the attributes would silently drop out of every later support).
+    for (std::size_t i = 0; i < span.count; ++i)
+      if (span[i] >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
     for (std::size_t i = 0; i < span.count; ++i) {
       const std::size_t s = span[i];
-      if (s >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
       const std::size_t t0 = c.sentence_offsets[s], t1 = c.sentence_offsets[s + 1];
       for (std::size_t k = c.state_offsets[t0]; k < c.state_offsets[t1]; ++k) {
         const std::uint32_t a = c.state_ids[k];
@@ -1987,44 +2036,87 @@ class CudaBackend final : public Backend {
     std::size_t rows = std::max<std::size_t>(1, c.N), sents = std::max<std::size_t>(1, c.S);
     const std::size_t budget = std::max(need_min, usable / 2);
     if (rows * per_row + sents * per_sent > budget) {
-      rows = std::max(min_rows, (budget / 2) / per_row);
-      sents = std::max<std::size_t>(1, std::min(sents, (budget / 2) / per_sent));
+      // Rows get half the budget but at least the longest sentence; sentences what rows leave
+      // (at least per_sent, since budget ≥ need_min), so the total stays within the budget.
+      rows = std::min(rows, std::max(min_rows, (budget / 2) / per_row));
+      sents = std::max<std::size_t>(1, std::min(sents, (budget - rows * per_row) / per_sent));
     }
     if (cfg_.max_chunk_tokens) rows = std::max(min_rows, std::min(rows, cfg_.max_chunk_tokens));
     rows = std::max(rows, rows_cap_);
     sents = std::max(sents, sents_cap_);
     if (rows == rows_cap_ && sents == sents_cap_) return;
+    if (rows * per_row + sents * per_sent > usable * 9 / 10)  // grown caps of an earlier corpus
+      throw Error("CUDA backend: the device workspace for this corpus needs " +
+                  fmt_mib(rows * per_row + sents * per_sent) + "; only " + fmt_mib(free_b) + " free on " +
+                  name_ + "; use --device cpu");
+    // Every buffer is freed before its replacement is allocated (no doubled peak); should one
+    // allocation fail, the whole workspace is released so that nothing runs on a half-sized one
+    // (plan() then refuses), and the error propagates.
     const std::size_t L = dims_.L, LL = L * L;
-    if (rows != rows_cap_) {
-      S_.resize(rows * L);
-      la_.resize(rows * L);
-      lb_.resize(rows * L);
-      node_.resize(rows * L);
-      row_token_.resize(rows);
-      row_edge_.resize(rows);
-      if (edges) edge_.resize(rows * LL);
-      rows_cap_ = rows;
+    try {
+      if (rows != rows_cap_) {
+        rows_cap_ = 0;
+        S_.resize(rows * L);
+        la_.resize(rows * L);
+        lb_.resize(rows * L);
+        node_.resize(rows * L);
+        row_token_.resize(rows);
+        row_edge_.resize(rows);
+        if (edges) edge_.resize(rows * LL);
+        rows_cap_ = rows;
+      }
+      if (sents != sents_cap_) {
+        sents_cap_ = 0;
+        pair_.resize(sents * LL);
+        partial_.resize(((sents + kTransGroup - 1) / kTransGroup) * LL);
+        losses_.resize(sents);
+        sent_.resize(sents);
+        order_.resize(sents);
+        slots_.resize(sents + 1);
+        sents_cap_ = sents;
+      }
+    } catch (...) {
+      release_workspace();
+      throw;
     }
-    if (sents != sents_cap_) {
-      pair_.resize(sents * LL);
-      partial_.resize(((sents + kTransGroup - 1) / kTransGroup) * LL);
-      losses_.resize(sents);
-      sent_.resize(sents);
-      order_.resize(sents);
-      slots_.resize(sents + 1);
-      sents_cap_ = sents;
-    }
+  }
+
+  void release_workspace() noexcept {
+    rows_cap_ = sents_cap_ = 0;
+    S_.clear();
+    la_.clear();
+    lb_.clear();
+    node_.clear();
+    row_token_.clear();
+    row_edge_.clear();
+    edge_.clear();
+    pair_.clear();
+    partial_.clear();
+    losses_.clear();
+    sent_.clear();
+    order_.clear();
+    slots_.clear();
   }
 
   /// The chunk starting at span[begin]: as many whole sentences as the workspace holds. Fills
   /// h_sent_, h_slots_, h_order_ and returns the end.
   std::size_t plan(const CudaCorpus& c, SentenceSpan span, std::size_t begin) {
+    if (rows_cap_ == 0 || sents_cap_ == 0)
+      throw Error("CUDA backend: no device workspace (a device allocation failed earlier)");
     h_sent_.clear();
     h_slots_.assign(1, 0);
+    // A sentence twice in one chunk would have two blocks race on its token slots.
+    if (plan_mark_.size() < c.S) plan_mark_.assign(c.S, 0);
+    if (++plan_gen_ == 0) {
+      std::fill(plan_mark_.begin(), plan_mark_.end(), 0);
+      plan_gen_ = 1;
+    }
     std::size_t end = begin, rows = 0;
     while (end < span.count && h_sent_.size() < sents_cap_) {
       const std::uint32_t s = span[end];
       if (s >= c.S) throw Error("internal: sentence id beyond the corpus");
+      if (plan_mark_[s] == plan_gen_) throw Error("internal: span repeats a sentence");
+      plan_mark_[s] = plan_gen_;
       const std::size_t T = c.h_sent_off[s + 1] - c.h_sent_off[s];
       if (rows + T > rows_cap_) {
         if (end == begin) throw Error("internal: sentence longer than the CUDA workspace");
@@ -2182,6 +2274,8 @@ class CudaBackend final : public Backend {
   std::vector<std::uint32_t> attrs_, edges_;
   // Host staging of the chunk plan.
   std::vector<std::uint32_t> h_sent_, h_order_;
+  std::vector<std::uint32_t> plan_mark_;  // [S] generation of a chunk's sentences (repeat check)
+  std::uint32_t plan_gen_ = 0;
   std::vector<std::size_t> h_slots_;
   std::vector<double> h_losses_;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "crfx/backend.hpp"
+#include "crfx/error.hpp"
 #include "random_problem.hpp"
 
 namespace crfx::test {
@@ -110,6 +111,40 @@ inline void check_sag_lazy_prox(Backend& b, const RandomProblem& p) {
   }
   b.sag_flush(*state, *w, *d);
   EXPECT_LT(max_abs_diff(to_host(b, *w), we), 1e-12);
+}
+
+/// A span the backend refuses (an id beyond the corpus, a repeated sentence) throws from
+/// sag_sync and leaves no current span: sag_evaluate then throws too, rather than working on a
+/// half-made plan; the next good sync works as if nothing had happened. Likewise support() and
+/// evaluate_sparse() leave nothing behind that would shrink a later support.
+inline void check_refused_spans(Backend& b, const RandomProblem& p) {
+  auto corpus = b.upload(p.corpus);
+  const std::size_t W = p.dims.num_weights(), n = p.corpus.num_sentences();
+  auto state = b.sag_create(*corpus);
+  auto w = to_backend(b, test::random_weights(W, 0.3, 5));
+  auto d = b.vector(W);
+  const std::vector<std::uint32_t> good = {2, 0}, beyond = {1, std::uint32_t(n)}, repeated = {3, 1, 3};
+  b.sag_sync(*state, {good.data(), good.size()}, *w, *d);
+  double g2_first = 0;
+  const double loss_first = b.sag_evaluate(*state, *w, &g2_first);
+  for (const auto* bad : {&beyond, &repeated}) {
+    EXPECT_THROW(b.sag_sync(*state, {bad->data(), bad->size()}, *w, *d), Error);
+    double g2 = 0;
+    EXPECT_THROW(b.sag_evaluate(*state, *w, &g2), Error);
+    EXPECT_THROW(b.sag_trial(*state, *w, 0.1), Error);
+  }
+  b.sag_sync(*state, {good.data(), good.size()}, *w, *d);
+  double g2 = 0;
+  EXPECT_EQ(b.sag_evaluate(*state, *w, &g2), loss_first);
+  EXPECT_EQ(g2, g2_first);
+
+  auto s = b.sparse_vector();
+  b.support(*corpus, {good.data(), good.size()}, *s);
+  const std::size_t whole = s->nnz();
+  EXPECT_THROW(b.support(*corpus, {beyond.data(), beyond.size()}, *s), Error);
+  EXPECT_THROW(b.evaluate_sparse(*corpus, *w, {beyond.data(), beyond.size()}, *s, 1.0), Error);
+  b.support(*corpus, {good.data(), good.size()}, *s);
+  EXPECT_EQ(s->nnz(), whole);
 }
 
 }  // namespace crfx::test

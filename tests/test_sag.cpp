@@ -76,6 +76,14 @@ TEST(Sag, StoredMarginalsEqualExplicitGradientsThroughInternalFlushes) {
   check_against_explicit(2, false, 2, true);
 }
 
+TEST(Sag, RefusedSpansLeaveNothingHalfDone) {
+  for (std::uint32_t E : {0u, 3u}) {
+    auto p = random_problem(3, 12, E, 9, 6, 31 + E);
+    CpuBackend b(p.dims, 2);
+    test::check_refused_spans(b, p);
+  }
+}
+
 TEST(Sag, LazyProximalStepWithoutSignChangeIsExact) {
   auto p = random_problem(3, 6, 0, 4, 4, 2);
   CpuBackend b(p.dims, 1);

@@ -154,6 +154,24 @@ TEST(SgdPrimitives, EvaluateSparseEqualsDenseOnSupport) {
   }
 }
 
+TEST(SgdPrimitives, ARefusedSpanLeavesLaterSupportsWhole) {
+  auto p = random_problem(4, 25, 3, 20, 7, 13);
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  const std::vector<std::uint32_t> good = {5, 2, 17}, bad = {5, 2, 999};  // 999: no such sentence
+  auto s = b.sparse_vector();
+  b.support(*corpus, {good.data(), good.size()}, *s);
+  const std::size_t whole = s->nnz();
+  ASSERT_EQ(whole, expected_support(p, good).size());
+  EXPECT_THROW(b.support(*corpus, {bad.data(), bad.size()}, *s), Error);
+  auto g = b.sparse_vector();
+  EXPECT_THROW(b.evaluate_sparse(*corpus, *to_backend(b, std::vector<double>(p.dims.num_weights())),
+                                 {bad.data(), bad.size()}, *g, 1.0),
+               Error);
+  b.support(*corpus, {good.data(), good.size()}, *s);
+  EXPECT_EQ(s->nnz(), whole);  // no attribute left marked by the refused spans
+}
+
 TEST(SgdPrimitives, FeatureDifferenceIsGoldMinusPredicted) {
   auto p = random_problem(3, 15, 2, 12, 6, 21);
   CpuBackend b(p.dims, 2);

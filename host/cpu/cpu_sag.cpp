@@ -53,6 +53,7 @@ struct CpuSagState final : SagState {
   std::vector<std::uint32_t> groups;   // touched groups, in order of first appearance
   std::vector<std::uint32_t> mark;     // [groups] generation of the last touch
   std::uint32_t generation = 0;
+  bool planned = false;    // sag_sync succeeded for the current span
   bool evaluated = false;
 
   // Pending marginals of the span and scratch.
@@ -149,6 +150,19 @@ void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const V
   const double* D = data(d).data();
   if (data(w).size() != s.g.size() || data(d).size() != s.g.size())
     throw Error("internal: SAG vectors have the wrong size");
+  // A refused span leaves nothing to evaluate, commit or restore, and no state half-changed:
+  // the ids are checked before anything is touched.
+  s.evaluated = false;
+  s.planned = false;
+  for (std::size_t i = 0; i < span.count; ++i)
+    if (span[i] >= c.num_sentences()) throw Error("internal: SAG sentence id out of range");
+  {  // distinct sentences (a repeated one would be committed twice)
+    std::vector<std::uint32_t> sorted(span.count);
+    for (std::size_t i = 0; i < span.count; ++i) sorted[i] = span[i];
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      throw Error("internal: SAG span repeats a sentence");
+  }
   // g is zero outside the groups of the span it was formed on: clear those first.
   for (std::uint32_t gid : s.groups) {
     const std::size_t b = s.group_begin(gid);
@@ -170,7 +184,6 @@ void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const V
   if (s.transitions) touch(std::uint32_t(s.A));
   for (std::size_t i = 0; i < span.count; ++i) {
     const std::uint32_t sid = span[i];
-    if (sid >= c.num_sentences()) throw Error("internal: SAG sentence id out of range");
     s.span[i] = sid;
     s.tok.push_back(s.tok.back() + c.length(sid));
     for (std::size_t t = c.sentence_offsets[sid]; t < c.sentence_offsets[sid + 1]; ++t) {
@@ -180,18 +193,13 @@ void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const V
         touch(std::uint32_t(s.A + 1 + c.edge_ids[k]));
     }
   }
-  {  // distinct sentences (a repeated one would be committed twice)
-    std::vector<std::uint32_t> sorted(s.span);
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      throw Error("internal: SAG span repeats a sentence");
-  }
   for (std::uint32_t gid : s.groups) s.catch_up(gid, W, D);
-  s.evaluated = false;
+  s.planned = true;
 }
 
 double CpuBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) {
   CpuSagState& s = St(state);
+  if (!s.planned) throw Error("internal: sag_evaluate without a successful sag_sync");
   const Corpus& c = *s.c;
   const std::size_t L = s.L, LL = s.LL, n = s.span.size(), tokens = s.tok.back();
   Prepared p;

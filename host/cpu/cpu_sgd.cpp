@@ -75,9 +75,12 @@ void CpuBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVecto
   if (sgd_edge_mark_.size() < dims_.E) sgd_edge_mark_.assign(dims_.E, 0);
   sgd_attrs_.clear();
   sgd_edges_.clear();
+  // Every id is checked before the first mark is set: a throw must not leave marks behind
+  // (the attributes would silently drop out of every later support).
+  for (std::size_t i = 0; i < span.count; ++i)
+    if (span[i] >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
   for (std::size_t i = 0; i < span.count; ++i) {
     const std::size_t s = span[i];
-    if (s >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
     const std::size_t t0 = c.sentence_offsets[s], t1 = c.sentence_offsets[s + 1];
     for (std::size_t k = c.state_offsets[t0]; k < c.state_offsets[t1]; ++k) {
       const std::uint32_t a = c.state_ids[k];

@@ -144,7 +144,9 @@ class Backend {
   virtual SagStatePtr sag_create(const BackendCorpus& corpus) = 0;
   /// Brings every group touched by `sentences` (distinct ids) up to the current step count with
   /// the composite map (reads d), and makes `sentences` the state's current span (copied), the
-  /// one sag_evaluate, sag_trial, sag_restore and sag_commit work on.
+  /// one sag_evaluate, sag_trial, sag_restore and sag_commit work on. A span it refuses (an id
+  /// beyond the corpus, a repeated id: Error) changes nothing and leaves no current span:
+  /// sag_evaluate throws until a sag_sync succeeds.
   virtual void sag_sync(SagState& state, SentenceSpan sentences, Vector& w, const Vector& d) = 0;
   /// Forward-backward on every sentence of the current span at w (its groups synced). Keeps the
   /// new marginals μ_new of each sentence in the state (pending, not yet stored), forms in the
@@ -169,7 +171,8 @@ class Backend {
   virtual void sag_flush(SagState& state, Vector& w, const Vector& d) = 0;
 
   // ---- batch primitives --------------------------------------------------------------------
-  /// Negative log-likelihood Σ_i −log p(y_i | x_i) over `sentences` (all labeled). When `grad`
+  /// Negative log-likelihood Σ_i −log p(y_i | x_i) over `sentences` (all labeled, ids distinct:
+  /// the CUDA backend refuses a sentence repeated within one of its chunks). When `grad`
   /// is given, adds scale · (E_p[f] − f(x, y)) to it (the NLL gradient). grad == nullptr is the
   /// loss-only mode (forward pass only), for line searches.
   virtual double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,

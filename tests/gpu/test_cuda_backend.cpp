@@ -454,6 +454,10 @@ TEST(CudaBackend, SagPrimitivesEqualExplicitGradients) {
   }
   auto p = test::random_problem(3, 6, 0, 4, 4, 2);
   test::check_sag_lazy_prox(*gpu_backend(p.dims), p);  // the soft-threshold branch (τ > 0)
+  for (std::uint32_t E : {0u, 3u}) {  // refused spans leave no half-made plan or stale marks
+    auto q = test::random_problem(3, 12, E, 9, 6, 31 + E);
+    test::check_refused_spans(*gpu_backend(q.dims), q);
+  }
 }
 
 TEST(CudaBackend, SagReachesCpuOptimumAndRunsAreBitwiseEqual) {
