@@ -100,10 +100,48 @@ class LineCache {
   }
   const FeatureTemplate::Line& line() const { return *line_; }
 
+  /// Switches to a direct table when the line's key space is small enough: every macro j reads
+  /// one column, whose values are coded 0 … values[col] − 1, or a boundary (_B-k for row < 0,
+  /// _B+k for row > 0); the key's index is then a mixed-radix number and the id is one array
+  /// access instead of a hash probe. Word unigrams and POS n-grams qualify; word bigrams do not.
+  void plan_direct(const std::vector<std::uint32_t>& values, bool counting) {
+    if (!keyed()) return;
+    std::size_t size = 1;
+    for (std::size_t j = 0; j < macros_.size(); ++j) {
+      const int row = macros_[j].row;
+      const std::size_t before = row < 0 ? std::size_t(-row) : 0, after = row > 0 ? std::size_t(row) : 0;
+      const std::size_t dim = values[std::size_t(macros_[j].col)] + before + after;
+      stride_[j] = size;
+      base_[j] = values[std::size_t(macros_[j].col)];
+      before_[j] = std::uint32_t(before);
+      if (dim > kDirectMax || size * dim > kDirectMax) return;
+      size *= dim;
+    }
+    direct_ids_.assign(size, kUnset);
+    if (counting) direct_counts_.assign(size, 0);
+  }
+  bool direct() const { return !direct_ids_.empty(); }
+  /// The direct table's entry for `key` (kUnset: not yet looked up), counting one occurrence.
+  std::uint32_t& direct_entry(const std::uint32_t* key) {
+    std::size_t index = 0;
+    for (std::size_t j = 0; j < macros_.size(); ++j) {
+      const std::uint32_t k = key[j];
+      const std::size_t digit = k < kBefore ? k : k < kAfter ? base_[j] + (k - kBefore - 1)
+                                                            : base_[j] + before_[j] + (k - kAfter - 1);
+      index += digit * stride_[j];
+    }
+    if (!direct_counts_.empty()) ++direct_counts_[index];
+    return direct_ids_[index];
+  }
+  static constexpr std::uint32_t kUnset = Dictionary::kNone - 1;  // never an id (see Dictionary::add)
+
   /// Adds the occurrences of every key to count[id] (ids other than kNone).
   void add_counts(std::vector<std::uint32_t>& count) const {
     for (const Slot& s : slots_)
       if (s.key[0] != kFree && s.id != Dictionary::kNone) bump(count, s.id, s.occurrences);
+    for (std::size_t i = 0; i < direct_counts_.size(); ++i)
+      if (direct_ids_[i] != kUnset && direct_ids_[i] != Dictionary::kNone)
+        bump(count, direct_ids_[i], direct_counts_[i]);
   }
   const std::vector<FeatureTemplate::Piece>& macros() const { return macros_; }
   bool keyed() const { return macros_.size() <= kMaxKeyed; }
@@ -163,10 +201,17 @@ class LineCache {
     }
   }
 
+  static constexpr std::size_t kDirectMax = std::size_t(1) << 20;  // entries of a direct table
+
   const FeatureTemplate::Line* line_;
   std::vector<FeatureTemplate::Piece> macros_;
   std::vector<Slot> slots_;  // [power of two], load ≤ 1/2
   std::size_t count_ = 0;
+  // Direct mode (plan_direct): ids [and occurrences] per key index; per macro the radix
+  // (stride), the column's value count (base) and its _B-k count (before).
+  std::vector<std::uint32_t> direct_ids_, direct_counts_;
+  std::size_t stride_[kMaxKeyed] = {0, 0, 0}, base_[kMaxKeyed] = {0, 0, 0};
+  std::uint32_t before_[kMaxKeyed] = {0, 0, 0};
 };
 
 /// Where the attribute strings of one kind (state or edge) go.
@@ -195,29 +240,33 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
   std::size_t tokens = 0;
   for (const auto& s : sentences) tokens += s.size();
 
-  // Pass 1: labels, and every feature column interned: codes[token·F + col].
-  std::vector<std::uint32_t> codes(tokens * F);
+  // Pass 1: labels, and every feature column interned per column: codes[token·F + col] in
+  // 0 … column_values[col] − 1.
+  std::vector<std::uint32_t> codes(tokens * F), column_values(F, 0);
   {
-    std::unordered_map<std::string, std::uint32_t> values;
+    std::vector<std::unordered_map<std::string, std::uint32_t>> values(F);
     c.labels.reserve(tokens);
     std::size_t n = 0;
     for (const ConllSentence& sentence : sentences) {
       for (const ConllToken& tok : sentence) {
         c.labels.push_back(label(tok));
         for (std::size_t col = 0; col < F; ++col) {
-          const auto id = static_cast<std::uint32_t>(values.size());
+          const auto id = static_cast<std::uint32_t>(values[col].size());
           if (id >= kBefore) throw Error("too many distinct column values");
-          codes[n * F + col] = values.try_emplace(tok.columns[col], id).first->second;
+          codes[n * F + col] = values[col].try_emplace(tok.columns[col], id).first->second;
         }
         ++n;
       }
     }
+    for (std::size_t col = 0; col < F; ++col) column_values[col] = std::uint32_t(values[col].size());
   }
 
   // Pass 2: expansions.
   std::vector<LineCache> unigrams, bigrams;
   for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
   for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
+  for (LineCache& cache : unigrams) cache.plan_direct(column_values, state.counts != nullptr);
+  for (LineCache& cache : bigrams) cache.plan_direct(column_values, edge.counts != nullptr);
   c.state_offsets.reserve(tokens + 1);
   c.edge_offsets.reserve(tokens + 1);
   c.state_ids.reserve(tokens * unigrams.size());
@@ -246,7 +295,7 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
         const std::size_t n = caches.size();
         for (std::size_t i = 0; i < n; ++i) {
           LineCache& cache = caches[i];
-          if (!cache.keyed()) continue;
+          if (!cache.keyed() || cache.direct()) continue;
           std::uint32_t* key = keys.data() + i * kMaxKeyed;
           key[0] = key[1] = key[2] = 0;
           const auto& m = cache.macros();
@@ -256,7 +305,17 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
         }
         for (std::size_t i = 0; i < n; ++i) {
           LineCache& cache = caches[i];
-          if (cache.keyed()) {
+          if (cache.direct()) {
+            std::uint32_t key[kMaxKeyed] = {0, 0, 0};
+            const auto& m = cache.macros();
+            for (std::size_t j = 0; j < m.size(); ++j) key[j] = code(long(t) + m[j].row, m[j].col);
+            std::uint32_t& entry = cache.direct_entry(key);
+            if (entry == LineCache::kUnset) {
+              FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
+              entry = sink.lookup(buf);
+            }
+            ids[i] = entry;
+          } else if (cache.keyed()) {
             bool inserted;
             std::uint32_t& slot = cache.find_or_insert(keys.data() + i * kMaxKeyed, hashes[i], inserted);
             if (inserted) {
