@@ -311,6 +311,67 @@ struct DotTerm {
   const double* y;
   __device__ double operator()(std::size_t i) const { return x[i] * y[i]; }
 };
+// Fused updates for the quasi-Newton trainers (Backend: "fused forms"): each term writes its
+// element with the expression of the unfused map op, then returns the dot term of the new value,
+// so a reduce over it equals the map followed by dot() bit for bit (same tree, same terms). The
+// reduction visits every index exactly once.
+struct ScaledCopyOp {
+  const double* x;
+  double* y;
+  double a;
+  __device__ void operator()(std::size_t i) const {
+    y[i] = x[i];
+    y[i] *= a;  // as copy, then ScaleOp
+  }
+};
+struct AddScaledOp {
+  const double* x;
+  const double* d;
+  double* out;
+  double a;
+  __device__ void operator()(std::size_t i) const {
+    out[i] = x[i];
+    out[i] += a * d[i];  // as copy, then AxpyOp
+  }
+};
+struct AxpyDotTerm {
+  const double* x;
+  double* y;
+  const double* z;
+  double a;
+  __device__ double operator()(std::size_t i) const {
+    y[i] += a * x[i];
+    return z[i] * y[i];
+  }
+};
+struct ScaleDotTerm {
+  double* x;
+  const double* z;
+  double a;
+  __device__ double operator()(std::size_t i) const {
+    x[i] *= a;
+    return z[i] * x[i];
+  }
+};
+struct AxpyNormTerm {
+  const double* x;
+  double* y;
+  double a;
+  __device__ double operator()(std::size_t i) const {
+    y[i] += a * x[i];
+    return x[i] * x[i];
+  }
+};
+struct SubDotTerm {
+  const double* x;
+  const double* y;
+  double* out;
+  const double* z;
+  __device__ double operator()(std::size_t i) const {
+    out[i] = x[i] - y[i];
+    return out[i] * z[i];
+  }
+};
 struct AbsTerm {
   const double* x;
   __device__ double operator()(std::size_t i) const { return fabs(x[i]); }
@@ -1229,6 +1290,38 @@ class CudaBackend final : public Backend {
   double norm_inf(const Vector& x) override { return reduce(x.size(), AbsTerm{P(x)}, MaxOp{}, 0.0); }
   std::size_t count_nonzero(const Vector& x) override {
     return std::size_t(reduce(x.size(), NonzeroTerm{P(x)}, SumOp{}, 0.0));  // exact below 2^53
+  }
+  void swap(Vector& x, Vector& y) override {
+    same(x, y);
+    std::swap(V(x), V(y));  // the device buffers change hands; nothing is copied
+  }
+  void scaled_copy(double a, const Vector& x, Vector& y) override {
+    same(x, y);
+    launch_map(x.size(), ScaledCopyOp{P(x), P(y), a}, stream_);
+  }
+  void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) override {
+    same(x, d);
+    same(x, out);
+    launch_map(x.size(), AddScaledOp{P(x), P(d), P(out), a}, stream_);
+  }
+  double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) override {
+    same(x, y);
+    same(x, z);
+    return reduce(x.size(), AxpyDotTerm{P(x), P(y), P(z), a}, SumOp{}, 0.0);
+  }
+  double scale_dot(double a, Vector& x, const Vector& z) override {
+    same(x, z);
+    return reduce(x.size(), ScaleDotTerm{P(x), P(z), a}, SumOp{}, 0.0);
+  }
+  double axpy_norm2sq(double a, const Vector& x, Vector& y) override {
+    same(x, y);
+    return reduce(x.size(), AxpyNormTerm{P(x), P(y), a}, SumOp{}, 0.0);
+  }
+  double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) override {
+    same(x, y);
+    same(x, out);
+    same(x, z);
+    return reduce(x.size(), SubDotTerm{P(x), P(y), P(out), P(z)}, SumOp{}, 0.0);
   }
 
   // ---- OWL-QN ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
+#include "fused_check.hpp"
 #include "random_problem.hpp"
 
 namespace crfx {
@@ -272,6 +273,18 @@ TEST(CpuBackend, VectorAlgebra) {
   b.fill(*Z, 3.0);
   b.scale(0.5, *Z);
   EXPECT_EQ(b.norm1(*Z), 1.5 * double(n));
+}
+
+TEST(CpuBackend, FusedVectorOpsEqualTheSeparateCalls) {
+  Dims d;
+  d.L = 2;
+  for (unsigned threads : {1u, 3u}) {
+    CpuBackend b(d, threads);
+    for (std::size_t n : {std::size_t(1), std::size_t(1000), std::size_t(100003)}) {
+      SCOPED_TRACE(::testing::Message() << "threads=" << threads << " n=" << n);
+      test::check_fused_equals_unfused(b, n);
+    }
+  }
 }
 
 TEST(CpuBackend, OwlqnPrimitives) {

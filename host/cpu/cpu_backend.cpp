@@ -175,6 +175,75 @@ double dot_range(const double* x, const double* y, std::size_t b, std::size_t e)
   return lanes_total(acc);
 }
 
+// The fused forms (Backend: one pass, bit for bit the separate calls): the element update and
+// the dot term in the same loop iteration, in dot_range's lanes.
+double axpy_dot_range(double a, const double* x, double* y, const double* z, std::size_t b, std::size_t e) {
+  double acc[kLanes] = {};
+  std::size_t i = b;
+  for (; i + kLanes <= e; i += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      const double v = y[i + j] + a * x[i + j];
+      y[i + j] = v;
+      acc[j] += z[i + j] * v;
+    }
+  for (; i < e; ++i) {
+    const double v = y[i] + a * x[i];
+    y[i] = v;
+    acc[0] += z[i] * v;
+  }
+  return lanes_total(acc);
+}
+
+double scale_dot_range(double a, double* x, const double* z, std::size_t b, std::size_t e) {
+  double acc[kLanes] = {};
+  std::size_t i = b;
+  for (; i + kLanes <= e; i += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      const double v = x[i + j] * a;
+      x[i + j] = v;
+      acc[j] += z[i + j] * v;
+    }
+  for (; i < e; ++i) {
+    const double v = x[i] * a;
+    x[i] = v;
+    acc[0] += z[i] * v;
+  }
+  return lanes_total(acc);
+}
+
+double axpy_norm2sq_range(double a, const double* x, double* y, std::size_t b, std::size_t e) {
+  double acc[kLanes] = {};
+  std::size_t i = b;
+  for (; i + kLanes <= e; i += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      y[i + j] += a * x[i + j];
+      acc[j] += x[i + j] * x[i + j];
+    }
+  for (; i < e; ++i) {
+    y[i] += a * x[i];
+    acc[0] += x[i] * x[i];
+  }
+  return lanes_total(acc);
+}
+
+double sub_dot_range(const double* x, const double* y, double* out, const double* z, std::size_t b,
+                     std::size_t e) {
+  double acc[kLanes] = {};
+  std::size_t i = b;
+  for (; i + kLanes <= e; i += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      const double v = x[i + j] - y[i + j];
+      out[i + j] = v;
+      acc[j] += v * z[i + j];
+    }
+  for (; i < e; ++i) {
+    const double v = x[i] - y[i];
+    out[i] = v;
+    acc[0] += v * z[i];
+  }
+  return lanes_total(acc);
+}
+
 double abs_sum_range(const double* x, std::size_t b, std::size_t e) {
   double acc[kLanes] = {};
   std::size_t i = b;
@@ -277,6 +346,73 @@ double CpuBackend::dot(const Vector& x, const Vector& y) {
   const auto& yv = V(y);
   return reduce_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
     return dot_range(xv.data(), yv.data(), b, e);
+  });
+}
+
+void CpuBackend::swap(Vector& x, Vector& y) {
+  check_same(x, y);
+  V(x).swap(V(y));
+}
+
+void CpuBackend::scaled_copy(double a, const Vector& x, Vector& y) {
+  check_same(x, y);
+  const auto& xv = V(x);
+  auto& yv = V(y);
+  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) yv[i] = xv[i] * a;  // as copy, then scale
+  });
+}
+
+void CpuBackend::add_scaled(const Vector& x, double a, const Vector& d, Vector& out) {
+  check_same(x, d);
+  check_same(x, out);
+  const auto& xv = V(x);
+  const auto& dv = V(d);
+  auto& o = V(out);
+  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) o[i] = xv[i] + a * dv[i];  // as copy, then axpy
+  });
+}
+
+double CpuBackend::axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) {
+  check_same(x, y);
+  check_same(x, z);
+  const double* xp = V(x).data();
+  double* yp = V(y).data();
+  const double* zp = V(z).data();
+  return reduce_blocks(V(x).size(), [&](std::size_t b, std::size_t e) {
+    return axpy_dot_range(a, xp, yp, zp, b, e);
+  });
+}
+
+double CpuBackend::scale_dot(double a, Vector& x, const Vector& z) {
+  check_same(x, z);
+  double* xp = V(x).data();
+  const double* zp = V(z).data();
+  return reduce_blocks(V(x).size(), [&](std::size_t b, std::size_t e) {
+    return scale_dot_range(a, xp, zp, b, e);
+  });
+}
+
+double CpuBackend::axpy_norm2sq(double a, const Vector& x, Vector& y) {
+  check_same(x, y);
+  const double* xp = V(x).data();
+  double* yp = V(y).data();
+  return reduce_blocks(V(x).size(), [&](std::size_t b, std::size_t e) {
+    return axpy_norm2sq_range(a, xp, yp, b, e);
+  });
+}
+
+double CpuBackend::sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) {
+  check_same(x, y);
+  check_same(x, out);
+  check_same(x, z);
+  const double* xp = V(x).data();
+  const double* yp = V(y).data();
+  double* op = V(out).data();
+  const double* zp = V(z).data();
+  return reduce_blocks(V(x).size(), [&](std::size_t b, std::size_t e) {
+    return sub_dot_range(xp, yp, op, zp, b, e);
   });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "cpu/chain.hpp"
@@ -22,6 +23,11 @@ class HostArray {
   ~HostArray();
   HostArray(const HostArray&) = delete;
   HostArray& operator=(const HostArray&) = delete;
+  void swap(HostArray& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    std::swap(mapped_, o.mapped_);
+  }
 
   std::size_t size() const { return n_; }
   double* data() { return p_; }
@@ -64,6 +70,13 @@ class CpuBackend final : public Backend {
   double norm2sq(const Vector& x) override;
   double norm_inf(const Vector& x) override;
   std::size_t count_nonzero(const Vector& x) override;
+  void swap(Vector& x, Vector& y) override;
+  void scaled_copy(double a, const Vector& x, Vector& y) override;
+  void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) override;
+  double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) override;
+  double scale_dot(double a, Vector& x, const Vector& z) override;
+  double axpy_norm2sq(double a, const Vector& x, Vector& y) override;
+  double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) override;
 
   void owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) override;
   void owlqn_constrain_direction(const Vector& pg, Vector& d) override;

@@ -50,8 +50,7 @@ class LineSearch {
 
   Point eval(double a) {
     --evals_left_;
-    b_.copy(x0_, x_);
-    b_.axpy(a, d_, x_);
+    b_.add_scaled(x0_, a, d_, x_);
     const double f = obj_.value_and_gradient(x_, g_);
     at_ = a;
     return {a, f, b_.dot(g_, d_)};
@@ -78,8 +77,7 @@ class LineSearch {
   Point settle(const Point& p) {
     if (p.a <= 0 || !(p.f < f0_)) return {0, f0_, dphi0_};
     if (at_ != p.a) {
-      b_.copy(x0_, x_);
-      b_.axpy(p.a, d_, x_);
+      b_.add_scaled(x0_, p.a, d_, x_);
       obj_.value_and_gradient(x_, g_);
       at_ = p.a;
     }
@@ -126,26 +124,26 @@ class LbfgsTrainer final : public Trainer {
     if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
     double gnorm = std::sqrt(b.norm2sq(*g));
     if (gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) return f;
-    b.copy(*g, *d);
-    b.scale(-1.0, *d);
+    b.scaled_copy(-1.0, *g, *d);
     double step = 1.0 / gnorm;
 
     for (int k = 1; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k) {
-      b.copy(w, *x0);
-      b.copy(*g, *g0);
+      // x0, g0 take the current point over (swapped, not copied: the line search writes every
+      // entry of w and g before reading them).
+      b.swap(w, *x0);
+      b.swap(*g, *g0);
       double dphi0 = b.dot(*g0, *d);
       if (!(dphi0 < 0)) {  // not a descent direction (numerical trouble): restart from −g
         history.clear();
-        b.copy(*g0, *d);
-        b.scale(-1.0, *d);
+        b.scaled_copy(-1.0, *g0, *d);
         dphi0 = b.dot(*g0, *d);
         step = 1.0 / std::sqrt(-dphi0);
       }
       LineSearch ls(obj, *x0, *d, w, *g);
       const Point p = ls.search(f, dphi0, step, opt.max_linesearch);
       if (p.a <= 0) {  // no decrease found: keep the last point and stop
-        b.copy(*x0, w);
-        b.copy(*g0, *g);
+        b.swap(*x0, w);
+        b.swap(*g0, *g);
         break;
       }
       f = p.f;

@@ -17,10 +17,7 @@ Objective::Objective(Backend& backend, const BackendCorpus& corpus, double c1, d
 double Objective::value_and_gradient(const Vector& w, Vector& g) {
   backend_.fill(g, 0.0);
   double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), &g, 1.0);
-  if (c2_ > 0) {
-    backend_.axpy(2.0 * c2_, w, g);  // ∇(c2·‖w‖²) = 2·c2·w
-    h += c2_ * backend_.norm2sq(w);
-  }
+  if (c2_ > 0) h += c2_ * backend_.axpy_norm2sq(2.0 * c2_, w, g);  // ∇(c2·‖w‖²) = 2·c2·w
   passes_ += 1;
   return h;
 }
@@ -64,9 +61,8 @@ void LbfgsHistory::push(const Vector& x, const Vector& x_prev, const Vector& g, 
   Vector& s = *s_[head_];
   Vector& y = *y_[head_];
   b_.sub(x, x_prev, s);
-  b_.sub(g, g_prev, y);
-  const double ys = b_.dot(y, s);
-  const double yy = b_.dot(y, y);
+  const double ys = b_.sub_dot(g, g_prev, y, s);
+  const double yy = b_.norm2sq(y);
   if (!(ys > 0) || !(yy > 0)) {  // no curvature information: the pair is not kept
     // With the memory full, slot head_ held the oldest pair, now overwritten: drop it too.
     if (count_ == m_) --count_;
@@ -79,20 +75,27 @@ void LbfgsHistory::push(const Vector& x, const Vector& x_prev, const Vector& g, 
 }
 
 void LbfgsHistory::direction(const Vector& q, Vector& d) {
-  b_.copy(q, d);
-  b_.scale(-1.0, d);
-  int idx = head_;
-  for (int i = 0; i < count_; ++i) {  // newest → oldest
-    idx = (idx - 1 + m_) % m_;
-    alpha_[idx] = rho_[idx] * b_.dot(*s_[idx], d);
-    b_.axpy(-alpha_[idx], *y_[idx], d);
+  // The two-loop recursion with each update fused with the next dot product (one pass over d
+  // instead of two; the same arithmetic, see Backend's fused forms).
+  b_.scaled_copy(-1.0, q, d);
+  if (count_ == 0) return;
+  auto older = [this](int i) { return (i - 1 + m_) % m_; };
+  int idx = older(head_);  // newest → oldest
+  alpha_[idx] = rho_[idx] * b_.dot(*s_[idx], d);
+  for (int i = 1; i < count_; ++i) {
+    const int next = older(idx);
+    alpha_[next] = rho_[next] * b_.axpy_dot(-alpha_[idx], *y_[idx], d, *s_[next]);
+    idx = next;
   }
-  if (count_ > 0) b_.scale(gamma_, d);
-  for (int i = 0; i < count_; ++i) {  // oldest → newest
-    const double beta = rho_[idx] * b_.dot(*y_[idx], d);
-    b_.axpy(alpha_[idx] - beta, *s_[idx], d);
-    idx = (idx + 1) % m_;
+  b_.axpy(-alpha_[idx], *y_[idx], d);  // idx: the oldest pair
+  double beta = rho_[idx] * b_.scale_dot(gamma_, d, *y_[idx]);  // d = γ·d, then oldest → newest
+  for (int i = 1; i < count_; ++i) {
+    const int next = (idx + 1) % m_;
+    const double beta_next = rho_[next] * b_.axpy_dot(alpha_[idx] - beta, *s_[idx], d, *y_[next]);
+    idx = next;
+    beta = beta_next;
   }
+  b_.axpy(alpha_[idx] - beta, *s_[idx], d);
 }
 
 }  // namespace crfx

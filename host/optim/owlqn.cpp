@@ -31,19 +31,19 @@ class OwlqnTrainer final : public Trainer {
     b.owlqn_pseudo_gradient(w, *g, c1, *pg);
     double pgnorm = std::sqrt(b.norm2sq(*pg));
     if (pgnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) return f;
-    b.copy(*pg, *d);
-    b.scale(-1.0, *d);
+    b.scaled_copy(-1.0, *pg, *d);
     double step = 1.0 / pgnorm;
 
     for (int k = 1; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k) {
-      b.copy(w, *x0);
-      b.copy(*g, *g0);
+      // x0, g0 take the current point over (swapped, not copied: every trial writes all of w
+      // and g before reading them).
+      b.swap(w, *x0);
+      b.swap(*g, *g0);
       const double f0 = f;
       bool accepted = false;
       double a = step;
       for (int ls = 0; ls < opt.max_linesearch; ++ls, a *= 0.5) {
-        b.copy(*x0, w);
-        b.axpy(a, *d, w);
+        b.add_scaled(*x0, a, *d, w);
         b.owlqn_project(*x0, *pg, w);
         f = obj.full(obj.value_and_gradient(w, *g), w);
         b.sub(w, *x0, *diff);
@@ -54,8 +54,8 @@ class OwlqnTrainer final : public Trainer {
         }
       }
       if (!accepted) {  // no decrease found: keep the last point and stop
-        b.copy(*x0, w);
-        b.copy(*g0, *g);
+        b.swap(*x0, w);
+        b.swap(*g0, *g);
         f = f0;
         break;
       }
@@ -79,8 +79,7 @@ class OwlqnTrainer final : public Trainer {
       b.owlqn_constrain_direction(*pg, *d);
       if (!(b.dot(*d, *pg) < 0)) {  // constrained direction vanished: steepest descent
         history.clear();
-        b.copy(*pg, *d);
-        b.scale(-1.0, *d);
+        b.scaled_copy(-1.0, *pg, *d);
         step = 1.0 / std::max(pgnorm, 1e-300);
       } else {
         step = 1.0;

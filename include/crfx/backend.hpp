@@ -92,6 +92,23 @@ class Backend {
   virtual double norm2sq(const Vector& x) = 0;
   virtual double norm_inf(const Vector& x) = 0;
   virtual std::size_t count_nonzero(const Vector& x) = 0;
+  /// Exchanges the contents of two vectors of one size without moving them (O(1)).
+  virtual void swap(Vector& x, Vector& y) = 0;
+
+  // Fused forms for the quasi-Newton trainers, whose vector algebra over millions of weights is
+  // memory-bound: each makes one pass where the separate calls make two or three, and gives bit
+  // for bit what they give (the same per-element arithmetic, the same blocked summation).
+  virtual void scaled_copy(double a, const Vector& x, Vector& y) = 0;  // y = a·x
+  /// out = x + a·d   (copy(x, out); axpy(a, d, out))
+  virtual void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) = 0;
+  /// y += a·x, then returns z·y   (axpy(a, x, y); dot(z, y))
+  virtual double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) = 0;
+  /// x = a·x, then returns z·x   (scale(a, x); dot(z, x))
+  virtual double scale_dot(double a, Vector& x, const Vector& z) = 0;
+  /// y += a·x, then returns x·x   (axpy(a, x, y); norm2sq(x))
+  virtual double axpy_norm2sq(double a, const Vector& x, Vector& y) = 0;
+  /// out = x − y, then returns out·z   (sub(x, y, out); dot(out, z))
+  virtual double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) = 0;
 
   // ---- OWL-QN (Andrew & Gao 2007) ----------------------------------------------------------
   /// Pseudo-gradient of h + c1‖w‖₁ at w (g = ∇h), written to `pg`.

@@ -22,6 +22,7 @@
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "random_problem.hpp"
+#include "fused_check.hpp"
 #include "sag_check.hpp"
 
 #ifdef CRFX_HAVE_CUDA
@@ -277,6 +278,7 @@ TEST(CudaBackend, VectorAlgebraAndOwlqnMatchCpu) {
     expect_close_vec(to_host(*gpu, *ag), to_host(cpu, *ac), 1e-14, "OWL-QN direction/projection");
     gpu->fill(*ag, 2.0);
     EXPECT_EQ(gpu->norm1(*ag), 2.0 * double(n));
+    test::check_fused_equals_unfused(*gpu, n);  // the quasi-Newton fused forms, bit for bit
   }
 }
 
