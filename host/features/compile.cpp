@@ -108,6 +108,7 @@ class LineCache {
     if (!keyed()) return;
     std::size_t size = 1;
     for (std::size_t j = 0; j < macros_.size(); ++j) {
+      if (macros_[j].col < 0 || std::size_t(macros_[j].col) >= values.size()) return;  // checked elsewhere
       const int row = macros_[j].row;
       const std::size_t before = row < 0 ? std::size_t(-row) : 0, after = row > 0 ? std::size_t(row) : 0;
       const std::size_t dim = values[std::size_t(macros_[j].col)] + before + after;
