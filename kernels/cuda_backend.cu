@@ -1302,6 +1302,7 @@ class CudaBackend final : public Backend {
   void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) override {
     same(x, d);
     same(x, out);
+    if (&out == &d) throw Error("internal: add_scaled with out = d");
     launch_map(x.size(), AddScaledOp{P(x), P(d), P(out), a}, stream_);
   }
   double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) override {
@@ -1370,10 +1371,11 @@ class CudaBackend final : public Backend {
       } catch (...) {
         // The chunk's token slots must not outlive it: a later evaluate would gather through
         // them. (Where the context itself is lost, this launch fails too, and so would any.)
-        if (G && rows) {
+        if (slots_set_ && rows) {  // only once fill_rows ran: before it, row_token_ is stale
           reset_slots_kernel<<<grid_for(rows, 256), 256, 0, stream_>>>(rows, row_token_.get(), c.token_slot.get());
           cudaStreamSynchronize(stream_);
         }
+        slots_set_ = false;
         throw;
       }
       h_losses_.resize(n);
@@ -2256,6 +2258,7 @@ class CudaBackend final : public Backend {
                                     cudaMemcpyHostToDevice, stream_));
     if (n == 0) return;
     const bool edges = c.edge_off.get() != nullptr;
+    slots_set_ = slots;  // from this launch on, the chunk's token slots need resetting
     fill_rows_kernel<<<unsigned(n), 128, 0, stream_>>>(chunk_view(), c.sent_off.get(), c.edge_off.get(),
                                                        row_token_.get(), row_edge_.get(),
                                                        slots ? c.token_slot.get() : nullptr);
@@ -2332,6 +2335,7 @@ class CudaBackend final : public Backend {
       reset_slots_kernel<<<grid_for(rows, 256), 256, 0, stream_>>>(rows, row_token_.get(), c.token_slot.get());
       CRFX_CUDA_CHECK_LAUNCH();
     }
+    slots_set_ = false;
   }
 
   CudaBackendConfig cfg_;
@@ -2345,6 +2349,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
   // The workspace arena, sized at upload time (grow-only): rows_cap_ tokens, sents_cap_ sentences.
   std::size_t rows_cap_ = 0, sents_cap_ = 0;
+  bool slots_set_ = false;  // fill_rows wrote the current chunk's token slots (not yet reset)
   DeviceBuffer<double> S_;      // [rows][L] emissions
   DeviceBuffer<double> la_;     // [rows][L] log α (Viterbi: best scores)
   DeviceBuffer<double> lb_;     // [rows][L] log β (Viterbi: back pointers)

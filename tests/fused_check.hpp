@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "crfx/backend.hpp"
+#include "crfx/error.hpp"
 #include "random_problem.hpp"
 
 namespace crfx::test {
@@ -31,6 +32,7 @@ inline void check_fused_equals_unfused(Backend& b, std::size_t n) {
     b.copy(*X, *O2);
     b.axpy(a, *D, *O2);
     EXPECT_EQ(to_host(b, *O1), to_host(b, *O2)) << "add_scaled";
+    EXPECT_THROW(b.add_scaled(*X, a, *D, *D), Error);  // out = d: refused (it would not be copy, axpy)
   }
   {  // axpy_dot = axpy, dot
     auto X = vec(x), Y1 = vec(y), Y2 = vec(y), Z = vec(z);

@@ -366,6 +366,7 @@ void CpuBackend::scaled_copy(double a, const Vector& x, Vector& y) {
 void CpuBackend::add_scaled(const Vector& x, double a, const Vector& d, Vector& out) {
   check_same(x, d);
   check_same(x, out);
+  if (&out == &d) throw Error("internal: add_scaled with out = d");
   const auto& xv = V(x);
   const auto& dv = V(d);
   auto& o = V(out);

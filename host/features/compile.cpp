@@ -104,8 +104,11 @@ class LineCache {
   /// one column, whose values are coded 0 … values[col] − 1, or a boundary (_B-k for row < 0,
   /// _B+k for row > 0); the key's index is then a mixed-radix number and the id is one array
   /// access instead of a hash probe. Word unigrams and POS n-grams qualify; word bigrams do not.
-  void plan_direct(const std::vector<std::uint32_t>& values, bool counting) {
+  /// The table is also kept to a size the batch can use (it can produce at most `tokens`
+  /// distinct keys): a 4 MB table filled for a 2,000-token batch cost more than it saved.
+  void plan_direct(const std::vector<std::uint32_t>& values, bool counting, std::size_t tokens) {
     if (!keyed()) return;
+    const std::size_t limit = std::min(kDirectMax, std::max(kDirectMin, 8 * tokens));
     std::size_t size = 1;
     for (std::size_t j = 0; j < macros_.size(); ++j) {
       if (macros_[j].col < 0 || std::size_t(macros_[j].col) >= values.size()) return;  // checked elsewhere
@@ -115,7 +118,7 @@ class LineCache {
       stride_[j] = size;
       base_[j] = values[std::size_t(macros_[j].col)];
       before_[j] = std::uint32_t(before);
-      if (dim > kDirectMax || size * dim > kDirectMax) return;
+      if (dim > limit || size * dim > limit) return;
       size *= dim;
     }
     direct_ids_.assign(size, kUnset);
@@ -203,6 +206,7 @@ class LineCache {
   }
 
   static constexpr std::size_t kDirectMax = std::size_t(1) << 20;  // entries of a direct table
+  static constexpr std::size_t kDirectMin = std::size_t(1) << 16;  // allowed whatever the batch
 
   const FeatureTemplate::Line* line_;
   std::vector<FeatureTemplate::Piece> macros_;
@@ -266,8 +270,8 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
   std::vector<LineCache> unigrams, bigrams;
   for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
   for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
-  for (LineCache& cache : unigrams) cache.plan_direct(column_values, state.counts != nullptr);
-  for (LineCache& cache : bigrams) cache.plan_direct(column_values, edge.counts != nullptr);
+  for (LineCache& cache : unigrams) cache.plan_direct(column_values, state.counts != nullptr, tokens);
+  for (LineCache& cache : bigrams) cache.plan_direct(column_values, edge.counts != nullptr, tokens);
   c.state_offsets.reserve(tokens + 1);
   c.edge_offsets.reserve(tokens + 1);
   c.state_ids.reserve(tokens * unigrams.size());

@@ -10,7 +10,7 @@
 
 namespace crfx {
 
-/// Buffers smaller than this are left alone (a huge page would not fit in them anyway).
+/// Buffers smaller than this are left alone (a policy: below it the faults saved are few).
 constexpr std::size_t kHugePageAdviceFrom = std::size_t(4) << 20;
 
 /// Hints the kernel to back [p, p + bytes) with huge pages where whole 2 MiB pages fit; call it

@@ -99,7 +99,7 @@ class Backend {
   // memory-bound: each makes one pass where the separate calls make two or three, and gives bit
   // for bit what they give (the same per-element arithmetic, the same blocked summation).
   virtual void scaled_copy(double a, const Vector& x, Vector& y) = 0;  // y = a·x
-  /// out = x + a·d   (copy(x, out); axpy(a, d, out))
+  /// out = x + a·d   (copy(x, out); axpy(a, d, out)); out must not be d (Error)
   virtual void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) = 0;
   /// y += a·x, then returns z·y   (axpy(a, x, y); dot(z, y))
   virtual double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) = 0;
