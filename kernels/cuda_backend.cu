@@ -1166,27 +1166,21 @@ class CudaBackend final : public Backend {
   /// Keeps `in` as the corpus's host copy (the span planners read it) and uploads it.
   BackendCorpusPtr upload_owned(Corpus&& in) {
     CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
-    const Corpus& c = in;  // until it moves into up->host below
-    const std::size_t N = c.num_tokens(), S = c.num_sentences();
+    const std::size_t N = in.num_tokens(), S = in.num_sentences();
     if (N >= std::size_t(std::numeric_limits<int>::max()))
       throw Error("the CUDA backend handles corpora of fewer than 2^31 tokens (" + std::to_string(N) + " given)");
-    for (auto a : c.state_ids)
+    for (auto a : in.state_ids)
       if (a >= dims_.A) throw Error("internal: corpus attribute id beyond the model");
-    for (auto e : c.edge_ids)
+    for (auto e : in.edge_ids)
       if (e >= dims_.E) throw Error("internal: corpus edge attribute id beyond the model");
-    for (auto y : c.labels)
+    for (auto y : in.labels)
       if (y != Corpus::kNoLabel && y >= dims_.L) throw Error("internal: corpus label beyond the model");
     auto up = std::make_unique<CudaCorpus>();
     up->owner = this;
     up->S = S;
     up->N = N;
     up->host = std::move(in);
-    return upload_rest(std::move(up));
-  }
-
-  BackendCorpusPtr upload_rest(std::unique_ptr<CudaCorpus> up) {
     const Corpus& c = up->host;
-    const std::size_t N = up->N, S = up->S;
     up->h_sent_off = c.sentence_offsets;
     up->h_labeled.assign(S, 1);
     std::vector<std::uint8_t> first(N, 0);  // token opens its sentence

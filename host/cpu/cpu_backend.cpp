@@ -20,19 +20,19 @@
 #include <new>
 
 #include "crfx/error.hpp"
+#include "util/huge_pages.hpp"
 
 namespace crfx {
 
 namespace {
 constexpr std::size_t kHugePage = std::size_t(2) << 20;
-constexpr std::size_t kHugeFrom = std::size_t(4) << 20;
 }  // namespace
 
 HostArray::HostArray(std::size_t n) : n_(n) {
   if (n == 0) return;
   if (n > (std::size_t(-1) - kHugePage) / (2 * sizeof(double))) throw std::bad_alloc();
   const std::size_t bytes = n * sizeof(double);
-  if (bytes < kHugeFrom) {
+  if (bytes < kHugePageAdviceFrom) {
     p_ = static_cast<double*>(std::calloc(n, sizeof(double)));
     if (!p_) throw std::bad_alloc();
     return;
@@ -45,9 +45,7 @@ HostArray::HostArray(std::size_t n) : n_(n) {
   const std::size_t head = at - reinterpret_cast<std::uintptr_t>(raw), tail = len - head - rounded;
   if (head) ::munmap(raw, head);
   if (tail) ::munmap(reinterpret_cast<char*>(at) + rounded, tail);
-#ifdef MADV_HUGEPAGE
-  ::madvise(reinterpret_cast<void*>(at), rounded, MADV_HUGEPAGE);  // a hint; ordinary pages without THP
-#endif
+  advise_huge_pages(reinterpret_cast<void*>(at), rounded);  // a hint; ordinary pages without THP
   p_ = reinterpret_cast<double*>(at);
   mapped_ = rounded;
 }

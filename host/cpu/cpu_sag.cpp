@@ -53,6 +53,7 @@ struct CpuSagState final : SagState {
   std::vector<std::uint32_t> groups;   // touched groups, in order of first appearance
   std::vector<std::uint32_t> mark;     // [groups] generation of the last touch
   std::uint32_t generation = 0;
+  std::vector<std::uint32_t> scratch_ids;  // sag_sync's distinctness check
   bool planned = false;    // sag_sync succeeded for the current span
   bool evaluated = false;
 
@@ -157,7 +158,8 @@ void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const V
   for (std::size_t i = 0; i < span.count; ++i)
     if (span[i] >= c.num_sentences()) throw Error("internal: SAG sentence id out of range");
   {  // distinct sentences (a repeated one would be committed twice)
-    std::vector<std::uint32_t> sorted(span.count);
+    std::vector<std::uint32_t>& sorted = s.scratch_ids;  // reused: no allocation per step
+    sorted.resize(span.count);
     for (std::size_t i = 0; i < span.count; ++i) sorted[i] = span[i];
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())

@@ -298,23 +298,21 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
       auto attrs = [&](std::vector<LineCache>& caches, const Sink& sink, std::size_t t,
                        std::uint32_t* ids) {
         const std::size_t n = caches.size();
-        for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t i = 0; i < n; ++i) {  // every keyed line's key; hash lines' slots requested
           LineCache& cache = caches[i];
-          if (!cache.keyed() || cache.direct()) continue;
+          if (!cache.keyed()) continue;
           std::uint32_t* key = keys.data() + i * kMaxKeyed;
           key[0] = key[1] = key[2] = 0;
           const auto& m = cache.macros();
           for (std::size_t j = 0; j < m.size(); ++j) key[j] = code(long(t) + m[j].row, m[j].col);
+          if (cache.direct()) continue;
           hashes[i] = LineCache::hash(key);
           cache.prefetch(hashes[i]);
         }
         for (std::size_t i = 0; i < n; ++i) {
           LineCache& cache = caches[i];
           if (cache.direct()) {
-            std::uint32_t key[kMaxKeyed] = {0, 0, 0};
-            const auto& m = cache.macros();
-            for (std::size_t j = 0; j < m.size(); ++j) key[j] = code(long(t) + m[j].row, m[j].col);
-            std::uint32_t& entry = cache.direct_entry(key);
+            std::uint32_t& entry = cache.direct_entry(keys.data() + i * kMaxKeyed);
             if (entry == LineCache::kUnset) {
               FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
               entry = sink.lookup(buf);
