@@ -46,8 +46,7 @@ class OwlqnTrainer final : public Trainer {
         b.add_scaled(*x0, a, *d, w);
         b.owlqn_project(*x0, *pg, w);
         f = obj.full(obj.value_and_gradient(w, *g), w);
-        b.sub(w, *x0, *diff);
-        const double decrease = b.dot(*pg, *diff);  // < 0 along a descent direction
+        const double decrease = b.sub_dot(w, *x0, *diff, *pg);  // ◇fᵀ(w − x0) < 0 along a descent direction
         if (std::isfinite(f) && decrease < 0 && f <= f0 + 1e-4 * decrease) {
           accepted = true;
           break;
