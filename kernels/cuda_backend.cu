@@ -267,6 +267,15 @@ struct SgdL1Op {  // Tsuruoka et al. 2009 cumulative L1 (seed 000 §3.3)
     w[i] = wi;
   }
 };
+struct SgdL1PenaltyTerm {  // the step, then the entry's penalty (as PenaltyTerm) at the new weight
+  SgdL1Op step;
+  double c1, c2;
+  __device__ double operator()(std::size_t j) const {
+    step(j);
+    const double wi = step.w[step.idx[j]];
+    return c1 * fabs(wi) + c2 * wi * wi;
+  }
+};
 struct AdfStepOp {  // Sun et al. 2012
   const std::size_t* idx;
   const double* g;
@@ -1736,11 +1745,17 @@ class CudaBackend final : public Backend {
     op.idx = x.index.get();
     launch_map(x.n, op, stream_);
   }
-  void sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u) override {
+  double sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u, double c1,
+                     double c2) override {
     const CudaSparse& g = X(gs);
     if (q && q->size() != w.size()) throw Error("internal: sgd_l1_step vector sizes differ");
     check_index(g, w.size());
-    launch_map(g.n, SgdL1Op{g.index.get(), g.value.get(), P(w), q ? P(*q) : nullptr, eta, u}, stream_);
+    const SgdL1Op step{g.index.get(), g.value.get(), P(w), q ? P(*q) : nullptr, eta, u};
+    if (c1 == 0 && c2 == 0) {  // no penalty wanted: a map, no host round trip
+      launch_map(g.n, step, stream_);
+      return 0.0;
+    }
+    return reduce(g.n, SgdL1PenaltyTerm{step, c1, c2}, SumOp{}, 0.0);
   }
   void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) override {
     const CudaSparse& g = X(gs);

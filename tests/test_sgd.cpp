@@ -232,8 +232,14 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   const std::vector<double> q0 = {-0.02, 0.01, 0.5, 0.5, 0.0, 0.03, 0.0, -0.1};
   const double eta = 0.1, u = 0.07;
   auto w = to_backend(b, w0), q = to_backend(b, q0);
-  b.sgd_l1_step(*w, q.get(), *g, eta, u);
+  const double pen = b.sgd_l1_step(*w, q.get(), *g, eta, u, 0.3, 0.2);
   const auto wr = to_host(b, *w), qr = to_host(b, *q);
+  // The returned penalty is gather + sparse_penalty over g's entries at the new weights, bit for bit.
+  auto at = b.sparse_vector();
+  b.sparse_copy(*g, *at);
+  b.gather(*w, *at);
+  EXPECT_EQ(pen, b.sparse_penalty(*at, 0.3, 0.2));
+  double want_pen = 0;
   for (std::size_t i = 0; i < n; ++i) {
     double wi = w0[i], qi = q0[i];
     if (i != 2 && i != 3) {
@@ -245,7 +251,10 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
     }
     EXPECT_EQ(wr[i], wi) << i;
     EXPECT_EQ(qr[i], qi) << i;
+    if (i != 2 && i != 3) want_pen += 0.3 * std::fabs(wi) + 0.2 * wi * wi;
   }
+  EXPECT_NEAR(pen, want_pen, 1e-15);
+  EXPECT_GT(pen, 0.0);
   // Hand-checked values: w0 = 0.3 − 0.1 = 0.2 → max(0, 0.2 − (0.07 − 0.02)) = 0.15;
   // w4 = 0.05 − 0.05 = 0 stays 0 (no clipping, q unchanged); w6 = −0.3 → min(0, −0.3 + 0.07) = −0.23.
   EXPECT_NEAR(wr[0], 0.15, 1e-15);
@@ -257,12 +266,12 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   EXPECT_NEAR(wr[1], 0.02, 1e-15);
   EXPECT_NEAR(wr[5], 0.125, 1e-15);
   // Clipping to exactly zero: a large penalty.
-  b.sgd_l1_step(*w, q.get(), *g, 0.0, 10.0);
+  EXPECT_EQ(b.sgd_l1_step(*w, q.get(), *g, 0.0, 10.0, 1.0, 1.0), 0.0);  // all clipped: no penalty
   for (std::size_t i : {0, 1, 4, 5, 6, 7}) EXPECT_EQ(to_host(b, *w)[i], 0.0) << i;
   EXPECT_EQ(to_host(b, *w)[2], 9.0);
   // q == nullptr: plain step.
   auto w2 = to_backend(b, w0);
-  b.sgd_l1_step(*w2, nullptr, *g, eta, 5.0);
+  EXPECT_EQ(b.sgd_l1_step(*w2, nullptr, *g, eta, 5.0, 0.0, 0.0), 0.0);
   EXPECT_EQ(to_host(b, *w2)[1], -0.1 + eta * 2.0);
 }
 
@@ -295,7 +304,7 @@ TEST(SgdPrimitives, LazyDecayAndGatherScatterRestoreExactly) {
   auto saved = b.sparse_vector();
   b.sparse_copy(*sup, *saved);
   b.gather(*w1, *saved);
-  b.sgd_l1_step(*w1, nullptr, *saved, 0.123456789, 0.0);
+  b.sgd_l1_step(*w1, nullptr, *saved, 0.123456789, 0.0, 0.0, 0.0);
   b.scatter(*saved, *w1);
   EXPECT_EQ(to_host(b, *w1), wr);
   // sparse_penalty over the support's values.

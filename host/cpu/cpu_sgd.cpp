@@ -280,13 +280,17 @@ void CpuBackend::lazy_decay(Vector& w, Vector& stamp, double clock, const Vector
   });
 }
 
-void CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u) {
+double CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u, double c1,
+                               double c2) {
   const CpuSparse& g = S(gs);
   HostArray& W = data(w);
   double* Q = q ? data(*q).data() : nullptr;
   if (q && q->size() != W.size()) throw Error("internal: sgd_l1_step vector sizes differ");
   check_index(g, W.size());
-  blocks(pool_, g.index.size(), [&](std::size_t b, std::size_t e) {
+  const bool penalty = c1 != 0 || c2 != 0;
+  // In sparse_penalty's blocks and order, so the penalty is the one it would give.
+  const double total = reduce(pool_, g.index.size(), [&](std::size_t b, std::size_t e) {
+    double s = 0;
     for (std::size_t j = b; j < e; ++j) {
       const std::size_t i = g.index[j];
       double wi = W[i] - eta * g.value[j];
@@ -300,8 +304,11 @@ void CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, doubl
         Q[i] += wi - z;
       }
       W[i] = wi;
+      if (penalty) s += c1 * std::fabs(wi) + c2 * wi * wi;
     }
+    return s;
   });
+  return penalty ? total : 0.0;
 }
 
 void CpuBackend::adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) {

@@ -86,7 +86,7 @@ void validate_sgd(const TrainOptions& opt, int epochs, bool heuristic, double N,
 }
 
 struct LineSearch {
-  SparseVectorPtr saved_w, saved_q, trial;
+  SparseVectorPtr saved_w, saved_q;
 };
 
 }  // namespace
@@ -109,7 +109,6 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   if (heuristic) {
     ls.saved_w = b.sparse_vector();
     ls.saved_q = b.sparse_vector();
-    ls.trial = b.sparse_vector();
   }
   double u = 0;       // total L1 penalty per weight so far (Eq. 10)
   double Lambda = 0;  // cumulative log L2 decay since the last flush
@@ -140,16 +139,14 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
           b.sparse_copy(*g, *ls.saved_q);
           b.gather(*q, *ls.saved_q);
         }
-        b.sparse_copy(*g, *ls.trial);
         const double init = nll / M + b.sparse_penalty(*ls.saved_w, c1 / N, c2 / N);  // Eq. 14
         double r = eta, best = std::numeric_limits<double>::infinity();
         bool worse_seen = false;
         for (int trial = 0; trial < kTrials; ++trial) {
-          b.sgd_l1_step(w, q.get(), *g, r, u + r * c1 / N);
+          const double penalty = b.sgd_l1_step(w, q.get(), *g, r, u + r * c1 / N, c1 / N, c2 / N);
           const double loss = b.evaluate(corpus, w, span, nullptr, 1.0) / M;
           obj.add_passes(M / N);
-          b.gather(w, *ls.trial);
-          const double value = loss + b.sparse_penalty(*ls.trial, c1 / N, c2 / N);
+          const double value = loss + penalty;
           b.scatter(*ls.saved_w, w);  // exact restore
           if (q) b.scatter(*ls.saved_q, *q);
           if (value < best) {  // NaN never wins
@@ -168,7 +165,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
         }
       }
       u += rate * c1 / N;
-      b.sgd_l1_step(w, q.get(), *g, rate, u);
+      b.sgd_l1_step(w, q.get(), *g, rate, u, 0.0, 0.0);
       if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);
       k += m;
     }

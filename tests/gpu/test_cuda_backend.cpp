@@ -301,8 +301,11 @@ TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   ASSERT_EQ(sg->nnz(), sc->nnz());
   // Apply the sparse gradient through both backends and compare the dense results.
   auto qc = cpu.vector(w.size()), qg = gpu->vector(w.size());
-  cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.1, 0.01);
-  gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.1, 0.01);
+  const double pc = cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.1, 0.01, 0.3, 0.2);
+  const double pg = gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.1, 0.01, 0.3, 0.2);
+  EXPECT_NEAR(pg, pc, 1e-10 * std::max(1.0, pc)) << "sgd_l1_step penalty";
+  cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.05, 0.02, 0.0, 0.0);
+  gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.05, 0.02, 0.0, 0.0);
   expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "sgd_l1_step w");
   expect_close_vec(to_host(*gpu, *qg), to_host(cpu, *qc), kGradTol, "sgd_l1_step q");
   const double pen = cpu.sparse_penalty(*sc, 0.3, 0.2);
