@@ -287,9 +287,9 @@ double CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, dou
   double* Q = q ? data(*q).data() : nullptr;
   if (q && q->size() != W.size()) throw Error("internal: sgd_l1_step vector sizes differ");
   check_index(g, W.size());
-  const bool penalty = c1 != 0 || c2 != 0;
+  const bool penalty = c1 != 0 || c2 != 0;  // else 0, not 0·|w| (NaN for an infinite weight)
   // In sparse_penalty's blocks and order, so the penalty is the one it would give.
-  const double total = reduce(pool_, g.index.size(), [&](std::size_t b, std::size_t e) {
+  return reduce(pool_, g.index.size(), [&](std::size_t b, std::size_t e) {
     double s = 0;
     for (std::size_t j = b; j < e; ++j) {
       const std::size_t i = g.index[j];
@@ -308,7 +308,6 @@ double CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, dou
     }
     return s;
   });
-  return penalty ? total : 0.0;
 }
 
 void CpuBackend::adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) {
