@@ -1178,6 +1178,7 @@ class CudaBackend final : public Backend {
     const std::size_t N = in.num_tokens(), S = in.num_sentences();
     if (N >= std::size_t(std::numeric_limits<int>::max()))
       throw Error("the CUDA backend handles corpora of fewer than 2^31 tokens (" + std::to_string(N) + " given)");
+    in.check_values();
     for (auto a : in.state_ids)
       if (a >= dims_.A) throw Error("internal: corpus attribute id beyond the model");
     for (auto e : in.edge_ids)
@@ -1189,6 +1190,10 @@ class CudaBackend final : public Backend {
     up->S = S;
     up->N = N;
     up->host = std::move(in);
+    // Binary attributes (values left out, Corpus::state_value): the device keeps explicit values,
+    // so that every kernel reads one layout.
+    if (up->host.state_values.empty()) up->host.state_values.assign(up->host.state_ids.size(), 1.0);
+    if (up->host.edge_values.empty()) up->host.edge_values.assign(up->host.edge_ids.size(), 1.0);
     const Corpus& c = up->host;
     up->h_sent_off = c.sentence_offsets;
     up->h_labeled.assign(S, 1);

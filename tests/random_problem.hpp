@@ -15,7 +15,8 @@ struct RandomProblem {
 };
 
 /// `sentences` sentences of length 1 … max_len; each token has 1–4 of A state attributes with
-/// values in (0.5, 1.5) (or 1 when binary), and, when E > 0, 0–2 edge attributes from t = 1 on.
+/// values in (0.5, 1.5) (binary: no values stored, every value 1, as CoNLL data compiles), and,
+/// when E > 0, 0–2 edge attributes from t = 1 on.
 inline RandomProblem random_problem(std::uint32_t L, std::uint32_t A, std::uint32_t E,
                                     std::size_t sentences, std::size_t max_len, std::uint64_t seed,
                                     bool binary = false) {
@@ -36,14 +37,14 @@ inline RandomProblem random_problem(std::uint32_t L, std::uint32_t A, std::uint3
       const std::size_t k = items(rng);
       for (std::size_t i = 0; i < k; ++i) {
         c.state_ids.push_back(attr(rng));
-        c.state_values.push_back(binary ? 1.0 : value(rng));
+        if (!binary) c.state_values.push_back(value(rng));
       }
       c.state_offsets.push_back(c.state_ids.size());
       if (E > 0 && t > 0) {
         const std::size_t ke = eitems(rng);
         for (std::size_t i = 0; i < ke; ++i) {
           c.edge_ids.push_back(edge(rng));
-          c.edge_values.push_back(binary ? 1.0 : value(rng));
+          if (!binary) c.edge_values.push_back(value(rng));
         }
       }
       c.edge_offsets.push_back(c.edge_ids.size());

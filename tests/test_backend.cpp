@@ -70,12 +70,12 @@ Enumerated enumerate_paths(const test::RandomProblem& p, const std::vector<doubl
   std::vector<double> em(T * L, 0.0), tau(T * L * L, 0.0);
   for (std::size_t t = 0; t < T; ++t) {
     for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k)
-      for (std::size_t y = 0; y < L; ++y) em[t * L + y] += c.state_values[k] * w[c.state_ids[k] * L + y];
+      for (std::size_t y = 0; y < L; ++y) em[t * L + y] += c.state_value(k) * w[c.state_ids[k] * L + y];
     if (t == 0) continue;
     for (std::size_t j = 0; j < L * L; ++j) {
       double v = d.transitions ? w[d.transition_offset() + j] : 0.0;
       for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k)
-        v += c.edge_values[k] * w[d.edge_offset() + c.edge_ids[k] * L * L + j];
+        v += c.edge_value(k) * w[d.edge_offset() + c.edge_ids[k] * L * L + j];
       tau[t * L * L + j] = v;
     }
   }
@@ -139,6 +139,31 @@ TEST(CpuBackend, LossMarginalsAndViterbiMatchPathEnumeration) {
       EXPECT_EQ(labels, e.best);
     }
   }
+}
+
+TEST(CpuBackend, BinaryCorpusEqualsExplicitOnesAndBadValuesAreRefused) {
+  // Values left out (binary attributes, as CoNLL data compiles) against the same corpus with
+  // every value written as 1: the same loss and gradient, bit for bit.
+  auto p = random_problem(4, 9, 3, 20, 6, 81, /*binary=*/true);
+  ASSERT_TRUE(p.corpus.state_values.empty());
+  ASSERT_TRUE(p.corpus.edge_values.empty());
+  Corpus ones = p.corpus;
+  ones.state_values.assign(ones.state_ids.size(), 1.0);
+  ones.edge_values.assign(ones.edge_ids.size(), 1.0);
+  CpuBackend b(p.dims, 2);
+  auto binary = b.upload(p.corpus), explicit_ones = b.upload(ones);
+  auto w = to_backend(b, random_weights(p.dims.num_weights(), 1.0, 82));
+  auto g1 = b.vector(p.dims.num_weights()), g2 = b.vector(p.dims.num_weights());
+  EXPECT_EQ(b.evaluate(*binary, *w, all_sentences(*binary), g1.get(), 1.0),
+            b.evaluate(*explicit_ones, *w, all_sentences(*explicit_ones), g2.get(), 1.0));
+  EXPECT_EQ(to_host(b, *g1), to_host(b, *g2));
+  // A values array that is neither empty nor one per item is refused.
+  Corpus bad = ones;
+  bad.state_values.pop_back();
+  EXPECT_THROW(b.upload(bad), Error);
+  bad = ones;
+  bad.edge_values.push_back(1.0);
+  EXPECT_THROW(b.upload(bad), Error);
 }
 
 TEST(CpuBackend, TransitionsOffStayZero) {

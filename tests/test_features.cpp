@@ -64,9 +64,8 @@ void check_shape(const Corpus& c) {
   EXPECT_EQ(c.sentence_offsets.back(), N);
   EXPECT_EQ(c.source_lines.size(), c.num_sentences());
   EXPECT_EQ(c.state_offsets.back(), c.state_ids.size());
-  EXPECT_EQ(c.state_values.size(), c.state_ids.size());
   EXPECT_EQ(c.edge_offsets.back(), c.edge_ids.size());
-  EXPECT_EQ(c.edge_values.size(), c.edge_ids.size());
+  EXPECT_NO_THROW(c.check_values());  // values: one per item, or none (binary)
   for (std::size_t s = 0; s < c.num_sentences(); ++s) {  // no edge items at a sentence's start
     const std::size_t first = c.sentence_offsets[s];
     EXPECT_EQ(c.edge_offsets[first], c.edge_offsets[first + 1]);
@@ -184,8 +183,11 @@ TEST(Compile, SmallConllByHand) {
   EXPECT_EQ(edge_strings(fs, c, 2), (Strings{"B10:reckons"}));
   EXPECT_TRUE(edge_strings(fs, c, 3).empty());
   EXPECT_EQ(edge_strings(fs, c, 4), (Strings{"B10:He"}));
-  for (double v : c.state_values) EXPECT_EQ(v, 1.0);
-  for (double v : c.edge_values) EXPECT_EQ(v, 1.0);
+  // Template attributes are binary: no values are stored, and every item's value is 1.
+  EXPECT_TRUE(c.state_values.empty());
+  EXPECT_TRUE(c.edge_values.empty());
+  EXPECT_EQ(c.state_value(0), 1.0);
+  EXPECT_EQ(c.edge_value(0), 1.0);
   EXPECT_TRUE(c.labeled());
   EXPECT_EQ(gold_labels(d), (Strings{"B-NP", "B-VP", "B-NP", "I-NP", "O"}));
 }

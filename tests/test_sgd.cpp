@@ -96,12 +96,12 @@ void add_features(const test::RandomProblem& p, const std::vector<std::uint32_t>
     const std::size_t t0 = c.sentence_offsets[id];
     for (std::size_t t = t0; t < c.sentence_offsets[id + 1]; ++t, ++pos) {
       for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k)
-        out[std::size_t(c.state_ids[k]) * L + y[pos]] += scale * c.state_values[k];
+        out[std::size_t(c.state_ids[k]) * L + y[pos]] += scale * c.state_value(k);
       if (t == t0) continue;
       const std::size_t pair = std::size_t(y[pos - 1]) * L + y[pos];
       out[p.dims.transition_offset() + pair] += scale;
       for (std::size_t k = c.edge_offsets[t]; k < c.edge_offsets[t + 1]; ++k)
-        out[p.dims.edge_offset() + c.edge_ids[k] * LL + pair] += scale * c.edge_values[k];
+        out[p.dims.edge_offset() + c.edge_ids[k] * LL + pair] += scale * c.edge_value(k);
     }
   }
 }

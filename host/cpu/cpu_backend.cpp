@@ -139,6 +139,7 @@ BackendCorpusPtr CpuBackend::upload(Corpus&& taken) {
   auto up = std::make_unique<CpuCorpus>();
   up->c = std::move(taken);
   const Corpus& corpus = up->c;
+  corpus.check_values();
   for (auto a : corpus.state_ids)
     if (a >= dims_.A) throw Error("internal: corpus attribute id beyond the model");
   for (auto e : corpus.edge_ids)
@@ -533,7 +534,7 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
         for (std::size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ahead + b);
         __builtin_prefetch(ahead + row_bytes - 1);
       }
-      const double v = c.state_values[k];
+      const double v = c.state_value(k);
       const double* row = p.W + std::size_t(c.state_ids[k]) * L;
       for (std::size_t y = 0; y < L; ++y) st[y] += v * row[y];
     }
@@ -558,7 +559,7 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
       double* M = work.edge.data() + t * LL;
       std::copy(p.trans, p.trans + LL, M);
       for (std::size_t k = b; k < e; ++k) {
-        const double v = c.edge_values[k];
+        const double v = c.edge_value(k);
         const double* blk = WE + std::size_t(c.edge_ids[k]) * LL;
         for (std::size_t i = 0; i < LL; ++i) M[i] += v * blk[i];
       }
@@ -658,7 +659,7 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
             for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
               const std::uint32_t a = c.state_ids[k];
               if (a < lo || a >= hi) continue;
-              const double f = scale * c.state_values[k];
+              const double f = scale * c.state_value(k);
               double* g = G + std::size_t(a) * L;
               for (std::size_t yy = 0; yy < L; ++yy) g[yy] += f * d[yy];
             }
@@ -667,7 +668,7 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
             for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
               const std::uint32_t e = c.edge_ids[k];
               if (e < elo || e >= ehi) continue;
-              const double f = scale * c.edge_values[k];
+              const double f = scale * c.edge_value(k);
               double* g = GE + std::size_t(e) * LL;
               for (std::size_t j = 0; j < LL; ++j) g[j] += f * de[j];
             }

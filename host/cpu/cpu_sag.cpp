@@ -247,7 +247,7 @@ double CpuBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_n
       std::copy(mu, mu + L, diff.begin());
       diff[c.labels[t0 + t]] -= 1.0;
       for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k) {
-        const double v = c.state_values[k];
+        const double v = c.state_value(k);
         double* gr = g + std::size_t(c.state_ids[k]) * L;
         for (std::size_t y = 0; y < L; ++y) gr[y] += v * diff[y];
       }
@@ -256,7 +256,7 @@ double CpuBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_n
       std::copy(me, me + LL, diff.begin());
       diff[c.labels[t0 + t - 1] * L + c.labels[t0 + t]] -= 1.0;
       for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k) {
-        const double v = c.edge_values[k];
+        const double v = c.edge_value(k);
         double* gr = g + s.edge_offset + std::size_t(c.edge_ids[k]) * LL;
         for (std::size_t j = 0; j < LL; ++j) gr[j] += v * diff[j];
       }
@@ -325,7 +325,7 @@ void CpuBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double*
       for (std::size_t y = 0; y < L; ++y) diff[y] = mu[y] - old[y];
       for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k) {
         const std::size_t off = std::size_t(c.state_ids[k]) * L;
-        apply(D + off, W + off, c.state_values[k], L, coef);
+        apply(D + off, W + off, c.state_value(k), L, coef);
       }
       std::copy(mu, mu + L, old);
       if (s.E == 0 || t == 0 || s.edge_slot[t0 + t] == kNoSlot) continue;
@@ -334,7 +334,7 @@ void CpuBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double*
       for (std::size_t j = 0; j < LL; ++j) diff[j] = me[j] - olde[j];
       for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k) {
         const std::size_t off = s.edge_offset + std::size_t(c.edge_ids[k]) * LL;
-        apply(D + off, W + off, c.edge_values[k], LL, coef);
+        apply(D + off, W + off, c.edge_value(k), LL, coef);
       }
       std::copy(me, me + LL, olde);
     }

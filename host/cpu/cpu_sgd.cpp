@@ -169,7 +169,7 @@ std::size_t CpuBackend::feature_difference(const BackendCorpus& bc, SentenceSpan
         if (y != p) {
           ++wrong;
           for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
-            const double v = scale * c.state_values[k];
+            const double v = scale * c.state_value(k);
             double* row = G.data() + std::size_t(c.state_ids[k]) * L;
             row[y] += v;
             row[p] -= v;
@@ -184,7 +184,7 @@ std::size_t CpuBackend::feature_difference(const BackendCorpus& bc, SentenceSpan
           GT[pred] -= scale;
         }
         for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
-          const double v = scale * c.edge_values[k];
+          const double v = scale * c.edge_value(k);
           double* blk = GE + std::size_t(c.edge_ids[k]) * LL;
           blk[gold] += v;
           blk[pred] -= v;

@@ -6,7 +6,7 @@
 //               (CRF++ feature.cpp buildFeatures: unigrams at cur = 0…T−1, bigrams at 1…T−1)
 //   CRFsuite: label + attr[:value]            → fs.state_attrs ids (no edge attributes)
 //
-// Every item has value 1.0 in CoNLL data. A template that yields the same string twice at one
+// Every item has value 1.0 in CoNLL data (left out: Corpus::state_value). A template that yields the same string twice at one
 // token gives the id twice (CRF++ appends every expansion to the token's feature list, so the
 // feature then counts twice); the backends sum over items, which does the same.
 //
@@ -65,14 +65,14 @@ void prune(Dictionary& dict, const std::vector<std::uint32_t>& count, std::size_
       const std::uint32_t id = remap[ids[k]];
       if (id == Dictionary::kNone) continue;
       ids[w] = id;
-      values[w] = values[k];
+      if (!values.empty()) values[w] = values[k];  // empty: binary
       ++w;
     }
     begin = end;
     offsets[t + 1] = w;
   }
   ids.resize(w);
-  values.resize(w);
+  if (!values.empty()) values.resize(w);
 }
 
 // ---- memoised template expansion ---------------------------------------------------------
@@ -275,9 +275,7 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
   c.state_offsets.reserve(tokens + 1);
   c.edge_offsets.reserve(tokens + 1);
   c.state_ids.reserve(tokens * unigrams.size());
-  c.state_values.reserve(tokens * unigrams.size());
   c.edge_ids.reserve(tokens * bigrams.size());
-  c.edge_values.reserve(tokens * bigrams.size());
   c.source_lines.reserve(sentences.size());
   std::string buf;  // one attribute string, reused
   const std::size_t lines = std::max(unigrams.size(), bigrams.size());
@@ -338,8 +336,7 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
         attrs(unigrams, state, t, line_ids.data());
         for (std::size_t i = 0; i < unigrams.size(); ++i) {
           if (line_ids[i] == Dictionary::kNone) continue;
-          c.state_ids.push_back(line_ids[i]);
-          c.state_values.push_back(1.0);
+          c.state_ids.push_back(line_ids[i]);  // binary: no values (Corpus::state_value)
         }
         c.state_offsets.push_back(c.state_ids.size());
         if (t > 0) {
@@ -347,7 +344,6 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
           for (std::size_t i = 0; i < bigrams.size(); ++i) {
             if (line_ids[i] == Dictionary::kNone) continue;
             c.edge_ids.push_back(line_ids[i]);
-            c.edge_values.push_back(1.0);
           }
         }
         c.edge_offsets.push_back(c.edge_ids.size());

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "crfx/corpus.hpp"
+#include "crfx/error.hpp"
 
 namespace crfx {
 
@@ -111,6 +112,15 @@ std::size_t Corpus::max_length() const {
   std::size_t m = 0;
   for (std::size_t s = 0; s < num_sentences(); ++s) m = std::max(m, length(s));
   return m;
+}
+
+void Corpus::check_values() const {
+  if (!state_values.empty() && state_values.size() != state_ids.size())
+    throw Error("internal: corpus has " + std::to_string(state_values.size()) + " state values for " +
+                std::to_string(state_ids.size()) + " items");
+  if (!edge_values.empty() && edge_values.size() != edge_ids.size())
+    throw Error("internal: corpus has " + std::to_string(edge_values.size()) + " edge values for " +
+                std::to_string(edge_ids.size()) + " items");
 }
 
 bool Corpus::labeled() const {

@@ -75,12 +75,19 @@ struct Corpus {
   std::vector<std::size_t> sentence_offsets{0};  // [S+1] token range of sentence s
   std::vector<std::size_t> state_offsets{0};     // [N+1] item range of token t
   std::vector<std::uint32_t> state_ids;          // [items] state attribute ids
-  std::vector<double> state_values;              // [items] their values
+  std::vector<double> state_values;              // [items] their values; empty: all 1
   std::vector<std::size_t> edge_offsets{0};      // [N+1] edge items of token t (t ≥ 1 in sentence)
   std::vector<std::uint32_t> edge_ids;           // [edge items]
-  std::vector<double> edge_values;               // [edge items]
+  std::vector<double> edge_values;               // [edge items]; empty: all 1
   std::vector<std::uint32_t> labels;             // [N] gold label ids, kNoLabel when unknown
   std::vector<std::size_t> source_lines;         // [S] first source line of each sentence
+
+  /// Item k's value. CoNLL data with templates gives binary attributes: their values are left
+  /// out (empty arrays), which saves 8 of every 12 bytes an item takes.
+  double state_value(std::size_t k) const { return state_values.empty() ? 1.0 : state_values[k]; }
+  double edge_value(std::size_t k) const { return edge_values.empty() ? 1.0 : edge_values[k]; }
+  /// Throws crfx::Error unless each values array is empty or has one value per item.
+  void check_values() const;
 
   std::size_t num_sentences() const { return sentence_offsets.size() - 1; }
   std::size_t num_tokens() const { return state_offsets.size() - 1; }
