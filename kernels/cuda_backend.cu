@@ -41,7 +41,8 @@
 // for log Z, losses and the gather sums), selected per backend; the gathers, tree sums and the
 // vector algebra would stay double.
 //
-// Memory: the corpus (CSR, its transpose, labels, offsets) is uploaded once; one workspace arena
+// Memory: the corpus (CSR, its transpose, labels, offsets; no value arrays for binary attributes,
+// whose kernels then take 1) is uploaded once; one workspace arena
 // per backend, sized at upload time from the corpus and the free device memory, holds every
 // per-chunk buffer; nothing is allocated inside evaluate()/viterbi()/marginals(). A span larger
 // than the workspace is split into chunks of whole sentences; a single sentence that cannot fit
@@ -498,7 +499,7 @@ __global__ void emission_kernel(int L, std::size_t rows, const std::size_t* row_
     const std::size_t tok = row_token[r];
     double acc = 0;
     for (std::size_t k = state_off[tok]; k < state_off[tok + 1]; ++k)
-      acc = __dadd_rn(acc, __dmul_rn(vals[k], W[std::size_t(ids[k]) * L + y]));
+      acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[std::size_t(ids[k]) * L + y]));
     S[idx] = acc;
   }
 }
@@ -515,7 +516,7 @@ __global__ void edge_matrix_kernel(int L, const std::size_t* row_token, const st
   for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) {
     double acc = trans[j];
     for (std::size_t k = edge_off[tok]; k < edge_off[tok + 1]; ++k)
-      acc = __dadd_rn(acc, __dmul_rn(vals[k], WE[std::size_t(ids[k]) * LL + j]));
+      acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, WE[std::size_t(ids[k]) * LL + j]));
     out[j] = acc;
   }
 }
@@ -810,7 +811,7 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
     double v = 0;
     if (k < e) {
       slot = token_slot[occ_tok[k]];
-      v = occ_val[k];
+      v = occ_val ? occ_val[k] : 1.0;
     }
     unsigned mask = __ballot_sync(0xffffffffu, slot >= 0);
     touched |= mask != 0;
@@ -1104,7 +1105,8 @@ struct CudaSag final : SagState {
   std::size_t k() const { return P.size() - 1; }
 };
 
-/// Attribute → occurrences (token id, value), token order; `keep(tok)` filters tokens.
+/// Attribute → occurrences (token id, value), token order; `keep(tok)` filters tokens. Binary
+/// attributes (no values) give no values either.
 template <class Keep>
 void transpose_csr(std::size_t num_attrs, const std::vector<std::size_t>& off,
                    const std::vector<std::uint32_t>& ids, const std::vector<double>& vals, Keep keep,
@@ -1117,14 +1119,14 @@ void transpose_csr(std::size_t num_attrs, const std::vector<std::size_t>& off,
       for (std::size_t k = off[tok]; k < off[tok + 1]; ++k) ++t_off[ids[k] + 1];
   for (std::size_t a = 0; a < num_attrs; ++a) t_off[a + 1] += t_off[a];
   t_tok.resize(t_off[num_attrs]);
-  t_val.resize(t_off[num_attrs]);
+  t_val.resize(vals.empty() ? 0 : t_off[num_attrs]);
   std::vector<std::size_t> cur(t_off.begin(), t_off.end() - 1);
   for (std::size_t tok = 0; tok < N; ++tok)
     if (keep(tok))
       for (std::size_t k = off[tok]; k < off[tok + 1]; ++k) {
         const std::size_t pos = cur[ids[k]]++;
         t_tok[pos] = std::uint32_t(tok);
-        t_val[pos] = vals[k];
+        if (!vals.empty()) t_val[pos] = vals[k];
       }
 }
 
@@ -1190,10 +1192,6 @@ class CudaBackend final : public Backend {
     up->S = S;
     up->N = N;
     up->host = std::move(in);
-    // Binary attributes (values left out, Corpus::state_value): the device keeps explicit values,
-    // so that every kernel reads one layout.
-    if (up->host.state_values.empty()) up->host.state_values.assign(up->host.state_ids.size(), 1.0);
-    if (up->host.edge_values.empty()) up->host.edge_values.assign(up->host.edge_ids.size(), 1.0);
     const Corpus& c = up->host;
     up->h_sent_off = c.sentence_offsets;
     up->h_labeled.assign(S, 1);
@@ -1671,7 +1669,7 @@ class CudaBackend final : public Backend {
           if (y != p) {
             ++wrong;
             for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
-              const double v = scale * c.state_values[k];
+              const double v = scale * c.state_value(k);
               double* row = Gh + std::size_t(c.state_ids[k]) * L;
               row[y] += v;
               row[p] -= v;
@@ -1687,7 +1685,7 @@ class CudaBackend final : public Backend {
           }
           if (c.edge_offsets.size() == c.num_tokens() + 1)
             for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
-              const double v = scale * c.edge_values[k];
+              const double v = scale * c.edge_value(k);
               double* blk = GE + std::size_t(c.edge_ids[k]) * LL;
               blk[gold] += v;
               blk[pred] -= v;
@@ -1849,10 +1847,10 @@ class CudaBackend final : public Backend {
         const std::size_t t0 = h.sentence_offsets[pl.sid[i]];
         for (std::size_t t = t0; t < h.sentence_offsets[pl.sid[i] + 1]; ++t, ++row) {
           for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k)
-            f(h.state_ids[k], row, std::uint32_t(t), i, h.state_values[k]);
+            f(h.state_ids[k], row, std::uint32_t(t), i, h.state_value(k));
           if (edges && t > t0 && h.edge_offsets[t + 1] > h.edge_offsets[t])
             for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k)
-              f(A + 1 + h.edge_ids[k], row, edge_slot ? (*edge_slot)[t] : 0u, i, h.edge_values[k]);
+              f(A + 1 + h.edge_ids[k], row, edge_slot ? (*edge_slot)[t] : 0u, i, h.edge_value(k));
         }
       }
     };

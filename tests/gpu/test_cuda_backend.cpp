@@ -189,13 +189,15 @@ TEST(CudaBackend, PrimitivesMatchCpuOverShapes) {
 
 TEST(CudaBackend, MixedLengthsTransitionsOffAndChunking) {
   REQUIRE_GPU();
-  for (std::uint32_t E : {0u, 4u}) {
-    auto p = test::random_problem(7, 60, E, 90, 40, 77 + E);
-    compare_primitives(p, 0.8, 5);
-    compare_primitives(p, 0.8, 6, /*max_chunk_tokens=*/45);  // many chunks
-    p.dims.transitions = false;
-    compare_primitives(p, 0.8, 7);
-  }
+  for (std::uint32_t E : {0u, 4u})
+    for (bool binary : {false, true}) {  // binary: no values stored (as CoNLL data compiles)
+      SCOPED_TRACE(::testing::Message() << "E=" << E << " binary=" << binary);
+      auto p = test::random_problem(7, 60, E, 90, 40, 77 + E, binary);
+      compare_primitives(p, 0.8, 5);
+      compare_primitives(p, 0.8, 6, /*max_chunk_tokens=*/45);  // many chunks
+      p.dims.transitions = false;
+      compare_primitives(p, 0.8, 7);
+    }
 }
 
 TEST(CudaBackend, ExtremeWeightsMatchLogSpaceReference) {
