@@ -42,11 +42,11 @@
 // vector algebra would stay double.
 //
 // Memory: the corpus (CSR, its transpose, labels, offsets; no value arrays for binary attributes,
-// whose kernels then take 1) is uploaded once; one workspace arena
-// per backend, sized at upload time from the corpus and the free device memory, holds every
-// per-chunk buffer; nothing is allocated inside evaluate()/viterbi()/marginals(). A span larger
-// than the workspace is split into chunks of whole sentences; a single sentence that cannot fit
-// raises crfx::Error with the amount of memory needed.
+// whose kernels then take 1) is uploaded once; one workspace arena per backend, sized at upload
+// time from the corpus and the free device memory, holds every per-chunk buffer; nothing is
+// allocated inside evaluate()/viterbi()/marginals(). A span larger than the workspace is split
+// into chunks of whole sentences; a single sentence that cannot fit raises crfx::Error with the
+// amount of memory needed.
 #include <cuda_runtime.h>
 #include <math_constants.h>
 

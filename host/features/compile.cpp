@@ -6,9 +6,10 @@
 //               (CRF++ feature.cpp buildFeatures: unigrams at cur = 0…T−1, bigrams at 1…T−1)
 //   CRFsuite: label + attr[:value]            → fs.state_attrs ids (no edge attributes)
 //
-// Every item has value 1.0 in CoNLL data (left out: Corpus::state_value). A template that yields the same string twice at one
-// token gives the id twice (CRF++ appends every expansion to the token's feature list, so the
-// feature then counts twice); the backends sum over items, which does the same.
+// Every item has value 1.0 in CoNLL data, so no values are stored (Corpus::state_value). A
+// template that yields the same string twice at one token gives the id twice (CRF++ appends every
+// expansion to the token's feature list, so the feature then counts twice); the backends sum over
+// items, which does the same.
 //
 // Ids are given in order of first appearance. min_freq follows CRF++ -f
 // (EncoderFeatureIndex::shrink): an attribute is kept when it occurs at least min_freq times in
