@@ -37,10 +37,7 @@ crfx::Corpus synthetic(std::uint32_t L, std::uint32_t A, std::size_t S, std::siz
   for (std::size_t s = 0; s < S; ++s) {
     const std::size_t T = length(rng);
     for (std::size_t t = 0; t < T; ++t) {
-      for (int k = 0; k < 20; ++k) {
-        c.state_ids.push_back(attr(rng));
-        c.state_values.push_back(1.0);
-      }
+      for (int k = 0; k < 20; ++k) c.state_ids.push_back(attr(rng));  // binary: no values, as CoNLL data
       c.state_offsets.push_back(c.state_ids.size());
       c.edge_offsets.push_back(0);
       c.labels.push_back(label(rng));
