@@ -131,7 +131,7 @@ std::vector<std::vector<std::string>> decode(Backend& b, const BackendCorpus& co
                                              const Corpus& host, const Vector& w,
                                              const Dictionary& labels) {
   std::vector<std::uint32_t> ids(host.num_tokens());
-  b.viterbi(corpus, w, all_sentences(corpus), ids.data());
+  b.viterbi(corpus, w, all_sentences(corpus), ids.data(), nullptr);
   std::vector<std::vector<std::string>> out(host.num_sentences());
   for (std::size_t s = 0; s < host.num_sentences(); ++s)
     for (std::size_t t = host.sentence_offsets[s]; t < host.sentence_offsets[s + 1]; ++t)
@@ -349,6 +349,8 @@ int cmd_tag(int argc, char** argv) {
       ("m,model", "model file", cxxopts::value<std::string>())
       ("o,output", "write here instead of standard output (atomically)", cxxopts::value<std::string>())
       ("marginals", "append every label's marginal probability (LABEL:p) to each token")
+      ("p,probability", "print each sentence's probability p(labels | x) on a line before it: "
+       "'# p' (as CRF++ -v1) for CoNLL data, '@probability<TAB>p' (as CRFsuite -p) for CRFsuite data")
       ("batch-tokens", "tokens read, tagged and written at a time (whole sentences; bounds memory)",
        cxxopts::value<std::size_t>()->default_value("262144"))
       ("q,quiet", "no messages on standard error")
@@ -361,6 +363,7 @@ int cmd_tag(int argc, char** argv) {
   const std::string model_path = required(r, "model", "-m/--model");
   const bool quiet = r.count("quiet") > 0;
   const bool with_marginals = r.count("marginals") > 0;
+  const bool with_probability = r.count("probability") > 0;
 
   Model model = load_model(model_path);
   const FeatureSpace& fs = model.features;
@@ -387,28 +390,44 @@ int cmd_tag(int argc, char** argv) {
   TextReader reader(fs, data_path);
   TextData text;
   std::vector<std::uint32_t> ids;
-  std::vector<double> marg;
+  std::vector<double> marg, best_score, log_z;
   std::string out;
   const std::size_t batch_tokens = get<std::size_t>(r, "batch-tokens");
   if (batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
   while (reader.next(text, batch_tokens)) {
     BackendCorpusPtr up = backend->upload(compile(fs, text));
     ids.resize(up->num_tokens());
-    backend->viterbi(*up, *w, all_sentences(*up), ids.data());
-    if (with_marginals) {
-      marg.resize(up->num_tokens() * dims.L);
-      backend->marginals(*up, *w, all_sentences(*up), marg.data(), nullptr);
+    best_score.resize(with_probability ? up->num_sentences() : 0);
+    log_z.resize(with_probability ? up->num_sentences() : 0);
+    backend->viterbi(*up, *w, all_sentences(*up), ids.data(),
+                     with_probability ? best_score.data() : nullptr);
+    if (with_marginals || with_probability) {
+      // log Z alone is the forward pass; node marginals add the backward pass.
+      marg.resize(with_marginals ? up->num_tokens() * dims.L : 0);
+      backend->marginals(*up, *w, all_sentences(*up), with_marginals ? marg.data() : nullptr,
+                         with_probability ? log_z.data() : nullptr);
     }
     out.clear();
-    std::size_t k = 0;
+    std::size_t k = 0, sentence = 0;
+    // p(ŷ | x) = exp(score(ŷ) − log Z), at most 1 up to rounding: clamped so that it prints as a
+    // probability. CRF++ and CRFsuite print it with six decimals as well.
+    auto append_probability = [&](const char* prefix) {
+      if (!with_probability) return;
+      const double prob = std::min(1.0, std::exp(best_score[sentence] - log_z[sentence]));
+      out += prefix;
+      out += fmt("%.6f", prob);
+      out += '\n';
+    };
     auto append_marginals = [&](std::size_t token) {
       if (!with_marginals) return;
       for (std::size_t y = 0; y < dims.L; ++y)
         out += "\t" + fs.labels.at(std::uint32_t(y)) + ":" + fmt("%.6f", marg[token * dims.L + y]);
     };
     if (fs.format == InputFormat::conll) {
-      for (const auto& sentence : text.conll) {
-        for (const auto& token : sentence) {
+      for (const auto& tokens : text.conll) {
+        append_probability("# ");
+        ++sentence;
+        for (const auto& token : tokens) {
           for (std::size_t c = 0; c < token.columns.size(); ++c) {
             if (c) out += '\t';
             out += token.columns[c];
@@ -422,8 +441,10 @@ int cmd_tag(int argc, char** argv) {
         out += '\n';
       }
     } else {
-      for (const auto& sentence : text.crfsuite) {
-        for (const auto& token : sentence) {
+      for (const auto& tokens : text.crfsuite) {
+        append_probability("@probability\t");
+        ++sentence;
+        for (const auto& token : tokens) {
           if (!token.label.empty()) out += token.label + '\t';
           out += fs.labels.at(ids[k]);
           append_marginals(k);

@@ -735,6 +735,7 @@ struct ViterbiParams {
   double* d;            // [rows][L] best path score ending in (t, y)
   std::uint32_t* back;  // [rows][L] argmax predecessor
   std::uint32_t* out;   // [rows] labels
+  double* score;        // [chunk sentences] best path score, or null
 };
 
 /// Block per sentence, threads over labels; the CPU's loop order and strict comparisons, so ties
@@ -746,7 +747,10 @@ __global__ void viterbi_kernel(ViterbiParams p) {
   const unsigned i = p.ch.order[blockIdx.x];
   const std::uint32_t sid = p.ch.sent[i];
   const std::size_t tok0 = p.sent_off[sid], T = p.sent_off[sid + 1] - tok0;
-  if (T == 0) return;
+  if (T == 0) {
+    if (p.score && tid == 0) p.score[i] = 0.0;
+    return;
+  }
   const std::size_t r0 = p.ch.slots[i];
   const double* S = p.S + r0 * L;
   double* d = p.d + r0 * L;
@@ -779,6 +783,7 @@ __global__ void viterbi_kernel(ViterbiParams p) {
         best = d[(T - 1) * L + y];
         arg = std::uint32_t(y);
       }
+    if (p.score) p.score[i] = best;
     std::uint32_t* out = p.out + r0;
     out[T - 1] = arg;
     for (std::size_t t = T - 1; t > 0; --t) {
@@ -1394,7 +1399,8 @@ class CudaBackend final : public Backend {
     return loss;
   }
 
-  void viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::uint32_t* labels) override {
+  void viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::uint32_t* labels,
+               double* best_scores) override {
     const CudaCorpus& c = C(bc);
     prepare(w);
     std::size_t out_off = 0;
@@ -1413,10 +1419,14 @@ class CudaBackend final : public Backend {
       vp.d = la_.get();
       vp.back = reinterpret_cast<std::uint32_t*>(lb_.get());
       vp.out = reinterpret_cast<std::uint32_t*>(node_.get());
+      vp.score = best_scores ? losses_.get() : nullptr;
       viterbi_kernel<<<unsigned(n), threads_, 0, stream_>>>(vp);
       CRFX_CUDA_CHECK_LAUNCH();
       if (rows)
         CRFX_CUDA_CHECK(cudaMemcpyAsync(labels + out_off, node_.get(), rows * sizeof(std::uint32_t),
+                                        cudaMemcpyDeviceToHost, stream_));
+      if (best_scores)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(best_scores + begin, losses_.get(), n * sizeof(double),
                                         cudaMemcpyDeviceToHost, stream_));
       sync();
       out_off += rows;

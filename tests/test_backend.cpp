@@ -59,7 +59,7 @@ TEST(CpuBackend, GradientManyLabels) { check_gradient(7, 3, 2, 0.5, 13); }
 /// layout of Dims): log Z, the gold path's score, node marginals and the best path. Independent of
 /// the backend's scores / chain code.
 struct Enumerated {
-  double log_z = 0, gold = 0;
+  double log_z = 0, gold = 0, best_score = 0;
   std::vector<double> node;          // [T][L]
   std::vector<std::uint32_t> best;   // [T]
 };
@@ -109,6 +109,7 @@ Enumerated enumerate_paths(const test::RandomProblem& p, const std::vector<doubl
   for (double v : scores) z += std::exp(v - m);
   out.log_z = m + std::log(z);
   out.gold = score(gold);
+  out.best_score = best;
   out.node.assign(T * L, 0.0);
   for (std::size_t k = 0; k < paths.size(); ++k)
     for (std::size_t t = 0; t < T; ++t) out.node[t * L + paths[k][t]] += std::exp(scores[k] - out.log_z);
@@ -135,8 +136,15 @@ TEST(CpuBackend, LossMarginalsAndViterbiMatchPathEnumeration) {
       EXPECT_NEAR(log_z, e.log_z, 1e-11);
       for (std::size_t j = 0; j < T * L; ++j) EXPECT_NEAR(node[j], e.node[j], 1e-12) << j;
       std::vector<std::uint32_t> labels(T);
-      b.viterbi(*corpus, *wv, one, labels.data());
+      double best = 0;
+      b.viterbi(*corpus, *wv, one, labels.data(), &best);
       EXPECT_EQ(labels, e.best);
+      // The best path's score, and through it the path's probability (tag --probability).
+      EXPECT_NEAR(best, e.best_score, 1e-11);
+      EXPECT_NEAR(std::exp(best - log_z), std::exp(e.best_score - e.log_z), 1e-12);
+      std::vector<std::uint32_t> none(T);
+      b.viterbi(*corpus, *wv, one, none.data(), nullptr);  // scores optional
+      EXPECT_EQ(none, e.best);
     }
   }
 }
@@ -256,7 +264,7 @@ TEST(CpuBackend, MarginalsSumToOneAndViterbiIsConsistent) {
     EXPECT_NEAR(s, 1.0, 1e-12);
   }
   std::vector<std::uint32_t> y(N);
-  b.viterbi(*corpus, *w, all_sentences(*corpus), y.data());
+  b.viterbi(*corpus, *w, all_sentences(*corpus), y.data(), nullptr);
   for (auto v : y) EXPECT_LT(v, L);
   // NLL of the Viterbi path is the smallest over the gold paths of that corpus: at least check
   // that relabelling the corpus with the Viterbi path never increases any sentence's NLL.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "test_util.hpp"
 
@@ -241,6 +242,93 @@ TEST(Cli, FileSizeLimitIsAnErrorThatLeavesOutputsAlone) {
   EXPECT_EQ(read_text(existing), "precious\n");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1)
       << "a temporary file was left behind";
+}
+
+/// `text` without the lines that start with `prefix`.
+std::string without_lines(const std::string& text, const std::string& prefix) {
+  std::string out;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t nl = text.find('\n', at);
+    const std::size_t end = nl == std::string::npos ? text.size() : nl + 1;
+    if (text.compare(at, prefix.size(), prefix) != 0) out.append(text, at, end - at);
+    at = end;
+  }
+  return out;
+}
+
+TEST(Cli, SentenceProbability) {
+  // CoNLL data: "# p" before every sentence (CRF++ -v1); the token lines are those of a plain run.
+  std::string plain, out;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet", &plain), 0) << plain;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet -p --marginals", &out), 0) << out;
+  std::string marginals;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet --marginals", &marginals), 0);
+  EXPECT_EQ(without_lines(out, "# "), marginals);
+  // Each sentence: its first line is "# p", then tokens ending in PRED and every LABEL:marginal.
+  // p(ŷ | x) ≤ p(y_t = ŷ_t | x) for every t, and for a one-token sentence the two are equal.
+  std::size_t sentences = 0, at = 0;
+  while (at < out.size()) {
+    std::size_t blank = out.find("\n\n", at);
+    if (blank == std::string::npos) blank = out.size();
+    const std::string block = out.substr(at, blank - at);
+    at = blank + 2;
+    ASSERT_EQ(block.compare(0, 2, "# "), 0) << block;
+    const std::size_t nl = block.find('\n');
+    const double p = std::stod(block.substr(2, nl - 2));
+    EXPECT_GT(p, 0.0);
+    EXPECT_LE(p, 1.0);
+    double min_marginal = 1.0;
+    std::size_t tokens = 0;
+    for (std::size_t ls = nl + 1; ls < block.size();) {
+      std::size_t le = block.find('\n', ls);
+      if (le == std::string::npos) le = block.size();
+      const std::string line = block.substr(ls, le - ls);
+      ls = le + 1;
+      ++tokens;
+      // The predicted label is the field before the first LABEL:p field.
+      std::vector<std::string> fields;
+      for (std::size_t fs = 0;;) {
+        const std::size_t tab = line.find('\t', fs);
+        fields.push_back(line.substr(fs, tab == std::string::npos ? std::string::npos : tab - fs));
+        if (tab == std::string::npos) break;
+        fs = tab + 1;
+      }
+      std::size_t first = 0;
+      while (first < fields.size() && fields[first].find(':') == std::string::npos) ++first;
+      ASSERT_GT(first, 0u) << line;
+      const std::string pred = fields[first - 1];
+      for (std::size_t f = first; f < fields.size(); ++f)
+        if (fields[f].compare(0, pred.size() + 1, pred + ":") == 0)
+          min_marginal = std::min(min_marginal, std::stod(fields[f].substr(pred.size() + 1)));
+    }
+    EXPECT_LE(p, min_marginal + 1e-6) << block;
+    if (tokens == 1) {
+      EXPECT_NEAR(p, min_marginal, 1e-6) << block;
+    }
+    ++sentences;
+  }
+  EXPECT_EQ(sentences, 100u);
+  // crfx eval skips the probability lines: the same report as for the plain output.
+  const std::string a = temp_path("plain.tagged"), b = temp_path("prob.tagged");
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet -o " + q(a), &out), 0);
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet --probability -o " + q(b), &out), 0);
+  std::string ra, rb;
+  ASSERT_EQ(run(crfx() + " eval " + q(a), &ra), 0) << ra;
+  ASSERT_EQ(run(crfx() + " eval " + q(b), &rb), 0) << rb;
+  EXPECT_EQ(rb, ra);
+
+  // CRFsuite data: "@probability<TAB>p" (CRFsuite -p), and the same eval report.
+  const std::string m = temp_path("csp.model"), ca = temp_path("cs.tagged"), cb = temp_path("csp.tagged");
+  const std::string data = data_path("conll2000.test30.crfsuite.txt");
+  ASSERT_EQ(run(crfx() + " train " + q(data_path("conll2000.train60.crfsuite.txt")) + " --format crfsuite -m " + q(m) + " --quiet", &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " tag " + q(data) + " -m " + q(m) + " --quiet -o " + q(ca), &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " tag " + q(data) + " -m " + q(m) + " --quiet -p -o " + q(cb), &out), 0) << out;
+  const std::string tagged = read_text(cb);
+  EXPECT_EQ(tagged.compare(0, 13, "@probability\t"), 0) << tagged.substr(0, 40);
+  EXPECT_EQ(without_lines(tagged, "@probability\t"), read_text(ca));
+  ASSERT_EQ(run(crfx() + " eval " + q(ca), &ra), 0) << ra;
+  ASSERT_EQ(run(crfx() + " eval " + q(cb), &rb), 0) << rb;
+  EXPECT_EQ(rb, ra);
 }
 
 TEST(Cli, TaggingInSmallBatchesGivesTheSameOutput) {

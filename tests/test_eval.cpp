@@ -296,6 +296,29 @@ TEST(EvaluateFile, SameCountsAsAddingSentences) {
   expect_counts(file.overall(), 0, 2, 3);
 }
 
+TEST(EvaluateFile, SentenceProbabilityLinesAreSkippedOnlyBeforeASentence) {
+  // What `crfx tag --probability` writes: "# p" (CoNLL data, as CRF++ -v1) or
+  // "@probability<TAB>p" (CRFsuite data) before each sentence, whatever the token width.
+  const std::string plain = "He PRP B-NP B-NP\nreckons VBZ B-VP B-NP\n\nthe DT B-NP B-NP\n";
+  const std::string with_p =
+      "# 0.912345\nHe PRP B-NP B-NP\nreckons VBZ B-VP B-NP\n\n# 1.000000\nthe DT B-NP B-NP\n";
+  EXPECT_EQ(eval_text(with_p).report(), eval_text(plain).report());
+  EXPECT_EQ(eval_text(with_p).tokens(), 3u);
+  const std::string two = "B-NP\tB-NP\nI-NP\tB-NP\n\nO\tO\n";
+  const std::string two_p = "@probability\t0.250000\nB-NP\tB-NP\nI-NP\tB-NP\n\n"
+                            "@probability\t0.000001\nO\tO\n";
+  EXPECT_EQ(eval_text(two_p).report(), eval_text(two).report());
+  // Anywhere else, or not a probability, such a line is a token like any other: "#" with a label
+  // as its guess is the pound-sign token of CoNLL-2000 (2 columns here), a number out of [0, 1]
+  // or a line inside a sentence is not the probability line.
+  EXPECT_EQ(eval_text("# B-NP\n$ I-NP\n").tokens(), 2u);
+  EXPECT_EQ(eval_text("# 1.5\na B-NP\n").tokens(), 2u);
+  EXPECT_EQ(eval_text("a O\n# 0.5\n").tokens(), 2u);
+  std::string path;
+  const std::string e = error_of("a B B-NP B-NP\n# 0.5\n", {}, &path);
+  EXPECT_EQ(e, path + ":2: expected 4 columns (as on line 1), got 2");
+}
+
 TEST(EvaluateFile, EndOfInputWithoutBoundary) {
   // conlleval closes the chunk open at the end of the input without a boundary step; for an
   // unknown tag ("X") that a boundary would not end, the counts depend on the final blank line.

@@ -531,7 +531,7 @@ TEST(Perceptron, AveragingEqualsNaiveRunningSum) {
     for (std::uint32_t id : shuffler.next()) {
       const std::vector<std::uint32_t> ids = {id};
       std::vector<std::uint32_t> pred(p.corpus.length(id));
-      b.viterbi(*corpus, *to_backend(b, w), {ids.data(), 1}, pred.data());
+      b.viterbi(*corpus, *to_backend(b, w), {ids.data(), 1}, pred.data(), nullptr);
       const std::uint32_t* gold = p.corpus.labels.data() + p.corpus.sentence_offsets[id];
       if (!std::equal(pred.begin(), pred.end(), gold)) ++updates;
       add_features(p, ids, gold, 1.0, w);

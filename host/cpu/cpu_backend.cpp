@@ -689,7 +689,7 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
 }
 
 void CpuBackend::viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
-                         std::uint32_t* labels) {
+                         std::uint32_t* labels, double* best_scores) {
   const Corpus& c = C(bc).c;
   Prepared p;
   prepare(w, p);
@@ -698,7 +698,8 @@ void CpuBackend::viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan 
   pool_.run(span.count, [&](std::size_t i, unsigned worker) {
     Work& work = *work_[worker];
     ChainScores x = scores(c, p, span[i], work);
-    crfx::viterbi(x, labels + offset[i], work.chain);
+    const double best = crfx::viterbi(x, labels + offset[i], work.chain);
+    if (best_scores) best_scores[i] = best;
   });
 }
 
@@ -712,9 +713,14 @@ void CpuBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSpa
   pool_.run(span.count, [&](std::size_t i, unsigned worker) {
     Work& work = *work_[worker];
     ChainScores x = scores(c, p, span[i], work);
-    ChainOutputs out;
-    out.node = node_marginals ? node_marginals + offset[i] * dims_.L : nullptr;
-    const double lz = forward_backward(x, out, work.chain, log_space_only_);
+    double lz;
+    if (node_marginals) {
+      ChainOutputs out;
+      out.node = node_marginals + offset[i] * dims_.L;
+      lz = forward_backward(x, out, work.chain, log_space_only_);
+    } else {
+      lz = log_partition(x, work.chain, log_space_only_);  // log Z alone: the forward pass
+    }
     if (log_z) log_z[i] = lz;
   });
 }

@@ -96,7 +96,7 @@ class CpuBackend final : public Backend {
   double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                   Vector* grad, double scale) override;
   void viterbi(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
-               std::uint32_t* labels) override;
+               std::uint32_t* labels, double* best_scores) override;
   void marginals(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                  double* node_marginals, double* log_z) override;
 

@@ -16,7 +16,10 @@
 //     last token when the file does not end with a blank line, as conlleval does).
 // Columns are split on runs of spaces and tabs (conlleval splits on single spaces), a trailing CR
 // is dropped, and every line must have as many columns as the first one ("-DOCSTART-" lines,
-// skipped like read_conll skips them, are exempt).
+// skipped like read_conll skips them, are exempt). The sentence-probability line that
+// `crfx tag --probability` writes before a sentence ("# p" as CRF++ -v1, "@probability<TAB>p" as
+// CRFsuite -p) is skipped too, but only there: first in a sentence, exactly two fields, the
+// second a number in [0, 1] — so a token "#" whose guessed label is a word is still a token.
 // IOBES: conlleval knows B, I, E, O, '[', ']' and '.'; like the common ports its rules are
 // extended here so that S-X is a single-token chunk and E-X followed by B-X (two adjacent chunks
 // in IOBES) ends one chunk and starts the next. Those additions only involve S, or E followed by
@@ -24,6 +27,7 @@
 // for, so on those schemes the counts are conlleval's own.
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
@@ -247,6 +251,18 @@ std::string ChunkEvaluator::report() const {
   return out;
 }
 
+namespace {
+/// The line `crfx tag --probability` writes before each sentence (see the top of this file).
+bool probability_line(const std::vector<std::string>& fields) {
+  if (fields.size() != 2 || (fields[0] != "#" && fields[0] != "@probability")) return false;
+  const std::string& p = fields[1];
+  if (p.empty() || p.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;
+  char* end = nullptr;
+  const double v = std::strtod(p.c_str(), &end);
+  return end == p.c_str() + p.size() && v >= 0.0 && v <= 1.0;
+}
+}  // namespace
+
 ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
   LineReader in(path);  // plain or .gz; CR stripped
   ChunkEvaluator ev(std::move(options));
@@ -270,6 +286,7 @@ ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
       flush();
       continue;
     }
+    if (gold.empty() && probability_line(fields)) continue;  // tag --probability's line
     const std::size_t n = fields.size();
     if (columns == 0) {
       columns = n;

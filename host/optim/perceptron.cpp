@@ -47,7 +47,7 @@ class PerceptronTrainer final : public Trainer {
       for (std::size_t start = 0; start < n; start += opt.batch_size) {
         const std::size_t m = std::min(opt.batch_size, n - start);
         const SentenceSpan span{perm.data() + start, m};
-        b.viterbi(corpus, w, span, labels.data());
+        b.viterbi(corpus, w, span, labels.data(), nullptr);
         obj.add_passes(double(m) / N);
         t += 1;
         if (b.feature_difference(corpus, span, labels.data(), *delta, 1.0) == 0) continue;

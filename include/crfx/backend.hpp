@@ -195,10 +195,13 @@ class Backend {
   virtual double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                           Vector* grad, double scale) = 0;
   /// Best label sequence per sentence, written in span order (token after token) to `labels`.
-  /// Ties go to the smallest label id.
+  /// Ties go to the smallest label id. When `best_scores` is given (host memory, one entry per
+  /// sentence in span order) it receives each best path's score Σ_t s_t(ŷ_t) + Σ_t τ_t(ŷ_{t−1}, ŷ_t)
+  /// (0 for an empty sentence), so that p(ŷ | x) = exp(score − log Z) with log Z from marginals().
   virtual void viterbi(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
-                       std::uint32_t* labels) = 0;
-  /// Node marginals p(y_t = y | x), [tokens of the span][L], and log Z per sentence.
+                       std::uint32_t* labels, double* best_scores) = 0;
+  /// Node marginals p(y_t = y | x), [tokens of the span][L], and log Z per sentence (span
+  /// order). Either output may be null; without node_marginals only the forward pass runs.
   virtual void marginals(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                          double* node_marginals, double* log_z) = 0;
 

@@ -150,9 +150,11 @@ void compare_primitives(const test::RandomProblem& p, double weight_scale, std::
   expect_close_vec(zg, zc, kLossRel, "log Z");
 
   std::vector<std::uint32_t> yc(tokens), yg(tokens, 12345);
-  cpu.viterbi(*cc, *wc, span, yc.data());
-  gpu->viterbi(*gc, *wg, span, yg.data());
+  std::vector<double> sc(ids.size()), sg(ids.size(), -1.0);
+  cpu.viterbi(*cc, *wc, span, yc.data(), sc.data());
+  gpu->viterbi(*gc, *wg, span, yg.data(), sg.data());
   EXPECT_EQ(yg, yc) << "viterbi";
+  expect_close_vec(sg, sc, kLossRel, "viterbi path scores");
 }
 
 struct Shape {
@@ -222,8 +224,8 @@ TEST(CudaBackend, ViterbiTiesGoToSmallestLabel) {
     auto wc = to_backend(cpu, w);
     auto wg = to_backend(*gpu, w);
     std::vector<std::uint32_t> yc(p.corpus.num_tokens()), yg(p.corpus.num_tokens());
-    cpu.viterbi(*cc, *wc, all_sentences(*cc), yc.data());
-    gpu->viterbi(*gc, *wg, all_sentences(*gc), yg.data());
+    cpu.viterbi(*cc, *wc, all_sentences(*cc), yc.data(), nullptr);
+    gpu->viterbi(*gc, *wg, all_sentences(*gc), yg.data(), nullptr);
     EXPECT_EQ(yg, yc);
     if (round == 0) {
       EXPECT_EQ(yg, std::vector<std::uint32_t>(yg.size(), 0u));
@@ -331,7 +333,7 @@ TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   std::size_t tokens = 0;
   for (auto s : ids) tokens += p.corpus.length(s);
   std::vector<std::uint32_t> pred(tokens);
-  gpu->viterbi(*gc, *wg, span, pred.data());
+  gpu->viterbi(*gc, *wg, span, pred.data(), nullptr);
   auto dc = cpu.sparse_vector(), dg = gpu->sparse_vector();
   EXPECT_EQ(gpu->feature_difference(*gc, span, pred.data(), *dg, 1.0),
             cpu.feature_difference(*cc, span, pred.data(), *dc, 1.0));
