@@ -391,6 +391,16 @@ int cmd_tag(int argc, char** argv) {
   TextData text;
   std::vector<std::uint32_t> ids;
   std::vector<double> marg, best_score, log_z;
+  std::vector<std::string> marginal_prefix;  // "\tLABEL:" per label
+  std::vector<char> token_buf;                // a token's marginals, formatted
+  if (with_marginals) {
+    std::size_t room = 0;
+    for (std::size_t y = 0; y < dims.L; ++y) {
+      marginal_prefix.push_back("\t" + fs.labels.at(std::uint32_t(y)) + ":");
+      room += marginal_prefix.back().size() + kFixed6MaxChars;
+    }
+    token_buf.resize(room);
+  }
   std::string out;
   const std::size_t batch_tokens = get<std::size_t>(r, "batch-tokens");
   if (batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
@@ -420,8 +430,12 @@ int cmd_tag(int argc, char** argv) {
     };
     auto append_marginals = [&](std::size_t token) {
       if (!with_marginals) return;
-      for (std::size_t y = 0; y < dims.L; ++y)
-        out += "\t" + fs.labels.at(std::uint32_t(y)) + ":" + fmt("%.6f", marg[token * dims.L + y]);
+      char* p = token_buf.data();  // one append per token, not 2·L
+      for (std::size_t y = 0; y < dims.L; ++y) {
+        std::memcpy(p, marginal_prefix[y].data(), marginal_prefix[y].size());
+        p = write_fixed6(p + marginal_prefix[y].size(), marg[token * dims.L + y]);
+      }
+      out.append(token_buf.data(), std::size_t(p - token_buf.data()));
     };
     if (fs.format == InputFormat::conll) {
       for (const auto& tokens : text.conll) {
