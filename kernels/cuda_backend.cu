@@ -1627,7 +1627,7 @@ class CudaBackend final : public Backend {
   }
 
   double evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
-                         double scale) override {
+                         double scale, bool support_given) override {
     // Span-local: the plan's groups are S(span) in index order, so the span gradient lands
     // directly in the sparse vector's values (O(span items), not a scan of the corpus).
     const CudaCorpus& c = C(bc);
@@ -1635,17 +1635,25 @@ class CudaBackend final : public Backend {
     if (w.size() != dims_.num_weights()) throw Error("internal: weight vector size mismatch");
     plan_span(c, span, nullptr, false, sp_plan_);
     const double loss = span_marginals(c, w, sp_plan_, sp_node_, sp_pair_, sp_edge_);
-    const std::size_t L = dims_.L, LL = L * L;
-    h_index_.resize(sp_plan_.compact());
-    std::size_t j = 0;
-    for (std::uint32_t gid : sp_plan_.groups) {
-      const std::size_t b = gid < dims_.A ? std::size_t(gid) * L
-                            : gid == dims_.A ? dims_.transition_offset()
-                                             : dims_.edge_offset() + (std::size_t(gid) - dims_.A - 1) * LL;
-      const std::size_t size = gid < dims_.A ? L : LL;
-      for (std::size_t k = 0; k < size; ++k) h_index_[j++] = b + k;
+    if (support_given) {
+      // grad's indices on the device are S(span) from support(); its length must be the plan's.
+      if (x.n != sp_plan_.compact())
+        throw Error("internal: evaluate_sparse given a support of " + std::to_string(x.n) +
+                    " entries for a span whose support has " + std::to_string(sp_plan_.compact()));
+      if (x.n) CRFX_CUDA_CHECK(cudaMemsetAsync(x.value.get(), 0, x.n * sizeof(double), stream_));
+    } else {
+      const std::size_t L = dims_.L, LL = L * L;
+      h_index_.resize(sp_plan_.compact());
+      std::size_t j = 0;
+      for (std::uint32_t gid : sp_plan_.groups) {
+        const std::size_t b = gid < dims_.A ? std::size_t(gid) * L
+                              : gid == dims_.A ? dims_.transition_offset()
+                                               : dims_.edge_offset() + (std::size_t(gid) - dims_.A - 1) * LL;
+        const std::size_t size = gid < dims_.A ? L : LL;
+        for (std::size_t k = 0; k < size; ++k) h_index_[j++] = b + k;
+      }
+      upload_sparse(x, false);
     }
-    upload_sparse(x, false);
     span_gradient(c, sp_plan_, sp_node_, sp_pair_, sp_edge_, scale, x.value.get());
     return loss;
   }

@@ -78,6 +78,11 @@ rc, err = run(["train", f"{wd}/t.txt", "-t", f"{wd}/t.tmpl", "-m", f"{wd}/good.m
 assert rc == 0, err
 model = open(f"{wd}/good.model", "rb").read()
 
+def tag_extra():
+    """Optional tag outputs: sentence probabilities and marginals."""
+    return rng.choice([[], ["-p"], ["--marginals"], ["-p", "--marginals"]])
+
+
 t_end = time.time() + seconds
 n = 0
 while time.time() < t_end:
@@ -92,7 +97,7 @@ while time.time() < t_end:
             d = mutate(train); open(f"{wd}/m.txt", "wb").write(d)
             rc, err = run(["train", f"{wd}/m.txt", "-t", f"{wd}/t.tmpl", "-m", f"{wd}/o.model", "-q", "--max-iterations", "2"])
             check(kind, rc, err, {"data": d})
-            rc, err = run(["tag", f"{wd}/m.txt", "-m", f"{wd}/good.model", "-o", f"{wd}/o.txt"])
+            rc, err = run(["tag", f"{wd}/m.txt", "-m", f"{wd}/good.model", "-o", f"{wd}/o.txt"] + tag_extra())
             check(kind + "-tag", rc, err, {"data": d})
         elif kind == "crfsuite":
             d = mutate(crfs); open(f"{wd}/m.crfsuite.txt", "wb").write(d)
@@ -106,11 +111,11 @@ while time.time() < t_end:
                 elif op < 0.75: del mm[pos:pos + rng.randint(1, 64)]
                 else: mm[pos:pos] = bytes(rng.randint(0, 255) for _ in range(rng.randint(1, 16)))
             open(f"{wd}/m.model", "wb").write(bytes(mm))
-            for args in (["tag", f"{wd}/t.txt", "-m", f"{wd}/m.model", "-o", f"{wd}/o.txt"], ["dump", f"{wd}/m.model"]):
+            for args in (["tag", f"{wd}/t.txt", "-m", f"{wd}/m.model", "-o", f"{wd}/o.txt"] + tag_extra(), ["dump", f"{wd}/m.model"]):
                 rc, err = run(args)
                 check(kind + "-" + args[0], rc, err, {"model": bytes(mm)})
         else:
-            rc, err = run(["tag", f"{wd}/t.txt", "-m", f"{wd}/good.model", "-o", f"{wd}/tagged.txt"])
+            rc, err = run(["tag", f"{wd}/t.txt", "-m", f"{wd}/good.model", "-o", f"{wd}/tagged.txt"] + rng.choice([[], ["-p"]]))
             assert rc == 0, err
             d = mutate(open(f"{wd}/tagged.txt", "rb").read()[:20000]); open(f"{wd}/m.tagged", "wb").write(d)
             rc, err = run(["eval", f"{wd}/m.tagged"])

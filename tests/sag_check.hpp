@@ -142,7 +142,7 @@ inline void check_refused_spans(Backend& b, const RandomProblem& p) {
   b.support(*corpus, {good.data(), good.size()}, *s);
   const std::size_t whole = s->nnz();
   EXPECT_THROW(b.support(*corpus, {beyond.data(), beyond.size()}, *s), Error);
-  EXPECT_THROW(b.evaluate_sparse(*corpus, *w, {beyond.data(), beyond.size()}, *s, 1.0), Error);
+  EXPECT_THROW(b.evaluate_sparse(*corpus, *w, {beyond.data(), beyond.size()}, *s, 1.0, false), Error);
   b.support(*corpus, {good.data(), good.size()}, *s);
   EXPECT_EQ(s->nnz(), whole);
 }

@@ -121,7 +121,7 @@ TEST(SgdPrimitives, EvaluateSparseEqualsDenseOnSupport) {
     const double loss = b.evaluate(*corpus, *w, span, g.get(), 0.7);
     const auto gd = to_host(b, *g);
     auto gs = b.sparse_vector();
-    const double loss_s = b.evaluate_sparse(*corpus, *w, span, *gs, 0.7);
+    const double loss_s = b.evaluate_sparse(*corpus, *w, span, *gs, 0.7, false);
     EXPECT_EQ(loss, loss_s);
     const auto sup = expected_support(p, ids);
     EXPECT_EQ(gs->nnz(), sup.size());
@@ -149,8 +149,17 @@ TEST(SgdPrimitives, EvaluateSparseEqualsDenseOnSupport) {
     const std::vector<std::uint32_t> ids2 = {1};
     auto g2 = b.vector(n);
     b.evaluate(*corpus, *w, {ids2.data(), 1}, g2.get(), 1.0);
-    b.evaluate_sparse(*corpus, *w, {ids2.data(), 1}, *gs, 1.0);
+    b.evaluate_sparse(*corpus, *w, {ids2.data(), 1}, *gs, 1.0, false);
     EXPECT_EQ(dense(b, *gs, n), to_host(b, *g2));
+    // With the support given (support() of the same span, as adf and sgd-l1 call it before the
+    // lazy decay): the same loss and the same entries, bit for bit; values stale from an earlier
+    // use of the vector are overwritten.
+    auto given = b.sparse_vector();
+    b.support(*corpus, span, *given);
+    b.gather(*iv, *given);  // stale values
+    EXPECT_EQ(b.evaluate_sparse(*corpus, *w, span, *given, 0.7, true), loss);
+    EXPECT_EQ(given->nnz(), sup.size());
+    EXPECT_EQ(dense(b, *given, n), gd);
   }
 }
 
@@ -166,7 +175,7 @@ TEST(SgdPrimitives, ARefusedSpanLeavesLaterSupportsWhole) {
   EXPECT_THROW(b.support(*corpus, {bad.data(), bad.size()}, *s), Error);
   auto g = b.sparse_vector();
   EXPECT_THROW(b.evaluate_sparse(*corpus, *to_backend(b, std::vector<double>(p.dims.num_weights())),
-                                 {bad.data(), bad.size()}, *g, 1.0),
+                                 {bad.data(), bad.size()}, *g, 1.0, false),
                Error);
   b.support(*corpus, {good.data(), good.size()}, *s);
   EXPECT_EQ(s->nnz(), whole);  // no attribute left marked by the refused spans
@@ -341,7 +350,7 @@ TEST(AdfPrimitives, RatesFollowTheFormulaOnAHandBuiltCase) {
   std::vector<double> w_expect(n, 0.0);
   for (std::uint32_t s = 0; s < 3; ++s) {
     const std::vector<std::uint32_t> ids = {s};
-    b.evaluate_sparse(*corpus, *w, {ids.data(), 1}, *g, 1.0);
+    b.evaluate_sparse(*corpus, *w, {ids.data(), 1}, *g, 1.0, false);
     const auto gd = dense(b, *g, n);
     for (std::size_t i = 0; i < n; ++i) w_expect[i] -= 0.1 * gd[i];
     b.adf_step(*w, *rate, *count, *g);

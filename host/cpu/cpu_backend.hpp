@@ -104,7 +104,7 @@ class CpuBackend final : public Backend {
   SparseVectorPtr sparse_vector() override;
   void support(const BackendCorpus& corpus, SentenceSpan sentences, SparseVector& x) override;
   double evaluate_sparse(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
-                         SparseVector& grad, double scale) override;
+                         SparseVector& grad, double scale, bool support_given) override;
   std::size_t feature_difference(const BackendCorpus& corpus, SentenceSpan sentences,
                                  const std::uint32_t* labels, SparseVector& out,
                                  double scale) override;

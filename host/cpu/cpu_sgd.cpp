@@ -129,9 +129,10 @@ void take(ThreadPool& pool, HostArray& G, CpuSparse& x) {
 }  // namespace
 
 double CpuBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
-                                   SparseVector& grad, double scale) {
+                                   SparseVector& grad, double scale, bool support_given) {
   CpuSparse& x = S(grad);
-  support(bc, span, x);
+  if (!support_given) support(bc, span, x);
+  check_index(x, dims_.num_weights());
   if (!sgd_dense_ || sgd_dense_->size() != dims_.num_weights()) sgd_dense_ = vector(dims_.num_weights());
   HostArray& G = data(*sgd_dense_);
   double loss = 0;

@@ -56,7 +56,7 @@ class AdfTrainer final : public Trainer {
     VectorPtr rate = b.vector(nw), count = b.vector(nw);
     VectorPtr stamp = c2 > 0 ? b.vector(nw) : nullptr;
     b.fill(*rate, opt.eta0);
-    SparseVectorPtr g = b.sparse_vector(), sup = b.sparse_vector();
+    SparseVectorPtr g = b.sparse_vector();
     const std::size_t window = std::max<std::size_t>(1, n / std::size_t(opt.adf_windows));
     std::size_t in_window = 0, steps_in_window = 0;
     double steps = 0;  // the lazy-decay clock
@@ -69,11 +69,11 @@ class AdfTrainer final : public Trainer {
       for (std::size_t start = 0; start < n; start += opt.batch_size) {
         const std::size_t m = std::min(opt.batch_size, n - start);
         const SentenceSpan span{perm.data() + start, m};
-        if (c2 > 0) {
-          b.support(corpus, span, *sup);
-          b.lazy_decay(w, *stamp, steps, rate.get(), coef, sup.get());
+        if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
+          b.support(corpus, span, *g);
+          b.lazy_decay(w, *stamp, steps, rate.get(), coef, g.get());
         }
-        b.evaluate_sparse(corpus, w, span, *g, 1.0 / double(m));
+        b.evaluate_sparse(corpus, w, span, *g, 1.0 / double(m), c2 > 0);
         obj.add_passes(double(m) / N);
         b.adf_step(w, *rate, *count, *g);
         steps += 1;

@@ -104,7 +104,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   const std::size_t nw = w.size();
   VectorPtr q = c1 > 0 ? b.vector(nw) : nullptr;      // penalty each weight has received
   VectorPtr stamp = c2 > 0 ? b.vector(nw) : nullptr;  // Λ at each weight's last catch-up
-  SparseVectorPtr g = b.sparse_vector(), sup = b.sparse_vector();
+  SparseVectorPtr g = b.sparse_vector();
   LineSearch ls;
   if (heuristic) {
     ls.saved_w = b.sparse_vector();
@@ -124,11 +124,11 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       const SentenceSpan span{perm.data() + start, m};
       const double M = double(m);
       eta = opt.eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
-      if (c2 > 0) {
-        b.support(corpus, span, *sup);
-        b.lazy_decay(w, *stamp, Lambda, nullptr, 0.0, sup.get());
+      if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
+        b.support(corpus, span, *g);
+        b.lazy_decay(w, *stamp, Lambda, nullptr, 0.0, g.get());
       }
-      const double nll = b.evaluate_sparse(corpus, w, span, *g, 1.0 / M);
+      const double nll = b.evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0);
       obj.add_passes(M / N);
 
       double rate = eta;

@@ -226,9 +226,12 @@ class Backend {
   /// The NLL Σ_i −log p(y_i | x_i; w) over `sentences` (forward-backward, as evaluate()), and
   /// sets grad to S(sentences) with values scale · (E_p[f] − f(x, y)) — exactly the entries
   /// evaluate(corpus, w, sentences, g, scale) would add to a zero g, up to summation order
-  /// (entries outside the support would be zero). Overwrites grad (indices and values).
+  /// (entries outside the support would be zero). Overwrites grad (indices and values); with
+  /// `support_given` grad already holds S(sentences) — support() of the same span, as the lazy
+  /// L2 decay of adf and sgd-l1 needs it just before — and only its values are written.
   virtual double evaluate_sparse(const BackendCorpus& corpus, const Vector& w,
-                                 SentenceSpan sentences, SparseVector& grad, double scale) = 0;
+                                 SentenceSpan sentences, SparseVector& grad, double scale,
+                                 bool support_given) = 0;
   /// Sets out to S(sentences) with values scale · (f(x, gold) − f(x, labels)): the perceptron
   /// update (Collins 2002). `labels` is host memory in span order, token after token (as
   /// viterbi() writes it). Values are exactly 0 where gold and predicted features agree

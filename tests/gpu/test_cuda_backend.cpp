@@ -299,10 +299,26 @@ TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   std::vector<std::uint32_t> ids = {4, 9, 1, 22};
   const SentenceSpan span{ids.data(), ids.size()};
   auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
-  const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.5);
-  const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.5);
+  const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.5, false);
+  const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.5, false);
   EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
   ASSERT_EQ(sg->nnz(), sc->nnz());
+  {  // the support given (support() first, stale values in it): the same on the GPU
+    auto given = gpu->sparse_vector();
+    gpu->support(*gc, span, *given);
+    gpu->gather(*wg, *given);
+    const double lgiven = gpu->evaluate_sparse(*gc, *wg, span, *given, 0.5, true);
+    EXPECT_EQ(lgiven, lg);
+    ASSERT_EQ(given->nnz(), sc->nnz());
+    auto dg = gpu->vector(w.size()), dc = cpu.vector(w.size());
+    gpu->sparse_axpy(1.0, *given, *dg);
+    cpu.sparse_axpy(1.0, *sc, *dc);
+    expect_close_vec(to_host(*gpu, *dg), to_host(cpu, *dc), kGradTol, "evaluate_sparse, support given");
+    auto other = gpu->sparse_vector();  // a support of another span is refused
+    const std::uint32_t one = 7;
+    gpu->support(*gc, {&one, 1}, *other);
+    EXPECT_THROW(gpu->evaluate_sparse(*gc, *wg, span, *other, 0.5, true), Error);
+  }
   // Apply the sparse gradient through both backends and compare the dense results.
   auto qc = cpu.vector(w.size()), qg = gpu->vector(w.size());
   const double pc = cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.1, 0.01, 0.3, 0.2);
@@ -380,8 +396,8 @@ TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
       for (const auto& ids : spans) {
         const SentenceSpan span{ids.data(), ids.size()};
         auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
-        const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.25);
-        const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.25);
+        const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.25, false);
+        const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.25, false);
         EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
         ASSERT_EQ(sg->nnz(), sc->nnz());
         auto support = cpu.sparse_vector();
