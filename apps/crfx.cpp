@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <sstream>
@@ -351,6 +352,9 @@ int cmd_tag(int argc, char** argv) {
       ("marginals", "append every label's marginal probability (LABEL:p) to each token")
       ("p,probability", "print each sentence's probability p(labels | x) on a line before it: "
        "'# p' (as CRF++ -v1) for CoNLL data, '@probability<TAB>p' (as CRFsuite -p) for CRFsuite data")
+      ("n,nbest", "print the N best label sequences of each sentence, best first, each preceded by "
+       "'# RANK p' (as CRF++ -n) for CoNLL data or '@nbest<TAB>RANK<TAB>p' for CRFsuite data",
+       cxxopts::value<std::size_t>()->default_value("1"))
       ("batch-tokens", "tokens read, tagged and written at a time (whole sentences; bounds memory)",
        cxxopts::value<std::size_t>()->default_value("262144"))
       ("q,quiet", "no messages on standard error")
@@ -389,8 +393,7 @@ int cmd_tag(int argc, char** argv) {
   };
   TextReader reader(fs, data_path);
   TextData text;
-  std::vector<std::uint32_t> ids;
-  std::vector<double> marg, best_score, log_z;
+  std::vector<double> marg, log_z;
   std::vector<std::string> marginal_prefix;  // "\tLABEL:" per label
   std::vector<char> token_buf;                // a token's marginals, formatted
   if (with_marginals) {
@@ -404,30 +407,34 @@ int cmd_tag(int argc, char** argv) {
   std::string out;
   const std::size_t batch_tokens = get<std::size_t>(r, "batch-tokens");
   if (batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
+  const std::size_t nbest = get<std::size_t>(r, "nbest");
+  if (nbest == 0) throw Error("--nbest must be at least 1");
+  // With n ≥ 2 paths per sentence every copy carries its rank and probability.
+  const bool probabilities = with_probability || nbest > 1;
+  std::vector<std::uint32_t> paths;  // n-best: [sentence][rank][token]
+  std::vector<double> path_score;    // [sentence][rank]
+  const bool conll = fs.format == InputFormat::conll;
   while (reader.next(text, batch_tokens)) {
     BackendCorpusPtr up = backend->upload(compile(fs, text));
-    ids.resize(up->num_tokens());
-    best_score.resize(with_probability ? up->num_sentences() : 0);
-    log_z.resize(with_probability ? up->num_sentences() : 0);
-    backend->viterbi(*up, *w, all_sentences(*up), ids.data(),
-                     with_probability ? best_score.data() : nullptr);
-    if (with_marginals || with_probability) {
+    const SentenceSpan all = all_sentences(*up);
+    const std::size_t S = up->num_sentences();
+    if (nbest > 1) {
+      paths.resize(up->num_tokens() * nbest);
+      path_score.resize(S * nbest);
+      backend->viterbi_nbest(*up, *w, all, nbest, paths.data(), path_score.data());
+    } else {
+      paths.resize(up->num_tokens());
+      path_score.resize(probabilities ? S : 0);
+      backend->viterbi(*up, *w, all, paths.data(), probabilities ? path_score.data() : nullptr);
+    }
+    if (with_marginals || probabilities) {
       // log Z alone is the forward pass; node marginals add the backward pass.
       marg.resize(with_marginals ? up->num_tokens() * dims.L : 0);
-      backend->marginals(*up, *w, all_sentences(*up), with_marginals ? marg.data() : nullptr,
-                         with_probability ? log_z.data() : nullptr);
+      log_z.resize(probabilities ? S : 0);
+      backend->marginals(*up, *w, all, with_marginals ? marg.data() : nullptr,
+                         probabilities ? log_z.data() : nullptr);
     }
     out.clear();
-    std::size_t k = 0, sentence = 0;
-    // p(ŷ | x) = exp(score(ŷ) − log Z), at most 1 up to rounding: clamped so that it prints as a
-    // probability. CRF++ and CRFsuite print it with six decimals as well.
-    auto append_probability = [&](const char* prefix) {
-      if (!with_probability) return;
-      const double prob = std::min(1.0, std::exp(best_score[sentence] - log_z[sentence]));
-      out += prefix;
-      out += fmt("%.6f", prob);
-      out += '\n';
-    };
     auto append_marginals = [&](std::size_t token) {
       if (!with_marginals) return;
       char* p = token_buf.data();  // one append per token, not 2·L
@@ -437,36 +444,41 @@ int cmd_tag(int argc, char** argv) {
       }
       out.append(token_buf.data(), std::size_t(p - token_buf.data()));
     };
-    if (fs.format == InputFormat::conll) {
-      for (const auto& tokens : text.conll) {
-        append_probability("# ");
-        ++sentence;
-        for (const auto& token : tokens) {
-          for (std::size_t c = 0; c < token.columns.size(); ++c) {
-            if (c) out += '\t';
-            out += token.columns[c];
+    std::size_t k0 = 0;  // the sentence's first token in the batch
+    for (std::size_t i = 0; i < S; ++i) {
+      const std::size_t T = conll ? text.conll[i].size() : text.crfsuite[i].size();
+      for (std::size_t rank = 0; rank < nbest; ++rank) {
+        const double score = probabilities ? path_score[i * nbest + rank] : 0.0;
+        if (nbest > 1 && score == -std::numeric_limits<double>::infinity()) break;  // no more paths
+        if (probabilities) {
+          // p(ŷ | x) = exp(score(ŷ) − log Z), at most 1 up to rounding: clamped so that it prints
+          // as a probability. CRF++ and CRFsuite print it with six decimals as well.
+          const std::string prob = fmt("%.6f", std::min(1.0, std::exp(score - log_z[i])));
+          if (nbest > 1)
+            out += (conll ? "# " : "@nbest\t") + std::to_string(rank) + (conll ? " " : "\t") + prob + '\n';
+          else
+            out += (conll ? "# " : "@probability\t") + prob + '\n';
+        }
+        const std::uint32_t* y = paths.data() + nbest * k0 + rank * T;
+        for (std::size_t t = 0; t < T; ++t) {
+          if (conll) {
+            const auto& columns = text.conll[i][t].columns;
+            for (std::size_t c = 0; c < columns.size(); ++c) {
+              if (c) out += '\t';
+              out += columns[c];
+            }
+            out += '\t';
+          } else if (!text.crfsuite[i][t].label.empty()) {
+            out += text.crfsuite[i][t].label;
+            out += '\t';
           }
-          out += '\t';
-          out += fs.labels.at(ids[k]);
-          append_marginals(k);
+          out += fs.labels.at(y[t]);
+          append_marginals(k0 + t);
           out += '\n';
-          ++k;
         }
         out += '\n';
       }
-    } else {
-      for (const auto& tokens : text.crfsuite) {
-        append_probability("@probability\t");
-        ++sentence;
-        for (const auto& token : tokens) {
-          if (!token.label.empty()) out += token.label + '\t';
-          out += fs.labels.at(ids[k]);
-          append_marginals(k);
-          out += '\n';
-          ++k;
-        }
-        out += '\n';
-      }
+      k0 += T;
     }
     emit(out);
   }

@@ -793,6 +793,128 @@ __global__ void viterbi_kernel(ViterbiParams p) {
   }
 }
 
+// ---- n-best Viterbi -------------------------------------------------------------------------
+
+struct NbestParams {
+  int L;
+  unsigned n;
+  const std::size_t* sent_off;
+  const std::size_t* edge_off;
+  ChunkView ch;
+  const double* S;      // [rows][L]
+  const double* trans;  // [L][L]
+  const double* edge;   // [rows][L][L] or null
+  double* d;            // [rows][L][n] score of the k-th best partial path ending in (t, y)
+  std::uint32_t* back;  // [rows][L][n] its predecessor yp·n + k
+  std::uint32_t* out;   // [rows·n] labels: the sentence at slot r0 from out + n·r0, path r at + r·T
+  double* score;        // [chunk sentences][n]
+};
+
+/// The n-best order of host/cpu/chain.hpp: higher score first, ties to the smaller index.
+__device__ __forceinline__ bool nbest_before(double sa, std::uint32_t ia, double sb, std::uint32_t ib) {
+  return sa > sb || (sa == sb && ia < ib);
+}
+
+/// Block per sentence, threads over labels. Each (t, y) keeps its n best partial paths, chosen in
+/// n rounds over the L·n candidates (each round the best one after the previous pick in the
+/// order): the CPU's partial sort under the same strict order, so the same lists, and the same
+/// additions (d + τ, then + s), so the same scores bit for bit.
+__global__ void viterbi_nbest_kernel(NbestParams p) {
+  const int L = p.L;
+  const unsigned n = p.n;
+  const std::size_t LL = std::size_t(L) * L, LK = std::size_t(L) * n;
+  const int tid = threadIdx.x, nth = blockDim.x;
+  const unsigned i = p.ch.order[blockIdx.x];
+  const std::uint32_t sid = p.ch.sent[i];
+  const std::size_t tok0 = p.sent_off[sid], T = p.sent_off[sid + 1] - tok0;
+  double* score = p.score + std::size_t(i) * n;
+  if (T == 0) {
+    for (unsigned r = tid; r < n; r += nth) score[r] = -CUDART_INF;
+    return;
+  }
+  const std::size_t r0 = p.ch.slots[i];
+  const double* S = p.S + r0 * L;
+  double* d = p.d + r0 * LK;
+  std::uint32_t* back = p.back + r0 * LK;
+  for (std::size_t j = tid; j < LK; j += nth) {
+    d[j] = j % n == 0 ? S[j / n] : -CUDART_INF;
+    back[j] = 0;
+  }
+  __syncthreads();
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* M = p.edge && row_has_edge(p.edge_off, tok0 + t, t) ? p.edge + (r0 + t) * LL : p.trans;
+    const double* dp = d + (t - 1) * LK;
+    for (int yc = tid; yc < L; yc += nth) {
+      double* dc = d + t * LK + std::size_t(yc) * n;
+      std::uint32_t* bc = back + t * LK + std::size_t(yc) * n;
+      double prev_s = 0;
+      std::uint32_t prev_i = 0;
+      unsigned r = 0;
+      for (; r < n; ++r) {
+        double best = -CUDART_INF;
+        std::uint32_t arg = 0xffffffffu;
+        for (int yp = 0; yp < L; ++yp) {
+          const double m = M[std::size_t(yp) * L + yc];
+          for (unsigned k = 0; k < n; ++k) {
+            const double v = dp[std::size_t(yp) * n + k] + m;
+            if (v == -CUDART_INF) break;  // a list's missing entries are at its end
+            const std::uint32_t idx = std::uint32_t(yp) * n + k;
+            if (r > 0 && !nbest_before(prev_s, prev_i, v, idx)) continue;  // picked already
+            if (nbest_before(v, idx, best, arg)) {
+              best = v;
+              arg = idx;
+            }
+          }
+        }
+        if (arg == 0xffffffffu) break;  // fewer than n partial paths
+        dc[r] = best + S[t * L + yc];
+        bc[r] = arg;
+        prev_s = best;
+        prev_i = arg;
+      }
+      for (; r < n; ++r) {
+        dc[r] = -CUDART_INF;
+        bc[r] = 0;
+      }
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    const double* dl = d + (T - 1) * LK;
+    std::uint32_t* out = p.out + n * r0;
+    double prev_s = 0;
+    std::uint32_t prev_i = 0;
+    unsigned r = 0;
+    for (; r < n; ++r) {
+      double best = -CUDART_INF;
+      std::uint32_t arg = 0xffffffffu;
+      for (std::uint32_t j = 0; j < LK; ++j) {
+        const double v = dl[j];
+        if (v == -CUDART_INF) continue;
+        if (r > 0 && !nbest_before(prev_s, prev_i, v, j)) continue;
+        if (nbest_before(v, j, best, arg)) {
+          best = v;
+          arg = j;
+        }
+      }
+      if (arg == 0xffffffffu) break;
+      score[r] = best;
+      prev_s = best;
+      prev_i = arg;
+      std::uint32_t* path = out + std::size_t(r) * T;
+      std::uint32_t j = arg;
+      for (std::size_t t = T; t-- > 0;) {
+        path[t] = j / n;
+        if (t > 0) j = back[t * LK + j];
+      }
+    }
+    for (; r < n; ++r) {
+      score[r] = -CUDART_INF;
+      for (std::size_t t = 0; t < T; ++t) out[std::size_t(r) * T + t] = 0;
+    }
+  }
+}
+
 // ---- the marginal reduction ------------------------------------------------------------------
 
 /// Warp per (attribute, block of 32 columns): g[a·width + c] += scale · Σ x · delta[row][c] over
@@ -1428,6 +1550,55 @@ class CudaBackend final : public Backend {
       if (best_scores)
         CRFX_CUDA_CHECK(cudaMemcpyAsync(best_scores + begin, losses_.get(), n * sizeof(double),
                                         cudaMemcpyDeviceToHost, stream_));
+      sync();
+      out_off += rows;
+      begin = end;
+    }
+  }
+
+  void viterbi_nbest(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::size_t n,
+                     std::uint32_t* labels, double* path_scores) override {
+    if (n == 0) throw Error("internal: n-best decoding needs n ≥ 1");
+    if (n > 0xffffffffu / std::max<std::size_t>(1, dims_.L))
+      throw Error("n-best decoding: n = " + std::to_string(n) + " is too large");
+    const CudaCorpus& c = C(bc);
+    prepare(w);
+    const std::size_t L = dims_.L;
+    // The n-best tables are their own buffers (grow-only), not the workspace: chunks are cut so
+    // that they need at most kNbestBytes (a longer sentence alone gets what it needs).
+    const std::size_t per_row = L * n * (sizeof(double) + sizeof(std::uint32_t)) + n * sizeof(std::uint32_t);
+    const std::size_t rows_limit = std::max<std::size_t>(1, kNbestBytes / per_row);
+    std::size_t out_off = 0;
+    for (std::size_t begin = 0; begin < span.count;) {
+      const std::size_t end = plan(c, span, begin, rows_limit);
+      const std::size_t m = end - begin, rows = h_slots_[m];
+      run_chunk_front(c, w, m, rows, false);
+      if (nb_d_.size() < rows * L * n) {
+        nb_d_.resize(rows * L * n);
+        nb_back_.resize(rows * L * n);
+      }
+      if (nb_out_.size() < rows * n) nb_out_.resize(rows * n);
+      if (nb_score_.size() < m * n) nb_score_.resize(m * n);
+      NbestParams np;
+      np.L = int(L);
+      np.n = unsigned(n);
+      np.sent_off = c.sent_off.get();
+      np.edge_off = c.edge_off.get();
+      np.ch = chunk_view();
+      np.S = S_.get();
+      np.trans = trans_ptr(w);
+      np.edge = c.edge_off.get() ? edge_.get() : nullptr;
+      np.d = nb_d_.get();
+      np.back = nb_back_.get();
+      np.out = nb_out_.get();
+      np.score = nb_score_.get();
+      viterbi_nbest_kernel<<<unsigned(m), threads_, 0, stream_>>>(np);
+      CRFX_CUDA_CHECK_LAUNCH();
+      if (rows)
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(labels + n * out_off, nb_out_.get(), rows * n * sizeof(std::uint32_t),
+                                        cudaMemcpyDeviceToHost, stream_));
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(path_scores + begin * n, nb_score_.get(), m * n * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
       sync();
       out_off += rows;
       begin = end;
@@ -2225,7 +2396,10 @@ class CudaBackend final : public Backend {
 
   /// The chunk starting at span[begin]: as many whole sentences as the workspace holds. Fills
   /// h_sent_, h_slots_, h_order_ and returns the end.
-  std::size_t plan(const CudaCorpus& c, SentenceSpan span, std::size_t begin) {
+  /// The next chunk of `span` from `begin`: sentences while they fit the workspace (and
+  /// `rows_limit` tokens, except that a first sentence longer than that goes alone).
+  std::size_t plan(const CudaCorpus& c, SentenceSpan span, std::size_t begin,
+                   std::size_t rows_limit = std::numeric_limits<std::size_t>::max()) {
     if (rows_cap_ == 0 || sents_cap_ == 0)
       throw Error("CUDA backend: no device workspace (a device allocation failed earlier)");
     h_sent_.clear();
@@ -2247,6 +2421,7 @@ class CudaBackend final : public Backend {
         if (end == begin) throw Error("internal: sentence longer than the CUDA workspace");
         break;
       }
+      if (rows + T > rows_limit && end > begin) break;
       rows += T;
       h_sent_.push_back(s);
       h_slots_.push_back(rows);
@@ -2390,6 +2565,10 @@ class CudaBackend final : public Backend {
   DeviceBuffer<double> pair_;     // [sents][L][L]
   DeviceBuffer<double> partial_;  // [sents / kTransGroup][L][L]
   DeviceBuffer<double> losses_;   // [sents]
+  // n-best Viterbi (tag --nbest): its own tables, grow-only, at most about kNbestBytes per chunk.
+  static constexpr std::size_t kNbestBytes = std::size_t(256) << 20;
+  DeviceBuffer<double> nb_d_, nb_score_;
+  DeviceBuffer<std::uint32_t> nb_back_, nb_out_;
   DeviceBuffer<std::uint32_t> sent_, order_;  // [sents]
   DeviceBuffer<std::size_t> slots_;           // [sents + 1]
   // Stochastic trainers.

@@ -79,8 +79,8 @@ assert rc == 0, err
 model = open(f"{wd}/good.model", "rb").read()
 
 def tag_extra():
-    """Optional tag outputs: sentence probabilities and marginals."""
-    return rng.choice([[], ["-p"], ["--marginals"], ["-p", "--marginals"]])
+    """Optional tag outputs: sentence probabilities, marginals, n-best lists."""
+    return rng.choice([[], ["-p"], ["--marginals"], ["-p", "--marginals"], ["-n", "3"], ["-n", "2", "--marginals"]])
 
 
 t_end = time.time() + seconds

@@ -61,6 +61,7 @@ TEST(CpuBackend, GradientManyLabels) { check_gradient(7, 3, 2, 0.5, 13); }
 struct Enumerated {
   double log_z = 0, gold = 0, best_score = 0;
   std::vector<double> node;          // [T][L]
+  std::vector<std::pair<double, std::vector<std::uint32_t>>> ranked;  // every path, best first
   std::vector<std::uint32_t> best;   // [T]
 };
 Enumerated enumerate_paths(const test::RandomProblem& p, const std::vector<double>& w, std::size_t s) {
@@ -110,6 +111,9 @@ Enumerated enumerate_paths(const test::RandomProblem& p, const std::vector<doubl
   out.log_z = m + std::log(z);
   out.gold = score(gold);
   out.best_score = best;
+  for (std::size_t k = 0; k < paths.size(); ++k) out.ranked.emplace_back(scores[k], paths[k]);
+  std::stable_sort(out.ranked.begin(), out.ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   out.node.assign(T * L, 0.0);
   for (std::size_t k = 0; k < paths.size(); ++k)
     for (std::size_t t = 0; t < T; ++t) out.node[t * L + paths[k][t]] += std::exp(scores[k] - out.log_z);
@@ -146,6 +150,53 @@ TEST(CpuBackend, LossMarginalsAndViterbiMatchPathEnumeration) {
       b.viterbi(*corpus, *wv, one, none.data(), nullptr);  // scores optional
       EXPECT_EQ(none, e.best);
     }
+  }
+}
+
+TEST(CpuBackend, NbestMatchesPathEnumerationInSpanLayout) {
+  // Sentences of different lengths decoded together: sentence i's path r at n·o_i + r·T_i, its
+  // score at i·n + r; the list equals the enumeration's best n, path 0 is viterbi()'s, and
+  // paths beyond L^T are −∞ with labels 0.
+  for (bool transitions : {true, false}) {
+    auto p = random_problem(3, 6, 2, 12, 4, 91);
+    p.dims.transitions = transitions;
+    CpuBackend b(p.dims, 2);
+    auto corpus = b.upload(p.corpus);
+    const auto w = random_weights(p.dims.num_weights(), 1.5, 92);
+    auto wv = to_backend(b, w);
+    std::vector<std::uint32_t> ids(p.corpus.num_sentences());  // every sentence, in reverse
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::uint32_t(ids.size() - 1 - i);
+    const SentenceSpan span{ids.data(), ids.size()};
+    std::size_t tokens = 0;
+    for (auto s : ids) tokens += p.corpus.length(s);
+    const std::size_t n = 5;
+    std::vector<std::uint32_t> labels(tokens * n, 77), best(tokens);
+    std::vector<double> scores(ids.size() * n), best_scores(ids.size());
+    b.viterbi_nbest(*corpus, *wv, span, n, labels.data(), scores.data());
+    b.viterbi(*corpus, *wv, span, best.data(), best_scores.data());
+    std::size_t o = 0;
+    bool short_seen = false;  // a sentence with fewer than n paths
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "sentence " << ids[i] << " transitions " << transitions);
+      const Enumerated e = enumerate_paths(p, w, ids[i]);
+      short_seen = short_seen || e.ranked.size() < n;
+      const std::size_t T = p.corpus.length(ids[i]);
+      for (std::size_t r = 0; r < n; ++r) {
+        const std::vector<std::uint32_t> path(labels.begin() + n * o + r * T, labels.begin() + n * o + (r + 1) * T);
+        if (r < e.ranked.size()) {
+          EXPECT_NEAR(scores[i * n + r], e.ranked[r].first, 1e-11) << r;
+          EXPECT_EQ(path, e.ranked[r].second) << r;
+        } else {
+          EXPECT_EQ(scores[i * n + r], -INFINITY) << r;
+          EXPECT_EQ(path, std::vector<std::uint32_t>(T, 0u)) << r;
+        }
+      }
+      EXPECT_EQ(std::vector<std::uint32_t>(labels.begin() + n * o, labels.begin() + n * o + T),
+                std::vector<std::uint32_t>(best.begin() + o, best.begin() + o + T));
+      EXPECT_EQ(scores[i * n], best_scores[i]);
+      o += T;
+    }
+    EXPECT_TRUE(short_seen) << "the span should hold a one-token sentence (3 paths < n)";
   }
 }
 

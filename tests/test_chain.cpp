@@ -3,8 +3,10 @@
 // paths (scaled exp-space and log-space).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cpu/chain.hpp"
@@ -199,6 +201,71 @@ TEST(Chain, ViterbiTiesGoToSmallestLabel) {
   x = tie.scores();
   viterbi(x, y.data(), scratch);
   EXPECT_EQ(std::vector<std::uint32_t>(y.begin(), y.begin() + 3), (std::vector<std::uint32_t>{1, 1, 1}));
+}
+
+/// Every path of a tiny chain with its score (path_score), best first; ties in the n-best order
+/// are not resolved here (random weights have none).
+std::vector<std::pair<double, std::vector<std::uint32_t>>> all_paths(const ChainScores& x) {
+  std::vector<std::pair<double, std::vector<std::uint32_t>>> out;
+  std::vector<std::uint32_t> y(x.T, 0);
+  while (true) {
+    out.emplace_back(path_score(x, y.data()), y);
+    std::size_t t = x.T;
+    while (t > 0 && ++y[t - 1] == x.L) y[--t] = 0;
+    if (t == 0) break;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+TEST(Chain, NbestMatchesEnumeration) {
+  std::mt19937_64 rng(31);
+  for (std::size_t L = 1; L <= 4; ++L)
+    for (std::size_t T = 1; T <= 5; ++T)
+      for (bool edges : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "L " << L << " T " << T << " edges " << edges);
+        Chain c = random_chain(T, L, 1.0, edges, rng);
+        ChainScores x = c.scores();
+        const auto ref = all_paths(x);
+        ChainScratch scratch;
+        std::vector<std::uint32_t> best(T);
+        const double vbest = viterbi(x, best.data(), scratch);
+        for (std::size_t n : {std::size_t(1), std::size_t(3), std::size_t(7), ref.size() + 2}) {
+          std::vector<std::uint32_t> y(n * T, 99);
+          std::vector<double> score(n, 0.0);
+          const std::size_t found = viterbi_nbest(x, n, y.data(), score.data(), scratch);
+          ASSERT_EQ(found, std::min(n, ref.size())) << n;
+          for (std::size_t r = 0; r < found; ++r) {
+            const std::vector<std::uint32_t> path(y.begin() + r * T, y.begin() + (r + 1) * T);
+            const double tol = 1e-12 * std::max(1.0, std::fabs(ref[r].first));
+            EXPECT_NEAR(score[r], ref[r].first, tol) << "rank " << r;
+            EXPECT_EQ(path, ref[r].second) << "rank " << r;
+            EXPECT_NEAR(path_score(x, path.data()), score[r], tol) << "rank " << r;
+          }
+          for (std::size_t r = found; r < n; ++r) {
+            EXPECT_EQ(score[r], -INFINITY) << r;
+            for (std::size_t t = 0; t < T; ++t) EXPECT_EQ(y[r * T + t], 0u);
+          }
+          // Path 0 is Viterbi's, score bit for bit.
+          EXPECT_EQ(std::vector<std::uint32_t>(y.begin(), y.begin() + T), best);
+          EXPECT_EQ(score[0], vbest);
+        }
+      }
+}
+
+TEST(Chain, NbestTiesFollowTheStatedOrder) {
+  // All 8 paths of T = 3, L = 2 score 0. The rule (ties to the smaller predecessor index, at the
+  // end to the smaller label·n + rank) lists them by (y2, y1, y0) ascending.
+  Chain zero{3, 2, std::vector<double>(6, 0.0), std::vector<double>(4, 0.0), {}, {}};
+  ChainScores x = zero.scores();
+  ChainScratch scratch;
+  std::vector<std::uint32_t> y(8 * 3);
+  std::vector<double> score(8);
+  ASSERT_EQ(viterbi_nbest(x, 8, y.data(), score.data(), scratch), 8u);
+  const std::vector<std::uint32_t> expected = {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0,
+                                               0, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1};
+  EXPECT_EQ(y, expected);
+  for (double s : score) EXPECT_EQ(s, 0.0);
 }
 
 TEST(Chain, EmptySentence) {

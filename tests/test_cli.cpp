@@ -331,6 +331,69 @@ TEST(Cli, SentenceProbability) {
   EXPECT_EQ(rb, ra);
 }
 
+/// Blocks of `text` separated by blank lines.
+std::vector<std::string> blocks_of(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t blank = text.find("\n\n", at);
+    if (blank == std::string::npos) blank = text.size();
+    out.push_back(text.substr(at, blank - at + 1));  // with its last newline
+    at = blank + 2;
+  }
+  return out;
+}
+
+TEST(Cli, NbestOutput) {
+  std::string prob, out;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet -p", &prob), 0) << prob;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet -n 3 --batch-tokens 500", &out), 0) << out;
+  // Every sentence three times (they all have more than 3 paths), "# RANK p" before each copy,
+  // p not increasing with the rank and summing to at most 1; copy 0 is the Viterbi path, with
+  // the probability -p prints.
+  const std::vector<std::string> ref = blocks_of(prob), got = blocks_of(out);
+  ASSERT_EQ(ref.size(), 100u);
+  ASSERT_EQ(got.size(), 300u);
+  for (std::size_t s = 0; s < ref.size(); ++s) {
+    double previous = 1.0, sum = 0.0;
+    for (std::size_t r = 0; r < 3; ++r) {
+      const std::string& b = got[3 * s + r];
+      const std::string head = "# " + std::to_string(r) + " ";
+      ASSERT_EQ(b.compare(0, head.size(), head), 0) << b;
+      const std::size_t nl = b.find('\n');
+      const double p = std::stod(b.substr(head.size(), nl - head.size()));
+      EXPECT_LE(p, previous + 1e-12) << b;
+      previous = p;
+      sum += p;
+      if (r == 0) {
+        // "# 0 p\n<tokens>" against "# p\n<tokens>"
+        EXPECT_EQ("# " + b.substr(head.size()), ref[s]);
+      } else {
+        EXPECT_NE(b.substr(nl), got[3 * s].substr(got[3 * s].find('\n'))) << "a repeated path";
+      }
+    }
+    EXPECT_LE(sum, 1.0 + 1e-5);
+  }
+  // -n 1 is plain tagging; -n 0 is an error; crfx eval refuses n-best output.
+  std::string plain, one;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet", &plain), 0);
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet -n 1", &one), 0);
+  EXPECT_EQ(one, plain);
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -n 0", &out), 1);
+  EXPECT_NE(out.find("--nbest"), std::string::npos) << out;
+  const std::string tagged = temp_path("nbest.tagged");
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet -n 2 -o " + q(tagged), &out), 0);
+  EXPECT_EQ(run(crfx() + " eval " + q(tagged), &out), 1);
+  EXPECT_NE(out.find(tagged + ":1: n-best output"), std::string::npos) << out;
+  // CRFsuite data: "@nbest<TAB>RANK<TAB>p".
+  const std::string m = temp_path("csn.model");
+  ASSERT_EQ(run(crfx() + " train " + q(data_path("conll2000.train60.crfsuite.txt")) + " --format crfsuite -m " + q(m) + " --quiet", &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " tag " + q(data_path("conll2000.test30.crfsuite.txt")) + " -m " + q(m) + " --quiet -n 2", &out), 0) << out;
+  const std::vector<std::string> cs = blocks_of(out);
+  ASSERT_EQ(cs.size(), 60u);
+  EXPECT_EQ(cs[0].compare(0, 9, "@nbest\t0\t"), 0) << cs[0];
+  EXPECT_EQ(cs[1].compare(0, 9, "@nbest\t1\t"), 0) << cs[1];
+}
+
 TEST(Cli, TaggingInSmallBatchesGivesTheSameOutput) {
   // Batches of 1, 37 and 100,000 tokens (whole sentences each): the same bytes, with and without
   // marginals, to a file and to standard output.

@@ -315,8 +315,16 @@ TEST(EvaluateFile, SentenceProbabilityLinesAreSkippedOnlyBeforeASentence) {
   EXPECT_EQ(eval_text("# 1.5\na B-NP\n").tokens(), 2u);
   EXPECT_EQ(eval_text("a O\n# 0.5\n").tokens(), 2u);
   std::string path;
-  const std::string e = error_of("a B B-NP B-NP\n# 0.5\n", {}, &path);
+  std::string e = error_of("a B B-NP B-NP\n# 0.5\n", {}, &path);
   EXPECT_EQ(e, path + ":2: expected 4 columns (as on line 1), got 2");
+  // n-best output is refused where its rank line stands; elsewhere such a line is a token.
+  for (const char* text : {"# 0 0.912345\na B-NP B-NP\n", "a B-NP B-NP\n\n# 1 0.1\nb O O\n",
+                           "@nbest\t0\t0.5\nB-NP\tB-NP\n"}) {
+    e = error_of(text, {}, &path);
+    EXPECT_NE(e.find(path + ":"), std::string::npos) << e;
+    EXPECT_NE(e.find("n-best output (crfx tag --nbest)"), std::string::npos) << e;
+  }
+  EXPECT_EQ(eval_text("# 0 B-NP\n$ CD I-NP\n").tokens(), 2u);  // "#" tagged B-NP: a token
 }
 
 TEST(EvaluateFile, EndOfInputWithoutBoundary) {

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace crfx {
 namespace {
@@ -339,6 +340,64 @@ double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& sc) {
   y[T - 1] = arg;
   for (std::size_t t = T - 1; t > 0; --t) y[t - 1] = back[t * L + y[t]];
   return best;
+}
+
+namespace {
+/// The first n of `cand` (score, index) in the n-best order: higher score first, ties to the
+/// smaller index. Candidates with score −∞ are dropped. Returns how many were kept.
+std::size_t select_best(std::vector<std::pair<double, std::uint32_t>>& cand, std::size_t n) {
+  cand.erase(std::remove_if(cand.begin(), cand.end(), [](const auto& c) { return c.first == kNegInf; }),
+             cand.end());
+  const std::size_t m = std::min(n, cand.size());
+  std::partial_sort(cand.begin(), cand.begin() + std::ptrdiff_t(m), cand.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  return m;
+}
+}  // namespace
+
+std::size_t viterbi_nbest(const ChainScores& x, std::size_t n, std::uint32_t* y, double* score,
+                          ChainScratch& sc) {
+  const std::size_t T = x.T, L = x.L;
+  std::fill(score, score + n, kNegInf);
+  std::fill(y, y + n * T, 0u);
+  if (T == 0 || n == 0) return 0;
+  const std::size_t LK = L * n;
+  sc.a.assign(T * LK, kNegInf);  // [T][L][n] score of the k-th best path ending in (t, y)
+  sc.back.assign(T * LK, 0);     // [T][L][n] its predecessor yp·n + k
+  double* d = sc.a.data();
+  std::uint32_t* back = sc.back.data();
+  for (std::size_t yc = 0; yc < L; ++yc) d[yc * n] = x.state[yc];
+  std::vector<std::pair<double, std::uint32_t>> cand;
+  cand.reserve(LK);
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* M = x.trans_at(t);
+    const double* dp = d + (t - 1) * LK;
+    for (std::size_t yc = 0; yc < L; ++yc) {
+      cand.clear();
+      for (std::size_t yp = 0; yp < L; ++yp)
+        for (std::size_t k = 0; k < n; ++k)
+          cand.emplace_back(dp[yp * n + k] + M[yp * L + yc], std::uint32_t(yp * n + k));
+      const std::size_t m = select_best(cand, n);
+      for (std::size_t r = 0; r < m; ++r) {
+        d[t * LK + yc * n + r] = cand[r].first + x.state[t * L + yc];
+        back[t * LK + yc * n + r] = cand[r].second;
+      }
+    }
+  }
+  cand.clear();
+  for (std::size_t j = 0; j < LK; ++j) cand.emplace_back(d[(T - 1) * LK + j], std::uint32_t(j));
+  const std::size_t m = select_best(cand, n);
+  for (std::size_t r = 0; r < m; ++r) {
+    score[r] = cand[r].first;
+    std::uint32_t* path = y + r * T;
+    std::uint32_t j = cand[r].second;  // label · n + rank at position t
+    for (std::size_t t = T; t-- > 0;) {
+      path[t] = std::uint32_t(j / n);
+      if (t > 0) j = back[t * LK + j];
+    }
+  }
+  return m;
 }
 
 }  // namespace crfx

@@ -59,4 +59,13 @@ double path_score(const ChainScores& x, const std::uint32_t* y);
 /// Returns its score.
 double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& scratch);
 
+/// The n best paths (list Viterbi): path r into y + r·T, its score into score[r], best first.
+/// Every (position, label) keeps its n best partial paths, ordered by score, ties by the smaller
+/// predecessor index yp·n + k (predecessor label yp, its rank k); the end is chosen the same way
+/// over (label, rank). So path 0 is viterbi()'s, and the order is a strict total order: every
+/// implementation of this rule (the CUDA kernel) gives the same list. When the sentence has fewer
+/// than n paths (L^T < n) the missing ones get score −∞ and labels 0. Returns the paths found.
+std::size_t viterbi_nbest(const ChainScores& x, std::size_t n, std::uint32_t* y, double* score,
+                          ChainScratch& scratch);
+
 }  // namespace crfx

@@ -703,6 +703,23 @@ void CpuBackend::viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan 
   });
 }
 
+void CpuBackend::viterbi_nbest(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
+                               std::size_t n, std::uint32_t* labels, double* path_scores) {
+  if (n == 0) throw Error("internal: n-best decoding needs n ≥ 1");
+  if (n > 0xffffffffu / std::max<std::size_t>(1, dims_.L))  // predecessor indices yp·n + k
+    throw Error("n-best decoding: n = " + std::to_string(n) + " is too large");
+  const Corpus& c = C(bc).c;
+  Prepared p;
+  prepare(w, p);
+  std::vector<std::size_t> offset(span.count + 1, 0);
+  for (std::size_t i = 0; i < span.count; ++i) offset[i + 1] = offset[i] + c.length(span[i]);
+  pool_.run(span.count, [&](std::size_t i, unsigned worker) {
+    Work& work = *work_[worker];
+    ChainScores x = scores(c, p, span[i], work);
+    crfx::viterbi_nbest(x, n, labels + n * offset[i], path_scores + i * n, work.chain);
+  });
+}
+
 void CpuBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
                            double* node_marginals, double* log_z) {
   const Corpus& c = C(bc).c;

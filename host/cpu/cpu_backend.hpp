@@ -97,6 +97,8 @@ class CpuBackend final : public Backend {
                   Vector* grad, double scale) override;
   void viterbi(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                std::uint32_t* labels, double* best_scores) override;
+  void viterbi_nbest(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
+                     std::size_t n, std::uint32_t* labels, double* path_scores) override;
   void marginals(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                  double* node_marginals, double* log_z) override;
 

@@ -20,6 +20,8 @@
 // `crfx tag --probability` writes before a sentence ("# p" as CRF++ -v1, "@probability<TAB>p" as
 // CRFsuite -p) is skipped too, but only there: first in a sentence, exactly two fields, the
 // second a number in [0, 1] — so a token "#" whose guessed label is a word is still a token.
+// The rank line of `crfx tag --nbest` ("# RANK p", "@nbest<TAB>RANK<TAB>p") in the same place is
+// an error: such output holds several label sequences per sentence.
 // IOBES: conlleval knows B, I, E, O, '[', ']' and '.'; like the common ports its rules are
 // extended here so that S-X is a single-token chunk and E-X followed by B-X (two adjacent chunks
 // in IOBES) ends one chunk and starts the next. Those additions only involve S, or E followed by
@@ -252,14 +254,23 @@ std::string ChunkEvaluator::report() const {
 }
 
 namespace {
-/// The line `crfx tag --probability` writes before each sentence (see the top of this file).
-bool probability_line(const std::vector<std::string>& fields) {
-  if (fields.size() != 2 || (fields[0] != "#" && fields[0] != "@probability")) return false;
-  const std::string& p = fields[1];
+bool is_probability(const std::string& p) {
   if (p.empty() || p.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;
   char* end = nullptr;
   const double v = std::strtod(p.c_str(), &end);
   return end == p.c_str() + p.size() && v >= 0.0 && v <= 1.0;
+}
+
+/// The line `crfx tag --probability` writes before each sentence (see the top of this file).
+bool probability_line(const std::vector<std::string>& fields) {
+  return fields.size() == 2 && (fields[0] == "#" || fields[0] == "@probability") && is_probability(fields[1]);
+}
+
+/// The line `crfx tag --nbest` writes before each of a sentence's paths: "# RANK p" or
+/// "@nbest<TAB>RANK<TAB>p".
+bool nbest_line(const std::vector<std::string>& fields) {
+  return fields.size() == 3 && (fields[0] == "#" || fields[0] == "@nbest") && !fields[1].empty() &&
+         fields[1].find_first_not_of("0123456789") == std::string::npos && is_probability(fields[2]);
 }
 }  // namespace
 
@@ -287,6 +298,10 @@ ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
       continue;
     }
     if (gold.empty() && probability_line(fields)) continue;  // tag --probability's line
+    if (gold.empty() && nbest_line(fields))
+      throw InputError(path, line_no,
+                       "n-best output (crfx tag --nbest) holds several label sequences per "
+                       "sentence; score the output of a run without --nbest");
     const std::size_t n = fields.size();
     if (columns == 0) {
       columns = n;

@@ -200,6 +200,13 @@ class Backend {
   /// (0 for an empty sentence), so that p(ŷ | x) = exp(score − log Z) with log Z from marginals().
   virtual void viterbi(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                        std::uint32_t* labels, double* best_scores) = 0;
+  /// The n ≥ 1 best label sequences per sentence (list Viterbi, `crfx tag --nbest`), best first,
+  /// in the order and with the tie rule of viterbi_nbest in host/cpu/chain.hpp, so path 0 is
+  /// viterbi()'s. Sentence i of the span (T_i tokens, the span's tokens before it o_i) gets path r
+  /// at labels + n·o_i + r·T_i and its score at path_scores[i·n + r]; paths beyond the sentence's
+  /// L^T_i get score −∞ and labels 0.
+  virtual void viterbi_nbest(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
+                             std::size_t n, std::uint32_t* labels, double* path_scores) = 0;
   /// Node marginals p(y_t = y | x), [tokens of the span][L], and log Z per sentence (span
   /// order). Either output may be null; without node_marginals only the forward pass runs.
   virtual void marginals(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,

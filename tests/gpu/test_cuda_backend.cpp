@@ -155,6 +155,20 @@ void compare_primitives(const test::RandomProblem& p, double weight_scale, std::
   gpu->viterbi(*gc, *wg, span, yg.data(), sg.data());
   EXPECT_EQ(yg, yc) << "viterbi";
   expect_close_vec(sg, sc, kLossRel, "viterbi path scores");
+
+  // n-best (tag --nbest): the same lists; missing paths (−∞, labels 0) in the same places.
+  for (std::size_t n : {std::size_t(1), std::size_t(4)}) {
+    std::vector<std::uint32_t> nc(tokens * n), ng(tokens * n, 12345);
+    std::vector<double> pc(ids.size() * n), pg(ids.size() * n, -1.0);
+    cpu.viterbi_nbest(*cc, *wc, span, n, nc.data(), pc.data());
+    gpu->viterbi_nbest(*gc, *wg, span, n, ng.data(), pg.data());
+    EXPECT_EQ(ng, nc) << "viterbi_nbest labels, n = " << n;
+    for (std::size_t j = 0; j < pc.size(); ++j) {
+      ASSERT_EQ(std::isinf(pg[j]), std::isinf(pc[j])) << "viterbi_nbest missing path " << j;
+      if (std::isinf(pc[j])) pc[j] = pg[j] = 0.0;
+    }
+    expect_close_vec(pg, pc, kLossRel, "viterbi_nbest scores");
+  }
 }
 
 struct Shape {
