@@ -815,10 +815,25 @@ __device__ __forceinline__ bool nbest_before(double sa, std::uint32_t ia, double
   return sa > sb || (sa == sb && ia < ib);
 }
 
-/// Block per sentence, threads over labels. Each (t, y) keeps its n best partial paths, chosen in
-/// n rounds over the L·n candidates (each round the best one after the previous pick in the
-/// order): the CPU's partial sort under the same strict order, so the same lists, and the same
-/// additions (d + τ, then + s), so the same scores bit for bit.
+/// Inserts (v, j) into the sorted buffer (s, ix) of m ≤ n entries (when full, the last one drops
+/// out; the caller has checked that (v, j) comes before it). Returns the new count.
+__device__ __forceinline__ unsigned nbest_insert(double* s, std::uint32_t* ix, unsigned m, unsigned n,
+                                                 double v, std::uint32_t j) {
+  unsigned i = m < n ? m++ : n - 1;
+  for (; i > 0 && nbest_before(v, j, s[i - 1], ix[i - 1]); --i) {
+    s[i] = s[i - 1];
+    ix[i] = ix[i - 1];
+  }
+  s[i] = v;
+  ix[i] = j;
+  return m;
+}
+
+/// Block per sentence, threads over labels. Each (t, y) merges the L sorted predecessor lists
+/// into its n best partial paths as merge_best in host/cpu/chain.cpp does (a sorted buffer — here
+/// the output row itself — and each list left at its first entry that does not beat the buffer's
+/// last), so the same lists under the same strict order, and the same additions (d + τ, then
+/// + s), so the same scores bit for bit.
 __global__ void viterbi_nbest_kernel(NbestParams p) {
   const int L = p.L;
   const unsigned n = p.n;
@@ -847,32 +862,19 @@ __global__ void viterbi_nbest_kernel(NbestParams p) {
     for (int yc = tid; yc < L; yc += nth) {
       double* dc = d + t * LK + std::size_t(yc) * n;
       std::uint32_t* bc = back + t * LK + std::size_t(yc) * n;
-      double prev_s = 0;
-      std::uint32_t prev_i = 0;
-      unsigned r = 0;
-      for (; r < n; ++r) {
-        double best = -CUDART_INF;
-        std::uint32_t arg = 0xffffffffu;
-        for (int yp = 0; yp < L; ++yp) {
-          const double m = M[std::size_t(yp) * L + yc];
-          for (unsigned k = 0; k < n; ++k) {
-            const double v = dp[std::size_t(yp) * n + k] + m;
-            if (v == -CUDART_INF) break;  // a list's missing entries are at its end
-            const std::uint32_t idx = std::uint32_t(yp) * n + k;
-            if (r > 0 && !nbest_before(prev_s, prev_i, v, idx)) continue;  // picked already
-            if (nbest_before(v, idx, best, arg)) {
-              best = v;
-              arg = idx;
-            }
-          }
+      unsigned m = 0;
+      for (int yp = 0; yp < L; ++yp) {
+        const double tau = M[std::size_t(yp) * L + yc];
+        for (unsigned k = 0; k < n; ++k) {
+          const double v = dp[std::size_t(yp) * n + k] + tau;
+          if (v == -CUDART_INF) break;  // the list's missing entries
+          const std::uint32_t idx = std::uint32_t(yp) * n + k;
+          if (m == n && !nbest_before(v, idx, dc[n - 1], bc[n - 1])) break;  // nor the rest of it
+          m = nbest_insert(dc, bc, m, n, v, idx);
         }
-        if (arg == 0xffffffffu) break;  // fewer than n partial paths
-        dc[r] = best + S[t * L + yc];
-        bc[r] = arg;
-        prev_s = best;
-        prev_i = arg;
       }
-      for (; r < n; ++r) {
+      for (unsigned r = 0; r < m; ++r) dc[r] = dc[r] + S[t * L + yc];
+      for (unsigned r = m; r < n; ++r) {
         dc[r] = -CUDART_INF;
         bc[r] = 0;
       }
@@ -880,35 +882,29 @@ __global__ void viterbi_nbest_kernel(NbestParams p) {
     __syncthreads();
   }
   if (tid == 0) {
+    // The ends: the same merge over the last position's lists, into score[] and, for the
+    // indices, back's row 0 (never read by the backtrack).
     const double* dl = d + (T - 1) * LK;
-    std::uint32_t* out = p.out + n * r0;
-    double prev_s = 0;
-    std::uint32_t prev_i = 0;
-    unsigned r = 0;
-    for (; r < n; ++r) {
-      double best = -CUDART_INF;
-      std::uint32_t arg = 0xffffffffu;
-      for (std::uint32_t j = 0; j < LK; ++j) {
+    std::uint32_t* ends = back;
+    unsigned m = 0;
+    for (int y = 0; y < L; ++y)
+      for (unsigned k = 0; k < n; ++k) {
+        const std::uint32_t j = std::uint32_t(y) * n + k;
         const double v = dl[j];
-        if (v == -CUDART_INF) continue;
-        if (r > 0 && !nbest_before(prev_s, prev_i, v, j)) continue;
-        if (nbest_before(v, j, best, arg)) {
-          best = v;
-          arg = j;
-        }
+        if (v == -CUDART_INF) break;
+        if (m == n && !nbest_before(v, j, score[n - 1], ends[n - 1])) break;
+        m = nbest_insert(score, ends, m, n, v, j);
       }
-      if (arg == 0xffffffffu) break;
-      score[r] = best;
-      prev_s = best;
-      prev_i = arg;
+    std::uint32_t* out = p.out + n * r0;
+    for (unsigned r = 0; r < m; ++r) {
       std::uint32_t* path = out + std::size_t(r) * T;
-      std::uint32_t j = arg;
+      std::uint32_t j = ends[r];
       for (std::size_t t = T; t-- > 0;) {
         path[t] = j / n;
         if (t > 0) j = back[t * LK + j];
       }
     }
-    for (; r < n; ++r) {
+    for (unsigned r = m; r < n; ++r) {
       score[r] = -CUDART_INF;
       for (std::size_t t = 0; t < T; ++t) out[std::size_t(r) * T + t] = 0;
     }

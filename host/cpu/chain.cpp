@@ -343,15 +343,32 @@ double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& sc) {
 }
 
 namespace {
-/// The first n of `cand` (score, index) in the n-best order: higher score first, ties to the
-/// smaller index. Candidates with score −∞ are dropped. Returns how many were kept.
-std::size_t select_best(std::vector<std::pair<double, std::uint32_t>>& cand, std::size_t n) {
-  cand.erase(std::remove_if(cand.begin(), cand.end(), [](const auto& c) { return c.first == kNegInf; }),
-             cand.end());
-  const std::size_t m = std::min(n, cand.size());
-  std::partial_sort(cand.begin(), cand.begin() + std::ptrdiff_t(m), cand.end(), [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  });
+/// The n-best order: higher score first, ties to the smaller index.
+bool nbest_before(const std::pair<double, std::uint32_t>& a, const std::pair<double, std::uint32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+/// Merges L lists of n entries into the first n of the n-best order. List yp holds the candidates
+/// value(yp·n + k) for k = 0 … n − 1, already in that order (scores not increasing, −∞ at the end):
+/// a (t−1) list plus one transition score keeps its order, since rounding is monotonic and equal
+/// sums fall back to k. So keeping the n best seen so far in a sorted buffer, and leaving a list
+/// at its first entry that does not beat the buffer's last, gives exactly the sequence a full sort
+/// of all L·n candidates would (what the CUDA kernel's selection rounds compute), at about L + a
+/// few insertions per call. Writes the winners to `best`; returns how many.
+template <class Value>
+std::size_t merge_best(std::size_t L, std::size_t n, Value value, std::pair<double, std::uint32_t>* best) {
+  std::size_t m = 0;
+  for (std::size_t yp = 0; yp < L; ++yp) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint32_t j = std::uint32_t(yp * n + k);
+      const std::pair<double, std::uint32_t> c(value(j), j);
+      if (c.first == kNegInf) break;                          // the list's missing entries
+      if (m == n && !nbest_before(c, best[n - 1])) break;     // nor will the rest of this list
+      std::size_t i = m < n ? m++ : n - 1;                    // the buffer's last place
+      for (; i > 0 && nbest_before(c, best[i - 1]); --i) best[i] = best[i - 1];
+      best[i] = c;
+    }
+  }
   return m;
 }
 }  // namespace
@@ -368,30 +385,25 @@ std::size_t viterbi_nbest(const ChainScores& x, std::size_t n, std::uint32_t* y,
   double* d = sc.a.data();
   std::uint32_t* back = sc.back.data();
   for (std::size_t yc = 0; yc < L; ++yc) d[yc * n] = x.state[yc];
-  std::vector<std::pair<double, std::uint32_t>> cand;
-  cand.reserve(LK);
+  std::vector<std::pair<double, std::uint32_t>> best(n);
   for (std::size_t t = 1; t < T; ++t) {
     const double* M = x.trans_at(t);
     const double* dp = d + (t - 1) * LK;
     for (std::size_t yc = 0; yc < L; ++yc) {
-      cand.clear();
-      for (std::size_t yp = 0; yp < L; ++yp)
-        for (std::size_t k = 0; k < n; ++k)
-          cand.emplace_back(dp[yp * n + k] + M[yp * L + yc], std::uint32_t(yp * n + k));
-      const std::size_t m = select_best(cand, n);
+      const std::size_t m =
+          merge_best(L, n, [&](std::uint32_t j) { return dp[j] + M[(j / n) * L + yc]; }, best.data());
       for (std::size_t r = 0; r < m; ++r) {
-        d[t * LK + yc * n + r] = cand[r].first + x.state[t * L + yc];
-        back[t * LK + yc * n + r] = cand[r].second;
+        d[t * LK + yc * n + r] = best[r].first + x.state[t * L + yc];
+        back[t * LK + yc * n + r] = best[r].second;
       }
     }
   }
-  cand.clear();
-  for (std::size_t j = 0; j < LK; ++j) cand.emplace_back(d[(T - 1) * LK + j], std::uint32_t(j));
-  const std::size_t m = select_best(cand, n);
+  const double* dl = d + (T - 1) * LK;
+  const std::size_t m = merge_best(L, n, [&](std::uint32_t j) { return dl[j]; }, best.data());
   for (std::size_t r = 0; r < m; ++r) {
-    score[r] = cand[r].first;
+    score[r] = best[r].first;
     std::uint32_t* path = y + r * T;
-    std::uint32_t j = cand[r].second;  // label · n + rank at position t
+    std::uint32_t j = best[r].second;  // label · n + rank at position t
     for (std::size_t t = T; t-- > 0;) {
       path[t] = std::uint32_t(j / n);
       if (t > 0) j = back[t * LK + j];
