@@ -1,8 +1,13 @@
 // End-to-end: the crfx binary on the bundled CoNLL-2000 and CRFsuite slices.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -392,6 +397,48 @@ TEST(Cli, NbestOutput) {
   ASSERT_EQ(cs.size(), 60u);
   EXPECT_EQ(cs[0].compare(0, 9, "@nbest\t0\t"), 0) << cs[0];
   EXPECT_EQ(cs[1].compare(0, 9, "@nbest\t1\t"), 0) << cs[1];
+}
+
+TEST(Cli, KilledWhileWritingLeavesNoTemporaryFile) {
+  // A long tagging run (a 30-token sentence, 200,000 best paths: gigabytes of output) into a
+  // fresh directory where the output exists already; SIGTERM once its temporary file is there.
+  // The process dies of the signal, the temporary file is gone, the old output untouched.
+  namespace fs = std::filesystem;
+  const std::string dir = temp_path("killed");
+  fs::create_directories(dir);
+  const std::string input = dir + "/in.txt", output = dir + "/out.txt";
+  std::string text = read_text(kTest);
+  text = text.substr(0, text.find("\n\n") + 2);  // the first sentence
+  write_text(input, text);
+  write_text(output, "keep me\n");
+  const std::string model = trained_model(), binary = crfx();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGTERM, SIG_DFL);
+    ::execl(binary.c_str(), binary.c_str(), "tag", input.c_str(), "-m", model.c_str(), "-n", "200000",
+            "-q", "-o", output.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto temporaries = [&] {
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir))
+      n += e.path().filename().string().find(".tmp.") != std::string::npos;
+    return n;
+  };
+  bool seen = false;
+  for (int i = 0; i < 600 && !seen; ++i) {  // up to a minute (the model load comes first)
+    seen = temporaries() > 0;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(seen) << "the run never created its temporary file";
+  ASSERT_TRUE(WIFSIGNALED(status)) << "status " << status;
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_EQ(temporaries(), 0u);
+  EXPECT_EQ(read_text(output), "keep me\n");
 }
 
 TEST(Cli, TaggingInSmallBatchesGivesTheSameOutput) {

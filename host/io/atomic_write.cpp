@@ -2,14 +2,25 @@
 // stays on one file system) → write(s) → fsync → close → rename over `path`. Readers see the old file or
 // the new one, never a half-written one; on any failure the temporary file is removed and the
 // old `path` is left as it was.
+//
+// Interrupted (Ctrl-C, kill, a closed terminal), the process would otherwise leave its temporary
+// files behind: each open one is listed in a fixed table that a SIGINT / SIGTERM / SIGHUP handler
+// reads — only async-signal-safe work there: unlink(2) each listed path, restore the default
+// action, raise the signal again (so the exit status still says which signal). The handler is
+// installed with the first AtomicFile, and only for signals whose action was the default (an
+// ignored SIGHUP under nohup stays ignored). More than kSlots files open at once: the rest are
+// cleaned up only by the ordinary paths (crfx writes at most two at a time).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 
 #include "crfx/error.hpp"
@@ -40,12 +51,69 @@ std::string parent_dir(const std::string& path) {
   throw Error("cannot write " + path + ": " + what + ": " + std::strerror(err));
 }
 
+// ---- temporary files removed on a fatal signal ----------------------------------------------
+constexpr int kSlots = 16;
+constexpr std::size_t kSlotPath = 4096;
+struct Slot {
+  volatile std::sig_atomic_t used = 0;  // set after `path` is complete, cleared before it changes
+  char path[kSlotPath];
+};
+Slot g_slots[kSlots];
+std::mutex g_slots_mutex;  // between threads registering files; never taken by the handler
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+extern "C" void remove_temporaries_and_reraise(int sig) {
+  for (Slot& s : g_slots)
+    if (s.used) ::unlink(s.path);
+  std::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_handlers_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : kCleanupSignals) {
+      struct sigaction old;
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+      struct sigaction sa;
+      std::memset(&sa, 0, sizeof sa);
+      sa.sa_handler = remove_temporaries_and_reraise;
+      sigemptyset(&sa.sa_mask);
+      for (int other : kCleanupSignals) sigaddset(&sa.sa_mask, other);  // one cleanup at a time
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+/// Lists `tmp` for the handler; the slot, or -1 when the table is full or the path too long.
+int register_tmp(const std::string& tmp) {
+  install_handlers_once();
+  if (tmp.size() >= kSlotPath) return -1;
+  std::lock_guard<std::mutex> lock(g_slots_mutex);
+  for (int i = 0; i < kSlots; ++i) {
+    if (g_slots[i].used) continue;
+    std::memcpy(g_slots[i].path, tmp.c_str(), tmp.size() + 1);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the path is complete before `used`
+    g_slots[i].used = 1;
+    return i;
+  }
+  return -1;
+}
+
+void unregister_tmp(int slot) noexcept {
+  if (slot < 0) return;
+  std::lock_guard<std::mutex> lock(g_slots_mutex);
+  g_slots[slot].used = 0;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   tmp_ = path + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
   fd_ = ::mkstemp(tmp_.data());
   if (fd_ < 0) fail(path_, "cannot create a temporary file", errno);
+  slot_ = register_tmp(tmp_);
   // mkstemp creates mode 0600; give the file the mode an ordinary create would (or keep the
   // mode of the file being replaced).
   struct stat st;
@@ -58,12 +126,19 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  forget_tmp();
+}
+
+void AtomicFile::forget_tmp() noexcept {
+  unregister_tmp(slot_);
+  slot_ = -1;
 }
 
 void AtomicFile::abort_with(const char* what, int err) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   ::unlink(tmp_.c_str());
+  forget_tmp();
   tmp_.clear();
   fail(path_, what, err);
 }
@@ -88,6 +163,7 @@ void AtomicFile::commit() {
   fd_ = -1;
   if (::close(fd) != 0) abort_with("close", errno);
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) abort_with("rename", errno);
+  forget_tmp();  // (a signal between the rename and here unlinks a name that is gone: harmless)
   tmp_.clear();
 
   // Make the rename itself durable; failure here does not undo the (already visible) write.

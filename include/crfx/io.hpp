@@ -113,7 +113,8 @@ void append_fixed6(std::string& out, double v);
 /// A file written atomically in pieces: a temporary file in the same directory, renamed over
 /// `path` by commit(). Destroyed without commit() (an error, an exception on the way), it removes
 /// the temporary file and leaves any existing `path` untouched. Errors throw crfx::Error naming
-/// `path`.
+/// `path`. A process ended by SIGINT, SIGTERM or SIGHUP (where those were not ignored) removes
+/// the temporary files still open before it dies of the signal.
 class AtomicFile {
  public:
   explicit AtomicFile(const std::string& path);
@@ -126,8 +127,10 @@ class AtomicFile {
 
  private:
   [[noreturn]] void abort_with(const char* what, int err);
+  void forget_tmp() noexcept;  // unlinked or renamed: no longer the signal handler's to remove
   std::string path_, tmp_;
   int fd_ = -1;
+  int slot_ = -1;  // in the signal handler's list of temporary files, or -1
 };
 
 /// Fails early (Error naming `path`) where a later atomic write to `path` is bound to fail: `path`
