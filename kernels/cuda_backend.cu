@@ -815,25 +815,53 @@ __device__ __forceinline__ bool nbest_before(double sa, std::uint32_t ia, double
   return sa > sb || (sa == sb && ia < ib);
 }
 
-/// Inserts (v, j) into the sorted buffer (s, ix) of m ≤ n entries (when full, the last one drops
-/// out; the caller has checked that (v, j) comes before it). Returns the new count.
-__device__ __forceinline__ unsigned nbest_insert(double* s, std::uint32_t* ix, unsigned m, unsigned n,
-                                                 double v, std::uint32_t j) {
-  unsigned i = m < n ? m++ : n - 1;
-  for (; i > 0 && nbest_before(v, j, s[i - 1], ix[i - 1]); --i) {
-    s[i] = s[i - 1];
-    ix[i] = ix[i - 1];
+/// Merges L sorted lists, list yp being value(yp·n + k) for k = 0 … n − 1 (−∞ at its end), into
+/// the sorted buffer (s, ix) of the first n in the n-best order; returns how many. The
+/// list-at-a-time merge of merge_best in host/cpu/chain.cpp: a list whose head does not beat a
+/// full buffer's last entry is skipped, otherwise a forward count of how many of each run make
+/// the first n and a backward in-place merge. O(L·n) at worst, for any n.
+template <class Value>
+__device__ unsigned nbest_merge(int L, unsigned n, Value value, double* s, std::uint32_t* ix) {
+  unsigned m = 0;
+  for (int yp = 0; yp < L; ++yp) {
+    const std::uint32_t base = std::uint32_t(yp) * n;
+    const double head = value(base);
+    if (head == -CUDART_INF || (m == n && !nbest_before(head, base, s[n - 1], ix[n - 1]))) continue;
+    unsigned a = 0, b = 0;  // how many of the buffer and of the list are among the first n
+    while (a + b < n) {
+      if (b < n) {
+        const double c = value(base + b);
+        if (c != -CUDART_INF && (a == m || nbest_before(c, base + b, s[a], ix[a]))) {
+          ++b;
+          continue;
+        }
+      }
+      if (a == m) break;
+      ++a;
+    }
+    const unsigned total = a + b;
+    for (unsigned out = total; b > 0;) {  // backward, in place
+      const double c = value(base + b - 1);
+      --out;
+      if (a > 0 && nbest_before(c, base + b - 1, s[a - 1], ix[a - 1])) {
+        --a;
+        s[out] = s[a];
+        ix[out] = ix[a];
+      } else {
+        --b;
+        s[out] = c;
+        ix[out] = base + b;
+      }
+    }
+    m = total;
   }
-  s[i] = v;
-  ix[i] = j;
   return m;
 }
 
 /// Block per sentence, threads over labels. Each (t, y) merges the L sorted predecessor lists
-/// into its n best partial paths as merge_best in host/cpu/chain.cpp does (a sorted buffer — here
-/// the output row itself — and each list left at its first entry that does not beat the buffer's
-/// last), so the same lists under the same strict order, and the same additions (d + τ, then
-/// + s), so the same scores bit for bit.
+/// into its n best partial paths with nbest_merge, the output row itself as the buffer: the same
+/// lists as the CPU's under the same strict order, and the same additions (d + τ, then + s), so
+/// the same scores bit for bit.
 __global__ void viterbi_nbest_kernel(NbestParams p) {
   const int L = p.L;
   const unsigned n = p.n;
@@ -862,17 +890,8 @@ __global__ void viterbi_nbest_kernel(NbestParams p) {
     for (int yc = tid; yc < L; yc += nth) {
       double* dc = d + t * LK + std::size_t(yc) * n;
       std::uint32_t* bc = back + t * LK + std::size_t(yc) * n;
-      unsigned m = 0;
-      for (int yp = 0; yp < L; ++yp) {
-        const double tau = M[std::size_t(yp) * L + yc];
-        for (unsigned k = 0; k < n; ++k) {
-          const double v = dp[std::size_t(yp) * n + k] + tau;
-          if (v == -CUDART_INF) break;  // the list's missing entries
-          const std::uint32_t idx = std::uint32_t(yp) * n + k;
-          if (m == n && !nbest_before(v, idx, dc[n - 1], bc[n - 1])) break;  // nor the rest of it
-          m = nbest_insert(dc, bc, m, n, v, idx);
-        }
-      }
+      const unsigned m = nbest_merge(
+          L, n, [&](std::uint32_t j) { return dp[j] + M[std::size_t(j / n) * L + yc]; }, dc, bc);
       for (unsigned r = 0; r < m; ++r) dc[r] = dc[r] + S[t * L + yc];
       for (unsigned r = m; r < n; ++r) {
         dc[r] = -CUDART_INF;
@@ -886,15 +905,7 @@ __global__ void viterbi_nbest_kernel(NbestParams p) {
     // indices, back's row 0 (never read by the backtrack).
     const double* dl = d + (T - 1) * LK;
     std::uint32_t* ends = back;
-    unsigned m = 0;
-    for (int y = 0; y < L; ++y)
-      for (unsigned k = 0; k < n; ++k) {
-        const std::uint32_t j = std::uint32_t(y) * n + k;
-        const double v = dl[j];
-        if (v == -CUDART_INF) break;
-        if (m == n && !nbest_before(v, j, score[n - 1], ends[n - 1])) break;
-        m = nbest_insert(score, ends, m, n, v, j);
-      }
+    const unsigned m = nbest_merge(L, n, [&](std::uint32_t j) { return dl[j]; }, score, ends);
     std::uint32_t* out = p.out + n * r0;
     for (unsigned r = 0; r < m; ++r) {
       std::uint32_t* path = out + std::size_t(r) * T;

@@ -230,7 +230,8 @@ TEST(Chain, NbestMatchesEnumeration) {
         ChainScratch scratch;
         std::vector<std::uint32_t> best(T);
         const double vbest = viterbi(x, best.data(), scratch);
-        for (std::size_t n : {std::size_t(1), std::size_t(3), std::size_t(7), ref.size() + 2}) {
+        for (std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(3), std::size_t(7), std::size_t(40),
+                              ref.size(), ref.size() + 2}) {
           std::vector<std::uint32_t> y(n * T, 99);
           std::vector<double> score(n, 0.0);
           const std::size_t found = viterbi_nbest(x, n, y.data(), score.data(), scratch);
@@ -259,13 +260,16 @@ TEST(Chain, NbestTiesFollowTheStatedOrder) {
   Chain zero{3, 2, std::vector<double>(6, 0.0), std::vector<double>(4, 0.0), {}, {}};
   ChainScores x = zero.scores();
   ChainScratch scratch;
-  std::vector<std::uint32_t> y(8 * 3);
-  std::vector<double> score(8);
-  ASSERT_EQ(viterbi_nbest(x, 8, y.data(), score.data(), scratch), 8u);
-  const std::vector<std::uint32_t> expected = {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0,
-                                               0, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1};
-  EXPECT_EQ(y, expected);
-  for (double s : score) EXPECT_EQ(s, 0.0);
+  std::vector<std::uint32_t> expected = {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0,
+                                         0, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1};
+  for (std::size_t n : {std::size_t(8), std::size_t(20)}) {  // both ways of merging (≤ 16, > 16)
+    std::vector<std::uint32_t> y(n * 3, 7);
+    std::vector<double> score(n);
+    ASSERT_EQ(viterbi_nbest(x, n, y.data(), score.data(), scratch), 8u) << n;
+    expected.resize(n * 3, 0u);  // missing paths: labels 0
+    EXPECT_EQ(y, expected) << n;
+    for (std::size_t r = 0; r < n; ++r) EXPECT_EQ(score[r], r < 8 ? 0.0 : -INFINITY) << n << " " << r;
+  }
 }
 
 TEST(Chain, EmptySentence) {

@@ -348,26 +348,63 @@ bool nbest_before(const std::pair<double, std::uint32_t>& a, const std::pair<dou
   return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
-/// Merges L lists of n entries into the first n of the n-best order. List yp holds the candidates
-/// value(yp·n + k) for k = 0 … n − 1, already in that order (scores not increasing, −∞ at the end):
-/// a (t−1) list plus one transition score keeps its order, since rounding is monotonic and equal
-/// sums fall back to k. So keeping the n best seen so far in a sorted buffer, and leaving a list
-/// at its first entry that does not beat the buffer's last, gives exactly the sequence a full sort
-/// of all L·n candidates would (what the CUDA kernel's selection rounds compute), at about L + a
-/// few insertions per call. Writes the winners to `best`; returns how many.
+/// Merges L lists of n entries into the first n of the n-best order, in `best` (returns how
+/// many). List yp holds the candidates value(yp·n + k), k = 0 … n − 1, already in that order
+/// (scores not increasing, −∞ at the end): a (t−1) list plus one transition score keeps its order,
+/// since rounding is monotonic and equal sums fall back to k. So the lists are merged into a sorted
+/// buffer, and a list whose entry does not beat the buffer's last (when full) is left there. The
+/// result is the sequence a full sort of all L·n candidates would give, whichever way it is
+/// merged: for n ≤ kInsertNbest entry by entry (insertion, cheapest for short lists), above that
+/// a list at a time — a forward count of how many of each run make the first n, then a backward
+/// in-place merge — which stays O(L·n) where insertion would be O(L·n²). The CUDA kernel uses the
+/// second way for every n.
+constexpr std::size_t kInsertNbest = 16;
+
 template <class Value>
 std::size_t merge_best(std::size_t L, std::size_t n, Value value, std::pair<double, std::uint32_t>* best) {
   std::size_t m = 0;
-  for (std::size_t yp = 0; yp < L; ++yp) {
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::uint32_t j = std::uint32_t(yp * n + k);
-      const std::pair<double, std::uint32_t> c(value(j), j);
-      if (c.first == kNegInf) break;                          // the list's missing entries
-      if (m == n && !nbest_before(c, best[n - 1])) break;     // nor will the rest of this list
-      std::size_t i = m < n ? m++ : n - 1;                    // the buffer's last place
-      for (; i > 0 && nbest_before(c, best[i - 1]); --i) best[i] = best[i - 1];
-      best[i] = c;
+  if (n <= kInsertNbest) {
+    for (std::size_t yp = 0; yp < L; ++yp) {
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::uint32_t j = std::uint32_t(yp * n + k);
+        const std::pair<double, std::uint32_t> c(value(j), j);
+        if (c.first == kNegInf) break;                       // the list's missing entries
+        if (m == n && !nbest_before(c, best[n - 1])) break;  // nor will the rest of the list
+        std::size_t i = m < n ? m++ : n - 1;                 // the buffer's last place
+        for (; i > 0 && nbest_before(c, best[i - 1]); --i) best[i] = best[i - 1];
+        best[i] = c;
+      }
     }
+    return m;
+  }
+  for (std::size_t yp = 0; yp < L; ++yp) {
+    const std::uint32_t base = std::uint32_t(yp * n);
+    auto list = [&](std::size_t k) { return std::pair<double, std::uint32_t>(value(base + k), base + std::uint32_t(k)); };
+    const auto head = list(0);
+    if (head.first == kNegInf || (m == n && !nbest_before(head, best[n - 1]))) continue;
+    std::size_t a = 0, b = 0;  // how many of the buffer and of the list are among the first n
+    while (a + b < n) {
+      if (b < n) {
+        const auto c = list(b);
+        if (c.first != kNegInf && (a == m || nbest_before(c, best[a]))) {
+          ++b;
+          continue;
+        }
+      }
+      if (a == m) break;
+      ++a;
+    }
+    const std::size_t total = a + b;
+    for (std::size_t out = total; b > 0;) {  // backward, in place: out > a − 1 throughout
+      const auto c = list(b - 1);
+      if (a > 0 && nbest_before(c, best[a - 1])) {
+        best[--out] = best[--a];
+      } else {
+        best[--out] = c;
+        --b;
+      }
+    }
+    m = total;
   }
   return m;
 }
