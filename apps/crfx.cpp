@@ -408,13 +408,17 @@ int cmd_tag(int argc, char** argv) {
   const std::size_t batch_tokens = get<std::size_t>(r, "batch-tokens");
   if (batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
   const std::size_t nbest = get<std::size_t>(r, "nbest");
-  if (nbest == 0) throw Error("--nbest must be at least 1");
+  constexpr std::size_t kMaxNbest = 100000;
+  if (nbest == 0 || nbest > kMaxNbest)
+    throw Error("--nbest must be between 1 and " + std::to_string(kMaxNbest) + ", got " + std::to_string(nbest));
+  // n copies of every sentence: batches of about batch_tokens / n tokens keep memory as bounded.
+  const std::size_t read_tokens = std::max<std::size_t>(1, batch_tokens / nbest);
   // With n ≥ 2 paths per sentence every copy carries its rank and probability.
   const bool probabilities = with_probability || nbest > 1;
   std::vector<std::uint32_t> paths;  // n-best: [sentence][rank][token]
   std::vector<double> path_score;    // [sentence][rank]
   const bool conll = fs.format == InputFormat::conll;
-  while (reader.next(text, batch_tokens)) {
+  while (reader.next(text, read_tokens)) {
     BackendCorpusPtr up = backend->upload(compile(fs, text));
     const SentenceSpan all = all_sentences(*up);
     const std::size_t S = up->num_sentences();

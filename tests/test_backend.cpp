@@ -200,6 +200,28 @@ TEST(CpuBackend, NbestMatchesPathEnumerationInSpanLayout) {
   }
 }
 
+TEST(CpuBackend, NbestTablesBeyondTheLimitAreRefusedBeforeAllocation) {
+  // [T][L][n] tables of 12 bytes an entry: n = 10^8 with L = 3 needs 3.6 GB per token, more
+  // than the 4 GiB a worker may take for any sentence of two tokens or more.
+  auto p = random_problem(3, 6, 0, 8, 5, 93);
+  std::uint32_t longest = 0;
+  for (std::uint32_t s = 0; s < p.corpus.num_sentences(); ++s)
+    if (p.corpus.length(s) > p.corpus.length(longest)) longest = s;
+  ASSERT_GE(p.corpus.length(longest), 2u);
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  auto w = to_backend(b, random_weights(p.dims.num_weights(), 1.0, 94));
+  std::uint32_t label = 0;
+  double score = 0;
+  try {
+    b.viterbi_nbest(*corpus, *w, {&longest, 1}, 100000000, &label, &score);  // buffers never reached
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ask for fewer paths"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(b.viterbi_nbest(*corpus, *w, {&longest, 1}, 0, &label, &score), Error);
+}
+
 TEST(CpuBackend, BinaryCorpusEqualsExplicitOnesAndBadValuesAreRefused) {
   // Values left out (binary attributes, as CoNLL data compiles) against the same corpus with
   // every value written as 1: the same loss and gradient, bit for bit.

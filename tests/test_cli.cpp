@@ -1,5 +1,6 @@
 // End-to-end: the crfx binary on the bundled CoNLL-2000 and CRFsuite slices.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -385,6 +386,11 @@ TEST(Cli, NbestOutput) {
   EXPECT_EQ(one, plain);
   EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -n 0", &out), 1);
   EXPECT_NE(out.find("--nbest"), std::string::npos) << out;
+  const std::string kept = temp_path("kept.tagged");
+  write_text(kept, "old\n");
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -n 100001 -o " + q(kept), &out), 1);
+  EXPECT_NE(out.find("--nbest must be between 1 and 100000, got 100001"), std::string::npos) << out;
+  EXPECT_EQ(read_text(kept), "old\n");
   const std::string tagged = temp_path("nbest.tagged");
   ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet -n 2 -o " + q(tagged), &out), 0);
   EXPECT_EQ(run(crfx() + " eval " + q(tagged), &out), 1);
@@ -400,24 +406,22 @@ TEST(Cli, NbestOutput) {
 }
 
 TEST(Cli, KilledWhileWritingLeavesNoTemporaryFile) {
-  // A long tagging run (a 30-token sentence, 200,000 best paths: gigabytes of output) into a
-  // fresh directory where the output exists already; SIGTERM once its temporary file is there.
-  // The process dies of the signal, the temporary file is gone, the old output untouched.
+  // A tagging run that waits for its input (a FIFO nobody writes to) into a fresh directory where
+  // the output exists already; SIGTERM once its temporary output file is there. The process dies
+  // of the signal, the temporary file is gone, the old output untouched.
   namespace fs = std::filesystem;
   const std::string dir = temp_path("killed");
   fs::create_directories(dir);
-  const std::string input = dir + "/in.txt", output = dir + "/out.txt";
-  std::string text = read_text(kTest);
-  text = text.substr(0, text.find("\n\n") + 2);  // the first sentence
-  write_text(input, text);
+  const std::string input = dir + "/in.fifo", output = dir + "/out.txt";
+  ASSERT_EQ(::mkfifo(input.c_str(), 0600), 0);
   write_text(output, "keep me\n");
   const std::string model = trained_model(), binary = crfx();
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::signal(SIGTERM, SIG_DFL);
-    ::execl(binary.c_str(), binary.c_str(), "tag", input.c_str(), "-m", model.c_str(), "-n", "200000",
-            "-q", "-o", output.c_str(), static_cast<char*>(nullptr));
+    ::execl(binary.c_str(), binary.c_str(), "tag", input.c_str(), "-m", model.c_str(), "-q", "-o",
+            output.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   auto temporaries = [&] {

@@ -112,6 +112,8 @@ std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
 // Below this many tokens the marginal reduction runs on the calling thread (see evaluate).
 constexpr std::size_t kSerialReduceTokens = 1024;
+// n-best decoding: the most a worker's [T][L][n] tables may take (a policy, not a measurement).
+constexpr double kNbestMaxGiB = 4.0;
 
 }  // namespace
 
@@ -712,7 +714,19 @@ void CpuBackend::viterbi_nbest(const BackendCorpus& bc, const Vector& w, Sentenc
   Prepared p;
   prepare(w, p);
   std::vector<std::size_t> offset(span.count + 1, 0);
-  for (std::size_t i = 0; i < span.count; ++i) offset[i + 1] = offset[i] + c.length(span[i]);
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < span.count; ++i) {
+    offset[i + 1] = offset[i] + c.length(span[i]);
+    longest = std::max(longest, c.length(span[i]));
+  }
+  // Each worker holds [T][L][n] scores and back-pointers for its sentence: refuse what would not
+  // fit in memory rather than let the system kill the process half-way.
+  const double table_gib = double(longest) * double(dims_.L) * double(n) * 12.0 / double(1 << 30);
+  if (table_gib > kNbestMaxGiB)
+    throw Error("n-best decoding: " + std::to_string(n) + " paths of a " + std::to_string(longest) +
+                "-token sentence need " + std::to_string(int(table_gib + 0.5)) +
+                " GiB of tables per thread (limit " + std::to_string(int(kNbestMaxGiB)) +
+                " GiB); ask for fewer paths");
   pool_.run(span.count, [&](std::size_t i, unsigned worker) {
     Work& work = *work_[worker];
     ChainScores x = scores(c, p, span[i], work);
