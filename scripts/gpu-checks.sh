@@ -3,7 +3,8 @@
 # nvcc, CMake, ninja, compute-sanitizer; no apt, no network). Steps, in order, any subset:
 #   build     configure + build into $BUILD_DIR (default build-cuda) for sm_90, with the packed
 #             dependencies in .carry/deps when there (scripts/pack-deps.sh here, then carry .carry)
-#   test      ctest -L gpu (must run, not skip), then the whole suite
+#   test      ctest -L gpu (must run, not skip), then the whole suite, then the same tagging
+#             (3-best lists, marginals) on both backends, compared byte for byte
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck and synccheck over crfx_gpu_tests
 #   bench     benchmarks/gpu.sh, then DEVICE=cuda benchmarks/tag.sh (and the CPU run beside it)
 # Logs go to $OUT (the device tool brings it back) or $BUILD_DIR/gpu-checks; one line per step
@@ -53,6 +54,23 @@ for step in "${steps[@]}"; do
       record test-gpu $status "$(grep -E 'tests passed|tests failed' "$logs/test-gpu.log" | tail -1); $skipped skipped"
       ctest --test-dir "$build" -j "$(nproc)" --output-on-failure > "$logs/test-all.log" 2>&1
       record test-all $? "$(grep -E 'tests passed|tests failed' "$logs/test-all.log" | tail -1)"
+      # End to end: one model, tagged on both backends with 3-best lists and marginals (labels,
+      # ranks, probabilities to six decimals). Identical output expected; a difference is
+      # reported with its line count (a probability's last decimal may differ by rounding).
+      (
+        "$build/crfx" train tests/data/conll2000.train300.txt -t tests/data/chunking.template \
+          -m "$logs/e2e.model" --device cpu --max-iterations 40 -q &&
+          for device in cpu cuda; do
+            "$build/crfx" tag tests/data/conll2000.test100.txt -m "$logs/e2e.model" --device $device \
+              -q -n 3 --marginals -o "$logs/e2e-$device.txt" || exit 1
+          done
+      ) > "$logs/e2e-tag.log" 2>&1
+      status=$?
+      if [ $status -eq 0 ] && ! cmp -s "$logs/e2e-cpu.txt" "$logs/e2e-cuda.txt"; then
+        status=1
+        echo "$(diff "$logs/e2e-cpu.txt" "$logs/e2e-cuda.txt" | grep -c '^<') lines differ" >> "$logs/e2e-tag.log"
+      fi
+      record e2e-tag $status "crfx tag -n 3 --marginals, cpu vs cuda: $(tail -1 "$logs/e2e-tag.log" 2>/dev/null || true)"
       ;;
     sanitize)
       for tool in memcheck racecheck initcheck synccheck; do
