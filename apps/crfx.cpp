@@ -352,7 +352,7 @@ int cmd_tag(int argc, char** argv) {
       ("marginals", "append every label's marginal probability (LABEL:p) to each token")
       ("p,probability", "print each sentence's probability p(labels | x) on a line before it: "
        "'# p' (as CRF++ -v1) for CoNLL data, '@probability<TAB>p' (as CRFsuite -p) for CRFsuite data")
-      ("n,nbest", "print the N best label sequences of each sentence, best first, each preceded by "
+      ("n,nbest", "print the N (at most 100000) best label sequences of each sentence, best first, each preceded by "
        "'# RANK p' (as CRF++ -n) for CoNLL data or '@nbest<TAB>RANK<TAB>p' for CRFsuite data",
        cxxopts::value<std::size_t>()->default_value("1"))
       ("batch-tokens", "tokens read, tagged and written at a time (whole sentences; bounds memory)",

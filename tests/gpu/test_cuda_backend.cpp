@@ -157,7 +157,7 @@ void compare_primitives(const test::RandomProblem& p, double weight_scale, std::
   expect_close_vec(sg, sc, kLossRel, "viterbi path scores");
 
   // n-best (tag --nbest): the same lists; missing paths (−∞, labels 0) in the same places.
-  for (std::size_t n : {std::size_t(1), std::size_t(4)}) {
+  for (std::size_t n : {std::size_t(1), std::size_t(4), std::size_t(20)}) {
     std::vector<std::uint32_t> nc(tokens * n), ng(tokens * n, 12345);
     std::vector<double> pc(ids.size() * n), pg(ids.size() * n, -1.0);
     cpu.viterbi_nbest(*cc, *wc, span, n, nc.data(), pc.data());
