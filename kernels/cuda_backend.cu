@@ -724,7 +724,8 @@ __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
 
 // ---- Viterbi -------------------------------------------------------------------------------
 
-struct ViterbiParams {
+/// What both Viterbi kernels read: the chunk and its scores.
+struct DecodeInputs {
   int L;
   const std::size_t* sent_off;
   const std::size_t* edge_off;
@@ -732,6 +733,9 @@ struct ViterbiParams {
   const double* S;      // [rows][L]
   const double* trans;  // [L][L]
   const double* edge;   // [rows][L][L] or null
+};
+
+struct ViterbiParams : DecodeInputs {
   double* d;            // [rows][L] best path score ending in (t, y)
   std::uint32_t* back;  // [rows][L] argmax predecessor
   std::uint32_t* out;   // [rows] labels
@@ -795,15 +799,8 @@ __global__ void viterbi_kernel(ViterbiParams p) {
 
 // ---- n-best Viterbi -------------------------------------------------------------------------
 
-struct NbestParams {
-  int L;
+struct NbestParams : DecodeInputs {
   unsigned n;
-  const std::size_t* sent_off;
-  const std::size_t* edge_off;
-  ChunkView ch;
-  const double* S;      // [rows][L]
-  const double* trans;  // [L][L]
-  const double* edge;   // [rows][L][L] or null
   double* d;            // [rows][L][n] score of the k-th best partial path ending in (t, y)
   std::uint32_t* back;  // [rows][L][n] its predecessor yp·n + k
   std::uint32_t* out;   // [rows·n] labels: the sentence at slot r0 from out + n·r0, path r at + r·T
@@ -1538,13 +1535,7 @@ class CudaBackend final : public Backend {
       const std::size_t n = end - begin, rows = h_slots_[n];
       run_chunk_front(c, w, n, rows, false);
       ViterbiParams vp;
-      vp.L = int(dims_.L);
-      vp.sent_off = c.sent_off.get();
-      vp.edge_off = c.edge_off.get();
-      vp.ch = chunk_view();
-      vp.S = S_.get();
-      vp.trans = trans_ptr(w);
-      vp.edge = c.edge_off.get() ? edge_.get() : nullptr;
+      static_cast<DecodeInputs&>(vp) = decode_inputs(c, w);
       vp.d = la_.get();
       vp.back = reinterpret_cast<std::uint32_t*>(lb_.get());
       vp.out = reinterpret_cast<std::uint32_t*>(node_.get());
@@ -1587,14 +1578,8 @@ class CudaBackend final : public Backend {
       if (nb_out_.size() < rows * n) nb_out_.resize(rows * n);
       if (nb_score_.size() < m * n) nb_score_.resize(m * n);
       NbestParams np;
-      np.L = int(L);
+      static_cast<DecodeInputs&>(np) = decode_inputs(c, w);
       np.n = unsigned(n);
-      np.sent_off = c.sent_off.get();
-      np.edge_off = c.edge_off.get();
-      np.ch = chunk_view();
-      np.S = S_.get();
-      np.trans = trans_ptr(w);
-      np.edge = c.edge_off.get() ? edge_.get() : nullptr;
       np.d = nb_d_.get();
       np.back = nb_back_.get();
       np.out = nb_out_.get();
@@ -2445,6 +2430,19 @@ class CudaBackend final : public Backend {
   }
 
   ChunkView chunk_view() const { return {sent_.get(), slots_.get(), order_.get()}; }
+
+  /// The Viterbi kernels' inputs for the chunk run_chunk_front just scored.
+  DecodeInputs decode_inputs(const CudaCorpus& c, const Vector& w) const {
+    DecodeInputs in;
+    in.L = int(dims_.L);
+    in.sent_off = c.sent_off.get();
+    in.edge_off = c.edge_off.get();
+    in.ch = chunk_view();
+    in.S = S_.get();
+    in.trans = trans_ptr(w);
+    in.edge = c.edge_off.get() ? edge_.get() : nullptr;
+    return in;
+  }
 
   const double* trans_ptr(const Vector& w) const {
     return dims_.transitions ? P(w) + dims_.transition_offset() : zeros_.get();
