@@ -256,6 +256,7 @@ struct SgdL1Op {  // Tsuruoka et al. 2009 cumulative L1 (seed 000 §3.3)
   double* w;
   double* q;
   double eta, u;
+  bool keep_q;  // a line-search trial: q read, not written
   __device__ void operator()(std::size_t j) const {
     const std::size_t i = idx[j];
     double wi = w[i] - eta * g[j];
@@ -263,7 +264,7 @@ struct SgdL1Op {  // Tsuruoka et al. 2009 cumulative L1 (seed 000 §3.3)
       const double z = wi;
       if (wi > 0) wi = fmax(0.0, wi - (u + q[i]));
       else if (wi < 0) wi = fmin(0.0, wi + (u - q[i]));
-      q[i] += wi - z;
+      if (!keep_q) q[i] += wi - z;
     }
     w[i] = wi;
   }
@@ -1930,11 +1931,11 @@ class CudaBackend final : public Backend {
     launch_map(x.n, op, stream_);
   }
   double sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u, double c1,
-                     double c2) override {
+                     double c2, bool keep_q) override {
     const CudaSparse& g = X(gs);
     if (q && q->size() != w.size()) throw Error("internal: sgd_l1_step vector sizes differ");
     check_index(g, w.size());
-    const SgdL1Op step{g.index.get(), g.value.get(), P(w), q ? P(*q) : nullptr, eta, u};
+    const SgdL1Op step{g.index.get(), g.value.get(), P(w), q ? P(*q) : nullptr, eta, u, keep_q};
     if (c1 == 0 && c2 == 0) {  // no penalty wanted: a map, no host round trip
       launch_map(g.n, step, stream_);
       return 0.0;

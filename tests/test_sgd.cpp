@@ -241,8 +241,15 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   const std::vector<double> q0 = {-0.02, 0.01, 0.5, 0.5, 0.0, 0.03, 0.0, -0.1};
   const double eta = 0.1, u = 0.07;
   auto w = to_backend(b, w0), q = to_backend(b, q0);
-  const double pen = b.sgd_l1_step(*w, q.get(), *g, eta, u, 0.3, 0.2);
+  // A line-search trial (keep_q): the same weights and penalty, q untouched bit for bit.
+  auto wt = to_backend(b, w0), qt = to_backend(b, q0);
+  const double pen_trial = b.sgd_l1_step(*wt, qt.get(), *g, eta, u, 0.3, 0.2, true);
+  EXPECT_EQ(to_host(b, *qt), q0);
+  const double pen = b.sgd_l1_step(*w, q.get(), *g, eta, u, 0.3, 0.2, false);
   const auto wr = to_host(b, *w), qr = to_host(b, *q);
+  EXPECT_EQ(to_host(b, *wt), wr);
+  EXPECT_EQ(pen_trial, pen);
+  EXPECT_NE(qr, q0);  // the real step does move q
   // The returned penalty is gather + sparse_penalty over g's entries at the new weights, bit for bit.
   auto at = b.sparse_vector();
   b.sparse_copy(*g, *at);
@@ -275,12 +282,12 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   EXPECT_NEAR(wr[1], 0.02, 1e-15);
   EXPECT_NEAR(wr[5], 0.125, 1e-15);
   // Clipping to exactly zero: a large penalty.
-  EXPECT_EQ(b.sgd_l1_step(*w, q.get(), *g, 0.0, 10.0, 1.0, 1.0), 0.0);  // all clipped: no penalty
+  EXPECT_EQ(b.sgd_l1_step(*w, q.get(), *g, 0.0, 10.0, 1.0, 1.0, false), 0.0);  // all clipped: no penalty
   for (std::size_t i : {0, 1, 4, 5, 6, 7}) EXPECT_EQ(to_host(b, *w)[i], 0.0) << i;
   EXPECT_EQ(to_host(b, *w)[2], 9.0);
   // q == nullptr: plain step.
   auto w2 = to_backend(b, w0);
-  EXPECT_EQ(b.sgd_l1_step(*w2, nullptr, *g, eta, 5.0, 0.0, 0.0), 0.0);
+  EXPECT_EQ(b.sgd_l1_step(*w2, nullptr, *g, eta, 5.0, 0.0, 0.0, false), 0.0);
   EXPECT_EQ(to_host(b, *w2)[1], -0.1 + eta * 2.0);
 }
 
@@ -313,7 +320,7 @@ TEST(SgdPrimitives, LazyDecayAndGatherScatterRestoreExactly) {
   auto saved = b.sparse_vector();
   b.sparse_copy(*sup, *saved);
   b.gather(*w1, *saved);
-  b.sgd_l1_step(*w1, nullptr, *saved, 0.123456789, 0.0, 0.0, 0.0);
+  b.sgd_l1_step(*w1, nullptr, *saved, 0.123456789, 0.0, 0.0, 0.0, false);
   b.scatter(*saved, *w1);
   EXPECT_EQ(to_host(b, *w1), wr);
   // sparse_penalty over the support's values.

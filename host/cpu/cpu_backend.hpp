@@ -118,7 +118,7 @@ class CpuBackend final : public Backend {
   void lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
                   const SparseVector* support) override;
   double sgd_l1_step(Vector& w, Vector* q, const SparseVector& g, double eta, double u, double c1,
-                     double c2) override;
+                     double c2, bool keep_q) override;
   void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& g) override;
   void adf_update_rates(Vector& rate, Vector& count, double window, double alpha,
                         double beta) override;

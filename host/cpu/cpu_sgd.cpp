@@ -282,7 +282,7 @@ void CpuBackend::lazy_decay(Vector& w, Vector& stamp, double clock, const Vector
 }
 
 double CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u, double c1,
-                               double c2) {
+                               double c2, bool keep_q) {
   const CpuSparse& g = S(gs);
   HostArray& W = data(w);
   double* Q = q ? data(*q).data() : nullptr;
@@ -302,7 +302,7 @@ double CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, dou
         } else if (wi < 0) {
           wi = std::min(0.0, wi + (u - Q[i]));
         }
-        Q[i] += wi - z;
+        if (!keep_q) Q[i] += wi - z;
       }
       W[i] = wi;
       if (penalty) s += c1 * std::fabs(wi) + c2 * wi * wi;

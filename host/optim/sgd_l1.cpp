@@ -85,10 +85,6 @@ void validate_sgd(const TrainOptions& opt, int epochs, bool heuristic, double N,
                 ", N = " + std::to_string(N) + "): lower eta0");
 }
 
-struct LineSearch {
-  SparseVectorPtr saved_w, saved_q;
-};
-
 }  // namespace
 
 double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs, bool heuristic,
@@ -105,11 +101,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   VectorPtr q = c1 > 0 ? b.vector(nw) : nullptr;      // penalty each weight has received
   VectorPtr stamp = c2 > 0 ? b.vector(nw) : nullptr;  // Λ at each weight's last catch-up
   SparseVectorPtr g = b.sparse_vector();
-  LineSearch ls;
-  if (heuristic) {
-    ls.saved_w = b.sparse_vector();
-    ls.saved_q = b.sparse_vector();
-  }
+  SparseVectorPtr saved_w = heuristic ? b.sparse_vector() : nullptr;  // line search: w restored
   double u = 0;       // total L1 penalty per weight so far (Eq. 10)
   double Lambda = 0;  // cumulative log L2 decay since the last flush
   std::size_t k = 0;  // sentences processed
@@ -133,22 +125,18 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
 
       double rate = eta;
       if (heuristic) {
-        b.sparse_copy(*g, *ls.saved_w);
-        b.gather(w, *ls.saved_w);
-        if (q) {
-          b.sparse_copy(*g, *ls.saved_q);
-          b.gather(*q, *ls.saved_q);
-        }
-        const double init = nll / M + b.sparse_penalty(*ls.saved_w, c1 / N, c2 / N);  // Eq. 14
+        b.sparse_copy(*g, *saved_w);
+        b.gather(w, *saved_w);
+        const double init = nll / M + b.sparse_penalty(*saved_w, c1 / N, c2 / N);  // Eq. 14
         double r = eta, best = std::numeric_limits<double>::infinity();
         bool worse_seen = false;
         for (int trial = 0; trial < kTrials; ++trial) {
-          const double penalty = b.sgd_l1_step(w, q.get(), *g, r, u + r * c1 / N, c1 / N, c2 / N);
+          // A trial moves w only (q is read, not written), so only w is restored.
+          const double penalty = b.sgd_l1_step(w, q.get(), *g, r, u + r * c1 / N, c1 / N, c2 / N, true);
           const double loss = b.evaluate(corpus, w, span, nullptr, 1.0) / M;
           obj.add_passes(M / N);
           const double value = loss + penalty;
-          b.scatter(*ls.saved_w, w);  // exact restore
-          if (q) b.scatter(*ls.saved_q, *q);
+          b.scatter(*saved_w, w);  // exact restore
           if (value < best) {  // NaN never wins
             best = value;
             rate = r;
@@ -165,7 +153,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
         }
       }
       u += rate * c1 / N;
-      b.sgd_l1_step(w, q.get(), *g, rate, u, 0.0, 0.0);
+      b.sgd_l1_step(w, q.get(), *g, rate, u, 0.0, 0.0, false);
       if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);
       k += m;
     }

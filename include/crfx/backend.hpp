@@ -274,12 +274,13 @@ class Backend {
   ///   w_i ← max(0, w_i − (u + q_i)) if w_i > 0,  min(0, w_i + (u − q_i)) if w_i < 0;
   ///   q_i ← q_i + (w_i − z)
   /// (u: the total L1 penalty per weight so far, including this step's; q: the penalty each weight
-  /// has received). q == nullptr: no L1 — only w_i ← w_i − eta·g_i.
+  /// has received). q == nullptr: no L1 — only w_i ← w_i − eta·g_i. With keep_q, q is read but
+  /// not written (a line-search trial, after which only w needs restoring).
   /// Returns Σ over g's entries of c1·|w_i| + c2·w_i² at the new weights — the heuristic line
   /// search's trial penalty (what gather + sparse_penalty on g's entries would give, bit for bit
   /// on the CPU); 0 without work when c1 = c2 = 0.
   virtual double sgd_l1_step(Vector& w, Vector* q, const SparseVector& g, double eta, double u, double c1,
-                             double c2) = 0;
+                             double c2, bool keep_q) = 0;
   /// One ADF step (Sun et al. 2012): for every entry (i, g_i) of g,
   ///   w_i ← w_i − rate_i·g_i;  count_i ← count_i + 1.
   virtual void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& g) = 0;

@@ -335,11 +335,20 @@ TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   }
   // Apply the sparse gradient through both backends and compare the dense results.
   auto qc = cpu.vector(w.size()), qg = gpu->vector(w.size());
-  const double pc = cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.1, 0.01, 0.3, 0.2);
-  const double pg = gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.1, 0.01, 0.3, 0.2);
+  {  // a line-search trial (keep_q) moves w as the step does and leaves q alone
+    auto wt = to_backend(*gpu, w), qt = to_backend(*gpu, std::vector<double>(w.size(), 0.01));
+    auto wct = to_backend(cpu, w), qct = to_backend(cpu, std::vector<double>(w.size(), 0.01));
+    const double pt = gpu->sgd_l1_step(*wt, qt.get(), *sg, 0.1, 0.01, 0.3, 0.2, true);
+    const double pct = cpu.sgd_l1_step(*wct, qct.get(), *sc, 0.1, 0.01, 0.3, 0.2, true);
+    EXPECT_NEAR(pt, pct, 1e-10 * std::max(1.0, pct)) << "sgd_l1_step trial penalty";
+    expect_close_vec(to_host(*gpu, *wt), to_host(cpu, *wct), kGradTol, "sgd_l1_step trial w");
+    EXPECT_EQ(to_host(*gpu, *qt), std::vector<double>(w.size(), 0.01)) << "a trial wrote q";
+  }
+  const double pc = cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.1, 0.01, 0.3, 0.2, false);
+  const double pg = gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.1, 0.01, 0.3, 0.2, false);
   EXPECT_NEAR(pg, pc, 1e-10 * std::max(1.0, pc)) << "sgd_l1_step penalty";
-  cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.05, 0.02, 0.0, 0.0);
-  gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.05, 0.02, 0.0, 0.0);
+  cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.05, 0.02, 0.0, 0.0, false);
+  gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.05, 0.02, 0.0, 0.0, false);
   expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "sgd_l1_step w");
   expect_close_vec(to_host(*gpu, *qg), to_host(cpu, *qc), kGradTol, "sgd_l1_step q");
   const double pen = cpu.sparse_penalty(*sc, 0.3, 0.2);
