@@ -445,6 +445,26 @@ TEST(Cli, KilledWhileWritingLeavesNoTemporaryFile) {
   EXPECT_EQ(read_text(output), "keep me\n");
 }
 
+TEST(Cli, DashReadsStandardInput) {
+  // "-" for DATA (plain or gzip) and for the file to evaluate; errors name "-" and the line.
+  std::string from_file, from_stdin, gz_stdin, out;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet", &from_file), 0);
+  ASSERT_EQ(run(crfx() + " tag - -m " + q(trained_model()) + " --quiet < " + q(kTest), &from_stdin), 0) << from_stdin;
+  EXPECT_EQ(from_stdin, from_file);
+  const std::string gz = temp_path("test.txt.gz");
+  write_gz(gz, read_text(kTest));
+  ASSERT_EQ(run(crfx() + " tag - -m " + q(trained_model()) + " --quiet < " + q(gz), &gz_stdin), 0) << gz_stdin;
+  EXPECT_EQ(gz_stdin, from_file);
+  const std::string tagged = temp_path("stdin.tagged");
+  write_text(tagged, from_file);
+  std::string report_file, report_stdin;
+  ASSERT_EQ(run(crfx() + " eval " + q(tagged), &report_file), 0);
+  ASSERT_EQ(run(crfx() + " eval - < " + q(tagged), &report_stdin), 0);
+  EXPECT_EQ(report_stdin, report_file);
+  EXPECT_EQ(run("printf 'a B-NP B-NP\\nb B-NP\\n' | " + crfx() + " eval -", &out), 1);
+  EXPECT_NE(out.find("-:2: expected 3 columns (as on line 1), got 2"), std::string::npos) << out;
+}
+
 TEST(Cli, TaggingInSmallBatchesGivesTheSameOutput) {
   // Batches of 1, 37 and 100,000 tokens (whole sentences each): the same bytes, with and without
   // marginals, to a file and to standard output.

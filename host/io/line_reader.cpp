@@ -4,7 +4,8 @@
 // system's own words) and handed to zlib with gzdopen; zlib reads non-gzip files transparently.
 // Bytes come in through gzread into a fixed block buffer and lines are cut with memchr, so a line
 // may be arbitrarily long (it grows in the caller's std::string) and an embedded NUL byte can be
-// seen (gzgets would silently cut the line there).
+// seen (gzgets would silently cut the line there). The path "-" reads standard input (plain or
+// gzip as well); messages then name the file "-".
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,7 +38,8 @@ struct LineReader::Impl {
 };
 
 LineReader::LineReader(const std::string& path) : impl_(new Impl), path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // "-" is standard input (a duplicate, so closing the reader leaves fd 0 alone).
+  const int fd = path == "-" ? ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(path, 0, std::string("cannot open: ") + std::strerror(errno));
   struct stat st;
   int err = 0;

@@ -18,7 +18,8 @@ namespace crfx {
 /// A trailing '\r' is removed from each line (CRLF tolerated).
 class LineReader {
  public:
-  explicit LineReader(const std::string& path);  // throws InputError(path, 0, …) when unreadable
+  /// `path` "-" reads standard input. Throws InputError(path, 0, …) when unreadable.
+  explicit LineReader(const std::string& path);
   ~LineReader();
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
