@@ -618,6 +618,8 @@ int main(int argc, char** argv) {
   // temporary file behind; ignored, the write fails with EFBIG and AtomicFile reports it and
   // cleans up like any other write error.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Ctrl-C, kill or a closed terminal: the open temporary outputs are removed first.
+  remove_temporaries_on_signals();
 #ifdef __GLIBC__
   // Tagging streams batches whose buffers run to tens of MB. glibc would give each its own mmap,
   // fault it in page by page and unmap it at free; from the heap, kept rather than trimmed, the

@@ -6,10 +6,11 @@
 // Interrupted (Ctrl-C, kill, a closed terminal), the process would otherwise leave its temporary
 // files behind: each open one is listed in a fixed table that a SIGINT / SIGTERM / SIGHUP handler
 // reads — only async-signal-safe work there: unlink(2) each listed path, restore the default
-// action, raise the signal again (so the exit status still says which signal). The handler is
-// installed with the first AtomicFile, and only for signals whose action was the default (an
-// ignored SIGHUP under nohup stays ignored). More than kSlots files open at once: the rest are
-// cleaned up only by the ordinary paths (crfx writes at most two at a time).
+// action, raise the signal again (so the exit status still says which signal). A library does
+// not take over a process's signals on its own: the program installs the handler
+// (remove_temporaries_on_signals(), the crfx tool in main), and only for signals whose action was
+// the default (an ignored SIGHUP under nohup stays ignored). More than kSlots files open at once:
+// the rest are cleaned up only by the ordinary paths (crfx writes at most two at a time).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,25 +70,8 @@ extern "C" void remove_temporaries_and_reraise(int sig) {
   ::raise(sig);
 }
 
-void install_handlers_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (int sig : kCleanupSignals) {
-      struct sigaction old;
-      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
-      struct sigaction sa;
-      std::memset(&sa, 0, sizeof sa);
-      sa.sa_handler = remove_temporaries_and_reraise;
-      sigemptyset(&sa.sa_mask);
-      for (int other : kCleanupSignals) sigaddset(&sa.sa_mask, other);  // one cleanup at a time
-      ::sigaction(sig, &sa, nullptr);
-    }
-  });
-}
-
 /// Lists `tmp` for the handler; the slot, or -1 when the table is full or the path too long.
 int register_tmp(const std::string& tmp) {
-  install_handlers_once();
   if (tmp.size() >= kSlotPath) return -1;
   std::lock_guard<std::mutex> lock(g_slots_mutex);
   for (int i = 0; i < kSlots; ++i) {
@@ -173,6 +157,22 @@ void AtomicFile::commit() {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void remove_temporaries_on_signals() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : kCleanupSignals) {
+      struct sigaction old;
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+      struct sigaction sa;
+      std::memset(&sa, 0, sizeof sa);
+      sa.sa_handler = remove_temporaries_and_reraise;
+      sigemptyset(&sa.sa_mask);
+      for (int other : kCleanupSignals) sigaddset(&sa.sa_mask, other);  // one cleanup at a time
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
 }
 
 void check_output_path(const std::string& path) {

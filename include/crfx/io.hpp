@@ -114,8 +114,8 @@ void append_fixed6(std::string& out, double v);
 /// A file written atomically in pieces: a temporary file in the same directory, renamed over
 /// `path` by commit(). Destroyed without commit() (an error, an exception on the way), it removes
 /// the temporary file and leaves any existing `path` untouched. Errors throw crfx::Error naming
-/// `path`. A process ended by SIGINT, SIGTERM or SIGHUP (where those were not ignored) removes
-/// the temporary files still open before it dies of the signal.
+/// `path`. In a program that called remove_temporaries_on_signals(), SIGINT, SIGTERM or SIGHUP
+/// remove the temporary files still open before the process dies of the signal.
 class AtomicFile {
  public:
   explicit AtomicFile(const std::string& path);
@@ -133,6 +133,11 @@ class AtomicFile {
   int fd_ = -1;
   int slot_ = -1;  // in the signal handler's list of temporary files, or -1
 };
+
+/// For programs (the crfx tool calls it first thing): SIGINT, SIGTERM and SIGHUP, where their
+/// action is the default, first remove the open AtomicFile temporaries, then end the process as
+/// the signal would have. A library never installs it on its own. Idempotent.
+void remove_temporaries_on_signals();
 
 /// Fails early (Error naming `path`) where a later atomic write to `path` is bound to fail: `path`
 /// is a directory, or its directory is missing or not writable. Call it before long work.
