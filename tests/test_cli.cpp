@@ -107,6 +107,18 @@ TEST(Cli, CrfsuiteFormatAndMarginals) {
   }
   EXPECT_GT(fields, 3u) << line;
   EXPECT_NEAR(sum, 1.0, 1e-4) << line;
+  // crfx eval reads past the LABEL:p columns: the same report as for the output without them,
+  // in both formats.
+  for (const auto& [data, model] : {std::pair<std::string, std::string>{data_path("conll2000.test30.crfsuite.txt"), m},
+                                    std::pair<std::string, std::string>{kTest, trained_model()}}) {
+    const std::string a = temp_path("plain-m.tagged"), b = temp_path("marg-m.tagged");
+    ASSERT_EQ(run(crfx() + " tag " + q(data) + " -m " + q(model) + " --quiet -o " + q(a), &out), 0) << out;
+    ASSERT_EQ(run(crfx() + " tag " + q(data) + " -m " + q(model) + " --quiet --marginals -o " + q(b), &out), 0) << out;
+    std::string ra, rb;
+    ASSERT_EQ(run(crfx() + " eval " + q(a), &ra), 0) << ra;
+    ASSERT_EQ(run(crfx() + " eval " + q(b), &rb), 0) << rb;
+    EXPECT_EQ(rb, ra) << data;
+  }
 }
 
 TEST(Cli, DumpShowsModel) {

@@ -327,6 +327,22 @@ TEST(EvaluateFile, SentenceProbabilityLinesAreSkippedOnlyBeforeASentence) {
   EXPECT_EQ(eval_text("# 0 B-NP\n$ CD I-NP\n").tokens(), 2u);  // "#" tagged B-NP: a token
 }
 
+TEST(EvaluateFile, MarginalColumnsAfterTheGuessAreNotLabels) {
+  // `crfx tag --marginals` appends LABEL:p (p as "%.6f") after the guess.
+  const std::string plain = "He PRP B-NP B-NP\nreckons VBZ B-VP B-NP\n\nthe DT B-NP I-NP\n";
+  const std::string marg =
+      "He PRP B-NP B-NP B-NP:0.912345 B-VP:0.087655\nreckons VBZ B-VP B-NP B-NP:0.600000 B-VP:0.400000\n\n"
+      "the DT B-NP I-NP B-NP:0.000000 B-VP:1.000000\n";
+  EXPECT_EQ(eval_text(marg).report(), eval_text(plain).report());
+  // Not that format: labels like any other (no six decimals, out of [0, 1], no label before ':').
+  EXPECT_EQ(eval_text("a B-X:0.5 B-X:0.5\n").by_type().count("X:0.5"), 1u);
+  EXPECT_EQ(eval_text("a B-X:2.000000 B-X:2.000000\n").by_type().count("X:2.000000"), 1u);
+  EXPECT_EQ(eval_text("a :0.500000 :0.500000\n").tokens(), 1u);
+  std::string path;
+  const std::string e = error_of("B-NP:0.500000 I-NP:0.500000\n", {}, &path);
+  EXPECT_EQ(e, path + ":1: a token needs at least 2 columns (gold and guessed label), got 0 before its LABEL:p columns");
+}
+
 TEST(EvaluateFile, EndOfInputWithoutBoundary) {
   // conlleval closes the chunk open at the end of the input without a boundary step; for an
   // unknown tag ("X") that a boundary would not end, the counts depend on the final blank line.

@@ -21,7 +21,9 @@
 // CRFsuite -p) is skipped too, but only there: first in a sentence, exactly two fields, the
 // second a number in [0, 1] — so a token "#" whose guessed label is a word is still a token.
 // The rank line of `crfx tag --nbest` ("# RANK p", "@nbest<TAB>RANK<TAB>p") in the same place is
-// an error: such output holds several label sequences per sentence.
+// an error: such output holds several label sequences per sentence. The LABEL:p columns that
+// `crfx tag --marginals` appends (p exactly as "%.6f" writes it, in [0, 1]) are not labels: gold
+// and guess are the two columns before them.
 // IOBES: conlleval knows B, I, E, O, '[', ']' and '.'; like the common ports its rules are
 // extended here so that S-X is a single-token chunk and E-X followed by B-X (two adjacent chunks
 // in IOBES) ends one chunk and starts the next. Those additions only involve S, or E followed by
@@ -261,6 +263,17 @@ bool is_probability(const std::string& p) {
   return end == p.c_str() + p.size() && v >= 0.0 && v <= 1.0;
 }
 
+/// A column `crfx tag --marginals` appends: "LABEL:p" with p written as "%.6f" in [0, 1], i.e.
+/// ":0.dddddd" or ":1.000000" at its end after a non-empty label.
+bool marginal_field(const std::string& f) {
+  if (f.size() < 10) return false;
+  const std::size_t c = f.size() - 9;  // where the ':' must be
+  if (f[c] != ':' || f[c + 2] != '.' || (f[c + 1] != '0' && f[c + 1] != '1')) return false;
+  for (std::size_t i = c + 3; i < f.size(); ++i)
+    if (f[i] < '0' || f[i] > '9') return false;
+  return f[c + 1] == '0' || f.compare(c + 1, 8, "1.000000") == 0;
+}
+
 /// The line `crfx tag --probability` writes before each sentence (see the top of this file).
 bool probability_line(const std::vector<std::string>& fields) {
   return fields.size() == 2 && (fields[0] == "#" || fields[0] == "@probability") && is_probability(fields[1]);
@@ -315,13 +328,16 @@ ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
       flush();
       continue;
     }
-    if (n < 2) {
+    // `crfx tag --marginals` appends LABEL:p columns after the guess; they are not labels.
+    std::size_t m = n;
+    while (m > 0 && marginal_field(fields[m - 1])) --m;
+    if (m < 2) {
       throw InputError(path, line_no,
                        "a token needs at least 2 columns (gold and guessed label), got " +
-                           std::to_string(n));
+                           std::to_string(m) + (m < n ? " before its LABEL:p columns" : ""));
     }
-    gold.push_back(fields[n - 2]);
-    guess.push_back(fields[n - 1]);
+    gold.push_back(fields[m - 2]);
+    guess.push_back(fields[m - 1]);
   }
   if (!gold.empty()) {
     // The input ends right after a token, with no boundary: conlleval closes the open chunk
