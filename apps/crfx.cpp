@@ -457,11 +457,12 @@ int cmd_tag(int argc, char** argv) {
         if (probabilities) {
           // p(ŷ | x) = exp(score(ŷ) − log Z), at most 1 up to rounding: clamped so that it prints
           // as a probability. CRF++ and CRFsuite print it with six decimals as well.
-          const std::string prob = fmt("%.6f", std::min(1.0, std::exp(score - log_z[i])));
           if (nbest > 1)
-            out += (conll ? "# " : "@nbest\t") + std::to_string(rank) + (conll ? " " : "\t") + prob + '\n';
+            out += (conll ? "# " : "@nbest\t") + std::to_string(rank) + (conll ? " " : "\t");
           else
-            out += (conll ? "# " : "@probability\t") + prob + '\n';
+            out += conll ? "# " : "@probability\t";
+          append_fixed6(out, std::min(1.0, std::exp(score - log_z[i])));
+          out += '\n';
         }
         const std::uint32_t* y = paths.data() + nbest * k0 + rank * T;
         for (std::size_t t = 0; t < T; ++t) {

@@ -115,6 +115,13 @@ constexpr std::size_t kSerialReduceTokens = 1024;
 // n-best decoding: the most a worker's [T][L][n] tables may take (a policy, not a measurement).
 constexpr double kNbestMaxGiB = 4.0;
 
+/// Where each sentence of `span` starts in span-ordered per-token outputs: [span.count + 1].
+std::vector<std::size_t> span_offsets(const Corpus& c, SentenceSpan span) {
+  std::vector<std::size_t> offset(span.count + 1, 0);
+  for (std::size_t i = 0; i < span.count; ++i) offset[i + 1] = offset[i] + c.length(span[i]);
+  return offset;
+}
+
 }  // namespace
 
 HostArray& CpuBackend::data(Vector& v) { return V(v); }
@@ -695,8 +702,7 @@ void CpuBackend::viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan 
   const Corpus& c = C(bc).c;
   Prepared p;
   prepare(w, p);
-  std::vector<std::size_t> offset(span.count + 1, 0);
-  for (std::size_t i = 0; i < span.count; ++i) offset[i + 1] = offset[i] + c.length(span[i]);
+  const std::vector<std::size_t> offset = span_offsets(c, span);
   pool_.run(span.count, [&](std::size_t i, unsigned worker) {
     Work& work = *work_[worker];
     ChainScores x = scores(c, p, span[i], work);
@@ -713,12 +719,9 @@ void CpuBackend::viterbi_nbest(const BackendCorpus& bc, const Vector& w, Sentenc
   const Corpus& c = C(bc).c;
   Prepared p;
   prepare(w, p);
-  std::vector<std::size_t> offset(span.count + 1, 0);
+  const std::vector<std::size_t> offset = span_offsets(c, span);
   std::size_t longest = 0;
-  for (std::size_t i = 0; i < span.count; ++i) {
-    offset[i + 1] = offset[i] + c.length(span[i]);
-    longest = std::max(longest, c.length(span[i]));
-  }
+  for (std::size_t i = 0; i < span.count; ++i) longest = std::max(longest, c.length(span[i]));
   // Each worker holds [T][L][n] scores and back-pointers for its sentence: refuse what would not
   // fit in memory rather than let the system kill the process half-way.
   const double table_gib = double(longest) * double(dims_.L) * double(n) * 12.0 / double(1 << 30);
@@ -739,8 +742,7 @@ void CpuBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSpa
   const Corpus& c = C(bc).c;
   Prepared p;
   prepare(w, p);
-  std::vector<std::size_t> offset(span.count + 1, 0);
-  for (std::size_t i = 0; i < span.count; ++i) offset[i + 1] = offset[i] + c.length(span[i]);
+  const std::vector<std::size_t> offset = span_offsets(c, span);
   pool_.run(span.count, [&](std::size_t i, unsigned worker) {
     Work& work = *work_[worker];
     ChainScores x = scores(c, p, span[i], work);
