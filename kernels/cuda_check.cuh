@@ -1,5 +1,5 @@
-// crfx — the one CUDA error path: every runtime call and every launch is checked, and a failure
-// throws crfx::CudaError with the expression, function, file and line.
+// crfx — the one CUDA error path: every runtime call is checked (launches through CRFX_LAUNCH in
+// launch.cuh), and a failure throws crfx::CudaError with the expression, function, file and line.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,8 +15,13 @@ class CudaError : public Error {
   using Error::Error;
 };
 
+/// Throws for `err`, first clearing the thread's last-error state (cudaGetLastError), so a
+/// caught failure — an allocation refused, then retried smaller — is not reported again by
+/// the next unrelated check. A sticky error (a fault inside a kernel) cannot be cleared: every
+/// later call reports it, as it must.
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* expr, const char* func,
                                           const char* file, int line) {
+  (void)cudaGetLastError();
   throw CudaError(std::string("CUDA error: ") + cudaGetErrorString(err) + " (" +
                   cudaGetErrorName(err) + ") in " + expr + " at " + func + " " + file + ":" +
                   std::to_string(line));
@@ -30,15 +35,3 @@ class CudaError : public Error {
     if (crfx_err_ != cudaSuccess)                                                     \
       ::crfx::throw_cuda_error(crfx_err_, #expr, __func__, __FILE__, __LINE__);       \
   } while (0)
-
-// After every kernel launch. With -DCRFX_SYNC_LAUNCHES=ON it also synchronises, so an
-// asynchronous fault is reported at the launch that caused it.
-#ifdef CRFX_SYNC_LAUNCHES
-#define CRFX_CUDA_CHECK_LAUNCH()                   \
-  do {                                             \
-    CRFX_CUDA_CHECK(cudaGetLastError());           \
-    CRFX_CUDA_CHECK(cudaDeviceSynchronize());      \
-  } while (0)
-#else
-#define CRFX_CUDA_CHECK_LAUNCH() CRFX_CUDA_CHECK(cudaGetLastError())
-#endif

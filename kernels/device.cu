@@ -4,11 +4,13 @@
 
 #include "cuda_api.hpp"
 #include "cuda_check.cuh"
+#include "device_buffer.cuh"
+#include "launch.cuh"
 
 namespace crfx::cuda {
 namespace {
 
-__global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
+__global__ void __launch_bounds__(256) saxpy_kernel(int n, float a, const float* x, float* y) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i];
 }
@@ -45,16 +47,11 @@ bool self_test(int device, std::string* why) {
       x[i] = float(i);
       y[i] = 1.0f;
     }
-    float *dx = nullptr, *dy = nullptr;
-    CRFX_CUDA_CHECK(cudaMalloc(&dx, n * sizeof(float)));
-    CRFX_CUDA_CHECK(cudaMalloc(&dy, n * sizeof(float)));
-    CRFX_CUDA_CHECK(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    CRFX_CUDA_CHECK(cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    saxpy_kernel<<<(n + 255) / 256, 256>>>(n, 2.0f, dx, dy);
-    CRFX_CUDA_CHECK_LAUNCH();
-    CRFX_CUDA_CHECK(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
-    CRFX_CUDA_CHECK(cudaFree(dx));
-    CRFX_CUDA_CHECK(cudaFree(dy));
+    detail::DeviceBuffer<float> dx(n), dy(n);  // freed on every path, the error one included
+    CRFX_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CRFX_CUDA_CHECK(cudaMemcpy(dy.get(), y.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CRFX_LAUNCH(saxpy_kernel, (n + 255) / 256, 256, 0, nullptr, n, 2.0f, dx.get(), dy.get());
+    CRFX_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
     for (int i = 0; i < n; ++i)
       if (y[i] != 2.0f * float(i) + 1.0f) {
         if (why) *why = "self-test kernel computed a wrong result";

@@ -38,7 +38,7 @@ for step in "${steps[@]}"; do
       deps=()
       [ -d .carry/deps ] && deps=(-DCRFX_DEPS_DIR="$PWD/.carry/deps")
       cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-        "${deps[@]}" > "$logs/build.log" 2>&1 &&
+        -DCRFX_CUDA_EMULATION=OFF "${deps[@]}" > "$logs/build.log" 2>&1 &&
         cmake --build "$build" -j "$(nproc)" >> "$logs/build.log" 2>&1
       status=$?
       grep -q "CUDA backend ON" "$logs/build.log" || { status=1; echo "the CUDA backend was not configured" >> "$logs/build.log"; }

@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
-# Builds crfx and runs every test (GPU tests skip with a reason where no GPU is usable).
+# Builds crfx and runs every test (GPU tests skip with a reason where no GPU is usable; the same
+# suite runs on the emulated GPU, label gpu-emu, where a skip is a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
 scripts/deps.sh
 scripts/build.sh "$@"
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" | tee "$log"
+emu=$(ctest --test-dir "$build" -N -L gpu-emu | sed -n 's/^Total Tests: //p')
+if [ "${emu:-0}" -gt 0 ]; then
+  seeds=$(ctest --test-dir "$build" -N -L gpu-emu | sed -n 's/.*Test *#[0-9]*: \(seed[0-9]*\)\/.*/\1/p' | sort -u | paste -sd' ' -)
+  skipped=$(grep -cE 'Test +#[0-9]+: seed[0-9]+/.*Skipped' "$log" || true)
+  echo "GPU suite on the emulated device: $emu tests ($seeds), $skipped skipped"
+  [ "$skipped" -eq 0 ] || { echo "a test of the emulated GPU suite skipped: it must run there" >&2; exit 1; }
+else
+  echo "GPU suite on the emulated device: not built (-DCRFX_CUDA_EMULATION=OFF)"
+fi

@@ -188,8 +188,8 @@ class Backend {
   virtual void sag_flush(SagState& state, Vector& w, const Vector& d) = 0;
 
   // ---- batch primitives --------------------------------------------------------------------
-  /// Negative log-likelihood Σ_i −log p(y_i | x_i) over `sentences` (all labeled, ids distinct:
-  /// the CUDA backend refuses a sentence repeated within one of its chunks). When `grad`
+  /// Negative log-likelihood Σ_i −log p(y_i | x_i) over `sentences` (all labeled; a sentence
+  /// named twice counts twice, in the loss and in the gradient). When `grad`
   /// is given, adds scale · (E_p[f] − f(x, y)) to it (the NLL gradient). grad == nullptr is the
   /// loss-only mode (forward pass only), for line searches.
   virtual double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,

@@ -28,6 +28,9 @@
 #ifdef CRFX_HAVE_CUDA
 #include "../kernels/cuda_api.hpp"
 #endif
+#ifdef CRFX_EMULATED_CUDA
+#include "emu/emu_launch.hpp"
+#endif
 
 namespace crfx {
 namespace {
@@ -48,11 +51,20 @@ std::string no_gpu_reason() {
 #endif
 }
 
+// On the emulated device (label gpu-emu) nothing may skip: a missing device is a failure there.
+#ifdef CRFX_EMULATED_CUDA
+#define REQUIRE_GPU()                                                      \
+  do {                                                                     \
+    const std::string reason_ = no_gpu_reason();                           \
+    if (!reason_.empty()) FAIL() << "the emulated device is unusable: " << reason_; \
+  } while (0)
+#else
 #define REQUIRE_GPU()                                        \
   do {                                                       \
     const std::string reason_ = no_gpu_reason();             \
     if (!reason_.empty()) GTEST_SKIP() << reason_;           \
   } while (0)
+#endif
 
 BackendPtr gpu_backend(const Dims& dims, std::size_t max_chunk_tokens = 0) {
 #ifdef CRFX_HAVE_CUDA
@@ -113,7 +125,8 @@ void expect_close_vec(const std::vector<double>& gpu, const std::vector<double>&
 
 /// Every batch primitive of both backends on the same problem, weights and span.
 void compare_primitives(const test::RandomProblem& p, double weight_scale, std::uint64_t seed,
-                        std::size_t max_chunk_tokens = 0, bool log_space_reference = false) {
+                        std::size_t max_chunk_tokens = 0, bool log_space_reference = false,
+                        bool with_nbest = true) {
   CpuBackend cpu(p.dims, 2, log_space_reference);
   BackendPtr gpu = gpu_backend(p.dims, max_chunk_tokens);
   auto cc = cpu.upload(p.corpus);
@@ -157,6 +170,7 @@ void compare_primitives(const test::RandomProblem& p, double weight_scale, std::
   expect_close_vec(sg, sc, kLossRel, "viterbi path scores");
 
   // n-best (tag --nbest): the same lists; missing paths (−∞, labels 0) in the same places.
+  if (!with_nbest) return;
   for (std::size_t n : {std::size_t(1), std::size_t(4), std::size_t(20)}) {
     std::vector<std::uint32_t> nc(tokens * n), ng(tokens * n, 12345);
     std::vector<double> pc(ids.size() * n), pg(ids.size() * n, -1.0);
@@ -177,6 +191,15 @@ struct Shape {
   std::uint32_t E;
 };
 
+// The emulated device runs one thread at a time on one core: there the largest shapes (up to 5e8
+// label pairs, minutes of emulation) give way to ones of at most 3e7 pairs; lengths of 5,000 and
+// 20,000 tokens stay covered (LongSentencesKeepFullPrecision).
+#ifdef CRFX_EMULATED_CUDA
+constexpr double kMaxShapePairs = 3e7;
+#else
+constexpr double kMaxShapePairs = 5e8;
+#endif
+
 std::vector<Shape> shapes() {
   std::vector<Shape> out;
   for (std::uint32_t L : {2u, 5u, 23u, 45u, 128u, 300u})
@@ -186,7 +209,7 @@ std::vector<Shape> shapes() {
           // Keep the CPU reference affordable: ≤ 5e8 label pairs in all, edge runs ≤ 2e7
           // (the CPU keeps a [T][L][L] buffer per chunk).
           const double pairs = double(L) * L * double(T) * double(B);
-          if (pairs > 5e8 || (E && pairs > 2e7)) continue;
+          if (pairs > kMaxShapePairs || (E && pairs > 2e7)) continue;
           out.push_back({L, T, B, E});
         }
   return out;
@@ -201,6 +224,60 @@ TEST(CudaBackend, PrimitivesMatchCpuOverShapes) {
     compare_primitives(p, 0.5, seed + 1);
     if (HasFatalFailure()) return;
   }
+}
+
+// Label counts at the edges of the kernels' thread mappings: one label, a partial warp (33), a full
+// block of 128, 1,000 (threads loop over labels) and the largest supported, 4,096 (512 threads, no
+// room for E in shared memory).
+TEST(CudaBackend, LabelCountsFromOneTo4096) {
+  REQUIRE_GPU();
+  struct Case {
+    std::uint32_t L;
+    std::size_t T, B;
+    std::uint32_t E;
+  };
+  for (const Case& k : {Case{1, 30, 3, 0}, Case{1, 12, 2, 2}, Case{2, 30, 3, 2}, Case{33, 25, 3, 0},
+                        Case{33, 9, 2, 3}, Case{128, 12, 3, 0}, Case{1000, 4, 2, 0}, Case{4096, 2, 1, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "L=" << k.L << " T=" << k.T << " B=" << k.B << " E=" << k.E);
+    auto p = fixed_length_problem(k.L, 30, k.E, k.B, k.T, 500 + k.L + k.E);
+    compare_primitives(p, 0.5, 600 + k.L, 0, false, /*with_nbest=*/k.L <= 128);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The forward-backward kernel keeps every stored log normalised per position, so its marginals are
+// as accurate at 20,000 tokens as at 20 (the CPU chain's error, not T·ε·|log Z|).
+TEST(CudaBackend, LongSentencesKeepFullPrecision) {
+  REQUIRE_GPU();
+  for (std::size_t T : {std::size_t(5000), std::size_t(20000)})
+    for (std::uint32_t E : {0u, 2u}) {
+      SCOPED_TRACE(::testing::Message() << "T=" << T << " E=" << E);
+      auto p = fixed_length_problem(5, 20, E, 1, T, 70 + T + E);
+      CpuBackend cpu(p.dims, 1);
+      BackendPtr gpu = gpu_backend(p.dims);
+      auto cc = cpu.upload(p.corpus);
+      auto gc = gpu->upload(p.corpus);
+      const auto w = test::random_weights(p.dims.num_weights(), 1.0, 71);
+      auto wc = to_backend(cpu, w);
+      auto wg = to_backend(*gpu, w);
+      const std::uint32_t id = 0;
+      const SentenceSpan span{&id, 1};
+      std::vector<double> mc(T * 5), mg(T * 5);
+      double zc = 0, zg = 0;
+      cpu.marginals(*cc, *wc, span, mc.data(), &zc);
+      gpu->marginals(*gc, *wg, span, mg.data(), &zg);
+      EXPECT_GT(std::fabs(zc), 1000.0);  // |log Z| grows with T: the case the normalisation is for
+      EXPECT_NEAR(zg, zc, 1e-12 * std::fabs(zc)) << "log Z";
+      double worst = 0;
+      for (std::size_t j = 0; j < mc.size(); ++j) worst = std::max(worst, std::fabs(mg[j] - mc[j]));
+      EXPECT_LE(worst, 1e-12) << "node marginals";
+      auto gcv = cpu.vector(w.size());
+      auto ggv = gpu->vector(w.size());
+      cpu.evaluate(*cc, *wc, span, gcv.get(), 1.0);
+      gpu->evaluate(*gc, *wg, span, ggv.get(), 1.0);
+      // Gradient entries are sums over up to 20,000 positions: 1e-12 of the position count.
+      expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), 1e-12 * double(T), "gradient");
+    }
 }
 
 TEST(CudaBackend, MixedLengthsTransitionsOffAndChunking) {
@@ -596,6 +673,176 @@ TEST(CudaBackend, FactorySelectsTheGpu) {
   b = make_backend(d, o, &note);
   EXPECT_NE(note.find("cuda"), std::string::npos) << note;
 }
+
+}  // namespace
+}  // namespace crfx
+
+namespace crfx {
+namespace {
+
+// A span may name a sentence twice, as on the CPU: decoding returns it twice, evaluate counts it
+// twice. (The CUDA backend cannot put a sentence twice in one chunk — two blocks would share its
+// token slots — so a repeat starts a new chunk; the ids below repeat within and across chunks.)
+TEST(CudaBackend, RepeatedSentencesAgreeWithCpu) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(6, 40, 2, 12, 9, 17);
+  CpuBackend cpu(p.dims, 1);
+  BackendPtr gpu = gpu_backend(p.dims, /*max_chunk_tokens=*/20);
+  auto cc = cpu.upload(p.corpus);
+  auto gc = gpu->upload(p.corpus);
+  const auto w = test::random_weights(p.dims.num_weights(), 0.7, 3);
+  auto wc = to_backend(cpu, w);
+  auto wg = to_backend(*gpu, w);
+  const std::vector<std::uint32_t> ids{3, 1, 3, 3, 0, 1};
+  const SentenceSpan span{ids.data(), ids.size()};
+  std::size_t tokens = 0;
+  for (auto s : ids) tokens += p.corpus.length(s);
+  std::vector<std::uint32_t> yc(tokens), yg(tokens, 7);
+  cpu.viterbi(*cc, *wc, span, yc.data(), nullptr);
+  gpu->viterbi(*gc, *wg, span, yg.data(), nullptr);
+  EXPECT_EQ(yg, yc);
+  std::vector<double> mc(tokens * 6), mg(tokens * 6);
+  cpu.marginals(*cc, *wc, span, mc.data(), nullptr);
+  gpu->marginals(*gc, *wg, span, mg.data(), nullptr);
+  expect_close_vec(mg, mc, kMargTol, "marginals");
+  std::vector<std::uint32_t> nc(tokens * 3), ng(tokens * 3);
+  std::vector<double> pc(ids.size() * 3), pg(ids.size() * 3);
+  cpu.viterbi_nbest(*cc, *wc, span, 3, nc.data(), pc.data());
+  gpu->viterbi_nbest(*gc, *wg, span, 3, ng.data(), pg.data());
+  EXPECT_EQ(ng, nc);
+  auto gcv = cpu.vector(w.size());
+  auto ggv = gpu->vector(w.size());
+  const double lc = cpu.evaluate(*cc, *wc, span, gcv.get(), 1.0);
+  const double lg = gpu->evaluate(*gc, *wg, span, ggv.get(), 1.0);
+  EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc))) << "loss";
+  expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
+  // … and equals the sum of the distinct sentences' losses, each weighted by its count.
+  const std::vector<std::uint32_t> once{0, 1, 3};
+  double weighted = 0;
+  for (std::uint32_t s : once) {
+    const std::uint32_t one[] = {s};
+    const double ls = gpu->evaluate(*gc, *wg, SentenceSpan{one, 1}, nullptr, 1.0);
+    weighted += ls * double(std::count(ids.begin(), ids.end(), s));
+  }
+  EXPECT_NEAR(lg, weighted, 1e-10 * std::max(1.0, std::fabs(lg))) << "loss of the repeats";
+}
+
+#ifdef CRFX_EMULATED_CUDA
+// The emulated device's memory budget and injected allocation failures drive the paths a real GPU
+// reaches only when it is full.
+
+/// Sets the emulated device's budget for the scope (0 = the simulated H100's 80 GB).
+struct Budget {
+  explicit Budget(std::size_t bytes) { emu::set_memory_budget(bytes); }
+  ~Budget() {
+    emu::set_memory_budget(0);
+    emu::fail_allocation(0);
+  }
+};
+
+// A corpus larger than the device's free memory is processed in chunks of whole sentences, with the
+// CPU's results; a budget below what one sentence needs is refused at upload with the amount.
+TEST(CudaBackend, SmallDeviceMemoryChunksOrRefusesClearly) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(7, 60, 3, 120, 30, 5);
+  {
+    Budget b(600 * 1024);  // the corpus fits, the workspace holds a few sentences
+    compare_primitives(p, 0.6, 9, 0, false, /*with_nbest=*/false);
+  }
+  {
+    Budget b(40 * 1024);
+    BackendPtr gpu = gpu_backend(p.dims);
+    try {
+      gpu->upload(p.corpus);
+      FAIL() << "upload within 40 KiB must fail";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("needs"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("MiB"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("--device cpu"), std::string::npos) << msg;
+    }
+  }
+}
+
+// A failed allocation is reported once, where it happened: the runtime's last error is cleared
+// when it is thrown, so the next launch does not report it again.
+TEST(CudaBackend, CaughtCudaErrorDoesNotResurface) {
+  REQUIRE_GPU();
+  Dims d;
+  d.L = 3;
+  d.A = 10;
+  BackendPtr gpu = gpu_backend(d);
+  Budget b(0);
+  emu::fail_allocation(1);
+  EXPECT_THROW(gpu->vector(100), Error);
+  auto v = gpu->vector(100);
+  gpu->fill(*v, 2.0);  // launches, then checks cudaGetLastError
+  EXPECT_EQ(gpu->norm1(*v), 200.0);
+}
+
+// n-best's tables are two allocations: when the second fails, a retry must not find a half-grown
+// workspace (it launched with a null back-pointer table before), and the backend stays usable.
+TEST(CudaBackend, NbestRetryAfterFailedAllocation) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(5, 30, 0, 10, 8, 13);
+  CpuBackend cpu(p.dims, 1);
+  BackendPtr gpu = gpu_backend(p.dims);
+  auto cc = cpu.upload(p.corpus);
+  auto gc = gpu->upload(p.corpus);
+  const auto w = test::random_weights(p.dims.num_weights(), 0.5, 4);
+  auto wc = to_backend(cpu, w);
+  auto wg = to_backend(*gpu, w);
+  std::vector<std::uint32_t> ids(10);
+  for (std::uint32_t i = 0; i < 10; ++i) ids[i] = i;
+  const SentenceSpan span{ids.data(), ids.size()};
+  const std::size_t tokens = p.corpus.num_tokens(), n = 4;
+  std::vector<std::uint32_t> nc(tokens * n), ng(tokens * n);
+  std::vector<double> pc(10 * n), pg(10 * n);
+  cpu.viterbi_nbest(*cc, *wc, span, n, nc.data(), pc.data());
+  Budget b(0);
+  for (std::size_t k : {2, 1, 3, 4}) {  // each of the n-best allocations in turn
+    emu::fail_allocation(k);
+    EXPECT_THROW(gpu->viterbi_nbest(*gc, *wg, span, n, ng.data(), pg.data()), Error) << "allocation " << k;
+    emu::fail_allocation(0);
+    gpu->viterbi_nbest(*gc, *wg, span, n, ng.data(), pg.data());
+    EXPECT_EQ(ng, nc) << "after a failed allocation " << k;
+    gpu = gpu_backend(p.dims);  // a fresh backend: its n-best tables grow again
+    gc = gpu->upload(p.corpus);
+    wg = to_backend(*gpu, w);
+  }
+}
+
+// SAG's lazy-step history on the device is three buffers that grow together: when one allocation
+// of a growth fails, the retry regrows all three and uploads the whole history again.
+TEST(CudaBackend, SagHistoryRegrowthRetryAfterFailedAllocation) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(3, 10, 0, 6, 5, 19);
+  const auto w0 = test::random_weights(p.dims.num_weights(), 0.5, 8);
+  const auto d0 = test::random_weights(p.dims.num_weights(), 0.1, 9);
+  std::vector<double> result[2];
+  for (int k = 0; k < 2; ++k) {
+    BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 1)) : gpu_backend(p.dims);
+    auto corpus = b->upload(p.corpus);
+    auto state = b->sag_create(*corpus);
+    auto w = to_backend(*b, w0);
+    auto d = to_backend(*b, d0);
+    const std::uint32_t id = 2;
+    b->sag_sync(*state, SentenceSpan{&id, 1}, *w, *d);  // the span's plan buffers exist from here
+    for (int step = 0; step < 70000; ++step) b->sag_step(*state, 0.99999, 1e-6, 0.0, *w, *d);  // > 2^16 steps
+    if (k == 1) {
+      Budget bud(0);
+      for (int attempt = 0; attempt < 2; ++attempt) {  // the second, then the third buffer fails
+        emu::fail_allocation(2);
+        EXPECT_THROW(b->sag_sync(*state, SentenceSpan{&id, 1}, *w, *d), Error) << "attempt " << attempt;
+      }
+    }
+    b->sag_sync(*state, SentenceSpan{&id, 1}, *w, *d);
+    b->sag_flush(*state, *w, *d);
+    result[k] = to_host(*b, *w);
+  }
+  expect_close_vec(result[1], result[0], 1e-12, "weights after the catch-up");
+}
+#endif
 
 }  // namespace
 }  // namespace crfx

@@ -1,0 +1,380 @@
+// crfx — CudaBackend (cuda_backend.cuh): construction, corpus upload, the workspace arena and its
+// sizing, chunk planning, the front of every chunk (prepare, fill_rows, emissions, edge
+// matrices, the forward-backward launch), and make_cuda_backend.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chain_kernels.cuh"
+#include "cuda_api.hpp"
+#include "cuda_backend.cuh"
+#include "cuda_check.cuh"
+#include "device_buffer.cuh"
+
+namespace crfx::cuda {
+namespace detail {
+namespace {
+
+/// Attribute → occurrences (token id, value), token order; `keep(tok)` filters tokens. Binary
+/// attributes (no values) give no values either.
+template <class Keep>
+void transpose_csr(std::size_t num_attrs, const std::vector<std::size_t>& off,
+                   const std::vector<std::uint32_t>& ids, const std::vector<double>& vals, Keep keep,
+                   std::vector<std::size_t>& t_off, std::vector<std::uint32_t>& t_tok,
+                   std::vector<double>& t_val) {
+  const std::size_t N = off.size() - 1;
+  t_off.assign(num_attrs + 1, 0);
+  for (std::size_t tok = 0; tok < N; ++tok)
+    if (keep(tok))
+      for (std::size_t k = off[tok]; k < off[tok + 1]; ++k) ++t_off[ids[k] + 1];
+  for (std::size_t a = 0; a < num_attrs; ++a) t_off[a + 1] += t_off[a];
+  t_tok.resize(t_off[num_attrs]);
+  t_val.resize(vals.empty() ? 0 : t_off[num_attrs]);
+  std::vector<std::size_t> cur(t_off.begin(), t_off.end() - 1);
+  for (std::size_t tok = 0; tok < N; ++tok)
+    if (keep(tok))
+      for (std::size_t k = off[tok]; k < off[tok + 1]; ++k) {
+        const std::size_t pos = cur[ids[k]]++;
+        t_tok[pos] = std::uint32_t(tok);
+        if (!vals.empty()) t_val[pos] = vals[k];
+      }
+}
+
+}  // namespace
+
+// ---- construction ----------------------------------------------------------------------------
+
+CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backend(dims), cfg_(cfg) {
+  if (dims.L == 0) throw Error("a model needs at least one label");
+  if (dims.L > kMaxLabels)
+    throw Error("the CUDA backend supports up to " + std::to_string(kMaxLabels) + " labels (model has " +
+                std::to_string(dims.L) + "); use --device cpu");
+  CRFX_CUDA_CHECK(cudaSetDevice(cfg.device));
+  CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  try {  // the destructor does not run for a constructor that throws: the stream is ours here
+    name_ = "cuda:" + std::to_string(cfg.device) + " " + device_description(cfg.device);
+    const std::size_t LL = std::size_t(dims.L) * dims.L;
+    E_.resize(LL);
+    Et_.resize(LL);
+    zeros_.resize(LL);
+    tmax_.resize(1);
+    red_.resize(kRedBlocks + 1);
+    CRFX_CUDA_CHECK(cudaMemsetAsync(zeros_.get(), 0, LL * sizeof(double), stream_));
+    threads_ = int(std::min<std::size_t>(512, (dims.L + 31) / 32 * 32));
+    const std::size_t base_smem = (std::size_t(dims.L) + 32) * sizeof(double);
+    shared_E_ = base_smem + 2 * LL * sizeof(double) <= kSharedLimit;
+    smem_ = base_smem + (shared_E_ ? 2 * LL * sizeof(double) : 0);
+    sync();
+  } catch (...) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+std::string CudaBackend::name() const { return name_; }
+
+// ---- data ------------------------------------------------------------------------------
+
+BackendCorpusPtr CudaBackend::upload(const Corpus& c) { return upload_owned(Corpus(c)); }
+
+BackendCorpusPtr CudaBackend::upload(Corpus&& c) { return upload_owned(std::move(c)); }
+
+BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
+  CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
+  const std::size_t N = in.num_tokens(), S = in.num_sentences();
+  if (N >= std::size_t(std::numeric_limits<int>::max()))
+    throw Error("the CUDA backend handles corpora of fewer than 2^31 tokens (" + std::to_string(N) + " given)");
+  in.check_values();
+  for (auto a : in.state_ids)
+    if (a >= dims_.A) throw Error("internal: corpus attribute id beyond the model");
+  for (auto e : in.edge_ids)
+    if (e >= dims_.E) throw Error("internal: corpus edge attribute id beyond the model");
+  for (auto y : in.labels)
+    if (y != Corpus::kNoLabel && y >= dims_.L) throw Error("internal: corpus label beyond the model");
+  auto up = std::make_unique<CudaCorpus>();
+  up->owner = this;
+  up->S = S;
+  up->N = N;
+  up->host = std::move(in);
+  const Corpus& c = up->host;
+  up->h_sent_off = c.sentence_offsets;
+  up->h_labeled.assign(S, 1);
+  std::vector<std::uint8_t> first(N, 0);  // token opens its sentence
+  for (std::size_t s = 0; s < S; ++s) {
+    up->max_len = std::max(up->max_len, c.length(s));
+    if (c.length(s)) first[c.sentence_offsets[s]] = 1;
+    for (std::size_t t = c.sentence_offsets[s]; t < c.sentence_offsets[s + 1]; ++t)
+      if (c.labels[t] == Corpus::kNoLabel) up->h_labeled[s] = 0;
+  }
+  std::vector<std::size_t> st_off, et_off;
+  std::vector<std::uint32_t> st_tok, et_tok;
+  std::vector<double> st_val, et_val;
+  transpose_csr(dims_.A, c.state_offsets, c.state_ids, c.state_values, [](std::size_t) { return true; },
+                st_off, st_tok, st_val);
+  const bool edges = dims_.E > 0 && c.edge_offsets.size() == N + 1;
+  if (edges)
+    transpose_csr(dims_.E, c.edge_offsets, c.edge_ids, c.edge_values,
+                  [&](std::size_t tok) { return !first[tok]; }, et_off, et_tok, et_val);
+
+  // Device memory: the corpus, then the workspace (checked against what is free).
+  const std::size_t corpus_bytes =
+      (c.sentence_offsets.size() + c.state_offsets.size() + st_off.size() + et_off.size() +
+       (edges ? c.edge_offsets.size() : 0)) * sizeof(std::size_t) +
+      (c.state_ids.size() + st_tok.size() + c.edge_ids.size() + et_tok.size() + N) * sizeof(std::uint32_t) +
+      (c.state_values.size() + st_val.size() + c.edge_values.size() + et_val.size()) * sizeof(double) +
+      N * sizeof(int);
+  std::size_t free_b = 0, total_b = 0;
+  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (corpus_bytes > free_b)
+    throw Error("CUDA backend: the corpus needs " + fmt_mib(corpus_bytes) + " of device memory, only " +
+                fmt_mib(free_b) + " free on " + name_ + "; use --device cpu");
+  upload_vector(up->sent_off, c.sentence_offsets, stream_);
+  upload_vector(up->state_off, c.state_offsets, stream_);
+  upload_vector(up->state_ids, c.state_ids, stream_);
+  upload_vector(up->state_vals, c.state_values, stream_);
+  upload_vector(up->labels, c.labels, stream_);
+  upload_vector(up->st_off, st_off, stream_);
+  upload_vector(up->st_tok, st_tok, stream_);
+  upload_vector(up->st_val, st_val, stream_);
+  if (edges) {
+    upload_vector(up->edge_off, c.edge_offsets, stream_);
+    upload_vector(up->edge_ids, c.edge_ids, stream_);
+    upload_vector(up->edge_vals, c.edge_values, stream_);
+    upload_vector(up->et_off, et_off, stream_);
+    upload_vector(up->et_tok, et_tok, stream_);
+    upload_vector(up->et_val, et_val, stream_);
+  }
+  up->token_slot.resize(N);
+  if (N) CRFX_CUDA_CHECK(cudaMemsetAsync(up->token_slot.get(), 0xff, N * sizeof(int), stream_));  // −1
+  sync();  // the host vectors above must outlive the copies
+  size_workspace(*up);
+  return up;
+}
+
+// ---- workspace -------------------------------------------------------------------------
+
+std::size_t CudaBackend::row_bytes(bool edges) const {
+  const std::size_t L = dims_.L;
+  return 4 * L * sizeof(double) + sizeof(std::size_t) + 1 +
+         (edges ? L * L * sizeof(double) : 0);  // S, log α, log β, node; row_token, row_edge; τ_t
+}
+
+std::size_t CudaBackend::sentence_bytes() const {
+  const std::size_t LL = std::size_t(dims_.L) * dims_.L;
+  return LL * sizeof(double) + (LL * sizeof(double)) / kTransGroup + sizeof(double) * 2 +
+         2 * sizeof(std::uint32_t) + sizeof(std::size_t);  // pair, tree, losses, sent/order, slots
+}
+
+void CudaBackend::size_workspace(const CudaCorpus& c) {
+  const bool edges = dims_.E > 0;
+  const std::size_t per_row = row_bytes(edges), per_sent = sentence_bytes();
+  std::size_t free_b = 0, total_b = 0;
+  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const std::size_t have = (rows_cap_ * per_row + sents_cap_ * per_sent);  // already ours
+  const std::size_t usable = free_b + have;
+  const std::size_t min_rows = std::max<std::size_t>(1, c.max_len);
+  const std::size_t need_min = min_rows * per_row + per_sent;
+  if (need_min > usable * 9 / 10)
+    throw Error("CUDA backend: a sentence of " + std::to_string(c.max_len) + " tokens with L = " +
+                std::to_string(dims_.L) + (edges ? " and edge features" : "") + " needs " +
+                fmt_mib(need_min) + " of device workspace; only " + fmt_mib(free_b) + " free on " + name_ +
+                "; use --device cpu");
+  std::size_t rows = std::max<std::size_t>(1, c.N), sents = std::max<std::size_t>(1, c.S);
+  const std::size_t budget = std::max(need_min, usable / 2);
+  if (rows * per_row + sents * per_sent > budget) {
+    // Rows get half the budget but at least the longest sentence; sentences what rows leave
+    // (at least per_sent, since budget ≥ need_min), so the total stays within the budget.
+    rows = std::min(rows, std::max(min_rows, (budget / 2) / per_row));
+    sents = std::max<std::size_t>(1, std::min(sents, (budget - rows * per_row) / per_sent));
+  }
+  if (cfg_.max_chunk_tokens) rows = std::max(min_rows, std::min(rows, cfg_.max_chunk_tokens));
+  rows = std::max(rows, rows_cap_);
+  sents = std::max(sents, sents_cap_);
+  if (rows == rows_cap_ && sents == sents_cap_) return;
+  if (rows * per_row + sents * per_sent > usable * 9 / 10)  // grown caps of an earlier corpus
+    throw Error("CUDA backend: the device workspace for this corpus needs " +
+                fmt_mib(rows * per_row + sents * per_sent) + "; only " + fmt_mib(free_b) + " free on " +
+                name_ + "; use --device cpu");
+  // Every buffer is freed before its replacement is allocated (no doubled peak); should one
+  // allocation fail, the whole workspace is released so that nothing runs on a half-sized one
+  // (plan() then refuses), and the error propagates.
+  const std::size_t L = dims_.L, LL = L * L;
+  try {
+    if (rows != rows_cap_) {
+      rows_cap_ = 0;
+      S_.resize(rows * L);
+      la_.resize(rows * L);
+      lb_.resize(rows * L);
+      node_.resize(rows * L);
+      row_token_.resize(rows);
+      row_edge_.resize(rows);
+      if (edges) edge_.resize(rows * LL);
+      rows_cap_ = rows;
+    }
+    if (sents != sents_cap_) {
+      sents_cap_ = 0;
+      pair_.resize(sents * LL);
+      partial_.resize(((sents + kTransGroup - 1) / kTransGroup) * LL);
+      losses_.resize(sents);
+      sent_.resize(sents);
+      order_.resize(sents);
+      slots_.resize(sents + 1);
+      sents_cap_ = sents;
+    }
+  } catch (...) {
+    release_workspace();
+    throw;
+  }
+}
+
+void CudaBackend::release_workspace() noexcept {
+  rows_cap_ = sents_cap_ = 0;
+  S_.clear();
+  la_.clear();
+  lb_.clear();
+  node_.clear();
+  row_token_.clear();
+  row_edge_.clear();
+  edge_.clear();
+  pair_.clear();
+  partial_.clear();
+  losses_.clear();
+  sent_.clear();
+  order_.clear();
+  slots_.clear();
+}
+
+// ---- chunks ------------------------------------------------------------------------------
+
+std::size_t CudaBackend::plan(const CudaCorpus& c, SentenceSpan span, std::size_t begin,
+                              std::size_t rows_limit) {
+  if (rows_cap_ == 0 || sents_cap_ == 0)
+    throw Error("CUDA backend: no device workspace (a device allocation failed earlier)");
+  h_sent_.clear();
+  h_slots_.assign(1, 0);
+  // A sentence twice in one chunk would have two blocks race on its token slots: a repeat ends
+  // the chunk, and the next chunk (a new generation of marks) starts with it.
+  if (plan_mark_.size() < c.S) plan_mark_.assign(c.S, 0);
+  if (++plan_gen_ == 0) {
+    std::fill(plan_mark_.begin(), plan_mark_.end(), 0);
+    plan_gen_ = 1;
+  }
+  std::size_t end = begin, rows = 0;
+  while (end < span.count && h_sent_.size() < sents_cap_) {
+    const std::uint32_t s = span[end];
+    if (s >= c.S) throw Error("internal: sentence id beyond the corpus");
+    if (plan_mark_[s] == plan_gen_) break;  // never the chunk's first: marks are per call
+    const std::size_t T = c.h_sent_off[s + 1] - c.h_sent_off[s];
+    if (rows + T > rows_cap_) {
+      if (end == begin) throw Error("internal: sentence longer than the CUDA workspace");
+      break;
+    }
+    if (rows + T > rows_limit && end > begin) break;
+    plan_mark_[s] = plan_gen_;
+    rows += T;
+    h_sent_.push_back(s);
+    h_slots_.push_back(rows);
+    ++end;
+  }
+  // Launch order: longest sentences first (the length buckets), ties in span order.
+  const std::size_t n = h_sent_.size();
+  h_order_.resize(n);
+  std::iota(h_order_.begin(), h_order_.end(), 0u);
+  std::stable_sort(h_order_.begin(), h_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return h_slots_[a + 1] - h_slots_[a] > h_slots_[b + 1] - h_slots_[b];
+  });
+  return end;
+}
+
+DecodeInputs CudaBackend::decode_inputs(const CudaCorpus& c, const Vector& w) const {
+  DecodeInputs in;
+  in.L = int(dims_.L);
+  in.sent_off = c.sent_off.get();
+  in.edge_off = c.edge_off.get();
+  in.ch = chunk_view();
+  in.S = S_.get();
+  in.trans = trans_ptr(w);
+  in.edge = c.edge_off.get() ? edge_.get() : nullptr;
+  return in;
+}
+
+void CudaBackend::prepare(const Vector& w) {
+  if (w.size() != dims_.num_weights())
+    throw Error("internal: weight vector has " + std::to_string(w.size()) + " entries, model needs " +
+                std::to_string(dims_.num_weights()));
+  launch_prepare(int(dims_.L), trans_ptr(w), E_.get(), Et_.get(), tmax_.get(), stream_);
+  w_ = &w;
+}
+
+void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows,
+                                  bool slots) {
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(sent_.get(), h_sent_.data(), n * sizeof(std::uint32_t),
+                                  cudaMemcpyHostToDevice, stream_));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(order_.get(), h_order_.data(), n * sizeof(std::uint32_t),
+                                  cudaMemcpyHostToDevice, stream_));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(slots_.get(), h_slots_.data(), (n + 1) * sizeof(std::size_t),
+                                  cudaMemcpyHostToDevice, stream_));
+  if (n == 0) return;
+  const bool edges = c.edge_off.get() != nullptr;
+  slots_set_ = slots;  // from this launch on, the chunk's token slots need resetting
+  launch_fill_rows(n, chunk_view(), c.sent_off.get(), c.edge_off.get(), row_token_.get(), row_edge_.get(),
+                   slots ? c.token_slot.get() : nullptr, stream_);
+  if (rows == 0) return;
+  const int L = int(dims_.L);
+  launch_emission(L, rows, row_token_.get(), c.state_off.get(), c.state_ids.get(), c.state_vals.get(), P(w),
+                  S_.get(), stream_);
+  if (edges) {
+    launch_edge_matrix(L, rows, row_token_.get(), row_edge_.get(), c.edge_off.get(), c.edge_ids.get(),
+                       c.edge_vals.get(), trans_ptr(w), P(w) + dims_.edge_offset(), edge_.get(), stream_);
+  }
+}
+
+FbParams CudaBackend::fb_params(const CudaCorpus& c, std::size_t) const {
+  FbParams fp{};
+  fp.L = int(dims_.L);
+  fp.sent_off = c.sent_off.get();
+  fp.edge_off = c.edge_off.get();
+  fp.labels = c.labels.get();
+  fp.ch = chunk_view();
+  fp.S = S_.get();
+  fp.trans = trans_ptr(*w_);
+  fp.E = E_.get();
+  fp.Et = Et_.get();
+  fp.tmax = tmax_.get();
+  fp.edge = c.edge_off.get() ? edge_.get() : nullptr;
+  fp.la = la_.get();
+  fp.lb = lb_.get();
+  fp.result = losses_.get();
+  fp.shared_E = shared_E_;
+  return fp;
+}
+
+void CudaBackend::launch_fb(const FbParams& fp, std::size_t n) {
+  if (n == 0) return;
+  launch_forward_backward(fp, n, threads_, smem_, stream_);
+}
+
+}  // namespace detail
+
+std::unique_ptr<Backend> make_cuda_backend(const Dims& dims, const CudaBackendConfig& config) {
+  return std::make_unique<detail::CudaBackend>(dims, config);
+}
+
+}  // namespace crfx::cuda

@@ -1,0 +1,188 @@
+// crfx — CudaBackend (cuda_backend.cuh): the batch primitives over chunks of a span — evaluate
+// (loss and gradient), viterbi, viterbi_nbest, marginals — and the marginal reduction that turns
+// a chunk's deltas into the gradient (reduce_gradient). The chunk front they share is in
+// backend.cu; the kernels in chain_kernels.cu, decode_kernels.cu and gather_kernels.cu.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "chain_kernels.cuh"
+#include "cuda_backend.cuh"
+#include "cuda_check.cuh"
+#include "decode_kernels.cuh"
+#include "gather_kernels.cuh"
+
+namespace crfx::cuda::detail {
+
+// ---- batch primitives ------------------------------------------------------------------
+
+double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span, Vector* grad,
+                             double scale) {
+  const CudaCorpus& c = C(bc);
+  if (grad && grad->size() != dims_.num_weights()) throw Error("internal: gradient size mismatch");
+  for (std::size_t k = 0; k < span.count; ++k)
+    if (span[k] >= c.S) throw Error("internal: sentence id beyond the corpus");
+    else if (!c.h_labeled[span[k]])
+      throw Error("sentence " + std::to_string(span[k]) + " has tokens without a label");
+  prepare(w);
+  double* G = grad ? P(*grad) : nullptr;
+  double loss = 0;
+  for (std::size_t begin = 0; begin < span.count;) {
+    const std::size_t end = plan(c, span, begin);
+    const std::size_t n = end - begin, rows = h_slots_[n];
+    try {
+      run_chunk_front(c, w, n, rows, G != nullptr);
+      FbParams fp = fb_params(c, n);
+      fp.gold = true;
+      fp.backward = G != nullptr;
+      if (G) {
+        fp.node = node_.get();
+        fp.pair = dims_.transitions ? pair_.get() : nullptr;
+        if (fp.edge && !fp.pair) fp.pair = pair_.get();  // edge deltas are written in the pair pass
+      }
+      launch_fb(fp, n);
+      if (G) reduce_gradient(c, n, rows, scale, G);
+    } catch (...) {
+      // The chunk's token slots must not outlive it: a later evaluate would gather through
+      // them. (Where the context itself is lost, this launch fails too, and so would any.)
+      if (slots_set_ && rows) {  // only once fill_rows ran: before it, row_token_ is stale
+        // This launch was not checked before CRFX_LAUNCH: its failure must not replace the error
+        // being rethrown.
+        try {
+          launch_reset_slots(rows, row_token_.get(), c.token_slot.get(), stream_);
+        } catch (...) {
+        }
+        cudaStreamSynchronize(stream_);
+      }
+      slots_set_ = false;
+      throw;
+    }
+    h_losses_.resize(n);
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), n * sizeof(double),
+                                    cudaMemcpyDeviceToHost, stream_));
+    sync();
+    for (std::size_t i = 0; i < n; ++i) loss += h_losses_[i];  // span order, as the CPU
+    begin = end;
+  }
+  return loss;
+}
+
+void CudaBackend::viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::uint32_t* labels,
+                          double* best_scores) {
+  const CudaCorpus& c = C(bc);
+  prepare(w);
+  std::size_t out_off = 0;
+  for (std::size_t begin = 0; begin < span.count;) {
+    const std::size_t end = plan(c, span, begin);
+    const std::size_t n = end - begin, rows = h_slots_[n];
+    run_chunk_front(c, w, n, rows, false);
+    ViterbiParams vp;
+    static_cast<DecodeInputs&>(vp) = decode_inputs(c, w);
+    vp.d = la_.get();
+    vp.back = reinterpret_cast<std::uint32_t*>(lb_.get());
+    vp.out = reinterpret_cast<std::uint32_t*>(node_.get());
+    vp.score = best_scores ? losses_.get() : nullptr;
+    launch_viterbi(vp, n, threads_, stream_);
+    if (rows)
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(labels + out_off, node_.get(), rows * sizeof(std::uint32_t),
+                                      cudaMemcpyDeviceToHost, stream_));
+    if (best_scores)
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(best_scores + begin, losses_.get(), n * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+    sync();
+    out_off += rows;
+    begin = end;
+  }
+}
+
+void CudaBackend::viterbi_nbest(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::size_t n,
+                                std::uint32_t* labels, double* path_scores) {
+  if (n == 0) throw Error("internal: n-best decoding needs n ≥ 1");
+  if (n > 0xffffffffu / std::max<std::size_t>(1, dims_.L))
+    throw Error("n-best decoding: n = " + std::to_string(n) + " is too large");
+  const CudaCorpus& c = C(bc);
+  prepare(w);
+  const std::size_t L = dims_.L;
+  // The n-best tables are their own buffers (grow-only), not the workspace: chunks are cut so
+  // that they need at most kNbestBytes (a longer sentence alone gets what it needs).
+  const std::size_t per_row = L * n * (sizeof(double) + sizeof(std::uint32_t)) + n * sizeof(std::uint32_t);
+  const std::size_t rows_limit = std::max<std::size_t>(1, kNbestBytes / per_row);
+  std::size_t out_off = 0;
+  for (std::size_t begin = 0; begin < span.count;) {
+    const std::size_t end = plan(c, span, begin, rows_limit);
+    const std::size_t m = end - begin, rows = h_slots_[m];
+    run_chunk_front(c, w, m, rows, false);
+    // Each table is checked on its own: a resize that threw leaves its buffer empty (and may
+    // leave the ones after it at their old size), so a retry after a caught failure regrows it.
+    if (nb_d_.size() < rows * L * n) nb_d_.resize(rows * L * n);
+    if (nb_back_.size() < rows * L * n) nb_back_.resize(rows * L * n);
+    if (nb_out_.size() < rows * n) nb_out_.resize(rows * n);
+    if (nb_score_.size() < m * n) nb_score_.resize(m * n);
+    NbestParams np;
+    static_cast<DecodeInputs&>(np) = decode_inputs(c, w);
+    np.n = unsigned(n);
+    np.d = nb_d_.get();
+    np.back = nb_back_.get();
+    np.out = nb_out_.get();
+    np.score = nb_score_.get();
+    launch_viterbi_nbest(np, m, threads_, stream_);
+    if (rows)
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(labels + n * out_off, nb_out_.get(), rows * n * sizeof(std::uint32_t),
+                                      cudaMemcpyDeviceToHost, stream_));
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(path_scores + begin * n, nb_score_.get(), m * n * sizeof(double),
+                                    cudaMemcpyDeviceToHost, stream_));
+    sync();
+    out_off += rows;
+    begin = end;
+  }
+}
+
+void CudaBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
+                            double* node_marginals, double* log_z) {
+  const CudaCorpus& c = C(bc);
+  prepare(w);
+  std::size_t out_off = 0;
+  for (std::size_t begin = 0; begin < span.count;) {
+    const std::size_t end = plan(c, span, begin);
+    const std::size_t n = end - begin, rows = h_slots_[n];
+    run_chunk_front(c, w, n, rows, false);
+    FbParams fp = fb_params(c, n);
+    fp.gold = false;
+    fp.backward = node_marginals != nullptr;
+    fp.node = node_.get();
+    launch_fb(fp, n);
+    if (node_marginals && rows)
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(node_marginals + out_off * dims_.L, node_.get(),
+                                      rows * dims_.L * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    if (log_z)
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(log_z + begin, losses_.get(), n * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+    sync();
+    out_off += rows;
+    begin = end;
+  }
+}
+
+// ---- the marginal reduction ------------------------------------------------------------
+
+void CudaBackend::reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_t rows, double scale,
+                                  double* G) {
+  const std::size_t L = dims_.L, LL = L * L;
+  if (rows && dims_.A)
+    launch_gather(dims_.A, L, c.st_off.get(), c.st_tok.get(), c.st_val.get(), c.token_slot.get(), node_.get(),
+                  scale, G + dims_.state_offset(), stream_);
+  if (rows && c.edge_off.get() && dims_.E)
+    launch_gather(dims_.E, LL, c.et_off.get(), c.et_tok.get(), c.et_val.get(), c.token_slot.get(), edge_.get(),
+                  scale, G + dims_.edge_offset(), stream_);
+  if (dims_.transitions && n)
+    launch_transition_tree(LL, n, pair_.get(), partial_.get(), scale, G + dims_.transition_offset(), stream_);
+  if (rows) {
+    launch_reset_slots(rows, row_token_.get(), c.token_slot.get(), stream_);
+  }
+  slots_set_ = false;
+}
+
+}  // namespace crfx::cuda::detail

@@ -1,0 +1,381 @@
+// crfx — CudaBackend (cuda_backend.cuh): SAG / SAGA (seed 004) with their state on the device,
+// and the span plans they share with evaluate_sparse — planning a span on the host, its
+// forward-backward through the chunk workspace (span_marginals) and its compact gradient
+// (span_gradient). The kernels are in sag_kernels.cu.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chain_kernels.cuh"
+#include "cuda_backend.cuh"
+#include "cuda_check.cuh"
+#include "device_buffer.cuh"
+#include "sag_kernels.cuh"
+#include "vector_ops.cuh"
+
+namespace crfx::cuda::detail {
+namespace {
+
+constexpr std::size_t kSagHistory = std::size_t(1) << 16;  // initial lazy-step capacity (grows)
+
+}  // namespace
+
+// ---- SAG / SAGA --------------------------------------------------------------------------
+
+SagStatePtr CudaBackend::sag_create(const BackendCorpus& bc) {
+  const CudaCorpus& c = C(bc);
+  const Corpus& h = c.host;
+  if (!h.labeled()) throw Error("SAG needs every training token labeled");
+  auto st = std::make_unique<CudaSag>();
+  CudaSag& s = *st;
+  s.owner = this;
+  s.corpus = &c;
+  s.groups = std::size_t(dims_.A) + 1 + dims_.E;
+  const std::size_t L = dims_.L, LL = L * L, N = c.N;
+  std::size_t slots = 0;
+  if (c.edge_off.get()) {
+    s.edge_slot.assign(N, kNone);
+    for (std::size_t sid = 0; sid < c.S; ++sid)
+      for (std::size_t t = h.sentence_offsets[sid] + 1; t < h.sentence_offsets[sid + 1]; ++t)
+        if (h.edge_offsets[t + 1] > h.edge_offsets[t]) s.edge_slot[t] = std::uint32_t(slots++);
+  }
+  const std::size_t T = std::max<std::size_t>(1, c.max_len);
+  const std::size_t pending = T * L + LL + (slots ? T * LL : 0);  // a span of the longest sentence
+  const std::size_t bytes = (N * L + c.S * LL + slots * LL + pending + 3 * (kSagHistory + 1)) * sizeof(double) +
+                            s.groups * sizeof(std::uint32_t);
+  std::size_t free_b = 0, total_b = 0;
+  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (bytes > free_b)
+    throw Error("CUDA backend: SAG's stored marginals need " + fmt_mib(bytes) + " of device memory, only " +
+                fmt_mib(free_b) + " free on " + name_ + "; use --device cpu");
+  s.node.resize(N * L);
+  s.pair.resize(c.S * LL);
+  s.edge.resize(slots * LL);
+  s.dP.resize(kSagHistory + 1);
+  s.dS.resize(kSagHistory + 1);
+  s.dR.resize(kSagHistory + 1);
+  s.stamp.resize(s.groups);
+  if (N) CRFX_CUDA_CHECK(cudaMemsetAsync(s.node.get(), 0, N * L * sizeof(double), stream_));
+  if (c.S) CRFX_CUDA_CHECK(cudaMemsetAsync(s.pair.get(), 0, c.S * LL * sizeof(double), stream_));
+  if (slots) CRFX_CUDA_CHECK(cudaMemsetAsync(s.edge.get(), 0, slots * LL * sizeof(double), stream_));
+  CRFX_CUDA_CHECK(cudaMemsetAsync(s.stamp.get(), 0, s.groups * sizeof(std::uint32_t), stream_));
+  s.P.reserve(kSagHistory + 1);
+  s.S.reserve(kSagHistory + 1);
+  s.R.reserve(kSagHistory + 1);
+  // Pending marginals for a span of the longest sentence: batch-1 SAG never regrows them
+  // (mini-batches grow them a few times, as the small plan, g and saved buffers grow during the
+  // first steps; all are grow-only).
+  s.new_node.resize(T * L);
+  s.new_pair.resize(LL);
+  if (slots) s.new_edge.resize(T * LL);
+  sync();
+  return st;
+}
+
+void CudaBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const Vector& d) {
+  CudaSag& s = G(state);
+  if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
+    throw Error("internal: SAG vectors have the wrong size");
+  s.evaluated = false;  // before planning: a refused span leaves nothing to commit or restore
+  s.tried = false;
+  s.synced = false;
+  plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, true, s.plan);
+  sag_catch_up(s, s.plan.groups.size(), s.plan.d_groups.get(), w, d);
+  s.synced = true;
+}
+
+double CudaBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) {
+  CudaSag& s = G(state);
+  if (!s.synced || !s.plan.valid) throw Error("internal: sag_evaluate without a successful sag_sync");
+  SpanPlan& pl = s.plan;
+  const double loss = span_marginals(*s.corpus, w, pl, s.new_node, s.new_pair, s.new_edge);
+  reserve_device(s.g, pl.compact());
+  span_gradient(*s.corpus, pl, s.new_node, s.new_pair, s.new_edge, 1.0, s.g.get());
+  const double g2 = reduce(pl.compact(), DotTerm{s.g.get(), s.g.get()}, SumOp{}, 0.0, red_.get(), stream_);
+  if (grad_norm2) *grad_norm2 = g2;
+  s.evaluated = true;
+  return loss;
+}
+
+void CudaBackend::sag_trial(SagState& state, Vector& w, double step) {
+  CudaSag& s = G(state);
+  if (!s.evaluated) throw Error("internal: sag_trial before sag_evaluate");
+  reserve_device(s.saved, s.plan.compact());
+  const std::size_t ng = s.plan.groups.size();
+  if (ng) {
+    launch_sag_trial(sag_groups(), s.plan.view(), ng, true, step, s.g.get(), s.saved.get(), P(w), stream_);
+  }
+  s.tried = true;
+}
+
+void CudaBackend::sag_restore(SagState& state, Vector& w) {
+  CudaSag& s = G(state);
+  if (!s.tried) throw Error("internal: sag_restore without sag_trial");
+  const std::size_t ng = s.plan.groups.size();
+  if (ng) {
+    launch_sag_trial(sag_groups(), s.plan.view(), ng, false, 0.0, s.g.get(), s.saved.get(), P(w), stream_);
+  }
+}
+
+void CudaBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) {
+  CudaSag& s = G(state);
+  if (!s.evaluated) throw Error("internal: sag_commit before sag_evaluate");
+  const SpanPlan& pl = s.plan;
+  const std::size_t n = pl.sid.size(), ng = pl.groups.size();
+  const bool edges = !s.edge_slot.empty();
+  if (w_coef && n) {
+    reserve_device(s.coef, n);
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.coef.get(), w_coef, n * sizeof(double), cudaMemcpyHostToDevice, stream_));
+  }
+  if (ng) {
+    launch_sag_commit(sag_groups(), pl.view(), ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
+                      edges ? s.new_edge.get() : nullptr, edges ? s.edge.get() : nullptr,
+                      w_coef ? s.coef.get() : nullptr, P(d), P(w), stream_);
+  }
+  if (pl.rows + n) {
+    launch_sag_store(dims_.L, pl.rows, n, pl.d_row_tok.get(), pl.d_row_slot.get(), pl.d_sid.get(), s.new_node.get(),
+                     s.new_pair.get(), edges ? s.new_edge.get() : nullptr, s.node.get(),
+                     dims_.transitions ? s.pair.get() : nullptr, edges ? s.edge.get() : nullptr, stream_);
+  }
+  if (w_coef) sync();  // w_coef is the caller's host array
+  s.evaluated = false;  // the pending marginals are stored now
+}
+
+void CudaBackend::sag_step(SagState& state, double a, double b, double tau, Vector& w, const Vector& d) {
+  CudaSag& s = G(state);
+  if (!(a > 0 && a <= 1) || !(b >= 0) || !(tau >= 0) || !std::isfinite(b) || !std::isfinite(tau))
+    throw Error("internal: invalid SAG step (a = " + std::to_string(a) + ", b = " + std::to_string(b) +
+                ", tau = " + std::to_string(tau) + ")");
+  // Flush when P would underflow or the stamps would overflow, as the CPU.
+  if (s.P.back() * a < 1e-150 || s.k() + 1 >= 0xffffffffu) sag_flush(state, w, d);
+  const double Pk = s.P.back() * a;
+  s.S.push_back(s.S.back() + b / Pk);
+  s.R.push_back(s.R.back() + tau / Pk);
+  s.P.push_back(Pk);
+}
+
+void CudaBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
+  CudaSag& s = G(state);
+  if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
+    throw Error("internal: SAG vectors have the wrong size");
+  if (s.k() > 0) sag_catch_up(s, s.groups, nullptr, w, d);
+  CRFX_CUDA_CHECK(cudaMemsetAsync(s.stamp.get(), 0, s.groups * sizeof(std::uint32_t), stream_));
+  s.P.assign(1, 1.0);
+  s.S.assign(1, 0.0);
+  s.R.assign(1, 0.0);
+  s.uploaded = 0;
+}
+
+// ---- span plans: SAG and evaluate_sparse ---------------------------------------------------
+
+void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,
+                            bool sag, SpanPlan& pl) {
+  const Corpus& h = c.host;
+  const std::uint32_t A = dims_.A;
+  const std::size_t total = std::size_t(A) + 1 + dims_.E;
+  // The span is checked before the plan is touched: a refused span leaves no half-made plan.
+  pl.valid = false;
+  for (std::size_t i = 0; i < span.count; ++i) {
+    const std::uint32_t sid = span[i];
+    if (sid >= c.S) throw Error("internal: sentence id beyond the corpus");
+    if (!c.h_labeled[sid]) throw Error("sentence " + std::to_string(sid) + " has tokens without a label");
+  }
+  {  // distinct sentences (a repeated one would be counted twice)
+    std::vector<std::uint32_t>& sorted = pl.scratch_ids;
+    sorted.resize(span.count);
+    for (std::size_t i = 0; i < span.count; ++i) sorted[i] = span[i];
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      throw Error("internal: span repeats a sentence");
+  }
+  if (pl.mark.size() != total) {
+    pl.mark.assign(total, 0);
+    pl.local.assign(total, 0);
+    pl.generation = 0;
+  }
+  if (++pl.generation == 0) {
+    std::fill(pl.mark.begin(), pl.mark.end(), 0);
+    pl.generation = 1;
+  }
+  const std::uint32_t gen = pl.generation;
+  const bool edges = c.edge_off.get() != nullptr;
+  pl.groups.clear();
+  pl.sid.assign(span.count, 0);
+  pl.row_tok.clear();
+  pl.row_slot.clear();
+  auto touch = [&](std::uint32_t gid) {
+    if (pl.mark[gid] != gen) {
+      pl.mark[gid] = gen;
+      pl.groups.push_back(gid);
+    }
+  };
+  // S(span) holds the transitions of a non-empty span; SAG syncs them for any span, as the CPU.
+  if (dims_.transitions && (span.count || sag)) touch(A);
+  for (std::size_t i = 0; i < span.count; ++i) {
+    const std::uint32_t sid = span[i];
+    pl.sid[i] = sid;
+    const std::size_t t0 = h.sentence_offsets[sid];
+    for (std::size_t t = t0; t < h.sentence_offsets[sid + 1]; ++t) {
+      pl.row_tok.push_back(std::uint32_t(t));
+      pl.row_slot.push_back(edge_slot ? (*edge_slot)[t] : kNone);
+      for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k) touch(h.state_ids[k]);
+      if (edges)
+        for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k) touch(A + 1 + h.edge_ids[k]);
+    }
+  }
+  // Ascending group ids: ascending weight indices. Then count, offset and fill the occurrences
+  // in (sentence, token, item) order.
+  std::sort(pl.groups.begin(), pl.groups.end());
+  const std::size_t ng = pl.groups.size(), L = dims_.L, LL = L * L;
+  for (std::size_t q = 0; q < ng; ++q) pl.local[pl.groups[q]] = std::uint32_t(q);
+  std::vector<std::size_t>& count = pl.scratch_count;
+  count.assign(ng + 1, 0);
+  auto each_occurrence = [&](auto&& f) {
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < span.count; ++i) {
+      const std::size_t t0 = h.sentence_offsets[pl.sid[i]];
+      for (std::size_t t = t0; t < h.sentence_offsets[pl.sid[i] + 1]; ++t, ++row) {
+        for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k)
+          f(h.state_ids[k], row, std::uint32_t(t), i, h.state_value(k));
+        if (edges && t > t0 && h.edge_offsets[t + 1] > h.edge_offsets[t])
+          for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k)
+            f(A + 1 + h.edge_ids[k], row, edge_slot ? (*edge_slot)[t] : 0u, i, h.edge_value(k));
+      }
+    }
+  };
+  each_occurrence([&](std::uint32_t gid, std::size_t, std::uint32_t, std::size_t, double) {
+    ++count[pl.local[gid] + 1];
+  });
+  pl.oofs.assign(ng + 1, 0);
+  pl.gofs.assign(ng + 1, 0);
+  for (std::size_t q = 0; q < ng; ++q) {
+    count[q + 1] += count[q];
+    pl.gofs[q + 1] = pl.gofs[q] + (pl.groups[q] < A ? L : LL);
+  }
+  if (count[ng] >= 0xffffffffu)  // the device offsets are 32-bit
+    throw Error("CUDA backend: a batch of " + std::to_string(count[ng]) +
+                " feature items exceeds 2^32 - 1; use a smaller --batch-size");
+  for (std::size_t q = 0; q <= ng; ++q) pl.oofs[q] = std::uint32_t(count[q]);
+  const std::size_t occ = count[ng];
+  pl.onew.resize(occ);
+  pl.oold.resize(occ);
+  pl.osent.resize(occ);
+  pl.oval.resize(occ);
+  each_occurrence([&](std::uint32_t gid, std::size_t row, std::uint32_t old_row, std::size_t i, double v) {
+    const std::size_t o = count[pl.local[gid]]++;
+    pl.onew[o] = std::uint32_t(row);
+    pl.oold[o] = old_row;
+    pl.osent[o] = std::uint32_t(i);
+    pl.oval[o] = v;
+  });
+  pl.rows = pl.row_tok.size();
+  auto up = [&](auto& dev, const auto& host_vec) {
+    reserve_device(dev, host_vec.size());
+    if (!host_vec.empty())
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(dev.get(), host_vec.data(), host_vec.size() * sizeof(host_vec[0]),
+                                      cudaMemcpyHostToDevice, stream_));
+  };
+  up(pl.d_sid, pl.sid);
+  up(pl.d_row_tok, pl.row_tok);
+  up(pl.d_row_slot, pl.row_slot);
+  up(pl.d_groups, pl.groups);
+  up(pl.d_gofs, pl.gofs);
+  up(pl.d_oofs, pl.oofs);
+  up(pl.d_onew, pl.onew);
+  up(pl.d_oold, pl.oold);
+  up(pl.d_osent, pl.osent);
+  up(pl.d_oval, pl.oval);
+  sync();  // the host plan is rewritten by the next call
+  pl.valid = true;
+}
+
+double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl,
+                                   DeviceBuffer<double>& node, DeviceBuffer<double>& pair,
+                                   DeviceBuffer<double>& edge) {
+  const std::size_t L = dims_.L, LL = L * L, n = pl.sid.size();
+  const bool edges = c.edge_off.get() != nullptr, pairs = dims_.transitions || edges;
+  reserve_device(node, pl.rows * L);
+  reserve_device(pair, n * LL);
+  if (edges) reserve_device(edge, pl.rows * LL);
+  prepare(w);
+  const SentenceSpan span{pl.sid.data(), n};
+  double loss = 0;
+  std::size_t row0 = 0;
+  for (std::size_t begin = 0; begin < n;) {
+    const std::size_t end = plan(c, span, begin);
+    const std::size_t m = end - begin, rows = h_slots_[m];
+    run_chunk_front(c, w, m, rows, false);
+    FbParams fp = fb_params(c, m);
+    fp.gold = true;
+    fp.backward = true;
+    fp.node = node_.get();
+    fp.pair = pairs ? pair_.get() : nullptr;  // transitions, or edge deltas (written in the pair pass)
+    launch_fb(fp, m);
+    // Chunk rows are the span's tokens in span order: copy the deltas out of the workspace.
+    if (rows)
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(node.get() + row0 * L, node_.get(), rows * L * sizeof(double),
+                                      cudaMemcpyDeviceToDevice, stream_));
+    if (pairs && m)
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(pair.get() + begin * LL, pair_.get(), m * LL * sizeof(double),
+                                      cudaMemcpyDeviceToDevice, stream_));
+    if (edges && rows)
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(edge.get() + row0 * LL, edge_.get(), rows * LL * sizeof(double),
+                                      cudaMemcpyDeviceToDevice, stream_));
+    h_losses_.resize(m);
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), m * sizeof(double),
+                                    cudaMemcpyDeviceToHost, stream_));
+    sync();
+    for (std::size_t i = 0; i < m; ++i) loss += h_losses_[i];
+    row0 += rows;
+    begin = end;
+  }
+  return loss;
+}
+
+void CudaBackend::span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,
+                                const DeviceBuffer<double>& pair, const DeviceBuffer<double>& edge, double scale,
+                                double* out) {
+  const std::size_t ng = pl.groups.size();
+  if (ng == 0) return;
+  launch_sag_gradient(sag_groups(), pl.view(), ng, node.get(), pair.get(), c.edge_off.get() ? edge.get() : nullptr,
+                      scale, out, stream_);
+}
+
+// ---- the lazy catch-up ------------------------------------------------------------------
+
+void CudaBackend::sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_t* list, Vector& w,
+                               const Vector& d) {
+  const std::size_t k = s.k();
+  const std::size_t have = std::min({s.dP.size(), s.dS.size(), s.dR.size()});
+  if (k + 1 > have) {  // the history outgrew the device copy: double it, re-upload
+    // `uploaded` is reset first and each table checked on its own, so a resize that throws
+    // (leaving that buffer empty) is redone, and everything re-uploaded, by the next call.
+    s.uploaded = 0;
+    const std::size_t cap = std::max(k + 1, 2 * have);
+    if (s.dP.size() < cap) s.dP.resize(cap);
+    if (s.dS.size() < cap) s.dS.resize(cap);
+    if (s.dR.size() < cap) s.dR.resize(cap);
+  }
+  if (k >= s.uploaded) {
+    const std::size_t from = s.uploaded, m = k + 1 - from;
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dP.get() + from, s.P.data() + from, m * sizeof(double),
+                                    cudaMemcpyHostToDevice, stream_));
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dS.get() + from, s.S.data() + from, m * sizeof(double),
+                                    cudaMemcpyHostToDevice, stream_));
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dR.get() + from, s.R.data() + from, m * sizeof(double),
+                                    cudaMemcpyHostToDevice, stream_));
+    s.uploaded = k + 1;
+    sync();  // P, S, R are appended to (and reset by sag_flush) right after
+  }
+  if (count == 0 || k == 0) return;
+  launch_sag_catch_up(sag_groups(), list, count, std::uint32_t(k), s.dP.get(), s.dS.get(), s.dR.get(), s.stamp.get(),
+                      P(w), P(d), stream_);
+}
+
+}  // namespace crfx::cuda::detail

@@ -1,0 +1,59 @@
+// crfx — the kernels of one chunk of evaluate() / marginals() / viterbi() up to the marginals
+// (kernels/chain_kernels.cu): rows of the chunk (fill_rows, reset_slots), emissions, per-position
+// edge matrices, the transition factors of a weight vector (prepare) and forward-backward, with
+// the host launchers the backend calls. Their CPU twins: CpuBackend::prepare and
+// CpuBackend::scores (host/cpu/cpu_backend.cpp), forward_backward (host/cpu/chain.cpp).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace crfx::cuda::detail {
+
+/// What forward_backward reads and writes for one chunk (filled by CudaBackend::fb_params).
+struct FbParams {
+  int L;
+  const std::size_t* sent_off;  // corpus [S+1]
+  const std::size_t* edge_off;  // corpus [N+1], null when E == 0
+  const std::uint32_t* labels;  // corpus [N] gold labels
+  ChunkView ch;
+  const double* S;      // [rows][L] emissions
+  const double* trans;  // [L][L] τ (zeros when transitions are off)
+  const double* E;      // [L][L] exp(τ − τ_max)
+  const double* Et;     // [L][L] Eᵀ
+  const double* tmax;   // τ_max (device scalar)
+  double* edge;         // [rows][L][L]: in τ_t at rows with edge items; out p_t − 1(gold) (pair mode); or null
+  double* la;           // [rows][L] â_t = log α_t − c_t (shifted per position; see the kernel)
+  double* lb;           // [rows][L] b̂_t = log β_t − d_t (shifted per position)
+  double* node;         // [rows][L] out: p_t(y) (− 1(gold) in gold mode), or null
+  double* pair;         // [n][L][L] out: Σ_{t≥1} p_t(y', y) − gold counts, or null
+  double* result;       // [n] out: log Z − score(gold) in gold mode, else log Z
+  bool gold;            // labels known: loss and deltas
+  bool backward;        // run the backward pass (node/pair outputs)
+  bool shared_E;        // copy E, Eᵀ into shared memory (when 2·L² doubles fit)
+};
+
+/// Block per chunk sentence (n blocks): row → token, row has edge items, and token → row
+/// (token_slot null: not written).
+void launch_fill_rows(std::size_t n, ChunkView ch, const std::size_t* sent_off, const std::size_t* edge_off,
+                      std::size_t* row_token, std::uint8_t* row_edge, int* token_slot, cudaStream_t s);
+/// token_slot[row_token[r]] = −1 for the chunk's rows.
+void launch_reset_slots(std::size_t rows, const std::size_t* row_token, int* token_slot, cudaStream_t s);
+/// S [rows][L] = X·W (thread per (row, y)).
+void launch_emission(int L, std::size_t rows, const std::size_t* row_token, const std::size_t* state_off,
+                     const std::uint32_t* ids, const double* vals, const double* W, double* S, cudaStream_t s);
+/// τ_t [rows][L][L] = τ + Σ x_e·W_e at the rows with edge items (block per row).
+void launch_edge_matrix(int L, std::size_t rows, const std::size_t* row_token, const std::uint8_t* row_edge,
+                        const std::size_t* edge_off, const std::uint32_t* ids, const double* vals,
+                        const double* trans, const double* WE, double* M, cudaStream_t s);
+/// τ_max, E = exp(τ − τ_max) and Eᵀ of the transitions `trans` [L][L] (one block).
+void launch_prepare(int L, const double* trans, double* E, double* Et, double* tmax_out, cudaStream_t s);
+/// Forward-backward on the chunk's n sentences: n blocks of `threads`, `smem` bytes of dynamic
+/// shared memory (vec [L], red [32], and E, Eᵀ when p.shared_E).
+void launch_forward_backward(const FbParams& p, std::size_t n, int threads, std::size_t smem, cudaStream_t s);
+
+}  // namespace crfx::cuda::detail

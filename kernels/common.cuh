@@ -1,0 +1,77 @@
+// crfx — what the CUDA backend's kernel files share: the constants (block sizes, limits, the
+// log-space threshold), the block-wide max and sum, the exact log-sum-exp, the view of a chunk's
+// sentences and the edge-position test.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <math_constants.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace crfx::cuda::detail {
+
+constexpr std::uint32_t kMaxLabels = 4096;  // the forward-backward block keeps [L] in shared memory
+constexpr double kTiny = 1e-200;            // below: redo the entry exactly in log space
+constexpr int kMapThreads = 256;
+constexpr int kRedThreads = 256;
+constexpr int kRedBlocks = 512;             // fixed reduction grid (fewer for short vectors)
+constexpr int kGatherWarps = 8;             // warps per block in the gathers
+constexpr unsigned kTransGroup = 32;        // sentences per leaf of the transition tree
+constexpr std::size_t kSharedLimit = 48 * 1024;
+constexpr std::uint32_t kNone = 0xffffffffu;  // SAG: a position without an edge slot
+
+// ---- block helpers (blockDim.x a multiple of 32, ≤ 1024) -------------------------------------
+
+inline __device__ double block_max(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();  // `red` may still be read from the previous call
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  double r = red[0];
+  for (unsigned w = 1; w < (blockDim.x >> 5); ++w) r = fmax(r, red[w]);
+  return r;
+}
+
+/// Fixed-shape sum (lane 0 of each warp after the butterfly, then warps in order).
+inline __device__ double block_sum(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  double r = red[0];
+  for (unsigned w = 1; w < (blockDim.x >> 5); ++w) r += red[w];
+  return r;
+}
+
+/// One-pass log Σ exp over a strided sequence v(k), k < n (exact, L exps).
+template <class F>
+__device__ double log_sum_exp_seq(int n, F v) {
+  const double ninf = -CUDART_INF;
+  double mx = ninf, s = 0;
+  for (int k = 0; k < n; ++k) {
+    const double x = v(k);
+    if (x == ninf) continue;
+    if (x > mx) {
+      s = s * exp(mx - x) + 1.0;
+      mx = x;
+    } else {
+      s += exp(x - mx);
+    }
+  }
+  return mx == ninf ? ninf : mx + log(s);
+}
+
+// ---- corpus and chunk views ----------------------------------------------------------------
+
+struct ChunkView {
+  const std::uint32_t* sent;   // [n] sentence ids, span order
+  const std::size_t* slots;    // [n+1] first row of each sentence
+  const std::uint32_t* order;  // [n] block → chunk sentence (longest first: the length buckets)
+};
+
+inline __device__ bool row_has_edge(const std::size_t* edge_off, std::size_t tok, std::size_t t) {
+  return edge_off != nullptr && t > 0 && edge_off[tok + 1] > edge_off[tok];
+}
+
+}  // namespace crfx::cuda::detail

@@ -1,0 +1,433 @@
+// crfx — the CUDA backend: every Backend primitive on one GPU, in double precision. This header
+// declares the backend (CudaBackend) and its objects; host code reaches it only through
+// kernels/cuda_api.hpp (make_cuda_backend).
+//
+// Files:
+//   cuda_backend.cuh     this: the design notes below, the backend objects and the class
+//   backend.cu           construction, upload, workspace sizing, chunk planning and the chunk
+//                        front (prepare, fill_rows, emissions, edge matrices); make_cuda_backend
+//   backend_vectors.cu   vector algebra, OWL-QN, the fused quasi-Newton forms
+//   backend_chain.cu     evaluate, viterbi, viterbi_nbest, marginals; the gradient gathers
+//   backend_sag.cu       SAG / SAGA; span plans (shared with evaluate_sparse)
+//   backend_sparse.cu    the stochastic trainers' sparse primitives
+//   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
+//   decode_kernels.cu    viterbi, viterbi_nbest
+//   gather_kernels.cu    gather, trans_partial, trans_final
+//   sag_kernels.cu       the sag_* kernels
+//   vector_ops.cuh       map_kernel and its op structs, the deterministic reduction (templates)
+//   common.cuh           constants, block helpers, ChunkView
+//   device_buffer.cuh    DeviceBuffer<T> and the host-side memory helpers
+//   launch.cuh           CRFX_LAUNCH, the one way kernels are launched (nvcc or the emulation)
+// Each kernel file defines its kernels in an anonymous namespace and declares its host
+// launchers (launch_*) and parameter structs in the .cuh of the same name: without relocatable
+// device code a (non-template) kernel can only be launched from the file that defines it.
+//
+// The pipeline of one chunk of evaluate() (chain_kernels.cu, gather_kernels.cu; names after the
+// maths):
+//
+//   span ──plan (host)──▶ chunk: sentences [begin, end), rows = their tokens in span order
+//     fill_rows        row → token, row has edge items, token → row (token_slot, gradient only)
+//     emissions        S [rows][L] = X·W                     (thread per (row, y))
+//     edge_matrices    τ_t [rows][L][L] = τ + Σ_e x_e·W_e    (rows with edge items, E > 0)
+//     forward_backward one block per sentence, threads over labels, longest sentences first:
+//                      log α, log Z, loss, log β, node marginals − 1(gold) [rows][L],
+//                      Σ_t pairwise marginals − gold counts [sentences][L][L], and at rows with
+//                      edge items p_t(y', y) − 1(gold) written over τ_t
+//     gather_state     g[a·L + y] += scale · Σ_{occurrences of a, token order} x · delta
+//     gather_edge      the same for edge attributes over [L][L]
+//     trans_partial /  transitions: Σ over sentences by a fixed two-level tree
+//     trans_final
+//     reset_slots
+//
+// SAG / SAGA (seed 004) keep their state on the device: stored marginals, the lazy-step history
+// and per-group stamps; the host plans each span (groups, occurrences) and the sag_* kernels
+// (sag_kernels.cu) catch up, differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
+//
+// Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
+// the transposed CSR (attribute → occurrences, built once at upload in token order), the
+// transition sum is a fixed-shape tree over sentences, per-sentence losses are added on the host
+// in span order, and the vector reductions use cub::BlockReduce in a fixed grid whose shape
+// depends only on the vector length, not on the GPU's SM count (cub::DeviceReduce's grid follows
+// the SM count). So results are bitwise reproducible run to run for one build on one GPU model;
+// the summation order is also the same on every GPU, but bitwise equality across GPU models or
+// builds is not claimed: kernels are compiled per architecture, and nvcc's FMA contraction and
+// math-library code may differ between them.
+//
+// Numerics: log space throughout. The forward and backward recursions use the max-shifted
+// exp-space product of DESIGN.md (L exps + L² FMAs per position, E = exp(τ − τ_max)) and redo an
+// entry exactly in log space (L exps) whenever its sum falls below kTiny, so extreme weights are
+// handled exactly. Each position's α and β are stored shifted by that position's own maximum and
+// the marginals are normalised per position, so their error does not grow with the sentence
+// length (see forward_backward_kernel). Pairwise marginals are computed entry by entry in log
+// space (exact).
+// Emissions and per-position edge matrices are accumulated with explicit round-to-nearest
+// multiply and add (no FMA contraction), in the CPU's order, so that they are bitwise equal to
+// the CPU's: Viterbi then makes the same choices on ties as the CPU (smallest label id).
+//
+// Precision: double throughout, the path checked against the CPU double reference. A float path
+// would go in the emission and forward-backward kernels (float S, log α/β; double accumulators
+// for log Z, losses and the gather sums), selected per backend; the gathers, tree sums and the
+// vector algebra would stay double.
+//
+// Memory: the corpus (CSR, its transpose, labels, offsets; no value arrays for binary attributes,
+// whose kernels then take 1) is uploaded once; one workspace arena per backend, sized at upload
+// time from the corpus and the free device memory, holds every per-chunk buffer; nothing is
+// allocated inside evaluate()/viterbi()/marginals(). A span larger than the workspace is split
+// into chunks of whole sentences; a single sentence that cannot fit raises crfx::Error with the
+// amount of memory needed.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chain_kernels.cuh"
+#include "common.cuh"
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+#include "cuda_api.hpp"
+#include "cuda_check.cuh"
+#include "decode_kernels.cuh"
+#include "device_buffer.cuh"
+#include "sag_kernels.cuh"
+
+namespace crfx::cuda::detail {
+
+// ---- backend objects -------------------------------------------------------------------------
+
+struct CudaVector final : Vector {
+  CudaVector(const void* owner, std::size_t n) : owner(owner), buf(n) {}
+  std::size_t size() const override { return buf.size(); }
+  const void* owner;
+  DeviceBuffer<double> buf;
+};
+
+struct CudaCorpus final : BackendCorpus {
+  const void* owner = nullptr;
+  Corpus host;  // host copy: support sets, feature differences, SAG span plans
+  std::size_t S = 0, N = 0, max_len = 0;
+  std::vector<std::size_t> h_sent_off;  // [S+1] host copy (chunk planning)
+  std::vector<std::uint8_t> h_labeled;  // [S] every token has a gold label
+  DeviceBuffer<std::size_t> sent_off, state_off, edge_off;
+  DeviceBuffer<std::uint32_t> state_ids, edge_ids, labels;
+  DeviceBuffer<double> state_vals, edge_vals;
+  // Transposes (attribute → occurrences in token order); edge items at t = 0 are left out (no
+  // edge at the first position, as on the CPU).
+  DeviceBuffer<std::size_t> st_off, et_off;  // [A+1], [E+1]
+  DeviceBuffer<std::uint32_t> st_tok, et_tok;
+  DeviceBuffer<double> st_val, et_val;
+  DeviceBuffer<int> token_slot;  // [N] row of the token in the current chunk, −1 otherwise
+  std::size_t num_sentences() const override { return S; }
+  std::size_t num_tokens() const override { return N; }
+};
+
+/// A sparse vector on the device: nnz (index, value) pairs, indices strictly increasing;
+/// grow-only capacity (no allocation once the largest support has been seen).
+struct CudaSparse final : SparseVector {
+  explicit CudaSparse(const void* owner) : owner(owner) {}
+  std::size_t nnz() const override { return n; }
+  void reserve(std::size_t m) {
+    if (m <= index.size() && m <= value.size()) return;
+    const std::size_t cap = std::max(m, 2 * index.size());
+    index.resize(cap);  // on failure the buffer is empty: the next reserve retries both
+    value.resize(cap);
+  }
+  const void* owner;
+  std::size_t n = 0;
+  std::size_t end = 0;  // last index + 1 (0 when empty), for the bounds check on the host
+  DeviceBuffer<std::size_t> index;
+  DeviceBuffer<double> value;
+};
+
+// ---- SAG / SAGA (seed 004) and span plans --------------------------------------------------
+
+/// A span planned on the host for the span-local kernels (SAG and evaluate_sparse): its touched
+/// weight groups in ascending id order (so their weights ascend: the layout of S(span)), the
+/// offset of each group in the compact per-span arrays, and per group its occurrences in
+/// (sentence, token, item) order — span row of the token, stored row (token id for state groups,
+/// edge slot for edge groups; SAG only), value, span index of the sentence — plus per span row
+/// its token and edge slot. Host vectors are reused; device copies are grow-only.
+struct SpanPlan {
+  std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, mark, local;
+  std::vector<std::size_t> gofs;
+  std::vector<double> oval;
+  std::vector<std::uint32_t> scratch_ids;     // planning scratch, reused (no per-step allocation)
+  std::vector<std::size_t> scratch_count;
+  std::uint32_t generation = 0;
+  std::size_t rows = 0;
+  bool valid = false;  // host and device plan complete (cleared first by plan_span)
+  DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
+  DeviceBuffer<std::size_t> d_gofs;
+  DeviceBuffer<double> d_oval;
+  std::size_t compact() const { return gofs.empty() ? 0 : gofs.back(); }
+  SagSpanView view() const {
+    return {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
+            d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
+  }
+};
+
+/// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
+/// start, which is the contract's "gold indicators"), so Δ_i = X_iᵀ(δ_new − δ_stored).
+struct CudaSag final : SagState {
+  const void* owner = nullptr;
+  const CudaCorpus* corpus = nullptr;
+  std::size_t groups = 0;                   // A + 1 + E
+  DeviceBuffer<double> node, pair, edge;    // [N][L], [S][L][L], [edge slots][L][L]
+  std::vector<std::uint32_t> edge_slot;     // [N] host: slot of a position with edge items, or kNone
+  // Lazy bookkeeping: P, S, R appended on the host, mirrored before every catch-up.
+  std::vector<double> P{1.0}, S{0.0}, R{0.0};
+  std::size_t uploaded = 0;
+  DeviceBuffer<double> dP, dS, dR;          // [capacity ≥ k + 1], doubled when full
+  DeviceBuffer<std::uint32_t> stamp;        // [groups]
+  SpanPlan plan;                            // the current span
+  DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
+  // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
+  DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
+  bool synced = false;  // sag_sync succeeded for the current span
+  bool evaluated = false, tried = false;
+  std::size_t k() const { return P.size() - 1; }
+};
+
+// ---- the backend ---------------------------------------------------------------------------
+
+class CudaBackend final : public Backend {
+ public:
+  // backend.cu
+  CudaBackend(const Dims& dims, const CudaBackendConfig& cfg);
+  ~CudaBackend() override;
+  std::string name() const override;
+
+  // ---- data (backend.cu) -------------------------------------------------------------------
+  BackendCorpusPtr upload(const Corpus& c) override;
+  BackendCorpusPtr upload(Corpus&& c) override;
+
+  // ---- vectors (backend_vectors.cu) --------------------------------------------------------
+  VectorPtr vector(std::size_t n) override;
+  void write(Vector& dst, const double* src) override;
+  void read(const Vector& src, double* dst) override;
+  void fill(Vector& x, double value) override;
+  void copy(const Vector& src, Vector& dst) override;
+  void scale(double a, Vector& x) override;
+  void axpy(double a, const Vector& x, Vector& y) override;
+  void axpby(double a, const Vector& x, double b, Vector& y) override;
+  void sub(const Vector& x, const Vector& y, Vector& out) override;
+  double dot(const Vector& x, const Vector& y) override;
+  double norm1(const Vector& x) override;
+  double norm2sq(const Vector& x) override;
+  double norm_inf(const Vector& x) override;
+  std::size_t count_nonzero(const Vector& x) override;
+  void swap(Vector& x, Vector& y) override;
+  void scaled_copy(double a, const Vector& x, Vector& y) override;
+  void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) override;
+  double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) override;
+  double scale_dot(double a, Vector& x, const Vector& z) override;
+  double axpy_norm2sq(double a, const Vector& x, Vector& y) override;
+  double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) override;
+
+  // ---- OWL-QN (backend_vectors.cu) ---------------------------------------------------------
+  void owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) override;
+  void owlqn_constrain_direction(const Vector& pg, Vector& d) override;
+  void owlqn_project(const Vector& w0, const Vector& pg, Vector& w) override;
+
+  // ---- batch primitives (backend_chain.cu) -------------------------------------------------
+  double evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span, Vector* grad,
+                  double scale) override;
+  void viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::uint32_t* labels,
+               double* best_scores) override;
+  void viterbi_nbest(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::size_t n,
+                     std::uint32_t* labels, double* path_scores) override;
+  void marginals(const BackendCorpus& bc, const Vector& w, SentenceSpan span, double* node_marginals,
+                 double* log_z) override;
+
+  // ---- SAG / SAGA (seed 004): stored marginals and lazy steps on the device (backend_sag.cu) -
+  // The host plans each span (touched groups and, per group, its occurrences in the span; the
+  // corpus's host copy makes this O(span items), as on the CPU) and uploads the plan; kernels do
+  // the catch-up of the span's groups, the span gradient, the line-search trial, the commit into
+  // d (and w for SAGA) and the store of the new marginals. w, d, the stored marginals and the
+  // lazy-step history stay on the device; per step only the plan and a few scalars move.
+  SagStatePtr sag_create(const BackendCorpus& bc) override;
+  void sag_sync(SagState& state, SentenceSpan span, Vector& w, const Vector& d) override;
+  double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) override;
+  void sag_trial(SagState& state, Vector& w, double step) override;
+  void sag_restore(SagState& state, Vector& w) override;
+  void sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) override;
+  void sag_step(SagState& state, double a, double b, double tau, Vector& w, const Vector& d) override;
+  void sag_flush(SagState& state, Vector& w, const Vector& d) override;
+
+  // ---- stochastic trainers: sparse batch gradients (backend_sparse.cu) ---------------------
+  SparseVectorPtr sparse_vector() override;
+  void support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) override;
+  double evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
+                         double scale, bool support_given) override;
+  std::size_t feature_difference(const BackendCorpus& bc, SentenceSpan span, const std::uint32_t* labels,
+                                 SparseVector& out, double scale) override;
+  void sparse_copy(const SparseVector& src, SparseVector& dst) override;
+  void gather(const Vector& w, SparseVector& xs) override;
+  void scatter(const SparseVector& xs, Vector& w) override;
+  void sparse_axpy(double a, const SparseVector& xs, Vector& y) override;
+  double sparse_penalty(const SparseVector& xs, double c1, double c2) override;
+  void lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
+                  const SparseVector* sup) override;
+  double sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u, double c1,
+                     double c2, bool keep_q) override;
+  void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) override;
+  void adf_update_rates(Vector& rate, Vector& count, double window, double alpha, double beta) override;
+
+ private:
+  // ---- upload and workspace (backend.cu) ---------------------------------------------------
+  /// Keeps `in` as the corpus's host copy (the span planners read it) and uploads it.
+  BackendCorpusPtr upload_owned(Corpus&& in);
+  std::size_t row_bytes(bool edges) const;
+  std::size_t sentence_bytes() const;
+  /// Grows the workspace (never shrinks) so that chunks of `c` fit: the whole corpus when the
+  /// memory budget (half of what is free) allows, else chunks of whole sentences.
+  void size_workspace(const CudaCorpus& c);
+  void release_workspace() noexcept;
+
+  // ---- chunks (backend.cu) -----------------------------------------------------------------
+  /// The chunk starting at span[begin]: as many whole sentences as the workspace holds. Fills
+  /// h_sent_, h_slots_, h_order_ and returns the end.
+  /// The next chunk of `span` from `begin`: sentences while they fit the workspace (and
+  /// `rows_limit` tokens, except that a first sentence longer than that goes alone).
+  std::size_t plan(const CudaCorpus& c, SentenceSpan span, std::size_t begin,
+                   std::size_t rows_limit = std::numeric_limits<std::size_t>::max());
+  ChunkView chunk_view() const { return {sent_.get(), slots_.get(), order_.get()}; }
+  /// The Viterbi kernels' inputs for the chunk run_chunk_front just scored.
+  DecodeInputs decode_inputs(const CudaCorpus& c, const Vector& w) const;
+  const double* trans_ptr(const Vector& w) const {
+    return dims_.transitions ? P(w) + dims_.transition_offset() : zeros_.get();
+  }
+  /// τ_max, E, Eᵀ of the weight vector.
+  void prepare(const Vector& w);
+  /// Uploads the chunk plan; rows, emissions and edge matrices.
+  void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots);
+  FbParams fb_params(const CudaCorpus& c, std::size_t) const;
+  void launch_fb(const FbParams& fp, std::size_t n);
+
+  // ---- the marginal reduction (backend_chain.cu) -------------------------------------------
+  /// g += scale · Xᵀ·delta (state and edge attributes) and the transition sums; then the
+  /// token → row map is cleared for the next chunk.
+  void reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_t rows, double scale, double* G);
+
+  // ---- span plans: SAG and evaluate_sparse (backend_sag.cu) --------------------------------
+  /// Plans `span` (distinct sentences) into `pl` and uploads it (see SpanPlan). `edge_slot`
+  /// (SAG with edge features) gives the stored row of each edge position; without it the stored
+  /// rows are unused.
+  /// Groups of edge items at a sentence's first position are touched (as the CPU's support and
+  /// sync do) but have no occurrences: no edge factor sits there.
+  void plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot, bool sag,
+                 SpanPlan& pl);
+  /// Forward-backward on the planned span at w through the chunk workspace; copies the span's
+  /// node deltas [rows][L], summed pairwise deltas [n][L][L] (when there are transitions or edge
+  /// features) and edge-position deltas [rows][L][L] (edge features) out of it, and returns the
+  /// span's NLL (summed in span order, as the CPU).
+  double span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl, DeviceBuffer<double>& node,
+                        DeviceBuffer<double>& pair, DeviceBuffer<double>& edge);
+  /// out (compact, per planned group) = scale · the span's NLL gradient, from span_marginals'
+  /// deltas.
+  void span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,
+                     const DeviceBuffer<double>& pair, const DeviceBuffer<double>& edge, double scale,
+                     double* out);
+
+  // ---- helpers of SAG and the sparse primitives --------------------------------------------
+  CudaSag& G(SagState& st) const {
+    auto* p = dynamic_cast<CudaSag*>(&st);
+    if (!p || p->owner != this) throw Error("internal: SAG state does not belong to this CUDA backend");
+    return *p;
+  }
+  SagGroups sag_groups() const {
+    const std::size_t L = dims_.L;
+    return {dims_.A, L, L * L, dims_.transition_offset(), dims_.edge_offset()};
+  }
+  /// Mirrors the lazy-step history not yet on the device, then runs the composite map on
+  /// `count` groups (`list` on the device, or all groups when null). (backend_sag.cu)
+  void sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_t* list, Vector& w, const Vector& d);
+  CudaSparse& X(SparseVector& x) const {
+    auto* p = dynamic_cast<CudaSparse*>(&x);
+    if (!p || p->owner != this) throw Error("internal: sparse vector does not belong to this CUDA backend");
+    return *p;
+  }
+  const CudaSparse& X(const SparseVector& x) const { return X(const_cast<SparseVector&>(x)); }
+  static void check_index(const CudaSparse& x, std::size_t n) {
+    if (x.end > n)
+      throw Error("internal: sparse index beyond the vector (" + std::to_string(x.end - 1) + " ≥ " +
+                  std::to_string(n) + ")");
+  }
+  /// S(span) into h_index_ (sorted), as CpuBackend::support. (backend_sparse.cu)
+  void support_host(const Corpus& c, SentenceSpan span);
+  /// h_index_ (and h_value_ when `values`, else zeros) → x. (backend_sparse.cu)
+  void upload_sparse(CudaSparse& x, bool values);
+
+  // ---- small helpers -------------------------------------------------------------------------
+  void sync() { CRFX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  DeviceBuffer<double>& V(Vector& v) const {
+    auto* p = dynamic_cast<CudaVector*>(&v);
+    if (!p || p->owner != this) throw Error("internal: vector does not belong to this CUDA backend");
+    return p->buf;
+  }
+  const DeviceBuffer<double>& V(const Vector& v) const { return V(const_cast<Vector&>(v)); }
+  double* P(const Vector& v) const { return V(v).get(); }
+  const CudaCorpus& C(const BackendCorpus& b) const {
+    auto* p = dynamic_cast<const CudaCorpus*>(&b);
+    if (!p || p->owner != this) throw Error("internal: corpus does not belong to this CUDA backend");
+    return *p;
+  }
+  static void same(const Vector& a, const Vector& b) {
+    if (a.size() != b.size())
+      throw Error("internal: vector sizes differ (" + std::to_string(a.size()) + " vs " +
+                  std::to_string(b.size()) + ")");
+  }
+
+  // ---- state ---------------------------------------------------------------------------------
+  CudaBackendConfig cfg_;
+  cudaStream_t stream_ = nullptr;
+  std::string name_;
+  int threads_ = 32;         // forward-backward / Viterbi block size
+  bool shared_E_ = false;    // E, Eᵀ in shared memory
+  std::size_t smem_ = 0;     // dynamic shared memory of the forward-backward kernel
+  const Vector* w_ = nullptr;  // weights of the current call (set by prepare)
+  // Per backend: transition factors and the reduction partials.
+  DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
+  // The workspace arena, sized at upload time (grow-only): rows_cap_ tokens, sents_cap_ sentences.
+  std::size_t rows_cap_ = 0, sents_cap_ = 0;
+  bool slots_set_ = false;  // fill_rows wrote the current chunk's token slots (not yet reset)
+  DeviceBuffer<double> S_;      // [rows][L] emissions
+  DeviceBuffer<double> la_;     // [rows][L] log α (Viterbi: best scores)
+  DeviceBuffer<double> lb_;     // [rows][L] log β (Viterbi: back pointers)
+  DeviceBuffer<double> node_;   // [rows][L] node deltas / marginals (Viterbi: labels)
+  DeviceBuffer<double> edge_;   // [rows][L][L] τ_t, then edge deltas (E > 0 only)
+  DeviceBuffer<std::size_t> row_token_;  // [rows]
+  DeviceBuffer<std::uint8_t> row_edge_;  // [rows]
+  DeviceBuffer<double> pair_;     // [sents][L][L]
+  DeviceBuffer<double> partial_;  // [sents / kTransGroup][L][L]
+  DeviceBuffer<double> losses_;   // [sents]
+  // n-best Viterbi (tag --nbest): its own tables, grow-only, at most about kNbestBytes per chunk.
+  static constexpr std::size_t kNbestBytes = std::size_t(256) << 20;
+  DeviceBuffer<double> nb_d_, nb_score_;
+  DeviceBuffer<std::uint32_t> nb_back_, nb_out_;
+  DeviceBuffer<std::uint32_t> sent_, order_;  // [sents]
+  DeviceBuffer<std::size_t> slots_;           // [sents + 1]
+  // Stochastic trainers.
+  SpanPlan sp_plan_;                     // evaluate_sparse: the span plan and its marginals
+  DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
+  std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
+  std::vector<std::size_t> h_index_;     // support staging
+  std::vector<double> h_value_;
+  std::vector<std::uint8_t> mark_a_, mark_e_;
+  std::vector<std::uint32_t> attrs_, edges_;
+  // Host staging of the chunk plan.
+  std::vector<std::uint32_t> h_sent_, h_order_;
+  std::vector<std::uint32_t> plan_mark_;  // [S] generation of a chunk's sentences (repeat check)
+  std::uint32_t plan_gen_ = 0;
+  std::vector<std::size_t> h_slots_;
+  std::vector<double> h_losses_;
+};
+
+}  // namespace crfx::cuda::detail

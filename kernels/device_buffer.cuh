@@ -1,0 +1,89 @@
+// crfx — device memory as the CUDA backend's host code sees it: the move-only owner
+// DeviceBuffer<T>, uploads of host vectors, grow-only scratch buffers, and the small sizing
+// helpers (grid_for, mib / fmt_mib for the out-of-memory messages).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda_check.cuh"
+
+namespace crfx::cuda::detail {
+
+/// Move-only owner of a device array of T. resize() discards the contents.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n) { resize(n); }
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  /// New contents, uninitialised (the old are freed first). On failure the buffer is empty.
+  void resize(std::size_t n) {
+    if (n == n_) return;
+    release();
+    T* p = nullptr;
+    if (n) CRFX_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T)));
+    p_ = p;
+    n_ = n;
+  }
+  void clear() noexcept { release(); }
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  void release() noexcept {
+    if (p_) cudaFree(p_);  // no throw from a destructor; a failed free leaks nothing we can fix
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+template <class T>
+void upload_vector(DeviceBuffer<T>& d, const std::vector<T>& h, cudaStream_t s) {
+  d.resize(h.size());
+  if (!h.empty())
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+}
+
+/// Grows a scratch buffer (never shrinks; the contents are not kept).
+template <class T>
+void reserve_device(DeviceBuffer<T>& b, std::size_t n) {
+  if (b.size() < n) b.resize(std::max(n, 2 * b.size()));
+}
+
+inline unsigned grid_for(std::size_t n, int threads, std::size_t max_blocks = 65535u * 32) {
+  return unsigned(std::max<std::size_t>(1, std::min<std::size_t>((n + threads - 1) / threads, max_blocks)));
+}
+
+inline double mib(std::size_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+
+inline std::string fmt_mib(std::size_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", mib(bytes));
+  return buf;
+}
+
+}  // namespace crfx::cuda::detail

@@ -1,0 +1,95 @@
+// crfx — the marginal reduction's kernels: gather (state and edge attributes), trans_partial and
+// trans_final (the transition tree), and their launchers (declared in gather_kernels.cuh).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "common.cuh"
+#include "device_buffer.cuh"
+#include "gather_kernels.cuh"
+#include "launch.cuh"
+
+namespace crfx::cuda::detail {
+namespace {
+
+/// Warp per (attribute, block of 32 columns): g[a·width + c] += scale · Σ x · delta[row][c] over
+/// the attribute's occurrences (token order) whose token is in the chunk. Occurrences are read
+/// 32 at a time and the active ones processed in lane order, so the sum order is fixed.
+__global__ void __launch_bounds__(kGatherWarps * 32)
+    gather_kernel(std::size_t num_attrs, std::size_t width, const std::size_t* occ_off,
+                  const std::uint32_t* occ_tok, const double* occ_val, const int* token_slot,
+                  const double* delta, double scale, double* G) {
+  const std::size_t col_blocks = (width + 31) / 32;
+  const std::size_t warp = (blockIdx.x * std::size_t(blockDim.x) + threadIdx.x) / 32;
+  if (warp >= num_attrs * col_blocks) return;  // warp-uniform
+  const int lane = threadIdx.x & 31;
+  const std::size_t a = warp / col_blocks, c = (warp - a * col_blocks) * 32 + lane;
+  const std::size_t b = occ_off[a], e = occ_off[a + 1];
+  double acc = 0;
+  bool touched = false;
+  for (std::size_t k0 = b; k0 < e; k0 += 32) {
+    const std::size_t k = k0 + lane;
+    int slot = -1;
+    double v = 0;
+    if (k < e) {
+      slot = token_slot[occ_tok[k]];
+      v = occ_val ? occ_val[k] : 1.0;
+    }
+    unsigned mask = __ballot_sync(0xffffffffu, slot >= 0);
+    touched |= mask != 0;
+    while (mask) {
+      const int src = __ffs(mask) - 1;
+      mask &= mask - 1;
+      const int s = __shfl_sync(0xffffffffu, slot, src);
+      const double x = __shfl_sync(0xffffffffu, v, src);
+      if (c < width) acc += x * delta[std::size_t(s) * width + c];
+    }
+  }
+  if (touched && c < width) G[a * width + c] += scale * acc;
+}
+
+/// Transition tree, level 1: partial[g][j] = Σ_{i in group g, in order} pair[i][j].
+__global__ void __launch_bounds__(256) trans_partial_kernel(std::size_t LL, unsigned n, const double* pair, double* partial) {
+  const std::size_t j = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (j >= LL) return;
+  const unsigned groups = (n + kTransGroup - 1) / kTransGroup;
+  for (unsigned g = blockIdx.y; g < groups; g += gridDim.y) {
+    const unsigned b = g * kTransGroup, e = min(n, b + kTransGroup);
+    double s = 0;
+    for (unsigned i = b; i < e; ++i) s += pair[std::size_t(i) * LL + j];
+    partial[std::size_t(g) * LL + j] = s;
+  }
+}
+
+/// Level 2: G[j] += scale · Σ_g partial[g][j], groups in order.
+__global__ void __launch_bounds__(256) trans_final_kernel(std::size_t LL, unsigned groups, const double* partial, double scale,
+                                   double* G) {
+  const std::size_t j = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (j >= LL) return;
+  double s = 0;
+  for (unsigned g = 0; g < groups; ++g) s += partial[std::size_t(g) * LL + j];
+  G[j] += scale * s;
+}
+
+}  // namespace
+
+void launch_gather(std::size_t num_attrs, std::size_t width, const std::size_t* occ_off,
+                   const std::uint32_t* occ_tok, const double* occ_val, const int* token_slot,
+                   const double* delta, double scale, double* G, cudaStream_t s) {
+  const int per_block = kGatherWarps * 32;
+  const std::size_t warps = num_attrs * ((width + 31) / 32);
+  CRFX_LAUNCH(gather_kernel, grid_for(warps * 32, per_block, (std::size_t(1) << 31) - 1), per_block, 0, s,
+              num_attrs, width, occ_off, occ_tok, occ_val, token_slot, delta, scale, G);
+}
+
+void launch_transition_tree(std::size_t LL, std::size_t n, const double* pair, double* partial, double scale,
+                            double* G, cudaStream_t s) {
+  const unsigned groups = unsigned((n + kTransGroup - 1) / kTransGroup);
+  CRFX_LAUNCH(trans_partial_kernel, dim3(grid_for(LL, 256), std::min(groups, 65535u)), 256, 0, s, LL,
+              unsigned(n), pair, partial);
+  CRFX_LAUNCH(trans_final_kernel, grid_for(LL, 256), 256, 0, s, LL, groups, partial, scale, G);
+}
+
+}  // namespace crfx::cuda::detail

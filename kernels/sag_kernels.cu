@@ -1,0 +1,180 @@
+// crfx — the SAG / SAGA span kernels: sag_catch_up, sag_gradient, sag_trial, sag_commit and
+// sag_store, and their launchers (declared in sag_kernels.cuh). Explicit round-to-nearest
+// arithmetic where the CPU's formulas (host/cpu/cpu_sag.cpp) must be matched bit for bit.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "common.cuh"
+#include "device_buffer.cuh"
+#include "launch.cuh"
+#include "sag_kernels.cuh"
+
+namespace crfx::cuda::detail {
+namespace {
+
+/// Composite map of the lazy steps stamp+1 … k on every listed group (all groups when `list` is
+/// null); block per group. Explicit round-to-nearest arithmetic: the CPU's formula, no FMA.
+__global__ void __launch_bounds__(256) sag_catch_up_kernel(SagGroups gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
+                                    const double* P, const double* S, const double* R, std::uint32_t* stamp,
+                                    double* w, const double* d) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = list ? list[q] : std::uint32_t(q);
+    const std::uint32_t k0 = stamp[gid];
+    if (k0 != k) {  // block-uniform
+      const double ratio = P[k] / P[k0];
+      const double sd = __dmul_rn(P[k0], __dsub_rn(S[k], S[k0]));
+      const double r = __dmul_rn(P[k0], __dsub_rn(R[k], R[k0]));
+      const std::size_t b = gl.begin(gid), e = b + gl.size(gid);
+      for (std::size_t j = b + threadIdx.x; j < e; j += blockDim.x) {
+        const double x = __dsub_rn(w[j], __dmul_rn(d[j], sd));
+        if (r > 0) {
+          const double m = fabs(x) - r;
+          w[j] = m > 0 ? __dmul_rn(ratio, copysign(m, x)) : 0.0;
+        } else {
+          w[j] = __dmul_rn(ratio, x);
+        }
+      }
+    }
+    __syncthreads();  // every thread has read stamp[gid]
+    if (threadIdx.x == 0) stamp[gid] = k;
+  }
+}
+
+/// g (compact, per group) = scale · Σ over the span's occurrences of x · (μ_new − gold);
+/// transitions: scale · Σ over the span's sentences of the pairwise deltas. Fixed order per entry.
+__global__ void __launch_bounds__(256) sag_gradient_kernel(SagGroups gl, SagSpanView v, std::size_t count, const double* new_node,
+                                    const double* new_pair, const double* new_edge, double scale, double* g) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = v.groups[q];
+    const std::size_t size = gl.size(gid);
+    double* out = g + v.gofs[q];
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      double acc = 0;
+      if (gid == gl.A) {
+        for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, new_pair[std::size_t(i) * gl.LL + c]);
+      } else {
+        const double* src = gid < gl.A ? new_node : new_edge;
+        for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o)
+          acc = __dadd_rn(acc, __dmul_rn(v.oval[o], src[std::size_t(v.onew[o]) * size + c]));
+      }
+      out[c] = __dmul_rn(scale, acc);
+    }
+  }
+}
+
+/// Line-search trial (save = true: saved ← w, w ← w − step·g) or restore (w ← saved) on the
+/// span's groups.
+__global__ void __launch_bounds__(256) sag_trial_kernel(SagGroups gl, SagSpanView v, std::size_t count, bool save, double step,
+                                 const double* g, double* saved, double* w) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = v.groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid), o = v.gofs[q];
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      if (save) {
+        saved[o + c] = w[b + c];
+        w[b + c] = __dsub_rn(w[b + c], __dmul_rn(step, g[o + c]));
+      } else {
+        w[b + c] = saved[o + c];
+      }
+    }
+  }
+}
+
+/// d += Δ_i and w −= coef_i·Δ_i, Δ_i = X_iᵀ(μ_new,i − μ_stored,i), per weight in the span's
+/// (sentence, token, item) order, as the CPU.
+__global__ void __launch_bounds__(256) sag_commit_kernel(SagGroups gl, SagSpanView v, std::size_t count, const double* new_node,
+                                  const double* old_node, const double* new_pair, const double* old_pair,
+                                  const double* new_edge, const double* old_edge, const double* coef, double* d,
+                                  double* w) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = v.groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid);
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      double dj = d[b + c], wj = coef ? w[b + c] : 0.0;
+      if (gid == gl.A) {
+        for (std::uint32_t i = 0; i < v.n; ++i) {
+          const double x = __dsub_rn(new_pair[std::size_t(i) * gl.LL + c], old_pair[std::size_t(v.sid[i]) * gl.LL + c]);
+          dj = __dadd_rn(dj, x);
+          if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[i], x));
+        }
+      } else {
+        const double* nw = gid < gl.A ? new_node : new_edge;
+        const double* od = gid < gl.A ? old_node : old_edge;
+        for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o) {
+          const double x = __dmul_rn(
+              v.oval[o], __dsub_rn(nw[std::size_t(v.onew[o]) * size + c], od[std::size_t(v.oold[o]) * size + c]));
+          dj = __dadd_rn(dj, x);
+          if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[v.osent[o]], x));
+        }
+      }
+      d[b + c] = dj;
+      if (coef) w[b + c] = wj;
+    }
+  }
+}
+
+/// μ_stored ← μ_new: block per span row (node marginals; the position's pairwise marginals when
+/// it has an edge slot), then block per span sentence (summed pairwise marginals).
+__global__ void __launch_bounds__(256) sag_store_kernel(std::size_t L, std::size_t rows, std::uint32_t n, const std::uint32_t* row_tok,
+                                 const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
+                                 const double* new_pair, const double* new_edge, double* old_node,
+                                 double* old_pair, double* old_edge) {
+  const std::size_t LL = L * L;
+  for (std::size_t b = blockIdx.x; b < rows + n; b += gridDim.x) {
+    if (b < rows) {
+      for (std::size_t y = threadIdx.x; y < L; y += blockDim.x)
+        old_node[std::size_t(row_tok[b]) * L + y] = new_node[b * L + y];
+      if (row_slot[b] != kNone)
+        for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x)
+          old_edge[std::size_t(row_slot[b]) * LL + j] = new_edge[b * LL + j];
+    } else if (old_pair) {
+      const std::size_t i = b - rows;
+      for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x)
+        old_pair[std::size_t(sid[i]) * LL + j] = new_pair[i * LL + j];
+    }
+  }
+}
+
+int group_threads(std::size_t L) { return int(std::min<std::size_t>(256, (L + 31) / 32 * 32)); }
+unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); }
+
+}  // namespace
+
+void launch_sag_catch_up(const SagGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
+                         const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
+                         const double* d, cudaStream_t s) {
+  CRFX_LAUNCH(sag_catch_up_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, list, count, k, P, S, R, stamp,
+              w, d);
+}
+
+void launch_sag_gradient(const SagGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
+                         const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s) {
+  CRFX_LAUNCH(sag_gradient_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, new_node, new_pair,
+              new_edge, scale, g);
+}
+
+void launch_sag_trial(const SagGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
+                      const double* g, double* saved, double* w, cudaStream_t s) {
+  CRFX_LAUNCH(sag_trial_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, save, step, g, saved, w);
+}
+
+void launch_sag_commit(const SagGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
+                       const double* old_node, const double* new_pair, const double* old_pair,
+                       const double* new_edge, const double* old_edge, const double* coef, double* d, double* w,
+                       cudaStream_t s) {
+  CRFX_LAUNCH(sag_commit_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, new_node, old_node,
+              new_pair, old_pair, new_edge, old_edge, coef, d, w);
+}
+
+void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std::uint32_t* row_tok,
+                      const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
+                      const double* new_pair, const double* new_edge, double* old_node, double* old_pair,
+                      double* old_edge, cudaStream_t s) {
+  CRFX_LAUNCH(sag_store_kernel, grid_for(rows + n, 1, 1u << 20), group_threads(L), 0, s, L, rows,
+              std::uint32_t(n), row_tok, row_slot, sid, new_node, new_pair, new_edge, old_node, old_pair, old_edge);
+}
+
+}  // namespace crfx::cuda::detail

@@ -1,0 +1,67 @@
+// crfx — SAG / SAGA (seed 004) on the device (kernels/sag_kernels.cu): the weight groups, the
+// device view of a span plan, and the launchers of the span kernels — lazy catch-up, span
+// gradient, line-search trial / restore, commit, and the store of the new marginals. The host
+// side (plans, the lazy-step history) is CudaBackend's, in backend_sag.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace crfx::cuda::detail {
+
+/// The weight groups of backend.hpp: per state attribute a its L weights, the L² transitions
+/// (group A), per edge attribute e its L² block (group A + 1 + e).
+struct SagGroups {
+  std::uint32_t A;
+  std::size_t L, LL, trans_off, edge_off;
+  __device__ std::size_t begin(std::uint32_t gid) const {
+    if (gid < A) return std::size_t(gid) * L;
+    if (gid == A) return trans_off;
+    return edge_off + (std::size_t(gid) - A - 1) * LL;
+  }
+  __device__ std::size_t size(std::uint32_t gid) const { return gid < A ? L : LL; }
+};
+
+/// Device view of a SpanPlan (cuda_backend.cuh): its touched groups in ascending id order, the
+/// offset of each group in the compact per-span arrays (g, saved), and per group its occurrences
+/// in the span in (sentence, token, item) order: span row of the token, stored row (token id for
+/// state groups, edge slot for edge groups), value, and span index of the sentence.
+struct SagSpanView {
+  const std::uint32_t* groups;  // [ng]
+  const std::size_t* gofs;      // [ng + 1]
+  const std::uint32_t* oofs;    // [ng + 1]
+  const std::uint32_t* onew;    // [occ]
+  const std::uint32_t* oold;    // [occ]
+  const std::uint32_t* osent;   // [occ]
+  const double* oval;           // [occ]
+  const std::uint32_t* sid;     // [n] sentence ids, span order
+  std::uint32_t n;
+};
+
+// Every launcher but the store's runs a block per listed group (count groups), ≤ 256 threads
+// over the group's entries.
+
+/// Brings the listed groups (all groups when `list` is null) from their stamp to step k.
+void launch_sag_catch_up(const SagGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
+                         const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
+                         const double* d, cudaStream_t s);
+/// g (compact, per group) = scale · the span's gradient from its deltas.
+void launch_sag_gradient(const SagGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
+                         const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s);
+/// Line-search trial (save) or restore on the span's groups.
+void launch_sag_trial(const SagGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
+                      const double* g, double* saved, double* w, cudaStream_t s);
+/// d += Δ_i (and w −= coef_i·Δ_i when coef is given) on the span's groups.
+void launch_sag_commit(const SagGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
+                       const double* old_node, const double* new_pair, const double* old_pair,
+                       const double* new_edge, const double* old_edge, const double* coef, double* d, double* w,
+                       cudaStream_t s);
+/// μ_stored ← μ_new: block per span row, then per span sentence (rows + n blocks).
+void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std::uint32_t* row_tok,
+                      const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
+                      const double* new_pair, const double* new_edge, double* old_node, double* old_pair,
+                      double* old_edge, cudaStream_t s);
+
+}  // namespace crfx::cuda::detail

@@ -1,0 +1,310 @@
+// crfx — the CUDA backend's vector algebra: element-wise maps over [0, n) (map_kernel with the op
+// structs of the vector algebra, OWL-QN, the sparse primitives of the stochastic trainers and the
+// fused quasi-Newton forms) and the deterministic two-pass reduction (reduce_pass1 / reduce_pass2,
+// driven by reduce()). Templates: every backend file that launches one includes this header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cub/block/block_reduce.cuh>
+
+#include "common.cuh"
+#include "cuda_check.cuh"
+#include "device_buffer.cuh"
+#include "launch.cuh"
+
+namespace crfx::cuda::detail {
+
+// ---- element-wise maps (vector algebra, OWL-QN) ----------------------------------------------
+
+template <class F>
+__global__ void map_kernel(std::size_t n, F f) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    f(i);
+}
+
+template <class F>
+void launch_map(std::size_t n, F f, cudaStream_t s) {
+  if (n == 0) return;
+  CRFX_LAUNCH(map_kernel<F>, grid_for(n, kMapThreads), kMapThreads, 0, s, n, f);
+}
+
+struct FillOp {
+  double* x;
+  double v;
+  __device__ void operator()(std::size_t i) const { x[i] = v; }
+};
+struct ScaleOp {
+  double* x;
+  double a;
+  __device__ void operator()(std::size_t i) const { x[i] *= a; }
+};
+struct AxpyOp {
+  const double* x;
+  double* y;
+  double a;
+  __device__ void operator()(std::size_t i) const { y[i] += a * x[i]; }
+};
+struct AxpbyOp {
+  const double* x;
+  double* y;
+  double a, b;
+  __device__ void operator()(std::size_t i) const { y[i] = a * x[i] + b * y[i]; }
+};
+struct SubOp {
+  const double* x;
+  const double* y;
+  double* out;
+  __device__ void operator()(std::size_t i) const { out[i] = x[i] - y[i]; }
+};
+// OWL-QN (Andrew & Gao 2007, §3.1–3.2), as CpuBackend.
+struct PseudoGradientOp {
+  const double* w;
+  const double* g;
+  double* pg;
+  double c1;
+  __device__ void operator()(std::size_t i) const {
+    const double wi = w[i], gi = g[i];
+    double p;
+    if (wi < 0) p = gi - c1;
+    else if (wi > 0) p = gi + c1;
+    else if (gi + c1 < 0) p = gi + c1;  // right derivative negative
+    else if (gi - c1 > 0) p = gi - c1;  // left derivative positive
+    else p = 0;
+    pg[i] = p;
+  }
+};
+struct ConstrainOp {
+  const double* pg;
+  double* d;
+  __device__ void operator()(std::size_t i) const {
+    if (d[i] * pg[i] >= 0) d[i] = 0;
+  }
+};
+struct ProjectOp {
+  const double* w0;
+  const double* pg;
+  double* w;
+  __device__ void operator()(std::size_t i) const {
+    const double orthant = w0[i] != 0 ? w0[i] : -pg[i];
+    if (w[i] * orthant <= 0) w[i] = 0;
+  }
+};
+
+// Sparse primitives of the stochastic trainers (entries distinct: no races), as CpuBackend.
+struct GatherOp {
+  const std::size_t* idx;
+  double* val;
+  const double* w;
+  __device__ void operator()(std::size_t j) const { val[j] = w[idx[j]]; }
+};
+struct ScatterOp {
+  const std::size_t* idx;
+  const double* val;
+  double* w;
+  __device__ void operator()(std::size_t j) const { w[idx[j]] = val[j]; }
+};
+struct SparseAxpyOp {
+  const std::size_t* idx;
+  const double* val;
+  double* y;
+  double a;
+  __device__ void operator()(std::size_t j) const { y[idx[j]] += a * val[j]; }
+};
+struct LazyDecayOp {
+  const std::size_t* idx;  // null: dense (i = j)
+  double* w;
+  double* stamp;
+  const double* rate;  // null: w *= exp(clock − stamp)
+  double clock, coef;
+  __device__ void operator()(std::size_t j) const {
+    const std::size_t i = idx ? idx[j] : j;
+    if (stamp[i] == clock) return;
+    w[i] *= rate ? pow(1.0 - coef * rate[i], clock - stamp[i]) : exp(clock - stamp[i]);
+    stamp[i] = clock;
+  }
+};
+struct SgdL1Op {  // Tsuruoka et al. 2009 cumulative L1 (seed 000 §3.3)
+  const std::size_t* idx;
+  const double* g;
+  double* w;
+  double* q;
+  double eta, u;
+  bool keep_q;  // a line-search trial: q read, not written
+  __device__ void operator()(std::size_t j) const {
+    const std::size_t i = idx[j];
+    double wi = w[i] - eta * g[j];
+    if (q) {
+      const double z = wi;
+      if (wi > 0) wi = fmax(0.0, wi - (u + q[i]));
+      else if (wi < 0) wi = fmin(0.0, wi + (u - q[i]));
+      if (!keep_q) q[i] += wi - z;
+    }
+    w[i] = wi;
+  }
+};
+struct SgdL1PenaltyTerm {  // the step, then the entry's penalty (as PenaltyTerm) at the new weight
+  SgdL1Op step;
+  double c1, c2;
+  __device__ double operator()(std::size_t j) const {
+    step(j);
+    const double wi = step.w[step.idx[j]];
+    return c1 * fabs(wi) + c2 * wi * wi;
+  }
+};
+struct AdfStepOp {  // Sun et al. 2012
+  const std::size_t* idx;
+  const double* g;
+  double* w;
+  const double* rate;
+  double* count;
+  __device__ void operator()(std::size_t j) const {
+    const std::size_t i = idx[j];
+    w[i] -= rate[i] * g[j];
+    count[i] += 1.0;
+  }
+};
+struct AdfRatesOp {
+  double* rate;
+  double* count;
+  double window, alpha, beta;
+  __device__ void operator()(std::size_t i) const {
+    const double u = count[i] / window;
+    rate[i] *= alpha - u * (alpha - beta);
+    count[i] = 0.0;
+  }
+};
+struct PenaltyTerm {
+  const double* v;
+  double c1, c2;
+  __device__ double operator()(std::size_t j) const { return c1 * fabs(v[j]) + c2 * v[j] * v[j]; }
+};
+
+// ---- deterministic reductions ------------------------------------------------------------------
+// Pass 1: a fixed grid (its size a function of n only) of kRedThreads-thread blocks; thread k
+// folds elements k, k + stride, … in order, then cub::BlockReduce (a fixed shuffle/shared-memory
+// tree) gives one partial per block. Pass 2: one block folds the partials the same way.
+
+struct SumOp {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+struct DotTerm {
+  const double* x;
+  const double* y;
+  __device__ double operator()(std::size_t i) const { return x[i] * y[i]; }
+};
+// Fused updates for the quasi-Newton trainers (Backend: "fused forms"): each term writes its
+// element with the expression of the unfused map op, then returns the dot term of the new value,
+// so a reduce over it equals the map followed by dot() bit for bit (same tree, same terms). The
+// reduction visits every index exactly once.
+struct ScaledCopyOp {
+  const double* x;
+  double* y;
+  double a;
+  __device__ void operator()(std::size_t i) const {
+    y[i] = x[i];
+    y[i] *= a;  // as copy, then ScaleOp
+  }
+};
+struct AddScaledOp {
+  const double* x;
+  const double* d;
+  double* out;
+  double a;
+  __device__ void operator()(std::size_t i) const {
+    out[i] = x[i];
+    out[i] += a * d[i];  // as copy, then AxpyOp
+  }
+};
+struct AxpyDotTerm {
+  const double* x;
+  double* y;
+  const double* z;
+  double a;
+  __device__ double operator()(std::size_t i) const {
+    y[i] += a * x[i];
+    return z[i] * y[i];
+  }
+};
+struct ScaleDotTerm {
+  double* x;
+  const double* z;
+  double a;
+  __device__ double operator()(std::size_t i) const {
+    x[i] *= a;
+    return z[i] * x[i];
+  }
+};
+struct AxpyNormTerm {
+  const double* x;
+  double* y;
+  double a;
+  __device__ double operator()(std::size_t i) const {
+    y[i] += a * x[i];
+    return x[i] * x[i];
+  }
+};
+struct SubDotTerm {
+  const double* x;
+  const double* y;
+  double* out;
+  const double* z;
+  __device__ double operator()(std::size_t i) const {
+    out[i] = x[i] - y[i];
+    return out[i] * z[i];
+  }
+};
+struct AbsTerm {
+  const double* x;
+  __device__ double operator()(std::size_t i) const { return fabs(x[i]); }
+};
+struct NonzeroTerm {
+  const double* x;
+  __device__ double operator()(std::size_t i) const { return x[i] != 0.0 ? 1.0 : 0.0; }
+};
+
+template <class F, class Op>
+__global__ void __launch_bounds__(kRedThreads) reduce_pass1(std::size_t n, F f, Op op, double init,
+                                                            double* partial) {
+  using BlockReduce = cub::BlockReduce<double, kRedThreads>;
+  __shared__ typename BlockReduce::TempStorage tmp;
+  double acc = init;
+  for (std::size_t i = blockIdx.x * std::size_t(kRedThreads) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * kRedThreads)
+    acc = op(acc, f(i));
+  const double r = BlockReduce(tmp).Reduce(acc, op);
+  if (threadIdx.x == 0) partial[blockIdx.x] = r;
+}
+
+template <class Op>
+__global__ void __launch_bounds__(kRedThreads) reduce_pass2(unsigned m, const double* partial, Op op,
+                                                            double init, double* out) {
+  using BlockReduce = cub::BlockReduce<double, kRedThreads>;
+  __shared__ typename BlockReduce::TempStorage tmp;
+  double acc = init;
+  for (unsigned i = threadIdx.x; i < m; i += kRedThreads) acc = op(acc, partial[i]);
+  const double r = BlockReduce(tmp).Reduce(acc, op);
+  if (threadIdx.x == 0) *out = r;
+}
+
+/// op over f(0) … f(n − 1) from `init` (init when n = 0), bitwise reproducible: the two passes
+/// above through `red` (kRedBlocks partials, then the result at red + kRedBlocks), then a copy to
+/// the host and a synchronisation of `s`.
+template <class F, class Op>
+double reduce(std::size_t n, F f, Op op, double init, double* red, cudaStream_t s) {
+  if (n == 0) return init;
+  const unsigned blocks = grid_for(n, kRedThreads, kRedBlocks);  // a function of n only
+  CRFX_LAUNCH((reduce_pass1<F, Op>), blocks, kRedThreads, 0, s, n, f, op, init, red);
+  CRFX_LAUNCH(reduce_pass2<Op>, 1, kRedThreads, 0, s, blocks, red, op, init, red + kRedBlocks);
+  double r = 0;
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(&r, red + kRedBlocks, sizeof(double), cudaMemcpyDeviceToHost, s));
+  CRFX_CUDA_CHECK(cudaStreamSynchronize(s));
+  return r;
+}
+
+}  // namespace crfx::cuda::detail
