@@ -333,9 +333,9 @@ void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::siz
                                   cudaMemcpyHostToDevice, stream_));
   if (n == 0) return;
   const bool edges = c.edge_off.get() != nullptr;
-  slots_set_ = slots;  // from this launch on, the chunk's token slots need resetting
   launch_fill_rows(n, chunk_view(), c.sent_off.get(), c.edge_off.get(), row_token_.get(), row_edge_.get(),
                    slots ? c.token_slot.get() : nullptr, stream_);
+  slots_set_ = slots;  // launched: from here on the chunk's token slots need resetting
   if (rows == 0) return;
   const int L = int(dims_.L);
   launch_emission(L, rows, row_token_.get(), c.state_off.get(), c.state_ids.get(), c.state_vals.get(), P(w),
@@ -346,7 +346,7 @@ void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::siz
   }
 }
 
-FbParams CudaBackend::fb_params(const CudaCorpus& c, std::size_t) const {
+FbParams CudaBackend::fb_params(const CudaCorpus& c) const {
   FbParams fp{};
   fp.L = int(dims_.L);
   fp.sent_off = c.sent_off.get();

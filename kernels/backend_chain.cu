@@ -35,7 +35,7 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
     const std::size_t n = end - begin, rows = h_slots_[n];
     try {
       run_chunk_front(c, w, n, rows, G != nullptr);
-      FbParams fp = fb_params(c, n);
+      FbParams fp = fb_params(c);
       fp.gold = true;
       fp.backward = G != nullptr;
       if (G) {
@@ -149,7 +149,7 @@ void CudaBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSp
     const std::size_t end = plan(c, span, begin);
     const std::size_t n = end - begin, rows = h_slots_[n];
     run_chunk_front(c, w, n, rows, false);
-    FbParams fp = fb_params(c, n);
+    FbParams fp = fb_params(c);
     fp.gold = false;
     fp.backward = node_marginals != nullptr;
     fp.node = node_.get();

@@ -133,10 +133,12 @@ struct CudaSparse final : SparseVector {
   explicit CudaSparse(const void* owner) : owner(owner) {}
   std::size_t nnz() const override { return n; }
   void reserve(std::size_t m) {
-    if (m <= index.size() && m <= value.size()) return;
-    const std::size_t cap = std::max(m, 2 * index.size());
-    index.resize(cap);  // on failure the buffer is empty: the next reserve retries both
-    value.resize(cap);
+    const std::size_t have = std::min(index.size(), value.size());
+    if (m <= have) return;
+    // Each checked on its own: a resize that throws leaves its buffer empty for the next call.
+    const std::size_t cap = std::max(m, 2 * have);
+    if (index.size() < cap) index.resize(cap);
+    if (value.size() < cap) value.resize(cap);
   }
   const void* owner;
   std::size_t n = 0;
@@ -291,10 +293,10 @@ class CudaBackend final : public Backend {
   void release_workspace() noexcept;
 
   // ---- chunks (backend.cu) -----------------------------------------------------------------
-  /// The chunk starting at span[begin]: as many whole sentences as the workspace holds. Fills
-  /// h_sent_, h_slots_, h_order_ and returns the end.
-  /// The next chunk of `span` from `begin`: sentences while they fit the workspace (and
-  /// `rows_limit` tokens, except that a first sentence longer than that goes alone).
+  /// The next chunk of `span` from `begin`: whole sentences while they fit the workspace (and
+  /// `rows_limit` tokens, except that a first sentence longer than that goes alone), up to a
+  /// sentence already in the chunk (a repeat starts the next chunk). Fills h_sent_, h_slots_,
+  /// h_order_ and returns the end.
   std::size_t plan(const CudaCorpus& c, SentenceSpan span, std::size_t begin,
                    std::size_t rows_limit = std::numeric_limits<std::size_t>::max());
   ChunkView chunk_view() const { return {sent_.get(), slots_.get(), order_.get()}; }
@@ -307,7 +309,7 @@ class CudaBackend final : public Backend {
   void prepare(const Vector& w);
   /// Uploads the chunk plan; rows, emissions and edge matrices.
   void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots);
-  FbParams fb_params(const CudaCorpus& c, std::size_t) const;
+  FbParams fb_params(const CudaCorpus& c) const;
   void launch_fb(const FbParams& fp, std::size_t n);
 
   // ---- the marginal reduction (backend_chain.cu) -------------------------------------------
