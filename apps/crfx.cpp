@@ -28,6 +28,7 @@
 #include "crfx/features.hpp"
 #include "crfx/io.hpp"
 #include "crfx/model.hpp"
+#include "crfx/tagger.hpp"
 #include "crfx/trainer.hpp"
 
 namespace crfx {
@@ -366,15 +367,20 @@ int cmd_tag(int argc, char** argv) {
   const std::string data_path = required(r, "data", "data to tag (crfx tag DATA -m MODEL)");
   const std::string model_path = required(r, "model", "-m/--model");
   const bool quiet = r.count("quiet") > 0;
-  const bool with_marginals = r.count("marginals") > 0;
-  const bool with_probability = r.count("probability") > 0;
+
+  TagOptions options;
+  options.marginals = r.count("marginals") > 0;
+  options.probability = r.count("probability") > 0;
+  options.nbest = get<std::size_t>(r, "nbest");
+  if (options.nbest == 0 || options.nbest > kMaxNbest)
+    throw Error("--nbest must be between 1 and " + std::to_string(kMaxNbest) + ", got " +
+                std::to_string(options.nbest));
+  const std::size_t batch_tokens = get<std::size_t>(r, "batch-tokens");
+  if (batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
 
   Model model = load_model(model_path);
-  const FeatureSpace& fs = model.features;
-  const Dims dims = fs.dims();
-  BackendPtr backend = backend_from(r, dims, quiet);
-  VectorPtr w = to_backend(*backend, model.weights);
-  std::vector<double>().swap(model.weights);  // resident on the backend now
+  const Dims dims = model.features.dims();
+  Tagger tagger(std::move(model), backend_from(r, dims, quiet), options);
 
   // Streamed a batch of whole sentences at a time (memory bounded by the batch, not the input);
   // with -o the output goes to a temporary file renamed at the end, so a failure half-way leaves
@@ -384,108 +390,21 @@ int cmd_tag(int argc, char** argv) {
     check_output_path(get<std::string>(r, "output"));
     file = std::make_unique<AtomicFile>(get<std::string>(r, "output"));
   }
-  auto emit = [&](const std::string& text) {
+  // n copies of every sentence: batches of about batch_tokens / n tokens keep memory as bounded.
+  const std::size_t read_tokens = std::max<std::size_t>(1, batch_tokens / options.nbest);
+  TextReader reader(tagger.features(), data_path);
+  TextData text;
+  Tagged tagged;
+  std::string out;
+  while (reader.next(text, read_tokens)) {
+    tagger.tag(text, tagged);
+    out.clear();
+    tagger.format(text, tagged, out);
     if (file) {
-      file->write(text.data(), text.size());
-    } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
+      file->write(out.data(), out.size());
+    } else if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size()) {
       throw Error("cannot write to standard output");
     }
-  };
-  TextReader reader(fs, data_path);
-  TextData text;
-  std::vector<double> marg, log_z;
-  std::vector<std::string> marginal_prefix;  // "\tLABEL:" per label
-  std::vector<char> token_buf;                // a token's marginals, formatted
-  if (with_marginals) {
-    std::size_t room = 0;
-    for (std::size_t y = 0; y < dims.L; ++y) {
-      marginal_prefix.push_back("\t" + fs.labels.at(std::uint32_t(y)) + ":");
-      room += marginal_prefix.back().size() + kFixed6MaxChars;
-    }
-    token_buf.resize(room);
-  }
-  std::string out;
-  const std::size_t batch_tokens = get<std::size_t>(r, "batch-tokens");
-  if (batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
-  const std::size_t nbest = get<std::size_t>(r, "nbest");
-  constexpr std::size_t kMaxNbest = 100000;
-  if (nbest == 0 || nbest > kMaxNbest)
-    throw Error("--nbest must be between 1 and " + std::to_string(kMaxNbest) + ", got " + std::to_string(nbest));
-  // n copies of every sentence: batches of about batch_tokens / n tokens keep memory as bounded.
-  const std::size_t read_tokens = std::max<std::size_t>(1, batch_tokens / nbest);
-  // With n ≥ 2 paths per sentence every copy carries its rank and probability.
-  const bool probabilities = with_probability || nbest > 1;
-  std::vector<std::uint32_t> paths;  // n-best: [sentence][rank][token]
-  std::vector<double> path_score;    // [sentence][rank]
-  const bool conll = fs.format == InputFormat::conll;
-  while (reader.next(text, read_tokens)) {
-    BackendCorpusPtr up = backend->upload(compile(fs, text));
-    const SentenceSpan all = all_sentences(*up);
-    const std::size_t S = up->num_sentences();
-    if (nbest > 1) {
-      paths.resize(up->num_tokens() * nbest);
-      path_score.resize(S * nbest);
-      backend->viterbi_nbest(*up, *w, all, nbest, paths.data(), path_score.data());
-    } else {
-      paths.resize(up->num_tokens());
-      path_score.resize(probabilities ? S : 0);
-      backend->viterbi(*up, *w, all, paths.data(), probabilities ? path_score.data() : nullptr);
-    }
-    if (with_marginals || probabilities) {
-      // log Z alone is the forward pass; node marginals add the backward pass.
-      marg.resize(with_marginals ? up->num_tokens() * dims.L : 0);
-      log_z.resize(probabilities ? S : 0);
-      backend->marginals(*up, *w, all, with_marginals ? marg.data() : nullptr,
-                         probabilities ? log_z.data() : nullptr);
-    }
-    out.clear();
-    auto append_marginals = [&](std::size_t token) {
-      if (!with_marginals) return;
-      char* p = token_buf.data();  // one append per token, not 2·L
-      for (std::size_t y = 0; y < dims.L; ++y) {
-        std::memcpy(p, marginal_prefix[y].data(), marginal_prefix[y].size());
-        p = write_fixed6(p + marginal_prefix[y].size(), marg[token * dims.L + y]);
-      }
-      out.append(token_buf.data(), std::size_t(p - token_buf.data()));
-    };
-    std::size_t k0 = 0;  // the sentence's first token in the batch
-    for (std::size_t i = 0; i < S; ++i) {
-      const std::size_t T = conll ? text.conll[i].size() : text.crfsuite[i].size();
-      for (std::size_t rank = 0; rank < nbest; ++rank) {
-        const double score = probabilities ? path_score[i * nbest + rank] : 0.0;
-        if (nbest > 1 && score == -std::numeric_limits<double>::infinity()) break;  // no more paths
-        if (probabilities) {
-          // p(ŷ | x) = exp(score(ŷ) − log Z), at most 1 up to rounding: clamped so that it prints
-          // as a probability. CRF++ and CRFsuite print it with six decimals as well.
-          if (nbest > 1)
-            out += (conll ? "# " : "@nbest\t") + std::to_string(rank) + (conll ? " " : "\t");
-          else
-            out += conll ? "# " : "@probability\t";
-          append_fixed6(out, std::min(1.0, std::exp(score - log_z[i])));
-          out += '\n';
-        }
-        const std::uint32_t* y = paths.data() + nbest * k0 + rank * T;
-        for (std::size_t t = 0; t < T; ++t) {
-          if (conll) {
-            const auto& columns = text.conll[i][t].columns;
-            for (std::size_t c = 0; c < columns.size(); ++c) {
-              if (c) out += '\t';
-              out += columns[c];
-            }
-            out += '\t';
-          } else if (!text.crfsuite[i][t].label.empty()) {
-            out += text.crfsuite[i][t].label;
-            out += '\t';
-          }
-          out += fs.labels.at(y[t]);
-          append_marginals(k0 + t);
-          out += '\n';
-        }
-        out += '\n';
-      }
-      k0 += T;
-    }
-    emit(out);
   }
   if (file) {
     file->commit();
