@@ -2,12 +2,12 @@
 # The emulated GPU suite (label gpu-emu) under AddressSanitizer + UndefinedBehaviorSanitizer: device
 # buffers are host allocations with poisoned canaries, so an out-of-bounds kernel access is reported
 # as compute-sanitizer's memcheck would; fibers switch with the sanitizer's annotations.
-# Builds into ${BUILD_DIR:-build-asan} (CPU-only otherwise, no nvcc needed); extra arguments go to
+# Builds into ${SANITIZE_BUILD_DIR:-build-asan} (CPU-only otherwise, no nvcc needed); extra arguments go to
 # ctest (default: the whole suite under schedule seed 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-build=${BUILD_DIR:-build-asan}
+build=${SANITIZE_BUILD_DIR:-build-asan}
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCRFX_CUDA=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds crfx and runs every test (GPU tests skip with a reason where no GPU is usable; the same
-# suite runs on the emulated GPU, label gpu-emu, where a skip is a failure).
+# suite runs on the emulated GPU, label gpu-emu, where a skip is a failure), then the emulated GPU
+# suite once more under ASan + UBSan (scripts/test-emu-sanitize.sh, build-asan/; CRFX_SANITIZE=0
+# leaves that pass out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -15,6 +17,10 @@ if [ "${emu:-0}" -gt 0 ]; then
   skipped=$(grep -cE 'Test +#[0-9]+: seed[0-9]+/.*Skipped' "$log" || true)
   echo "GPU suite on the emulated device: $emu tests ($seeds), $skipped skipped"
   [ "$skipped" -eq 0 ] || { echo "a test of the emulated GPU suite skipped: it must run there" >&2; exit 1; }
+  if [ "${CRFX_SANITIZE:-1}" != 0 ]; then
+    scripts/test-emu-sanitize.sh
+    echo "GPU suite on the emulated device under ASan + UBSan (seed 1): clean"
+  fi
 else
   echo "GPU suite on the emulated device: not built (-DCRFX_CUDA_EMULATION=OFF)"
 fi
