@@ -11,9 +11,9 @@ const std::vector<TrainerInfo>& trainer_registry() {
        make_lbfgs_trainer},
       {"owlqn", "OWL-QN (Andrew & Gao 2007) on NLL + c1·‖w‖₁ + c2·‖w‖²: sparse models",
        make_owlqn_trainer},
-      {"sag", "SAG with stored marginals, Lipschitz line search and NUS (seed 004; --sampling)",
+      {"sag", "SAG with stored marginals, Lipschitz line search and non-uniform sampling (Schmidt et al. 2015; --sampling)",
        make_sag_trainer},
-      {"saga", "SAGA (seed 004 Proposition 1), same memory, line search and sampling as sag",
+      {"saga", "SAGA (Defazio et al. 2014, as Schmidt et al. 2015 use it), same memory, line search and sampling as sag",
        make_saga_trainer},
       {"sgd-l1", "mini-batch SGD with the cumulative L1 penalty (Tsuruoka et al. 2009), "
                  "η = eta0·alpha^(k/N); --line-search heuristic (Zhou et al. 2011)",
