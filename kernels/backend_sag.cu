@@ -36,7 +36,7 @@ SagStatePtr CudaBackend::sag_create(const BackendCorpus& bc) {
   CudaSag& s = *st;
   s.owner = this;
   s.corpus = &c;
-  s.groups = std::size_t(dims_.A) + 1 + dims_.E;
+  s.groups = dims_.groups().count();
   const std::size_t L = dims_.L, LL = L * L, N = c.N;
   std::size_t slots = 0;
   if (c.edge_off.get()) {
@@ -177,8 +177,8 @@ void CudaBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
 void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,
                             bool sag, SpanPlan& pl) {
   const Corpus& h = c.host;
-  const std::uint32_t A = dims_.A;
-  const std::size_t total = std::size_t(A) + 1 + dims_.E;
+  const WeightGroups wg = dims_.groups();
+  const std::size_t total = wg.count();
   // The span is checked before the plan is touched: a refused span leaves no half-made plan.
   pl.valid = false;
   for (std::size_t i = 0; i < span.count; ++i) {
@@ -216,7 +216,7 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
     }
   };
   // S(span) holds the transitions of a non-empty span; SAG syncs them for any span, as the CPU.
-  if (dims_.transitions && (span.count || sag)) touch(A);
+  if (dims_.transitions && (span.count || sag)) touch(wg.transitions());
   for (std::size_t i = 0; i < span.count; ++i) {
     const std::uint32_t sid = span[i];
     pl.sid[i] = sid;
@@ -226,13 +226,13 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
       pl.row_slot.push_back(edge_slot ? (*edge_slot)[t] : kNone);
       for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k) touch(h.state_ids[k]);
       if (edges)
-        for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k) touch(A + 1 + h.edge_ids[k]);
+        for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k) touch(wg.edge(h.edge_ids[k]));
     }
   }
   // Ascending group ids: ascending weight indices. Then count, offset and fill the occurrences
   // in (sentence, token, item) order.
   std::sort(pl.groups.begin(), pl.groups.end());
-  const std::size_t ng = pl.groups.size(), L = dims_.L, LL = L * L;
+  const std::size_t ng = pl.groups.size();
   for (std::size_t q = 0; q < ng; ++q) pl.local[pl.groups[q]] = std::uint32_t(q);
   std::vector<std::size_t>& count = pl.scratch_count;
   count.assign(ng + 1, 0);
@@ -245,7 +245,7 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
           f(h.state_ids[k], row, std::uint32_t(t), i, h.state_value(k));
         if (edges && t > t0 && h.edge_offsets[t + 1] > h.edge_offsets[t])
           for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k)
-            f(A + 1 + h.edge_ids[k], row, edge_slot ? (*edge_slot)[t] : 0u, i, h.edge_value(k));
+            f(wg.edge(h.edge_ids[k]), row, edge_slot ? (*edge_slot)[t] : 0u, i, h.edge_value(k));
       }
     }
   };
@@ -256,7 +256,7 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
   pl.gofs.assign(ng + 1, 0);
   for (std::size_t q = 0; q < ng; ++q) {
     count[q + 1] += count[q];
-    pl.gofs[q + 1] = pl.gofs[q] + (pl.groups[q] < A ? L : LL);
+    pl.gofs[q + 1] = pl.gofs[q] + wg.size(pl.groups[q]);
   }
   if (count[ng] >= 0xffffffffu)  // the device offsets are 32-bit
     throw Error("CUDA backend: a batch of " + std::to_string(count[ng]) +

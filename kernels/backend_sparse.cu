@@ -42,14 +42,11 @@ double CudaBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, Se
                   " entries for a span whose support has " + std::to_string(sp_plan_.compact()));
     if (x.n) CRFX_CUDA_CHECK(cudaMemsetAsync(x.value.get(), 0, x.n * sizeof(double), stream_));
   } else {
-    const std::size_t L = dims_.L, LL = L * L;
+    const WeightGroups wg = dims_.groups();
     h_index_.resize(sp_plan_.compact());
     std::size_t j = 0;
     for (std::uint32_t gid : sp_plan_.groups) {
-      const std::size_t b = gid < dims_.A ? std::size_t(gid) * L
-                            : gid == dims_.A ? dims_.transition_offset()
-                                             : dims_.edge_offset() + (std::size_t(gid) - dims_.A - 1) * LL;
-      const std::size_t size = gid < dims_.A ? L : LL;
+      const std::size_t b = wg.begin(gid), size = wg.size(gid);
       for (std::size_t k = 0; k < size; ++k) h_index_[j++] = b + k;
     }
     upload_sparse(x, false);

@@ -343,10 +343,7 @@ class CudaBackend final : public Backend {
     if (!p || p->owner != this) throw Error("internal: SAG state does not belong to this CUDA backend");
     return *p;
   }
-  SagGroups sag_groups() const {
-    const std::size_t L = dims_.L;
-    return {dims_.A, L, L * L, dims_.transition_offset(), dims_.edge_offset()};
-  }
+  WeightGroups sag_groups() const { return dims_.groups(); }
   /// Mirrors the lazy-step history not yet on the device, then runs the composite map on
   /// `count` groups (`list` on the device, or all groups when null). (backend_sag.cu)
   void sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_t* list, Vector& w, const Vector& d);

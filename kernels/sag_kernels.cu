@@ -17,7 +17,7 @@ namespace {
 
 /// Composite map of the lazy steps stamp+1 … k on every listed group (all groups when `list` is
 /// null); block per group. Explicit round-to-nearest arithmetic: the CPU's formula, no FMA.
-__global__ void __launch_bounds__(256) sag_catch_up_kernel(SagGroups gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
+__global__ void __launch_bounds__(256) sag_catch_up_kernel(WeightGroups gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                                     const double* P, const double* S, const double* R, std::uint32_t* stamp,
                                     double* w, const double* d) {
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(256) sag_catch_up_kernel(SagGroups gl, const s
 
 /// g (compact, per group) = scale · Σ over the span's occurrences of x · (μ_new − gold);
 /// transitions: scale · Σ over the span's sentences of the pairwise deltas. Fixed order per entry.
-__global__ void __launch_bounds__(256) sag_gradient_kernel(SagGroups gl, SagSpanView v, std::size_t count, const double* new_node,
+__global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagSpanView v, std::size_t count, const double* new_node,
                                     const double* new_pair, const double* new_edge, double scale, double* g) {
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(256) sag_gradient_kernel(SagGroups gl, SagSpan
     for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
       double acc = 0;
       if (gid == gl.A) {
-        for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, new_pair[std::size_t(i) * gl.LL + c]);
+        for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, new_pair[std::size_t(i) * size + c]);
       } else {
         const double* src = gid < gl.A ? new_node : new_edge;
         for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o)
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(256) sag_gradient_kernel(SagGroups gl, SagSpan
 
 /// Line-search trial (save = true: saved ← w, w ← w − step·g) or restore (w ← saved) on the
 /// span's groups.
-__global__ void __launch_bounds__(256) sag_trial_kernel(SagGroups gl, SagSpanView v, std::size_t count, bool save, double step,
+__global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpanView v, std::size_t count, bool save, double step,
                                  const double* g, double* saved, double* w) {
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(256) sag_trial_kernel(SagGroups gl, SagSpanVie
 
 /// d += Δ_i and w −= coef_i·Δ_i, Δ_i = X_iᵀ(μ_new,i − μ_stored,i), per weight in the span's
 /// (sentence, token, item) order, as the CPU.
-__global__ void __launch_bounds__(256) sag_commit_kernel(SagGroups gl, SagSpanView v, std::size_t count, const double* new_node,
+__global__ void __launch_bounds__(256) sag_commit_kernel(WeightGroups gl, SagSpanView v, std::size_t count, const double* new_node,
                                   const double* old_node, const double* new_pair, const double* old_pair,
                                   const double* new_edge, const double* old_edge, const double* coef, double* d,
                                   double* w) {
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(256) sag_commit_kernel(SagGroups gl, SagSpanVi
       double dj = d[b + c], wj = coef ? w[b + c] : 0.0;
       if (gid == gl.A) {
         for (std::uint32_t i = 0; i < v.n; ++i) {
-          const double x = __dsub_rn(new_pair[std::size_t(i) * gl.LL + c], old_pair[std::size_t(v.sid[i]) * gl.LL + c]);
+          const double x = __dsub_rn(new_pair[std::size_t(i) * size + c], old_pair[std::size_t(v.sid[i]) * size + c]);
           dj = __dadd_rn(dj, x);
           if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[i], x));
         }
@@ -143,25 +143,25 @@ unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); 
 
 }  // namespace
 
-void launch_sag_catch_up(const SagGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
+void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                          const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
                          const double* d, cudaStream_t s) {
   CRFX_LAUNCH(sag_catch_up_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, list, count, k, P, S, R, stamp,
               w, d);
 }
 
-void launch_sag_gradient(const SagGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
+void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                          const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s) {
   CRFX_LAUNCH(sag_gradient_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, new_node, new_pair,
               new_edge, scale, g);
 }
 
-void launch_sag_trial(const SagGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
+void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
                       const double* g, double* saved, double* w, cudaStream_t s) {
   CRFX_LAUNCH(sag_trial_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, save, step, g, saved, w);
 }
 
-void launch_sag_commit(const SagGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
+void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                        const double* old_node, const double* new_pair, const double* old_pair,
                        const double* new_edge, const double* old_edge, const double* coef, double* d, double* w,
                        cudaStream_t s) {

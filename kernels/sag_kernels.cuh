@@ -1,5 +1,5 @@
-// crfx — SAG / SAGA (seed 004) on the device (kernels/sag_kernels.cu): the weight groups, the
-// device view of a span plan, and the launchers of the span kernels — lazy catch-up, span
+// crfx — SAG / SAGA (seed 004) on the device (kernels/sag_kernels.cu): the device view of a span
+// plan (over the weight groups of crfx::WeightGroups, include/crfx/corpus.hpp), and the launchers of the span kernels — lazy catch-up, span
 // gradient, line-search trial / restore, commit, and the store of the new marginals. The host
 // side (plans, the lazy-step history) is CudaBackend's, in backend_sag.cu.
 #pragma once
@@ -9,20 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace crfx::cuda::detail {
+#include "crfx/corpus.hpp"  // WeightGroups
 
-/// The weight groups of backend.hpp: per state attribute a its L weights, the L² transitions
-/// (group A), per edge attribute e its L² block (group A + 1 + e).
-struct SagGroups {
-  std::uint32_t A;
-  std::size_t L, LL, trans_off, edge_off;
-  __device__ std::size_t begin(std::uint32_t gid) const {
-    if (gid < A) return std::size_t(gid) * L;
-    if (gid == A) return trans_off;
-    return edge_off + (std::size_t(gid) - A - 1) * LL;
-  }
-  __device__ std::size_t size(std::uint32_t gid) const { return gid < A ? L : LL; }
-};
+namespace crfx::cuda::detail {
 
 /// Device view of a SpanPlan (cuda_backend.cuh): its touched groups in ascending id order, the
 /// offset of each group in the compact per-span arrays (g, saved), and per group its occurrences
@@ -44,17 +33,17 @@ struct SagSpanView {
 // over the group's entries.
 
 /// Brings the listed groups (all groups when `list` is null) from their stamp to step k.
-void launch_sag_catch_up(const SagGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
+void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                          const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
                          const double* d, cudaStream_t s);
 /// g (compact, per group) = scale · the span's gradient from its deltas.
-void launch_sag_gradient(const SagGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
+void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                          const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s);
 /// Line-search trial (save) or restore on the span's groups.
-void launch_sag_trial(const SagGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
+void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
                       const double* g, double* saved, double* w, cudaStream_t s);
 /// d += Δ_i (and w −= coef_i·Δ_i when coef is given) on the span's groups.
-void launch_sag_commit(const SagGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
+void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                        const double* old_node, const double* new_pair, const double* old_pair,
                        const double* new_edge, const double* old_edge, const double* coef, double* d, double* w,
                        cudaStream_t s);

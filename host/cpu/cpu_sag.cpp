@@ -36,6 +36,7 @@ struct CpuSagState final : SagState {
   std::size_t L = 0, LL = 0, A = 0, E = 0;
   bool transitions = true;
   std::size_t trans_offset = 0, edge_offset = 0;
+  WeightGroups wg;  // group ranges (corpus.hpp), as the CUDA backend and its kernels use them
 
   // Stored marginals.
   std::vector<double> node;             // [N][L]
@@ -66,13 +67,6 @@ struct CpuSagState final : SagState {
   std::vector<double> g;               // [num_weights], zero outside `groups`
   std::vector<double> saved;           // trial: gathered values of `groups`
 
-  std::size_t num_groups() const { return A + 1 + E; }
-  std::size_t group_begin(std::uint32_t gid) const {
-    if (gid < A) return std::size_t(gid) * L;
-    if (gid == A) return trans_offset;
-    return edge_offset + (std::size_t(gid) - A - 1) * LL;
-  }
-  std::size_t group_size(std::uint32_t gid) const { return gid < A ? L : LL; }
   std::size_t k() const { return P.size() - 1; }
 
   /// The composite map of steps stamp+1 … k on group `gid` (see backend.hpp).
@@ -82,7 +76,7 @@ struct CpuSagState final : SagState {
     const double ratio = P[kk] / P[k0];
     const double sd = P[k0] * (S[kk] - S[k0]);
     const double r = P[k0] * (R[kk] - R[k0]);
-    const std::size_t b = group_begin(gid), e = b + group_size(gid);
+    const std::size_t b = wg.begin(gid), e = b + wg.size(gid);
     if (r > 0) {
       for (std::size_t j = b; j < e; ++j) {
         const double x = w[j] - d[j] * sd;
@@ -117,6 +111,7 @@ SagStatePtr CpuBackend::sag_create(const BackendCorpus& corpus) {
   s.transitions = dims_.transitions;
   s.trans_offset = dims_.transition_offset();
   s.edge_offset = dims_.edge_offset();
+  s.wg = dims_.groups();
   const std::size_t N = c.num_tokens(), L = s.L, LL = s.LL;
   s.node.assign(N * L, 0.0);
   s.pair.assign(c.num_sentences() * LL, 0.0);
@@ -137,8 +132,8 @@ SagStatePtr CpuBackend::sag_create(const BackendCorpus& corpus) {
       }
     }
   }
-  s.stamp.assign(s.num_groups(), 0);
-  s.mark.assign(s.num_groups(), 0);
+  s.stamp.assign(s.wg.count(), 0);
+  s.mark.assign(s.wg.count(), 0);
   s.g.assign(dims_.num_weights(), 0.0);
   s.pair_at.resize(pool_.size());
   return st;
@@ -167,8 +162,8 @@ void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const V
   }
   // g is zero outside the groups of the span it was formed on: clear those first.
   for (std::uint32_t gid : s.groups) {
-    const std::size_t b = s.group_begin(gid);
-    std::fill(s.g.begin() + b, s.g.begin() + b + s.group_size(gid), 0.0);
+    const std::size_t b = s.wg.begin(gid);
+    std::fill(s.g.begin() + b, s.g.begin() + b + s.wg.size(gid), 0.0);
   }
   s.groups.clear();
   s.span.assign(span.count, 0);
@@ -183,7 +178,7 @@ void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const V
     s.mark[gid] = gen;
     s.groups.push_back(gid);
   };
-  if (s.transitions) touch(std::uint32_t(s.A));
+  if (s.transitions) touch(s.wg.transitions());
   for (std::size_t i = 0; i < span.count; ++i) {
     const std::uint32_t sid = span[i];
     s.span[i] = sid;
@@ -192,7 +187,7 @@ void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const V
       for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k) touch(c.state_ids[k]);
       if (s.E == 0) continue;
       for (std::size_t k = c.edge_offsets[t]; k < c.edge_offsets[t + 1]; ++k)
-        touch(std::uint32_t(s.A + 1 + c.edge_ids[k]));
+        touch(s.wg.edge(c.edge_ids[k]));
     }
   }
   for (std::uint32_t gid : s.groups) s.catch_up(gid, W, D);
@@ -270,7 +265,7 @@ double CpuBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_n
   }
   double g2 = 0;
   for (std::uint32_t gid : s.groups) {
-    const std::size_t b = s.group_begin(gid), e = b + s.group_size(gid);
+    const std::size_t b = s.wg.begin(gid), e = b + s.wg.size(gid);
     for (std::size_t j = b; j < e; ++j) g2 += g[j] * g[j];
   }
   if (grad_norm2) *grad_norm2 = g2;
@@ -284,7 +279,7 @@ void CpuBackend::sag_trial(SagState& state, Vector& w, double step) {
   double* W = data(w).data();
   s.saved.clear();
   for (std::uint32_t gid : s.groups) {
-    const std::size_t b = s.group_begin(gid), e = b + s.group_size(gid);
+    const std::size_t b = s.wg.begin(gid), e = b + s.wg.size(gid);
     s.saved.insert(s.saved.end(), W + b, W + e);
     for (std::size_t j = b; j < e; ++j) W[j] -= step * s.g[j];
   }
@@ -295,7 +290,7 @@ void CpuBackend::sag_restore(SagState& state, Vector& w) {
   double* W = data(w).data();
   std::size_t pos = 0;
   for (std::uint32_t gid : s.groups) {
-    const std::size_t b = s.group_begin(gid), sz = s.group_size(gid);
+    const std::size_t b = s.wg.begin(gid), sz = s.wg.size(gid);
     if (pos + sz > s.saved.size()) throw Error("internal: sag_restore without sag_trial");
     std::copy(s.saved.begin() + pos, s.saved.begin() + pos + sz, W + b);
     pos += sz;
@@ -367,7 +362,7 @@ void CpuBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
   double* W = data(w).data();
   const double* D = data(d).data();
   if (s.k() > 0) {
-    const std::size_t groups = s.num_groups(), per = 4096;
+    const std::size_t groups = s.wg.count(), per = 4096;
     const std::size_t blocks = (groups + per - 1) / per;
     pool_.run(blocks, [&](std::size_t blk, unsigned) {
       const std::size_t e = std::min(groups, (blk + 1) * per);

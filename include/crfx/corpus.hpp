@@ -54,6 +54,33 @@ class Dictionary {
 ///   [A·L, A·L + L²)               transitions, w[A·L + y'·L + y]       (y' → y)
 ///   [A·L + L², … + E·L²)          edge weights, w[A·L + L² + (e·L + y')·L + y]
 /// The transition block always exists; when `transitions` is false it is held at zero.
+// Functions that CUDA device code calls too (plain functions to any other compiler).
+#ifdef __CUDACC__
+#define CRFX_HOST_DEVICE __host__ __device__
+#else
+#define CRFX_HOST_DEVICE
+#endif
+
+/// The weight vector in groups, the unit of the sparse gradients and of SAG's lazy updates
+/// (backend.hpp): group a < A is state attribute a's L weights, group A the L² transitions,
+/// group A + 1 + e edge attribute e's L² block. One definition for both backends and the kernels.
+struct WeightGroups {
+  std::uint32_t A = 0;
+  std::uint32_t E = 0;
+  std::size_t L = 0;
+
+  CRFX_HOST_DEVICE std::size_t count() const { return std::size_t(A) + 1 + E; }
+  CRFX_HOST_DEVICE std::uint32_t transitions() const { return A; }
+  CRFX_HOST_DEVICE std::uint32_t edge(std::uint32_t e) const { return A + 1 + e; }
+  /// First weight of group `gid`, and its size.
+  CRFX_HOST_DEVICE std::size_t begin(std::uint32_t gid) const {
+    if (gid < A) return std::size_t(gid) * L;
+    if (gid == A) return std::size_t(A) * L;
+    return std::size_t(A) * L + (std::size_t(gid) - A) * L * L;  // transitions, then edge blocks
+  }
+  CRFX_HOST_DEVICE std::size_t size(std::uint32_t gid) const { return gid < A ? L : L * L; }
+};
+
 struct Dims {
   std::uint32_t L = 0;  // labels
   std::uint32_t A = 0;  // state attributes
@@ -64,6 +91,7 @@ struct Dims {
   std::size_t transition_offset() const { return std::size_t(A) * L; }
   std::size_t edge_offset() const { return transition_offset() + std::size_t(L) * L; }
   std::size_t num_weights() const { return edge_offset() + std::size_t(E) * L * L; }
+  WeightGroups groups() const { return {A, E, L}; }
 };
 
 /// A compiled data set: sentences of tokens, each token a sparse attribute vector (CSR), plus
