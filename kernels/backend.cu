@@ -68,6 +68,10 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
     tmax_.resize(1);
     red_.resize(kRedBlocks + 1);
     CRFX_CUDA_CHECK(cudaMemsetAsync(zeros_.get(), 0, LL * sizeof(double), stream_));
+    if (cfg.gather_visits) {
+      gather_visits_.resize(1);
+      CRFX_CUDA_CHECK(cudaMemsetAsync(gather_visits_.get(), 0, sizeof(unsigned long long), stream_));
+    }
     threads_ = int(std::min<std::size_t>(512, (dims.L + 31) / 32 * 32));
     const std::size_t base_smem = (std::size_t(dims.L) + 32) * sizeof(double);
     shared_E_ = base_smem + 2 * LL * sizeof(double) <= kSharedLimit;
@@ -293,8 +297,11 @@ std::size_t CudaBackend::plan(const CudaCorpus& c, SentenceSpan span, std::size_
     h_slots_.push_back(rows);
     ++end;
   }
-  // Launch order: longest sentences first (the length buckets), ties in span order.
+  // Consecutive sentence ids: the chunk's tokens are one range (the gathers read it directly).
   const std::size_t n = h_sent_.size();
+  h_consecutive_ = true;
+  for (std::size_t i = 1; i < n && h_consecutive_; ++i) h_consecutive_ = h_sent_[i] == h_sent_[i - 1] + 1;
+  // Launch order: longest sentences first (the length buckets), ties in span order.
   h_order_.resize(n);
   std::iota(h_order_.begin(), h_order_.end(), 0u);
   std::stable_sort(h_order_.begin(), h_order_.end(), [&](std::uint32_t a, std::uint32_t b) {

@@ -34,7 +34,9 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
     const std::size_t end = plan(c, span, begin);
     const std::size_t n = end - begin, rows = h_slots_[n];
     try {
-      run_chunk_front(c, w, n, rows, G != nullptr);
+      // Token slots only where the gathers need them: a chunk of consecutive sentences (as the
+      // whole-corpus spans of the batch trainers give) is read by token range instead.
+      run_chunk_front(c, w, n, rows, G != nullptr && !h_consecutive_);
       FbParams fp = fb_params(c);
       fp.gold = true;
       fp.backward = G != nullptr;
@@ -66,6 +68,13 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
     sync();
     for (std::size_t i = 0; i < n; ++i) loss += h_losses_[i];  // span order, as the CPU
     begin = end;
+  }
+  if (cfg_.gather_visits && G) {  // the work count the tests read: moved to the host counter
+    unsigned long long v = 0;
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(&v, gather_visits_.get(), sizeof v, cudaMemcpyDeviceToHost, stream_));
+    CRFX_CUDA_CHECK(cudaMemsetAsync(gather_visits_.get(), 0, sizeof v, stream_));
+    sync();
+    *cfg_.gather_visits += v;
   }
   return loss;
 }
@@ -171,17 +180,23 @@ void CudaBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSp
 void CudaBackend::reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_t rows, double scale,
                                   double* G) {
   const std::size_t L = dims_.L, LL = L * L;
+  GatherChunk ch;
+  if (slots_set_) {
+    ch.token_slot = c.token_slot.get();
+  } else {  // consecutive sentences: rows are the tokens from the first one's on
+    ch.t_lo = std::uint32_t(c.h_sent_off[h_sent_[0]]);
+    ch.t_hi = std::uint32_t(ch.t_lo + rows);
+  }
+  ch.visits = gather_visits_.get();
   if (rows && dims_.A)
-    launch_gather(dims_.A, L, c.st_off.get(), c.st_tok.get(), c.st_val.get(), c.token_slot.get(), node_.get(),
-                  scale, G + dims_.state_offset(), stream_);
+    launch_gather(dims_.A, L, c.st_off.get(), c.st_tok.get(), c.st_val.get(), ch, node_.get(), scale,
+                  G + dims_.state_offset(), stream_);
   if (rows && c.edge_off.get() && dims_.E)
-    launch_gather(dims_.E, LL, c.et_off.get(), c.et_tok.get(), c.et_val.get(), c.token_slot.get(), edge_.get(),
-                  scale, G + dims_.edge_offset(), stream_);
+    launch_gather(dims_.E, LL, c.et_off.get(), c.et_tok.get(), c.et_val.get(), ch, edge_.get(), scale,
+                  G + dims_.edge_offset(), stream_);
   if (dims_.transitions && n)
     launch_transition_tree(LL, n, pair_.get(), partial_.get(), scale, G + dims_.transition_offset(), stream_);
-  if (rows) {
-    launch_reset_slots(rows, row_token_.get(), c.token_slot.get(), stream_);
-  }
+  if (rows && slots_set_) launch_reset_slots(rows, row_token_.get(), c.token_slot.get(), stream_);
   slots_set_ = false;
 }
 

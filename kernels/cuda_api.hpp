@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,10 @@ struct CudaBackendConfig {
   /// as the device memory budget allows). Tests lower it to exercise chunking; the results do
   /// not depend on it except through the order of the gradient additions between chunks.
   std::size_t max_chunk_tokens = 0;
+  /// Tests: when set, evaluate() adds here the number of occurrences (attribute, token) its
+  /// gradient gathers scanned — the gathers' work, to check that it does not grow with the
+  /// number of chunks. Costs one atomic per warp of the gather.
+  std::uint64_t* gather_visits = nullptr;
 };
 
 /// The CUDA backend (double precision, deterministic). Throws Error when the device cannot be

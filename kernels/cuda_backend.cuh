@@ -26,7 +26,8 @@
 // maths):
 //
 //   span ──plan (host)──▶ chunk: sentences [begin, end), rows = their tokens in span order
-//     fill_rows        row → token, row has edge items, token → row (token_slot, gradient only)
+//     fill_rows        row → token, row has edge items, token → row (token_slot: gradient of a
+//                      chunk whose sentences are not consecutive; else rows = a token range)
 //     emissions        S [rows][L] = X·W                     (thread per (row, y))
 //     edge_matrices    τ_t [rows][L][L] = τ + Σ_e x_e·W_e    (rows with edge items, E > 0)
 //     forward_backward one block per sentence, threads over labels, longest sentences first:
@@ -394,6 +395,7 @@ class CudaBackend final : public Backend {
   const Vector* w_ = nullptr;  // weights of the current call (set by prepare)
   // Per backend: transition factors and the reduction partials.
   DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
+  DeviceBuffer<unsigned long long> gather_visits_;  // [1] when cfg_.gather_visits is set
   // The workspace arena, sized at upload time (grow-only): rows_cap_ tokens, sents_cap_ sentences.
   std::size_t rows_cap_ = 0, sents_cap_ = 0;
   bool slots_set_ = false;  // fill_rows wrote the current chunk's token slots (not yet reset)
@@ -423,6 +425,7 @@ class CudaBackend final : public Backend {
   std::vector<std::uint32_t> attrs_, edges_;
   // Host staging of the chunk plan.
   std::vector<std::uint32_t> h_sent_, h_order_;
+  bool h_consecutive_ = false;  // the planned chunk's sentence ids are consecutive, ascending
   std::vector<std::uint32_t> plan_mark_;  // [S] generation of a chunk's sentences (repeat check)
   std::uint32_t plan_gen_ = 0;
   std::vector<std::size_t> h_slots_;

@@ -14,19 +14,38 @@
 namespace crfx::cuda::detail {
 namespace {
 
+/// First k in [lo, hi) with tok[k] ≥ t (tok ascending there), else hi.
+__device__ std::size_t lower_bound_token(const std::uint32_t* tok, std::size_t lo, std::size_t hi, std::uint32_t t) {
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (tok[mid] < t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /// Warp per (attribute, block of 32 columns): g[a·width + c] += scale · Σ x · delta[row][c] over
 /// the attribute's occurrences (token order) whose token is in the chunk. Occurrences are read
-/// 32 at a time and the active ones processed in lane order, so the sum order is fixed.
+/// 32 at a time and the active ones processed in lane order, so the sum order is fixed. A chunk of
+/// consecutive tokens [t_lo, t_hi) (ch.token_slot null) is one run of each attribute's
+/// occurrences, found by binary search: its work is its own occurrences, not the corpus's.
 __global__ void __launch_bounds__(kGatherWarps * 32)
     gather_kernel(std::size_t num_attrs, std::size_t width, const std::size_t* occ_off,
-                  const std::uint32_t* occ_tok, const double* occ_val, const int* token_slot,
+                  const std::uint32_t* occ_tok, const double* occ_val, GatherChunk ch,
                   const double* delta, double scale, double* G) {
   const std::size_t col_blocks = (width + 31) / 32;
   const std::size_t warp = (blockIdx.x * std::size_t(blockDim.x) + threadIdx.x) / 32;
   if (warp >= num_attrs * col_blocks) return;  // warp-uniform
   const int lane = threadIdx.x & 31;
   const std::size_t a = warp / col_blocks, c = (warp - a * col_blocks) * 32 + lane;
-  const std::size_t b = occ_off[a], e = occ_off[a + 1];
+  std::size_t b = occ_off[a], e = occ_off[a + 1];
+  if (!ch.token_slot) {  // warp-uniform
+    b = lower_bound_token(occ_tok, b, e, ch.t_lo);
+    e = lower_bound_token(occ_tok, b, e, ch.t_hi);
+  }
+  if (ch.visits && lane == 0) atomicAdd(ch.visits, static_cast<unsigned long long>(e - b));
   double acc = 0;
   bool touched = false;
   for (std::size_t k0 = b; k0 < e; k0 += 32) {
@@ -34,7 +53,7 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
     int slot = -1;
     double v = 0;
     if (k < e) {
-      slot = token_slot[occ_tok[k]];
+      slot = ch.token_slot ? ch.token_slot[occ_tok[k]] : int(occ_tok[k] - ch.t_lo);
       v = occ_val ? occ_val[k] : 1.0;
     }
     unsigned mask = __ballot_sync(0xffffffffu, slot >= 0);
@@ -76,12 +95,12 @@ __global__ void __launch_bounds__(256) trans_final_kernel(std::size_t LL, unsign
 }  // namespace
 
 void launch_gather(std::size_t num_attrs, std::size_t width, const std::size_t* occ_off,
-                   const std::uint32_t* occ_tok, const double* occ_val, const int* token_slot,
+                   const std::uint32_t* occ_tok, const double* occ_val, const GatherChunk& ch,
                    const double* delta, double scale, double* G, cudaStream_t s) {
   const int per_block = kGatherWarps * 32;
   const std::size_t warps = num_attrs * ((width + 31) / 32);
   CRFX_LAUNCH(gather_kernel, grid_for(warps * 32, per_block, (std::size_t(1) << 31) - 1), per_block, 0, s,
-              num_attrs, width, occ_off, occ_tok, occ_val, token_slot, delta, scale, G);
+              num_attrs, width, occ_off, occ_tok, occ_val, ch, delta, scale, G);
 }
 
 void launch_transition_tree(std::size_t LL, std::size_t n, const double* pair, double* partial, double scale,

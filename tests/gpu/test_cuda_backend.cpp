@@ -284,6 +284,55 @@ TEST(CudaBackend, LongSentencesKeepFullPrecision) {
     }
 }
 
+// The gradient gathers scan each attribute's occurrences in the corpus. A chunk of consecutive
+// sentences (what evaluate over the whole corpus gives, chunked when it exceeds the device
+// memory) scans only its own: the work of a pass is the same for 1 chunk as for K. Any other
+// chunk (a shuffled span) scans them all, K times per pass: the fallback, counted too. The
+// gradients are the CPU's either way.
+#ifdef CRFX_HAVE_CUDA
+TEST(CudaBackend, GatherWorkDoesNotGrowWithChunks) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(5, 40, 3, 120, 30, 88);
+  CpuBackend cpu(p.dims, 1);
+  auto cc = cpu.upload(p.corpus);
+  const auto w = test::random_weights(p.dims.num_weights(), 0.5, 89);
+  auto wc = to_backend(cpu, w);
+  const std::size_t N = p.corpus.num_tokens(), S = p.corpus.num_sentences();
+  std::vector<std::uint32_t> shuffled(S);
+  for (std::size_t i = 0; i < S; ++i) shuffled[i] = std::uint32_t((i * 37) % S);  // 37 coprime to 120
+  std::uint64_t one_chunk = 0;
+  RecordProperty("tokens", std::to_string(N));
+  for (std::size_t max_tokens : {std::size_t(0), N / 4, N / 16, std::size_t(40)})
+    for (bool in_order : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "max_chunk_tokens=" << max_tokens << " in_order=" << in_order);
+      std::uint64_t visits = 0;
+      cuda::CudaBackendConfig cfg;
+      cfg.max_chunk_tokens = max_tokens;
+      cfg.gather_visits = &visits;
+      BackendPtr gpu = cuda::make_cuda_backend(p.dims, cfg);
+      auto gc = gpu->upload(p.corpus);
+      auto wg = to_backend(*gpu, w);
+      const SentenceSpan span = in_order ? all_sentences(*gc) : SentenceSpan{shuffled.data(), S};
+      auto gcv = cpu.vector(w.size());
+      auto ggv = gpu->vector(w.size());
+      cpu.evaluate(*cc, *wc, span, gcv.get(), 1.0);
+      gpu->evaluate(*gc, *wg, span, ggv.get(), 1.0);
+      expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
+      if (max_tokens == 0 && in_order) one_chunk = visits;
+      ASSERT_GT(one_chunk, 0u);
+      char figure[64];  // for RESULTS.md, via --gtest_output=xml
+      std::snprintf(figure, sizeof figure, "%llu (%.2f x one chunk)", (unsigned long long)visits,
+                    double(visits) / double(one_chunk));
+      RecordProperty("gather_visits_max" + std::to_string(max_tokens) + (in_order ? "_in_order" : "_shuffled"),
+                     figure);
+      if (in_order || max_tokens == 0)
+        EXPECT_EQ(visits, one_chunk) << "consecutive chunks scan only their own occurrences";
+      else
+        EXPECT_GT(visits, 2 * one_chunk) << "the fallback scans the corpus per chunk";
+    }
+}
+#endif
+
 TEST(CudaBackend, MixedLengthsTransitionsOffAndChunking) {
   REQUIRE_GPU();
   for (std::uint32_t E : {0u, 4u})
