@@ -1,0 +1,131 @@
+# crfx — the layering of the sources, checked: every #include "…" of a file under include/crfx,
+# host/ and kernels/ must name a part that the file's own part may depend on. Run by ctest
+# (test `layering`); a forbidden include fails it, naming file, line and both parts.
+#   cmake -DROOT=<source tree> -P cmake/check_layering.cmake
+#
+# Parts, bottom up, and what each may include (besides itself):
+#   base      error.hpp, host/util
+#   io        io.hpp, host/io                      → base
+#   data      corpus.hpp                           → base
+#   features  features.hpp, template.hpp, host/features → io data base
+#   model     model.hpp, host/model                → features io data base
+#   backend   backend.hpp (the interface)          → data base
+#   cpu       host/cpu (the CPU backend)           → backend data base
+#   cuda      kernels/ (cuda_api.hpp and the rest)  → backend data base
+#   factory   host/backend_factory.cpp             → cpu cuda backend data base
+#   optim     trainer.hpp, host/optim              → backend data base
+#   eval      eval.hpp, host/eval                  → io base
+#   tag       tagger.hpp, host/tag                 → model features backend io data base
+# apps/ and tests/ may use every part and are not checked. So optimizers see the Backend interface,
+# never a backend; kernels never see host/; the readers never see features or models.
+cmake_minimum_required(VERSION 3.24)
+if(NOT ROOT)
+  message(FATAL_ERROR "usage: cmake -DROOT=<source tree> -P check_layering.cmake")
+endif()
+
+set(allowed_base "")
+set(allowed_io base)
+set(allowed_data base)
+set(allowed_features io data base)
+set(allowed_model features io data base)
+set(allowed_backend data base)
+set(allowed_cuda backend data base)
+set(allowed_cpu backend data base)
+set(allowed_factory cpu cuda backend data base)
+set(allowed_optim backend data base)
+set(allowed_eval io base)
+set(allowed_tag model features backend io data base)
+
+# The part a public header belongs to.
+set(header_error base)
+set(header_io io)
+set(header_corpus data)
+set(header_features features)
+set(header_template features)
+set(header_model model)
+set(header_backend backend)
+set(header_trainer optim)
+set(header_eval eval)
+set(header_tagger tag)
+# The part of a folder under host/.
+set(folder_util base)
+set(folder_io io)
+set(folder_features features)
+set(folder_model model)
+set(folder_cpu cpu)
+set(folder_optim optim)
+set(folder_eval eval)
+set(folder_tag tag)
+
+# part_of_file(<path relative to ROOT> <out>): the part of a source file, or "" when unchecked.
+function(part_of_file rel out)
+  set(part "")
+  if(rel MATCHES "^include/crfx/([a-z0-9_]+)\\.hpp$")
+    set(part "${header_${CMAKE_MATCH_1}}")
+    if(part STREQUAL "")
+      message(SEND_ERROR "${rel}: a public header that the layering does not know; add it to cmake/check_layering.cmake")
+    endif()
+  elseif(rel STREQUAL "host/backend_factory.cpp")
+    set(part factory)
+  elseif(rel MATCHES "^host/([a-z0-9_]+)/")
+    set(part "${folder_${CMAKE_MATCH_1}}")
+    if(part STREQUAL "")
+      message(SEND_ERROR "${rel}: a folder under host/ that the layering does not know; add it to cmake/check_layering.cmake")
+    endif()
+  elseif(rel MATCHES "^kernels/")
+    set(part cuda)
+  endif()
+  set(${out} "${part}" PARENT_SCOPE)
+endfunction()
+
+# part_of_include(<include string> <including file's part> <out>)
+function(part_of_include inc from out)
+  set(part "")
+  if(inc MATCHES "^crfx/([a-z0-9_]+)\\.hpp$")
+    set(part "${header_${CMAKE_MATCH_1}}")
+  elseif(inc MATCHES "^(\\.\\./)?kernels/")
+    set(part cuda)
+  elseif(inc MATCHES "^([a-z0-9_]+)/[a-z0-9_]+\\.hpp$")
+    set(part "${folder_${CMAKE_MATCH_1}}")  # host/<folder>/… (empty: unknown)
+    if(part STREQUAL "" AND from STREQUAL "cuda")
+      set(part cuda)  # kernels/emu/…
+    endif()
+  elseif(from STREQUAL "cuda" AND NOT inc MATCHES "\\.\\.")
+    set(part cuda)  # kernels/ includes its own files by their bare names
+  endif()
+  set(${out} "${part}" PARENT_SCOPE)
+endfunction()
+
+file(GLOB_RECURSE files RELATIVE "${ROOT}"
+     "${ROOT}/include/crfx/*.hpp" "${ROOT}/host/*.cpp" "${ROOT}/host/*.hpp"
+     "${ROOT}/kernels/*.cu" "${ROOT}/kernels/*.cuh" "${ROOT}/kernels/*.hpp" "${ROOT}/kernels/*.cpp" "${ROOT}/kernels/*.h")
+set(violations 0)
+set(checked 0)
+foreach(rel IN LISTS files)
+  part_of_file("${rel}" from)
+  if(from STREQUAL "")
+    continue()
+  endif()
+  math(EXPR checked "${checked} + 1")
+  file(STRINGS "${ROOT}/${rel}" lines)
+  set(n 0)
+  foreach(line IN LISTS lines)
+    math(EXPR n "${n} + 1")
+    if(NOT line MATCHES "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\"")
+      continue()
+    endif()
+    set(inc "${CMAKE_MATCH_1}")
+    part_of_include("${inc}" "${from}" to)
+    if(to STREQUAL "")
+      message("${rel}:${n}: #include \"${inc}\" belongs to no known part")
+      math(EXPR violations "${violations} + 1")
+    elseif(NOT to STREQUAL from AND NOT to IN_LIST allowed_${from})
+      message("${rel}:${n}: #include \"${inc}\": part '${from}' may not depend on part '${to}'")
+      math(EXPR violations "${violations} + 1")
+    endif()
+  endforeach()
+endforeach()
+if(violations GREATER 0)
+  message(FATAL_ERROR "layering: ${violations} forbidden include(s) in ${checked} files")
+endif()
+message(STATUS "layering: ${checked} files, every include allowed")
