@@ -327,7 +327,6 @@ void CudaBackend::prepare(const Vector& w) {
     throw Error("internal: weight vector has " + std::to_string(w.size()) + " entries, model needs " +
                 std::to_string(dims_.num_weights()));
   launch_prepare(int(dims_.L), trans_ptr(w), E_.get(), Et_.get(), tmax_.get(), stream_);
-  w_ = &w;
 }
 
 void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows,
@@ -353,7 +352,7 @@ void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::siz
   }
 }
 
-FbParams CudaBackend::fb_params(const CudaCorpus& c) const {
+FbParams CudaBackend::fb_params(const CudaCorpus& c, const Vector& w) const {
   FbParams fp{};
   fp.L = int(dims_.L);
   fp.sent_off = c.sent_off.get();
@@ -361,7 +360,7 @@ FbParams CudaBackend::fb_params(const CudaCorpus& c) const {
   fp.labels = c.labels.get();
   fp.ch = chunk_view();
   fp.S = S_.get();
-  fp.trans = trans_ptr(*w_);
+  fp.trans = trans_ptr(w);
   fp.E = E_.get();
   fp.Et = Et_.get();
   fp.tmax = tmax_.get();

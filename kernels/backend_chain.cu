@@ -37,7 +37,7 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
       // Token slots only where the gathers need them: a chunk of consecutive sentences (as the
       // whole-corpus spans of the batch trainers give) is read by token range instead.
       run_chunk_front(c, w, n, rows, G != nullptr && !h_consecutive_);
-      FbParams fp = fb_params(c);
+      FbParams fp = fb_params(c, w);
       fp.gold = true;
       fp.backward = G != nullptr;
       if (G) {
@@ -158,7 +158,7 @@ void CudaBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSp
     const std::size_t end = plan(c, span, begin);
     const std::size_t n = end - begin, rows = h_slots_[n];
     run_chunk_front(c, w, n, rows, false);
-    FbParams fp = fb_params(c);
+    FbParams fp = fb_params(c, w);
     fp.gold = false;
     fp.backward = node_marginals != nullptr;
     fp.node = node_.get();

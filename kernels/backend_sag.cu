@@ -311,7 +311,7 @@ double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const S
     const std::size_t end = plan(c, span, begin);
     const std::size_t m = end - begin, rows = h_slots_[m];
     run_chunk_front(c, w, m, rows, false);
-    FbParams fp = fb_params(c);
+    FbParams fp = fb_params(c, w);
     fp.gold = true;
     fp.backward = true;
     fp.node = node_.get();

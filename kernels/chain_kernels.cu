@@ -103,6 +103,144 @@ __device__ double block_log_sum_exp(int L, F v, double* red) {
   return m + log(block_sum(sloc, red));
 }
 
+/// What every step of one sentence's forward-backward reads: the block's view of FbParams.
+struct FbSentence {
+  int L;
+  std::size_t LL, T, tok0, r0;
+  double* vec;       // [L] shared scratch
+  double* red;       // [32] shared reduction scratch
+  const double* E;   // exp(τ − τ_max), [L][L] (shared memory when it fits)
+  const double* Et;  // Eᵀ
+  double tmax;
+  const double* S;   // [T][L] emissions
+  double* la;        // [T][L] â
+  double* lb;        // [T][L] b̂
+  const FbParams* p;
+  /// τ_t's per-position matrix when position t has edge items, else null (τ is p->trans).
+  __device__ double* edge_at(std::size_t t) const {
+    return p->edge && row_has_edge(p->edge_off, tok0 + t, t) ? p->edge + (r0 + t) * LL : nullptr;
+  }
+};
+
+/// Forward step t ≥ 1: â_t(y) = s_t(y) + log Σ_y' exp(â_{t−1}(y') − m + τ_t(y', y)); returns the
+/// shift m = max â_{t−1} (0 when no path reaches t − 1), which c_t adds to c_{t−1}.
+__device__ double forward_step(const FbSentence& f, std::size_t t) {
+  const int L = f.L, tid = threadIdx.x, nth = blockDim.x;
+  const double* ap = f.la + (t - 1) * L;
+  double* at = f.la + t * L;
+  const double* st = f.S + t * L;
+  const double* M = f.edge_at(t);
+  double mloc = -CUDART_INF;
+  for (int y = tid; y < L; y += nth) mloc = fmax(mloc, ap[y]);
+  double m = block_max(mloc, f.red);
+  const bool finite = isfinite(m);
+  if (!finite) m = 0;  // no path reaches position t − 1: nothing to shift
+  if (M) {             // per-position matrix: exact log space
+    for (int y = tid; y < L; y += nth)
+      at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + M[std::size_t(yp) * L + y]; });
+  } else {  // shared matrix: τ_max + log Σ_y' exp(â_{t−1} − m) · E(y', y)
+    for (int y = tid; y < L; y += nth) f.vec[y] = exp(ap[y] - m);
+    __syncthreads();
+    for (int y = tid; y < L; y += nth) {
+      double sum = 0;
+      for (int yp = 0; yp < L; ++yp) sum += f.vec[yp] * f.E[std::size_t(yp) * L + y];
+      if (sum > kTiny && finite) {
+        at[y] = st[y] + (f.tmax + log(sum));
+      } else {
+        const double* tr = f.p->trans;
+        at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + tr[std::size_t(yp) * L + y]; });
+      }
+    }
+  }
+  __syncthreads();
+  return m;
+}
+
+/// Backward step t ≥ 1: b̂_{t−1}(y') = log Σ_y exp(τ_t(y', y) + s_t(y) + b̂_t(y) − m); returns the
+/// shift m = max_y s_t(y) + b̂_t(y) (0 when no path continues from t).
+__device__ double backward_step(const FbSentence& f, std::size_t t) {
+  const int L = f.L, tid = threadIdx.x, nth = blockDim.x;
+  const double* bt = f.lb + t * L;
+  const double* st = f.S + t * L;
+  double* bp = f.lb + (t - 1) * L;
+  const double* M = f.edge_at(t);
+  double ml = -CUDART_INF;
+  for (int y = tid; y < L; y += nth) ml = fmax(ml, st[y] + bt[y]);
+  double m = block_max(ml, f.red);
+  const bool finite = isfinite(m);
+  if (!finite) m = 0;
+  if (M) {
+    for (int yp = tid; yp < L; yp += nth) {
+      const double* row = M + std::size_t(yp) * L;
+      bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
+    }
+  } else {
+    for (int y = tid; y < L; y += nth) f.vec[y] = exp(st[y] + bt[y] - m);
+    __syncthreads();
+    for (int yp = tid; yp < L; yp += nth) {
+      double sum = 0;
+      for (int y = 0; y < L; ++y) sum += f.Et[std::size_t(y) * L + yp] * f.vec[y];
+      if (sum > kTiny && finite) {
+        bp[yp] = f.tmax + log(sum);
+      } else {
+        const double* row = f.p->trans + std::size_t(yp) * L;
+        bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
+      }
+    }
+  }
+  __syncthreads();  // b̂_{t−1} complete; every read of τ_t for it is done
+  return m;
+}
+
+/// Pairwise marginals of position t ≥ 1, minus the gold pair: p_t(y', y) = exp(â_{t−1}(y') +
+/// τ_t(y', y) + s_t(y) + b̂_t(y) − q) with q = z_{t−1} + (backward_step(t)'s shift), since
+/// Σ_{y', y} of the numerators is Σ_y' exp(â_{t−1}(y') + b̂_{t−1}(y') + shift). Added to `pair`
+/// [L][L]; at a position with edge items also written over τ_t (the edge deltas).
+__device__ void pairwise(const FbSentence& f, std::size_t t, double q, double* pair) {
+  const int L = f.L;
+  const std::uint32_t* labels = f.p->labels;
+  const std::size_t gj = f.p->gold ? std::size_t(labels[f.tok0 + t - 1]) * L + labels[f.tok0 + t] : f.LL;
+  const double* ap = f.la + (t - 1) * L;
+  const double* bt = f.lb + t * L;
+  const double* st = f.S + t * L;
+  double* M = f.edge_at(t);
+  for (std::size_t j = threadIdx.x; j < f.LL; j += blockDim.x) {
+    const std::size_t yp = j / L, y = j - yp * L;
+    const double tau = M ? M[j] : f.p->trans[j];
+    const double pr = exp(ap[yp] + tau + st[y] + bt[y] - q);
+    const double d = j == gj ? pr - 1.0 : pr;
+    pair[j] += d;
+    if (M) M[j] = d;
+  }
+}
+
+/// Node marginals of position t, p_t(y) = exp(â_t + b̂_t − z_t), minus 1 at the gold label.
+__device__ void node_marginals(const FbSentence& f, std::size_t t, double z) {
+  const FbParams& p = *f.p;
+  if (!p.node) return;
+  const std::uint32_t g = p.gold ? p.labels[f.tok0 + t] : 0xffffffffu;
+  double* out = p.node + (f.r0 + t) * f.L;
+  for (int y = threadIdx.x; y < f.L; y += blockDim.x) {
+    const double v = exp(f.la[t * f.L + y] + f.lb[t * f.L + y] - z);
+    out[y] = std::uint32_t(y) == g ? v - 1.0 : v;
+  }
+}
+
+/// Score of the gold path, Σ_t s_t(y_t) + Σ_{t≥1} τ_t(y_{t−1}, y_t), in t order (one thread; read
+/// before the backward pass overwrites τ_t with the deltas).
+__device__ double gold_score(const FbSentence& f) {
+  const std::uint32_t* g = f.p->labels + f.tok0;
+  double score = 0;
+  for (std::size_t t = 0; t < f.T; ++t) {
+    score += f.S[t * f.L + g[t]];
+    if (t > 0) {
+      const double* M = f.edge_at(t);
+      score += (M ? M : f.p->trans)[std::size_t(g[t - 1]) * f.L + g[t]];
+    }
+  }
+  return score;
+}
+
 /// One block per sentence; thread y handles labels y, y + blockDim, … . Dynamic shared memory:
 /// vec [L], red [32], then E, Eᵀ [L][L] each when shared_E.
 ///
@@ -116,167 +254,74 @@ __device__ double block_log_sum_exp(int L, F v, double* red) {
 /// q_t = z_{t−1} + (the shift of b̂_{t−1}) — so their error does not grow with T (no difference of
 /// two O(T) logs is ever exponentiated). The inner sums are max-shifted exp-space products
 /// (L exps + L² FMAs per position) with an exact log-space redo of an entry whose sum falls below
-/// kTiny; pairwise marginals are exact per entry.
+/// kTiny; pairwise marginals are exact per entry. The steps: forward_step, backward_step,
+/// pairwise, node_marginals, gold_score above.
 __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
   CRFX_DYNAMIC_SHARED(double, smem);
-  const int L = p.L;
-  const std::size_t LL = std::size_t(L) * L;
+  FbSentence f;
+  f.L = p.L;
+  f.LL = std::size_t(p.L) * p.L;
+  f.vec = smem;
+  f.red = smem + p.L;
+  f.E = p.E;
+  f.Et = p.Et;
+  f.p = &p;
   const int tid = threadIdx.x, nth = blockDim.x;
-  double* vec = smem;
-  double* red = smem + L;
-  const double* E = p.E;
-  const double* Et = p.Et;
   if (p.shared_E) {
-    double* sE = red + 32;
-    double* sEt = sE + LL;
-    for (std::size_t j = tid; j < LL; j += nth) {
+    double* sE = f.red + 32;
+    double* sEt = sE + f.LL;
+    for (std::size_t j = tid; j < f.LL; j += nth) {
       sE[j] = p.E[j];
       sEt[j] = p.Et[j];
     }
-    E = sE;
-    Et = sEt;
+    f.E = sE;
+    f.Et = sEt;
     __syncthreads();
   }
-  const double tmax = *p.tmax;
+  f.tmax = *p.tmax;
   const unsigned i = p.ch.order[blockIdx.x];
   const std::uint32_t sid = p.ch.sent[i];
-  const std::size_t tok0 = p.sent_off[sid], T = p.sent_off[sid + 1] - tok0;
-  if (T == 0) {
+  f.tok0 = p.sent_off[sid];
+  f.T = p.sent_off[sid + 1] - f.tok0;
+  double* pair = p.pair ? p.pair + std::size_t(i) * f.LL : nullptr;
+  if (f.T == 0) {
     if (tid == 0) p.result[i] = 0;
-    if (p.pair)
-      for (std::size_t j = tid; j < LL; j += nth) p.pair[std::size_t(i) * LL + j] = 0;
+    if (pair)
+      for (std::size_t j = tid; j < f.LL; j += nth) pair[j] = 0;
     return;
   }
-  const std::size_t r0 = p.ch.slots[i];
-  const double* S = p.S + r0 * L;
-  double* la = p.la + r0 * L;
-  double* lb = p.lb + r0 * L;
-  auto edge_at = [&](std::size_t t) -> double* {
-    return p.edge && row_has_edge(p.edge_off, tok0 + t, t) ? p.edge + (r0 + t) * LL : nullptr;
-  };
+  f.r0 = p.ch.slots[i];
+  f.S = p.S + f.r0 * f.L;
+  f.la = p.la + f.r0 * f.L;
+  f.lb = p.lb + f.r0 * f.L;
+  const std::size_t T = f.T;
 
-  // Forward: â_t(y) = s_t(y) + log Σ_y' exp(â_{t−1}(y') − m + τ_t(y', y)), m = max â_{t−1}; c_t = c_{t−1} + m.
-  for (int y = tid; y < L; y += nth) la[y] = S[y];
+  // Forward, from â_0 = s_0; c accumulates the shifts (the same in every thread).
+  for (int y = tid; y < f.L; y += nth) f.la[y] = f.S[y];
   __syncthreads();
-  double c = 0;  // the same in every thread
-  for (std::size_t t = 1; t < T; ++t) {
-    const double* ap = la + (t - 1) * L;
-    double* at = la + t * L;
-    const double* st = S + t * L;
-    const double* M = edge_at(t);
-    double mloc = -CUDART_INF;
-    for (int y = tid; y < L; y += nth) mloc = fmax(mloc, ap[y]);
-    double m = block_max(mloc, red);
-    const bool finite = isfinite(m);
-    if (!finite) m = 0;  // no path reaches position t − 1: nothing to shift
-    if (M) {  // per-position matrix: exact log space
-      for (int y = tid; y < L; y += nth)
-        at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + M[std::size_t(yp) * L + y]; });
-    } else {  // shared matrix: τ_max + log Σ_y' exp(â_{t−1} − m) · E(y', y)
-      for (int y = tid; y < L; y += nth) vec[y] = exp(ap[y] - m);
-      __syncthreads();
-      for (int y = tid; y < L; y += nth) {
-        double sum = 0;
-        for (int yp = 0; yp < L; ++yp) sum += vec[yp] * E[std::size_t(yp) * L + y];
-        if (sum > kTiny && finite) {
-          at[y] = st[y] + (tmax + log(sum));
-        } else {
-          const double* tr = p.trans;
-          at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + tr[std::size_t(yp) * L + y]; });
-        }
-      }
-    }
-    c += m;
-    __syncthreads();
-  }
+  double c = 0;
+  for (std::size_t t = 1; t < T; ++t) c += forward_step(f, t);
 
   // log Z = c_{T−1} + log Σ_y exp â_{T−1}(y); z_{T−1} (the last position's normaliser) is the sum.
-  const double* aT = la + (T - 1) * L;
-  const double z_last = block_log_sum_exp(L, [&](int y) { return aT[y]; }, red);
+  const double* aT = f.la + (T - 1) * f.L;
+  const double z_last = block_log_sum_exp(f.L, [&](int y) { return aT[y]; }, f.red);
   const double log_z = isfinite(z_last) ? c + z_last : z_last;
-
-  // Score of the gold path (before τ_t is overwritten by the deltas), one thread, in t order.
-  if (tid == 0) {
-    double score = 0;
-    if (p.gold) {
-      const std::uint32_t* g = p.labels + tok0;
-      for (std::size_t t = 0; t < T; ++t) {
-        score += S[t * L + g[t]];
-        if (t > 0) {
-          const double* M = edge_at(t);
-          score += (M ? M : p.trans)[std::size_t(g[t - 1]) * L + g[t]];
-        }
-      }
-    }
-    p.result[i] = log_z - score;
-  }
+  if (tid == 0) p.result[i] = log_z - (p.gold ? gold_score(f) : 0.0);
   if (!p.backward) return;
 
-  // Backward, from b̂_{T−1} = 0, and the marginals of each position.
-  double* pair = p.pair ? p.pair + std::size_t(i) * LL : nullptr;
+  // Backward, from b̂_{T−1} = 0, with the marginals of each position.
   if (pair)
-    for (std::size_t j = tid; j < LL; j += nth) pair[j] = 0;
-  for (int y = tid; y < L; y += nth) lb[(T - 1) * L + y] = 0;
+    for (std::size_t j = tid; j < f.LL; j += nth) pair[j] = 0;
+  for (int y = tid; y < f.L; y += nth) f.lb[(T - 1) * f.L + y] = 0;
   __syncthreads();
-  auto node = [&](std::size_t t, double z) {  // z = z_t
-    if (!p.node) return;
-    const std::uint32_t g = p.gold ? p.labels[tok0 + t] : 0xffffffffu;
-    double* out = p.node + (r0 + t) * L;
-    for (int y = tid; y < L; y += nth) {
-      const double v = exp(la[t * L + y] + lb[t * L + y] - z);
-      out[y] = std::uint32_t(y) == g ? v - 1.0 : v;
-    }
-  };
-  node(T - 1, z_last);
+  node_marginals(f, T - 1, z_last);
   for (std::size_t t = T - 1; t > 0; --t) {
-    const double* bt = lb + t * L;
-    const double* st = S + t * L;
-    double* bp = lb + (t - 1) * L;
-    double* M = edge_at(t);
-    // b̂_{t−1}(y') = log Σ_y exp(τ_t(y', y) + s_t(y) + b̂_t(y) − m), m = max_y s_t(y) + b̂_t(y).
-    double ml = -CUDART_INF;
-    for (int y = tid; y < L; y += nth) ml = fmax(ml, st[y] + bt[y]);
-    double m = block_max(ml, red);
-    const bool finite = isfinite(m);
-    if (!finite) m = 0;
-    if (M) {
-      for (int yp = tid; yp < L; yp += nth) {
-        const double* row = M + std::size_t(yp) * L;
-        bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
-      }
-    } else {
-      for (int y = tid; y < L; y += nth) vec[y] = exp(st[y] + bt[y] - m);
-      __syncthreads();
-      for (int yp = tid; yp < L; yp += nth) {
-        double sum = 0;
-        for (int y = 0; y < L; ++y) sum += Et[std::size_t(y) * L + yp] * vec[y];
-        if (sum > kTiny && finite) {
-          bp[yp] = tmax + log(sum);
-        } else {
-          const double* row = p.trans + std::size_t(yp) * L;
-          bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
-        }
-      }
-    }
-    __syncthreads();  // b̂_{t−1} complete; every read of τ_t for it is done
-    const double shift = m;
-    const double* ap = la + (t - 1) * L;
-    const double z = block_log_sum_exp(L, [&](int y) { return ap[y] + bp[y]; }, red);  // z_{t−1}
-    if (pair) {
-      // p_t(y', y) = exp(â_{t−1}(y') + τ_t(y', y) + s_t(y) + b̂_t(y) − q_t), q_t = z_{t−1} + shift:
-      // Σ_{y', y} of the numerators is Σ_y' exp(â_{t−1}(y') + b̂_{t−1}(y') + shift).
-      const double q = z + shift;
-      const std::size_t gj = p.gold ? std::size_t(p.labels[tok0 + t - 1]) * L + p.labels[tok0 + t] : LL;
-      for (std::size_t j = tid; j < LL; j += nth) {
-        const std::size_t yp = j / L, y = j - yp * L;
-        const double tau = M ? M[j] : p.trans[j];
-        const double pr = exp(ap[yp] + tau + st[y] + bt[y] - q);
-        const double d = j == gj ? pr - 1.0 : pr;
-        pair[j] += d;
-        if (M) M[j] = d;
-      }
-    }
-    node(t - 1, z);
+    const double shift = backward_step(f, t);
+    const double* ap = f.la + (t - 1) * f.L;
+    const double* bp = f.lb + (t - 1) * f.L;
+    const double z = block_log_sum_exp(f.L, [&](int y) { return ap[y] + bp[y]; }, f.red);  // z_{t−1}
+    if (pair) pairwise(f, t, z + shift, pair);
+    node_marginals(f, t - 1, z);
     __syncthreads();
   }
 }

@@ -310,7 +310,8 @@ class CudaBackend final : public Backend {
   void prepare(const Vector& w);
   /// Uploads the chunk plan; rows, emissions and edge matrices.
   void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots);
-  FbParams fb_params(const CudaCorpus& c) const;
+  /// The forward-backward inputs of the chunk run_chunk_front(c, w, …) just scored.
+  FbParams fb_params(const CudaCorpus& c, const Vector& w) const;
   void launch_fb(const FbParams& fp, std::size_t n);
 
   // ---- the marginal reduction (backend_chain.cu) -------------------------------------------
@@ -392,7 +393,6 @@ class CudaBackend final : public Backend {
   int threads_ = 32;         // forward-backward / Viterbi block size
   bool shared_E_ = false;    // E, Eᵀ in shared memory
   std::size_t smem_ = 0;     // dynamic shared memory of the forward-backward kernel
-  const Vector* w_ = nullptr;  // weights of the current call (set by prepare)
   // Per backend: transition factors and the reduction partials.
   DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
   DeviceBuffer<unsigned long long> gather_visits_;  // [1] when cfg_.gather_visits is set
