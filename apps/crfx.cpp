@@ -224,8 +224,7 @@ int cmd_train(int argc, char** argv) {
   opt.batch_size = get<std::size_t>(r, "batch-size");
   opt.epochs = get<int>(r, "epochs");
   opt.line_search = get<std::string>(r, "line-search");
-  const bool heuristic = opt.line_search == "heuristic" || algo == "two-stage";
-  opt.eta0 = r.count("eta0") ? get<double>(r, "eta0") : heuristic ? 0.025 : 0.1;
+  if (r.count("eta0")) opt.eta0 = get<double>(r, "eta0");  // else the trainer's default
   opt.alpha = get<double>(r, "alpha");
   opt.sgd_epochs = get<int>(r, "sgd-epochs");
   opt.sampling = get<std::string>(r, "sampling");

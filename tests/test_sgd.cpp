@@ -444,7 +444,7 @@ TEST(SgdL1, LazyL2DecayEqualsEagerDecay) {
     const auto perm = shuffler.next();
     for (std::size_t start = 0; start < S; start += o.batch_size) {
       const std::size_t m = std::min(o.batch_size, S - start);
-      const double eta = o.eta0 * std::pow(o.alpha, double(k) / double(S));
+      const double eta = *o.eta0 * std::pow(o.alpha, double(k) / double(S));
       auto wv = to_backend(b, w);
       auto g = b.vector(n);
       b.evaluate(*corpus, *wv, {perm.data() + start, m}, g.get(), 1.0 / double(m));

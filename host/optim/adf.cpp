@@ -39,9 +39,9 @@ class AdfTrainer final : public Trainer {
     const std::size_t n = corpus.num_sentences();
     const double N = double(n), c2 = obj.c2();
     validate_stochastic_options(opt, opt.epochs);
-    if (!(opt.eta0 > 0) || !std::isfinite(opt.eta0))
-      throw Error("adf: eta0 (the initial rate) must be a finite number > 0 (got " +
-                  std::to_string(opt.eta0) + ")");
+    const double eta0 = opt.eta0.value_or(kDefaultEta0);
+    if (!(eta0 > 0) || !std::isfinite(eta0))
+      throw Error("adf: eta0 (the initial rate) must be a finite number > 0 (got " + std::to_string(eta0) + ")");
     if (!(opt.adf_alpha > 0 && opt.adf_alpha <= 1))
       throw Error("adf: adf_alpha must be in (0, 1] (got " + std::to_string(opt.adf_alpha) + ")");
     if (!(opt.adf_beta > 0 && opt.adf_beta <= 1))
@@ -49,13 +49,13 @@ class AdfTrainer final : public Trainer {
     if (opt.adf_windows < 1)
       throw Error("adf: adf_windows must be ≥ 1 (got " + std::to_string(opt.adf_windows) + ")");
     const double coef = 2.0 * c2 / N;  // per-step L2 decay: 1 − coef·γ_i (γ_i ≤ eta0)
-    if (c2 > 0 && !(coef * opt.eta0 < 1))
+    if (c2 > 0 && !(coef * eta0 < 1))
       throw Error("adf: the L2 decay 1 − 2·eta0·c2/N is not positive: lower eta0");
 
     const std::size_t nw = w.size();
     VectorPtr rate = b.vector(nw), count = b.vector(nw);
     VectorPtr stamp = c2 > 0 ? b.vector(nw) : nullptr;
-    b.fill(*rate, opt.eta0);
+    b.fill(*rate, eta0);
     SparseVectorPtr g = b.sparse_vector();
     const std::size_t window = std::max<std::size_t>(1, n / std::size_t(opt.adf_windows));
     std::size_t in_window = 0, steps_in_window = 0;
@@ -93,7 +93,7 @@ class AdfTrainer final : public Trainer {
       pr.objective = f;
       pr.active_features = b.count_nonzero(w);
       pr.seconds = clock.seconds();
-      pr.step = opt.eta0;
+      pr.step = eta0;
       if (progress && !progress(pr, w)) break;
     }
     return f;

@@ -71,17 +71,17 @@ namespace {
 constexpr int kTrials = 3;         // Algorithm 1: MaxTrialTime
 constexpr double kDecay = 0.5;     // Algorithm 1: the rate's changing factor
 
-void validate_sgd(const TrainOptions& opt, int epochs, bool heuristic, double N, double c2) {
+void validate_sgd(const TrainOptions& opt, double eta0, int epochs, bool heuristic, double N, double c2) {
   validate_stochastic_options(opt, epochs);
-  if (!(opt.eta0 > 0) || !std::isfinite(opt.eta0))
-    throw Error("sgd: eta0 must be a finite number > 0 (got " + std::to_string(opt.eta0) + ")");
+  if (!(eta0 > 0) || !std::isfinite(eta0))
+    throw Error("sgd: eta0 must be a finite number > 0 (got " + std::to_string(eta0) + ")");
   if (!(opt.alpha > 0 && opt.alpha <= 1))
     throw Error("sgd: alpha must be in (0, 1] (got " + std::to_string(opt.alpha) + ")");
   // The largest rate ever tried: η₀, or η₀/decay² with the line search.
-  const double eta_max = heuristic ? opt.eta0 / (kDecay * kDecay) : opt.eta0;
+  const double eta_max = heuristic ? eta0 / (kDecay * kDecay) : eta0;
   if (c2 > 0 && !(2 * eta_max * c2 / N < 1))
     throw Error("sgd: the L2 decay 1 − 2·eta·c2/N is not positive (eta0 = " +
-                std::to_string(opt.eta0) + ", c2 = " + std::to_string(c2) +
+                std::to_string(eta0) + ", c2 = " + std::to_string(c2) +
                 ", N = " + std::to_string(N) + "): lower eta0");
 }
 
@@ -94,7 +94,8 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   const std::size_t n = corpus.num_sentences();
   const double N = double(n);
   const double c1 = obj.c1(), c2 = obj.c2();
-  validate_sgd(opt, epochs, heuristic, N, c2);
+  const double eta0 = opt.eta0.value_or(heuristic ? kDefaultEta0Heuristic : kDefaultEta0);
+  validate_sgd(opt, eta0, epochs, heuristic, N, c2);
   if (stopped) *stopped = false;
 
   const std::size_t nw = w.size();
@@ -107,7 +108,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   std::size_t k = 0;  // sentences processed
   EpochShuffler shuffler(n, opt.seed);
   Stopwatch clock;
-  double f = std::numeric_limits<double>::quiet_NaN(), eta = opt.eta0;
+  double f = std::numeric_limits<double>::quiet_NaN(), eta = eta0;
 
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const std::vector<std::uint32_t>& perm = shuffler.next();
@@ -115,7 +116,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       const std::size_t m = std::min(opt.batch_size, n - start);
       const SentenceSpan span{perm.data() + start, m};
       const double M = double(m);
-      eta = opt.eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
+      eta = eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
       if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
         b.support(corpus, span, *g);
         b.lazy_decay(w, *stamp, Lambda, nullptr, 0.0, g.get());

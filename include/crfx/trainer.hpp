@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ class Objective {
   double passes_ = 0;
 };
 
+/// The stochastic trainers' default initial rates (TrainOptions::eta0).
+constexpr double kDefaultEta0 = 0.1;
+constexpr double kDefaultEta0Heuristic = 0.025;
+
 struct TrainOptions {
   double c1 = 0.0;
   double c2 = 1.0;
@@ -60,7 +65,9 @@ struct TrainOptions {
   // ---- stochastic trainers (sgd-l1, two-stage, sag, saga, adf, ap) -------------------------
   std::size_t batch_size = 1;         // sentences per update (1 = online)
   int epochs = 30;                    // sgd-l1, adf, ap: passes over the shuffled data
-  double eta0 = 0.1;                  // sgd-l1: η₀ in η_k = η₀·α^(k/N); adf: initial rate γ
+  /// sgd-l1: η₀ in η_k = η₀·α^(k/N); adf: the initial rate γ. Unset: the trainer's default,
+  /// kDefaultEta0, or kDefaultEta0Heuristic with the heuristic line search (so for two-stage).
+  std::optional<double> eta0;
   double alpha = 0.85;                // sgd-l1: the decay base α
   std::string line_search = "none";   // sgd-l1: none | heuristic (seed 000 Algorithm 1)
   int sgd_epochs = 5;                 // two-stage: stage-1 epochs before OWL-QN
