@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -156,8 +157,8 @@ ChunkEvaluator score(const std::vector<std::vector<std::string>>& predicted,
 
 // ---- train ---------------------------------------------------------------------------------
 
-int cmd_train(int argc, char** argv) {
-  cxxopts::Options o("crfx train", "Train a linear-chain CRF.");
+/// crfx train's options (the device options come from add_device_options).
+void add_train_options(cxxopts::Options& o) {
   o.positional_help("DATA");
   o.add_options()
       ("data", "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok)",
@@ -196,22 +197,10 @@ int cmd_train(int argc, char** argv) {
       ("log", "write per-iteration progress as CSV to this file", cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")
       ("h,help", "show this help");
-  add_device_options(o);
-  o.parse_positional({"data"});
-  cxxopts::ParseResult r;
-  if (!parse(o, argc, argv, r)) return 0;
+}
 
-  const std::string algo = get<std::string>(r, "algo");
-  if (algo == "list") {
-    for (const auto& t : trainer_registry()) std::cout << "  " << t.name << "\t" << t.summary << "\n";
-    return 0;
-  }
-  const TrainerInfo& trainer = find_trainer(algo);
-  const std::string data_path = required(r, "data", "training data (crfx train DATA -m MODEL ...)");
-  const std::string model_path = required(r, "model", "-m/--model: where to write the model");
-  check_output_path(model_path);  // before minutes of training, not after
-  const bool quiet = r.count("quiet") > 0;
-
+/// The trainer settings of crfx train's command line, the generic ones checked.
+TrainOptions train_options(const cxxopts::ParseResult& r) {
   TrainOptions opt;
   opt.c1 = get<double>(r, "c1");
   opt.c2 = get<double>(r, "c2");
@@ -245,6 +234,75 @@ int cmd_train(int argc, char** argv) {
        "--epsilon must be a finite number ≥ 0, got " + fmt("%g", opt.epsilon));
   need(opt.memory >= 1, "--memory must be ≥ 1, got " + std::to_string(opt.memory));
 
+  return opt;
+}
+
+/// crfx train's per-iteration report: a line on stderr, a CSV row in --log (rewritten atomically
+/// each time), dev F1 with --dev. Its own time is kept out of the reported seconds.
+struct TrainProgress {
+  Backend& backend;
+  const BackendCorpus* dev;  // null without --dev
+  const Corpus& dev_corpus;
+  const std::vector<std::string>& dev_gold;
+  const Dictionary& labels;
+  bool quiet;
+  std::string log_path;  // empty without --log
+  std::string log_text;
+  int iterations = 0;
+  double callback_seconds = 0;
+
+  bool operator()(const Progress& reported, const Vector& w) {
+    const double callback_start = now_seconds();
+    Progress p = reported;
+    p.seconds -= callback_seconds;
+    iterations = p.iteration;
+    std::string dev_f1;
+    if (dev) {
+      auto predicted = decode(backend, *dev, dev_corpus, w, labels);
+      dev_f1 = fmt("%.2f", score(predicted, dev_gold).overall().f1());
+    }
+    if (!quiet) {
+      char line[256];
+      const std::string gnorm = std::isnan(p.gradient_norm) ? "-" : fmt("%.3e", p.gradient_norm);
+      std::snprintf(line, sizeof line,
+                    "iter %4d  passes %6.1f  obj %.6f  |g| %s  active %zu  step %.3g  %.2f s%s%s\n",
+                    p.iteration, p.passes, p.objective, gnorm.c_str(), p.active_features, p.step,
+                    p.seconds, dev_f1.empty() ? "" : "  dev F1 ", dev_f1.c_str());
+      std::cerr << line << std::flush;
+    }
+    if (!log_path.empty()) {
+      char row[256];
+      const std::string gnorm = std::isnan(p.gradient_norm) ? "" : fmt("%.6e", p.gradient_norm);
+      std::snprintf(row, sizeof row, "%d,%.4f,%.17g,%s,%zu,%.4f,%s\n", p.iteration, p.passes,
+                    p.objective, gnorm.c_str(), p.active_features, p.seconds, dev_f1.c_str());
+      log_text += row;
+      write_file_atomic(log_path, log_text);
+    }
+    callback_seconds += now_seconds() - callback_start;
+    return true;
+  }
+};
+
+int cmd_train(int argc, char** argv) {
+  cxxopts::Options o("crfx train", "Train a linear-chain CRF.");
+  add_train_options(o);
+  add_device_options(o);
+  o.parse_positional({"data"});
+  cxxopts::ParseResult r;
+  if (!parse(o, argc, argv, r)) return 0;
+
+  const std::string algo = get<std::string>(r, "algo");
+  if (algo == "list") {
+    for (const auto& t : trainer_registry()) std::cout << "  " << t.name << "\t" << t.summary << "\n";
+    return 0;
+  }
+  const TrainerInfo& trainer = find_trainer(algo);
+  const std::string data_path = required(r, "data", "training data (crfx train DATA -m MODEL ...)");
+  const std::string model_path = required(r, "model", "-m/--model: where to write the model");
+  check_output_path(model_path);  // before minutes of training, not after
+  const bool quiet = r.count("quiet") > 0;
+
+  const TrainOptions opt = train_options(r);
   const double t0 = now_seconds();
   Model model;
   FeatureSpace& fs = model.features;
@@ -291,47 +349,16 @@ int cmd_train(int argc, char** argv) {
     std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
               << (algo == "ap" ? " (unused: the perceptron has no regulariser)" : "") << "\n";
 
+  TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, fs.labels, quiet, log_path, log_text};
   const double train_start = now_seconds();
-  int iterations = 0;
-  double callback_seconds = 0;  // dev decoding and logging: kept out of the reported time
-  auto progress = [&](const Progress& reported, const Vector& w) {
-    const double callback_start = now_seconds();
-    Progress p = reported;
-    p.seconds -= callback_seconds;
-    iterations = p.iteration;
-    std::string dev_f1;
-    if (dev_up) {
-      auto predicted = decode(*backend, *dev_up, dev_corpus, w, fs.labels);
-      dev_f1 = fmt("%.2f", score(predicted, dev_gold).overall().f1());
-    }
-    if (!quiet) {
-      char line[256];
-      const std::string gnorm = std::isnan(p.gradient_norm) ? "-" : fmt("%.3e", p.gradient_norm);
-      std::snprintf(line, sizeof line,
-                    "iter %4d  passes %6.1f  obj %.6f  |g| %s  active %zu  step %.3g  %.2f s%s%s\n",
-                    p.iteration, p.passes, p.objective, gnorm.c_str(), p.active_features, p.step,
-                    p.seconds, dev_f1.empty() ? "" : "  dev F1 ", dev_f1.c_str());
-      std::cerr << line << std::flush;
-    }
-    if (!log_path.empty()) {
-      char row[256];
-      const std::string gnorm = std::isnan(p.gradient_norm) ? "" : fmt("%.6e", p.gradient_norm);
-      std::snprintf(row, sizeof row, "%d,%.4f,%.17g,%s,%zu,%.4f,%s\n", p.iteration, p.passes,
-                    p.objective, gnorm.c_str(), p.active_features, p.seconds, dev_f1.c_str());
-      log_text += row;
-      write_file_atomic(log_path, log_text);
-    }
-    callback_seconds += now_seconds() - callback_start;
-    return true;
-  };
   VectorPtr w = backend->vector(dims.num_weights());
-  const double f = trainer.make()->train(objective, *w, opt, progress);
-  const double train_seconds = now_seconds() - train_start - callback_seconds;
+  const double f = trainer.make()->train(objective, *w, opt, std::ref(progress));
+  const double train_seconds = now_seconds() - train_start - progress.callback_seconds;
 
   model.weights = to_host(*backend, *w);
   save_model(model, model_path);
   if (!quiet) {
-    std::cerr << "done: " << iterations << " iterations, " << fmt("%.1f", objective.passes())
+    std::cerr << "done: " << progress.iterations << " iterations, " << fmt("%.1f", objective.passes())
               << " passes, objective " << fmt("%.6f", f) << ", "
               << backend->count_nonzero(*w) << " active features, training "
               << fmt("%.2f", train_seconds) << " s, total " << fmt("%.2f", now_seconds() - t0)
