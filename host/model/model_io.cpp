@@ -454,27 +454,34 @@ void save_model(const Model& model, const std::string& path) {
   file.commit();
 }
 
-Model load_model(const std::string& path) {
-  const FileBytes file = read_whole_file(path);
-  auto fail = [&path](const std::string& problem) { fail_model(path, problem); };
+namespace {
 
-  // Magic, version, then the checksum over everything before the CRC section (the file's tail),
-  // so that any damage to the body reads as corruption before the body is interpreted.
+/// The sections of a model file between its version and its checksum, by tag, after the
+/// signature, version and checksum are verified (any damage reads as corruption first).
+struct ModelSections {
+  std::uint32_t version = 0;
+  bool dense = false;                   // version 2: weights in WDNS
+  std::map<std::string, Span> by_tag;
+};
+
+ModelSections read_sections(const std::string& path, const FileBytes& file) {
+  auto fail = [&path](const std::string& problem) { fail_model(path, problem); };
   if (file.size() < sizeof kMagic) {
     if (!file.empty() && std::memcmp(file.data(), kMagic, file.size()) == 0)
       fail("truncated file (" + std::to_string(file.size()) + " bytes)");
     fail("not a crfx model (no CRFXMODL signature)");
   }
   if (std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) fail("not a crfx model (no CRFXMODL signature)");
+  ModelSections out;
   Reader top(path, file.data(), file.size(), "");
   top.bytes(sizeof kMagic, "the signature");
-  const std::uint32_t version = top.u32("the format version");
-  if (version != kVersion && version != kVersionDense) {
-    fail("unsupported model file version " + std::to_string(version) + " (this crfx reads versions " +
+  out.version = top.u32("the format version");
+  if (out.version != kVersion && out.version != kVersionDense) {
+    fail("unsupported model file version " + std::to_string(out.version) + " (this crfx reads versions " +
          std::to_string(kVersion) + " and " + std::to_string(kVersionDense) + ")");
   }
-  const bool dense = version == kVersionDense;
-  const char* const weights_tag = dense ? "WDNS" : "WGHT";
+  out.dense = out.version == kVersionDense;
+  const char* const weights_tag = out.dense ? "WDNS" : "WGHT";
   const std::size_t header = sizeof kMagic + 4;
   if (file.size() < header + kCrcSectionBytes) fail("truncated file (no checksum section)");
   const std::size_t crc_at = file.size() - kCrcSectionBytes;
@@ -488,9 +495,7 @@ Model load_model(const std::string& path) {
     if (stored_crc != crc_of(file.data(), crc_at)) fail("checksum mismatch: file is corrupt");
   }
 
-  // Sections between the version and the checksum.
   static const char* const kKnown[] = {"HEAD", "TMPL", "LABL", "ATTR", "EDGE", "WGHT", "WDNS"};
-  std::map<std::string, Span> sections;
   Reader body(path, file.data() + header, crc_at - header, "");
   while (body.left() > 0) {
     if (body.left() < 12) fail("truncated section header at byte " + std::to_string(header + body.pos()));
@@ -505,81 +510,85 @@ Model load_model(const std::string& path) {
     for (const char* k : kKnown) known = known || std::memcmp(tag, k, 4) == 0;
     if (!known) fail("unknown section " + name);
     const std::string key(tag, 4);
-    if (sections.count(key)) fail("duplicate section " + name);
-    sections[key] = Span{body.bytes(static_cast<std::size_t>(len), "a section"), static_cast<std::size_t>(len)};
+    if (out.by_tag.count(key)) fail("duplicate section " + name);
+    out.by_tag[key] = Span{body.bytes(static_cast<std::size_t>(len), "a section"), static_cast<std::size_t>(len)};
   }
   for (const char* k : {"HEAD", "LABL", "ATTR", "EDGE", weights_tag})
-    if (!sections.count(k)) fail(std::string("missing section ") + k);
-  if (sections.count(dense ? "WGHT" : "WDNS"))
-    fail(std::string("section ") + (dense ? "WGHT" : "WDNS") + " in a version " + std::to_string(version) +
+    if (!out.by_tag.count(k)) fail(std::string("missing section ") + k);
+  if (out.by_tag.count(out.dense ? "WGHT" : "WDNS"))
+    fail(std::string("section ") + (out.dense ? "WGHT" : "WDNS") + " in a version " + std::to_string(out.version) +
          " file (which keeps its weights in " + weights_tag + ")");
+  return out;
+}
 
-  Model model;
-  FeatureSpace& fs = model.features;
+/// HEAD's fields, checked on their own (the cross-checks follow the dictionaries).
+struct ModelHead {
+  std::uint64_t feature_columns = 0;
+  std::uint32_t L = 0, A = 0, E = 0;
+  bool transitions = true;
+};
 
-  // HEAD
-  const Span& head_bytes = sections["HEAD"];
-  if (head_bytes.size() != kHeadBytes)
-    fail("section HEAD has " + std::to_string(head_bytes.size()) + " bytes, expected " + std::to_string(kHeadBytes));
-  Reader head(path, head_bytes.data(), head_bytes.size(), "section HEAD");
+ModelHead read_head(const std::string& path, const Span& bytes, FeatureSpace& fs) {
+  if (bytes.size() != kHeadBytes)
+    fail_model(path, "section HEAD has " + std::to_string(bytes.size()) + " bytes, expected " +
+                         std::to_string(kHeadBytes));
+  Reader head(path, bytes.data(), bytes.size(), "section HEAD");
+  ModelHead h;
   const std::uint32_t format = head.u32("format");
-  const std::uint64_t feature_columns = head.u64("feature_columns");
-  const std::uint32_t L = head.u32("L"), A = head.u32("A"), E = head.u32("E");
+  h.feature_columns = head.u64("feature_columns");
+  h.L = head.u32("L");
+  h.A = head.u32("A");
+  h.E = head.u32("E");
   const std::uint32_t transitions = head.u32("transitions");
   if (format > 1) head.fail("unknown data format " + std::to_string(format));
   if (transitions > 1) head.fail("transitions flag " + std::to_string(transitions) + " is not 0 or 1");
-  if (L == 0) head.fail("the model has no labels (L = 0)");
-  if (feature_columns > std::numeric_limits<std::uint32_t>::max())
-    head.fail("implausible feature column count " + std::to_string(feature_columns));
+  if (h.L == 0) head.fail("the model has no labels (L = 0)");
+  if (h.feature_columns > std::numeric_limits<std::uint32_t>::max())
+    head.fail("implausible feature column count " + std::to_string(h.feature_columns));
+  h.transitions = transitions == 1;
   fs.format = format == 0 ? InputFormat::conll : InputFormat::crfsuite;
-  fs.feature_columns = static_cast<std::size_t>(feature_columns);
+  fs.feature_columns = static_cast<std::size_t>(h.feature_columns);
+  return h;
+}
 
-  // TMPL: conll only, re-parsed by the template parser.
-  if (fs.format == InputFormat::conll) {
-    if (!sections.count("TMPL")) fail("missing section TMPL (a CoNLL model stores its template)");
-    const Span& t = sections["TMPL"];
-    Reader r(path, t.data(), t.size(), "section TMPL");
-    const std::string source = r.str("the template text");
-    r.expect_end();
-    try {
-      fs.templ = FeatureTemplate::parse(source, path);
-    } catch (const InputError& e) {
-      fail("stored template, line " + std::to_string(e.line()) + ": " + e.problem());
-    }
-    if (fs.templ.max_column() >= 0 && std::uint64_t(fs.templ.max_column()) >= feature_columns) {
-      fail("the template uses column " + std::to_string(fs.templ.max_column()) + " but HEAD says " +
-           std::to_string(feature_columns) + " feature columns");
-    }
-    if (E > 0 && fs.templ.edge_bigrams().empty())
-      fail("E = " + std::to_string(E) + " edge attributes but the template has no bigram macros");
-  } else {
-    if (sections.count("TMPL")) fail("a CRFsuite model has a TMPL section");
-    if (E != 0) fail("a CRFsuite model has E = " + std::to_string(E) + " edge attributes");
+/// TMPL: CoNLL models only, re-parsed by the template parser and checked against HEAD.
+void read_template(const std::string& path, ModelSections& sections, const ModelHead& h, FeatureSpace& fs) {
+  auto fail = [&path](const std::string& problem) { fail_model(path, problem); };
+  if (fs.format != InputFormat::conll) {
+    if (sections.by_tag.count("TMPL")) fail("a CRFsuite model has a TMPL section");
+    if (h.E != 0) fail("a CRFsuite model has E = " + std::to_string(h.E) + " edge attributes");
+    return;
   }
-
-  fs.labels = read_dictionary(path, sections["LABL"], "LABL", L, "L", "label");
-  fs.state_attrs = read_dictionary(path, sections["ATTR"], "ATTR", A, "A", "state attribute");
-  fs.edge_attrs = read_dictionary(path, sections["EDGE"], "EDGE", E, "E", "edge attribute");
-
-  const Dims d = fs.dims();
-  if (d.transitions != (transitions == 1)) {
-    fail(std::string("HEAD says transitions = ") + (transitions ? "1" : "0") +
-         " but the template " + (d.transitions ? "has" : "has no") + " plain B line");
+  if (!sections.by_tag.count("TMPL")) fail("missing section TMPL (a CoNLL model stores its template)");
+  const Span& t = sections.by_tag["TMPL"];
+  Reader r(path, t.data(), t.size(), "section TMPL");
+  const std::string source = r.str("the template text");
+  r.expect_end();
+  try {
+    fs.templ = FeatureTemplate::parse(source, path);
+  } catch (const InputError& e) {
+    fail("stored template, line " + std::to_string(e.line()) + ": " + e.problem());
   }
-  std::uint64_t LL = 0, total = 0;
-  if (!mul_add(L, L, 0, LL) || !mul_add(A, L, LL, total) || !mul_add(E, LL, total, total) ||
-      total > std::numeric_limits<std::size_t>::max() / sizeof(double))
-    fail("implausible model size (L = " + std::to_string(L) + ", A = " + std::to_string(A) +
-         ", E = " + std::to_string(E) + ")");
+  if (fs.templ.max_column() >= 0 && std::uint64_t(fs.templ.max_column()) >= h.feature_columns) {
+    fail("the template uses column " + std::to_string(fs.templ.max_column()) + " but HEAD says " +
+         std::to_string(h.feature_columns) + " feature columns");
+  }
+  if (h.E > 0 && fs.templ.edge_bigrams().empty())
+    fail("E = " + std::to_string(h.E) + " edge attributes but the template has no bigram macros");
+}
 
+/// The weights section into `model.weights` (all `total` of them, zero where a sparse file
+/// stores none): finite values, no transition weight in a model without transitions.
+void read_weights(const std::string& path, const Span& wb, bool dense, const Dims& d, std::uint64_t total,
+                  Model& model) {
   try {
     model.weights.reserve(static_cast<std::size_t>(total));  // not yet touched:
     advise_huge_pages(model.weights.data(), model.weights.capacity() * sizeof(double));
     model.weights.assign(static_cast<std::size_t>(total), 0.0);
   } catch (const std::bad_alloc&) {
-    fail("model too large to load (" + std::to_string(total) + " weights)");
+    fail_model(path, "model too large to load (" + std::to_string(total) + " weights)");
   } catch (const std::length_error&) {
-    fail("model too large to load (" + std::to_string(total) + " weights)");
+    fail_model(path, "model too large to load (" + std::to_string(total) + " weights)");
   }
   const std::uint64_t trans_begin = d.transition_offset(), trans_end = d.edge_offset();
   auto put = [&](Reader& r, std::uint64_t index, double v) {
@@ -588,8 +597,7 @@ Model load_model(const std::string& path) {
       r.fail("transition weight at index " + std::to_string(index) + " in a model without transitions");
     model.weights[static_cast<std::size_t>(index)] = v;
   };
-  const Span& wb = sections[weights_tag];
-  Reader r(path, wb.data(), wb.size(), std::string("section ") + weights_tag);
+  Reader r(path, wb.data(), wb.size(), std::string("section ") + (dense ? "WDNS" : "WGHT"));
   const std::uint64_t count = r.u64("the weight count");
   if (dense) {  // WDNS: every weight
     if (count != total)
@@ -599,7 +607,7 @@ Model load_model(const std::string& path) {
              " bytes for them (8 each)");
     }
     for (std::uint64_t i = 0; i < count; ++i) put(r, i, double_of(r.u64("a weight value")));
-    return model;
+    return;
   }
   // WGHT: (index, value) pairs, ascending
   if (count > r.left() / 16 || count * 16 != r.left()) {
@@ -617,6 +625,32 @@ Model load_model(const std::string& path) {
     put(r, index, v);
     previous = index;
   }
+}
+
+}  // namespace
+
+Model load_model(const std::string& path) {
+  const FileBytes file = read_whole_file(path);
+  ModelSections sections = read_sections(path, file);
+  Model model;
+  FeatureSpace& fs = model.features;
+  const ModelHead h = read_head(path, sections.by_tag["HEAD"], fs);
+  read_template(path, sections, h, fs);
+  fs.labels = read_dictionary(path, sections.by_tag["LABL"], "LABL", h.L, "L", "label");
+  fs.state_attrs = read_dictionary(path, sections.by_tag["ATTR"], "ATTR", h.A, "A", "state attribute");
+  fs.edge_attrs = read_dictionary(path, sections.by_tag["EDGE"], "EDGE", h.E, "E", "edge attribute");
+
+  const Dims d = fs.dims();
+  if (d.transitions != h.transitions) {
+    fail_model(path, std::string("HEAD says transitions = ") + (h.transitions ? "1" : "0") + " but the template " +
+                         (d.transitions ? "has" : "has no") + " plain B line");
+  }
+  std::uint64_t LL = 0, total = 0;
+  if (!mul_add(h.L, h.L, 0, LL) || !mul_add(h.A, h.L, LL, total) || !mul_add(h.E, LL, total, total) ||
+      total > std::numeric_limits<std::size_t>::max() / sizeof(double))
+    fail_model(path, "implausible model size (L = " + std::to_string(h.L) + ", A = " + std::to_string(h.A) +
+                         ", E = " + std::to_string(h.E) + ")");
+  read_weights(path, sections.by_tag[sections.dense ? "WDNS" : "WGHT"], sections.dense, d, total, model);
   return model;
 }
 
