@@ -132,6 +132,119 @@ class LipschitzTree {
   std::vector<double> sum_, max_;
 };
 
+/// The sampling side of SAG-NUS (seed 004 §5 and Algorithm 2's bookkeeping): batches of distinct
+/// sentences with the probability each was drawn with, the count m of sentences seen, and the
+/// Lipschitz estimates — L_i per seen sentence (lipschitz, mixed) or one global L (uniform).
+class SagSampler {
+ public:
+  SagSampler(std::size_t n, Sampling sampling, std::uint64_t seed)
+      : n_(n), nd_(double(n)), sampling_(sampling), rng_(seed), lip_(n), seen_(n, 0), in_batch_(n, 0) {}
+
+  std::size_t seen() const { return m_; }
+
+  /// B distinct sentences (a repeat is redrawn) and their draw probabilities; then the first
+  /// visits (L_i from the seen ones' mean under mixed sampling, else 1) and the revisits (L_i
+  /// lowered, so that the line search may find it smaller again).
+  void draw_batch(std::vector<std::uint32_t>& batch, std::vector<double>& prob) {
+    const std::size_t B = batch.size();
+    for (std::size_t i = 0; i < B; ++i) {
+      std::size_t j;
+      do j = draw(); while (in_batch_[j]);
+      in_batch_[j] = 1;
+      batch[i] = std::uint32_t(j);
+      prob[i] = probability(j);
+    }
+    for (std::size_t i = 0; i < B; ++i) in_batch_[batch[i]] = 0;
+    for (std::size_t i = 0; i < B; ++i) {
+      const std::size_t j = batch[i];
+      if (!seen_[j]) {
+        double Li = 1.0;
+        if (sampling_ == Sampling::mixed && m_ > 0) Li = 0.5 * lip_.total() / double(m_);
+        seen_[j] = 1;
+        ++m_;
+        if (sampling_ != Sampling::uniform) lip_.set(j, Li);
+      } else if (sampling_ != Sampling::uniform) {
+        lip_.set(j, lip_.get(j) * (sampling_ == Sampling::mixed ? 0.9 : 0.5));
+      }
+    }
+  }
+
+  /// The line search's starting L for the batch: the global L, or the batch's mean L_i.
+  double batch_lipschitz(const std::vector<std::uint32_t>& batch) const {
+    if (sampling_ == Sampling::uniform) return L_global_;
+    double L0 = 0;
+    for (std::uint32_t j : batch) L0 += lip_.get(j);
+    return L0 / double(batch.size());
+  }
+  /// What the line search found (Lb from L0): the global L, or the batch's L_i scaled alike.
+  void found_lipschitz(const std::vector<std::uint32_t>& batch, double L0, double Lb) {
+    if (sampling_ == Sampling::uniform) {
+      L_global_ = Lb;
+    } else if (Lb != L0) {
+      const double factor = Lb / L0;
+      for (std::uint32_t j : batch) lip_.set(j, lip_.get(j) * factor);
+    }
+  }
+  /// The step size α for L multiplied by lip_mult (3 for SAGA) and the L2 coefficient λ.
+  double step_size(double lip_mult, double lambda) const {
+    if (sampling_ == Sampling::uniform) return 1.0 / (lip_mult * L_global_ + lambda);
+    if (sampling_ == Sampling::mixed) {
+      const double Lbar = lip_.total() / double(m_);
+      return 0.5 * (1.0 / (lip_mult * lip_.max() + lambda) + 1.0 / (lip_mult * Lbar + lambda));
+    }
+    return 1.0 / (lip_mult * lip_.max() + lambda);
+  }
+  /// After each step: the global L decays by 2^(−B/n) (uniform sampling).
+  void decay(double factor) {
+    if (sampling_ == Sampling::uniform) L_global_ *= factor;
+  }
+
+ private:
+  /// Draw probability of sentence j under the current distribution.
+  double probability(std::size_t j) const {
+    const double seen_l = seen_[j] ? lip_.get(j) : 0.0;
+    const double tot = lip_.total();
+    if (sampling_ == Sampling::uniform || m_ == 0 || !(tot > 0)) return 1.0 / nd_;
+    const double q = sampling_ == Sampling::mixed ? 0.5 : double(m_) / nd_;
+    return (1.0 - q) / nd_ + q * seen_l / tot;
+  }
+  std::size_t draw() {
+    if (sampling_ == Sampling::uniform || m_ == 0 || !(lip_.total() > 0)) return rng_.below(n_);
+    const double q = sampling_ == Sampling::mixed ? 0.5 : double(m_) / nd_;
+    const double u = rng_.uniform();
+    if (u >= q) return rng_.below(n_);
+    return lip_.sample(rng_.uniform());
+  }
+
+  std::size_t n_;
+  double nd_;
+  Sampling sampling_;
+  Rng rng_;
+  LipschitzTree lip_;
+  std::vector<char> seen_, in_batch_;
+  std::size_t m_ = 0;
+  double L_global_ = 1.0;
+};
+
+/// Algorithm 2 on the batch mean: from L0, doubles L until the trial step 1/(L·B) decreases the
+/// batch loss f_B by at least g²/(2·L·B) (up to 200 times; not at all when g² is negligible).
+double lipschitz_line_search(Objective& obj, SagState& state, Vector& w, SentenceSpan span, double fb, double g2,
+                             double L0) {
+  Backend& b = obj.backend();
+  const double Bd = double(span.count), nd = double(obj.corpus().num_sentences());
+  double Lb = L0;
+  if (!(g2 / (Bd * Bd) > 1e-8)) return Lb;
+  for (int tries = 0; tries < 200; ++tries) {
+    b.sag_trial(state, w, 1.0 / (Lb * Bd));
+    const double ft = b.evaluate(obj.corpus(), w, span, nullptr, 1.0);
+    b.sag_restore(state, w);
+    obj.add_passes(Bd / nd);
+    if (std::isfinite(ft) && ft < fb - g2 / (2.0 * Lb * Bd)) break;
+    Lb *= 2.0;
+  }
+  return Lb;
+}
+
 class SagTrainer final : public Trainer {
  public:
   explicit SagTrainer(bool saga) : saga_(saga) {}
@@ -154,59 +267,17 @@ class SagTrainer final : public Trainer {
 
     SagStatePtr state = b.sag_create(corpus);
     VectorPtr d = b.vector(W), G = b.vector(W), pg = mu1 > 0 ? b.vector(W) : nullptr;
-    Rng rng(opt.seed);
-    LipschitzTree lip(n);
-    std::vector<char> seen(n, 0);
-    std::size_t m = 0;
-    double L_global = 1.0;
+    SagSampler sampler(n, sampling, opt.seed);
     const double decay = std::pow(2.0, -double(B) / nd);
     const std::size_t steps_per_epoch = (n + B - 1) / B;
     std::vector<std::uint32_t> batch(B);
     std::vector<double> prob(B), coef(B);
-    std::vector<char> in_batch(n, 0);
     Stopwatch clock;
     double f = 0, alpha = 0;
 
-    // Draw probability of sentence j under the current distribution.
-    auto probability = [&](std::size_t j) {
-      const double seen_l = seen[j] ? lip.get(j) : 0.0;
-      const double tot = lip.total();
-      if (sampling == Sampling::uniform || m == 0 || !(tot > 0)) return 1.0 / nd;
-      const double q = sampling == Sampling::mixed ? 0.5 : double(m) / nd;
-      return (1.0 - q) / nd + q * seen_l / tot;
-    };
-    auto draw = [&]() -> std::size_t {
-      if (sampling == Sampling::uniform || m == 0 || !(lip.total() > 0)) return rng.below(n);
-      const double q = sampling == Sampling::mixed ? 0.5 : double(m) / nd;
-      const double u = rng.uniform();
-      if (u >= q) return rng.below(n);
-      return lip.sample(rng.uniform());
-    };
-
     for (int epoch = 1; epoch <= opt.max_epochs; ++epoch) {
       for (std::size_t step = 0; step < steps_per_epoch; ++step) {
-        // ---- the batch (distinct sentences) and its draw probabilities
-        for (std::size_t i = 0; i < B; ++i) {
-          std::size_t j;
-          do j = draw(); while (in_batch[j]);
-          in_batch[j] = 1;
-          batch[i] = std::uint32_t(j);
-          prob[i] = probability(j);
-        }
-        for (std::size_t i = 0; i < B; ++i) in_batch[batch[i]] = 0;
-        // ---- first visits / revisits: m and the per-sentence L_i
-        for (std::size_t i = 0; i < B; ++i) {
-          const std::size_t j = batch[i];
-          if (!seen[j]) {
-            double Li = 1.0;
-            if (sampling == Sampling::mixed && m > 0) Li = 0.5 * lip.total() / double(m);
-            seen[j] = 1;
-            ++m;
-            if (sampling != Sampling::uniform) lip.set(j, Li);
-          } else if (sampling != Sampling::uniform) {
-            lip.set(j, lip.get(j) * (sampling == Sampling::mixed ? 0.9 : 0.5));
-          }
-        }
+        sampler.draw_batch(batch, prob);
         const SentenceSpan span{batch.data(), B};
 
         // ---- evaluate and Lipschitz line search (Algorithm 2) on the batch mean
@@ -214,56 +285,22 @@ class SagTrainer final : public Trainer {
         double g2 = 0;
         const double fb = b.sag_evaluate(*state, w, &g2);
         obj.add_passes(double(B) / nd);
-        double L0;
-        if (sampling == Sampling::uniform) {
-          L0 = L_global;
-        } else {
-          L0 = 0;
-          for (std::size_t i = 0; i < B; ++i) L0 += lip.get(batch[i]);
-          L0 /= double(B);
-        }
-        double Lb = L0;
-        const double Bd = double(B);
-        if (g2 / (Bd * Bd) > 1e-8) {
-          for (int tries = 0; tries < 200; ++tries) {
-            b.sag_trial(*state, w, 1.0 / (Lb * Bd));
-            const double ft = b.evaluate(corpus, w, span, nullptr, 1.0);
-            b.sag_restore(*state, w);
-            obj.add_passes(double(B) / nd);
-            if (std::isfinite(ft) && ft < fb - g2 / (2.0 * Lb * Bd)) break;
-            Lb *= 2.0;
-          }
-        }
-        if (sampling == Sampling::uniform) {
-          L_global = Lb;
-        } else if (Lb != L0) {
-          const double factor = Lb / L0;
-          for (std::size_t i = 0; i < B; ++i) lip.set(batch[i], lip.get(batch[i]) * factor);
-        }
-
-        // ---- step size
-        const double lm = lip_mult;
-        if (sampling == Sampling::uniform) {
-          alpha = 1.0 / (lm * L_global + lambda);
-        } else if (sampling == Sampling::mixed) {
-          const double Lbar = lip.total() / double(m);
-          alpha = 0.5 * (1.0 / (lm * lip.max() + lambda) + 1.0 / (lm * Lbar + lambda));
-        } else {
-          alpha = 1.0 / (lm * lip.max() + lambda);
-        }
+        const double L0 = sampler.batch_lipschitz(batch);
+        sampler.found_lipschitz(batch, L0, lipschitz_line_search(obj, *state, w, span, fb, g2, L0));
+        alpha = sampler.step_size(lip_mult, lambda);
         const double a = 1.0 - alpha * lambda;
 
         // ---- memory update and the (lazy) step
         if (saga_) {
           for (std::size_t i = 0; i < B; ++i)
-            coef[i] = alpha * (1.0 / (Bd * prob[i] * nd) - 1.0 / nd) / a;
+            coef[i] = alpha * (1.0 / (double(B) * prob[i] * nd) - 1.0 / nd) / a;
           b.sag_commit(*state, *d, w, coef.data());
           b.sag_step(*state, a, alpha / nd, alpha * mu1, w, *d);
         } else {
           b.sag_commit(*state, *d, w, nullptr);
-          b.sag_step(*state, a, alpha / double(m), alpha * mu1, w, *d);
+          b.sag_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
         }
-        if (sampling == Sampling::uniform) L_global *= decay;
+        sampler.decay(decay);
       }
 
       // ---- end of epoch: flush, measure, report
@@ -291,7 +328,7 @@ class SagTrainer final : public Trainer {
       pr.seconds = clock.seconds();
       pr.step = alpha;
       if (progress && !progress(pr, w)) break;
-      if (m == n && gnorm < opt.epsilon) break;
+      if (sampler.seen() == n && gnorm < opt.epsilon) break;
     }
     return f;
   }
