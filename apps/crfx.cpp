@@ -27,8 +27,8 @@
 #include "crfx/error.hpp"
 #include "crfx/eval.hpp"
 #include "crfx/features.hpp"
-#include "crfx/io.hpp"
 #include "crfx/model.hpp"
+#include "crfx/output.hpp"
 #include "crfx/tagger.hpp"
 #include "crfx/trainer.hpp"
 

@@ -5,7 +5,7 @@
 #
 # Parts, bottom up, and what each may include (besides itself):
 #   base      error.hpp, host/util
-#   io        io.hpp, host/io                      → base
+#   io        io.hpp, format.hpp, output.hpp, host/io → base
 #   data      corpus.hpp                           → base
 #   features  features.hpp, template.hpp, host/features → io data base
 #   model     model.hpp, host/model                → features io data base
@@ -39,6 +39,8 @@ set(allowed_tag model features backend io data base)
 # The part a public header belongs to.
 set(header_error base)
 set(header_io io)
+set(header_format io)
+set(header_output io)
 set(header_corpus data)
 set(header_features features)
 set(header_template features)

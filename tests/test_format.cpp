@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "crfx/io.hpp"
+#include "crfx/format.hpp"
 
 namespace crfx {
 namespace {

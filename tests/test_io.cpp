@@ -13,6 +13,7 @@
 
 #include "crfx/error.hpp"
 #include "crfx/io.hpp"
+#include "crfx/output.hpp"
 #include "test_util.hpp"
 
 namespace crfx::test {

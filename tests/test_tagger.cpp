@@ -10,7 +10,7 @@
 
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
-#include "crfx/io.hpp"
+#include "crfx/format.hpp"
 #include "crfx/model.hpp"
 #include "crfx/tagger.hpp"
 #include "test_util.hpp"

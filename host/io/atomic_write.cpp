@@ -25,7 +25,7 @@
 #include <string>
 
 #include "crfx/error.hpp"
-#include "crfx/io.hpp"
+#include "crfx/output.hpp"
 
 namespace crfx {
 

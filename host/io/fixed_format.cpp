@@ -2,7 +2,7 @@
 // that writes the same bytes as glibc's correctly rounded snprintf("%.6f"); the rare ones it cannot
 // decide (within 1e-9 of a rounding tie in the sixth decimal), and everything outside [0, 1],
 // negative zero and NaN, go through snprintf.
-#include "crfx/io.hpp"
+#include "crfx/format.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -43,8 +43,8 @@
 #include <zlib.h>
 
 #include "crfx/error.hpp"
-#include "crfx/io.hpp"
 #include "crfx/model.hpp"
+#include "crfx/output.hpp"
 #include "util/huge_pages.hpp"
 
 namespace crfx {

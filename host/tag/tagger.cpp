@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "crfx/error.hpp"
-#include "crfx/io.hpp"
+#include "crfx/format.hpp"
 
 namespace crfx {
 

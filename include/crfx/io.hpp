@@ -101,49 +101,4 @@ std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path);
 /// Splits `line` on runs of spaces and tabs (no empty fields).
 void split_whitespace(const std::string& line, std::vector<std::string>& out);
 
-/// Writes v at dst exactly as std::snprintf(dst, n, "%.6f", v) would (without the terminating
-/// NUL) and returns the end; fast for v ∈ [0, 1] (`crfx tag --marginals` prints L probabilities
-/// per token: snprintf was a quarter of such a run). dst needs room for kFixed6MaxChars.
-/// See host/io/fixed_format.cpp.
-char* write_fixed6(char* dst, double v);
-/// "%.6f" of −DBL_MAX is 317 characters.
-constexpr std::size_t kFixed6MaxChars = 320;
-/// write_fixed6 appended to `out`.
-void append_fixed6(std::string& out, double v);
-
-/// A file written atomically in pieces: a temporary file in the same directory, renamed over
-/// `path` by commit(). Destroyed without commit() (an error, an exception on the way), it removes
-/// the temporary file and leaves any existing `path` untouched. Errors throw crfx::Error naming
-/// `path`. In a program that called remove_temporaries_on_signals(), SIGINT, SIGTERM or SIGHUP
-/// remove the temporary files still open before the process dies of the signal.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  void write(const char* data, std::size_t n);
-  /// fsync, close, rename over `path`, fsync the directory.
-  void commit();
-
- private:
-  [[noreturn]] void abort_with(const char* what, int err);
-  void forget_tmp() noexcept;  // unlinked or renamed: no longer the signal handler's to remove
-  std::string path_, tmp_;
-  int fd_ = -1;
-  int slot_ = -1;  // in the signal handler's list of temporary files, or -1
-};
-
-/// For programs (the crfx tool calls it first thing): SIGINT, SIGTERM and SIGHUP, where their
-/// action is the default, first remove the open AtomicFile temporaries, then end the process as
-/// the signal would have. A library never installs it on its own. Idempotent.
-void remove_temporaries_on_signals();
-
-/// Fails early (Error naming `path`) where a later atomic write to `path` is bound to fail: `path`
-/// is a directory, or its directory is missing or not writable. Call it before long work.
-void check_output_path(const std::string& path);
-
-/// Writes `data` to `path` atomically (AtomicFile in one piece).
-void write_file_atomic(const std::string& path, const std::string& data);
-
 }  // namespace crfx

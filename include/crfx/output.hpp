@@ -1,0 +1,46 @@
+// crfx — writing files safely: atomic whole-file and piecewise writes (a temporary file renamed
+// into place, so a failure never truncates an existing file), the early check of an output path,
+// and the signal handling that removes temporaries of a killed program. See host/io/atomic_write.cpp.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace crfx {
+
+/// A file written atomically in pieces: a temporary file in the same directory, renamed over
+/// `path` by commit(). Destroyed without commit() (an error, an exception on the way), it removes
+/// the temporary file and leaves any existing `path` untouched. Errors throw crfx::Error naming
+/// `path`. In a program that called remove_temporaries_on_signals(), SIGINT, SIGTERM or SIGHUP
+/// remove the temporary files still open before the process dies of the signal.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void write(const char* data, std::size_t n);
+  /// fsync, close, rename over `path`, fsync the directory.
+  void commit();
+
+ private:
+  [[noreturn]] void abort_with(const char* what, int err);
+  void forget_tmp() noexcept;  // unlinked or renamed: no longer the signal handler's to remove
+  std::string path_, tmp_;
+  int fd_ = -1;
+  int slot_ = -1;  // in the signal handler's list of temporary files, or -1
+};
+
+/// For programs (the crfx tool calls it first thing): SIGINT, SIGTERM and SIGHUP, where their
+/// action is the default, first remove the open AtomicFile temporaries, then end the process as
+/// the signal would have. A library never installs it on its own. Idempotent.
+void remove_temporaries_on_signals();
+
+/// Fails early (Error naming `path`) where a later atomic write to `path` is bound to fail: `path`
+/// is a directory, or its directory is missing or not writable. Call it before long work.
+void check_output_path(const std::string& path);
+
+/// Writes `data` to `path` atomically (AtomicFile in one piece).
+void write_file_atomic(const std::string& path, const std::string& data);
+
+}  // namespace crfx
