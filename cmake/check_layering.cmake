@@ -51,6 +51,7 @@ set(header_eval eval)
 set(header_tagger tag)
 # The part of a folder under host/.
 set(folder_util base)
+set(folder_backend backend)
 set(folder_io io)
 set(folder_features features)
 set(folder_model model)

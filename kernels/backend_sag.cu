@@ -194,44 +194,23 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       throw Error("internal: span repeats a sentence");
   }
-  if (pl.mark.size() != total) {
-    pl.mark.assign(total, 0);
-    pl.local.assign(total, 0);
-    pl.generation = 0;
-  }
-  if (++pl.generation == 0) {
-    std::fill(pl.mark.begin(), pl.mark.end(), 0);
-    pl.generation = 1;
-  }
-  const std::uint32_t gen = pl.generation;
+  if (pl.local.size() != total) pl.local.assign(total, 0);
   const bool edges = c.edge_off.get() != nullptr;
-  pl.groups.clear();
+  // S(span) holds the transitions of a non-empty span; SAG syncs them for any span, as the CPU.
+  pl.support.plan(h, span, wg, dims_.transitions && (span.count || sag), pl.groups);
   pl.sid.assign(span.count, 0);
   pl.row_tok.clear();
   pl.row_slot.clear();
-  auto touch = [&](std::uint32_t gid) {
-    if (pl.mark[gid] != gen) {
-      pl.mark[gid] = gen;
-      pl.groups.push_back(gid);
-    }
-  };
-  // S(span) holds the transitions of a non-empty span; SAG syncs them for any span, as the CPU.
-  if (dims_.transitions && (span.count || sag)) touch(wg.transitions());
   for (std::size_t i = 0; i < span.count; ++i) {
     const std::uint32_t sid = span[i];
     pl.sid[i] = sid;
-    const std::size_t t0 = h.sentence_offsets[sid];
-    for (std::size_t t = t0; t < h.sentence_offsets[sid + 1]; ++t) {
+    for (std::size_t t = h.sentence_offsets[sid]; t < h.sentence_offsets[sid + 1]; ++t) {
       pl.row_tok.push_back(std::uint32_t(t));
       pl.row_slot.push_back(edge_slot ? (*edge_slot)[t] : kNone);
-      for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k) touch(h.state_ids[k]);
-      if (edges)
-        for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k) touch(wg.edge(h.edge_ids[k]));
     }
   }
-  // Ascending group ids: ascending weight indices. Then count, offset and fill the occurrences
-  // in (sentence, token, item) order.
-  std::sort(pl.groups.begin(), pl.groups.end());
+  // The occurrences of the groups (ascending ids: ascending weight indices), counted, offset and
+  // filled in (sentence, token, item) order.
   const std::size_t ng = pl.groups.size();
   for (std::size_t q = 0; q < ng; ++q) pl.local[pl.groups[q]] = std::uint32_t(q);
   std::vector<std::size_t>& count = pl.scratch_count;

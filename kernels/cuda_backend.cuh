@@ -157,12 +157,12 @@ struct CudaSparse final : SparseVector {
 /// edge slot for edge groups; SAG only), value, span index of the sentence — plus per span row
 /// its token and edge slot. Host vectors are reused; device copies are grow-only.
 struct SpanPlan {
-  std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, mark, local;
+  std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, local;
+  SpanGroups support;  // plans `groups`
   std::vector<std::size_t> gofs;
   std::vector<double> oval;
   std::vector<std::uint32_t> scratch_ids;     // planning scratch, reused (no per-step allocation)
   std::vector<std::size_t> scratch_count;
-  std::uint32_t generation = 0;
   std::size_t rows = 0;
   bool valid = false;  // host and device plan complete (cleared first by plan_span)
   DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;

@@ -171,8 +171,8 @@ class CpuBackend final : public Backend {
   // cpu_sgd.cpp scratch, grow-only: a dense gradient kept all-zero between calls (sparse results
   // are gathered from it and its support re-zeroed: O(support)), and attribute marks (all 0).
   VectorPtr sgd_dense_;
-  std::vector<std::uint8_t> sgd_state_mark_, sgd_edge_mark_;
-  std::vector<std::uint32_t> sgd_attrs_, sgd_edges_;
+  SpanGroups sgd_groups_;                    // support(): the span's weight groups
+  std::vector<std::uint32_t> sgd_group_ids_;
 };
 
 }  // namespace crfx

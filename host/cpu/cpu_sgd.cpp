@@ -70,48 +70,17 @@ SparseVectorPtr CpuBackend::sparse_vector() { return std::make_unique<CpuSparse>
 void CpuBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) {
   const Corpus& c = corpus_of(bc);
   CpuSparse& x = S(xs);
-  const std::size_t L = dims_.L, LL = L * L;
-  if (sgd_state_mark_.size() < dims_.A) sgd_state_mark_.assign(dims_.A, 0);
-  if (sgd_edge_mark_.size() < dims_.E) sgd_edge_mark_.assign(dims_.E, 0);
-  sgd_attrs_.clear();
-  sgd_edges_.clear();
-  // Every id is checked before the first mark is set: a throw must not leave marks behind
-  // (the attributes would silently drop out of every later support).
+  // Every id is checked before the plan: a refused span changes nothing.
   for (std::size_t i = 0; i < span.count; ++i)
     if (span[i] >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
-  for (std::size_t i = 0; i < span.count; ++i) {
-    const std::size_t s = span[i];
-    const std::size_t t0 = c.sentence_offsets[s], t1 = c.sentence_offsets[s + 1];
-    for (std::size_t k = c.state_offsets[t0]; k < c.state_offsets[t1]; ++k) {
-      const std::uint32_t a = c.state_ids[k];
-      if (!sgd_state_mark_[a]) {
-        sgd_state_mark_[a] = 1;
-        sgd_attrs_.push_back(a);
-      }
-    }
-    for (std::size_t k = c.edge_offsets[t0]; k < c.edge_offsets[t1]; ++k) {
-      const std::uint32_t e = c.edge_ids[k];
-      if (!sgd_edge_mark_[e]) {
-        sgd_edge_mark_[e] = 1;
-        sgd_edges_.push_back(e);
-      }
-    }
-  }
-  std::sort(sgd_attrs_.begin(), sgd_attrs_.end());
-  std::sort(sgd_edges_.begin(), sgd_edges_.end());
-  const bool trans = dims_.transitions && span.count > 0;
-  x.index.resize(sgd_attrs_.size() * L + (trans ? LL : 0) + sgd_edges_.size() * LL);
+  const WeightGroups wg = dims_.groups();
+  sgd_groups_.plan(c, span, wg, dims_.transitions && span.count > 0, sgd_group_ids_);
+  std::size_t size = 0;
+  for (std::uint32_t gid : sgd_group_ids_) size += wg.size(gid);
+  x.index.resize(size);
   std::size_t j = 0;
-  for (std::uint32_t a : sgd_attrs_) {
-    sgd_state_mark_[a] = 0;
-    for (std::size_t y = 0; y < L; ++y) x.index[j++] = std::size_t(a) * L + y;
-  }
-  if (trans)
-    for (std::size_t k = 0; k < LL; ++k) x.index[j++] = dims_.transition_offset() + k;
-  for (std::uint32_t e : sgd_edges_) {
-    sgd_edge_mark_[e] = 0;
-    for (std::size_t k = 0; k < LL; ++k) x.index[j++] = dims_.edge_offset() + std::size_t(e) * LL + k;
-  }
+  for (std::uint32_t gid : sgd_group_ids_)
+    for (std::size_t b = wg.begin(gid), e = b + wg.size(gid); b < e; ++b) x.index[j++] = b;
   x.value.assign(x.index.size(), 0.0);
 }
 

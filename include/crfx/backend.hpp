@@ -53,6 +53,21 @@ struct SentenceSpan {
 };
 inline SentenceSpan all_sentences(const BackendCorpus& c) { return {nullptr, c.num_sentences()}; }
 
+/// For backends: the host planner of a span's support S(span) — the weight groups
+/// (WeightGroups, corpus.hpp) its sentences touch, ascending: their state attributes, the
+/// transitions when `transitions`, their edge attributes. One for both backends (the CPU's
+/// support(), the CUDA backend's span plans). Keeps its marks between calls (a generation count:
+/// nothing is cleared per span). Sentence ids must be below corpus.num_sentences().
+class SpanGroups {
+ public:
+  void plan(const Corpus& corpus, SentenceSpan span, const WeightGroups& wg, bool transitions,
+            std::vector<std::uint32_t>& groups);
+
+ private:
+  std::vector<std::uint32_t> mark_;  // [wg.count()] generation of the last touch
+  std::uint32_t generation_ = 0;
+};
+
 /// A sparse vector over the flat weight layout, resident on a backend: a list of nnz() pairs
 /// (index, value) with strictly increasing 64-bit indices < Dims::num_weights(). Created empty by
 /// Backend::sparse_vector(); filled by the primitives of the section "stochastic trainers" of
