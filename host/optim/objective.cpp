@@ -1,3 +1,8 @@
+// crfx — what the batch trainers share (declared in crfx/trainer.hpp and optim/quasi_newton.hpp):
+//   Objective        f(w) = NLL(w) + c1·‖w‖₁ + c2·‖w‖² over the whole training corpus, with its
+//                    gradient (the smooth part; L1 is OWL-QN's) and the count of passes;
+//   ImprovementTest  CRFsuite's stopping test: the relative improvement over `period` iterations;
+//   LbfgsHistory     the L-BFGS memory of (s, y) pairs and the two-loop recursion on the backend.
 #include <cmath>
 
 #include "crfx/error.hpp"
