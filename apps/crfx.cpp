@@ -212,11 +212,11 @@ TrainOptions train_options(const cxxopts::ParseResult& r) {
   opt.seed = get<std::uint64_t>(r, "seed");
   opt.batch_size = get<std::size_t>(r, "batch-size");
   opt.epochs = get<int>(r, "epochs");
-  opt.line_search = get<std::string>(r, "line-search");
+  opt.line_search = parse_line_search(get<std::string>(r, "line-search"));
   if (r.count("eta0")) opt.eta0 = get<double>(r, "eta0");  // else the trainer's default
   opt.alpha = get<double>(r, "alpha");
   opt.sgd_epochs = get<int>(r, "sgd-epochs");
-  opt.sampling = get<std::string>(r, "sampling");
+  opt.sampling = parse_sampling(get<std::string>(r, "sampling"));
   opt.max_epochs = get<int>(r, "max-epochs");
   opt.adf_alpha = get<double>(r, "adf-alpha");
   opt.adf_beta = get<double>(r, "adf-beta");

@@ -465,7 +465,7 @@ TEST(SgdL1, HeuristicLineSearchConvergesAndCountsPasses) {
   o.epochs = 100;
   o.eta0 = 0.5;
   o.alpha = 0.95;
-  o.line_search = "heuristic";
+  o.line_search = LineSearch::heuristic;
   const Result r = run("sgd-l1", p, c1, c2, o);
   const double f = full_objective(p, r.w, c1, c2);
   EXPECT_NEAR(r.f, f, 1e-9 * f);
@@ -477,7 +477,7 @@ TEST(SgdL1, HeuristicLineSearchConvergesAndCountsPasses) {
   small.eta0 = 0.005;
   small.epochs = 10;
   const Result with = run("sgd-l1", p, c1, c2, small);
-  small.line_search = "none";
+  small.line_search = LineSearch::none;
   const Result without = run("sgd-l1", p, c1, c2, small);
   EXPECT_LT(with.f, without.f);
 }
@@ -570,7 +570,7 @@ TrainOptions stochastic_options(const char* algo) {
   o.sgd_epochs = 2;
   o.max_iterations = 5;
   o.batch_size = 2;
-  if (std::string(algo) == "sgd-l1") o.line_search = "heuristic";
+  if (std::string(algo) == "sgd-l1") o.line_search = LineSearch::heuristic;
   return o;
 }
 
@@ -622,7 +622,14 @@ TEST(SgdOptions, InvalidOptionsThrow) {
     bad(algo, "batch", [](TrainOptions& o) { o.batch_size = 0; });
   }
   bad("sgd-l1", "epochs", [](TrainOptions& o) { o.epochs = 0; });
-  bad("sgd-l1", "wolfe", [](TrainOptions& o) { o.line_search = "wolfe"; });
+  try {  // names are parsed where they are read (the CLI): an unknown one is refused, named
+    parse_line_search("wolfe");
+    ADD_FAILURE() << "no error for line search 'wolfe'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown line search 'wolfe'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(parse_line_search("heuristic"), LineSearch::heuristic);
+  EXPECT_EQ(parse_line_search("none"), LineSearch::none);
   bad("sgd-l1", "eta0", [](TrainOptions& o) { o.eta0 = 1e6; });  // L2 decay factor ≤ 0
   bad("two-stage", "sgd_epochs", [](TrainOptions& o) { o.sgd_epochs = 0; });
   bad("adf", "eta0", [](TrainOptions& o) { o.eta0 = 0; });

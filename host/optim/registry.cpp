@@ -37,4 +37,17 @@ const TrainerInfo& find_trainer(const std::string& name) {
   throw Error("unknown training algorithm '" + name + "' (known: " + known + ")");
 }
 
+LineSearch parse_line_search(const std::string& name) {
+  if (name == "none") return LineSearch::none;
+  if (name == "heuristic") return LineSearch::heuristic;
+  throw Error("unknown line search '" + name + "' for sgd-l1 (known: none, heuristic)");
+}
+
+Sampling parse_sampling(const std::string& name) {
+  if (name == "uniform") return Sampling::uniform;
+  if (name == "lipschitz") return Sampling::lipschitz;
+  if (name == "mixed") return Sampling::mixed;
+  throw Error("unknown sampling '" + name + "' for sag/saga (known: uniform, lipschitz, mixed)");
+}
+
 }  // namespace crfx

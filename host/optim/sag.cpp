@@ -72,15 +72,6 @@
 namespace crfx {
 namespace {
 
-enum class Sampling { uniform, lipschitz, mixed };
-
-Sampling parse_sampling(const std::string& s) {
-  if (s == "uniform") return Sampling::uniform;
-  if (s == "lipschitz") return Sampling::lipschitz;
-  if (s == "mixed") return Sampling::mixed;
-  throw Error("unknown sampling '" + s + "' for sag/saga (known: uniform, lipschitz, mixed)");
-}
-
 /// Deterministic draws: mt19937_64 output is fixed by the standard; the mapping is ours.
 class Rng {
  public:
@@ -251,7 +242,7 @@ class SagTrainer final : public Trainer {
 
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
     const char* algo = saga_ ? "saga" : "sag";
-    const Sampling sampling = parse_sampling(opt.sampling);
+    const Sampling sampling = opt.sampling;
     if (opt.batch_size < 1) throw Error(std::string(algo) + ": batch_size must be ≥ 1");
     if (opt.max_epochs < 1) throw Error(std::string(algo) + ": max_epochs must be ≥ 1");
     if (!(opt.epsilon >= 0) || !std::isfinite(opt.epsilon))

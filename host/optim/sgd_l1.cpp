@@ -184,9 +184,7 @@ namespace {
 class SgdL1Trainer final : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
-    if (opt.line_search != "none" && opt.line_search != "heuristic")
-      throw Error("sgd: unknown line search '" + opt.line_search + "' (known: none, heuristic)");
-    return run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == "heuristic", progress, nullptr);
+    return run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == LineSearch::heuristic, progress, nullptr);
   }
 };
 

@@ -47,6 +47,16 @@ class Objective {
   double passes_ = 0;
 };
 
+/// sgd-l1's per-batch line search: none, or the heuristic of Zhou et al. 2011 (Algorithm 1).
+enum class LineSearch { none, heuristic };
+/// How sag and saga draw sentences (Schmidt et al. 2015 §5): uniformly, ∝ the Lipschitz
+/// estimates L_i, or half and half (SAG-NUS*, the default).
+enum class Sampling { uniform, lipschitz, mixed };
+/// The names above ("none", "heuristic"; "uniform", "lipschitz", "mixed"); Error naming the
+/// unknown one and the known ones otherwise.
+LineSearch parse_line_search(const std::string& name);
+Sampling parse_sampling(const std::string& name);
+
 /// The stochastic trainers' default initial rates (TrainOptions::eta0).
 constexpr double kDefaultEta0 = 0.1;
 constexpr double kDefaultEta0Heuristic = 0.025;
@@ -69,9 +79,9 @@ struct TrainOptions {
   /// kDefaultEta0, or kDefaultEta0Heuristic with the heuristic line search (so for two-stage).
   std::optional<double> eta0;
   double alpha = 0.85;                // sgd-l1: the decay base α
-  std::string line_search = "none";   // sgd-l1: none | heuristic (seed 000 Algorithm 1)
+  LineSearch line_search = LineSearch::none;  // sgd-l1 (two-stage: always heuristic)
   int sgd_epochs = 5;                 // two-stage: stage-1 epochs before OWL-QN
-  std::string sampling = "mixed";     // sag, saga: uniform | lipschitz | mixed
+  Sampling sampling = Sampling::mixed;        // sag, saga
   int max_epochs = 100;               // sag, saga: epoch cap
   double adf_alpha = 0.995;           // adf: rate decay for rare features
   double adf_beta = 0.6;              // adf: rate decay for frequent features

@@ -651,7 +651,7 @@ TEST(CudaBackend, SagReachesCpuOptimumAndRunsAreBitwiseEqual) {
     SCOPED_TRACE(::testing::Message() << run.algo << " batch " << run.batch);
     TrainOptions o;
     o.c2 = 1.0;
-    o.sampling = "mixed";
+    o.sampling = Sampling::mixed;
     o.epsilon = 1e-8;
     o.max_epochs = 400;
     o.seed = 3;
