@@ -7,6 +7,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #ifdef __GLIBC__
@@ -157,8 +159,23 @@ ChunkEvaluator score(const std::vector<std::vector<std::string>>& predicted,
 
 // ---- train ---------------------------------------------------------------------------------
 
+/// A default for cxxopts: the shortest decimal that reads back as `v`.
+std::string dflt(double v) {
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+template <class T, class = std::enable_if_t<std::is_integral_v<T>>>
+std::string dflt(T v) {
+  return std::to_string(v);
+}
+
 /// crfx train's options (the device options come from add_device_options).
 void add_train_options(cxxopts::Options& o) {
+  const TrainOptions d;  // the library's defaults are the command line's
   o.positional_help("DATA");
   o.add_options()
       ("data", "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok)",
@@ -167,32 +184,32 @@ void add_train_options(cxxopts::Options& o) {
       ("t,template", "CRF++ feature template (CoNLL data)", cxxopts::value<std::string>())
       ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
       ("a,algo", "training algorithm ('list' shows them)", cxxopts::value<std::string>()->default_value("lbfgs"))
-      ("c1", "L1 coefficient: objective NLL + c1·|w|₁ + c2·|w|²", cxxopts::value<double>()->default_value("0"))
-      ("c2", "L2 coefficient (CRFsuite's convention; CRF++ -c C = 1/(2·c2))", cxxopts::value<double>()->default_value("1"))
+      ("c1", "L1 coefficient: objective NLL + c1·|w|₁ + c2·|w|²", cxxopts::value<double>()->default_value(dflt(d.c1)))
+      ("c2", "L2 coefficient (CRFsuite's convention; CRF++ -c C = 1/(2·c2))", cxxopts::value<double>()->default_value(dflt(d.c2)))
       ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
-      ("max-iterations", "stop after this many iterations (0 = no limit)", cxxopts::value<int>()->default_value("0"))
-      ("period", "stopping test window in iterations (0 = no delta test)", cxxopts::value<int>()->default_value("10"))
+      ("max-iterations", "stop after this many iterations (0 = no limit)", cxxopts::value<int>()->default_value(dflt(d.max_iterations)))
+      ("period", "stopping test window in iterations (0 = no delta test)", cxxopts::value<int>()->default_value(dflt(d.period)))
       ("delta", "stop when the objective improved less than this (relative) over --period iterations",
-       cxxopts::value<double>()->default_value("1e-5"))
-      ("epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does)", cxxopts::value<double>()->default_value("1e-5"))
-      ("memory", "L-BFGS / OWL-QN history pairs", cxxopts::value<int>()->default_value("6"))
+       cxxopts::value<double>()->default_value(dflt(d.delta)))
+      ("epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does)", cxxopts::value<double>()->default_value(dflt(d.epsilon)))
+      ("memory", "L-BFGS / OWL-QN history pairs", cxxopts::value<int>()->default_value(dflt(d.memory)))
       ("seed", "random seed (shuffling, sampling): same seed, same model",
-       cxxopts::value<std::uint64_t>()->default_value("1"))
+       cxxopts::value<std::uint64_t>()->default_value(dflt(d.seed)))
       ("batch-size", "stochastic trainers: sentences per update (1 = online)",
-       cxxopts::value<std::size_t>()->default_value("1"))
-      ("epochs", "sgd-l1, adf, ap: epochs over the shuffled data", cxxopts::value<int>()->default_value("30"))
+       cxxopts::value<std::size_t>()->default_value(dflt(d.batch_size)))
+      ("epochs", "sgd-l1, adf, ap: epochs over the shuffled data", cxxopts::value<int>()->default_value(dflt(d.epochs)))
       ("eta0", "sgd-l1, adf: initial (per-feature) learning rate (default 0.1; 0.025 with the heuristic "
        "line search and for two-stage, whose trials grow the rate up to 4x)", cxxopts::value<double>())
-      ("alpha", "sgd-l1: rate decay, eta_k = eta0 * alpha^(k/N)", cxxopts::value<double>()->default_value("0.85"))
+      ("alpha", "sgd-l1: rate decay, eta_k = eta0 * alpha^(k/N)", cxxopts::value<double>()->default_value(dflt(d.alpha)))
       ("line-search", "sgd-l1: none | heuristic (per-batch heuristic line search)",
-       cxxopts::value<std::string>()->default_value("none"))
-      ("sgd-epochs", "two-stage: SGD-L1 epochs before OWL-QN", cxxopts::value<int>()->default_value("5"))
-      ("sampling", "sag, saga: uniform | lipschitz | mixed", cxxopts::value<std::string>()->default_value("mixed"))
-      ("max-epochs", "sag, saga: stop after this many epochs", cxxopts::value<int>()->default_value("100"))
-      ("adf-alpha", "adf: rate decay factor for rare features", cxxopts::value<double>()->default_value("0.995"))
-      ("adf-beta", "adf: rate decay factor for frequent features", cxxopts::value<double>()->default_value("0.6"))
+       cxxopts::value<std::string>()->default_value(name_of(d.line_search)))
+      ("sgd-epochs", "two-stage: SGD-L1 epochs before OWL-QN", cxxopts::value<int>()->default_value(dflt(d.sgd_epochs)))
+      ("sampling", "sag, saga: uniform | lipschitz | mixed", cxxopts::value<std::string>()->default_value(name_of(d.sampling)))
+      ("max-epochs", "sag, saga: stop after this many epochs", cxxopts::value<int>()->default_value(dflt(d.max_epochs)))
+      ("adf-alpha", "adf: rate decay factor for rare features", cxxopts::value<double>()->default_value(dflt(d.adf_alpha)))
+      ("adf-beta", "adf: rate decay factor for frequent features", cxxopts::value<double>()->default_value(dflt(d.adf_beta)))
       ("adf-windows", "adf: rate updates per epoch (every n/windows samples)",
-       cxxopts::value<int>()->default_value("10"))
+       cxxopts::value<int>()->default_value(dflt(d.adf_windows)))
       ("dev", "development data: report its chunk F1 after every iteration", cxxopts::value<std::string>())
       ("log", "write per-iteration progress as CSV to this file", cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")

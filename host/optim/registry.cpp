@@ -43,6 +43,12 @@ LineSearch parse_line_search(const std::string& name) {
   throw Error("unknown line search '" + name + "' for sgd-l1 (known: none, heuristic)");
 }
 
+const char* name_of(LineSearch v) { return v == LineSearch::heuristic ? "heuristic" : "none"; }
+
+const char* name_of(Sampling v) {
+  return v == Sampling::uniform ? "uniform" : v == Sampling::lipschitz ? "lipschitz" : "mixed";
+}
+
 Sampling parse_sampling(const std::string& name) {
   if (name == "uniform") return Sampling::uniform;
   if (name == "lipschitz") return Sampling::lipschitz;

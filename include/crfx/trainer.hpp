@@ -56,6 +56,8 @@ enum class Sampling { uniform, lipschitz, mixed };
 /// unknown one and the known ones otherwise.
 LineSearch parse_line_search(const std::string& name);
 Sampling parse_sampling(const std::string& name);
+const char* name_of(LineSearch v);
+const char* name_of(Sampling v);
 
 /// The stochastic trainers' default initial rates (TrainOptions::eta0).
 constexpr double kDefaultEta0 = 0.1;
