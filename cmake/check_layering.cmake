@@ -4,16 +4,17 @@
 #   cmake -DROOT=<source tree> -P cmake/check_layering.cmake
 #
 # Parts, bottom up, and what each may include (besides itself):
-#   base      error.hpp, host/util
+#   base      error.hpp, host_device.hpp, host/util
+#   rules     update_rules.hpp (per-weight update rules) → base
 #   io        io.hpp, format.hpp, output.hpp, host/io → base
 #   data      corpus.hpp                           → base
 #   features  features.hpp, template.hpp, host/features → io data base
 #   model     model.hpp, host/model                → features io data base
 #   backend   backend.hpp (the interface)          → data base
-#   cpu       host/cpu (the CPU backend)           → backend data base
-#   cuda      kernels/ (cuda_api.hpp and the rest)  → backend data base
+#   cpu       host/cpu (the CPU backend)           → rules backend data base
+#   cuda      kernels/ (cuda_api.hpp and the rest)  → rules backend data base
 #   factory   host/backend_factory.cpp             → cpu cuda backend data base
-#   optim     trainer.hpp, host/optim              → backend data base
+#   optim     trainer.hpp, host/optim              → rules backend data base
 #   eval      eval.hpp, host/eval                  → io base
 #   tag       tagger.hpp, host/tag                 → model features backend io data base
 # apps/ and tests/ may use every part and are not checked. So optimizers see the Backend interface,
@@ -24,20 +25,23 @@ if(NOT ROOT)
 endif()
 
 set(allowed_base "")
+set(allowed_rules base)
 set(allowed_io base)
 set(allowed_data base)
 set(allowed_features io data base)
 set(allowed_model features io data base)
 set(allowed_backend data base)
-set(allowed_cuda backend data base)
-set(allowed_cpu backend data base)
+set(allowed_cuda rules backend data base)
+set(allowed_cpu rules backend data base)
 set(allowed_factory cpu cuda backend data base)
-set(allowed_optim backend data base)
+set(allowed_optim rules backend data base)
 set(allowed_eval io base)
 set(allowed_tag model features backend io data base)
 
 # The part a public header belongs to.
 set(header_error base)
+set(header_host_device base)
+set(header_update_rules rules)
 set(header_io io)
 set(header_format io)
 set(header_output io)

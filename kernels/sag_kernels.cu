@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "crfx/update_rules.hpp"
 #include "device_buffer.cuh"
 #include "launch.cuh"
 #include "sag_kernels.cuh"
@@ -24,19 +25,9 @@ __global__ void __launch_bounds__(256) sag_catch_up_kernel(WeightGroups gl, cons
     const std::uint32_t gid = list ? list[q] : std::uint32_t(q);
     const std::uint32_t k0 = stamp[gid];
     if (k0 != k) {  // block-uniform
-      const double ratio = P[k] / P[k0];
-      const double sd = __dmul_rn(P[k0], __dsub_rn(S[k], S[k0]));
-      const double r = __dmul_rn(P[k0], __dsub_rn(R[k], R[k0]));
+      const SagCatchUp step(P, S, R, k0, k);
       const std::size_t b = gl.begin(gid), e = b + gl.size(gid);
-      for (std::size_t j = b + threadIdx.x; j < e; j += blockDim.x) {
-        const double x = __dsub_rn(w[j], __dmul_rn(d[j], sd));
-        if (r > 0) {
-          const double m = fabs(x) - r;
-          w[j] = m > 0 ? __dmul_rn(ratio, copysign(m, x)) : 0.0;
-        } else {
-          w[j] = __dmul_rn(ratio, x);
-        }
-      }
+      for (std::size_t j = b + threadIdx.x; j < e; j += blockDim.x) w[j] = step(w[j], d[j]);
     }
     __syncthreads();  // every thread has read stamp[gid]
     if (threadIdx.x == 0) stamp[gid] = k;

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cub/block/block_reduce.cuh>
 
+#include "crfx/update_rules.hpp"
+
 #include "common.cuh"
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
@@ -126,7 +128,7 @@ struct LazyDecayOp {
     stamp[i] = clock;
   }
 };
-struct SgdL1Op {  // Tsuruoka et al. 2009 cumulative L1 (seed 000 §3.3)
+struct SgdL1Op {  // sgd_l1_update (crfx/update_rules.hpp) on a support
   const std::size_t* idx;
   const double* g;
   double* w;
@@ -135,14 +137,7 @@ struct SgdL1Op {  // Tsuruoka et al. 2009 cumulative L1 (seed 000 §3.3)
   bool keep_q;  // a line-search trial: q read, not written
   __device__ void operator()(std::size_t j) const {
     const std::size_t i = idx[j];
-    double wi = w[i] - eta * g[j];
-    if (q) {
-      const double z = wi;
-      if (wi > 0) wi = fmax(0.0, wi - (u + q[i]));
-      else if (wi < 0) wi = fmin(0.0, wi + (u - q[i]));
-      if (!keep_q) q[i] += wi - z;
-    }
-    w[i] = wi;
+    w[i] = sgd_l1_update(w[i], g[j], eta, u, q ? q + i : nullptr, keep_q);
   }
 };
 struct SgdL1PenaltyTerm {  // the step, then the entry's penalty (as PenaltyTerm) at the new weight
@@ -150,8 +145,7 @@ struct SgdL1PenaltyTerm {  // the step, then the entry's penalty (as PenaltyTerm
   double c1, c2;
   __device__ double operator()(std::size_t j) const {
     step(j);
-    const double wi = step.w[step.idx[j]];
-    return c1 * fabs(wi) + c2 * wi * wi;
+    return penalty_term(step.w[step.idx[j]], c1, c2);
   }
 };
 struct AdfStepOp {  // Sun et al. 2012
@@ -171,15 +165,14 @@ struct AdfRatesOp {
   double* count;
   double window, alpha, beta;
   __device__ void operator()(std::size_t i) const {
-    const double u = count[i] / window;
-    rate[i] *= alpha - u * (alpha - beta);
+    rate[i] = adf_rate_update(rate[i], count[i], window, alpha, beta);
     count[i] = 0.0;
   }
 };
 struct PenaltyTerm {
   const double* v;
   double c1, c2;
-  __device__ double operator()(std::size_t j) const { return c1 * fabs(v[j]) + c2 * v[j] * v[j]; }
+  __device__ double operator()(std::size_t j) const { return penalty_term(v[j], c1, c2); }
 };
 
 // ---- deterministic reductions ------------------------------------------------------------------

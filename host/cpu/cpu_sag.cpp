@@ -25,6 +25,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "crfx/error.hpp"
+#include "crfx/update_rules.hpp"
 
 namespace crfx {
 namespace {
@@ -73,19 +74,9 @@ struct CpuSagState final : SagState {
   void catch_up(std::uint32_t gid, double* w, const double* d) {
     const std::size_t k0 = stamp[gid], kk = k();
     if (k0 == kk) return;
-    const double ratio = P[kk] / P[k0];
-    const double sd = P[k0] * (S[kk] - S[k0]);
-    const double r = P[k0] * (R[kk] - R[k0]);
+    const SagCatchUp step(P.data(), S.data(), R.data(), k0, kk);
     const std::size_t b = wg.begin(gid), e = b + wg.size(gid);
-    if (r > 0) {
-      for (std::size_t j = b; j < e; ++j) {
-        const double x = w[j] - d[j] * sd;
-        const double m = std::fabs(x) - r;
-        w[j] = m > 0 ? ratio * std::copysign(m, x) : 0.0;
-      }
-    } else {
-      for (std::size_t j = b; j < e; ++j) w[j] = ratio * (w[j] - d[j] * sd);
-    }
+    for (std::size_t j = b; j < e; ++j) w[j] = step(w[j], d[j]);
     stamp[gid] = std::uint32_t(kk);
   }
 };

@@ -15,6 +15,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "crfx/error.hpp"
+#include "crfx/update_rules.hpp"
 
 namespace crfx {
 namespace {
@@ -207,7 +208,7 @@ double CpuBackend::sparse_penalty(const SparseVector& xs, double c1, double c2) 
   const CpuSparse& x = S(xs);
   return reduce(pool_, x.index.size(), [&](std::size_t b, std::size_t e) {
     double s = 0;
-    for (std::size_t j = b; j < e; ++j) s += c1 * std::fabs(x.value[j]) + c2 * x.value[j] * x.value[j];
+    for (std::size_t j = b; j < e; ++j) s += penalty_term(x.value[j], c1, c2);
     return s;
   });
 }
@@ -263,18 +264,9 @@ double CpuBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, dou
     double s = 0;
     for (std::size_t j = b; j < e; ++j) {
       const std::size_t i = g.index[j];
-      double wi = W[i] - eta * g.value[j];
-      if (Q) {
-        const double z = wi;
-        if (wi > 0) {
-          wi = std::max(0.0, wi - (u + Q[i]));
-        } else if (wi < 0) {
-          wi = std::min(0.0, wi + (u - Q[i]));
-        }
-        if (!keep_q) Q[i] += wi - z;
-      }
+      const double wi = sgd_l1_update(W[i], g.value[j], eta, u, Q ? Q + i : nullptr, keep_q);
       W[i] = wi;
-      if (penalty) s += c1 * std::fabs(wi) + c2 * wi * wi;
+      if (penalty) s += penalty_term(wi, c1, c2);
     }
     return s;
   });
@@ -303,8 +295,7 @@ void CpuBackend::adf_update_rates(Vector& rate, Vector& count, double window, do
   if (R.size() != N.size()) throw Error("internal: adf_update_rates vector sizes differ");
   blocks(pool_, R.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
-      const double u = N[i] / window;
-      R[i] *= alpha - u * (alpha - beta);
+      R[i] = adf_rate_update(R[i], N[i], window, alpha, beta);
       N[i] = 0.0;
     }
   });

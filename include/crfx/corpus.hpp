@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "crfx/host_device.hpp"
+
 namespace crfx {
 
 /// String ↔ dense id map. Ids are assigned in order of first insertion; once frozen (after the
@@ -54,13 +56,6 @@ class Dictionary {
 ///   [A·L, A·L + L²)               transitions, w[A·L + y'·L + y]       (y' → y)
 ///   [A·L + L², … + E·L²)          edge weights, w[A·L + L² + (e·L + y')·L + y]
 /// The transition block always exists; when `transitions` is false it is held at zero.
-// Functions that CUDA device code calls too (plain functions to any other compiler).
-#ifdef __CUDACC__
-#define CRFX_HOST_DEVICE __host__ __device__
-#else
-#define CRFX_HOST_DEVICE
-#endif
-
 /// The weight vector in groups, the unit of the sparse gradients and of SAG's lazy updates
 /// (backend.hpp): group a < A is state attribute a's L weights, group A the L² transitions,
 /// group A + 1 + e edge attribute e's L² block. One definition for both backends and the kernels.
