@@ -124,7 +124,7 @@ struct LazyDecayOp {
   __device__ void operator()(std::size_t j) const {
     const std::size_t i = idx ? idx[j] : j;
     if (stamp[i] == clock) return;
-    w[i] *= rate ? pow(1.0 - coef * rate[i], clock - stamp[i]) : exp(clock - stamp[i]);
+    w[i] *= lazy_decay_factor(clock - stamp[i], rate ? rate + i : nullptr, coef);
     stamp[i] = clock;
   }
 };

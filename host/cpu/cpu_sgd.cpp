@@ -229,7 +229,7 @@ void CpuBackend::lazy_decay(Vector& w, Vector& stamp, double clock, const Vector
     if (T[i] == clock) return;
     const double d = clock - T[i], r = R ? R[i] : 0.0;
     if (!(d == m.d && r == m.r)) {
-      m.f = R ? std::pow(1.0 - coef * r, d) : std::exp(d);
+      m.f = lazy_decay_factor(d, R ? &r : nullptr, coef);
       m.d = d;
       m.r = r;
     }

@@ -30,6 +30,13 @@ CRFX_HOST_DEVICE inline double sgd_l1_update(double w, double g, double eta, dou
 /// The elastic-net penalty of one weight, c1·|w| + c2·w².
 CRFX_HOST_DEVICE inline double penalty_term(double w, double c1, double c2) { return c1 * fabs(w) + c2 * w * w; }
 
+/// The lazy L2 decay of a weight last brought up to date `steps` clock ticks ago: Π of the
+/// per-step factors 1 − coef·rate (per-weight rates, ADF), or exp(steps) where the clock counts
+/// log-factors directly (SGD-L1, whose clock is the cumulative log decay).
+CRFX_HOST_DEVICE inline double lazy_decay_factor(double steps, const double* rate, double coef) {
+  return rate ? pow(1.0 - coef * *rate, steps) : exp(steps);
+}
+
 /// ADF (Sun et al. 2012): a weight's rate after a window in which it occurred `count` times out
 /// of `window` samples — decayed by α when rare, by β when frequent, linearly between.
 CRFX_HOST_DEVICE inline double adf_rate_update(double rate, double count, double window, double alpha, double beta) {
