@@ -186,7 +186,7 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
     if (sid >= c.S) throw Error("internal: sentence id beyond the corpus");
     if (!c.h_labeled[sid]) throw Error("sentence " + std::to_string(sid) + " has tokens without a label");
   }
-  {  // distinct sentences (a repeated one would be counted twice)
+  if (sag) {  // distinct sentences (SAG would commit a repeated one twice; the CPU refuses too)
     std::vector<std::uint32_t>& sorted = pl.scratch_ids;
     sorted.resize(span.count);
     for (std::size_t i = 0; i < span.count; ++i) sorted[i] = span[i];

@@ -769,6 +769,18 @@ TEST(CudaBackend, RepeatedSentencesAgreeWithCpu) {
   const double lg = gpu->evaluate(*gc, *wg, span, ggv.get(), 1.0);
   EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc))) << "loss";
   expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
+  {  // evaluate_sparse: the entries evaluate adds, so the repeats count twice there too
+    auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
+    const double sl_c = cpu.evaluate_sparse(*cc, *wc, span, *sc, 1.0, false);
+    const double sl_g = gpu->evaluate_sparse(*gc, *wg, span, *sg, 1.0, false);
+    EXPECT_NEAR(sl_g, sl_c, kLossRel * std::max(1.0, std::fabs(sl_c))) << "evaluate_sparse loss";
+    EXPECT_NEAR(sl_c, lc, kLossRel * std::max(1.0, std::fabs(lc))) << "evaluate_sparse against evaluate";
+    auto dg = gpu->vector(w.size()), dc = cpu.vector(w.size());
+    gpu->sparse_axpy(1.0, *sg, *dg);
+    cpu.sparse_axpy(1.0, *sc, *dc);
+    expect_close_vec(to_host(*gpu, *dg), to_host(cpu, *dc), kGradTol, "evaluate_sparse gradient");
+    expect_close_vec(to_host(cpu, *dc), to_host(cpu, *gcv), kGradTol, "evaluate_sparse against evaluate");
+  }
   // … and equals the sum of the distinct sentences' losses, each weighted by its count.
   const std::vector<std::uint32_t> once{0, 1, 3};
   double weighted = 0;
