@@ -42,13 +42,7 @@ double CudaBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, Se
                   " entries for a span whose support has " + std::to_string(sp_plan_.compact()));
     if (x.n) CRFX_CUDA_CHECK(cudaMemsetAsync(x.value.get(), 0, x.n * sizeof(double), stream_));
   } else {
-    const WeightGroups wg = dims_.groups();
-    h_index_.resize(sp_plan_.compact());
-    std::size_t j = 0;
-    for (std::uint32_t gid : sp_plan_.groups) {
-      const std::size_t b = wg.begin(gid), size = wg.size(gid);
-      for (std::size_t k = 0; k < size; ++k) h_index_[j++] = b + k;
-    }
+    group_indices(dims_.groups(), sp_plan_.groups, h_index_);
     upload_sparse(x, false);
   }
   span_gradient(c, sp_plan_, sp_node_, sp_pair_, sp_edge_, scale, x.value.get());
@@ -60,12 +54,8 @@ std::size_t CudaBackend::feature_difference(const BackendCorpus& bc, SentenceSpa
   // On the host, as CpuBackend (O(batch tokens × items + support)), then uploaded.
   const Corpus& c = C(bc).host;
   support_host(c, span);
-  const std::size_t L = dims_.L, LL = L * L;
   h_dense_.resize(dims_.num_weights(), 0.0);  // kept all-zero between calls
   double* Gh = h_dense_.data();
-  double* GT = Gh + dims_.transition_offset();
-  double* GE = Gh + dims_.edge_offset();
-  std::size_t wrong = 0, pos = 0;
   auto take = [&] {
     h_value_.resize(h_index_.size());
     for (std::size_t j = 0; j < h_index_.size(); ++j) {
@@ -73,40 +63,9 @@ std::size_t CudaBackend::feature_difference(const BackendCorpus& bc, SentenceSpa
       Gh[h_index_[j]] = 0.0;
     }
   };
+  std::size_t wrong = 0;
   try {
-    for (std::size_t i = 0; i < span.count; ++i) {
-      const std::size_t s = span[i];
-      const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
-      for (std::size_t t = 0; t < T; ++t, ++pos) {
-        const std::uint32_t y = c.labels[tok0 + t], p = labels[pos];
-        if (y == Corpus::kNoLabel) throw Error("sentence " + std::to_string(s) + " has tokens without a label");
-        if (p >= L) throw Error("internal: predicted label beyond the model");
-        if (y != p) {
-          ++wrong;
-          for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
-            const double v = scale * c.state_value(k);
-            double* row = Gh + std::size_t(c.state_ids[k]) * L;
-            row[y] += v;
-            row[p] -= v;
-          }
-        }
-        if (t == 0) continue;
-        const std::uint32_t y0 = c.labels[tok0 + t - 1], p0 = labels[pos - 1];
-        if (y0 == p0 && y == p) continue;
-        const std::size_t gold = std::size_t(y0) * L + y, pred = std::size_t(p0) * L + p;
-        if (dims_.transitions) {
-          GT[gold] += scale;
-          GT[pred] -= scale;
-        }
-        if (c.edge_offsets.size() == c.num_tokens() + 1)
-          for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
-            const double v = scale * c.edge_value(k);
-            double* blk = GE + std::size_t(c.edge_ids[k]) * LL;
-            blk[gold] += v;
-            blk[pred] -= v;
-          }
-      }
-    }
+    wrong = add_feature_difference(c, dims_, span, labels, scale, Gh);
   } catch (...) {
     take();
     throw;
@@ -198,50 +157,9 @@ void CudaBackend::adf_update_rates(Vector& rate, Vector& count, double window, d
 // ---- supports: built on the host, uploaded -----------------------------------------------
 
 void CudaBackend::support_host(const Corpus& c, SentenceSpan span) {
-  const std::size_t L = dims_.L, LL = L * L;
-  if (mark_a_.size() < dims_.A) mark_a_.assign(dims_.A, 0);
-  if (mark_e_.size() < dims_.E) mark_e_.assign(dims_.E, 0);
-  attrs_.clear();
-  edges_.clear();
-  const bool has_edges = c.edge_offsets.size() == c.num_tokens() + 1;
-  // Every id is checked before the first mark is set: a throw must not leave marks behind
-  // (the attributes would silently drop out of every later support).
-  for (std::size_t i = 0; i < span.count; ++i)
+  for (std::size_t i = 0; i < span.count; ++i)  // checked before the plan: a refused span changes nothing
     if (span[i] >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
-  for (std::size_t i = 0; i < span.count; ++i) {
-    const std::size_t s = span[i];
-    const std::size_t t0 = c.sentence_offsets[s], t1 = c.sentence_offsets[s + 1];
-    for (std::size_t k = c.state_offsets[t0]; k < c.state_offsets[t1]; ++k) {
-      const std::uint32_t a = c.state_ids[k];
-      if (!mark_a_[a]) {
-        mark_a_[a] = 1;
-        attrs_.push_back(a);
-      }
-    }
-    if (has_edges)
-      for (std::size_t k = c.edge_offsets[t0]; k < c.edge_offsets[t1]; ++k) {
-        const std::uint32_t e = c.edge_ids[k];
-        if (!mark_e_[e]) {
-          mark_e_[e] = 1;
-          edges_.push_back(e);
-        }
-      }
-  }
-  std::sort(attrs_.begin(), attrs_.end());
-  std::sort(edges_.begin(), edges_.end());
-  const bool trans = dims_.transitions && span.count > 0;
-  h_index_.resize(attrs_.size() * L + (trans ? LL : 0) + edges_.size() * LL);
-  std::size_t j = 0;
-  for (std::uint32_t a : attrs_) {
-    mark_a_[a] = 0;
-    for (std::size_t y = 0; y < L; ++y) h_index_[j++] = std::size_t(a) * L + y;
-  }
-  if (trans)
-    for (std::size_t k = 0; k < LL; ++k) h_index_[j++] = dims_.transition_offset() + k;
-  for (std::uint32_t e : edges_) {
-    mark_e_[e] = 0;
-    for (std::size_t k = 0; k < LL; ++k) h_index_[j++] = dims_.edge_offset() + std::size_t(e) * LL + k;
-  }
+  support_groups_.support(c, span, dims_.groups(), dims_.transitions && span.count > 0, h_index_);
 }
 
 void CudaBackend::upload_sparse(CudaSparse& x, bool values) {

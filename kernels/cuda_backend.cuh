@@ -421,8 +421,7 @@ class CudaBackend final : public Backend {
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;
-  std::vector<std::uint8_t> mark_a_, mark_e_;
-  std::vector<std::uint32_t> attrs_, edges_;
+  SpanGroups support_groups_;  // support_host's planner
   // Host staging of the chunk plan.
   std::vector<std::uint32_t> h_sent_, h_order_;
   bool h_consecutive_ = false;  // the planned chunk's sentence ids are consecutive, ascending

@@ -1,8 +1,9 @@
-// crfx — SpanGroups (include/crfx/backend.hpp): the support of a span of sentences, planned on the
-// host for either backend.
+// crfx — the host planning both backends share (include/crfx/backend.hpp): SpanGroups (the support
+// of a span of sentences) and add_feature_difference (the perceptron update, built on the host).
 #include <algorithm>
 
 #include "crfx/backend.hpp"
+#include "crfx/error.hpp"
 
 namespace crfx {
 
@@ -33,6 +34,65 @@ void SpanGroups::plan(const Corpus& c, SentenceSpan span, const WeightGroups& wg
       for (std::size_t k = c.edge_offsets[t0]; k < c.edge_offsets[t1]; ++k) touch(wg.edge(c.edge_ids[k]));
   }
   std::sort(groups.begin(), groups.end());  // ascending group ids: ascending weight indices
+}
+
+void SpanGroups::support(const Corpus& c, SentenceSpan span, const WeightGroups& wg, bool transitions,
+                         std::vector<std::size_t>& indices) {
+  plan(c, span, wg, transitions, groups_);
+  group_indices(wg, groups_, indices);
+}
+
+void group_indices(const WeightGroups& wg, const std::vector<std::uint32_t>& groups,
+                   std::vector<std::size_t>& indices) {
+  std::size_t size = 0;
+  for (std::uint32_t gid : groups) size += wg.size(gid);
+  indices.resize(size);
+  std::size_t j = 0;
+  for (std::uint32_t gid : groups)
+    for (std::size_t b = wg.begin(gid), e = b + wg.size(gid); b < e; ++b) indices[j++] = b;
+}
+
+std::size_t add_feature_difference(const Corpus& c, const Dims& dims, SentenceSpan span,
+                                   const std::uint32_t* labels, double scale, double* G) {
+  const std::size_t L = dims.L, LL = L * L;
+  double* GT = G + dims.transition_offset();
+  double* GE = G + dims.edge_offset();
+  const bool edges = c.edge_offsets.size() == c.num_tokens() + 1;
+  std::size_t wrong = 0, pos = 0;
+  for (std::size_t i = 0; i < span.count; ++i) {
+    const std::size_t s = span[i];
+    const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
+    for (std::size_t t = 0; t < T; ++t, ++pos) {
+      const std::uint32_t y = c.labels[tok0 + t], p = labels[pos];
+      if (y == Corpus::kNoLabel) throw Error("sentence " + std::to_string(s) + " has tokens without a label");
+      if (p >= L) throw Error("internal: predicted label beyond the model");
+      if (y != p) {
+        ++wrong;
+        for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+          const double v = scale * c.state_value(k);
+          double* row = G + std::size_t(c.state_ids[k]) * L;
+          row[y] += v;
+          row[p] -= v;
+        }
+      }
+      if (t == 0) continue;
+      const std::uint32_t y0 = c.labels[tok0 + t - 1], p0 = labels[pos - 1];
+      if (y0 == p0 && y == p) continue;
+      const std::size_t gold = std::size_t(y0) * L + y, pred = std::size_t(p0) * L + p;
+      if (dims.transitions) {
+        GT[gold] += scale;
+        GT[pred] -= scale;
+      }
+      if (edges)
+        for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
+          const double v = scale * c.edge_value(k);
+          double* blk = GE + std::size_t(c.edge_ids[k]) * LL;
+          blk[gold] += v;
+          blk[pred] -= v;
+        }
+    }
+  }
+  return wrong;
 }
 
 }  // namespace crfx

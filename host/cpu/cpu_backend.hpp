@@ -172,7 +172,6 @@ class CpuBackend final : public Backend {
   // are gathered from it and its support re-zeroed: O(support)), and attribute marks (all 0).
   VectorPtr sgd_dense_;
   SpanGroups sgd_groups_;                    // support(): the span's weight groups
-  std::vector<std::uint32_t> sgd_group_ids_;
 };
 
 }  // namespace crfx

@@ -74,14 +74,7 @@ void CpuBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVecto
   // Every id is checked before the plan: a refused span changes nothing.
   for (std::size_t i = 0; i < span.count; ++i)
     if (span[i] >= c.num_sentences()) throw Error("internal: sentence id beyond the corpus");
-  const WeightGroups wg = dims_.groups();
-  sgd_groups_.plan(c, span, wg, dims_.transitions && span.count > 0, sgd_group_ids_);
-  std::size_t size = 0;
-  for (std::uint32_t gid : sgd_group_ids_) size += wg.size(gid);
-  x.index.resize(size);
-  std::size_t j = 0;
-  for (std::uint32_t gid : sgd_group_ids_)
-    for (std::size_t b = wg.begin(gid), e = b + wg.size(gid); b < e; ++b) x.index[j++] = b;
+  sgd_groups_.support(c, span, dims_.groups(), dims_.transitions && span.count > 0, x.index);
   x.value.assign(x.index.size(), 0.0);
 }
 
@@ -124,44 +117,9 @@ std::size_t CpuBackend::feature_difference(const BackendCorpus& bc, SentenceSpan
   support(bc, span, x);
   if (!sgd_dense_ || sgd_dense_->size() != dims_.num_weights()) sgd_dense_ = vector(dims_.num_weights());
   HostArray& G = data(*sgd_dense_);
-  const std::size_t L = dims_.L, LL = L * L;
-  double* GT = G.data() + dims_.transition_offset();
-  double* GE = G.data() + dims_.edge_offset();
-  std::size_t wrong = 0, pos = 0;
+  std::size_t wrong = 0;
   try {
-    for (std::size_t i = 0; i < span.count; ++i) {
-      const std::size_t s = span[i];
-      const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
-      for (std::size_t t = 0; t < T; ++t, ++pos) {
-        const std::uint32_t y = c.labels[tok0 + t], p = labels[pos];
-        if (y == Corpus::kNoLabel)
-          throw Error("sentence " + std::to_string(s) + " has tokens without a label");
-        if (p >= L) throw Error("internal: predicted label beyond the model");
-        if (y != p) {
-          ++wrong;
-          for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
-            const double v = scale * c.state_value(k);
-            double* row = G.data() + std::size_t(c.state_ids[k]) * L;
-            row[y] += v;
-            row[p] -= v;
-          }
-        }
-        if (t == 0) continue;
-        const std::uint32_t y0 = c.labels[tok0 + t - 1], p0 = labels[pos - 1];
-        if (y0 == p0 && y == p) continue;
-        const std::size_t gold = std::size_t(y0) * L + y, pred = std::size_t(p0) * L + p;
-        if (dims_.transitions) {
-          GT[gold] += scale;
-          GT[pred] -= scale;
-        }
-        for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
-          const double v = scale * c.edge_value(k);
-          double* blk = GE + std::size_t(c.edge_ids[k]) * LL;
-          blk[gold] += v;
-          blk[pred] -= v;
-        }
-      }
-    }
+    wrong = add_feature_difference(c, dims_, span, labels, scale, G.data());
   } catch (...) {
     take(pool_, G, x);
     throw;

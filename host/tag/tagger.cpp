@@ -43,7 +43,7 @@ void Tagger::tag(const TextData& batch, Tagged& out) {
   const std::size_t S = up->num_sentences(), N = up->num_tokens();
   out.nbest = n;
   out.paths.resize(N * n);
-  scores_.resize(probabilities_ || n > 1 ? S * n : 0);
+  scores_.resize(probabilities_ ? S * n : 0);  // probabilities_ holds whenever n ≥ 2
   if (n > 1)
     backend_->viterbi_nbest(*up, *weights_, all, n, out.paths.data(), scores_.data());
   else

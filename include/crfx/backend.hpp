@@ -62,11 +62,26 @@ class SpanGroups {
  public:
   void plan(const Corpus& corpus, SentenceSpan span, const WeightGroups& wg, bool transitions,
             std::vector<std::uint32_t>& groups);
+  /// The support as weight indices (ascending): plan(), each group expanded to its range.
+  void support(const Corpus& corpus, SentenceSpan span, const WeightGroups& wg, bool transitions,
+               std::vector<std::size_t>& indices);
 
  private:
   std::vector<std::uint32_t> mark_;  // [wg.count()] generation of the last touch
   std::uint32_t generation_ = 0;
+  std::vector<std::uint32_t> groups_;  // support()'s scratch
 };
+
+/// The weight indices of `groups` (each group's whole range, in the groups' order).
+void group_indices(const WeightGroups& wg, const std::vector<std::uint32_t>& groups,
+                   std::vector<std::size_t>& indices);
+
+/// For backends: the perceptron update of feature_difference, added into the dense host array
+/// G (all weights, zero outside the span's support on entry): scale · (f(x, gold) − f(x, labels))
+/// over `span`. Returns the number of tokens with ŷ_t ≠ y_t. Throws for an unlabeled token or a
+/// predicted label ≥ L (G then holds part of the update).
+std::size_t add_feature_difference(const Corpus& corpus, const Dims& dims, SentenceSpan span,
+                                   const std::uint32_t* labels, double scale, double* G);
 
 /// A sparse vector over the flat weight layout, resident on a backend: a list of nnz() pairs
 /// (index, value) with strictly increasing 64-bit indices < Dims::num_weights(). Created empty by
