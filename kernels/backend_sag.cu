@@ -149,15 +149,9 @@ void CudaBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double
 
 void CudaBackend::sag_step(SagState& state, double a, double b, double tau, Vector& w, const Vector& d) {
   CudaSag& s = G(state);
-  if (!(a > 0 && a <= 1) || !(b >= 0) || !(tau >= 0) || !std::isfinite(b) || !std::isfinite(tau))
-    throw Error("internal: invalid SAG step (a = " + std::to_string(a) + ", b = " + std::to_string(b) +
-                ", tau = " + std::to_string(tau) + ")");
-  // Flush when P would underflow or the stamps would overflow, as the CPU.
-  if (s.P.back() * a < 1e-150 || s.k() + 1 >= 0xffffffffu) sag_flush(state, w, d);
-  const double Pk = s.P.back() * a;
-  s.S.push_back(s.S.back() + b / Pk);
-  s.R.push_back(s.R.back() + tau / Pk);
-  s.P.push_back(Pk);
+  SagHistory::check_step(a, b, tau);
+  if (s.needs_flush(a)) sag_flush(state, w, d);  // as the CPU
+  s.push(a, b, tau);
 }
 
 void CudaBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
@@ -166,9 +160,7 @@ void CudaBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
     throw Error("internal: SAG vectors have the wrong size");
   if (s.k() > 0) sag_catch_up(s, s.groups, nullptr, w, d);
   CRFX_CUDA_CHECK(cudaMemsetAsync(s.stamp.get(), 0, s.groups * sizeof(std::uint32_t), stream_));
-  s.P.assign(1, 1.0);
-  s.S.assign(1, 0.0);
-  s.R.assign(1, 0.0);
+  s.restart();
   s.uploaded = 0;
 }
 

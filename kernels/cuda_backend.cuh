@@ -177,14 +177,14 @@ struct SpanPlan {
 
 /// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
 /// start, which is the contract's "gold indicators"), so Δ_i = X_iᵀ(δ_new − δ_stored).
-struct CudaSag final : SagState {
+struct CudaSag final : SagState, SagHistory {
   const void* owner = nullptr;
   const CudaCorpus* corpus = nullptr;
   std::size_t groups = 0;                   // A + 1 + E
   DeviceBuffer<double> node, pair, edge;    // [N][L], [S][L][L], [edge slots][L][L]
   std::vector<std::uint32_t> edge_slot;     // [N] host: slot of a position with edge items, or kNone
-  // Lazy bookkeeping: P, S, R appended on the host, mirrored before every catch-up.
-  std::vector<double> P{1.0}, S{0.0}, R{0.0};
+  // Lazy bookkeeping: SagHistory's P, S, R are appended on the host and mirrored here before every
+  // catch-up (the first `uploaded` entries are on the device).
   std::size_t uploaded = 0;
   DeviceBuffer<double> dP, dS, dR;          // [capacity ≥ k + 1], doubled when full
   DeviceBuffer<std::uint32_t> stamp;        // [groups]
@@ -194,7 +194,6 @@ struct CudaSag final : SagState {
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
   bool synced = false;  // sag_sync succeeded for the current span
   bool evaluated = false, tried = false;
-  std::size_t k() const { return P.size() - 1; }
 };
 
 // ---- the backend ---------------------------------------------------------------------------

@@ -1,6 +1,9 @@
-// crfx — the host planning both backends share (include/crfx/backend.hpp): SpanGroups (the support
-// of a span of sentences) and add_feature_difference (the perceptron update, built on the host).
+// crfx — the host side both backends share (include/crfx/backend.hpp): SpanGroups (the support of
+// a span of sentences), add_feature_difference (the perceptron update, built on the host) and
+// SagHistory's step check.
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
@@ -40,6 +43,12 @@ void SpanGroups::support(const Corpus& c, SentenceSpan span, const WeightGroups&
                          std::vector<std::size_t>& indices) {
   plan(c, span, wg, transitions, groups_);
   group_indices(wg, groups_, indices);
+}
+
+void SagHistory::check_step(double a, double b, double tau) {
+  if (!(a > 0 && a <= 1) || !(b >= 0) || !(tau >= 0) || !std::isfinite(b) || !std::isfinite(tau))
+    throw Error("internal: invalid SAG step (a = " + std::to_string(a) + ", b = " + std::to_string(b) +
+                ", tau = " + std::to_string(tau) + ")");
 }
 
 void group_indices(const WeightGroups& wg, const std::vector<std::uint32_t>& groups,

@@ -32,7 +32,7 @@ namespace {
 
 constexpr std::size_t kNoSlot = ~std::size_t(0);
 
-struct CpuSagState final : SagState {
+struct CpuSagState final : SagState, SagHistory {
   const Corpus* c = nullptr;
   std::size_t L = 0, LL = 0, A = 0, E = 0;
   bool transitions = true;
@@ -45,8 +45,7 @@ struct CpuSagState final : SagState {
   std::vector<std::size_t> edge_slot;   // [N] slot of a position with edge items, or kNoSlot
   std::vector<double> edge;             // [slots][L][L]
 
-  // Lazy bookkeeping.
-  std::vector<double> P{1.0}, S{0.0}, R{0.0};  // [k + 1]
+  // Lazy bookkeeping (P, S, R: SagHistory).
   std::vector<std::uint32_t> stamp;             // [groups]
 
   // Current span.
@@ -68,7 +67,6 @@ struct CpuSagState final : SagState {
   std::vector<double> g;               // [num_weights], zero outside `groups`
   std::vector<double> saved;           // trial: gathered values of `groups`
 
-  std::size_t k() const { return P.size() - 1; }
 
   /// The composite map of steps stamp+1 … k on group `gid` (see backend.hpp).
   void catch_up(std::uint32_t gid, double* w, const double* d) {
@@ -338,14 +336,9 @@ void CpuBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double*
 void CpuBackend::sag_step(SagState& state, double a, double b, double tau, Vector& w,
                           const Vector& d) {
   CpuSagState& s = St(state);
-  if (!(a > 0 && a <= 1) || !(b >= 0) || !(tau >= 0) || !std::isfinite(b) || !std::isfinite(tau))
-    throw Error("internal: invalid SAG step (a = " + std::to_string(a) + ", b = " +
-                std::to_string(b) + ", tau = " + std::to_string(tau) + ")");
-  if (s.P.back() * a < 1e-150 || s.k() + 1 >= 0xffffffffu) sag_flush(state, w, d);
-  const double Pk = s.P.back() * a;
-  s.S.push_back(s.S.back() + b / Pk);
-  s.R.push_back(s.R.back() + tau / Pk);
-  s.P.push_back(Pk);
+  SagHistory::check_step(a, b, tau);
+  if (s.needs_flush(a)) sag_flush(state, w, d);
+  s.push(a, b, tau);
 }
 
 void CpuBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
@@ -361,9 +354,7 @@ void CpuBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
     });
   }
   std::fill(s.stamp.begin(), s.stamp.end(), 0);
-  s.P.assign(1, 1.0);
-  s.S.assign(1, 0.0);
-  s.R.assign(1, 0.0);
+  s.restart();
 }
 
 }  // namespace crfx

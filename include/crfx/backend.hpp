@@ -72,6 +72,30 @@ class SpanGroups {
   std::vector<std::uint32_t> groups_;  // support()'s scratch
 };
 
+/// For backends: SAG's lazy-step history (sag_step): the running products P_k of the decays a and
+/// the sums S_k = Σ b/P, R_k = Σ τ/P, from which a catch-up composes any run of steps
+/// (SagCatchUp, update_rules.hpp). Both backends' SAG states keep one.
+struct SagHistory {
+  std::vector<double> P{1.0}, S{0.0}, R{0.0};  // [k + 1]
+  std::size_t k() const { return P.size() - 1; }
+  /// Throws for step parameters outside a ∈ (0, 1], b ≥ 0, τ ≥ 0 (finite).
+  static void check_step(double a, double b, double tau);
+  /// The step a would underflow P, or the step count outgrow 32-bit stamps: flush first.
+  bool needs_flush(double a) const { return P.back() * a < 1e-150 || k() + 1 >= 0xffffffffu; }
+  void push(double a, double b, double tau) {
+    const double Pk = P.back() * a;
+    S.push_back(S.back() + b / Pk);
+    R.push_back(R.back() + tau / Pk);
+    P.push_back(Pk);
+  }
+  /// After a flush: step count 0, P = 1, S = R = 0.
+  void restart() {
+    P.assign(1, 1.0);
+    S.assign(1, 0.0);
+    R.assign(1, 0.0);
+  }
+};
+
 /// The weight indices of `groups` (each group's whole range, in the groups' order).
 void group_indices(const WeightGroups& wg, const std::vector<std::uint32_t>& groups,
                    std::vector<std::size_t>& indices);
