@@ -5,7 +5,7 @@
 #
 # Parts, bottom up, and what each may include (besides itself):
 #   base      error.hpp, host_device.hpp, host/util
-#   rules     update_rules.hpp (per-weight update rules) → base
+#   rules     host/optim/rules (the optimizers' element rules) → backend data base
 #   io        io.hpp, format.hpp, output.hpp, host/io → base
 #   data      corpus.hpp                           → base
 #   features  features.hpp, template.hpp, host/features → io data base
@@ -25,7 +25,7 @@ if(NOT ROOT)
 endif()
 
 set(allowed_base "")
-set(allowed_rules base)
+set(allowed_rules backend data base)
 set(allowed_io base)
 set(allowed_data base)
 set(allowed_features io data base)
@@ -41,7 +41,6 @@ set(allowed_tag model features backend io data base)
 # The part a public header belongs to.
 set(header_error base)
 set(header_host_device base)
-set(header_update_rules rules)
 set(header_io io)
 set(header_format io)
 set(header_output io)
@@ -72,6 +71,8 @@ function(part_of_file rel out)
     if(part STREQUAL "")
       message(SEND_ERROR "${rel}: a public header that the layering does not know; add it to cmake/check_layering.cmake")
     endif()
+  elseif(rel MATCHES "^host/optim/rules/")
+    set(part rules)
   elseif(rel STREQUAL "host/backend_factory.cpp")
     set(part factory)
   elseif(rel MATCHES "^host/([a-z0-9_]+)/")
@@ -90,6 +91,8 @@ function(part_of_include inc from out)
   set(part "")
   if(inc MATCHES "^crfx/([a-z0-9_]+)\\.hpp$")
     set(part "${header_${CMAKE_MATCH_1}}")
+  elseif(inc MATCHES "^optim/rules/[a-z0-9_]+\\.hpp$")
+    set(part rules)
   elseif(inc MATCHES "^(\\.\\./)?kernels/")
     set(part cuda)
   elseif(inc MATCHES "^([a-z0-9_]+)/[a-z0-9_]+\\.hpp$")

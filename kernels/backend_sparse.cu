@@ -1,7 +1,7 @@
 // crfx — CudaBackend (cuda_backend.cuh): the stochastic trainers' primitives — sparse vectors on
 // the device, supports and perceptron feature differences (built on the host and uploaded),
-// evaluate_sparse (through the span plans of backend_sag.cu), and the sparse element-wise steps
-// (gather, scatter, axpy, lazy decay, SGD-L1, ADF) as maps and reductions (vector_ops.cuh).
+// evaluate_sparse (through the span plans of backend_sag.cu), and the sparse element-wise
+// primitives (gather, scatter, axpy, penalty) as maps and reductions (vector_ops.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 
 namespace crfx::cuda::detail {
 
-// ---- stochastic trainers: sparse batch gradients ----------------------------------------
+// ---- sparse batch gradients ---------------------------------------------------------------
 
 SparseVectorPtr CudaBackend::sparse_vector() { return std::make_unique<CudaSparse>(this); }
 
@@ -111,47 +111,6 @@ void CudaBackend::sparse_axpy(double a, const SparseVector& xs, Vector& y) {
 double CudaBackend::sparse_penalty(const SparseVector& xs, double c1, double c2) {
   const CudaSparse& x = X(xs);
   return reduce(x.n, PenaltyTerm{x.value.get(), c1, c2}, SumOp{}, 0.0, red_.get(), stream_);
-}
-
-void CudaBackend::lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
-                             const SparseVector* sup) {
-  if (stamp.size() != w.size() || (rate && rate->size() != w.size()))
-    throw Error("internal: lazy_decay vector sizes differ");
-  LazyDecayOp op{nullptr, P(w), P(stamp), rate ? P(*rate) : nullptr, clock, coef};
-  if (!sup) {
-    launch_map(w.size(), op, stream_);
-    return;
-  }
-  const CudaSparse& x = X(*sup);
-  check_index(x, w.size());
-  op.idx = x.index.get();
-  launch_map(x.n, op, stream_);
-}
-
-double CudaBackend::sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u,
-                                double c1, double c2, bool keep_q) {
-  const CudaSparse& g = X(gs);
-  if (q && q->size() != w.size()) throw Error("internal: sgd_l1_step vector sizes differ");
-  check_index(g, w.size());
-  const SgdL1Op step{g.index.get(), g.value.get(), P(w), q ? P(*q) : nullptr, eta, u, keep_q};
-  if (c1 == 0 && c2 == 0) {  // no penalty wanted: a map, no host round trip
-    launch_map(g.n, step, stream_);
-    return 0.0;
-  }
-  return reduce(g.n, SgdL1PenaltyTerm{step, c1, c2}, SumOp{}, 0.0, red_.get(), stream_);
-}
-
-void CudaBackend::adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) {
-  const CudaSparse& g = X(gs);
-  if (rate.size() != w.size() || count.size() != w.size()) throw Error("internal: adf_step vector sizes differ");
-  check_index(g, w.size());
-  launch_map(g.n, AdfStepOp{g.index.get(), g.value.get(), P(w), P(rate), P(count)}, stream_);
-}
-
-void CudaBackend::adf_update_rates(Vector& rate, Vector& count, double window, double alpha,
-                                   double beta) {
-  same(rate, count);
-  launch_map(rate.size(), AdfRatesOp{P(rate), P(count), window, alpha, beta}, stream_);
 }
 
 // ---- supports: built on the host, uploaded -----------------------------------------------

@@ -120,23 +120,4 @@ double CudaBackend::sub_dot(const Vector& x, const Vector& y, Vector& out, const
   return reduce(x.size(), SubDotTerm{P(x), P(y), P(out), P(z)}, SumOp{}, 0.0, red_.get(), stream_);
 }
 
-// ---- OWL-QN ----------------------------------------------------------------------------
-
-void CudaBackend::owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) {
-  same(w, g);
-  same(w, pg);
-  launch_map(w.size(), PseudoGradientOp{P(w), P(g), P(pg), c1}, stream_);
-}
-
-void CudaBackend::owlqn_constrain_direction(const Vector& pg, Vector& d) {
-  same(pg, d);
-  launch_map(d.size(), ConstrainOp{P(pg), P(d)}, stream_);
-}
-
-void CudaBackend::owlqn_project(const Vector& w0, const Vector& pg, Vector& w) {
-  same(w0, w);
-  same(pg, w);
-  launch_map(w.size(), ProjectOp{P(w0), P(pg), P(w)}, stream_);
-}
-
 }  // namespace crfx::cuda::detail

@@ -232,10 +232,9 @@ class CudaBackend final : public Backend {
   double axpy_norm2sq(double a, const Vector& x, Vector& y) override;
   double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) override;
 
-  // ---- OWL-QN (backend_vectors.cu) ---------------------------------------------------------
-  void owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) override;
-  void owlqn_constrain_direction(const Vector& pg, Vector& d) override;
-  void owlqn_project(const Vector& w0, const Vector& pg, Vector& w) override;
+  // ---- element rules (backend_rules.cu) -----------------------------------------------------
+  double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
+                    bool sum) override;
 
   // ---- batch primitives (backend_chain.cu) -------------------------------------------------
   double evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span, Vector* grad,
@@ -262,7 +261,7 @@ class CudaBackend final : public Backend {
   void sag_step(SagState& state, double a, double b, double tau, Vector& w, const Vector& d) override;
   void sag_flush(SagState& state, Vector& w, const Vector& d) override;
 
-  // ---- stochastic trainers: sparse batch gradients (backend_sparse.cu) ---------------------
+  // ---- sparse batch gradients (backend_sparse.cu) ------------------------------------------
   SparseVectorPtr sparse_vector() override;
   void support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) override;
   double evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
@@ -274,12 +273,6 @@ class CudaBackend final : public Backend {
   void scatter(const SparseVector& xs, Vector& w) override;
   void sparse_axpy(double a, const SparseVector& xs, Vector& y) override;
   double sparse_penalty(const SparseVector& xs, double c1, double c2) override;
-  void lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
-                  const SparseVector* sup) override;
-  double sgd_l1_step(Vector& w, Vector* q, const SparseVector& gs, double eta, double u, double c1,
-                     double c2, bool keep_q) override;
-  void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& gs) override;
-  void adf_update_rates(Vector& rate, Vector& count, double window, double alpha, double beta) override;
 
  private:
   // ---- upload and workspace (backend.cu) ---------------------------------------------------

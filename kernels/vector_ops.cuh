@@ -1,7 +1,8 @@
 // crfx — the CUDA backend's vector algebra: element-wise maps over [0, n) (map_kernel with the op
-// structs of the vector algebra, OWL-QN, the sparse primitives of the stochastic trainers and the
-// fused quasi-Newton forms) and the deterministic two-pass reduction (reduce_pass1 / reduce_pass2,
-// driven by reduce()). Templates: every backend file that launches one includes this header.
+// structs of the vector algebra, the sparse primitives, the fused quasi-Newton forms and, through
+// backend_rules.cu, the optimizers' element rules) and the deterministic two-pass reduction
+// (reduce_pass1 / reduce_pass2, driven by reduce()). Templates: every backend file that launches
+// one includes this header.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,7 +10,7 @@
 #include <cstddef>
 #include <cub/block/block_reduce.cuh>
 
-#include "crfx/update_rules.hpp"
+#include "optim/rules/elastic_net.hpp"
 
 #include "common.cuh"
 #include "cuda_check.cuh"
@@ -18,7 +19,7 @@
 
 namespace crfx::cuda::detail {
 
-// ---- element-wise maps (vector algebra, OWL-QN) ----------------------------------------------
+// ---- element-wise maps (vector algebra, sparse primitives) -------------------------------------
 
 template <class F>
 __global__ void map_kernel(std::size_t n, F f) {
@@ -61,41 +62,7 @@ struct SubOp {
   double* out;
   __device__ void operator()(std::size_t i) const { out[i] = x[i] - y[i]; }
 };
-// OWL-QN (Andrew & Gao 2007, §3.1–3.2), as CpuBackend.
-struct PseudoGradientOp {
-  const double* w;
-  const double* g;
-  double* pg;
-  double c1;
-  __device__ void operator()(std::size_t i) const {
-    const double wi = w[i], gi = g[i];
-    double p;
-    if (wi < 0) p = gi - c1;
-    else if (wi > 0) p = gi + c1;
-    else if (gi + c1 < 0) p = gi + c1;  // right derivative negative
-    else if (gi - c1 > 0) p = gi - c1;  // left derivative positive
-    else p = 0;
-    pg[i] = p;
-  }
-};
-struct ConstrainOp {
-  const double* pg;
-  double* d;
-  __device__ void operator()(std::size_t i) const {
-    if (d[i] * pg[i] >= 0) d[i] = 0;
-  }
-};
-struct ProjectOp {
-  const double* w0;
-  const double* pg;
-  double* w;
-  __device__ void operator()(std::size_t i) const {
-    const double orthant = w0[i] != 0 ? w0[i] : -pg[i];
-    if (w[i] * orthant <= 0) w[i] = 0;
-  }
-};
-
-// Sparse primitives of the stochastic trainers (entries distinct: no races), as CpuBackend.
+// Sparse primitives (entries distinct: no races), as CpuBackend.
 struct GatherOp {
   const std::size_t* idx;
   double* val;
@@ -114,60 +81,6 @@ struct SparseAxpyOp {
   double* y;
   double a;
   __device__ void operator()(std::size_t j) const { y[idx[j]] += a * val[j]; }
-};
-struct LazyDecayOp {
-  const std::size_t* idx;  // null: dense (i = j)
-  double* w;
-  double* stamp;
-  const double* rate;  // null: w *= exp(clock − stamp)
-  double clock, coef;
-  __device__ void operator()(std::size_t j) const {
-    const std::size_t i = idx ? idx[j] : j;
-    if (stamp[i] == clock) return;
-    w[i] *= lazy_decay_factor(clock - stamp[i], rate ? rate + i : nullptr, coef);
-    stamp[i] = clock;
-  }
-};
-struct SgdL1Op {  // sgd_l1_update (crfx/update_rules.hpp) on a support
-  const std::size_t* idx;
-  const double* g;
-  double* w;
-  double* q;
-  double eta, u;
-  bool keep_q;  // a line-search trial: q read, not written
-  __device__ void operator()(std::size_t j) const {
-    const std::size_t i = idx[j];
-    w[i] = sgd_l1_update(w[i], g[j], eta, u, q ? q + i : nullptr, keep_q);
-  }
-};
-struct SgdL1PenaltyTerm {  // the step, then the entry's penalty (as PenaltyTerm) at the new weight
-  SgdL1Op step;
-  double c1, c2;
-  __device__ double operator()(std::size_t j) const {
-    step(j);
-    return penalty_term(step.w[step.idx[j]], c1, c2);
-  }
-};
-struct AdfStepOp {  // Sun et al. 2012
-  const std::size_t* idx;
-  const double* g;
-  double* w;
-  const double* rate;
-  double* count;
-  __device__ void operator()(std::size_t j) const {
-    const std::size_t i = idx[j];
-    w[i] -= rate[i] * g[j];
-    count[i] += 1.0;
-  }
-};
-struct AdfRatesOp {
-  double* rate;
-  double* count;
-  double window, alpha, beta;
-  __device__ void operator()(std::size_t i) const {
-    rate[i] = adf_rate_update(rate[i], count[i], window, alpha, beta);
-    count[i] = 0.0;
-  }
 };
 struct PenaltyTerm {
   const double* v;

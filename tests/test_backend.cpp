@@ -13,6 +13,7 @@
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "fused_check.hpp"
+#include "optim/rules/rule_set.hpp"
 #include "random_problem.hpp"
 
 namespace crfx {
@@ -401,14 +402,14 @@ TEST(CpuBackend, OwlqnPrimitives) {
   auto w = to_backend(b, {-1.0, 2.0, 0.0, 0.0, 0.0});
   auto g = to_backend(b, {0.5, 0.5, -3.0, 3.0, 0.5});
   auto pg = b.vector(5);
-  b.owlqn_pseudo_gradient(*w, *g, 1.0, *pg);
+  map(b, OwlqnPseudoGradientRule{1.0}, {*w, *g, *pg});
   EXPECT_EQ(to_host(b, *pg), (std::vector<double>{-0.5, 1.5, -2.0, 2.0, 0.0}));
   auto dvec = to_backend(b, {1.0, 1.0, 1.0, 1.0, 1.0});
-  b.owlqn_constrain_direction(*pg, *dvec);  // keep components that go against pg
+  map(b, OwlqnConstrainRule{}, {*pg, *dvec});  // keep components that go against pg
   EXPECT_EQ(to_host(b, *dvec), (std::vector<double>{1.0, 0.0, 1.0, 0.0, 0.0}));
   // Projection: orthant of w0, or of −pg where w0 = 0.
   auto x = to_backend(b, {0.5, -0.1, 0.3, 0.3, -0.2});
-  b.owlqn_project(*w, *pg, *x);
+  map(b, OwlqnProjectRule{}, {*w, *pg, *x});
   EXPECT_EQ(to_host(b, *x), (std::vector<double>{0.0, 0.0, 0.3, 0.0, 0.0}));
 }
 

@@ -11,6 +11,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
+#include "optim/rules/rule_set.hpp"
 #include "optim/sgd_l1.hpp"
 #include "random_problem.hpp"
 
@@ -243,9 +244,9 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   auto w = to_backend(b, w0), q = to_backend(b, q0);
   // A line-search trial (keep_q): the same weights and penalty, q untouched bit for bit.
   auto wt = to_backend(b, w0), qt = to_backend(b, q0);
-  const double pen_trial = b.sgd_l1_step(*wt, qt.get(), *g, eta, u, 0.3, 0.2, true);
+  const double pen_trial = map_reduce(b, SgdL1Rule{eta, u, 0.3, 0.2, true, true}, {*wt, *qt}, g.get());
   EXPECT_EQ(to_host(b, *qt), q0);
-  const double pen = b.sgd_l1_step(*w, q.get(), *g, eta, u, 0.3, 0.2, false);
+  const double pen = map_reduce(b, SgdL1Rule{eta, u, 0.3, 0.2, false, true}, {*w, *q}, g.get());
   const auto wr = to_host(b, *w), qr = to_host(b, *q);
   EXPECT_EQ(to_host(b, *wt), wr);
   EXPECT_EQ(pen_trial, pen);
@@ -282,12 +283,12 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   EXPECT_NEAR(wr[1], 0.02, 1e-15);
   EXPECT_NEAR(wr[5], 0.125, 1e-15);
   // Clipping to exactly zero: a large penalty.
-  EXPECT_EQ(b.sgd_l1_step(*w, q.get(), *g, 0.0, 10.0, 1.0, 1.0, false), 0.0);  // all clipped: no penalty
+  EXPECT_EQ(map_reduce(b, SgdL1Rule{0.0, 10.0, 1.0, 1.0, false, true}, {*w, *q}, g.get()), 0.0);  // all clipped: no penalty
   for (std::size_t i : {0, 1, 4, 5, 6, 7}) EXPECT_EQ(to_host(b, *w)[i], 0.0) << i;
   EXPECT_EQ(to_host(b, *w)[2], 9.0);
   // q == nullptr: plain step.
   auto w2 = to_backend(b, w0);
-  EXPECT_EQ(b.sgd_l1_step(*w2, nullptr, *g, eta, 5.0, 0.0, 0.0, false), 0.0);
+  EXPECT_EQ(map_reduce(b, SgdL1Rule{eta, 5.0, 0.0, 0.0, false, false}, {*w2, nullptr}, g.get()), 0.0);
   EXPECT_EQ(to_host(b, *w2)[1], -0.1 + eta * 2.0);
 }
 
@@ -301,7 +302,7 @@ TEST(SgdPrimitives, LazyDecayAndGatherScatterRestoreExactly) {
   const std::vector<double> s0 = {0, -0.5, 0, 0, -1, -2, -3, -0.25};
   auto w = to_backend(b, w0), st = to_backend(b, s0);
   // Global log-decay clock.
-  b.lazy_decay(*w, *st, -0.5, nullptr, 0.0, sup.get());
+  map(b, LazyDecayRule{-0.5, 0.0}, {*w, *st, nullptr}, sup.get());
   auto wr = to_host(b, *w), sr = to_host(b, *st);
   for (std::size_t i = 0; i < 8; ++i) {
     const bool in = i != 2 && i != 3;
@@ -313,14 +314,14 @@ TEST(SgdPrimitives, LazyDecayAndGatherScatterRestoreExactly) {
   const std::vector<double> rates = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8};
   auto rv = to_backend(b, rates);
   auto w1 = to_backend(b, w0), st1 = b.vector(8);
-  b.lazy_decay(*w1, *st1, 3.0, rv.get(), 0.5, nullptr);
+  map(b, LazyDecayRule{3.0, 0.5}, {*w1, *st1, *rv});
   wr = to_host(b, *w1);
   for (std::size_t i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(wr[i], w0[i] * std::pow(1 - 0.5 * rates[i], 3.0)) << i;
   // gather → modify → scatter restores bit for bit.
   auto saved = b.sparse_vector();
   b.sparse_copy(*sup, *saved);
   b.gather(*w1, *saved);
-  b.sgd_l1_step(*w1, nullptr, *saved, 0.123456789, 0.0, 0.0, 0.0, false);
+  map(b, SgdL1Rule{0.123456789, 0.0, 0.0, 0.0, false, false}, {*w1, nullptr}, saved.get());
   b.scatter(*saved, *w1);
   EXPECT_EQ(to_host(b, *w1), wr);
   // sparse_penalty over the support's values.
@@ -360,13 +361,13 @@ TEST(AdfPrimitives, RatesFollowTheFormulaOnAHandBuiltCase) {
     b.evaluate_sparse(*corpus, *w, {ids.data(), 1}, *g, 1.0, false);
     const auto gd = dense(b, *g, n);
     for (std::size_t i = 0; i < n; ++i) w_expect[i] -= 0.1 * gd[i];
-    b.adf_step(*w, *rate, *count, *g);
+    map(b, AdfStepRule{}, {*w, *rate, *count}, g.get());
     auto wh = to_host(b, *w);
     for (std::size_t i = 0; i < n; ++i) EXPECT_DOUBLE_EQ(wh[i], w_expect[i]) << i;
   }
   EXPECT_EQ(to_host(b, *count), (std::vector<double>{3, 3, 1, 1, 0, 0, 3, 3, 3, 3}));
   const double a = 0.995, be = 0.6;
-  b.adf_update_rates(*rate, *count, 3.0, a, be);
+  map(b, AdfRateRule{3.0, a, be}, {*rate, *count});
   const double frequent = 0.1 * be;                              // u = 1
   const double rare = 0.1 * (a - (1.0 / 3.0) * (a - be));        // u = 1/3
   const double unseen = 0.1 * a;                                 // u = 0

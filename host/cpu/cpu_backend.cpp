@@ -454,55 +454,6 @@ std::size_t CpuBackend::count_nonzero(const Vector& x) {
   }));
 }
 
-// ---- OWL-QN (Andrew & Gao 2007, §3.1–3.2) ---------------------------------------------------
-
-void CpuBackend::owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) {
-  check_same(w, g);
-  check_same(w, pg);
-  const auto& wv = V(w);
-  const auto& gv = V(g);
-  auto& p = V(pg);
-  for_blocks(wv.size(), [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      if (wv[i] < 0) {
-        p[i] = gv[i] - c1;
-      } else if (wv[i] > 0) {
-        p[i] = gv[i] + c1;
-      } else if (gv[i] + c1 < 0) {  // right derivative negative
-        p[i] = gv[i] + c1;
-      } else if (gv[i] - c1 > 0) {  // left derivative positive
-        p[i] = gv[i] - c1;
-      } else {
-        p[i] = 0;
-      }
-    }
-  });
-}
-
-void CpuBackend::owlqn_constrain_direction(const Vector& pg, Vector& d) {
-  check_same(pg, d);
-  const auto& p = V(pg);
-  auto& dv = V(d);
-  for_blocks(p.size(), [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i)
-      if (dv[i] * p[i] >= 0) dv[i] = 0;
-  });
-}
-
-void CpuBackend::owlqn_project(const Vector& w0, const Vector& pg, Vector& w) {
-  check_same(w0, w);
-  check_same(pg, w);
-  const auto& x0 = V(w0);
-  const auto& p = V(pg);
-  auto& x = V(w);
-  for_blocks(x.size(), [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      const double orthant = x0[i] != 0 ? x0[i] : -p[i];
-      if (x[i] * orthant <= 0) x[i] = 0;
-    }
-  });
-}
-
 // ---- batch primitives ----------------------------------------------------------------------
 
 void CpuBackend::prepare(const Vector& w, Prepared& p) {

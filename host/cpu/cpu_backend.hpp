@@ -78,9 +78,9 @@ class CpuBackend final : public Backend {
   double axpy_norm2sq(double a, const Vector& x, Vector& y) override;
   double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) override;
 
-  void owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) override;
-  void owlqn_constrain_direction(const Vector& pg, Vector& d) override;
-  void owlqn_project(const Vector& w0, const Vector& pg, Vector& w) override;
+  // element rules: host/cpu/cpu_rules.cpp
+  double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
+                    bool sum) override;
 
   // SAG / SAGA (seed 004): host/cpu/cpu_sag.cpp.
   SagStatePtr sag_create(const BackendCorpus& corpus) override;
@@ -115,13 +115,6 @@ class CpuBackend final : public Backend {
   void scatter(const SparseVector& x, Vector& w) override;
   void sparse_axpy(double a, const SparseVector& x, Vector& y) override;
   double sparse_penalty(const SparseVector& x, double c1, double c2) override;
-  void lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
-                  const SparseVector* support) override;
-  double sgd_l1_step(Vector& w, Vector* q, const SparseVector& g, double eta, double u, double c1,
-                     double c2, bool keep_q) override;
-  void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& g) override;
-  void adf_update_rates(Vector& rate, Vector& count, double window, double alpha,
-                        double beta) override;
 
   /// Largest number of tokens whose per-token buffers evaluate() holds at once (tests lower it
   /// to exercise chunking; the result does not depend on it).

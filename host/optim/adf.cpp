@@ -25,6 +25,7 @@
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
+#include "optim/rules/rule_set.hpp"
 #include "optim/sgd_l1.hpp"
 #include "optim/trainers.hpp"
 
@@ -71,21 +72,21 @@ class AdfTrainer final : public Trainer {
         const SentenceSpan span{perm.data() + start, m};
         if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
           b.support(corpus, span, *g);
-          b.lazy_decay(w, *stamp, steps, rate.get(), coef, g.get());
+          map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate}, g.get());
         }
         b.evaluate_sparse(corpus, w, span, *g, 1.0 / double(m), c2 > 0);
         obj.add_passes(double(m) / N);
-        b.adf_step(w, *rate, *count, *g);
+        map(b, AdfStepRule{}, {w, *rate, *count}, g.get());
         steps += 1;
         ++steps_in_window;
         in_window += m;
         if (in_window >= window) {
-          if (c2 > 0) b.lazy_decay(w, *stamp, steps, rate.get(), coef, nullptr);
-          b.adf_update_rates(*rate, *count, double(steps_in_window), opt.adf_alpha, opt.adf_beta);
+          if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
+          map(b, AdfRateRule{double(steps_in_window), opt.adf_alpha, opt.adf_beta}, {*rate, *count});
           in_window = steps_in_window = 0;
         }
       }
-      if (c2 > 0) b.lazy_decay(w, *stamp, steps, rate.get(), coef, nullptr);
+      if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
       f = monitor_objective(obj, w);
       Progress pr;
       pr.iteration = epoch;

@@ -9,6 +9,7 @@
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
+#include "optim/rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {
@@ -28,7 +29,7 @@ class OwlqnTrainer final : public Trainer {
 
     double f = obj.full(obj.value_and_gradient(w, *g), w);
     if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
-    b.owlqn_pseudo_gradient(w, *g, c1, *pg);
+    map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
     double pgnorm = std::sqrt(b.norm2sq(*pg));
     if (pgnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) return f;
     b.scaled_copy(-1.0, *pg, *d);
@@ -44,7 +45,7 @@ class OwlqnTrainer final : public Trainer {
       double a = step;
       for (int ls = 0; ls < opt.max_linesearch; ++ls, a *= 0.5) {
         b.add_scaled(*x0, a, *d, w);
-        b.owlqn_project(*x0, *pg, w);
+        map(b, OwlqnProjectRule{}, {*x0, *pg, w});
         f = obj.full(obj.value_and_gradient(w, *g), w);
         const double decrease = b.sub_dot(w, *x0, *diff, *pg);  // ◇fᵀ(w − x0) < 0 along a descent direction
         if (std::isfinite(f) && decrease < 0 && f <= f0 + 1e-4 * decrease) {
@@ -58,7 +59,7 @@ class OwlqnTrainer final : public Trainer {
         f = f0;
         break;
       }
-      b.owlqn_pseudo_gradient(w, *g, c1, *pg);
+      map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
       pgnorm = std::sqrt(b.norm2sq(*pg));
       const double xnorm = std::sqrt(b.norm2sq(w));
       Progress pr;
@@ -75,7 +76,7 @@ class OwlqnTrainer final : public Trainer {
       if (f0 - f <= kNoProgress * std::fabs(f0)) break;  // at the limit of double precision
       history.push(w, *x0, *g, *g0);
       history.direction(*pg, *d);
-      b.owlqn_constrain_direction(*pg, *d);
+      map(b, OwlqnConstrainRule{}, {*pg, *d});
       if (!(b.dot(*d, *pg) < 0)) {  // constrained direction vanished: steepest descent
         history.clear();
         b.scaled_copy(-1.0, *pg, *d);

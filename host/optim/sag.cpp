@@ -67,6 +67,7 @@
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
+#include "optim/rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {
@@ -300,7 +301,7 @@ class SagTrainer final : public Trainer {
       b.axpby(1.0 / nd, *d, lambda, *G);  // G = d/n + λw
       double gnorm;
       if (mu1 > 0) {
-        b.owlqn_pseudo_gradient(w, *G, mu1, *pg);
+        map(b, OwlqnPseudoGradientRule{mu1}, {w, *G, *pg});
         gnorm = b.norm_inf(*pg);
       } else {
         gnorm = b.norm_inf(*G);

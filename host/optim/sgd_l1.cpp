@@ -8,7 +8,8 @@
 //     (1/m)·Σ_{i∈B} NLL_i + (c1/N)·‖w‖₁ + (c2/N)·‖w‖²        (expectation f(w)/N)
 // with η_k = η₀·α^(k/N) (Eq. 12; k = sentences processed before the batch, N = corpus size), so
 // batch_size = 1 is exactly Tsuruoka's online algorithm. L1: the total penalty per weight grows by
-// u += η_k·c1/N per step (Eq. 10) and the touched weights are clipped by sgd_l1_step.
+// u += η_k·c1/N per step (Eq. 10) and the touched weights are clipped by SgdL1Rule
+// (optim/rules/sgd_l1_update.hpp).
 //
 // L2 (c2 > 0) without O(#weights) per step: per-weight last-update stamps with a cumulative
 // log-decay. Every step multiplies all weights by d_k = 1 − 2·η_k·c2/N; instead the trainer keeps
@@ -33,6 +34,7 @@
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
+#include "optim/rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {
@@ -109,6 +111,10 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   EpochShuffler shuffler(n, opt.seed);
   Stopwatch clock;
   double f = std::numeric_limits<double>::quiet_NaN(), eta = eta0;
+  // A line-search trial at rate r: q read, not written; its term the trial's penalty.
+  auto trial_step = [&](double r, double u_trial) {
+    return SgdL1Rule{r, u_trial, c1 / N, c2 / N, true, c1 / N != 0 || c2 / N != 0};
+  };
 
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const std::vector<std::uint32_t>& perm = shuffler.next();
@@ -119,7 +125,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       eta = eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
       if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
         b.support(corpus, span, *g);
-        b.lazy_decay(w, *stamp, Lambda, nullptr, 0.0, g.get());
+        map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, g.get());
       }
       const double nll = b.evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0);
       obj.add_passes(M / N);
@@ -133,7 +139,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
         bool worse_seen = false;
         for (int trial = 0; trial < kTrials; ++trial) {
           // A trial moves w only (q is read, not written), so only w is restored.
-          const double penalty = b.sgd_l1_step(w, q.get(), *g, r, u + r * c1 / N, c1 / N, c2 / N, true);
+          const double penalty = map_reduce(b, trial_step(r, u + r * c1 / N), {w, q.get()}, g.get());
           const double loss = b.evaluate(corpus, w, span, nullptr, 1.0) / M;
           obj.add_passes(M / N);
           const double value = loss + penalty;
@@ -154,12 +160,12 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
         }
       }
       u += rate * c1 / N;
-      b.sgd_l1_step(w, q.get(), *g, rate, u, 0.0, 0.0, false);
+      map(b, SgdL1Rule{rate, u, 0.0, 0.0, false, false}, {w, q.get()}, g.get());
       if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);
       k += m;
     }
     if (c2 > 0) {  // flush the lazy decay; restart Λ and the stamps at 0
-      b.lazy_decay(w, *stamp, Lambda, nullptr, 0.0, nullptr);
+      map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});
       b.fill(*stamp, 0.0);
       Lambda = 0;
     }

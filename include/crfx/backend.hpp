@@ -74,7 +74,7 @@ class SpanGroups {
 
 /// For backends: SAG's lazy-step history (sag_step): the running products P_k of the decays a and
 /// the sums S_k = Σ b/P, R_k = Σ τ/P, from which a catch-up composes any run of steps
-/// (SagCatchUp, update_rules.hpp). Both backends' SAG states keep one.
+/// (SagCatchUp, host/optim/rules/sag_update.hpp). Both backends' SAG states keep one.
 struct SagHistory {
   std::vector<double> P{1.0}, S{0.0}, R{0.0};  // [k + 1]
   std::size_t k() const { return P.size() - 1; }
@@ -117,6 +117,22 @@ class SparseVector {
   virtual std::size_t nnz() const = 0;
 };
 using SparseVectorPtr = std::unique_ptr<SparseVector>;
+
+/// An element rule as it crosses the Backend seam: its id in the rule set (AllRules,
+/// host/optim/rules/rule_set.hpp), its operand count and its parameters as bytes. Built by
+/// make_map_rule(); a backend decodes it with dispatch_rule() to the rule's own type.
+struct MapRule {
+  static constexpr std::size_t kMaxBytes = 64;
+  std::uint32_t id = 0;
+  int operands = 0;
+  alignas(double) unsigned char params[kMaxBytes] = {};
+};
+
+/// The vectors a rule works on, slot by slot (a null slot: the rule sees a null element pointer).
+struct MapOperands {
+  static constexpr int kMax = 4;
+  Vector* v[kMax] = {};
+};
 
 class Backend {
  public:
@@ -164,13 +180,18 @@ class Backend {
   /// out = x − y, then returns out·z   (sub(x, y, out); dot(out, z))
   virtual double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) = 0;
 
-  // ---- OWL-QN (Andrew & Gao 2007) ----------------------------------------------------------
-  /// Pseudo-gradient of h + c1‖w‖₁ at w (g = ∇h), written to `pg`.
-  virtual void owlqn_pseudo_gradient(const Vector& w, const Vector& g, double c1, Vector& pg) = 0;
-  /// d_i = 0 where d_i · pg_i ≥ 0 (keep only components that descend along −pg).
-  virtual void owlqn_constrain_direction(const Vector& pg, Vector& d) = 0;
-  /// w_i = 0 where w_i has left the orthant ξ_i = sign(w0_i) (or −sign(pg_i) when w0_i = 0).
-  virtual void owlqn_project(const Vector& w0, const Vector& pg, Vector& w) = 0;
+  // ---- element rules: the generic layer under the optimizers ------------------------------
+  /// Runs an element rule (host/optim/rules: SGD-L1's clipping, ADF's rates, the lazy L2 decay,
+  /// OWL-QN's projections …; written once, as host-device functors) on every element — every index
+  /// i < n of the operands (over == nullptr; n their common size) or every entry (i, x) of `over`
+  /// (indices below n). The rule reads and writes the operands' elements i and returns a term;
+  /// with `sum` the terms are summed and returned (deterministically: in kReduceBlock blocks
+  /// combined in order on the CPU, the two-pass tree on the GPU; never dependent on the thread
+  /// count), without it nothing is summed (no host round trip) and 0 is returned. Elements are
+  /// independent (a sparse vector's indices are distinct), so they run in any order, in parallel.
+  /// Optimizers call it through map / map_reduce (host/optim/rules/rule_set.hpp), never directly.
+  virtual double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
+                            bool sum) = 0;
 
   // ---- SAG / SAGA (seed 004) ----
   // Notation. w the weights and d the SAG direction, both Vectors of dims().num_weights() owned
@@ -266,10 +287,10 @@ class Backend {
   virtual void marginals(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                          double* node_marginals, double* log_z) = 0;
 
-  // ---- stochastic trainers: sparse batch gradients (seeds 000, 002, 003) ----
-  // sgd-l1 / two-stage (Tsuruoka et al. 2009 cumulative L1), adf (Sun et al. 2012), ap
-  // (averaged perceptron). A mini-batch step must cost O(batch tokens × L + support size),
-  // never O(num_weights): only adf_update_rates and lazy_decay(support == nullptr) are dense.
+  // ---- sparse batch gradients: the stochastic trainers' CRF primitives ----
+  // For sgd-l1 / two-stage (Tsuruoka et al. 2009), adf (Sun et al. 2012), ap (Collins 2002): a
+  // mini-batch step must cost O(batch tokens × L + support size), never O(num_weights); their
+  // per-weight steps are element rules run over these supports (apply_rule).
   // Indices in a SparseVector are distinct, so the element-wise primitives below may process
   // its entries in any order or in parallel. Every primitive is deterministic (no atomics whose
   // order changes a result; sums in a fixed order).
@@ -313,35 +334,6 @@ class Backend {
   /// Σ_j c1·|x.value[j]| + c2·x.value[j]² (summed in index order, or in fixed blocks combined in
   /// order — the result must not depend on the thread count).
   virtual double sparse_penalty(const SparseVector& x, double c1, double c2) = 0;
-  /// Lazy L2 decay catch-up. For every index i of `support` (every i < w.size() when support is
-  /// nullptr — the flush):
-  ///   rate == nullptr:  w_i ← w_i · exp(clock − stamp_i)                 (clock: the cumulative
-  ///                     log Σ_k log(1 − η_k·coef) of one global per-step decay; coef unused)
-  ///   rate != nullptr:  w_i ← w_i · (1 − coef·rate_i)^(clock − stamp_i)  (clock: a step count;
-  ///                     weight i decays by 1 − coef·rate_i per step; 1 − coef·rate_i > 0)
-  /// then stamp_i ← clock. Entries with stamp_i == clock are unchanged (bitwise).
-  virtual void lazy_decay(Vector& w, Vector& stamp, double clock, const Vector* rate, double coef,
-                          const SparseVector* support) = 0;
-  /// One SGD step with the cumulative L1 penalty (Tsuruoka et al. 2009, seed 000 §3.3). For every
-  /// entry (i, g_i) of g:
-  ///   w_i ← w_i − eta·g_i;  z ← w_i;
-  ///   w_i ← max(0, w_i − (u + q_i)) if w_i > 0,  min(0, w_i + (u − q_i)) if w_i < 0;
-  ///   q_i ← q_i + (w_i − z)
-  /// (u: the total L1 penalty per weight so far, including this step's; q: the penalty each weight
-  /// has received). q == nullptr: no L1 — only w_i ← w_i − eta·g_i. With keep_q, q is read but
-  /// not written (a line-search trial, after which only w needs restoring).
-  /// Returns Σ over g's entries of c1·|w_i| + c2·w_i² at the new weights — the heuristic line
-  /// search's trial penalty (what gather + sparse_penalty on g's entries would give, bit for bit
-  /// on the CPU); 0 without work when c1 = c2 = 0.
-  virtual double sgd_l1_step(Vector& w, Vector* q, const SparseVector& g, double eta, double u, double c1,
-                             double c2, bool keep_q) = 0;
-  /// One ADF step (Sun et al. 2012): for every entry (i, g_i) of g,
-  ///   w_i ← w_i − rate_i·g_i;  count_i ← count_i + 1.
-  virtual void adf_step(Vector& w, const Vector& rate, Vector& count, const SparseVector& g) = 0;
-  /// ADF rate update, dense over all i: u_i = count_i / window,
-  ///   rate_i ← (alpha − u_i·(alpha − beta)) · rate_i;  count_i ← 0.
-  virtual void adf_update_rates(Vector& rate, Vector& count, double window, double alpha,
-                                double beta) = 0;
 
  protected:
   explicit Backend(const Dims& dims) : dims_(dims) {}

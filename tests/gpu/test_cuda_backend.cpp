@@ -22,6 +22,7 @@
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
+#include "optim/rules/rule_set.hpp"
 #include "random_problem.hpp"
 #include "fused_check.hpp"
 #include "sag_check.hpp"
@@ -414,15 +415,15 @@ TEST(CudaBackend, VectorAlgebraAndOwlqnMatchCpu) {
     cpu.sub(*ac, *bc, *cc);
     gpu->sub(*ag, *bg, *cg);
     expect_close_vec(to_host(*gpu, *cg), to_host(cpu, *cc), 1e-14, "vector ops");
-    cpu.owlqn_pseudo_gradient(*ac, *bc, 0.4, *cc);
-    gpu->owlqn_pseudo_gradient(*ag, *bg, 0.4, *cg);
+    map(cpu, OwlqnPseudoGradientRule{0.4}, {*ac, *bc, *cc});
+    map(*gpu, OwlqnPseudoGradientRule{0.4}, {*ag, *bg, *cg});
     expect_close_vec(to_host(*gpu, *cg), to_host(cpu, *cc), 1e-14, "pseudo-gradient");
     cpu.copy(*bc, *ac);
     gpu->copy(*bg, *ag);
-    cpu.owlqn_constrain_direction(*cc, *ac);
-    gpu->owlqn_constrain_direction(*cg, *ag);
-    cpu.owlqn_project(*bc, *cc, *ac);
-    gpu->owlqn_project(*bg, *cg, *ag);
+    map(cpu, OwlqnConstrainRule{}, {*cc, *ac});
+    map(*gpu, OwlqnConstrainRule{}, {*cg, *ag});
+    map(cpu, OwlqnProjectRule{}, {*bc, *cc, *ac});
+    map(*gpu, OwlqnProjectRule{}, {*bg, *cg, *ag});
     expect_close_vec(to_host(*gpu, *ag), to_host(cpu, *ac), 1e-14, "OWL-QN direction/projection");
     gpu->fill(*ag, 2.0);
     EXPECT_EQ(gpu->norm1(*ag), 2.0 * double(n));
@@ -468,35 +469,40 @@ TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   {  // a line-search trial (keep_q) moves w as the step does and leaves q alone
     auto wt = to_backend(*gpu, w), qt = to_backend(*gpu, std::vector<double>(w.size(), 0.01));
     auto wct = to_backend(cpu, w), qct = to_backend(cpu, std::vector<double>(w.size(), 0.01));
-    const double pt = gpu->sgd_l1_step(*wt, qt.get(), *sg, 0.1, 0.01, 0.3, 0.2, true);
-    const double pct = cpu.sgd_l1_step(*wct, qct.get(), *sc, 0.1, 0.01, 0.3, 0.2, true);
-    EXPECT_NEAR(pt, pct, 1e-10 * std::max(1.0, pct)) << "sgd_l1_step trial penalty";
-    expect_close_vec(to_host(*gpu, *wt), to_host(cpu, *wct), kGradTol, "sgd_l1_step trial w");
+    const double pt = map_reduce(*gpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, true, true}, {*wt, *qt}, sg.get());
+    const double pct = map_reduce(cpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, true, true}, {*wct, qct.get()}, sc.get());
+    EXPECT_NEAR(pt, pct, 1e-10 * std::max(1.0, pct)) << "SgdL1Rule trial penalty";
+    expect_close_vec(to_host(*gpu, *wt), to_host(cpu, *wct), kGradTol, "SgdL1Rule trial w");
     EXPECT_EQ(to_host(*gpu, *qt), std::vector<double>(w.size(), 0.01)) << "a trial wrote q";
   }
-  const double pc = cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.1, 0.01, 0.3, 0.2, false);
-  const double pg = gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.1, 0.01, 0.3, 0.2, false);
-  EXPECT_NEAR(pg, pc, 1e-10 * std::max(1.0, pc)) << "sgd_l1_step penalty";
-  cpu.sgd_l1_step(*wc, qc.get(), *sc, 0.05, 0.02, 0.0, 0.0, false);
-  gpu->sgd_l1_step(*wg, qg.get(), *sg, 0.05, 0.02, 0.0, 0.0, false);
-  expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "sgd_l1_step w");
-  expect_close_vec(to_host(*gpu, *qg), to_host(cpu, *qc), kGradTol, "sgd_l1_step q");
+  const double pc = map_reduce(cpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, false, true}, {*wc, qc.get()}, sc.get());
+  const double pg = map_reduce(*gpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, false, true}, {*wg, qg.get()}, sg.get());
+  EXPECT_NEAR(pg, pc, 1e-10 * std::max(1.0, pc)) << "SgdL1Rule penalty";
+  map(cpu, SgdL1Rule{0.05, 0.02, 0.0, 0.0, false, false}, {*wc, qc.get()}, sc.get());
+  map(*gpu, SgdL1Rule{0.05, 0.02, 0.0, 0.0, false, false}, {*wg, qg.get()}, sg.get());
+  expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "SgdL1Rule w");
+  expect_close_vec(to_host(*gpu, *qg), to_host(cpu, *qc), kGradTol, "SgdL1Rule q");
   const double pen = cpu.sparse_penalty(*sc, 0.3, 0.2);
   EXPECT_NEAR(gpu->sparse_penalty(*sg, 0.3, 0.2), pen, 1e-10 * std::max(1.0, pen));
   cpu.sparse_axpy(-2.0, *sc, *wc);
   gpu->sparse_axpy(-2.0, *sg, *wg);
   auto rc = to_backend(cpu, std::vector<double>(w.size(), 0.1)), nc = cpu.vector(w.size());
   auto rg = to_backend(*gpu, std::vector<double>(w.size(), 0.1)), ng = gpu->vector(w.size());
-  cpu.adf_step(*wc, *rc, *nc, *sc);
-  gpu->adf_step(*wg, *rg, *ng, *sg);
-  cpu.adf_update_rates(*rc, *nc, 3.0, 0.995, 0.6);
-  gpu->adf_update_rates(*rg, *ng, 3.0, 0.995, 0.6);
+  map(cpu, AdfStepRule{}, {*wc, *rc, *nc}, sc.get());
+  map(*gpu, AdfStepRule{}, {*wg, *rg, *ng}, sg.get());
+  map(cpu, AdfRateRule{3.0, 0.995, 0.6}, {*rc, *nc});
+  map(*gpu, AdfRateRule{3.0, 0.995, 0.6}, {*rg, *ng});
   expect_close_vec(to_host(*gpu, *rg), to_host(cpu, *rc), 1e-14, "adf rates");
   auto tc = cpu.vector(w.size()), tg = gpu->vector(w.size());
-  cpu.lazy_decay(*wc, *tc, -0.3, nullptr, 0.0, sc.get());
-  gpu->lazy_decay(*wg, *tg, -0.3, nullptr, 0.0, sg.get());
-  cpu.lazy_decay(*wc, *tc, -0.5, nullptr, 0.0, nullptr);
-  gpu->lazy_decay(*wg, *tg, -0.5, nullptr, 0.0, nullptr);
+  map(cpu, LazyDecayRule{-0.3, 0.0}, {*wc, *tc, nullptr}, sc.get());
+  map(*gpu, LazyDecayRule{-0.3, 0.0}, {*wg, *tg, nullptr}, sg.get());
+  map(cpu, LazyDecayRule{-0.5, 0.0}, {*wc, *tc, nullptr});
+  map(*gpu, LazyDecayRule{-0.5, 0.0}, {*wg, *tg, nullptr});
+  // Per-weight rates (ADF's decay, the memo's case): rows share rate and stamp after the step.
+  map(cpu, LazyDecayRule{2.0, 0.5}, {*wc, *tc, *rc}, sc.get());
+  map(*gpu, LazyDecayRule{2.0, 0.5}, {*wg, *tg, *rg}, sg.get());
+  map(cpu, LazyDecayRule{5.0, 0.5}, {*wc, *tc, *rc});
+  map(*gpu, LazyDecayRule{5.0, 0.5}, {*wg, *tg, *rg});
   expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "adf/lazy_decay w");
   // Perceptron difference, gather / scatter round trip, copy.
   std::size_t tokens = 0;

@@ -1,0 +1,64 @@
+// crfx — CPU backend: the sparse vector behind SparseVector, and the blocked loops its element-wise
+// primitives and the element rules (cpu_rules.cpp) run in.
+//
+// Loops over n elements run sequentially up to kReduceBlock of them and in kReduceBlock blocks on
+// the pool above that; sums combine the per-block partials in block order, so no result depends on
+// the number of threads.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "cpu/thread_pool.hpp"
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+
+namespace crfx {
+
+struct CpuSparse final : SparseVector {
+  std::vector<std::size_t> index;  // strictly increasing
+  std::vector<double> value;
+  std::size_t nnz() const override { return index.size(); }
+};
+
+inline CpuSparse& cpu_sparse(SparseVector& x) {
+  auto* p = dynamic_cast<CpuSparse*>(&x);
+  if (!p) throw Error("internal: sparse vector does not belong to the CPU backend");
+  return *p;
+}
+inline const CpuSparse& cpu_sparse(const SparseVector& x) { return cpu_sparse(const_cast<SparseVector&>(x)); }
+
+inline void check_index(const CpuSparse& x, std::size_t n) {
+  if (!x.index.empty() && x.index.back() >= n)
+    throw Error("internal: sparse index beyond the vector (" + std::to_string(x.index.back()) +
+                " ≥ " + std::to_string(n) + ")");
+}
+
+/// f(begin, end) over [0, n): one call when n ≤ kReduceBlock, else blocks on the pool.
+template <class F>
+void blocks(ThreadPool& pool, std::size_t n, F&& f) {
+  if (n <= kReduceBlock) {
+    if (n) f(std::size_t(0), n);
+    return;
+  }
+  const std::size_t nb = (n + kReduceBlock - 1) / kReduceBlock;
+  pool.run(nb, [&](std::size_t b, unsigned) { f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock)); });
+}
+
+/// Σ of f(begin, end) over kReduceBlock blocks of [0, n), combined in block order.
+template <class F>
+double reduce(ThreadPool& pool, std::size_t n, F&& f) {
+  const std::size_t nb = (n + kReduceBlock - 1) / kReduceBlock;
+  if (nb <= 1) return n ? f(std::size_t(0), n) : 0.0;
+  std::vector<double> partial(nb, 0.0);
+  pool.run(nb, [&](std::size_t b, unsigned) {
+    partial[b] = f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock));
+  });
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
+}
+
+}  // namespace crfx

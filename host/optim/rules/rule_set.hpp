@@ -1,0 +1,170 @@
+// crfx — the optimizers' element rules as one set, and how an optimizer runs one.
+//
+// A rule is a small trivially copyable struct with the parameters of one per-weight update and a
+// host-device element function
+//     double operator()(double x, double* const* v) const            (or, with a Memo type,
+//     double operator()(double x, double* const* v, Memo& m) const)
+// where v[k] points at the element of operand k (null for an absent operand: only those the
+// rule names in its kOptional bit mask may be absent) and x is the value
+// of the sparse entry being visited (0 in a dense map); it may write the elements and returns a
+// term that map_reduce sums. Backend::apply_rule runs it over a dense range or a sparse support,
+// on every backend: the CPU in its blocks, the CUDA backend in a kernel instantiated for every
+// rule listed in AllRules below. So adding a trainer means: its rule header here, one entry in
+// AllRules, its loop in host/optim and its line in the registry — no backend changes.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+#include "optim/rules/adf_update.hpp"
+#include "optim/rules/lazy_decay.hpp"
+#include "optim/rules/owlqn_update.hpp"
+#include "optim/rules/sgd_l1_update.hpp"
+
+namespace crfx {
+
+template <class... R>
+struct RuleList {};
+
+/// Every rule Backend::apply_rule can run (its id is its position here).
+using AllRules = RuleList<SgdL1Rule, LazyDecayRule, AdfStepRule, AdfRateRule, OwlqnPseudoGradientRule,
+                          OwlqnConstrainRule, OwlqnProjectRule>;
+
+namespace rule_detail {
+template <class R, class List>
+struct IndexOf;
+template <class R, class... Rs>
+struct IndexOf<R, RuleList<R, Rs...>> : std::integral_constant<std::uint32_t, 0> {};
+template <class R, class S, class... Rs>
+struct IndexOf<R, RuleList<S, Rs...>>
+    : std::integral_constant<std::uint32_t, 1 + IndexOf<R, RuleList<Rs...>>::value> {};
+
+struct NoMemo {};
+template <class R, class = void>
+struct MemoOf {
+  using type = NoMemo;
+};
+template <class R>
+struct MemoOf<R, std::void_t<typename R::Memo>> {
+  using type = typename R::Memo;
+};
+}  // namespace rule_detail
+
+template <class R>
+inline constexpr std::uint32_t rule_id = rule_detail::IndexOf<R, AllRules>::value;
+
+namespace rule_detail {
+template <class R, class = void>
+struct OptionalOf : std::integral_constant<unsigned, 0> {};
+template <class R>
+struct OptionalOf<R, std::void_t<decltype(R::kOptional)>> : std::integral_constant<unsigned, R::kOptional> {};
+}  // namespace rule_detail
+
+/// The operands rule R may be given as null (bit k: operand k); the others are required.
+template <class R>
+inline constexpr unsigned rule_optional = rule_detail::OptionalOf<R>::value;
+
+/// For backends: Error unless every operand R requires is given.
+template <class R>
+void check_rule_operands(const MapOperands& ops) {
+  for (int k = 0; k < R::kOperands; ++k)
+    if (!ops.v[k] && !(rule_optional<R> >> k & 1u))
+      throw Error("internal: element rule " + std::to_string(rule_id<R>) + " needs operand " + std::to_string(k));
+}
+
+/// The scratch a rule keeps between elements (rule_detail::NoMemo when it declares none).
+template <class R>
+using RuleMemo = typename rule_detail::MemoOf<R>::type;
+
+/// For backends: one element of rule r, with its memo when it has one.
+template <class R>
+CRFX_HOST_DEVICE inline double apply_element(const R& r, double x, double* const* v, RuleMemo<R>& memo) {
+  if constexpr (std::is_same_v<RuleMemo<R>, rule_detail::NoMemo>) {
+    (void)memo;
+    return r(x, v);
+  } else {
+    return r(x, v, memo);
+  }
+}
+
+/// The rule as Backend::apply_rule takes it (its id and bytes).
+template <class R>
+MapRule make_map_rule(const R& r) {
+  static_assert(std::is_trivially_copyable_v<R>, "a rule crosses the Backend seam as bytes");
+  static_assert(sizeof(R) <= MapRule::kMaxBytes && alignof(R) <= alignof(double), "rule too large");
+  static_assert(R::kOperands >= 1 && R::kOperands <= MapOperands::kMax, "operand count");
+  MapRule m;
+  m.id = rule_id<R>;
+  m.operands = R::kOperands;
+  std::memcpy(m.params, &r, sizeof r);
+  return m;
+}
+
+namespace rule_detail {
+template <class F, class... Rs>
+double dispatch(const MapRule& m, F&& f, RuleList<Rs...>) {
+  double result = 0;
+  bool found = false;
+  auto one = [&](auto* tag) {
+    using R = std::remove_pointer_t<decltype(tag)>;
+    if (found || m.id != rule_id<R>) return;
+    R r;
+    std::memcpy(static_cast<void*>(&r), m.params, sizeof r);
+    result = f(r);
+    found = true;
+  };
+  (one(static_cast<Rs*>(nullptr)), ...);
+  if (!found) throw Error("internal: unknown element rule " + std::to_string(m.id));
+  return result;
+}
+}  // namespace rule_detail
+
+/// For backends: f(rule) with the rule `m` carries, decoded to its type; returns what f returns.
+template <class F>
+double dispatch_rule(const MapRule& m, F&& f) {
+  return rule_detail::dispatch(m, f, AllRules{});
+}
+
+/// One operand slot of map / map_reduce: a vector (read or written, as the rule says) or nullptr.
+struct Operand {
+  Vector* v;
+  Operand(Vector& x) : v(&x) {}
+  Operand(const Vector& x) : v(const_cast<Vector*>(&x)) {}
+  Operand(Vector* x) : v(x) {}
+  Operand(const Vector* x) : v(const_cast<Vector*>(x)) {}
+  Operand(std::nullptr_t) : v(nullptr) {}
+};
+
+namespace rule_detail {
+template <class R>
+MapOperands operands(std::initializer_list<Operand> ops) {
+  if (ops.size() != std::size_t(R::kOperands))
+    throw Error("internal: a rule of " + std::to_string(R::kOperands) + " operands given " +
+                std::to_string(ops.size()));
+  MapOperands o;
+  int k = 0;
+  for (const Operand& op : ops) o.v[k++] = op.v;
+  return o;
+}
+}  // namespace rule_detail
+
+/// Runs `rule` on every element: every index of the operands (over == nullptr) or every entry of
+/// the sparse vector `over` (the rule's x is the entry's value).
+template <class R>
+void map(Backend& b, const R& rule, std::initializer_list<Operand> ops, const SparseVector* over = nullptr) {
+  b.apply_rule(make_map_rule(rule), rule_detail::operands<R>(ops), over, false);
+}
+
+/// map, returning the sum of the rule's terms (deterministic: the backend's fixed blocked order).
+template <class R>
+double map_reduce(Backend& b, const R& rule, std::initializer_list<Operand> ops,
+                  const SparseVector* over = nullptr) {
+  return b.apply_rule(make_map_rule(rule), rule_detail::operands<R>(ops), over, true);
+}
+
+}  // namespace crfx

@@ -1,0 +1,69 @@
+// crfx — CudaBackend (cuda_backend.cuh): element rules (Backend::apply_rule), the generic layer the
+// optimizers' per-weight updates run on (host/optim/rules). dispatch_rule instantiates, for every
+// rule of AllRules, one map kernel and one reduction (vector_ops.cuh) whose element is the rule's
+// own host-device function — the same source the CPU backend runs (cpu_rules.cpp), so a rule is
+// written once and no backend file changes when a trainer adds one.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <type_traits>
+
+#include "cuda_backend.cuh"
+#include "cuda_check.cuh"
+#include "optim/rules/rule_set.hpp"
+#include "vector_ops.cuh"
+
+namespace crfx::cuda::detail {
+namespace {
+
+/// Element j of a rule's run: index idx[j] and value val[j] of a sparse vector, or j and 0 of a
+/// dense range. The memo lives for one element (a thread's elements are a grid stride apart).
+template <class R>
+struct RuleTerm {
+  R rule;
+  const std::size_t* idx;  // null: dense
+  const double* val;
+  double* base[MapOperands::kMax];
+  __device__ double operator()(std::size_t j) const {
+    const std::size_t i = idx ? idx[j] : j;
+    double* p[MapOperands::kMax];
+    for (int k = 0; k < MapOperands::kMax; ++k) p[k] = base[k] ? base[k] + i : nullptr;
+    RuleMemo<R> memo{};
+    return apply_element(rule, val ? val[j] : 0.0, p, memo);
+  }
+};
+
+template <class R>
+struct RuleMapOp {
+  RuleTerm<R> term;
+  __device__ void operator()(std::size_t j) const { term(j); }
+};
+
+}  // namespace
+
+double CudaBackend::apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
+                               bool sum) {
+  if (rule.operands < 1 || rule.operands > MapOperands::kMax || !operands.v[0])
+    throw Error("internal: an element rule needs its first operand");
+  double* base[MapOperands::kMax] = {};
+  const std::size_t n = operands.v[0]->size();
+  for (int k = 0; k < rule.operands; ++k) {
+    if (!operands.v[k]) continue;
+    if (operands.v[k]->size() != n) throw Error("internal: element rule operands of different sizes");
+    base[k] = P(*operands.v[k]);
+  }
+  const CudaSparse* x = over ? &X(*over) : nullptr;
+  if (x) check_index(*x, n);
+  const std::size_t count = x ? x->n : n;
+  return dispatch_rule(rule, [&](const auto& r) {
+    using R = std::decay_t<decltype(r)>;
+    check_rule_operands<R>(operands);
+    RuleTerm<R> term{r, x ? x->index.get() : nullptr, x ? x->value.get() : nullptr, {}};
+    for (int k = 0; k < MapOperands::kMax; ++k) term.base[k] = base[k];
+    if (sum) return reduce(count, term, SumOp{}, 0.0, red_.get(), stream_);
+    launch_map(count, RuleMapOp<R>{term}, stream_);
+    return 0.0;
+  });
+}
+
+}  // namespace crfx::cuda::detail
