@@ -5,12 +5,12 @@
 #
 # Parts, bottom up, and what each may include (besides itself):
 #   base      error.hpp, host_device.hpp, host/util
-#   rules     host/optim/rules (the optimizers' element rules) → backend data base
 #   io        io.hpp, format.hpp, output.hpp, host/io → base
 #   data      corpus.hpp                           → base
 #   features  features.hpp, template.hpp, host/features → io data base
 #   model     model.hpp, host/model                → features io data base
 #   backend   backend.hpp (the interface)          → data base
+#   rules     host/optim/rules (the optimizers' element rules) → backend data base
 #   cpu       host/cpu (the CPU backend)           → rules backend data base
 #   cuda      kernels/ (cuda_api.hpp and the rest)  → rules backend data base
 #   factory   host/backend_factory.cpp             → cpu cuda backend data base

@@ -22,13 +22,13 @@
 namespace crfx::cuda::detail {
 namespace {
 
-constexpr std::size_t kSagHistory = std::size_t(1) << 16;  // initial lazy-step capacity (grows)
+constexpr std::size_t kLazyStepHistory = std::size_t(1) << 16;  // initial lazy-step capacity (grows)
 
 }  // namespace
 
 // ---- SAG / SAGA --------------------------------------------------------------------------
 
-SagStatePtr CudaBackend::sag_create(const BackendCorpus& bc) {
+IncrementalStatePtr CudaBackend::incremental_create(const BackendCorpus& bc) {
   const CudaCorpus& c = C(bc);
   const Corpus& h = c.host;
   if (!h.labeled()) throw Error("SAG needs every training token labeled");
@@ -47,7 +47,7 @@ SagStatePtr CudaBackend::sag_create(const BackendCorpus& bc) {
   }
   const std::size_t T = std::max<std::size_t>(1, c.max_len);
   const std::size_t pending = T * L + LL + (slots ? T * LL : 0);  // a span of the longest sentence
-  const std::size_t bytes = (N * L + c.S * LL + slots * LL + pending + 3 * (kSagHistory + 1)) * sizeof(double) +
+  const std::size_t bytes = (N * L + c.S * LL + slots * LL + pending + 3 * (kLazyStepHistory + 1)) * sizeof(double) +
                             s.groups * sizeof(std::uint32_t);
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -57,17 +57,17 @@ SagStatePtr CudaBackend::sag_create(const BackendCorpus& bc) {
   s.node.resize(N * L);
   s.pair.resize(c.S * LL);
   s.edge.resize(slots * LL);
-  s.dP.resize(kSagHistory + 1);
-  s.dS.resize(kSagHistory + 1);
-  s.dR.resize(kSagHistory + 1);
+  s.dP.resize(kLazyStepHistory + 1);
+  s.dS.resize(kLazyStepHistory + 1);
+  s.dR.resize(kLazyStepHistory + 1);
   s.stamp.resize(s.groups);
   if (N) CRFX_CUDA_CHECK(cudaMemsetAsync(s.node.get(), 0, N * L * sizeof(double), stream_));
   if (c.S) CRFX_CUDA_CHECK(cudaMemsetAsync(s.pair.get(), 0, c.S * LL * sizeof(double), stream_));
   if (slots) CRFX_CUDA_CHECK(cudaMemsetAsync(s.edge.get(), 0, slots * LL * sizeof(double), stream_));
   CRFX_CUDA_CHECK(cudaMemsetAsync(s.stamp.get(), 0, s.groups * sizeof(std::uint32_t), stream_));
-  s.P.reserve(kSagHistory + 1);
-  s.S.reserve(kSagHistory + 1);
-  s.R.reserve(kSagHistory + 1);
+  s.P.reserve(kLazyStepHistory + 1);
+  s.S.reserve(kLazyStepHistory + 1);
+  s.R.reserve(kLazyStepHistory + 1);
   // Pending marginals for a span of the longest sentence: batch-1 SAG never regrows them
   // (mini-batches grow them a few times, as the small plan, g and saved buffers grow during the
   // first steps; all are grow-only).
@@ -78,7 +78,7 @@ SagStatePtr CudaBackend::sag_create(const BackendCorpus& bc) {
   return st;
 }
 
-void CudaBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const Vector& d) {
+void CudaBackend::incremental_sync(IncrementalState& state, SentenceSpan span, Vector& w, const Vector& d) {
   CudaSag& s = G(state);
   if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
     throw Error("internal: SAG vectors have the wrong size");
@@ -90,9 +90,9 @@ void CudaBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const 
   s.synced = true;
 }
 
-double CudaBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) {
+double CudaBackend::incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) {
   CudaSag& s = G(state);
-  if (!s.synced || !s.plan.valid) throw Error("internal: sag_evaluate without a successful sag_sync");
+  if (!s.synced || !s.plan.valid) throw Error("internal: incremental_evaluate without a successful incremental_sync");
   SpanPlan& pl = s.plan;
   const double loss = span_marginals(*s.corpus, w, pl, s.new_node, s.new_pair, s.new_edge);
   reserve_device(s.g, pl.compact());
@@ -103,9 +103,9 @@ double CudaBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_
   return loss;
 }
 
-void CudaBackend::sag_trial(SagState& state, Vector& w, double step) {
+void CudaBackend::incremental_trial(IncrementalState& state, Vector& w, double step) {
   CudaSag& s = G(state);
-  if (!s.evaluated) throw Error("internal: sag_trial before sag_evaluate");
+  if (!s.evaluated) throw Error("internal: incremental_trial before incremental_evaluate");
   reserve_device(s.saved, s.plan.compact());
   const std::size_t ng = s.plan.groups.size();
   if (ng) {
@@ -114,18 +114,18 @@ void CudaBackend::sag_trial(SagState& state, Vector& w, double step) {
   s.tried = true;
 }
 
-void CudaBackend::sag_restore(SagState& state, Vector& w) {
+void CudaBackend::incremental_restore(IncrementalState& state, Vector& w) {
   CudaSag& s = G(state);
-  if (!s.tried) throw Error("internal: sag_restore without sag_trial");
+  if (!s.tried) throw Error("internal: incremental_restore without incremental_trial");
   const std::size_t ng = s.plan.groups.size();
   if (ng) {
     launch_sag_trial(sag_groups(), s.plan.view(), ng, false, 0.0, s.g.get(), s.saved.get(), P(w), stream_);
   }
 }
 
-void CudaBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) {
+void CudaBackend::incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) {
   CudaSag& s = G(state);
-  if (!s.evaluated) throw Error("internal: sag_commit before sag_evaluate");
+  if (!s.evaluated) throw Error("internal: incremental_commit before incremental_evaluate");
   const SpanPlan& pl = s.plan;
   const std::size_t n = pl.sid.size(), ng = pl.groups.size();
   const bool edges = !s.edge_slot.empty();
@@ -147,14 +147,14 @@ void CudaBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double
   s.evaluated = false;  // the pending marginals are stored now
 }
 
-void CudaBackend::sag_step(SagState& state, double a, double b, double tau, Vector& w, const Vector& d) {
+void CudaBackend::incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w, const Vector& d) {
   CudaSag& s = G(state);
-  SagHistory::check_step(a, b, tau);
-  if (s.needs_flush(a)) sag_flush(state, w, d);  // as the CPU
+  LazyStepHistory::check_step(a, b, tau);
+  if (s.needs_flush(a)) incremental_flush(state, w, d);  // as the CPU
   s.push(a, b, tau);
 }
 
-void CudaBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
+void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Vector& d) {
   CudaSag& s = G(state);
   if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
     throw Error("internal: SAG vectors have the wrong size");
@@ -342,7 +342,7 @@ void CudaBackend::sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_
     CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dR.get() + from, s.R.data() + from, m * sizeof(double),
                                     cudaMemcpyHostToDevice, stream_));
     s.uploaded = k + 1;
-    sync();  // P, S, R are appended to (and reset by sag_flush) right after
+    sync();  // P, S, R are appended to (and reset by incremental_flush) right after
   }
   if (count == 0 || k == 0) return;
   launch_sag_catch_up(sag_groups(), list, count, std::uint32_t(k), s.dP.get(), s.dS.get(), s.dR.get(), s.stamp.get(),

@@ -177,13 +177,13 @@ struct SpanPlan {
 
 /// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
 /// start, which is the contract's "gold indicators"), so Δ_i = X_iᵀ(δ_new − δ_stored).
-struct CudaSag final : SagState, SagHistory {
+struct CudaSag final : IncrementalState, LazyStepHistory {
   const void* owner = nullptr;
   const CudaCorpus* corpus = nullptr;
   std::size_t groups = 0;                   // A + 1 + E
   DeviceBuffer<double> node, pair, edge;    // [N][L], [S][L][L], [edge slots][L][L]
   std::vector<std::uint32_t> edge_slot;     // [N] host: slot of a position with edge items, or kNone
-  // Lazy bookkeeping: SagHistory's P, S, R are appended on the host and mirrored here before every
+  // Lazy bookkeeping: LazyStepHistory's P, S, R are appended on the host and mirrored here before every
   // catch-up (the first `uploaded` entries are on the device).
   std::size_t uploaded = 0;
   DeviceBuffer<double> dP, dS, dR;          // [capacity ≥ k + 1], doubled when full
@@ -192,7 +192,7 @@ struct CudaSag final : SagState, SagHistory {
   DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
   // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
-  bool synced = false;  // sag_sync succeeded for the current span
+  bool synced = false;  // incremental_sync succeeded for the current span
   bool evaluated = false, tried = false;
 };
 
@@ -252,14 +252,14 @@ class CudaBackend final : public Backend {
   // the catch-up of the span's groups, the span gradient, the line-search trial, the commit into
   // d (and w for SAGA) and the store of the new marginals. w, d, the stored marginals and the
   // lazy-step history stay on the device; per step only the plan and a few scalars move.
-  SagStatePtr sag_create(const BackendCorpus& bc) override;
-  void sag_sync(SagState& state, SentenceSpan span, Vector& w, const Vector& d) override;
-  double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) override;
-  void sag_trial(SagState& state, Vector& w, double step) override;
-  void sag_restore(SagState& state, Vector& w) override;
-  void sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) override;
-  void sag_step(SagState& state, double a, double b, double tau, Vector& w, const Vector& d) override;
-  void sag_flush(SagState& state, Vector& w, const Vector& d) override;
+  IncrementalStatePtr incremental_create(const BackendCorpus& bc) override;
+  void incremental_sync(IncrementalState& state, SentenceSpan span, Vector& w, const Vector& d) override;
+  double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) override;
+  void incremental_trial(IncrementalState& state, Vector& w, double step) override;
+  void incremental_restore(IncrementalState& state, Vector& w) override;
+  void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) override;
+  void incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w, const Vector& d) override;
+  void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) override;
 
   // ---- sparse batch gradients (backend_sparse.cu) ------------------------------------------
   SparseVectorPtr sparse_vector() override;
@@ -332,7 +332,7 @@ class CudaBackend final : public Backend {
                      double* out);
 
   // ---- helpers of SAG and the sparse primitives --------------------------------------------
-  CudaSag& G(SagState& st) const {
+  CudaSag& G(IncrementalState& st) const {
     auto* p = dynamic_cast<CudaSag*>(&st);
     if (!p || p->owner != this) throw Error("internal: SAG state does not belong to this CUDA backend");
     return *p;

@@ -1,4 +1,4 @@
-// crfx — the SAG / SAGA span kernels: sag_catch_up, sag_gradient, sag_trial, sag_commit and
+// crfx — the SAG / SAGA span kernels: sag_catch_up, sag_gradient, incremental_trial, incremental_commit and
 // sag_store, and their launchers (declared in sag_kernels.cuh). Explicit round-to-nearest
 // arithmetic where the CPU's formulas (host/cpu/cpu_sag.cpp) must be matched bit for bit.
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // crfx — the host side both backends share (include/crfx/backend.hpp): SpanGroups (the support of
 // a span of sentences), add_feature_difference (the perceptron update, built on the host) and
-// SagHistory's step check.
+// LazyStepHistory's step check.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -45,7 +45,7 @@ void SpanGroups::support(const Corpus& c, SentenceSpan span, const WeightGroups&
   group_indices(wg, groups_, indices);
 }
 
-void SagHistory::check_step(double a, double b, double tau) {
+void LazyStepHistory::check_step(double a, double b, double tau) {
   if (!(a > 0 && a <= 1) || !(b >= 0) || !(tau >= 0) || !std::isfinite(b) || !std::isfinite(tau))
     throw Error("internal: invalid SAG step (a = " + std::to_string(a) + ", b = " + std::to_string(b) +
                 ", tau = " + std::to_string(tau) + ")");

@@ -83,15 +83,15 @@ class CpuBackend final : public Backend {
                     bool sum) override;
 
   // SAG / SAGA (seed 004): host/cpu/cpu_sag.cpp.
-  SagStatePtr sag_create(const BackendCorpus& corpus) override;
-  void sag_sync(SagState& state, SentenceSpan sentences, Vector& w, const Vector& d) override;
-  double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) override;
-  void sag_trial(SagState& state, Vector& w, double step) override;
-  void sag_restore(SagState& state, Vector& w) override;
-  void sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) override;
-  void sag_step(SagState& state, double a, double b, double tau, Vector& w,
+  IncrementalStatePtr incremental_create(const BackendCorpus& corpus) override;
+  void incremental_sync(IncrementalState& state, SentenceSpan sentences, Vector& w, const Vector& d) override;
+  double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) override;
+  void incremental_trial(IncrementalState& state, Vector& w, double step) override;
+  void incremental_restore(IncrementalState& state, Vector& w) override;
+  void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) override;
+  void incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w,
                 const Vector& d) override;
-  void sag_flush(SagState& state, Vector& w, const Vector& d) override;
+  void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) override;
 
   double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                   Vector* grad, double scale) override;

@@ -6,15 +6,15 @@
 // depend on the position, so the sum is not enough there). Nothing depends on the number of
 // features. All start at the gold indicators.
 //
-// Lazy ("just-in-time") steps: sag_step only appends (a, b, τ) to the cumulative arrays
+// Lazy ("just-in-time") steps: incremental_step only appends (a, b, τ) to the cumulative arrays
 //   P_k = Π a_t,  S_k = Σ b_t/P_t,  R_k = Σ τ_t/P_t,
 // and every weight group (an attribute's L weights, the transitions, an edge attribute's L²
-// block) carries the step count at which it was last brought up to date. sag_sync brings only the
+// block) carries the step count at which it was last brought up to date. incremental_sync brings only the
 // groups of the current span up to date, in O(1) per weight:
 //   w ← (P_k/P_{k0}) · soft(w − d·P_{k0}(S_k − S_{k0}), P_{k0}(R_k − R_{k0})),
-// so a step costs O(weights the span touches), not O(#weights). sag_flush catches up every group
+// so a step costs O(weights the span touches), not O(#weights). incremental_flush catches up every group
 // (parallel over blocks of groups, element-wise: independent of the thread count) and restarts
-// the arrays; sag_step flushes by itself when P would underflow.
+// the arrays; incremental_step flushes by itself when P would underflow.
 //
 // Determinism: per-sentence forward-backward runs in parallel into per-sentence slots; every
 // reduction into g, d and w runs in span order on one thread, so results do not depend on the
@@ -32,7 +32,7 @@ namespace {
 
 constexpr std::size_t kNoSlot = ~std::size_t(0);
 
-struct CpuSagState final : SagState, SagHistory {
+struct CpuIncrementalState final : IncrementalState, LazyStepHistory {
   const Corpus* c = nullptr;
   std::size_t L = 0, LL = 0, A = 0, E = 0;
   bool transitions = true;
@@ -45,7 +45,7 @@ struct CpuSagState final : SagState, SagHistory {
   std::vector<std::size_t> edge_slot;   // [N] slot of a position with edge items, or kNoSlot
   std::vector<double> edge;             // [slots][L][L]
 
-  // Lazy bookkeeping (P, S, R: SagHistory).
+  // Lazy bookkeeping (P, S, R: LazyStepHistory).
   std::vector<std::uint32_t> stamp;             // [groups]
 
   // Current span.
@@ -54,8 +54,8 @@ struct CpuSagState final : SagState, SagHistory {
   std::vector<std::uint32_t> groups;   // touched groups, in order of first appearance
   std::vector<std::uint32_t> mark;     // [groups] generation of the last touch
   std::uint32_t generation = 0;
-  std::vector<std::uint32_t> scratch_ids;  // sag_sync's distinctness check
-  bool planned = false;    // sag_sync succeeded for the current span
+  std::vector<std::uint32_t> scratch_ids;  // incremental_sync's distinctness check
+  bool planned = false;    // incremental_sync succeeded for the current span
   bool evaluated = false;
 
   // Pending marginals of the span and scratch.
@@ -79,19 +79,19 @@ struct CpuSagState final : SagState, SagHistory {
   }
 };
 
-CpuSagState& St(SagState& s) {
-  auto* p = dynamic_cast<CpuSagState*>(&s);
+CpuIncrementalState& St(IncrementalState& s) {
+  auto* p = dynamic_cast<CpuIncrementalState*>(&s);
   if (!p) throw Error("internal: SAG state does not belong to the CPU backend");
   return *p;
 }
 
 }  // namespace
 
-SagStatePtr CpuBackend::sag_create(const BackendCorpus& corpus) {
+IncrementalStatePtr CpuBackend::incremental_create(const BackendCorpus& corpus) {
   const Corpus& c = corpus_of(corpus);
   if (!c.labeled()) throw Error("SAG needs every training token labeled");
-  auto st = std::make_unique<CpuSagState>();
-  CpuSagState& s = *st;
+  auto st = std::make_unique<CpuIncrementalState>();
+  CpuIncrementalState& s = *st;
   s.c = &c;
   s.L = dims_.L;
   s.LL = s.L * s.L;
@@ -128,8 +128,8 @@ SagStatePtr CpuBackend::sag_create(const BackendCorpus& corpus) {
   return st;
 }
 
-void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const Vector& d) {
-  CpuSagState& s = St(state);
+void CpuBackend::incremental_sync(IncrementalState& state, SentenceSpan span, Vector& w, const Vector& d) {
+  CpuIncrementalState& s = St(state);
   const Corpus& c = *s.c;
   double* W = data(w).data();
   const double* D = data(d).data();
@@ -183,9 +183,9 @@ void CpuBackend::sag_sync(SagState& state, SentenceSpan span, Vector& w, const V
   s.planned = true;
 }
 
-double CpuBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) {
-  CpuSagState& s = St(state);
-  if (!s.planned) throw Error("internal: sag_evaluate without a successful sag_sync");
+double CpuBackend::incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) {
+  CpuIncrementalState& s = St(state);
+  if (!s.planned) throw Error("internal: incremental_evaluate without a successful incremental_sync");
   const Corpus& c = *s.c;
   const std::size_t L = s.L, LL = s.LL, n = s.span.size(), tokens = s.tok.back();
   Prepared p;
@@ -262,9 +262,9 @@ double CpuBackend::sag_evaluate(SagState& state, const Vector& w, double* grad_n
   return loss;
 }
 
-void CpuBackend::sag_trial(SagState& state, Vector& w, double step) {
-  CpuSagState& s = St(state);
-  if (!s.evaluated) throw Error("internal: sag_trial before sag_evaluate");
+void CpuBackend::incremental_trial(IncrementalState& state, Vector& w, double step) {
+  CpuIncrementalState& s = St(state);
+  if (!s.evaluated) throw Error("internal: incremental_trial before incremental_evaluate");
   double* W = data(w).data();
   s.saved.clear();
   for (std::uint32_t gid : s.groups) {
@@ -274,21 +274,21 @@ void CpuBackend::sag_trial(SagState& state, Vector& w, double step) {
   }
 }
 
-void CpuBackend::sag_restore(SagState& state, Vector& w) {
-  CpuSagState& s = St(state);
+void CpuBackend::incremental_restore(IncrementalState& state, Vector& w) {
+  CpuIncrementalState& s = St(state);
   double* W = data(w).data();
   std::size_t pos = 0;
   for (std::uint32_t gid : s.groups) {
     const std::size_t b = s.wg.begin(gid), sz = s.wg.size(gid);
-    if (pos + sz > s.saved.size()) throw Error("internal: sag_restore without sag_trial");
+    if (pos + sz > s.saved.size()) throw Error("internal: incremental_restore without incremental_trial");
     std::copy(s.saved.begin() + pos, s.saved.begin() + pos + sz, W + b);
     pos += sz;
   }
 }
 
-void CpuBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) {
-  CpuSagState& s = St(state);
-  if (!s.evaluated) throw Error("internal: sag_commit before sag_evaluate");
+void CpuBackend::incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) {
+  CpuIncrementalState& s = St(state);
+  if (!s.evaluated) throw Error("internal: incremental_commit before incremental_evaluate");
   const Corpus& c = *s.c;
   const std::size_t L = s.L, LL = s.LL;
   double* D = data(d).data();
@@ -333,16 +333,16 @@ void CpuBackend::sag_commit(SagState& state, Vector& d, Vector& w, const double*
   s.evaluated = false;  // the pending marginals are stored now
 }
 
-void CpuBackend::sag_step(SagState& state, double a, double b, double tau, Vector& w,
+void CpuBackend::incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w,
                           const Vector& d) {
-  CpuSagState& s = St(state);
-  SagHistory::check_step(a, b, tau);
-  if (s.needs_flush(a)) sag_flush(state, w, d);
+  CpuIncrementalState& s = St(state);
+  LazyStepHistory::check_step(a, b, tau);
+  if (s.needs_flush(a)) incremental_flush(state, w, d);
   s.push(a, b, tau);
 }
 
-void CpuBackend::sag_flush(SagState& state, Vector& w, const Vector& d) {
-  CpuSagState& s = St(state);
+void CpuBackend::incremental_flush(IncrementalState& state, Vector& w, const Vector& d) {
+  CpuIncrementalState& s = St(state);
   double* W = data(w).data();
   const double* D = data(d).data();
   if (s.k() > 0) {

@@ -8,18 +8,18 @@
 // seed's units (F), so the seed's λ = 1/n is c2 = 0.5.
 //
 // One step on a span B of distinct sentences (B = batch_size, 1 = the seed's algorithm):
-//   sag_sync      bring w up to date on the groups B touches (lazy updates, below);
-//   sag_evaluate  forward-backward at w: Σ NLL_i, μ_new, g = Σ_{i∈B} X_iᵀ(μ_new,i − gold_i);
+//   incremental_sync      bring w up to date on the groups B touches (lazy updates, below);
+//   incremental_evaluate  forward-backward at w: Σ NLL_i, μ_new, g = Σ_{i∈B} X_iᵀ(μ_new,i − gold_i);
 //   line search   Algorithm 2 on the batch mean f̄ = (1/|B|)Σ NLL_i: while
 //                 f̄(w − ḡ/L) ≥ f̄(w) − ‖ḡ‖²/(2L): L ← 2L (forward-only evaluate(…, nullptr) at
-//                 the trial point; sag_trial/sag_restore save and write back the gathered values,
+//                 the trial point; incremental_trial/incremental_restore save and write back the gathered values,
 //                 so w is restored bit-exactly — never w + a − a); skipped when ‖ḡ‖² ≤ 1e-8;
-//   sag_commit    d += X_iᵀ(μ_new,i − μ_old,i) per sentence (stored marginals, initialised to the
+//   incremental_commit    d += X_iᵀ(μ_new,i − μ_old,i) per sentence (stored marginals, initialised to the
 //                 gold indicators so that a first visit adds exactly the NLL gradient);
-//   sag_step      SAG:  w ← soft((1 − αλ)w − (α/m)d, αμ₁)    (m = sentences seen so far)
+//   incremental_step      SAG:  w ← soft((1 − αλ)w − (α/m)d, αμ₁)    (m = sentences seen so far)
 //                 SAGA: w ← soft((1 − αλ)w − α[d_old/n + Σ_{j∈B} Δ_j/(|B|·p_j·n)], αμ₁)
 //                       (Proposition 1: d_old/n + (∇f_j − s_j)/(p_j n)); the Δ_j part is passed to
-//                       sag_commit as per-sentence coefficients α(1/(|B| p_j n) − 1/n)/(1 − αλ),
+//                       incremental_commit as per-sentence coefficients α(1/(|B| p_j n) − 1/n)/(1 − αλ),
 //                       so that with d = d_old + ΣΔ_j the remaining step is (1 − αλ)w − (α/n)d.
 //   L decays: uniform L ← L·2^(−|B|/n); NUS: each L_i is kept per sentence (below).
 //
@@ -27,7 +27,7 @@
 // two visits of a weight group (an attribute's L weights, an edge attribute's L² block) its d is
 // constant, so the backend only records (a, b, τ) per step and brings a group up to date in O(1)
 // per weight when a span next touches it, from cumulative products/sums of the scalar factors
-// (contract and formula in backend.hpp, section SAG / SAGA). sag_flush applies everything at the
+// (contract and formula in backend.hpp, section SAG / SAGA). incremental_flush applies everything at the
 // end of every epoch, before the objective is computed and reported.
 //
 // L1 / elastic net (c1 > 0): proximal SAG/SAGA — the step ends with the soft-threshold
@@ -220,16 +220,16 @@ class SagSampler {
 
 /// Algorithm 2 on the batch mean: from L0, doubles L until the trial step 1/(L·B) decreases the
 /// batch loss f_B by at least g²/(2·L·B) (up to 200 times; not at all when g² is negligible).
-double lipschitz_line_search(Objective& obj, SagState& state, Vector& w, SentenceSpan span, double fb, double g2,
+double lipschitz_line_search(Objective& obj, IncrementalState& state, Vector& w, SentenceSpan span, double fb, double g2,
                              double L0) {
   Backend& b = obj.backend();
   const double Bd = double(span.count), nd = double(obj.corpus().num_sentences());
   double Lb = L0;
   if (!(g2 / (Bd * Bd) > 1e-8)) return Lb;
   for (int tries = 0; tries < 200; ++tries) {
-    b.sag_trial(state, w, 1.0 / (Lb * Bd));
+    b.incremental_trial(state, w, 1.0 / (Lb * Bd));
     const double ft = b.evaluate(obj.corpus(), w, span, nullptr, 1.0);
-    b.sag_restore(state, w);
+    b.incremental_restore(state, w);
     obj.add_passes(Bd / nd);
     if (std::isfinite(ft) && ft < fb - g2 / (2.0 * Lb * Bd)) break;
     Lb *= 2.0;
@@ -257,7 +257,7 @@ class SagTrainer final : public Trainer {
     const double lambda = 2.0 * obj.c2() / nd, mu1 = obj.c1() / nd;  // seed 004's units (f = n·F)
     const double lip_mult = saga_ ? 3.0 : 1.0;
 
-    SagStatePtr state = b.sag_create(corpus);
+    IncrementalStatePtr state = b.incremental_create(corpus);
     VectorPtr d = b.vector(W), G = b.vector(W), pg = mu1 > 0 ? b.vector(W) : nullptr;
     SagSampler sampler(n, sampling, opt.seed);
     const double decay = std::pow(2.0, -double(B) / nd);
@@ -273,9 +273,9 @@ class SagTrainer final : public Trainer {
         const SentenceSpan span{batch.data(), B};
 
         // ---- evaluate and Lipschitz line search (Algorithm 2) on the batch mean
-        b.sag_sync(*state, span, w, *d);
+        b.incremental_sync(*state, span, w, *d);
         double g2 = 0;
-        const double fb = b.sag_evaluate(*state, w, &g2);
+        const double fb = b.incremental_evaluate(*state, w, &g2);
         obj.add_passes(double(B) / nd);
         const double L0 = sampler.batch_lipschitz(batch);
         sampler.found_lipschitz(batch, L0, lipschitz_line_search(obj, *state, w, span, fb, g2, L0));
@@ -286,17 +286,17 @@ class SagTrainer final : public Trainer {
         if (saga_) {
           for (std::size_t i = 0; i < B; ++i)
             coef[i] = alpha * (1.0 / (double(B) * prob[i] * nd) - 1.0 / nd) / a;
-          b.sag_commit(*state, *d, w, coef.data());
-          b.sag_step(*state, a, alpha / nd, alpha * mu1, w, *d);
+          b.incremental_commit(*state, *d, w, coef.data());
+          b.incremental_step(*state, a, alpha / nd, alpha * mu1, w, *d);
         } else {
-          b.sag_commit(*state, *d, w, nullptr);
-          b.sag_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
+          b.incremental_commit(*state, *d, w, nullptr);
+          b.incremental_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
         }
         sampler.decay(decay);
       }
 
       // ---- end of epoch: flush, measure, report
-      b.sag_flush(*state, w, *d);
+      b.incremental_flush(*state, w, *d);
       b.copy(w, *G);
       b.axpby(1.0 / nd, *d, lambda, *G);  // G = d/n + λw
       double gnorm;

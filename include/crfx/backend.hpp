@@ -36,13 +36,14 @@ class BackendCorpus {
 };
 using BackendCorpusPtr = std::unique_ptr<BackendCorpus>;
 
-/// The working state of one SAG / SAGA run (seed 004) on a backend: the stored marginals of every
-/// sentence, the lazy-update bookkeeping and scratch. Opaque; created by Backend::sag_create().
-class SagState {
+/// The working state of an incremental aggregated-gradient run on a backend (SAG, SAGA): the
+/// stored marginals of every sentence, the lazy-step bookkeeping and scratch. Opaque; created by
+/// Backend::incremental_create().
+class IncrementalState {
  public:
-  virtual ~SagState() = default;
+  virtual ~IncrementalState() = default;
 };
-using SagStatePtr = std::unique_ptr<SagState>;
+using IncrementalStatePtr = std::unique_ptr<IncrementalState>;
 
 /// A subset of sentence ids, in order (a slice of a permutation). `ids == nullptr` means the
 /// sentences 0 … count-1.
@@ -72,10 +73,10 @@ class SpanGroups {
   std::vector<std::uint32_t> groups_;  // support()'s scratch
 };
 
-/// For backends: SAG's lazy-step history (sag_step): the running products P_k of the decays a and
-/// the sums S_k = Σ b/P, R_k = Σ τ/P, from which a catch-up composes any run of steps
-/// (SagCatchUp, host/optim/rules/sag_update.hpp). Both backends' SAG states keep one.
-struct SagHistory {
+/// For backends: the lazy-step history (incremental_step): the running products P_k of the
+/// decays a and the sums S_k = Σ b/P, R_k = Σ τ/P, from which a catch-up composes any run of steps
+/// (SagCatchUp, host/optim/rules/sag_update.hpp). Both backends' incremental states keep one.
+struct LazyStepHistory {
   std::vector<double> P{1.0}, S{0.0}, R{0.0};  // [k + 1]
   std::size_t k() const { return P.size() - 1; }
   /// Throws for step parameters outside a ∈ (0, 1], b ≥ 0, τ ≥ 0 (finite).
@@ -193,8 +194,12 @@ class Backend {
   virtual double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
                             bool sum) = 0;
 
-  // ---- SAG / SAGA (seed 004) ----
-  // Notation. w the weights and d the SAG direction, both Vectors of dims().num_weights() owned
+  // ---- incremental aggregated gradients: stored marginals and lazy steps ----
+  // The CRF primitives of the incremental-gradient trainers (SAG, Schmidt et al. 2015; SAGA,
+  // Defazio et al. 2014; any method that keeps a gradient per sentence and moves along their sum):
+  // per-sentence gradients kept as marginals, their sum d maintained under changes, and the
+  // composite steps w ← soft(a·w − b·d, τ) applied lazily, group by group.
+  // Notation. w the weights and d the aggregated direction, both Vectors of dims().num_weights() owned
   // by the caller; d = Σ_i g_i is the sum of the stored per-sentence NLL gradients
   //     g_i = X_iᵀ(μ_i − gold_i),
   // where X_iᵀ maps marginals to weights exactly as evaluate()'s gradient does: state weight
@@ -202,7 +207,7 @@ class Backend {
   // (only when dims().transitions; otherwise the block is never written); edge block e gets
   // Σ_{t≥1} x_{t,e}·μ_t(y', y) at w[edge_offset + (e·L + y')·L + y].
   //
-  // Stored marginals ("Mixed" memory of seed 004 §4.2, independent of the number of features):
+  // Stored marginals ("Mixed" memory of Schmidt et al. 2015 §4.2, independent of the number of features):
   // per token its node marginals [L]; per sentence the pairwise marginals summed over t ≥ 1
   // [L][L] (for the transitions); and, when E > 0, per position t ≥ 1 at which edge items fire,
   // that position's own pairwise marginals [L][L] (edge weights need them per position). All are
@@ -214,53 +219,58 @@ class Backend {
   // edge attribute e its L² block. A sentence touches the groups of the attributes on its tokens
   // and the transitions.
   //
-  // Lazy steps. sag_step(a, b, τ) appends step k (k = 1, 2, … since the last sag_flush) meaning
+  // Lazy steps. incremental_step(a, b, τ) appends step k (k = 1, 2, … since the last
+  // incremental_flush) meaning
   //     w ← soft(a_k·w − b_k·d, τ_k),     soft(x, τ) = sign(x)·max(|x| − τ, 0), element-wise,
   // for ALL weights. It is deferred: each group has a stamp k0 (the step count when it was last
-  // brought up to date) and is brought to the current count k only by sag_sync (the groups of a
-  // span) or sag_flush (all), with the composite map, for every weight j of the group:
+  // brought up to date) and is brought to the current count k only by incremental_sync (the
+  // groups of a span) or incremental_flush (all), with the composite map, for every weight j of
+  // the group:
   //     P_k = Π_{t≤k} a_t,  S_k = Σ_{t≤k} b_t / P_t,  R_k = Σ_{t≤k} τ_t / P_t   (P_0 = 1, S_0 = R_0 = 0)
   //     w_j ← (P_k / P_{k0}) · soft(w_j − d_j·P_{k0}·(S_k − S_{k0}),  P_{k0}·(R_k − R_{k0}))
-  // then stamp = k. d_j is constant over the lag (d changes only on synced groups, in sag_commit),
-  // so with τ = 0 this is the steps one by one (up to rounding); with τ > 0 it is exact unless
-  // w_j changes sign within the lag (then it is the soft-threshold of the accumulated move, with
-  // the same fixed points). Backends must implement this formula (not eager dense steps) so that
+  // then stamp = k. d_j is constant over the lag (d changes only on synced groups, in
+  // incremental_commit), so with τ = 0 this is the steps one by one (up to rounding); with τ > 0
+  // it is exact unless w_j changes sign within the lag (then it is the soft-threshold of the
+  // accumulated move, with the same fixed points). Backends must implement this formula (not eager dense steps) so that
   // all backends give the same model.
   //
-  // Call order of one SAG step on a span B of distinct sentences:
-  //   sag_sync(B) → sag_evaluate → [sag_trial → evaluate(B, nullptr) → sag_restore]* →
-  //   sag_commit → sag_step.   sag_flush before anything reads all of w (objective, saving).
+  // Call order of one step on a span B of distinct sentences:
+  //   incremental_sync(B) → incremental_evaluate →
+  //   [incremental_trial → evaluate(B, nullptr) → incremental_restore]* →
+  //   incremental_commit → incremental_step.
+  // incremental_flush before anything reads all of w (objective, saving).
 
-  /// New SAG state for `corpus` (kept by reference: it must outlive the state; every sentence
-  /// labeled, Error otherwise): stored marginals at the gold indicators, step count 0, P_0 = 1.
-  virtual SagStatePtr sag_create(const BackendCorpus& corpus) = 0;
+  /// New incremental state for `corpus` (kept by reference: it must outlive the state; every
+  /// sentence labeled, Error otherwise): stored marginals at the gold indicators, step count 0, P_0 = 1.
+  virtual IncrementalStatePtr incremental_create(const BackendCorpus& corpus) = 0;
   /// Brings every group touched by `sentences` (distinct ids) up to the current step count with
   /// the composite map (reads d), and makes `sentences` the state's current span (copied), the
-  /// one sag_evaluate, sag_trial, sag_restore and sag_commit work on. A span it refuses (an id
-  /// beyond the corpus, a repeated id: Error) changes nothing and leaves no current span:
-  /// sag_evaluate throws until a sag_sync succeeds.
-  virtual void sag_sync(SagState& state, SentenceSpan sentences, Vector& w, const Vector& d) = 0;
+  /// one incremental_evaluate, incremental_trial, incremental_restore and incremental_commit work
+  /// on. A span it refuses (an id beyond the corpus, a repeated id: Error) changes nothing and
+  /// leaves no current span: incremental_evaluate throws until an incremental_sync succeeds.
+  virtual void incremental_sync(IncrementalState& state, SentenceSpan sentences, Vector& w,
+                                const Vector& d) = 0;
   /// Forward-backward on every sentence of the current span at w (its groups synced). Keeps the
   /// new marginals μ_new of each sentence in the state (pending, not yet stored), forms in the
   /// state g = Σ_{i∈span} X_iᵀ(μ_new,i − gold_i) (the span's summed NLL gradient; zero outside
   /// the touched groups), writes ‖g‖² to `*grad_norm2` and returns Σ_{i∈span} NLL_i(w).
-  virtual double sag_evaluate(SagState& state, const Vector& w, double* grad_norm2) = 0;
+  virtual double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) = 0;
   /// Line-search trial point: saves the current span's touched groups of w (bit-exact), then
-  /// sets w ← w − step·g on them (g from the last sag_evaluate).
-  virtual void sag_trial(SagState& state, Vector& w, double step) = 0;
-  /// Writes back exactly the values saved by the last sag_trial.
-  virtual void sag_restore(SagState& state, Vector& w) = 0;
+  /// sets w ← w − step·g on them (g from the last incremental_evaluate).
+  virtual void incremental_trial(IncrementalState& state, Vector& w, double step) = 0;
+  /// Writes back exactly the values saved by the last incremental_trial.
+  virtual void incremental_restore(IncrementalState& state, Vector& w) = 0;
   /// For each sentence i of the current span, in span order: Δ_i = X_iᵀ(μ_new,i − μ_stored,i);
   /// d += Δ_i; when `w_coef` is non-null (host array, one entry per span sentence)
-  /// w −= w_coef[i]·Δ_i; then μ_stored,i ← μ_new,i. Requires a preceding sag_evaluate.
-  virtual void sag_commit(SagState& state, Vector& d, Vector& w, const double* w_coef) = 0;
+  /// w −= w_coef[i]·Δ_i; then μ_stored,i ← μ_new,i. Requires a preceding incremental_evaluate.
+  virtual void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) = 0;
   /// Appends the lazy step w ← soft(a·w − b·d, τ) (0 < a ≤ 1, b ≥ 0, τ ≥ 0); O(1). When P_k
-  /// would fall below 1e-150 it first runs sag_flush(state, w, d) (so P stays representable).
-  virtual void sag_step(SagState& state, double a, double b, double tau, Vector& w,
+  /// would fall below 1e-150 it first runs incremental_flush(state, w, d) (so P stays representable).
+  virtual void incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w,
                         const Vector& d) = 0;
   /// Brings every group up to the current step count (w exact), then restarts the bookkeeping:
   /// step count 0, P = 1, S = R = 0, every stamp 0.
-  virtual void sag_flush(SagState& state, Vector& w, const Vector& d) = 0;
+  virtual void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) = 0;
 
   // ---- batch primitives --------------------------------------------------------------------
   /// Negative log-likelihood Σ_i −log p(y_i | x_i) over `sentences` (all labeled; a sentence

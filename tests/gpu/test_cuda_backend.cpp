@@ -885,7 +885,7 @@ TEST(CudaBackend, NbestRetryAfterFailedAllocation) {
 
 // SAG's lazy-step history on the device is three buffers that grow together: when one allocation
 // of a growth fails, the retry regrows all three and uploads the whole history again.
-TEST(CudaBackend, SagHistoryRegrowthRetryAfterFailedAllocation) {
+TEST(CudaBackend, LazyStepHistoryRegrowthRetryAfterFailedAllocation) {
   REQUIRE_GPU();
   auto p = test::random_problem(3, 10, 0, 6, 5, 19);
   const auto w0 = test::random_weights(p.dims.num_weights(), 0.5, 8);
@@ -894,21 +894,21 @@ TEST(CudaBackend, SagHistoryRegrowthRetryAfterFailedAllocation) {
   for (int k = 0; k < 2; ++k) {
     BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 1)) : gpu_backend(p.dims);
     auto corpus = b->upload(p.corpus);
-    auto state = b->sag_create(*corpus);
+    auto state = b->incremental_create(*corpus);
     auto w = to_backend(*b, w0);
     auto d = to_backend(*b, d0);
     const std::uint32_t id = 2;
-    b->sag_sync(*state, SentenceSpan{&id, 1}, *w, *d);  // the span's plan buffers exist from here
-    for (int step = 0; step < 70000; ++step) b->sag_step(*state, 0.99999, 1e-6, 0.0, *w, *d);  // > 2^16 steps
+    b->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d);  // the span's plan buffers exist from here
+    for (int step = 0; step < 70000; ++step) b->incremental_step(*state, 0.99999, 1e-6, 0.0, *w, *d);  // > 2^16 steps
     if (k == 1) {
       Budget bud(0);
       for (int attempt = 0; attempt < 2; ++attempt) {  // the second, then the third buffer fails
         emu::fail_allocation(2);
-        EXPECT_THROW(b->sag_sync(*state, SentenceSpan{&id, 1}, *w, *d), Error) << "attempt " << attempt;
+        EXPECT_THROW(b->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d), Error) << "attempt " << attempt;
       }
     }
-    b->sag_sync(*state, SentenceSpan{&id, 1}, *w, *d);
-    b->sag_flush(*state, *w, *d);
+    b->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d);
+    b->incremental_flush(*state, *w, *d);
     result[k] = to_host(*b, *w);
   }
   expect_close_vec(result[1], result[0], 1e-12, "weights after the catch-up");

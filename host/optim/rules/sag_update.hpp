@@ -1,5 +1,5 @@
 // crfx — SAG / SAGA (Schmidt et al. 2015; Defazio et al. 2014): the lazy catch-up of a weight
-// through the steps it missed, from the step history the backends keep (SagHistory, backend.hpp).
+// through the steps it missed, from the step history the backends keep (LazyStepHistory, backend.hpp).
 #pragma once
 
 #include "crfx/host_device.hpp"
