@@ -18,7 +18,7 @@
 #   eval      eval.hpp, host/eval                  → io base
 #   tag       tagger.hpp, host/tag                 → model features backend io data base
 # apps/ and tests/ may use every part and are not checked. So optimizers see the Backend interface,
-# never a backend; kernels never see host/; the readers never see features or models.
+# never a backend; of host/ kernels see only host/optim/rules; the readers never see features or models.
 cmake_minimum_required(VERSION 3.24)
 if(NOT ROOT)
   message(FATAL_ERROR "usage: cmake -DROOT=<source tree> -P check_layering.cmake")

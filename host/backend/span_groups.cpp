@@ -11,7 +11,7 @@
 namespace crfx {
 
 void SpanGroups::plan(const Corpus& c, SentenceSpan span, const WeightGroups& wg, bool transitions,
-                      std::vector<std::uint32_t>& groups) {
+                      std::vector<std::uint32_t>& groups, bool ascending) {
   if (mark_.size() != wg.count()) {
     mark_.assign(wg.count(), 0);
     generation_ = 0;
@@ -31,12 +31,14 @@ void SpanGroups::plan(const Corpus& c, SentenceSpan span, const WeightGroups& wg
   if (transitions) touch(wg.transitions());
   const bool edges = wg.E > 0 && c.edge_offsets.size() == c.state_offsets.size();
   for (std::size_t i = 0; i < span.count; ++i) {
-    const std::size_t s = span[i], t0 = c.sentence_offsets[s], t1 = c.sentence_offsets[s + 1];
-    for (std::size_t k = c.state_offsets[t0]; k < c.state_offsets[t1]; ++k) touch(c.state_ids[k]);
-    if (edges)
-      for (std::size_t k = c.edge_offsets[t0]; k < c.edge_offsets[t1]; ++k) touch(wg.edge(c.edge_ids[k]));
+    const std::size_t s = span[i];
+    for (std::size_t t = c.sentence_offsets[s]; t < c.sentence_offsets[s + 1]; ++t) {
+      for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k) touch(c.state_ids[k]);
+      if (edges)
+        for (std::size_t k = c.edge_offsets[t]; k < c.edge_offsets[t + 1]; ++k) touch(wg.edge(c.edge_ids[k]));
+    }
   }
-  std::sort(groups.begin(), groups.end());  // ascending group ids: ascending weight indices
+  if (ascending) std::sort(groups.begin(), groups.end());  // ascending weight indices
 }
 
 void SpanGroups::support(const Corpus& c, SentenceSpan span, const WeightGroups& wg, bool transitions,

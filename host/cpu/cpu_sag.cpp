@@ -51,9 +51,8 @@ struct CpuIncrementalState final : IncrementalState, LazyStepHistory {
   // Current span.
   std::vector<std::uint32_t> span;
   std::vector<std::size_t> tok;        // [span + 1] token offsets of the span's sentences
-  std::vector<std::uint32_t> groups;   // touched groups, in order of first appearance
-  std::vector<std::uint32_t> mark;     // [groups] generation of the last touch
-  std::uint32_t generation = 0;
+  std::vector<std::uint32_t> groups;   // touched groups, in order of first touch (SpanGroups)
+  SpanGroups planner;
   std::vector<std::uint32_t> scratch_ids;  // incremental_sync's distinctness check
   bool planned = false;    // incremental_sync succeeded for the current span
   bool evaluated = false;
@@ -122,7 +121,6 @@ IncrementalStatePtr CpuBackend::incremental_create(const BackendCorpus& corpus) 
     }
   }
   s.stamp.assign(s.wg.count(), 0);
-  s.mark.assign(s.wg.count(), 0);
   s.g.assign(dims_.num_weights(), 0.0);
   s.pair_at.resize(pool_.size());
   return st;
@@ -154,31 +152,14 @@ void CpuBackend::incremental_sync(IncrementalState& state, SentenceSpan span, Ve
     const std::size_t b = s.wg.begin(gid);
     std::fill(s.g.begin() + b, s.g.begin() + b + s.wg.size(gid), 0.0);
   }
-  s.groups.clear();
   s.span.assign(span.count, 0);
   s.tok.assign(1, 0);
-  if (++s.generation == 0) {  // wrapped: reset the marks
-    std::fill(s.mark.begin(), s.mark.end(), 0);
-    s.generation = 1;
-  }
-  const std::uint32_t gen = s.generation;
-  auto touch = [&](std::uint32_t gid) {
-    if (s.mark[gid] == gen) return;
-    s.mark[gid] = gen;
-    s.groups.push_back(gid);
-  };
-  if (s.transitions) touch(s.wg.transitions());
   for (std::size_t i = 0; i < span.count; ++i) {
-    const std::uint32_t sid = span[i];
-    s.span[i] = sid;
-    s.tok.push_back(s.tok.back() + c.length(sid));
-    for (std::size_t t = c.sentence_offsets[sid]; t < c.sentence_offsets[sid + 1]; ++t) {
-      for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k) touch(c.state_ids[k]);
-      if (s.E == 0) continue;
-      for (std::size_t k = c.edge_offsets[t]; k < c.edge_offsets[t + 1]; ++k)
-        touch(s.wg.edge(c.edge_ids[k]));
-    }
+    s.span[i] = span[i];
+    s.tok.push_back(s.tok.back() + c.length(span[i]));
   }
+  // First-touch order, not ascending: incremental_evaluate sums ‖g‖² in this order.
+  s.planner.plan(c, span, s.wg, s.transitions, s.groups, false);
   for (std::uint32_t gid : s.groups) s.catch_up(gid, W, D);
   s.planned = true;
 }

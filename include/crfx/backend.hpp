@@ -55,14 +55,16 @@ struct SentenceSpan {
 inline SentenceSpan all_sentences(const BackendCorpus& c) { return {nullptr, c.num_sentences()}; }
 
 /// For backends: the host planner of a span's support S(span) — the weight groups
-/// (WeightGroups, corpus.hpp) its sentences touch, ascending: their state attributes, the
-/// transitions when `transitions`, their edge attributes. One for both backends (the CPU's
-/// support(), the CUDA backend's span plans). Keeps its marks between calls (a generation count:
-/// nothing is cleared per span). Sentence ids must be below corpus.num_sentences().
+/// (WeightGroups, corpus.hpp) its sentences touch: their state attributes, the transitions when
+/// `transitions`, their edge attributes. One for both backends (the CPU's support() and
+/// incremental state, the CUDA backend's span plans). Keeps its marks between calls (a generation
+/// count: nothing is cleared per span). Sentence ids must be below corpus.num_sentences().
 class SpanGroups {
  public:
+  /// The groups ascending, or (ascending = false) in order of first touch: the transitions, then
+  /// token by token (in span order) its state attributes' groups, then its edge attributes'.
   void plan(const Corpus& corpus, SentenceSpan span, const WeightGroups& wg, bool transitions,
-            std::vector<std::uint32_t>& groups);
+            std::vector<std::uint32_t>& groups, bool ascending = true);
   /// The support as weight indices (ascending): plan(), each group expanded to its range.
   void support(const Corpus& corpus, SentenceSpan span, const WeightGroups& wg, bool transitions,
                std::vector<std::size_t>& indices);
