@@ -159,23 +159,25 @@ ChunkEvaluator score(const std::vector<std::vector<std::string>>& predicted,
 
 // ---- train ---------------------------------------------------------------------------------
 
-/// A default for cxxopts: the shortest decimal that reads back as `v`.
-std::string dflt(double v) {
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
+/// The trainers that take setting `name`, for its help ("sgd-l1, adf: "; "" when all do, "all
+/// but ap: " when fewer do not).
+std::string takers(const char* name) {
+  std::string yes, no;
+  std::size_t n_yes = 0, n_no = 0;
+  for (const auto& t : trainer_registry()) {
+    std::string& list = t.takes(name) ? yes : no;
+    list += (list.empty() ? "" : ", ") + std::string(t.name);
+    ++(t.takes(name) ? n_yes : n_no);
   }
-  return buf;
-}
-template <class T, class = std::enable_if_t<std::is_integral_v<T>>>
-std::string dflt(T v) {
-  return std::to_string(v);
+  if (n_no == 0) return "";
+  return n_no < n_yes ? "all but " + no + ": " : yes + ": ";
 }
 
-/// crfx train's options (the device options come from add_device_options).
+/// crfx train's options (the device options come from add_device_options); the trainers'
+/// settings are generated from their tables (OptionSpec, crfx/trainer.hpp), with the library's
+/// defaults.
 void add_train_options(cxxopts::Options& o) {
-  const TrainOptions d;  // the library's defaults are the command line's
+  const TrainOptions d;
   o.positional_help("DATA");
   o.add_options()
       ("data", "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok)",
@@ -183,75 +185,62 @@ void add_train_options(cxxopts::Options& o) {
       ("m,model", "model file to write", cxxopts::value<std::string>())
       ("t,template", "CRF++ feature template (CoNLL data)", cxxopts::value<std::string>())
       ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
-      ("a,algo", "training algorithm ('list' shows them)", cxxopts::value<std::string>()->default_value("lbfgs"))
-      ("c1", "L1 coefficient: objective NLL + c1·|w|₁ + c2·|w|²", cxxopts::value<double>()->default_value(dflt(d.c1)))
-      ("c2", "L2 coefficient (CRFsuite's convention; CRF++ -c C = 1/(2·c2))", cxxopts::value<double>()->default_value(dflt(d.c2)))
-      ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
-      ("max-iterations", "stop after this many iterations (0 = no limit)", cxxopts::value<int>()->default_value(dflt(d.max_iterations)))
-      ("period", "stopping test window in iterations (0 = no delta test)", cxxopts::value<int>()->default_value(dflt(d.period)))
-      ("delta", "stop when the objective improved less than this (relative) over --period iterations",
-       cxxopts::value<double>()->default_value(dflt(d.delta)))
-      ("epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does)", cxxopts::value<double>()->default_value(dflt(d.epsilon)))
-      ("memory", "L-BFGS / OWL-QN history pairs", cxxopts::value<int>()->default_value(dflt(d.memory)))
-      ("seed", "random seed (shuffling, sampling): same seed, same model",
-       cxxopts::value<std::uint64_t>()->default_value(dflt(d.seed)))
-      ("batch-size", "stochastic trainers: sentences per update (1 = online)",
-       cxxopts::value<std::size_t>()->default_value(dflt(d.batch_size)))
-      ("epochs", "sgd-l1, adf, ap: epochs over the shuffled data", cxxopts::value<int>()->default_value(dflt(d.epochs)))
-      ("eta0", "sgd-l1, adf: initial (per-feature) learning rate (default 0.1; 0.025 with the heuristic "
-       "line search and for two-stage, whose trials grow the rate up to 4x)", cxxopts::value<double>())
-      ("alpha", "sgd-l1: rate decay, eta_k = eta0 * alpha^(k/N)", cxxopts::value<double>()->default_value(dflt(d.alpha)))
-      ("line-search", "sgd-l1: none | heuristic (per-batch heuristic line search)",
-       cxxopts::value<std::string>()->default_value(name_of(d.line_search)))
-      ("sgd-epochs", "two-stage: SGD-L1 epochs before OWL-QN", cxxopts::value<int>()->default_value(dflt(d.sgd_epochs)))
-      ("sampling", "sag, saga: uniform | lipschitz | mixed", cxxopts::value<std::string>()->default_value(name_of(d.sampling)))
-      ("max-epochs", "sag, saga: stop after this many epochs", cxxopts::value<int>()->default_value(dflt(d.max_epochs)))
-      ("adf-alpha", "adf: rate decay factor for rare features", cxxopts::value<double>()->default_value(dflt(d.adf_alpha)))
-      ("adf-beta", "adf: rate decay factor for frequent features", cxxopts::value<double>()->default_value(dflt(d.adf_beta)))
-      ("adf-windows", "adf: rate updates per epoch (every n/windows samples)",
-       cxxopts::value<int>()->default_value(dflt(d.adf_windows)))
+      ("a,algo", "training algorithm ('list' shows them with their settings)",
+       cxxopts::value<std::string>()->default_value("lbfgs"))
+      ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"));
+  for (const auto* table : {&objective_options(), &trainer_options()})
+    for (const OptionSpec& spec : *table) {
+      auto value = cxxopts::value<std::string>();
+      const std::string v = spec.get(d);
+      if (!v.empty()) value->default_value(v);  // else the trainer's default (said in the help)
+      const std::string kind = spec.kind;  // the choices, where there are some
+      const std::string choices = kind.find('|') != std::string::npos ? kind + "; " : "";
+      o.add_options()(spec.name, takers(spec.name) + choices + spec.help, value);
+    }
+  o.add_options()
       ("dev", "development data: report its chunk F1 after every iteration", cxxopts::value<std::string>())
       ("log", "write per-iteration progress as CSV to this file", cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")
       ("h,help", "show this help");
 }
 
-/// The trainer settings of crfx train's command line, the generic ones checked.
-TrainOptions train_options(const cxxopts::ParseResult& r) {
+/// The trainer settings of crfx train's command line, each given one parsed by its table; a
+/// setting the chosen trainer does not take is noted on stderr (ignored, as it always was).
+TrainOptions train_options(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
   TrainOptions opt;
-  opt.c1 = get<double>(r, "c1");
-  opt.c2 = get<double>(r, "c2");
-  opt.max_iterations = get<int>(r, "max-iterations");
-  opt.period = get<int>(r, "period");
-  opt.delta = get<double>(r, "delta");
-  opt.epsilon = get<double>(r, "epsilon");
-  opt.memory = get<int>(r, "memory");
-  opt.seed = get<std::uint64_t>(r, "seed");
-  opt.batch_size = get<std::size_t>(r, "batch-size");
-  opt.epochs = get<int>(r, "epochs");
-  opt.line_search = parse_line_search(get<std::string>(r, "line-search"));
-  if (r.count("eta0")) opt.eta0 = get<double>(r, "eta0");  // else the trainer's default
-  opt.alpha = get<double>(r, "alpha");
-  opt.sgd_epochs = get<int>(r, "sgd-epochs");
-  opt.sampling = parse_sampling(get<std::string>(r, "sampling"));
-  opt.max_epochs = get<int>(r, "max-epochs");
-  opt.adf_alpha = get<double>(r, "adf-alpha");
-  opt.adf_beta = get<double>(r, "adf-beta");
-  opt.adf_windows = get<int>(r, "adf-windows");
-  // The generic stopping and history options; each trainer checks its own.
-  auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw UsageError(what);
-  };
-  need(std::isfinite(opt.c1) && opt.c1 >= 0 && std::isfinite(opt.c2) && opt.c2 >= 0,
-       "--c1 and --c2 must be finite numbers ≥ 0, got " + fmt("%g", opt.c1) + " and " + fmt("%g", opt.c2));
-  need(opt.max_iterations >= 0, "--max-iterations must be ≥ 0 (0 = no limit), got " + std::to_string(opt.max_iterations));
-  need(opt.period >= 0, "--period must be ≥ 0 (0 = no delta test), got " + std::to_string(opt.period));
-  need(std::isfinite(opt.delta) && opt.delta >= 0, "--delta must be a finite number ≥ 0, got " + fmt("%g", opt.delta));
-  need(std::isfinite(opt.epsilon) && opt.epsilon >= 0,
-       "--epsilon must be a finite number ≥ 0, got " + fmt("%g", opt.epsilon));
-  need(opt.memory >= 1, "--memory must be ≥ 1, got " + std::to_string(opt.memory));
-
+  for (const auto* table : {&objective_options(), &trainer_options()})
+    for (const OptionSpec& spec : *table) {
+      if (!r.count(spec.name)) continue;
+      const std::string text = get<std::string>(r, spec.name);
+      try {
+        spec.set(opt, text);
+      } catch (const Error& e) {
+        throw UsageError(std::string("--") + spec.name + ": " + e.what());
+      }
+      if (!trainer.takes(spec.name))
+        std::cerr << "note: --" << spec.name << " is not a setting of " << trainer.name
+                  << "; ignored ('crfx train --algo list' shows each algorithm's settings)\n";
+    }
   return opt;
+}
+
+/// `crfx train --algo list`: every algorithm, its summary and its settings with their defaults.
+void list_trainers() {
+  const TrainOptions d;
+  std::string without;
+  for (const auto& t : trainer_registry())
+    if (!t.uses_objective) without += std::string(without.empty() ? " but " : ", ") + t.name;
+  std::cout << "Settings of the objective, for every algorithm" << without << ":";
+  for (const OptionSpec& spec : objective_options()) std::cout << " --" << spec.name << " " << spec.get(d);
+  std::cout << "\n\n";
+  for (const auto& t : trainer_registry()) {
+    std::cout << "  " << t.name << "\t" << t.summary << "\n    settings:";
+    for (const char* name : t.options) {
+      const std::string v = find_option(name)->get(d);
+      std::cout << " --" << name << " " << (v.empty() ? "(auto)" : v);
+    }
+    std::cout << "\n";
+  }
 }
 
 /// crfx train's per-iteration report: a line on stderr, a CSV row in --log (rewritten atomically
@@ -310,7 +299,7 @@ int cmd_train(int argc, char** argv) {
 
   const std::string algo = get<std::string>(r, "algo");
   if (algo == "list") {
-    for (const auto& t : trainer_registry()) std::cout << "  " << t.name << "\t" << t.summary << "\n";
+    list_trainers();
     return 0;
   }
   const TrainerInfo& trainer = find_trainer(algo);
@@ -319,7 +308,7 @@ int cmd_train(int argc, char** argv) {
   check_output_path(model_path);  // before minutes of training, not after
   const bool quiet = r.count("quiet") > 0;
 
-  const TrainOptions opt = train_options(r);
+  const TrainOptions opt = train_options(r, trainer);
   const double t0 = now_seconds();
   Model model;
   FeatureSpace& fs = model.features;

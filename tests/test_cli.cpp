@@ -137,6 +137,25 @@ TEST(Cli, HelpForEverySubcommand) {
   std::string out;
   EXPECT_EQ(run(crfx() + " train --algo list", &out), 0);
   EXPECT_NE(out.find("owlqn"), std::string::npos) << out;
+  // Each algorithm with its settings and their defaults (from the library's tables).
+  EXPECT_NE(out.find("settings: --batch-size 1 --epsilon 1e-05 --max-epochs 100 --sampling mixed"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("for every algorithm but ap: --c1 0 --c2 1"), std::string::npos) << out;
+  EXPECT_EQ(run(crfx() + " train --help", &out), 0);
+  EXPECT_NE(out.find("--max-linesearch"), std::string::npos) << out;
+}
+
+TEST(Cli, ASettingTheAlgorithmDoesNotTakeIsNoted) {
+  const std::string model = temp_path("noted.model");
+  std::string out;
+  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(model) +
+                    " -q -a lbfgs --max-iterations 2 --eta0 0.1 --epochs 3",
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("note: --eta0 is not a setting of lbfgs; ignored"), std::string::npos) << out;
+  EXPECT_NE(out.find("note: --epochs is not a setting of lbfgs; ignored"), std::string::npos) << out;
+  EXPECT_EQ(out.find("--max-iterations is not"), std::string::npos) << out;
 }
 
 TEST(Cli, UsageAndDeviceErrors) {
@@ -175,7 +194,8 @@ TEST(Cli, BadOptionsAndUnwritableOutputsFailBeforeAnyWork) {
       {"--memory -3", "--memory"},                 {"--period -1", "--period"},
       {"--c1 -1", "--c1"},                         {"--c2 nan", "--c2"},  // cxxopts rejects the value
       {"--c2=abc", "--c2"},                        {"--threads 99999", "--threads"},
-      {"--epsilon -1e-3", "--epsilon"},
+      {"--epsilon -1e-3", "--epsilon"},           {"--line-search bogus", "--line-search"},
+      {"--max-linesearch 0", "--max-linesearch"}, {"--seed -3", "--seed"},
   };
   for (const auto& [args, option] : cases) {
     std::string out;

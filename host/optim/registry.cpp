@@ -1,29 +1,39 @@
-// crfx — the trainer registry: one table (Wapiti's style); `crfx train --algo list` prints it.
+// crfx — the trainer registry: one table (Wapiti's style), each trainer with its settings;
+// `crfx train --algo list` prints it.
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {
 
+namespace {
+// Each trainer's settings (OptionSpec tables, options.cpp): the ones its train() reads.
+const std::vector<const char*> kQuasiNewton = {"max-iterations", "period", "delta", "epsilon", "memory",
+                                               "max-linesearch"};
+const std::vector<const char*> kIncremental = {"batch-size", "epsilon", "max-epochs", "sampling", "seed"};
+}  // namespace
+
 const std::vector<TrainerInfo>& trainer_registry() {
   static const std::vector<TrainerInfo> table = {
       {"lbfgs", "L-BFGS on NLL + c2·‖w‖² with a strong-Wolfe line search (with c1 > 0 it runs OWL-QN)",
-       make_lbfgs_trainer},
+       make_lbfgs_trainer, kQuasiNewton},
       {"owlqn", "OWL-QN (Andrew & Gao 2007) on NLL + c1·‖w‖₁ + c2·‖w‖²: sparse models",
-       make_owlqn_trainer},
+       make_owlqn_trainer, kQuasiNewton},
       {"sag", "SAG with stored marginals, Lipschitz line search and non-uniform sampling (Schmidt et al. 2015; --sampling)",
-       make_sag_trainer},
+       make_sag_trainer, kIncremental},
       {"saga", "SAGA (Defazio et al. 2014, as Schmidt et al. 2015 use it), same memory, line search and sampling as sag",
-       make_saga_trainer},
+       make_saga_trainer, kIncremental},
       {"sgd-l1", "mini-batch SGD with the cumulative L1 penalty (Tsuruoka et al. 2009), "
                  "η = eta0·alpha^(k/N); --line-search heuristic (Zhou et al. 2011)",
-       make_sgd_l1_trainer},
+       make_sgd_l1_trainer, {"batch-size", "epochs", "eta0", "alpha", "line-search", "seed"}},
       {"two-stage", "sgd_epochs of SGD-L1 with the heuristic line search, then OWL-QN (Zhou et al. 2011)",
-       make_two_stage_trainer},
+       make_two_stage_trainer,
+       {"sgd-epochs", "batch-size", "eta0", "alpha", "seed", "max-iterations", "period", "delta", "epsilon", "memory",
+        "max-linesearch"}},
       {"adf", "online SGD with frequency-adaptive per-feature rates (Sun et al. 2012); L2 prior c2",
-       make_adf_trainer},
+       make_adf_trainer, {"batch-size", "epochs", "eta0", "adf-alpha", "adf-beta", "adf-windows", "seed"}},
       {"ap", "averaged structured perceptron on Viterbi (Collins 2002); ignores c1, c2",
-       make_perceptron_trainer},
+       make_perceptron_trainer, {"batch-size", "epochs", "seed"}, /*uses_objective=*/false},
   };
   return table;
 }

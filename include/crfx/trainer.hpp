@@ -111,10 +111,39 @@ class Trainer {
                        const ProgressFn& progress) = 0;
 };
 
+/// One setting, as CRFsuite's trainers declare theirs (name, type, default, help): its name (crfx
+/// train's --NAME), the kind of value, its help, and how it reads and writes its TrainOptions
+/// field. The default is the field's initialiser in TrainOptions — one default, in the library;
+/// the command line and the option listings are generated from these tables.
+struct OptionSpec {
+  const char* name;
+  const char* kind;  // "real", "integer", "seed", or the choices ("none | heuristic")
+  const char* help;
+  /// The field's value as text (the shortest decimal that reads back; "" for an unset optional,
+  /// whose default the trainer picks).
+  std::string (*get)(const TrainOptions&);
+  /// Parses `text` into the field; Error saying what is wrong with the value (not naming the
+  /// option: the caller knows how its user spells it) for text that is not a valid value.
+  void (*set)(TrainOptions&, const std::string& text);
+};
+
+/// The objective's settings, which every trainer reads (c1, c2), then every trainer setting, each
+/// once, in listing order.
+const std::vector<OptionSpec>& objective_options();
+const std::vector<OptionSpec>& trainer_options();
+/// The spec called `name` among both tables, or nullptr.
+const OptionSpec* find_option(const std::string& name);
+
 struct TrainerInfo {
   const char* name;
   const char* summary;
   std::unique_ptr<Trainer> (*make)();
+  /// The trainer's own settings (names in trainer_options()), the ones it reads; the objective's
+  /// c1 and c2 apply to every trainer but ap.
+  std::vector<const char*> options;
+  bool uses_objective = true;
+  /// Whether `name` is one of this trainer's settings (objective settings included).
+  bool takes(const std::string& name) const;
 };
 /// Every algorithm, in listing order.
 const std::vector<TrainerInfo>& trainer_registry();

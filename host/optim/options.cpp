@@ -1,0 +1,151 @@
+// crfx — the trainers' settings as tables (OptionSpec, include/crfx/trainer.hpp): each setting's
+// name, kind, help and TrainOptions field, written once; the registry (registry.cpp) says which
+// trainer takes which, and crfx train builds its command line and `--algo list` from both.
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "crfx/error.hpp"
+#include "crfx/trainer.hpp"
+
+namespace crfx {
+namespace {
+
+// ---- values as text ------------------------------------------------------------------------
+
+/// The shortest decimal that reads back as v.
+std::string text_of(double v) {
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+template <class T, class = std::enable_if_t<std::is_integral_v<T>>>
+std::string text_of(T v) {
+  return std::to_string(v);
+}
+
+double parse_real(const std::string& t) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = t.empty() ? 0.0 : std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+    throw Error("'" + t + "' is not a finite number");
+  return v;
+}
+
+long long parse_integer(const std::string& t, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = t.empty() ? 0 : std::strtoll(t.c_str(), &end, 10);
+  if (t.empty() || *end != '\0' || errno == ERANGE) throw Error("'" + t + "' is not an integer");
+  if (v < lo || v > hi)
+    throw Error("must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + t);
+  return v;
+}
+
+std::uint64_t parse_seed(const std::string& t) {
+  char* end = nullptr;
+  errno = 0;
+  const bool digits = !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+  const unsigned long long v = digits ? std::strtoull(t.c_str(), &end, 10) : 0;
+  if (!digits || errno == ERANGE) throw Error("'" + t + "' is not an integer in 0 … 2^64 − 1");
+  return v;
+}
+
+// ---- fields --------------------------------------------------------------------------------
+
+/// A real field, ≥ 0 (> 0 when kPositive).
+template <double TrainOptions::*F, bool kPositive>
+OptionSpec real(const char* name, const char* help) {
+  return {name, "real", help, [](const TrainOptions& o) { return text_of(o.*F); },
+          [](TrainOptions& o, const std::string& t) {
+            const double v = parse_real(t);
+            if (kPositive ? !(v > 0) : !(v >= 0))
+              throw Error(std::string("must be ") + (kPositive ? "> 0" : "≥ 0") + ", got " + t);
+            o.*F = v;
+          }};
+}
+
+template <int TrainOptions::*F, int Lo>
+OptionSpec integer(const char* name, const char* help) {
+  return {name, "integer", help, [](const TrainOptions& o) { return text_of(o.*F); },
+          [](TrainOptions& o, const std::string& t) {
+            o.*F = int(parse_integer(t, Lo, std::numeric_limits<int>::max()));
+          }};
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& objective_options() {
+  static const std::vector<OptionSpec> table = {
+      real<&TrainOptions::c1, false>("c1", "L1 coefficient: objective NLL + c1·|w|₁ + c2·|w|²"),
+      real<&TrainOptions::c2, false>("c2", "L2 coefficient (CRFsuite's convention; CRF++ -c C = 1/(2·c2))"),
+  };
+  return table;
+}
+
+const std::vector<OptionSpec>& trainer_options() {
+  static const std::vector<OptionSpec> table = {
+      integer<&TrainOptions::max_iterations, 0>("max-iterations", "stop after this many iterations (0 = no limit)"),
+      integer<&TrainOptions::period, 0>("period", "stopping test window in iterations (0 = no delta test)"),
+      real<&TrainOptions::delta, false>(
+          "delta", "stop when the objective improved less than this (relative) over --period iterations"),
+      real<&TrainOptions::epsilon, false>(
+          "epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does)"),
+      integer<&TrainOptions::memory, 1>("memory", "quasi-Newton history pairs"),
+      integer<&TrainOptions::max_linesearch, 1>("max-linesearch", "line-search trials per iteration"),
+      {"seed", "seed", "random seed (shuffling, sampling): same seed, same model",
+       [](const TrainOptions& o) { return text_of(o.seed); },
+       [](TrainOptions& o, const std::string& t) { o.seed = parse_seed(t); }},
+      {"batch-size", "integer", "sentences per update (1 = online)",
+       [](const TrainOptions& o) { return text_of(o.batch_size); },
+       [](TrainOptions& o, const std::string& t) {
+         o.batch_size = std::size_t(parse_integer(t, 1, std::numeric_limits<long long>::max()));
+       }},
+      integer<&TrainOptions::epochs, 1>("epochs", "epochs over the shuffled data"),
+      {"eta0", "real",
+       "initial (per-feature) learning rate (default 0.1; 0.025 with the heuristic line search and for "
+       "two-stage, whose trials grow the rate up to 4x)",
+       [](const TrainOptions& o) { return o.eta0 ? text_of(*o.eta0) : std::string(); },
+       [](TrainOptions& o, const std::string& t) { o.eta0 = parse_real(t); }},
+      real<&TrainOptions::alpha, true>("alpha", "rate decay, eta_k = eta0 * alpha^(k/N)"),
+      {"line-search", "none | heuristic", "per-batch line search: none, or the heuristic of Zhou et al. 2011",
+       [](const TrainOptions& o) { return std::string(name_of(o.line_search)); },
+       [](TrainOptions& o, const std::string& t) { o.line_search = parse_line_search(t); }},
+      integer<&TrainOptions::sgd_epochs, 1>("sgd-epochs", "SGD-L1 epochs before OWL-QN"),
+      {"sampling", "uniform | lipschitz | mixed", "how sentences are drawn (Schmidt et al. 2015 §5)",
+       [](const TrainOptions& o) { return std::string(name_of(o.sampling)); },
+       [](TrainOptions& o, const std::string& t) { o.sampling = parse_sampling(t); }},
+      integer<&TrainOptions::max_epochs, 1>("max-epochs", "stop after this many epochs"),
+      real<&TrainOptions::adf_alpha, true>("adf-alpha", "rate decay factor for rare features"),
+      real<&TrainOptions::adf_beta, true>("adf-beta", "rate decay factor for frequent features"),
+      integer<&TrainOptions::adf_windows, 1>("adf-windows", "rate updates per epoch (every n/windows samples)"),
+  };
+  return table;
+}
+
+const OptionSpec* find_option(const std::string& name) {
+  for (const auto* table : {&objective_options(), &trainer_options()})
+    for (const OptionSpec& o : *table)
+      if (name == o.name) return &o;
+  return nullptr;
+}
+
+bool TrainerInfo::takes(const std::string& name) const {
+  if (uses_objective)
+    for (const OptionSpec& o : objective_options())
+      if (name == o.name) return true;
+  for (const char* o : options)
+    if (name == o) return true;
+  return false;
+}
+
+}  // namespace crfx
