@@ -6,7 +6,7 @@
 # Parts, bottom up, and what each may include (besides itself):
 #   base      error.hpp, host_device.hpp, host/util
 #   io        io.hpp, format.hpp, output.hpp, host/io → base
-#   data      corpus.hpp                           → base
+#   data      corpus.hpp, host/data                → base
 #   features  features.hpp, template.hpp, host/features → io data base
 #   model     model.hpp, host/model                → features io data base
 #   backend   backend.hpp (the interface)          → data base
@@ -56,6 +56,7 @@ set(header_tagger tag)
 set(folder_util base)
 set(folder_backend backend)
 set(folder_io io)
+set(folder_data data)
 set(folder_features features)
 set(folder_model model)
 set(folder_cpu cpu)

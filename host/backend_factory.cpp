@@ -63,16 +63,4 @@ BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::st
   return backend;
 }
 
-VectorPtr to_backend(Backend& b, const std::vector<double>& host) {
-  VectorPtr v = b.vector(host.size());
-  b.write(*v, host.data());
-  return v;
-}
-
-std::vector<double> to_host(Backend& b, const Vector& v) {
-  std::vector<double> host(v.size());
-  b.read(v, host.data());
-  return host;
-}
-
 }  // namespace crfx

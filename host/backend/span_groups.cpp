@@ -1,6 +1,6 @@
 // crfx — the host side both backends share (include/crfx/backend.hpp): SpanGroups (the support of
-// a span of sentences), add_feature_difference (the perceptron update, built on the host) and
-// LazyStepHistory's step check.
+// a span of sentences), add_feature_difference (the perceptron update, built on the host),
+// LazyStepHistory's step check, and the host ↔ backend vector conveniences.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -104,6 +104,18 @@ std::size_t add_feature_difference(const Corpus& c, const Dims& dims, SentenceSp
     }
   }
   return wrong;
+}
+
+VectorPtr to_backend(Backend& b, const std::vector<double>& host) {
+  VectorPtr v = b.vector(host.size());
+  b.write(*v, host.data());
+  return v;
+}
+
+std::vector<double> to_host(Backend& b, const Vector& v) {
+  std::vector<double> host(v.size());
+  b.read(v, host.data());
+  return host;
 }
 
 }  // namespace crfx

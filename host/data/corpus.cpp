@@ -1,3 +1,5 @@
+// crfx — the data part (include/crfx/corpus.hpp): Dictionary (string ↔ id, open addressing) and the
+// Corpus checks.
 #include <algorithm>
 #include <functional>
 #include <stdexcept>
