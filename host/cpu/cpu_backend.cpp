@@ -9,6 +9,7 @@
 //      of attribute ids and scans the chunk's tokens in order, so each weight receives its
 //      contributions in token order, by one thread.
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_sparse.hpp"
 
 #include <sys/mman.h>
 
@@ -268,26 +269,6 @@ std::size_t nonzero_range(const double* x, std::size_t b, std::size_t e) {
 }
 }  // namespace
 
-template <class F>
-void CpuBackend::for_blocks(std::size_t n, F&& f) {
-  const std::size_t blocks = (n + kReduceBlock - 1) / kReduceBlock;
-  pool_.run(blocks, [&](std::size_t b, unsigned) {
-    f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock));
-  });
-}
-
-template <class F>
-double CpuBackend::reduce_blocks(std::size_t n, F&& f) {
-  const std::size_t blocks = (n + kReduceBlock - 1) / kReduceBlock;
-  std::vector<double> partial(blocks, 0.0);
-  pool_.run(blocks, [&](std::size_t b, unsigned) {
-    partial[b] = f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock));
-  });
-  double s = 0;
-  for (double p : partial) s += p;
-  return s;
-}
-
 VectorPtr CpuBackend::vector(std::size_t n) { return std::make_unique<CpuVector>(n); }
 
 void CpuBackend::write(Vector& dst, const double* src) {
@@ -302,19 +283,19 @@ void CpuBackend::read(const Vector& src, double* dst) {
 
 void CpuBackend::fill(Vector& x, double value) {
   auto& v = V(x);
-  for_blocks(v.size(), [&](std::size_t b, std::size_t e) { std::fill(&v[0] + b, &v[0] + e, value); });
+  blocks(pool_, v.size(), [&](std::size_t b, std::size_t e) { std::fill(&v[0] + b, &v[0] + e, value); });
 }
 
 void CpuBackend::copy(const Vector& src, Vector& dst) {
   check_same(src, dst);
   const auto& s = V(src);
   auto& d = V(dst);
-  for_blocks(s.size(), [&](std::size_t b, std::size_t e) { std::copy(&s[0] + b, &s[0] + e, &d[0] + b); });
+  blocks(pool_, s.size(), [&](std::size_t b, std::size_t e) { std::copy(&s[0] + b, &s[0] + e, &d[0] + b); });
 }
 
 void CpuBackend::scale(double a, Vector& x) {
   auto& v = V(x);
-  for_blocks(v.size(), [&](std::size_t b, std::size_t e) {
+  blocks(pool_, v.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) v[i] *= a;
   });
 }
@@ -323,7 +304,7 @@ void CpuBackend::axpy(double a, const Vector& x, Vector& y) {
   check_same(x, y);
   const auto& xv = V(x);
   auto& yv = V(y);
-  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+  blocks(pool_, xv.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) yv[i] += a * xv[i];
   });
 }
@@ -332,7 +313,7 @@ void CpuBackend::axpby(double a, const Vector& x, double b_, Vector& y) {
   check_same(x, y);
   const auto& xv = V(x);
   auto& yv = V(y);
-  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+  blocks(pool_, xv.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) yv[i] = a * xv[i] + b_ * yv[i];
   });
 }
@@ -343,7 +324,7 @@ void CpuBackend::sub(const Vector& x, const Vector& y, Vector& out) {
   const auto& xv = V(x);
   const auto& yv = V(y);
   auto& o = V(out);
-  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+  blocks(pool_, xv.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) o[i] = xv[i] - yv[i];
   });
 }
@@ -352,7 +333,7 @@ double CpuBackend::dot(const Vector& x, const Vector& y) {
   check_same(x, y);
   const auto& xv = V(x);
   const auto& yv = V(y);
-  return reduce_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+  return reduce(pool_, xv.size(), [&](std::size_t b, std::size_t e) {
     return dot_range(xv.data(), yv.data(), b, e);
   });
 }
@@ -366,7 +347,7 @@ void CpuBackend::scaled_copy(double a, const Vector& x, Vector& y) {
   check_same(x, y);
   const auto& xv = V(x);
   auto& yv = V(y);
-  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+  blocks(pool_, xv.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) yv[i] = xv[i] * a;  // as copy, then scale
   });
 }
@@ -378,7 +359,7 @@ void CpuBackend::add_scaled(const Vector& x, double a, const Vector& d, Vector& 
   const auto& xv = V(x);
   const auto& dv = V(d);
   auto& o = V(out);
-  for_blocks(xv.size(), [&](std::size_t b, std::size_t e) {
+  blocks(pool_, xv.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) o[i] = xv[i] + a * dv[i];  // as copy, then axpy
   });
 }
@@ -389,7 +370,7 @@ double CpuBackend::axpy_dot(double a, const Vector& x, Vector& y, const Vector& 
   const double* xp = V(x).data();
   double* yp = V(y).data();
   const double* zp = V(z).data();
-  return reduce_blocks(V(x).size(), [&](std::size_t b, std::size_t e) {
+  return reduce(pool_, V(x).size(), [&](std::size_t b, std::size_t e) {
     return axpy_dot_range(a, xp, yp, zp, b, e);
   });
 }
@@ -398,7 +379,7 @@ double CpuBackend::scale_dot(double a, Vector& x, const Vector& z) {
   check_same(x, z);
   double* xp = V(x).data();
   const double* zp = V(z).data();
-  return reduce_blocks(V(x).size(), [&](std::size_t b, std::size_t e) {
+  return reduce(pool_, V(x).size(), [&](std::size_t b, std::size_t e) {
     return scale_dot_range(a, xp, zp, b, e);
   });
 }
@@ -407,7 +388,7 @@ double CpuBackend::axpy_norm2sq(double a, const Vector& x, Vector& y) {
   check_same(x, y);
   const double* xp = V(x).data();
   double* yp = V(y).data();
-  return reduce_blocks(V(x).size(), [&](std::size_t b, std::size_t e) {
+  return reduce(pool_, V(x).size(), [&](std::size_t b, std::size_t e) {
     return axpy_norm2sq_range(a, xp, yp, b, e);
   });
 }
@@ -420,14 +401,14 @@ double CpuBackend::sub_dot(const Vector& x, const Vector& y, Vector& out, const 
   const double* yp = V(y).data();
   double* op = V(out).data();
   const double* zp = V(z).data();
-  return reduce_blocks(V(x).size(), [&](std::size_t b, std::size_t e) {
+  return reduce(pool_, V(x).size(), [&](std::size_t b, std::size_t e) {
     return sub_dot_range(xp, yp, op, zp, b, e);
   });
 }
 
 double CpuBackend::norm1(const Vector& x) {
   const auto& v = V(x);
-  return reduce_blocks(v.size(), [&](std::size_t b, std::size_t e) {
+  return reduce(pool_, v.size(), [&](std::size_t b, std::size_t e) {
     return abs_sum_range(v.data(), b, e);
   });
 }
@@ -449,7 +430,7 @@ double CpuBackend::norm_inf(const Vector& x) {
 
 std::size_t CpuBackend::count_nonzero(const Vector& x) {
   const auto& v = V(x);
-  return static_cast<std::size_t>(reduce_blocks(v.size(), [&](std::size_t b, std::size_t e) {
+  return static_cast<std::size_t>(reduce(pool_, v.size(), [&](std::size_t b, std::size_t e) {
     return double(nonzero_range(v.data(), b, e));
   }));
 }

@@ -140,12 +140,6 @@ class CpuBackend final : public Backend {
   static HostArray& data(Vector& v);
   static const HostArray& data(const Vector& v);
   static const Corpus& corpus_of(const BackendCorpus& c);
-  /// Element-wise loop over [0, n) in blocks of kReduceBlock.
-  template <class F>
-  void for_blocks(std::size_t n, F&& f);
-  /// Σ over blocks of f(begin, end), combined in block order (thread-count independent).
-  template <class F>
-  double reduce_blocks(std::size_t n, F&& f);
   void prepare(const Vector& w, Prepared& p);
   /// State scores and per-position transition matrices of sentence s into `work`.
   ChainScores scores(const Corpus& c, const Prepared& p, std::size_t s, Work& work) const;

@@ -1,5 +1,5 @@
-// crfx — CPU backend: the sparse vector behind SparseVector, and the blocked loops its element-wise
-// primitives and the element rules (cpu_rules.cpp) run in.
+// crfx — CPU backend: the sparse vector behind SparseVector, and the blocked loops every
+// element-wise loop and reduction of the backend runs in (vectors, sparse primitives, rules).
 //
 // Loops over n elements run sequentially up to kReduceBlock of them and in kReduceBlock blocks on
 // the pool above that; sums combine the per-block partials in block order, so no result depends on
@@ -47,11 +47,12 @@ void blocks(ThreadPool& pool, std::size_t n, F&& f) {
   pool.run(nb, [&](std::size_t b, unsigned) { f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock)); });
 }
 
-/// Σ of f(begin, end) over kReduceBlock blocks of [0, n), combined in block order.
+/// Σ of f(begin, end) over kReduceBlock blocks of [0, n), combined in block order from 0.0 (so
+/// one block's −0 sums to +0, as any number of blocks would).
 template <class F>
 double reduce(ThreadPool& pool, std::size_t n, F&& f) {
   const std::size_t nb = (n + kReduceBlock - 1) / kReduceBlock;
-  if (nb <= 1) return n ? f(std::size_t(0), n) : 0.0;
+  if (nb <= 1) return n ? 0.0 + f(std::size_t(0), n) : 0.0;
   std::vector<double> partial(nb, 0.0);
   pool.run(nb, [&](std::size_t b, unsigned) {
     partial[b] = f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock));
