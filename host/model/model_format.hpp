@@ -1,0 +1,56 @@
+// crfx — the model file's format, shared by its writer (model_io.cpp: save, serialize, dump) and
+// its reader (model_read.cpp: load).
+//
+//   magic "CRFXMODL" | u32 version: 1 (sparse weights, WGHT) or 2 (dense weights, WDNS)
+//   "HEAD" u64 28 | u32 format (0 conll, 1 crfsuite) | u64 feature_columns | u32 L | u32 A | u32 E
+//                 | u32 transitions (0 / 1)
+//   "TMPL" u64 n  | string: the template source (conll models only)
+//   "LABL" u64 n  | u32 count | count × string        (count = L)
+//   "ATTR" u64 n  | u32 count | count × string        (count = A)
+//   "EDGE" u64 n  | u32 count | count × string        (count = E)
+//   "WGHT" u64 n  | u64 count | count × (u64 index, u64 IEEE-754 bits), index strictly ascending
+//   or, in version 2 instead:
+//   "WDNS" u64 n  | u64 count | count × u64 IEEE-754 bits: every weight, count = A·L + L² + E·L²
+//   "CRC " u64 4  | u32 CRC-32 (zlib) of every byte before "CRC "
+// Integers are little-endian; a string is u32 length + bytes. Sections are written in this order;
+// a reader accepts them in any order, each at most once. The CRC section must end the file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include <zlib.h>
+
+namespace crfx::model_file {
+
+constexpr char kMagic[8] = {'C', 'R', 'F', 'X', 'M', 'O', 'D', 'L'};
+constexpr std::uint32_t kVersion = 1;       // sparse weights (WGHT)
+constexpr std::uint32_t kVersionDense = 2;  // dense weights (WDNS)
+constexpr std::size_t kHeadBytes = 4 + 8 + 4 + 4 + 4 + 4;
+constexpr std::size_t kCrcSectionBytes = 4 + 8 + 4;
+
+inline std::uint64_t bits_of(double v) {
+  std::uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+inline double double_of(std::uint64_t b) {
+  double v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+/// CRC-32 (zlib) of [data, data + n), continuing from `crc` (a whole-buffer CRC by default).
+inline uLong crc_of(const char* data, std::size_t n, uLong crc = ::crc32(0L, Z_NULL, 0)) {
+  while (n > 0) {
+    const uInt chunk = n > (1u << 30) ? (1u << 30) : static_cast<uInt>(n);
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
+    data += chunk;
+    n -= chunk;
+  }
+  return crc;
+}
+
+}  // namespace crfx::model_file
