@@ -1,0 +1,149 @@
+// crfx — what the GPU suites share (label gpu, and gpu-emu on the emulated device): the tolerances,
+// the device check and REQUIRE_GPU, the CUDA backend under test, and the comparison of every
+// batch primitive with the CPU double reference.
+//
+// Tolerances (named, double precision on both sides):
+//   kLossRel   1e-9   relative, loss / log Z
+//   kGradTol   1e-9   absolute on each gradient entry, scaled by max(1, |g_cpu|)
+//   kMargTol   1e-9   absolute on node marginals (probabilities)
+//   kVecRel    1e-12  dot products and norms, relative to Σ|terms| (different summation order);
+//              element-wise vector ops 1e-14 (the GPU may contract a·x + y into an FMA)
+//   Viterbi labels are compared exactly (emissions and Viterbi arithmetic are bitwise the CPU's).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_backend.hpp"
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+#include "random_problem.hpp"
+
+#ifdef CRFX_HAVE_CUDA
+#include "../kernels/cuda_api.hpp"
+#endif
+
+namespace crfx::test {
+
+inline constexpr double kLossRel = 1e-9;
+inline constexpr double kGradTol = 1e-9;
+inline constexpr double kMargTol = 1e-9;
+inline constexpr double kVecRel = 1e-12;
+
+inline std::string no_gpu_reason() {
+#ifdef CRFX_HAVE_CUDA
+  std::string why;
+  if (cuda::device_count(&why) == 0) return "no usable CUDA device: " + why;
+  if (!cuda::self_test(0, &why)) return "CUDA device 0 cannot run this build's kernels: " + why;
+  return "";
+#else
+  return "built without CUDA";
+#endif
+}
+
+// On the emulated device (label gpu-emu) nothing may skip: a missing device is a failure there.
+#ifdef CRFX_EMULATED_CUDA
+#define REQUIRE_GPU()                                                      \
+  do {                                                                     \
+    const std::string reason_ = no_gpu_reason();                           \
+    if (!reason_.empty()) FAIL() << "the emulated device is unusable: " << reason_; \
+  } while (0)
+#else
+#define REQUIRE_GPU()                                        \
+  do {                                                       \
+    const std::string reason_ = no_gpu_reason();             \
+    if (!reason_.empty()) GTEST_SKIP() << reason_;           \
+  } while (0)
+#endif
+
+inline BackendPtr gpu_backend(const Dims& dims, std::size_t max_chunk_tokens = 0) {
+#ifdef CRFX_HAVE_CUDA
+  cuda::CudaBackendConfig cfg;
+  cfg.max_chunk_tokens = max_chunk_tokens;
+  return cuda::make_cuda_backend(dims, cfg);
+#else
+  (void)dims;
+  (void)max_chunk_tokens;
+  throw Error("built without CUDA");
+#endif
+}
+
+inline void expect_close_vec(const std::vector<double>& gpu, const std::vector<double>& cpu, double tol,
+                      const char* what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < cpu.size(); ++i)
+    if (!(std::fabs(gpu[i] - cpu[i]) <= tol * std::max(1.0, std::fabs(cpu[i])))) {
+      if (++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: gpu " << gpu[i] << " cpu " << cpu[i];
+    }
+  EXPECT_EQ(bad, 0u) << what << ": entries beyond tolerance " << tol;
+}
+
+/// Every batch primitive of both backends on the same problem, weights and span.
+inline void compare_primitives(const RandomProblem& p, double weight_scale, std::uint64_t seed,
+                        std::size_t max_chunk_tokens = 0, bool log_space_reference = false,
+                        bool with_nbest = true) {
+  CpuBackend cpu(p.dims, 2, log_space_reference);
+  BackendPtr gpu = gpu_backend(p.dims, max_chunk_tokens);
+  auto cc = cpu.upload(p.corpus);
+  auto gc = gpu->upload(p.corpus);
+  const auto w = test::random_weights(p.dims.num_weights(), weight_scale, seed);
+  auto wc = to_backend(cpu, w);
+  auto wg = to_backend(*gpu, w);
+  // A permuted span (every other sentence reversed, then the rest) exercises span order.
+  std::vector<std::uint32_t> ids;
+  const std::size_t S = p.corpus.num_sentences();
+  for (std::size_t s = S; s-- > 0;)
+    if (s % 2 == 0) ids.push_back(std::uint32_t(s));
+  for (std::size_t s = 0; s < S; ++s)
+    if (s % 2 == 1) ids.push_back(std::uint32_t(s));
+  const SentenceSpan span{ids.data(), ids.size()};
+
+  auto gcv = cpu.vector(w.size());
+  auto ggv = gpu->vector(w.size());
+  const double scale = 0.75;
+  const double lc = cpu.evaluate(*cc, *wc, span, gcv.get(), scale);
+  const double lg = gpu->evaluate(*gc, *wg, span, ggv.get(), scale);
+  EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc))) << "loss";
+  expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
+  const double lg_only = gpu->evaluate(*gc, *wg, span, nullptr, 1.0);
+  EXPECT_NEAR(lg_only, lg, 1e-12 * std::max(1.0, std::fabs(lg))) << "loss-only mode";
+
+  std::size_t tokens = 0;
+  for (auto s : ids) tokens += p.corpus.length(s);
+  const std::size_t L = p.dims.L;
+  std::vector<double> mc(tokens * L), mg(tokens * L), zc(ids.size()), zg(ids.size());
+  cpu.marginals(*cc, *wc, span, mc.data(), zc.data());
+  gpu->marginals(*gc, *wg, span, mg.data(), zg.data());
+  expect_close_vec(mg, mc, kMargTol, "node marginals");
+  expect_close_vec(zg, zc, kLossRel, "log Z");
+
+  std::vector<std::uint32_t> yc(tokens), yg(tokens, 12345);
+  std::vector<double> sc(ids.size()), sg(ids.size(), -1.0);
+  cpu.viterbi(*cc, *wc, span, yc.data(), sc.data());
+  gpu->viterbi(*gc, *wg, span, yg.data(), sg.data());
+  EXPECT_EQ(yg, yc) << "viterbi";
+  expect_close_vec(sg, sc, kLossRel, "viterbi path scores");
+
+  // n-best (tag --nbest): the same lists; missing paths (−∞, labels 0) in the same places.
+  if (!with_nbest) return;
+  for (std::size_t n : {std::size_t(1), std::size_t(4), std::size_t(20)}) {
+    std::vector<std::uint32_t> nc(tokens * n), ng(tokens * n, 12345);
+    std::vector<double> pc(ids.size() * n), pg(ids.size() * n, -1.0);
+    cpu.viterbi_nbest(*cc, *wc, span, n, nc.data(), pc.data());
+    gpu->viterbi_nbest(*gc, *wg, span, n, ng.data(), pg.data());
+    EXPECT_EQ(ng, nc) << "viterbi_nbest labels, n = " << n;
+    for (std::size_t j = 0; j < pc.size(); ++j) {
+      ASSERT_EQ(std::isinf(pg[j]), std::isinf(pc[j])) << "viterbi_nbest missing path " << j;
+      if (std::isinf(pc[j])) pc[j] = pg[j] = 0.0;
+    }
+    expect_close_vec(pg, pc, kLossRel, "viterbi_nbest scores");
+  }
+}
+
+}  // namespace crfx::test
