@@ -193,14 +193,42 @@ TEST(Owlqn, SparseAndOptimal) {
   EXPECT_EQ(w3, w);
 }
 
+// RPROP reaches the tight L-BFGS optimum (L2) and the OWL-QN optimum (L1 + L2) of the same
+// problem, only by following gradient signs with per-weight steps.
+TEST(Rprop, ReachesTheQuasiNewtonOptima) {
+  auto p = random_problem(4, 40, 3, 40, 8, 9);
+  TrainOptions o = tight();
+  o.max_iterations = 4000;
+  double f_lbfgs = 0, f_rprop = 0;
+  const auto w_lbfgs = train("lbfgs", p, 0.0, 0.2, 2, tight(), &f_lbfgs);
+  const auto w_rprop = train("rprop", p, 0.0, 0.2, 2, o, &f_rprop);
+  EXPECT_NEAR(f_rprop, f_lbfgs, 1e-9 * f_lbfgs);
+  double dmax = 0;
+  for (std::size_t i = 0; i < w_lbfgs.size(); ++i) dmax = std::max(dmax, std::fabs(w_rprop[i] - w_lbfgs[i]));
+  EXPECT_LT(dmax, 1e-4);
+  const double c1 = 0.8, c2 = 0.05;
+  double f_owl = 0;
+  const auto w_owl = train("owlqn", p, c1, c2, 2, tight(), &f_owl);
+  const auto w_l1 = train("rprop", p, c1, c2, 2, o, &f_rprop);
+  EXPECT_NEAR(f_rprop, f_owl, 1e-6 * f_owl);
+  EXPECT_NEAR(f_rprop, smooth(p, w_l1, c2, nullptr) + c1 * l1(w_l1), 1e-9 * f_rprop);
+  std::size_t zeros = 0, zeros_owl = 0;
+  for (std::size_t i = 0; i < w_l1.size(); ++i) {
+    zeros += w_l1[i] == 0;
+    zeros_owl += w_owl[i] == 0;
+  }
+  EXPECT_GT(zeros, w_l1.size() / 4) << "L1 should zero out many weights";
+  EXPECT_NEAR(double(zeros), double(zeros_owl), 0.02 * double(w_l1.size()));
+}
+
 TEST(Trainers, IdenticalForAnyThreadCount) {
   // ~1,650 tokens, so the parallel marginal reduction (from 1,024 tokens) is in play.
   auto p = random_problem(5, 50, 4, 300, 10, 10);
   TrainOptions o;
   o.max_iterations = 30;
-  for (const char* algo : {"lbfgs", "owlqn"}) {
-    auto w1 = train(algo, p, algo[0] == 'o' ? 0.5 : 0.0, 0.2, 1, o);
-    auto w3 = train(algo, p, algo[0] == 'o' ? 0.5 : 0.0, 0.2, 3, o);
+  for (const char* algo : {"lbfgs", "owlqn", "rprop"}) {
+    auto w1 = train(algo, p, algo[0] != 'l' ? 0.5 : 0.0, 0.2, 1, o);
+    auto w3 = train(algo, p, algo[0] != 'l' ? 0.5 : 0.0, 0.2, 3, o);
     EXPECT_EQ(w1, w3) << algo;
   }
 }

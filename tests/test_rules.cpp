@@ -97,6 +97,34 @@ TEST(ElementRules, TheMemoNeverChangesAValue) {
   }
 }
 
+// iRprop− by hand: the step grows while the sign holds (capped), a flip shrinks it (floored),
+// rests the weight and forgets the gradient; with L1 a move across zero stops at zero.
+TEST(ElementRules, RpropStepsBySign) {
+  CpuBackend b(dims_for(6), 1);
+  //                          grow    flip    first   cap     floor   L1 cross
+  auto w = to_backend(b, {1.0, 1.0, 1.0, 1.0, 1.0, 0.05});
+  auto g = to_backend(b, {2.0, -2.0, 3.0, 1.0, -1.0, 1.0});
+  auto last = to_backend(b, {1.0, 1.0, 0.0, 1.0, 1.0, 0.0});
+  auto step = to_backend(b, {0.1, 0.1, 0.1, 45.0, 1.5e-8, 0.1});
+  RpropRule r;
+  map(b, r, {*w, *g, *last, *step});
+  EXPECT_EQ(to_host(b, *step), (std::vector<double>{0.1 * 1.2, 0.05, 0.1, 50.0, 1e-8, 0.1}));
+  const auto wr = to_host(b, *w);
+  EXPECT_EQ(wr[0], 1.0 - 0.1 * 1.2);
+  EXPECT_EQ(wr[1], 1.0);  // flipped: no move
+  EXPECT_EQ(wr[2], 1.0 - 0.1);
+  EXPECT_EQ(wr[3], 1.0 - 50.0);
+  EXPECT_EQ(wr[4], 1.0);  // flipped (floor), no move
+  EXPECT_EQ(wr[5], 0.05 - 0.1);  // crosses zero: L1 off, so it does
+  EXPECT_EQ(to_host(b, *last), (std::vector<double>{2.0, 0.0, 3.0, 1.0, 0.0, 1.0}));
+  auto w1 = to_backend(b, {0.05, -0.05, 0.0, 0.0, 0.3, 0.0});
+  auto g1 = to_backend(b, {1.0, -1.0, 1.0, 0.0, 1.0, -1.0});
+  auto l1 = b.vector(6), s1 = to_backend(b, std::vector<double>(6, 0.1));
+  r.l1 = true;
+  map(b, r, {*w1, *g1, *l1, *s1});
+  EXPECT_EQ(to_host(b, *w1), (std::vector<double>{0.0, 0.0, -0.1, 0.0, 0.3 - 0.1, 0.1}));
+}
+
 TEST(ElementRules, MisuseIsRefused) {
   const std::size_t n = 8;
   CpuBackend b(dims_for(n), 1);

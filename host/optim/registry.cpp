@@ -19,6 +19,9 @@ const std::vector<TrainerInfo>& trainer_registry() {
        make_lbfgs_trainer, kQuasiNewton},
       {"owlqn", "OWL-QN (Andrew & Gao 2007) on NLL + c1·‖w‖₁ + c2·‖w‖²: sparse models",
        make_owlqn_trainer, kQuasiNewton},
+      {"rprop", "RPROP (Riedmiller & Braun 1993; iRprop−, Igel & Hüsken 2000), as Wapiti's rprop: per-weight "
+                "steps that follow the gradient's sign; c1 through the pseudo-gradient",
+       make_rprop_trainer, {"max-iterations", "period", "delta", "epsilon"}},
       {"sag", "SAG with stored marginals, Lipschitz line search and non-uniform sampling (Schmidt et al. 2015; --sampling)",
        make_sag_trainer, kIncremental},
       {"saga", "SAGA (Defazio et al. 2014, as Schmidt et al. 2015 use it), same memory, line search and sampling as sag",

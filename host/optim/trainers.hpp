@@ -9,6 +9,7 @@ namespace crfx {
 
 std::unique_ptr<Trainer> make_lbfgs_trainer();
 std::unique_ptr<Trainer> make_owlqn_trainer();
+std::unique_ptr<Trainer> make_rprop_trainer();  // rprop.cpp
 std::unique_ptr<Trainer> make_sag_trainer();   // sag.cpp (seed 004)
 std::unique_ptr<Trainer> make_saga_trainer();  // sag.cpp (seed 004, Proposition 1)
 // Stochastic trainers (seeds 000, 002, 003): sgd_l1.cpp, two_stage.cpp, adf.cpp, perceptron.cpp.

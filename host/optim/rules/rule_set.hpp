@@ -24,6 +24,7 @@
 #include "optim/rules/adf_update.hpp"
 #include "optim/rules/lazy_decay.hpp"
 #include "optim/rules/owlqn_update.hpp"
+#include "optim/rules/rprop_update.hpp"
 #include "optim/rules/sgd_l1_update.hpp"
 
 namespace crfx {
@@ -33,7 +34,7 @@ struct RuleList {};
 
 /// Every rule Backend::apply_rule can run (its id is its position here).
 using AllRules = RuleList<SgdL1Rule, LazyDecayRule, AdfStepRule, AdfRateRule, OwlqnPseudoGradientRule,
-                          OwlqnConstrainRule, OwlqnProjectRule>;
+                          OwlqnConstrainRule, OwlqnProjectRule, RpropRule>;
 
 namespace rule_detail {
 template <class R, class List>

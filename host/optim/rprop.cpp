@@ -1,0 +1,65 @@
+// crfx — RPROP (Riedmiller & Braun 1993; the iRprop− variant of Igel & Hüsken 2000) on
+// f(w) = NLL + c1·‖w‖₁ + c2·‖w‖², as Wapiti's `-a rprop`: a full-batch gradient each iteration,
+// each weight moved by its own step against the sign of its gradient (the OWL-QN pseudo-gradient
+// when c1 > 0, with moves across zero stopped at zero). Steps start at 0.1 and stay in
+// [1e-8, 50], ×1.2 while a weight's gradient keeps its sign, ×0.5 when it flips (then the
+// weight rests one iteration). No line search and no memory of pairs: an iteration costs one
+// forward-backward pass and a few vector passes. Stops like L-BFGS: max_iterations, the
+// period/delta improvement test, or ‖g‖ / max(1, ‖w‖) ≤ epsilon.
+#include <algorithm>
+#include <cmath>
+
+#include "crfx/error.hpp"
+#include "optim/quasi_newton.hpp"
+#include "optim/rules/rule_set.hpp"
+#include "optim/trainers.hpp"
+
+namespace crfx {
+namespace {
+
+constexpr double kFirstStep = 0.1;
+
+class RpropTrainer final : public Trainer {
+ public:
+  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    Backend& b = obj.backend();
+    const double c1 = obj.c1();
+    const std::size_t n = w.size();
+    VectorPtr g = b.vector(n), last = b.vector(n), step = b.vector(n);
+    VectorPtr pg = c1 > 0 ? b.vector(n) : nullptr;
+    Vector& dir = c1 > 0 ? *pg : *g;  // what the steps follow
+    b.fill(*step, kFirstStep);
+    RpropRule rule;
+    rule.l1 = c1 > 0;
+    ImprovementTest improvement(opt.period, opt.delta);
+    Stopwatch clock;
+
+    double f = obj.full(obj.value_and_gradient(w, *g), w);
+    if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
+    for (int k = 1;; ++k) {
+      if (c1 > 0) map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
+      const double gnorm = std::sqrt(b.norm2sq(dir));
+      if (gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) break;
+      if (opt.max_iterations > 0 && k > opt.max_iterations) break;
+      map(b, rule, {w, dir, *last, *step});
+      f = obj.full(obj.value_and_gradient(w, *g), w);
+      if (!std::isfinite(f)) throw Error("rprop: the objective is not finite (step sizes too large?)");
+      Progress pr;
+      pr.iteration = k;
+      pr.passes = obj.passes();
+      pr.objective = f;
+      pr.gradient_norm = gnorm;
+      pr.active_features = b.count_nonzero(w);
+      pr.seconds = clock.seconds();
+      if (progress && !progress(pr, w)) break;
+      if (improvement.converged(f)) break;
+    }
+    return f;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_rprop_trainer() { return std::make_unique<RpropTrainer>(); }
+
+}  // namespace crfx
