@@ -176,8 +176,8 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
 
 std::size_t CudaBackend::row_bytes(bool edges) const {
   const std::size_t L = dims_.L;
-  return 4 * L * sizeof(double) + sizeof(std::size_t) + 1 +
-         (edges ? L * L * sizeof(double) : 0);  // S, log α, log β, node; row_token, row_edge; τ_t
+  return 4 * L * sizeof(double) + (L + 1) * sizeof(std::uint32_t) + sizeof(std::size_t) + 1 +
+         (edges ? L * L * sizeof(double) : 0);  // S, log α, log β, node; back, labels; row_token, row_edge; τ_t
 }
 
 std::size_t CudaBackend::sentence_bytes() const {
@@ -227,6 +227,8 @@ void CudaBackend::size_workspace(const CudaCorpus& c) {
       la_.resize(rows * L);
       lb_.resize(rows * L);
       node_.resize(rows * L);
+      back_.resize(rows * L);
+      labels_.resize(rows);
       row_token_.resize(rows);
       row_edge_.resize(rows);
       if (edges) edge_.resize(rows * LL);
@@ -254,6 +256,8 @@ void CudaBackend::release_workspace() noexcept {
   la_.clear();
   lb_.clear();
   node_.clear();
+  back_.clear();
+  labels_.clear();
   row_token_.clear();
   row_edge_.clear();
   edge_.clear();

@@ -91,12 +91,12 @@ void CudaBackend::viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan
     ViterbiParams vp;
     static_cast<DecodeInputs&>(vp) = decode_inputs(c, w);
     vp.d = la_.get();
-    vp.back = reinterpret_cast<std::uint32_t*>(lb_.get());
-    vp.out = reinterpret_cast<std::uint32_t*>(node_.get());
+    vp.back = back_.get();
+    vp.out = labels_.get();
     vp.score = best_scores ? losses_.get() : nullptr;
     launch_viterbi(vp, n, threads_, stream_);
     if (rows)
-      CRFX_CUDA_CHECK(cudaMemcpyAsync(labels + out_off, node_.get(), rows * sizeof(std::uint32_t),
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(labels + out_off, labels_.get(), rows * sizeof(std::uint32_t),
                                       cudaMemcpyDeviceToHost, stream_));
     if (best_scores)
       CRFX_CUDA_CHECK(cudaMemcpyAsync(best_scores + begin, losses_.get(), n * sizeof(double),

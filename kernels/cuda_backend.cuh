@@ -388,13 +388,18 @@ class CudaBackend final : public Backend {
   // Per backend: transition factors and the reduction partials.
   DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
   DeviceBuffer<unsigned long long> gather_visits_;  // [1] when cfg_.gather_visits is set
-  // The workspace arena, sized at upload time (grow-only): rows_cap_ tokens, sents_cap_ sentences.
+  // The workspace, sized at upload time (grow-only): rows_cap_ tokens, sents_cap_ sentences. One
+  // typed allocation per array and mode (no buffer reinterpreted), rather than one arena carved
+  // up: the emulated device guards each allocation with canaries (and ASan poisons them), so an
+  // overrun from one array into the next is caught in CI — inside one arena it would not be.
   std::size_t rows_cap_ = 0, sents_cap_ = 0;
   bool slots_set_ = false;  // fill_rows wrote the current chunk's token slots (not yet reset)
   DeviceBuffer<double> S_;      // [rows][L] emissions
   DeviceBuffer<double> la_;     // [rows][L] log α (Viterbi: best scores)
-  DeviceBuffer<double> lb_;     // [rows][L] log β (Viterbi: back pointers)
-  DeviceBuffer<double> node_;   // [rows][L] node deltas / marginals (Viterbi: labels)
+  DeviceBuffer<double> lb_;     // [rows][L] log β
+  DeviceBuffer<double> node_;   // [rows][L] node deltas / marginals
+  DeviceBuffer<std::uint32_t> back_;    // [rows][L] Viterbi: back pointers
+  DeviceBuffer<std::uint32_t> labels_;  // [rows] Viterbi: labels
   DeviceBuffer<double> edge_;   // [rows][L][L] τ_t, then edge deltas (E > 0 only)
   DeviceBuffer<std::size_t> row_token_;  // [rows]
   DeviceBuffer<std::uint8_t> row_edge_;  // [rows]
