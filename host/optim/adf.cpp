@@ -88,13 +88,7 @@ class AdfTrainer final : public Trainer {
       }
       if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
       f = monitor_objective(obj, w);
-      Progress pr;
-      pr.iteration = epoch;
-      pr.passes = obj.passes();
-      pr.objective = f;
-      pr.active_features = b.count_nonzero(w);
-      pr.seconds = clock.seconds();
-      pr.step = eta0;
+      const Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta0, clock);
       if (progress && !progress(pr, w)) break;
     }
     return f;

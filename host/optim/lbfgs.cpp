@@ -149,14 +149,7 @@ class LbfgsTrainer final : public Trainer {
       f = p.f;
       gnorm = std::sqrt(b.norm2sq(*g));
       const double xnorm = std::sqrt(b.norm2sq(w));
-      Progress pr;
-      pr.iteration = k;
-      pr.passes = obj.passes();
-      pr.objective = f;
-      pr.gradient_norm = gnorm;
-      pr.active_features = b.count_nonzero(w);
-      pr.seconds = clock.seconds();
-      pr.step = p.a;
+      const Progress pr = progress_at(k, obj, w, f, gnorm, p.a, clock);
       if (progress && !progress(pr, w)) break;
       if (gnorm / std::max(1.0, xnorm) <= opt.epsilon) break;
       if (improvement.converged(f)) break;

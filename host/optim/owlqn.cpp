@@ -62,14 +62,7 @@ class OwlqnTrainer final : public Trainer {
       map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
       pgnorm = std::sqrt(b.norm2sq(*pg));
       const double xnorm = std::sqrt(b.norm2sq(w));
-      Progress pr;
-      pr.iteration = k;
-      pr.passes = obj.passes();
-      pr.objective = f;
-      pr.gradient_norm = pgnorm;
-      pr.active_features = b.count_nonzero(w);
-      pr.seconds = clock.seconds();
-      pr.step = a;
+      const Progress pr = progress_at(k, obj, w, f, pgnorm, a, clock);
       if (progress && !progress(pr, w)) break;
       if (pgnorm / std::max(1.0, xnorm) <= opt.epsilon) break;
       if (improvement.converged(f)) break;

@@ -58,12 +58,7 @@ class PerceptronTrainer final : public Trainer {
       b.axpy(-1.0 / t, *u, *avg);  // w_avg = w − u/T
       have_avg = true;
       f = monitor_objective(obj, *avg);
-      Progress pr;
-      pr.iteration = epoch;
-      pr.passes = obj.passes();
-      pr.objective = f;
-      pr.active_features = b.count_nonzero(*avg);
-      pr.seconds = clock.seconds();
+      const Progress pr = progress_at(epoch, obj, *avg, f, kNoGradientNorm, 0.0, clock);
       if (progress && !progress(pr, *avg)) break;
     }
     if (have_avg) b.copy(*avg, w);

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <limits>
 #include <vector>
 
 #include "crfx/backend.hpp"
+#include "crfx/trainer.hpp"
 
 namespace crfx {
 
@@ -44,5 +46,24 @@ class Stopwatch {
  private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
+
+/// Progress::gradient_norm of a trainer that computes none.
+inline constexpr double kNoGradientNorm = std::numeric_limits<double>::quiet_NaN();
+
+/// A trainer's report of iteration (or epoch) k at w: the objective f, the gradient norm (NaN
+/// where the trainer computes none) and the step, with the passes, active features and seconds so
+/// far.
+inline Progress progress_at(int k, Objective& obj, const Vector& w, double f, double gradient_norm, double step,
+                            const Stopwatch& clock) {
+  Progress pr;
+  pr.iteration = k;
+  pr.passes = obj.passes();
+  pr.objective = f;
+  pr.gradient_norm = gradient_norm;
+  pr.active_features = obj.backend().count_nonzero(w);
+  pr.seconds = clock.seconds();
+  pr.step = step;
+  return pr;
+}
 
 }  // namespace crfx

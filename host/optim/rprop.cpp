@@ -44,13 +44,7 @@ class RpropTrainer final : public Trainer {
       map(b, rule, {w, dir, *last, *step});
       f = obj.full(obj.value_and_gradient(w, *g), w);
       if (!std::isfinite(f)) throw Error("rprop: the objective is not finite (step sizes too large?)");
-      Progress pr;
-      pr.iteration = k;
-      pr.passes = obj.passes();
-      pr.objective = f;
-      pr.gradient_norm = gnorm;
-      pr.active_features = b.count_nonzero(w);
-      pr.seconds = clock.seconds();
+      const Progress pr = progress_at(k, obj, w, f, gnorm, 0.0, clock);
       if (progress && !progress(pr, w)) break;
       if (improvement.converged(f)) break;
     }

@@ -311,14 +311,7 @@ class SagTrainer final : public Trainer {
       if (obj.c2() > 0) f += obj.c2() * b.norm2sq(w);
       f += obj.l1_term(w);
       if (!std::isfinite(f)) throw Error(std::string(algo) + ": the objective became non-finite");
-      Progress pr;
-      pr.iteration = epoch;
-      pr.passes = obj.passes();
-      pr.objective = f;
-      pr.gradient_norm = gnorm;
-      pr.active_features = b.count_nonzero(w);
-      pr.seconds = clock.seconds();
-      pr.step = alpha;
+      const Progress pr = progress_at(epoch, obj, w, f, gnorm, alpha, clock);
       if (progress && !progress(pr, w)) break;
       if (sampler.seen() == n && gnorm < opt.epsilon) break;
     }

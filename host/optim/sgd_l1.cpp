@@ -170,13 +170,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       Lambda = 0;
     }
     f = monitor_objective(obj, w);
-    Progress pr;
-    pr.iteration = epoch;
-    pr.passes = obj.passes();
-    pr.objective = f;
-    pr.active_features = b.count_nonzero(w);
-    pr.seconds = clock.seconds();
-    pr.step = eta;
+    const Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta, clock);
     if (progress && !progress(pr, w)) {
       if (stopped) *stopped = true;
       break;

@@ -73,6 +73,25 @@ inline BackendPtr gpu_backend(const Dims& dims, std::size_t max_chunk_tokens = 0
 #endif
 }
 
+/// The CPU reference and the GPU backend on one problem, the same random weights on each (for a
+/// test's `auto& [cpu, gpu, cc, gc, w, wc, wg] = both;`).
+struct BothBackends {
+  CpuBackend cpu;
+  BackendPtr gpu;
+  BackendCorpusPtr cc, gc;
+  std::vector<double> w;
+  VectorPtr wc, wg;
+  BothBackends(const RandomProblem& p, unsigned cpu_threads, double weight_scale, std::uint64_t seed,
+               std::size_t max_chunk_tokens = 0, bool log_space_reference = false)
+      : cpu(p.dims, cpu_threads, log_space_reference),
+        gpu(gpu_backend(p.dims, max_chunk_tokens)),
+        cc(cpu.upload(p.corpus)),
+        gc(gpu->upload(p.corpus)),
+        w(random_weights(p.dims.num_weights(), weight_scale, seed)),
+        wc(to_backend(cpu, w)),
+        wg(to_backend(*gpu, w)) {}
+};
+
 inline void expect_close_vec(const std::vector<double>& gpu, const std::vector<double>& cpu, double tol,
                       const char* what) {
   ASSERT_EQ(gpu.size(), cpu.size()) << what;
@@ -88,13 +107,8 @@ inline void expect_close_vec(const std::vector<double>& gpu, const std::vector<d
 inline void compare_primitives(const RandomProblem& p, double weight_scale, std::uint64_t seed,
                         std::size_t max_chunk_tokens = 0, bool log_space_reference = false,
                         bool with_nbest = true) {
-  CpuBackend cpu(p.dims, 2, log_space_reference);
-  BackendPtr gpu = gpu_backend(p.dims, max_chunk_tokens);
-  auto cc = cpu.upload(p.corpus);
-  auto gc = gpu->upload(p.corpus);
-  const auto w = test::random_weights(p.dims.num_weights(), weight_scale, seed);
-  auto wc = to_backend(cpu, w);
-  auto wg = to_backend(*gpu, w);
+  BothBackends both(p, 2, weight_scale, seed, max_chunk_tokens, log_space_reference);
+  auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
   // A permuted span (every other sentence reversed, then the rest) exercises span order.
   std::vector<std::uint32_t> ids;
   const std::size_t S = p.corpus.num_sentences();

@@ -134,13 +134,8 @@ TEST(CudaBackend, LongSentencesKeepFullPrecision) {
     for (std::uint32_t E : {0u, 2u}) {
       SCOPED_TRACE(::testing::Message() << "T=" << T << " E=" << E);
       auto p = fixed_length_problem(5, 20, E, 1, T, 70 + T + E);
-      CpuBackend cpu(p.dims, 1);
-      BackendPtr gpu = gpu_backend(p.dims);
-      auto cc = cpu.upload(p.corpus);
-      auto gc = gpu->upload(p.corpus);
-      const auto w = test::random_weights(p.dims.num_weights(), 1.0, 71);
-      auto wc = to_backend(cpu, w);
-      auto wg = to_backend(*gpu, w);
+      BothBackends both(p, 1, 1.0, 71);
+      auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
       const std::uint32_t id = 0;
       const SentenceSpan span{&id, 1};
       std::vector<double> mc(T * 5), mg(T * 5);
@@ -313,13 +308,8 @@ TEST(CudaBackend, VectorAlgebraAndOwlqnMatchCpu) {
 TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   REQUIRE_GPU();
   auto p = test::random_problem(5, 50, 3, 30, 12, 17);
-  CpuBackend cpu(p.dims, 2);
-  BackendPtr gpu = gpu_backend(p.dims);
-  auto cc = cpu.upload(p.corpus);
-  auto gc = gpu->upload(p.corpus);
-  const auto w = test::random_weights(p.dims.num_weights(), 0.5, 3);
-  auto wc = to_backend(cpu, w);
-  auto wg = to_backend(*gpu, w);
+  BothBackends both(p, 2, 0.5, 3);
+  auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
   std::vector<std::uint32_t> ids = {4, 9, 1, 22};
   const SentenceSpan span{ids.data(), ids.size()};
   auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
@@ -423,13 +413,8 @@ TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
       c.edge_ids.insert(c.edge_ids.begin(), 2u);
       c.edge_values.insert(c.edge_values.begin(), 1.0);
       for (std::size_t t = 1; t < c.edge_offsets.size(); ++t) ++c.edge_offsets[t];
-      CpuBackend cpu(p.dims, 2);
-      BackendPtr gpu = gpu_backend(p.dims, chunk);
-      auto cc = cpu.upload(p.corpus);
-      auto gc = gpu->upload(p.corpus);
-      const auto w = test::random_weights(p.dims.num_weights(), 0.5, 11);
-      auto wc = to_backend(cpu, w);
-      auto wg = to_backend(*gpu, w);
+      BothBackends both(p, 2, 0.5, 11, chunk);
+      auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
       const std::vector<std::vector<std::uint32_t>> spans = {{3}, {7, 0, 21, 12}, {29, 1, 2, 3, 4, 5, 6}, {}};
       for (const auto& ids : spans) {
         const SentenceSpan span{ids.data(), ids.size()};

@@ -34,13 +34,8 @@ using namespace test;
 TEST(CudaBackend, RepeatedSentencesAgreeWithCpu) {
   REQUIRE_GPU();
   auto p = test::random_problem(6, 40, 2, 12, 9, 17);
-  CpuBackend cpu(p.dims, 1);
-  BackendPtr gpu = gpu_backend(p.dims, /*max_chunk_tokens=*/20);
-  auto cc = cpu.upload(p.corpus);
-  auto gc = gpu->upload(p.corpus);
-  const auto w = test::random_weights(p.dims.num_weights(), 0.7, 3);
-  auto wc = to_backend(cpu, w);
-  auto wg = to_backend(*gpu, w);
+  BothBackends both(p, 1, 0.7, 3, /*max_chunk_tokens=*/20);
+  auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
   const std::vector<std::uint32_t> ids{3, 1, 3, 3, 0, 1};
   const SentenceSpan span{ids.data(), ids.size()};
   std::size_t tokens = 0;
@@ -145,13 +140,8 @@ TEST(CudaBackend, CaughtCudaErrorDoesNotResurface) {
 TEST(CudaBackend, NbestRetryAfterFailedAllocation) {
   REQUIRE_GPU();
   auto p = test::random_problem(5, 30, 0, 10, 8, 13);
-  CpuBackend cpu(p.dims, 1);
-  BackendPtr gpu = gpu_backend(p.dims);
-  auto cc = cpu.upload(p.corpus);
-  auto gc = gpu->upload(p.corpus);
-  const auto w = test::random_weights(p.dims.num_weights(), 0.5, 4);
-  auto wc = to_backend(cpu, w);
-  auto wg = to_backend(*gpu, w);
+  BothBackends both(p, 1, 0.5, 4);
+  auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
   std::vector<std::uint32_t> ids(10);
   for (std::uint32_t i = 0; i < 10; ++i) ids[i] = i;
   const SentenceSpan span{ids.data(), ids.size()};
