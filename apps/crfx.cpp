@@ -165,9 +165,10 @@ std::string takers(const char* name) {
   std::string yes, no;
   std::size_t n_yes = 0, n_no = 0;
   for (const auto& t : trainer_registry()) {
-    std::string& list = t.takes(name) ? yes : no;
+    const bool takes = t.takes(name);
+    std::string& list = takes ? yes : no;
     list += (list.empty() ? "" : ", ") + std::string(t.name);
-    ++(t.takes(name) ? n_yes : n_no);
+    ++(takes ? n_yes : n_no);
   }
   if (n_no == 0) return "";
   return n_no < n_yes ? "all but " + no + ": " : yes + ": ";

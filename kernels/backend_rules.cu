@@ -43,23 +43,15 @@ struct RuleMapOp {
 
 double CudaBackend::apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
                                bool sum) {
-  if (rule.operands < 1 || rule.operands > MapOperands::kMax || !operands.v[0])
-    throw Error("internal: an element rule needs its first operand");
-  double* base[MapOperands::kMax] = {};
-  const std::size_t n = operands.v[0]->size();
-  for (int k = 0; k < rule.operands; ++k) {
-    if (!operands.v[k]) continue;
-    if (operands.v[k]->size() != n) throw Error("internal: element rule operands of different sizes");
-    base[k] = P(*operands.v[k]);
-  }
   const CudaSparse* x = over ? &X(*over) : nullptr;
-  if (x) check_index(*x, n);
-  const std::size_t count = x ? x->n : n;
   return dispatch_rule(rule, [&](const auto& r) {
     using R = std::decay_t<decltype(r)>;
-    check_rule_operands<R>(operands);
+    const std::size_t n = rule_operand_size<R>(operands);
+    if (x) check_index(*x, n);
     RuleTerm<R> term{r, x ? x->index.get() : nullptr, x ? x->value.get() : nullptr, {}};
-    for (int k = 0; k < MapOperands::kMax; ++k) term.base[k] = base[k];
+    for (int k = 0; k < R::kOperands; ++k)
+      if (operands.v[k]) term.base[k] = P(*operands.v[k]);
+    const std::size_t count = x ? x->n : n;
     if (sum) return reduce(count, term, SumOp{}, 0.0, red_.get(), stream_);
     launch_map(count, RuleMapOp<R>{term}, stream_);
     return 0.0;

@@ -35,7 +35,7 @@ TEST(ElementRules, SumsDoNotDependOnTheThreadCount) {
     auto w = to_backend(b, w0), g = to_backend(b, g0), pg = b.vector(n);
     // A dense rule (no term), then a summing one over every index.
     map(b, OwlqnPseudoGradientRule{0.25}, {*w, *g, *pg});
-    const double sum = map_reduce(b, SgdL1Rule{0.1, 0.0, 0.3, 0.2, false, true}, {*pg, nullptr});
+    const double sum = map_reduce(b, SgdL1Rule{0.1, 0.0, 0.3, 0.2, false}, {*pg, nullptr});
     if (threads == 1) {
       first = sum;
       first_w = to_host(b, *pg);

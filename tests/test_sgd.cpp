@@ -244,9 +244,9 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   auto w = to_backend(b, w0), q = to_backend(b, q0);
   // A line-search trial (keep_q): the same weights and penalty, q untouched bit for bit.
   auto wt = to_backend(b, w0), qt = to_backend(b, q0);
-  const double pen_trial = map_reduce(b, SgdL1Rule{eta, u, 0.3, 0.2, true, true}, {*wt, *qt}, g.get());
+  const double pen_trial = map_reduce(b, SgdL1Rule{eta, u, 0.3, 0.2, true}, {*wt, *qt}, g.get());
   EXPECT_EQ(to_host(b, *qt), q0);
-  const double pen = map_reduce(b, SgdL1Rule{eta, u, 0.3, 0.2, false, true}, {*w, *q}, g.get());
+  const double pen = map_reduce(b, SgdL1Rule{eta, u, 0.3, 0.2, false}, {*w, *q}, g.get());
   const auto wr = to_host(b, *w), qr = to_host(b, *q);
   EXPECT_EQ(to_host(b, *wt), wr);
   EXPECT_EQ(pen_trial, pen);
@@ -283,12 +283,12 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   EXPECT_NEAR(wr[1], 0.02, 1e-15);
   EXPECT_NEAR(wr[5], 0.125, 1e-15);
   // Clipping to exactly zero: a large penalty.
-  EXPECT_EQ(map_reduce(b, SgdL1Rule{0.0, 10.0, 1.0, 1.0, false, true}, {*w, *q}, g.get()), 0.0);  // all clipped: no penalty
+  EXPECT_EQ(map_reduce(b, SgdL1Rule{0.0, 10.0, 1.0, 1.0, false}, {*w, *q}, g.get()), 0.0);  // all clipped: no penalty
   for (std::size_t i : {0, 1, 4, 5, 6, 7}) EXPECT_EQ(to_host(b, *w)[i], 0.0) << i;
   EXPECT_EQ(to_host(b, *w)[2], 9.0);
   // q == nullptr: plain step.
   auto w2 = to_backend(b, w0);
-  EXPECT_EQ(map_reduce(b, SgdL1Rule{eta, 5.0, 0.0, 0.0, false, false}, {*w2, nullptr}, g.get()), 0.0);
+  EXPECT_EQ(map_reduce(b, SgdL1Rule{eta, 5.0, 0.0, 0.0, false}, {*w2, nullptr}, g.get()), 0.0);
   EXPECT_EQ(to_host(b, *w2)[1], -0.1 + eta * 2.0);
 }
 
@@ -321,7 +321,7 @@ TEST(SgdPrimitives, LazyDecayAndGatherScatterRestoreExactly) {
   auto saved = b.sparse_vector();
   b.sparse_copy(*sup, *saved);
   b.gather(*w1, *saved);
-  map(b, SgdL1Rule{0.123456789, 0.0, 0.0, 0.0, false, false}, {*w1, nullptr}, saved.get());
+  map(b, SgdL1Rule{0.123456789, 0.0, 0.0, 0.0, false}, {*w1, nullptr}, saved.get());
   b.scatter(*saved, *w1);
   EXPECT_EQ(to_host(b, *w1), wr);
   // sparse_penalty over the support's values.

@@ -63,20 +63,14 @@ double run_present(ThreadPool& pool, const R& rule, const Bases& base, std::size
 
 double CpuBackend::apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
                               bool sum) {
-  if (rule.operands < 1 || rule.operands > MapOperands::kMax || !operands.v[0])
-    throw Error("internal: an element rule needs its first operand");
-  Bases base{};
-  const std::size_t n = operands.v[0]->size();
-  for (int k = 0; k < rule.operands; ++k) {
-    if (!operands.v[k]) continue;
-    HostArray& a = data(*operands.v[k]);
-    if (a.size() != n) throw Error("internal: element rule operands of different sizes");
-    base[k] = a.data();
-  }
   const CpuSparse* x = over ? &cpu_sparse(*over) : nullptr;
-  if (x) check_index(*x, n);
   return dispatch_rule(rule, [&](const auto& r) {
-    check_rule_operands<std::decay_t<decltype(r)>>(operands);
+    using R = std::decay_t<decltype(r)>;
+    const std::size_t n = rule_operand_size<R>(operands);
+    if (x) check_index(*x, n);
+    Bases base{};
+    for (int k = 0; k < R::kOperands; ++k)
+      if (operands.v[k]) base[k] = data(*operands.v[k]).data();
     return run_present(pool_, r, base, n, x, sum);
   });
 }

@@ -52,10 +52,9 @@ long long parse_integer(const std::string& t, long long lo, long long hi) {
 }
 
 std::uint64_t parse_seed(const std::string& t) {
-  char* end = nullptr;
   errno = 0;
   const bool digits = !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
-  const unsigned long long v = digits ? std::strtoull(t.c_str(), &end, 10) : 0;
+  const unsigned long long v = digits ? std::strtoull(t.c_str(), nullptr, 10) : 0;
   if (!digits || errno == ERANGE) throw Error("'" + t + "' is not an integer in 0 … 2^64 − 1");
   return v;
 }

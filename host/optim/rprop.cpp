@@ -34,18 +34,23 @@ class RpropTrainer final : public Trainer {
     ImprovementTest improvement(opt.period, opt.delta);
     Stopwatch clock;
 
+    // ‖dir‖ at w, the (pseudo-)gradient recomputed first with L1; and whether it is small enough.
+    auto direction_norm = [&] {
+      if (c1 > 0) map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
+      return std::sqrt(b.norm2sq(dir));
+    };
+    auto stationary = [&](double gnorm) { return gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon; };
+
     double f = obj.full(obj.value_and_gradient(w, *g), w);
     if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
-    for (int k = 1;; ++k) {
-      if (c1 > 0) map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
-      const double gnorm = std::sqrt(b.norm2sq(dir));
-      if (gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) break;
-      if (opt.max_iterations > 0 && k > opt.max_iterations) break;
+    if (stationary(direction_norm())) return f;
+    for (int k = 1; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k) {
       map(b, rule, {w, dir, *last, *step});
       f = obj.full(obj.value_and_gradient(w, *g), w);
       if (!std::isfinite(f)) throw Error("rprop: the objective is not finite (step sizes too large?)");
-      const Progress pr = progress_at(k, obj, w, f, gnorm, 0.0, clock);
-      if (progress && !progress(pr, w)) break;
+      const double gnorm = direction_norm();
+      if (progress && !progress(progress_at(k, obj, w, f, gnorm, 0.0, clock), w)) break;
+      if (stationary(gnorm)) break;
       if (improvement.converged(f)) break;
     }
     return f;

@@ -113,7 +113,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   double f = std::numeric_limits<double>::quiet_NaN(), eta = eta0;
   // A line-search trial at rate r: q read, not written; its term the trial's penalty.
   auto trial_step = [&](double r, double u_trial) {
-    return SgdL1Rule{r, u_trial, c1 / N, c2 / N, true, c1 / N != 0 || c2 / N != 0};
+    return SgdL1Rule{r, u_trial, c1 / N, c2 / N, true};
   };
 
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -160,7 +160,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
         }
       }
       u += rate * c1 / N;
-      map(b, SgdL1Rule{rate, u, 0.0, 0.0, false, false}, {w, q.get()}, g.get());
+      map(b, SgdL1Rule{rate, u, 0.0, 0.0, false}, {w, q.get()}, g.get());
       if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);
       k += m;
     }

@@ -122,12 +122,11 @@ class SparseVector {
 using SparseVectorPtr = std::unique_ptr<SparseVector>;
 
 /// An element rule as it crosses the Backend seam: its id in the rule set (AllRules,
-/// host/optim/rules/rule_set.hpp), its operand count and its parameters as bytes. Built by
+/// host/optim/rules/rule_set.hpp; the id fixes its type and operands) and its parameters as bytes. Built by
 /// make_map_rule(); a backend decodes it with dispatch_rule() to the rule's own type.
 struct MapRule {
   static constexpr std::size_t kMaxBytes = 64;
   std::uint32_t id = 0;
-  int operands = 0;
   alignas(double) unsigned char params[kMaxBytes] = {};
 };
 

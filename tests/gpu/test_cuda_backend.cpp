@@ -338,17 +338,17 @@ TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   {  // a line-search trial (keep_q) moves w as the step does and leaves q alone
     auto wt = to_backend(*gpu, w), qt = to_backend(*gpu, std::vector<double>(w.size(), 0.01));
     auto wct = to_backend(cpu, w), qct = to_backend(cpu, std::vector<double>(w.size(), 0.01));
-    const double pt = map_reduce(*gpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, true, true}, {*wt, *qt}, sg.get());
-    const double pct = map_reduce(cpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, true, true}, {*wct, qct.get()}, sc.get());
+    const double pt = map_reduce(*gpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, true}, {*wt, *qt}, sg.get());
+    const double pct = map_reduce(cpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, true}, {*wct, qct.get()}, sc.get());
     EXPECT_NEAR(pt, pct, 1e-10 * std::max(1.0, pct)) << "SgdL1Rule trial penalty";
     expect_close_vec(to_host(*gpu, *wt), to_host(cpu, *wct), kGradTol, "SgdL1Rule trial w");
     EXPECT_EQ(to_host(*gpu, *qt), std::vector<double>(w.size(), 0.01)) << "a trial wrote q";
   }
-  const double pc = map_reduce(cpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, false, true}, {*wc, qc.get()}, sc.get());
-  const double pg = map_reduce(*gpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, false, true}, {*wg, qg.get()}, sg.get());
+  const double pc = map_reduce(cpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, false}, {*wc, qc.get()}, sc.get());
+  const double pg = map_reduce(*gpu, SgdL1Rule{0.1, 0.01, 0.3, 0.2, false}, {*wg, qg.get()}, sg.get());
   EXPECT_NEAR(pg, pc, 1e-10 * std::max(1.0, pc)) << "SgdL1Rule penalty";
-  map(cpu, SgdL1Rule{0.05, 0.02, 0.0, 0.0, false, false}, {*wc, qc.get()}, sc.get());
-  map(*gpu, SgdL1Rule{0.05, 0.02, 0.0, 0.0, false, false}, {*wg, qg.get()}, sg.get());
+  map(cpu, SgdL1Rule{0.05, 0.02, 0.0, 0.0, false}, {*wc, qc.get()}, sc.get());
+  map(*gpu, SgdL1Rule{0.05, 0.02, 0.0, 0.0, false}, {*wg, qg.get()}, sg.get());
   expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "SgdL1Rule w");
   expect_close_vec(to_host(*gpu, *qg), to_host(cpu, *qc), kGradTol, "SgdL1Rule q");
   const double pen = cpu.sparse_penalty(*sc, 0.3, 0.2);

@@ -13,6 +13,7 @@
 // AllRules, its loop in host/optim and its line in the registry — no backend changes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -70,12 +71,18 @@ struct OptionalOf<R, std::void_t<decltype(R::kOptional)>> : std::integral_consta
 template <class R>
 inline constexpr unsigned rule_optional = rule_detail::OptionalOf<R>::value;
 
-/// For backends: Error unless every operand R requires is given.
+/// For backends: the common size of the operands rule R is given (operand 0 sets it); Error unless
+/// every operand R requires is given and every one given has that size.
 template <class R>
-void check_rule_operands(const MapOperands& ops) {
+std::size_t rule_operand_size(const MapOperands& ops) {
+  static_assert(!(rule_optional<R> & 1u), "operand 0 sets the size: it cannot be optional");
   for (int k = 0; k < R::kOperands; ++k)
     if (!ops.v[k] && !(rule_optional<R> >> k & 1u))
       throw Error("internal: element rule " + std::to_string(rule_id<R>) + " needs operand " + std::to_string(k));
+  const std::size_t n = ops.v[0]->size();
+  for (int k = 1; k < R::kOperands; ++k)
+    if (ops.v[k] && ops.v[k]->size() != n) throw Error("internal: element rule operands of different sizes");
+  return n;
 }
 
 /// The scratch a rule keeps between elements (rule_detail::NoMemo when it declares none).
@@ -101,7 +108,6 @@ MapRule make_map_rule(const R& r) {
   static_assert(R::kOperands >= 1 && R::kOperands <= MapOperands::kMax, "operand count");
   MapRule m;
   m.id = rule_id<R>;
-  m.operands = R::kOperands;
   std::memcpy(m.params, &r, sizeof r);
   return m;
 }

@@ -29,16 +29,17 @@ CRFX_HOST_DEVICE inline double sgd_l1_update(double w, double g, double eta, dou
 
 /// One SGD-L1 step on the entries (i, g_i) of a gradient. Operands: 0 the weights w, 1 the
 /// penalty record q (absent: no L1, only w − η·g). The term of an entry is c1·|w_i| + c2·w_i² at
-/// the new weight when `penalty` (the heuristic line search's trial penalty), else 0.
+/// the new weight (the heuristic line search's trial penalty); 0 when c1 = c2 = 0, not 0·|w| (NaN
+/// for an infinite weight).
 struct SgdL1Rule {
   static constexpr int kOperands = 2;
   static constexpr unsigned kOptional = 1u << 1;  // q
   double eta = 0, u = 0, c1 = 0, c2 = 0;
-  bool keep_q = false, penalty = false;
+  bool keep_q = false;
   CRFX_HOST_DEVICE double operator()(double g, double* const* v) const {
     const double wi = sgd_l1_update(*v[0], g, eta, u, v[1], keep_q);
     *v[0] = wi;
-    return penalty ? penalty_term(wi, c1, c2) : 0.0;
+    return c1 != 0 || c2 != 0 ? penalty_term(wi, c1, c2) : 0.0;
   }
 };
 
