@@ -188,7 +188,14 @@ void add_train_options(cxxopts::Options& o) {
       ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
       ("a,algo", "training algorithm ('list' shows them with their settings)",
        cxxopts::value<std::string>()->default_value("lbfgs"))
-      ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"));
+      ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
+      ("features", "observed | all: weights for the (attribute, label) pairs and label bigrams seen in "
+       "the training data (CRFsuite's default), or for every pair (CRF++, Wapiti)",
+       cxxopts::value<std::string>()->default_value("observed"))
+      ("possible-states", "with --features observed: every attribute × label pair all the same "
+       "(CRFsuite's feature.possible_states=1)")
+      ("possible-transitions", "with --features observed: every label bigram all the same "
+       "(CRFsuite's feature.possible_transitions=1)");
   for (const auto* table : {&objective_options(), &trainer_options()})
     for (const OptionSpec& spec : *table) {
       auto value = cxxopts::value<std::string>();
@@ -203,6 +210,20 @@ void add_train_options(cxxopts::Options& o) {
       ("log", "write per-iteration progress as CSV to this file", cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")
       ("h,help", "show this help");
+}
+
+/// --features and CRFsuite's two switches.
+FeatureSet feature_set(const cxxopts::ParseResult& r) {
+  const std::string f = get<std::string>(r, "features");
+  FeatureSet set;
+  if (f == "all") {
+    set.all_states = set.all_transitions = true;
+  } else if (f != "observed") {
+    throw UsageError("--features: '" + f + "' is neither observed nor all");
+  }
+  if (r.count("possible-states")) set.all_states = true;
+  if (r.count("possible-transitions")) set.all_transitions = true;
+  return set;
 }
 
 /// The trainer settings of crfx train's command line, each given one parsed by its table; a
@@ -324,6 +345,7 @@ int cmd_train(int argc, char** argv) {
   Corpus corpus = compile_training(fs, train_text, get<std::size_t>(r, "min-freq"));
   train_text = TextData();  // the text is no longer needed
   if (corpus.num_sentences() == 0) throw InputError(data_path, 0, "no sentences in the training data");
+  choose_layout(fs, corpus, feature_set(r));
   const Dims dims = fs.dims();
   if (!quiet)
     std::cerr << "data: " << corpus.num_sentences() << " sentences, " << corpus.num_tokens()

@@ -57,6 +57,8 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
   if (dims.L > kMaxLabels)
     throw Error("the CUDA backend supports up to " + std::to_string(kMaxLabels) + " labels (model has " +
                 std::to_string(dims.L) + "); use --device cpu");
+  if (!dims.dense())
+    throw Error("the CUDA backend does not run observed-pair models yet; use --features all or --device cpu");
   CRFX_CUDA_CHECK(cudaSetDevice(cfg.device));
   CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   try {  // the destructor does not run for a constructor that throws: the stream is ours here

@@ -360,9 +360,13 @@ TEST(ModelIo, SignatureAndVersion) {
   std::string b = serialize_model(conll_model());
   expect_load_error("hello, world; this is not a model at all\n", "not a crfx model");
   std::string v = b;
+  put_le(v, 8, 4, 4);
+  reseal(v);
+  expect_load_error(v, "unsupported model file version 4 (this crfx reads versions 1 to 3)");
+  v = b;  // version 3 keeps a sparse layout's rows
   put_le(v, 8, 3, 4);
   reseal(v);
-  expect_load_error(v, "unsupported model file version 3 (this crfx reads versions 1 and 2)");
+  expect_load_error(v, "missing section ROWS (a version 3 file stores its layout)");
   // The version says where the weights are: 1 sparse (WGHT), 2 dense (WDNS).
   ASSERT_EQ(get_le(b, 8, 4), 2u);
   v = b;

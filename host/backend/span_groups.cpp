@@ -65,9 +65,13 @@ void group_indices(const WeightGroups& wg, const std::vector<std::uint32_t>& gro
 
 std::size_t add_feature_difference(const Corpus& c, const Dims& dims, SentenceSpan span,
                                    const std::uint32_t* labels, double scale, double* G) {
-  const std::size_t L = dims.L, LL = L * L;
-  double* GT = G + dims.transition_offset();
-  double* GE = G + dims.edge_offset();
+  const std::size_t L = dims.L;
+  const WeightGroups wg = dims.groups();
+  // G[weight of (gid, slot)] += v, where the layout has that weight (the sparse layout may not).
+  auto add = [&](std::uint32_t gid, std::size_t slot, double v) {
+    const std::size_t k = wg.find(gid, std::uint32_t(slot));
+    if (k != WeightGroups::kNoWeight) G[k] += v;
+  };
   const bool edges = c.edge_offsets.size() == c.num_tokens() + 1;
   std::size_t wrong = 0, pos = 0;
   for (std::size_t i = 0; i < span.count; ++i) {
@@ -81,9 +85,8 @@ std::size_t add_feature_difference(const Corpus& c, const Dims& dims, SentenceSp
         ++wrong;
         for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
           const double v = scale * c.state_value(k);
-          double* row = G + std::size_t(c.state_ids[k]) * L;
-          row[y] += v;
-          row[p] -= v;
+          add(c.state_ids[k], y, v);
+          add(c.state_ids[k], p, -v);
         }
       }
       if (t == 0) continue;
@@ -91,15 +94,14 @@ std::size_t add_feature_difference(const Corpus& c, const Dims& dims, SentenceSp
       if (y0 == p0 && y == p) continue;
       const std::size_t gold = std::size_t(y0) * L + y, pred = std::size_t(p0) * L + p;
       if (dims.transitions) {
-        GT[gold] += scale;
-        GT[pred] -= scale;
+        add(wg.transitions(), gold, scale);
+        add(wg.transitions(), pred, -scale);
       }
       if (edges)
         for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
           const double v = scale * c.edge_value(k);
-          double* blk = GE + std::size_t(c.edge_ids[k]) * LL;
-          blk[gold] += v;
-          blk[pred] -= v;
+          add(wg.edge(c.edge_ids[k]), gold, v);
+          add(wg.edge(c.edge_ids[k]), pred, -v);
         }
     }
   }

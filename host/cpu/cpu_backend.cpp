@@ -443,11 +443,13 @@ void CpuBackend::prepare(const Vector& w, Prepared& p) {
                 std::to_string(dims_.num_weights()));
   const std::size_t LL = std::size_t(dims_.L) * dims_.L;
   p.W = V(w).data();
-  if (dims_.transitions) {
+  if (dims_.transitions && dims_.dense()) {
     p.trans = p.W + dims_.transition_offset();
-  } else {
-    p.zeros.assign(LL, 0.0);
-    p.trans = p.zeros.data();
+  } else {  // zeros, and the observed bigrams' weights in their places
+    p.dense_trans.assign(LL, 0.0);
+    if (dims_.transitions)
+      for_each_weight(dims_.groups(), dims_.A, [&](std::size_t k, std::size_t j) { p.dense_trans[j] = p.W[k]; });
+    p.trans = p.dense_trans.data();
   }
   exp_trans_.resize(2 * LL);  // [E | Eᵀ]
   p.trans_max = *std::max_element(p.trans, p.trans + LL);
@@ -467,7 +469,21 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
   // items ahead is requested while this one is summed, so the misses overlap (same sums).
   constexpr std::size_t kPrefetch = 8;
   const std::size_t row_bytes = L * sizeof(double), items_end = c.state_offsets[tok0 + T];
-  for (std::size_t t = 0; t < T; ++t) {
+  const WeightGroups wg = dims_.groups();
+  for (std::size_t t = 0; t < T && !wg.dense(); ++t) {  // observed pairs: s_t(y) += x · w[k] over a's row
+    double* st = work.state.data() + t * L;
+    for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+      if (k + kPrefetch < items_end) {
+        const std::size_t ahead = wg.offsets[c.state_ids[k + kPrefetch]];
+        __builtin_prefetch(p.W + ahead);
+        __builtin_prefetch(wg.slots + ahead);
+      }
+      const double v = c.state_value(k);
+      const std::uint32_t a = c.state_ids[k];
+      for (std::size_t j = wg.offsets[a]; j < wg.offsets[a + 1]; ++j) st[wg.slots[j]] += v * p.W[j];
+    }
+  }
+  for (std::size_t t = 0; t < T && wg.dense(); ++t) {
     double* st = work.state.data() + t * L;
     for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
       if (k + kPrefetch < items_end) {
@@ -501,6 +517,10 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
       std::copy(p.trans, p.trans + LL, M);
       for (std::size_t k = b; k < e; ++k) {
         const double v = c.edge_value(k);
+        if (!wg.dense()) {
+          for_each_weight(wg, wg.edge(c.edge_ids[k]), [&](std::size_t q, std::size_t j) { M[j] += v * p.W[q]; });
+          continue;
+        }
         const double* blk = WE + std::size_t(c.edge_ids[k]) * LL;
         for (std::size_t i = 0; i < LL; ++i) M[i] += v * blk[i];
       }
@@ -578,14 +598,14 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
 
     // Phase 2: the marginal reduction g += scale · Xᵀ·delta.
     if (G) {
+      const WeightGroups wg = dims_.groups();
       const unsigned parts = pool_.size();
       auto reduce_part = [&](std::size_t part, unsigned) {
         if (part == parts) {  // transitions: Σ over sentences in span order
           if (!dims_.transitions) return;
-          double* GT = G + dims_.transition_offset();
           for (std::size_t i = 0; i < n; ++i) {
             const double* d = pair_delta_.data() + i * LL;
-            for (std::size_t j = 0; j < LL; ++j) GT[j] += scale * d[j];
+            for_each_weight(wg, wg.transitions(), [&](std::size_t k, std::size_t j) { G[k] += scale * d[j]; });
           }
           return;
         }
@@ -601,6 +621,10 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
               const std::uint32_t a = c.state_ids[k];
               if (a < lo || a >= hi) continue;
               const double f = scale * c.state_value(k);
+              if (!wg.dense()) {
+                for (std::size_t q = wg.offsets[a]; q < wg.offsets[a + 1]; ++q) G[q] += f * d[wg.slots[q]];
+                continue;
+              }
               double* g = G + std::size_t(a) * L;
               for (std::size_t yy = 0; yy < L; ++yy) g[yy] += f * d[yy];
             }
@@ -610,6 +634,10 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
               const std::uint32_t e = c.edge_ids[k];
               if (e < elo || e >= ehi) continue;
               const double f = scale * c.edge_value(k);
+              if (!wg.dense()) {
+                for_each_weight(wg, wg.edge(e), [&](std::size_t q, std::size_t j) { G[q] += f * de[j]; });
+                continue;
+              }
               double* g = GE + std::size_t(e) * LL;
               for (std::size_t j = 0; j < LL; ++j) g[j] += f * de[j];
             }

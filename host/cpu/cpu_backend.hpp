@@ -133,7 +133,7 @@ class CpuBackend final : public Backend {
   struct Prepared {
     const double* W = nullptr;      // weights
     const double* trans = nullptr;  // [L][L] (zeros when transitions are off)
-    std::vector<double> zeros;
+    std::vector<double> dense_trans;  // the [L][L] matrix when the weights do not hold it as one
     double trans_max = 0;
   };
   /// The CPU-resident data behind the opaque handles (throw Error for a foreign object).

@@ -36,7 +36,6 @@ struct CpuIncrementalState final : IncrementalState, LazyStepHistory {
   const Corpus* c = nullptr;
   std::size_t L = 0, LL = 0, A = 0, E = 0;
   bool transitions = true;
-  std::size_t trans_offset = 0, edge_offset = 0;
   WeightGroups wg;  // group ranges (corpus.hpp), as the CUDA backend and its kernels use them
 
   // Stored marginals.
@@ -97,8 +96,6 @@ IncrementalStatePtr CpuBackend::incremental_create(const BackendCorpus& corpus) 
   s.A = dims_.A;
   s.E = dims_.E;
   s.transitions = dims_.transitions;
-  s.trans_offset = dims_.transition_offset();
-  s.edge_offset = dims_.edge_offset();
   s.wg = dims_.groups();
   const std::size_t N = c.num_tokens(), L = s.L, LL = s.LL;
   s.node.assign(N * L, 0.0);
@@ -213,6 +210,10 @@ double CpuBackend::incremental_evaluate(IncrementalState& state, const Vector& w
       diff[c.labels[t0 + t]] -= 1.0;
       for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k) {
         const double v = c.state_value(k);
+        if (!s.wg.dense()) {
+          for_each_weight(s.wg, c.state_ids[k], [&](std::size_t q, std::size_t j) { g[q] += v * diff[j]; });
+          continue;
+        }
         double* gr = g + std::size_t(c.state_ids[k]) * L;
         for (std::size_t y = 0; y < L; ++y) gr[y] += v * diff[y];
       }
@@ -222,15 +223,16 @@ double CpuBackend::incremental_evaluate(IncrementalState& state, const Vector& w
       diff[c.labels[t0 + t - 1] * L + c.labels[t0 + t]] -= 1.0;
       for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k) {
         const double v = c.edge_value(k);
-        double* gr = g + s.edge_offset + std::size_t(c.edge_ids[k]) * LL;
-        for (std::size_t j = 0; j < LL; ++j) gr[j] += v * diff[j];
+        for_each_weight(s.wg, s.wg.edge(c.edge_ids[k]), [&](std::size_t q, std::size_t j) { g[q] += v * diff[j]; });
       }
     }
     if (s.transitions) {
-      double* gt = g + s.trans_offset;
       const double* mp = s.new_pair.data() + i * LL;
-      for (std::size_t j = 0; j < LL; ++j) gt[j] += mp[j];
-      for (std::size_t t = 1; t < T; ++t) gt[c.labels[t0 + t - 1] * L + c.labels[t0 + t]] -= 1.0;
+      for_each_weight(s.wg, s.wg.transitions(), [&](std::size_t q, std::size_t j) { g[q] += mp[j]; });
+      for (std::size_t t = 1; t < T; ++t) {
+        const std::size_t q = s.wg.find(s.wg.transitions(), c.labels[t0 + t - 1] * L + c.labels[t0 + t]);
+        if (q != WeightGroups::kNoWeight) g[q] -= 1.0;
+      }
     }
   }
   double g2 = 0;
@@ -275,11 +277,19 @@ void CpuBackend::incremental_commit(IncrementalState& state, Vector& d, Vector& 
   double* D = data(d).data();
   double* W = data(w).data();
   std::vector<double> diff(std::max(L, LL));
-  // Adds diff (per weight row, times v) to d, and −coef·v·diff to w.
-  auto apply = [&](double* dr, double* wr, double v, std::size_t len, double coef) {
-    for (std::size_t j = 0; j < len; ++j) dr[j] += v * diff[j];
-    if (coef != 0)
-      for (std::size_t j = 0; j < len; ++j) wr[j] -= coef * (v * diff[j]);
+  // Adds diff (per slot of group gid's row, times v) to d, and −coef·v·diff to w.
+  auto apply = [&](std::uint32_t gid, double v, double coef) {
+    if (s.wg.dense()) {
+      double* dr = D + s.wg.begin(gid);
+      double* wr = W + s.wg.begin(gid);
+      const std::size_t len = s.wg.size(gid);
+      for (std::size_t j = 0; j < len; ++j) dr[j] += v * diff[j];
+      if (coef != 0)
+        for (std::size_t j = 0; j < len; ++j) wr[j] -= coef * (v * diff[j]);
+      return;
+    }
+    for_each_weight(s.wg, gid, [&](std::size_t q, std::size_t j) { D[q] += v * diff[j]; });
+    if (coef != 0) for_each_weight(s.wg, gid, [&](std::size_t q, std::size_t j) { W[q] -= coef * (v * diff[j]); });
   };
   for (std::size_t i = 0; i < s.span.size(); ++i) {
     const double coef = w_coef ? w_coef[i] : 0.0;
@@ -288,26 +298,22 @@ void CpuBackend::incremental_commit(IncrementalState& state, Vector& d, Vector& 
       double* old = s.node.data() + (t0 + t) * L;
       const double* mu = s.new_node.data() + (s.tok[i] + t) * L;
       for (std::size_t y = 0; y < L; ++y) diff[y] = mu[y] - old[y];
-      for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k) {
-        const std::size_t off = std::size_t(c.state_ids[k]) * L;
-        apply(D + off, W + off, c.state_value(k), L, coef);
-      }
+      for (std::size_t k = c.state_offsets[t0 + t]; k < c.state_offsets[t0 + t + 1]; ++k)
+        apply(c.state_ids[k], c.state_value(k), coef);
       std::copy(mu, mu + L, old);
       if (s.E == 0 || t == 0 || s.edge_slot[t0 + t] == kNoSlot) continue;
       double* olde = s.edge.data() + s.edge_slot[t0 + t] * LL;
       const double* me = s.new_edge.data() + (s.tok[i] + t) * LL;
       for (std::size_t j = 0; j < LL; ++j) diff[j] = me[j] - olde[j];
-      for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k) {
-        const std::size_t off = s.edge_offset + std::size_t(c.edge_ids[k]) * LL;
-        apply(D + off, W + off, c.edge_value(k), LL, coef);
-      }
+      for (std::size_t k = c.edge_offsets[t0 + t]; k < c.edge_offsets[t0 + t + 1]; ++k)
+        apply(s.wg.edge(c.edge_ids[k]), c.edge_value(k), coef);
       std::copy(me, me + LL, olde);
     }
     double* oldp = s.pair.data() + sid * LL;
     const double* mp = s.new_pair.data() + i * LL;
     if (s.transitions) {
       for (std::size_t j = 0; j < LL; ++j) diff[j] = mp[j] - oldp[j];
-      apply(D + s.trans_offset, W + s.trans_offset, 1.0, LL, coef);
+      apply(s.wg.transitions(), 1.0, coef);
     }
     std::copy(mp, mp + LL, oldp);
   }

@@ -129,4 +129,103 @@ bool Corpus::labeled() const {
   return std::none_of(labels.begin(), labels.end(), [](std::uint32_t y) { return y == kNoLabel; });
 }
 
+void Dims::check_layout() const {
+  if (!layout) return;
+  const WeightLayout& w = *layout;
+  const std::size_t groups = std::size_t(A) + 1 + E;
+  if (w.offsets.size() != groups + 1 || w.offsets.front() != 0 || w.offsets.back() != w.slots.size())
+    throw Error("weight layout: " + std::to_string(w.offsets.size()) + " row offsets for " +
+                std::to_string(groups) + " groups, or offsets that do not span the " +
+                std::to_string(w.slots.size()) + " weights");
+  for (std::size_t g = 0; g < groups; ++g) {
+    if (w.offsets[g + 1] < w.offsets[g]) throw Error("weight layout: row " + std::to_string(g) + " ends before it begins");
+    const std::uint64_t limit = g < A ? std::uint64_t(L) : std::uint64_t(L) * L;
+    for (std::size_t k = w.offsets[g]; k < w.offsets[g + 1]; ++k)
+      if (w.slots[k] >= limit || (k > w.offsets[g] && w.slots[k] <= w.slots[k - 1]))
+        throw Error("weight layout: row " + std::to_string(g) + " lists slot " + std::to_string(w.slots[k]) +
+                    " out of order or beyond " + std::to_string(limit - 1));
+  }
+  if (!transitions && w.offsets[A + 1] != w.offsets[A])
+    throw Error("weight layout: transition weights in a model without transitions");
+}
+
+namespace {
+/// Appends the rows of `n` ids to `layout`: row r lists the distinct slots of its occurrences
+/// ascending. occ_offsets [n + 1] and occ_slots come from a counting pass over the items.
+void append_rows(WeightLayout& layout, std::size_t n, const std::vector<std::size_t>& occ_offsets,
+                 std::vector<std::uint32_t>& occ_slots) {
+  for (std::size_t r = 0; r < n; ++r) {
+    auto b = occ_slots.begin() + std::ptrdiff_t(occ_offsets[r]), e = occ_slots.begin() + std::ptrdiff_t(occ_offsets[r + 1]);
+    std::sort(b, e);
+    layout.slots.insert(layout.slots.end(), b, std::unique(b, e));
+    layout.offsets.push_back(layout.slots.size());
+  }
+}
+
+/// Items grouped by id (a counting sort): for each of the `n` ids, the slots of its items.
+/// slot_of(t) is the slot an item of token t contributes (labels of t and its predecessor).
+template <class SlotOf>
+void group_items(std::size_t n, const std::vector<std::size_t>& tok_offsets, const std::vector<std::uint32_t>& ids,
+                 const Corpus& c, SlotOf slot_of, std::vector<std::size_t>& occ_offsets,
+                 std::vector<std::uint32_t>& occ_slots) {
+  occ_offsets.assign(n + 1, 0);
+  for (auto id : ids) ++occ_offsets[std::size_t(id) + 1];
+  for (std::size_t i = 0; i < n; ++i) occ_offsets[i + 1] += occ_offsets[i];
+  occ_slots.resize(ids.size());
+  std::vector<std::size_t> fill(occ_offsets.begin(), occ_offsets.end() - 1);
+  for (std::size_t s = 0; s < c.num_sentences(); ++s)
+    for (std::size_t t = c.sentence_offsets[s]; t < c.sentence_offsets[s + 1]; ++t)
+      for (std::size_t k = tok_offsets[t]; k < tok_offsets[t + 1]; ++k)
+        occ_slots[fill[ids[k]]++] = slot_of(s, t);
+}
+}  // namespace
+
+WeightLayout observed_layout(const Corpus& c, const Dims& dims, bool all_states, bool all_transitions) {
+  if (!c.labeled()) throw Error("internal: the observed-pair layout needs every training label");
+  const std::size_t L = dims.L;
+  for (auto y : c.labels)
+    if (y >= L) throw Error("internal: corpus label beyond the model");
+  WeightLayout layout;
+  layout.offsets.reserve(std::size_t(dims.A) + dims.E + 2);
+  layout.offsets.push_back(0);
+  std::vector<std::size_t> occ_offsets;
+  std::vector<std::uint32_t> occ_slots;
+  // Every slot of `n` rows of `width` slots.
+  auto full_rows = [&](std::size_t n, std::size_t width) {
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t j = 0; j < width; ++j) layout.slots.push_back(std::uint32_t(j));
+      layout.offsets.push_back(layout.slots.size());
+    }
+  };
+  if (all_states) {
+    full_rows(dims.A, L);
+  } else {
+    group_items(dims.A, c.state_offsets, c.state_ids, c, [&](std::size_t, std::size_t t) { return c.labels[t]; },
+                occ_offsets, occ_slots);
+    append_rows(layout, dims.A, occ_offsets, occ_slots);
+  }
+  // Transitions: the gold bigrams, ascending y'·L + y.
+  std::vector<bool> seen(dims.transitions ? L * L : 0, all_transitions);
+  if (dims.transitions && !all_transitions)
+    for (std::size_t s = 0; s < c.num_sentences(); ++s)
+      for (std::size_t t = c.sentence_offsets[s] + 1; t < c.sentence_offsets[s + 1]; ++t)
+        seen[std::size_t(c.labels[t - 1]) * L + c.labels[t]] = true;
+  for (std::size_t j = 0; j < seen.size(); ++j)
+    if (seen[j]) layout.slots.push_back(std::uint32_t(j));
+  layout.offsets.push_back(layout.slots.size());
+  if (dims.E > 0 && all_transitions) {
+    full_rows(dims.E, L * L);
+  } else if (dims.E > 0) {
+    if (c.edge_offsets.size() != c.state_offsets.size()) throw Error("internal: corpus without edge items");
+    group_items(dims.E, c.edge_offsets, c.edge_ids, c,
+                [&](std::size_t s, std::size_t t) {
+                  if (t == c.sentence_offsets[s]) throw Error("internal: edge items at a sentence's first token");
+                  return std::uint32_t(std::size_t(c.labels[t - 1]) * L + c.labels[t]);
+                },
+                occ_offsets, occ_slots);
+    append_rows(layout, dims.E, occ_offsets, occ_slots);
+  }
+  return layout;
+}
+
 }  // namespace crfx

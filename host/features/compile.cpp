@@ -378,7 +378,15 @@ Dims FeatureSpace::dims() const {
   d.A = static_cast<std::uint32_t>(state_attrs.size());
   d.E = static_cast<std::uint32_t>(edge_attrs.size());
   d.transitions = format == InputFormat::crfsuite ? true : templ.has_transitions();
+  d.layout = layout;
   return d;
+}
+
+void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set) {
+  fs.layout = nullptr;
+  if (!set.all())
+    fs.layout = std::make_shared<const WeightLayout>(
+        observed_layout(training, fs.dims(), set.all_states, set.all_transitions));
 }
 
 std::size_t TextData::num_sentences() const {

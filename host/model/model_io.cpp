@@ -144,15 +144,17 @@ void write_model(const Model& model, Writer& out) {
     if (!std::isfinite(w[i]))
       throw Error("cannot save model: weight " + std::to_string(i) + " is not finite");
   }
-  const std::size_t L = d.L, LL = L * L;
+  const WeightGroups wg = d.groups();
 
   // Attributes with a non-zero weight, renumbered in their old order.
   std::vector<bool> keep_state(d.A, false), keep_edge(d.E, false);
-  for (std::size_t a = 0; a < d.A; ++a)
-    for (std::size_t y = 0; y < L && !keep_state[a]; ++y) keep_state[a] = w[a * L + y] != 0.0;
-  for (std::size_t e = 0; e < d.E; ++e)
-    for (std::size_t k = 0; k < LL && !keep_edge[e]; ++k)
-      keep_edge[e] = w[d.edge_offset() + e * LL + k] != 0.0;
+  auto any_nonzero = [&](std::uint32_t gid) {
+    for (std::size_t k = wg.begin(gid), e = k + wg.size(gid); k < e; ++k)
+      if (w[k] != 0.0) return true;
+    return false;
+  };
+  for (std::uint32_t a = 0; a < d.A; ++a) keep_state[a] = any_nonzero(a);
+  for (std::uint32_t e = 0; e < d.E; ++e) keep_edge[e] = any_nonzero(wg.edge(e));
   // Old id → new id (kNone when dropped), without copying the dictionaries.
   auto renumber = [](const std::vector<bool>& keep, std::uint32_t& kept) {
     std::vector<std::uint32_t> id(keep.size(), Dictionary::kNone);
@@ -164,27 +166,30 @@ void write_model(const Model& model, Writer& out) {
   Dims nd = d;
   const std::vector<std::uint32_t> state_id = renumber(keep_state, nd.A);
   const std::vector<std::uint32_t> edge_id = renumber(keep_edge, nd.E);
+  // The kept groups in order: their weights are the compact layout's, in index order.
+  std::vector<std::uint32_t> kept_groups;
+  for (std::uint32_t a = 0; a < d.A; ++a)
+    if (keep_state[a]) kept_groups.push_back(a);
+  kept_groups.push_back(wg.transitions());
+  for (std::uint32_t e = 0; e < d.E; ++e)
+    if (keep_edge[e]) kept_groups.push_back(wg.edge(e));
 
   // Every weight of the compact layout, in index order (old order = new order): `f` is called
   // with (index, bits). Stored sparsely: those whose bit pattern is not +0.0.
   auto each_kept = [&](auto&& f) {
-    auto store = [&](std::size_t index, double v) { f(std::uint64_t(index), bits_of(v)); };
-    for (std::size_t a = 0; a < d.A; ++a)
-      if (state_id[a] != Dictionary::kNone)
-        for (std::size_t y = 0; y < L; ++y) store(std::size_t(state_id[a]) * L + y, w[a * L + y]);
-    for (std::size_t k = 0; k < LL; ++k) store(nd.transition_offset() + k, w[d.transition_offset() + k]);
-    for (std::size_t e = 0; e < d.E; ++e)
-      if (edge_id[e] != Dictionary::kNone)
-        for (std::size_t k = 0; k < LL; ++k)
-          store(nd.edge_offset() + std::size_t(edge_id[e]) * LL + k, w[d.edge_offset() + e * LL + k]);
+    std::uint64_t index = 0;
+    for (std::uint32_t gid : kept_groups)
+      for (std::size_t k = wg.begin(gid), e = k + wg.size(gid); k < e; ++k) f(index++, bits_of(w[k]));
   };
-  std::uint64_t stored = 0;
-  each_kept([&](std::uint64_t, std::uint64_t b) { stored += b != 0; });
-  const std::uint64_t total = nd.num_weights();
+  std::uint64_t stored = 0, total = 0;
+  each_kept([&](std::uint64_t, std::uint64_t b) {
+    stored += b != 0;
+    ++total;
+  });
   const bool dense = 8 * total < 16 * stored;
 
   out.bytes(kMagic, sizeof kMagic);
-  out.u32(dense ? kVersionDense : kVersion);
+  out.u32(!wg.dense() ? kVersionLayout : dense ? kVersionDense : kVersion);
 
   out.begin("HEAD", 4 + 8 + 4 * 4);
   out.u32(fs.format == InputFormat::conll ? 0 : 1);
@@ -203,6 +208,15 @@ void write_model(const Model& model, Writer& out) {
   out.dictionary("LABL", fs.labels);
   out.dictionary("ATTR", fs.state_attrs, &state_id);
   out.dictionary("EDGE", fs.edge_attrs, &edge_id);
+  if (!wg.dense()) {  // the kept groups' rows
+    out.begin("ROWS", 8 + 4 * kept_groups.size() + 8 + 4 * total);
+    out.u64(kept_groups.size());
+    for (std::uint32_t gid : kept_groups) out.u32(std::uint32_t(wg.size(gid)));
+    out.u64(total);
+    for (std::uint32_t gid : kept_groups)
+      for (std::size_t k = wg.begin(gid), e = k + wg.size(gid); k < e; ++k) out.u32(wg.slots[k]);
+    out.end();
+  }
 
   if (dense) {
     out.begin("WDNS", 8 + 8 * total);
@@ -247,7 +261,7 @@ std::string dump_model(const Model& model) {
   check_model(model, "cannot dump model");
   const Dims d = fs.dims();
   const std::vector<double>& w = model.weights;
-  const std::size_t L = d.L, LL = L * L;
+  const std::size_t L = d.L;
   std::size_t non_zero = 0;
   for (double v : w) non_zero += v != 0.0;
 
@@ -259,6 +273,7 @@ std::string dump_model(const Model& model) {
   out += "  state_attributes: " + std::to_string(d.A) + "\n";
   out += "  edge_attributes: " + std::to_string(d.E) + "\n";
   out += std::string("  transitions: ") + (d.transitions ? "yes" : "no") + "\n";
+  out += std::string("  layout: ") + (d.dense() ? "all pairs" : "observed pairs") + "\n";
   out += "  weights: " + std::to_string(d.num_weights()) + "\n";
   out += "  non_zero_weights: " + std::to_string(non_zero) + "\n";
   out += "}\n";
@@ -283,35 +298,32 @@ std::string dump_model(const Model& model) {
     out += "  " + std::to_string(y) + ": " + fs.labels.at(std::uint32_t(y)) + "\n";
   out += "}\n";
 
+  // Dense layout: the non-zero weights; sparse layout: every pair it has (CRFsuite's dump).
+  const WeightGroups wg = d.groups();
+  auto each = [&](std::uint32_t gid, auto&& line) {
+    for_each_weight(wg, gid, [&](std::size_t k, std::size_t slot) {
+      if (!wg.dense() || w[k] != 0.0) line(slot, weight_text(w[k]));
+    });
+  };
+  auto pair_text = [&](std::size_t slot) {
+    return fs.labels.at(std::uint32_t(slot / L)) + " --> " + fs.labels.at(std::uint32_t(slot % L));
+  };
   out += "\nTRANSITIONS = {\n";
-  for (std::size_t p = 0; p < L; ++p)
-    for (std::size_t y = 0; y < L; ++y) {
-      const double v = w[d.transition_offset() + p * L + y];
-      if (v != 0.0)
-        out += "  " + fs.labels.at(std::uint32_t(p)) + " --> " + fs.labels.at(std::uint32_t(y)) + ": " +
-               weight_text(v) + "\n";
-    }
+  each(wg.transitions(), [&](std::size_t slot, const std::string& v) { out += "  " + pair_text(slot) + ": " + v + "\n"; });
   out += "}\n";
 
   out += "\nSTATE_FEATURES = {\n";
-  for (std::size_t a = 0; a < d.A; ++a)
-    for (std::size_t y = 0; y < L; ++y) {
-      const double v = w[a * L + y];
-      if (v != 0.0)
-        out += "  " + fs.state_attrs.at(std::uint32_t(a)) + " --> " + fs.labels.at(std::uint32_t(y)) +
-               ": " + weight_text(v) + "\n";
-    }
+  for (std::uint32_t a = 0; a < d.A; ++a)
+    each(a, [&](std::size_t slot, const std::string& v) {
+      out += "  " + fs.state_attrs.at(a) + " --> " + fs.labels.at(std::uint32_t(slot)) + ": " + v + "\n";
+    });
   out += "}\n";
 
   out += "\nEDGE_FEATURES = {\n";
-  for (std::size_t e = 0; e < d.E; ++e)
-    for (std::size_t p = 0; p < L; ++p)
-      for (std::size_t y = 0; y < L; ++y) {
-        const double v = w[d.edge_offset() + e * LL + p * L + y];
-        if (v != 0.0)
-          out += "  " + fs.edge_attrs.at(std::uint32_t(e)) + ": " + fs.labels.at(std::uint32_t(p)) +
-                 " --> " + fs.labels.at(std::uint32_t(y)) + ": " + weight_text(v) + "\n";
-      }
+  for (std::uint32_t e = 0; e < d.E; ++e)
+    each(wg.edge(e), [&](std::size_t slot, const std::string& v) {
+      out += "  " + fs.edge_attrs.at(e) + ": " + pair_text(slot) + ": " + v + "\n";
+    });
   out += "}\n";
   return out;
 }

@@ -223,12 +223,10 @@ ModelSections read_sections(const std::string& path, const FileBytes& file) {
   Reader top(path, file.data(), file.size(), "");
   top.bytes(sizeof kMagic, "the signature");
   out.version = top.u32("the format version");
-  if (out.version != kVersion && out.version != kVersionDense) {
+  if (out.version != kVersion && out.version != kVersionDense && out.version != kVersionLayout) {
     fail("unsupported model file version " + std::to_string(out.version) + " (this crfx reads versions " +
-         std::to_string(kVersion) + " and " + std::to_string(kVersionDense) + ")");
+         std::to_string(kVersion) + " to " + std::to_string(kVersionLayout) + ")");
   }
-  out.dense = out.version == kVersionDense;
-  const char* const weights_tag = out.dense ? "WDNS" : "WGHT";
   const std::size_t header = sizeof kMagic + 4;
   if (file.size() < header + kCrcSectionBytes) fail("truncated file (no checksum section)");
   const std::size_t crc_at = file.size() - kCrcSectionBytes;
@@ -242,7 +240,7 @@ ModelSections read_sections(const std::string& path, const FileBytes& file) {
     if (stored_crc != crc_of(file.data(), crc_at)) fail("checksum mismatch: file is corrupt");
   }
 
-  static const char* const kKnown[] = {"HEAD", "TMPL", "LABL", "ATTR", "EDGE", "WGHT", "WDNS"};
+  static const char* const kKnown[] = {"HEAD", "TMPL", "LABL", "ATTR", "EDGE", "ROWS", "WGHT", "WDNS"};
   Reader body(path, file.data() + header, crc_at - header, "");
   while (body.left() > 0) {
     if (body.left() < 12) fail("truncated section header at byte " + std::to_string(header + body.pos()));
@@ -260,11 +258,17 @@ ModelSections read_sections(const std::string& path, const FileBytes& file) {
     if (out.by_tag.count(key)) fail("duplicate section " + name);
     out.by_tag[key] = Span{body.bytes(static_cast<std::size_t>(len), "a section"), static_cast<std::size_t>(len)};
   }
+  // Version 1 keeps its weights in WGHT, 2 in WDNS, 3 in either (and its layout in ROWS).
+  out.dense = out.version == kVersionDense || (out.version == kVersionLayout && out.by_tag.count("WDNS"));
+  const char* const weights_tag = out.dense ? "WDNS" : "WGHT";
   for (const char* k : {"HEAD", "LABL", "ATTR", "EDGE", weights_tag})
     if (!out.by_tag.count(k)) fail(std::string("missing section ") + k);
   if (out.by_tag.count(out.dense ? "WGHT" : "WDNS"))
     fail(std::string("section ") + (out.dense ? "WGHT" : "WDNS") + " in a version " + std::to_string(out.version) +
          " file (which keeps its weights in " + weights_tag + ")");
+  if ((out.version == kVersionLayout) != (out.by_tag.count("ROWS") > 0))
+    fail(out.version == kVersionLayout ? "missing section ROWS (a version 3 file stores its layout)"
+                                       : "section ROWS in a version " + std::to_string(out.version) + " file");
   return out;
 }
 
@@ -322,6 +326,39 @@ void read_template(const std::string& path, ModelSections& sections, const Model
   }
   if (h.E > 0 && fs.templ.edge_bigrams().empty())
     fail("E = " + std::to_string(h.E) + " edge attributes but the template has no bigram macros");
+}
+
+/// ROWS: the sparse layout of a version 3 file, checked against HEAD's sizes.
+std::shared_ptr<const WeightLayout> read_rows(const std::string& path, const Span& bytes, const ModelHead& h) {
+  Reader r(path, bytes.data(), bytes.size(), "section ROWS");
+  auto layout = std::make_shared<WeightLayout>();
+  const std::uint64_t groups = r.u64("the row count");
+  if (groups != std::uint64_t(h.A) + 1 + h.E)
+    r.fail("holds " + std::to_string(groups) + " rows but HEAD says A + 1 + E = " +
+           std::to_string(std::uint64_t(h.A) + 1 + h.E));
+  r.need(static_cast<std::size_t>(groups) * 4, "the row sizes");
+  layout->offsets.reserve(static_cast<std::size_t>(groups) + 1);
+  layout->offsets.push_back(0);
+  for (std::uint64_t g = 0; g < groups; ++g) layout->offsets.push_back(layout->offsets.back() + r.u32("a row size"));
+  const std::uint64_t count = r.u64("the weight count");
+  if (count != layout->offsets.back())
+    r.fail("holds " + std::to_string(count) + " slots but its rows add up to " + std::to_string(layout->offsets.back()));
+  if (count > r.left() / 4 || count * 4 != r.left())
+    r.fail("holds " + std::to_string(count) + " slots but has " + std::to_string(r.left()) + " bytes for them (4 each)");
+  layout->slots.resize(static_cast<std::size_t>(count));
+  for (auto& slot : layout->slots) slot = r.u32("a slot");
+  Dims d;
+  d.L = h.L;
+  d.A = h.A;
+  d.E = h.E;
+  d.transitions = h.transitions;
+  d.layout = layout;
+  try {
+    d.check_layout();
+  } catch (const Error& e) {
+    r.fail(e.what());
+  }
+  return layout;
 }
 
 /// The weights section into `model.weights` (all `total` of them, zero where a sparse file
@@ -387,6 +424,7 @@ Model load_model(const std::string& path) {
   fs.state_attrs = read_dictionary(path, sections.by_tag["ATTR"], "ATTR", h.A, "A", "state attribute");
   fs.edge_attrs = read_dictionary(path, sections.by_tag["EDGE"], "EDGE", h.E, "E", "edge attribute");
 
+  if (sections.by_tag.count("ROWS")) fs.layout = read_rows(path, sections.by_tag["ROWS"], h);
   const Dims d = fs.dims();
   if (d.transitions != h.transitions) {
     fail_model(path, std::string("HEAD says transitions = ") + (h.transitions ? "1" : "0") + " but the template " +
@@ -397,6 +435,7 @@ Model load_model(const std::string& path) {
       total > std::numeric_limits<std::size_t>::max() / sizeof(double))
     fail_model(path, "implausible model size (L = " + std::to_string(h.L) + ", A = " + std::to_string(h.A) +
                          ", E = " + std::to_string(h.E) + ")");
+  if (fs.layout) total = d.num_weights();
   read_weights(path, sections.by_tag[sections.dense ? "WDNS" : "WGHT"], sections.dense, d, total, model);
   return model;
 }

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,42 +52,104 @@ class Dictionary {
   bool frozen_ = false;
 };
 
-/// Sizes of the model: they fix the layout of the flat weight vector.
-///   [0, A·L)                      state weights, w[a·L + y]            (attribute a, label y)
-///   [A·L, A·L + L²)               transitions, w[A·L + y'·L + y]       (y' → y)
-///   [A·L + L², … + E·L²)          edge weights, w[A·L + L² + (e·L + y')·L + y]
-/// The transition block always exists; when `transitions` is false it is held at zero.
 /// The weight vector in groups, the unit of the sparse gradients and of SAG's lazy updates
-/// (backend.hpp): group a < A is state attribute a's L weights, group A the L² transitions,
-/// group A + 1 + e edge attribute e's L² block. One definition for both backends and the kernels.
+/// (backend.hpp): group a < A is state attribute a's weights, group A the transitions, group
+/// A + 1 + e edge attribute e's block. A group's weights are slots of its row: a label y (state
+/// groups) or a label pair y'·L + y (transitions and edge groups).
+///   dense layout (offsets == nullptr; every attribute × label pair, as CRF++ and Wapiti):
+///     [0, A·L)              state weights, w[a·L + y]
+///     [A·L, A·L + L²)       transitions, w[A·L + y'·L + y]       (y' → y)
+///     [A·L + L², … + E·L²)  edge weights, w[A·L + L² + (e·L + y')·L + y]
+///     — weight k of group g has slot k − begin(g).
+///   sparse layout (WeightLayout: CRFsuite's observed pairs): group g holds the weights
+///     [offsets[g], offsets[g + 1]), weight k having slot slots[k] (ascending within a group);
+///     a slot the row does not list has no weight (its score is 0).
+/// One definition for both backends and the kernels (the pointers are the backend's copies).
 struct WeightGroups {
   std::uint32_t A = 0;
   std::uint32_t E = 0;
   std::size_t L = 0;
+  const std::size_t* offsets = nullptr;   // [count() + 1]; null: dense
+  const std::uint32_t* slots = nullptr;   // [offsets[count()]]
 
+  CRFX_HOST_DEVICE bool dense() const { return offsets == nullptr; }
   CRFX_HOST_DEVICE std::size_t count() const { return std::size_t(A) + 1 + E; }
   CRFX_HOST_DEVICE std::uint32_t transitions() const { return A; }
   CRFX_HOST_DEVICE std::uint32_t edge(std::uint32_t e) const { return A + 1 + e; }
   /// First weight of group `gid`, and its size.
   CRFX_HOST_DEVICE std::size_t begin(std::uint32_t gid) const {
+    if (offsets) return offsets[gid];
     if (gid < A) return std::size_t(gid) * L;
     if (gid == A) return std::size_t(A) * L;
     return std::size_t(A) * L + (std::size_t(gid) - A) * L * L;  // transitions, then edge blocks
   }
-  CRFX_HOST_DEVICE std::size_t size(std::uint32_t gid) const { return gid < A ? L : L * L; }
+  CRFX_HOST_DEVICE std::size_t size(std::uint32_t gid) const {
+    if (offsets) return offsets[gid + 1] - offsets[gid];
+    return gid < A ? L : L * L;
+  }
+  /// The slot of weight k of group gid.
+  CRFX_HOST_DEVICE std::uint32_t slot(std::size_t k, std::uint32_t gid) const {
+    return slots ? slots[k] : std::uint32_t(k - begin(gid));
+  }
+  /// The weight of group gid at `slot`, or kNoWeight when the row does not list it.
+  static constexpr std::size_t kNoWeight = ~std::size_t(0);
+  CRFX_HOST_DEVICE std::size_t find(std::uint32_t gid, std::uint32_t slot) const {
+    std::size_t lo = begin(gid), hi = lo + size(gid);
+    if (!slots) return lo + slot;
+    while (lo < hi) {  // lower bound of slot in the ascending row
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (slots[mid] < slot) lo = mid + 1; else hi = mid;
+    }
+    return lo < begin(gid) + size(gid) && slots[lo] == slot ? lo : kNoWeight;
+  }
 };
 
+/// f(weight index k, slot j) for each weight of group `gid`, in order; a dense row is the
+/// contiguous loop (k = begin + j) the compiler vectorises.
+template <class F>
+inline void for_each_weight(const WeightGroups& wg, std::uint32_t gid, F&& f) {
+  const std::size_t b = wg.begin(gid), n = wg.size(gid);
+  if (wg.dense()) {
+    for (std::size_t j = 0; j < n; ++j) f(b + j, j);
+  } else {
+    for (std::size_t k = b; k < b + n; ++k) f(k, std::size_t(wg.slots[k]));
+  }
+}
+
+/// A sparse layout's rows (WeightGroups): per group the range of its weights and their slots.
+struct WeightLayout {
+  std::vector<std::size_t> offsets;   // [A + 1 + E + 1]
+  std::vector<std::uint32_t> slots;   // [weights]
+};
+
+/// Sizes of the model: they fix the layout of the flat weight vector (WeightGroups).
+/// The transition group always exists; when `transitions` is false it is held at zero (dense) or
+/// empty (sparse).
 struct Dims {
   std::uint32_t L = 0;  // labels
   std::uint32_t A = 0;  // state attributes
   std::uint32_t E = 0;  // edge attributes
   bool transitions = true;
+  std::shared_ptr<const WeightLayout> layout;  // null: dense (every attribute × label pair)
 
+  bool dense() const { return !layout; }
   std::size_t state_offset() const { return 0; }
-  std::size_t transition_offset() const { return std::size_t(A) * L; }
-  std::size_t edge_offset() const { return transition_offset() + std::size_t(L) * L; }
-  std::size_t num_weights() const { return edge_offset() + std::size_t(E) * L * L; }
-  WeightGroups groups() const { return {A, E, L}; }
+  std::size_t transition_offset() const { return groups().begin(A); }
+  std::size_t edge_offset() const { return groups().begin(A + 1); }
+  std::size_t num_weights() const {
+    return layout ? layout->offsets.back() : edge_offset() + std::size_t(E) * L * L;
+  }
+  WeightGroups groups() const {
+    WeightGroups g{A, E, L};
+    if (layout) {
+      g.offsets = layout->offsets.data();
+      g.slots = layout->slots.data();
+    }
+    return g;
+  }
+  /// Throws crfx::Error unless the layout has A + 1 + E rows of ascending slots below L (state
+  /// rows) or L² (the others), and an empty transition row when `transitions` is false.
+  void check_layout() const;
 };
 
 /// A compiled data set: sentences of tokens, each token a sparse attribute vector (CSR), plus
@@ -119,5 +182,14 @@ struct Corpus {
   /// True when every token has a gold label.
   bool labeled() const;
 };
+
+/// The observed-pair layout of a training corpus (CRFsuite's default feature set): a state
+/// weight for each (attribute, gold label) pair, a transition for each gold label bigram (when
+/// `dims.transitions`), an edge weight for each (edge attribute, gold label bigram) — the pairs
+/// that occur in `c`, whose labels must all be known. `all_states` gives every state row all L
+/// labels (CRFsuite's feature.possible_states = 1), `all_transitions` the transition and edge
+/// rows all L² bigrams (feature.possible_transitions = 1).
+WeightLayout observed_layout(const Corpus& c, const Dims& dims, bool all_states = false,
+                             bool all_transitions = false);
 
 }  // namespace crfx

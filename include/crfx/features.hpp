@@ -25,6 +25,9 @@ struct FeatureSpace {
   Dictionary labels;
   Dictionary state_attrs;
   Dictionary edge_attrs;  // conll only (B templates with macros)
+  /// The weights' layout: null for every attribute × label pair (`--features all`), else the
+  /// pairs observed in training (use_observed_pairs).
+  std::shared_ptr<const WeightLayout> layout;
 
   Dims dims() const;
 };
@@ -65,6 +68,20 @@ class TextReader {
 /// CoNLL: the last column is the label, the others are feature columns; fs.feature_columns is
 /// set from the data. Every token must carry a non-empty label.
 Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_freq);
+
+/// Which weights a model has: every (attribute, label) pair and label bigram, as CRF++ and Wapiti
+/// build them (`all`), or only those seen in the training data, as CRFsuite does by default
+/// (feature.possible_states = 0, feature.possible_transitions = 0); the two parts can be chosen
+/// apart, as in CRFsuite.
+struct FeatureSet {
+  bool all_states = false;       // every attribute × label pair
+  bool all_transitions = false;  // every label bigram (transitions, and per edge attribute)
+  bool all() const { return all_states && all_transitions; }
+};
+
+/// Gives `fs` the layout `set` asks for over its training corpus: none (dense) for all pairs,
+/// else observed_layout (corpus.hpp).
+void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set);
 
 /// Compiles data with the frozen dictionaries (dev, test, tagging). Unknown attributes are
 /// skipped; unknown or absent labels become Corpus::kNoLabel.
