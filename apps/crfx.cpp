@@ -2,6 +2,8 @@
 //
 // Library code throws crfx::Error; this file alone turns errors into messages and exit codes:
 //   0 success, 1 failure (bad input, I/O, numerical), 2 usage error.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -195,7 +197,9 @@ void add_train_options(cxxopts::Options& o) {
       ("possible-states", "with --features observed: every attribute × label pair all the same "
        "(CRFsuite's feature.possible_states=1)")
       ("possible-transitions", "with --features observed: every label bigram all the same "
-       "(CRFsuite's feature.possible_transitions=1)");
+       "(CRFsuite's feature.possible_transitions=1)")
+      ("max-memory", "refuse to start a run whose estimated memory exceeds this (e.g. 512M, 8G; default: "
+       "what the backend has available)", cxxopts::value<std::string>());
   for (const auto* table : {&objective_options(), &trainer_options()})
     for (const OptionSpec& spec : *table) {
       auto value = cxxopts::value<std::string>();
@@ -210,6 +214,85 @@ void add_train_options(cxxopts::Options& o) {
       ("log", "write per-iteration progress as CSV to this file", cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")
       ("h,help", "show this help");
+}
+
+/// "512M", "8G", "1.5T", "1000000" (bytes; K, M, G, T are powers of 1000, with KiB-style
+/// suffixes powers of 1024).
+double parse_bytes(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  double scale = 0;
+  const std::pair<const char*, double> units[] = {{"", 1},       {"B", 1},      {"K", 1e3},   {"KB", 1e3},
+                                                  {"M", 1e6},    {"MB", 1e6},   {"G", 1e9},   {"GB", 1e9},
+                                                  {"T", 1e12},   {"TB", 1e12},  {"KiB", 1024.0},
+                                                  {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto& [name, factor] : units)
+    if (unit == name) scale = factor;
+  if (used == 0 || scale == 0 || !(v > 0) || !std::isfinite(v))
+    throw UsageError("--max-memory: '" + text + "' is not a size (e.g. 512M, 8G, 16GiB)");
+  return v * scale;
+}
+
+std::string bytes_text(double bytes) {
+  const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) {
+    bytes /= 1000;
+    ++u;
+  }
+  return fmt(u == 0 ? "%.0f" : "%.1f", bytes) + " " + unit[u];
+}
+
+/// The process's peak resident set so far (getrusage; Linux reports kilobytes).
+double peak_resident_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) * 1024.0;
+}
+
+/// Prints the run's memory estimate (weights, optimizer state, corpus) and refuses, before
+/// anything large is allocated, a run that cannot fit where the backend keeps its vectors.
+void check_memory(const TrainerInfo& trainer, const TrainOptions& opt, const FeatureSpace& fs, const Corpus& corpus,
+                  Backend& backend, double limit, bool quiet) {
+  const Dims dims = fs.dims();
+  const MemoryEstimate m = estimate_memory(trainer, opt, dims, corpus);
+  // The CPU backend takes the compiled corpus over (already in memory); the CUDA backend copies it.
+  const std::size_t upload = backend.upload_bytes(corpus);
+  const double needed = double(m.weights) + double(m.optimizer) + double(upload);
+  double available = double(backend.memory_available());
+  if (limit > 0 && (available <= 0 || limit < available)) available = limit;
+  const std::string state = "optimizer state " + bytes_text(double(m.optimizer)) + " (" + std::to_string(m.vectors) +
+                            " weight vectors" + (trainer.stored_marginals ? " and stored marginals" : "") + ")";
+  const std::string figures = "weights " + bytes_text(double(m.weights)) + ", " + state + ", corpus " +
+                              bytes_text(double(m.corpus) + double(upload));
+  if (!quiet)
+    std::cerr << "memory: " << figures << "; " << bytes_text(double(m.total()) + double(upload))
+              << " estimated, " << (available > 0 ? bytes_text(available) + " available" : "availability unknown")
+              << "\n";
+  if (available <= 0 || needed <= available) return;
+  std::string advice;
+  if (dims.dense())
+    advice = "--features all gives every attribute × label pair a weight (" + std::to_string(dims.num_weights()) +
+             "); the default, --features observed, keeps the pairs seen in training";
+  else
+    advice = "raise --min-freq to drop rare attributes";
+  if (m.vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
+  throw Error("this training run needs an estimated " + bytes_text(needed) + " more (weights " +
+              bytes_text(double(m.weights)) + ", " + state +
+              (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) + ") but " +
+              bytes_text(available) + " is available on " + backend.name() + "; " + advice);
+}
+
+/// The weights of `dims`'s sizes in the dense layout (every attribute × label pair).
+std::size_t all_pairs(Dims dims) {
+  dims.layout = nullptr;
+  return dims.num_weights();
 }
 
 /// --features and CRFsuite's two switches.
@@ -331,6 +414,8 @@ int cmd_train(int argc, char** argv) {
   const bool quiet = r.count("quiet") > 0;
 
   const TrainOptions opt = train_options(r, trainer);
+  const FeatureSet features = feature_set(r);
+  const double memory_limit = r.count("max-memory") ? parse_bytes(get<std::string>(r, "max-memory")) : 0;
   const double t0 = now_seconds();
   Model model;
   FeatureSpace& fs = model.features;
@@ -345,13 +430,14 @@ int cmd_train(int argc, char** argv) {
   Corpus corpus = compile_training(fs, train_text, get<std::size_t>(r, "min-freq"));
   train_text = TextData();  // the text is no longer needed
   if (corpus.num_sentences() == 0) throw InputError(data_path, 0, "no sentences in the training data");
-  choose_layout(fs, corpus, feature_set(r));
+  choose_layout(fs, corpus, features);
   const Dims dims = fs.dims();
   if (!quiet)
     std::cerr << "data: " << corpus.num_sentences() << " sentences, " << corpus.num_tokens()
               << " tokens, " << dims.L << " labels, " << dims.A << " attributes, " << dims.E
               << " edge attributes, " << dims.num_weights() << " weights ("
-              << fmt("%.2f", now_seconds() - t0) << " s)\n";
+              << (dims.dense() ? "every pair" : "observed pairs; every pair would be " + std::to_string(all_pairs(dims)))
+              << "; " << fmt("%.2f", now_seconds() - t0) << " s)\n";
 
   TextData dev_text;
   Corpus dev_corpus;
@@ -365,6 +451,7 @@ int cmd_train(int argc, char** argv) {
   }
 
   BackendPtr backend = backend_from(r, dims, quiet);
+  check_memory(trainer, opt, fs, corpus, *backend, memory_limit, quiet);
   BackendCorpusPtr train_up = backend->upload(std::move(corpus));  // resident on the backend now
   release_free_memory();  // the training text, before the trainer's vectors are mapped
   BackendCorpusPtr dev_up = r.count("dev") ? backend->upload(dev_corpus) : nullptr;
@@ -391,7 +478,8 @@ int cmd_train(int argc, char** argv) {
               << " passes, objective " << fmt("%.6f", f) << ", "
               << backend->count_nonzero(*w) << " active features, training "
               << fmt("%.2f", train_seconds) << " s, total " << fmt("%.2f", now_seconds() - t0)
-              << " s\nmodel written to " << model_path << "\n";
+              << " s, peak resident memory " << bytes_text(peak_resident_bytes()) << "\nmodel written to "
+              << model_path << "\n";
   }
   return 0;
 }

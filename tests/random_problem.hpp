@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -62,6 +63,46 @@ inline std::vector<double> random_weights(std::size_t n, double scale, std::uint
   std::vector<double> w(n);
   for (auto& x : w) x = d(rng);
   return w;
+}
+
+/// A sparse layout (corpus.hpp WeightGroups) for `d`: each row lists each of its slots with
+/// probability `density` (1: full rows), so gold pairs may be absent too; no transition row when
+/// d.transitions is false.
+inline std::shared_ptr<const WeightLayout> random_layout(const Dims& d, double density, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution keep(density);
+  auto layout = std::make_shared<WeightLayout>();
+  layout->offsets.push_back(0);
+  const std::size_t groups = std::size_t(d.A) + 1 + d.E;
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::size_t width = g < d.A ? d.L : std::size_t(d.L) * d.L;
+    if (g != d.A || d.transitions)
+      for (std::size_t j = 0; j < width; ++j)
+        if (density >= 1.0 || keep(rng)) layout->slots.push_back(std::uint32_t(j));
+    layout->offsets.push_back(layout->slots.size());
+  }
+  return layout;
+}
+
+/// For each weight of `sparse`'s layout, its index in the dense layout of the same sizes.
+inline std::vector<std::size_t> dense_index(const Dims& sparse) {
+  Dims dense = sparse;
+  dense.layout = nullptr;
+  const WeightGroups s = sparse.groups(), dn = dense.groups();
+  std::vector<std::size_t> index(sparse.num_weights());
+  for (std::uint32_t g = 0; g < s.count(); ++g)
+    for (std::size_t k = s.begin(g); k < s.begin(g) + s.size(g); ++k) index[k] = dn.begin(g) + s.slot(k, g);
+  return index;
+}
+
+/// `w` over `sparse`'s layout spread over the dense layout: zero where a row has no weight.
+inline std::vector<double> dense_weights(const Dims& sparse, const std::vector<double>& w) {
+  Dims dense = sparse;
+  dense.layout = nullptr;
+  std::vector<double> out(dense.num_weights(), 0.0);
+  const std::vector<std::size_t> index = dense_index(sparse);
+  for (std::size_t k = 0; k < w.size(); ++k) out[index[k]] = w[k];
+  return out;
 }
 
 }  // namespace crfx::test

@@ -10,11 +10,14 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "crfx/error.hpp"
 #include "crfx/model.hpp"
+#include "random_problem.hpp"
 #include "test_util.hpp"
 
 namespace crfx {
@@ -669,6 +672,104 @@ TEST(ModelIo, Dump) {
   // The unsaved model dumps the same lines (its zero attributes have no non-zero weight).
   std::string original = dump_model(m);
   EXPECT_NE(original.find(line), std::string::npos);
+}
+
+/// conll_model() on a sparse layout: about 60% of each row's slots, each weight the dense model's
+/// (the all-zero attributes stay all zero).
+Model layout_model() {
+  const Model dense = conll_model();
+  Model m;
+  m.features = dense.features;
+  Dims d = dense.features.dims();
+  auto layout = test::random_layout(d, 0.6, 17);
+  m.features.layout = layout;
+  d.layout = layout;
+  const std::vector<std::size_t> index = test::dense_index(d);
+  m.weights.resize(d.num_weights());
+  for (std::size_t k = 0; k < index.size(); ++k) m.weights[k] = dense.weights[index[k]];
+  return m;
+}
+
+/// (group name, slot) → weight bits of the groups a saved model keeps (those with a non-zero
+/// weight, and the transitions).
+std::map<std::pair<std::string, std::uint32_t>, std::uint64_t> pairs_of(const Model& m) {
+  const FeatureSpace& fs = m.features;
+  const Dims d = fs.dims();
+  const WeightGroups wg = d.groups();
+  std::map<std::pair<std::string, std::uint32_t>, std::uint64_t> out;
+  for (std::uint32_t g = 0; g < wg.count(); ++g) {
+    const std::string name = g < d.A ? "S " + fs.state_attrs.at(g) : g == d.A ? std::string("T") : "E " + fs.edge_attrs.at(g - d.A - 1);
+    bool any = g == d.A;
+    for_each_weight(wg, g, [&](std::size_t k, std::size_t) { any = any || m.weights[k] != 0.0; });
+    if (any) for_each_weight(wg, g, [&](std::size_t k, std::size_t slot) { out[{name, std::uint32_t(slot)}] = bits(m.weights[k]); });
+  }
+  return out;
+}
+
+TEST(ModelIo, SparseLayoutRoundTrip) {
+  const Model m = layout_model();
+  const std::string bytes = serialize_model(m);
+  EXPECT_EQ(get_le(bytes, 8, 4), 3u);  // version 3: the layout's rows are stored
+  const std::string path = test::temp_path("layout.model");
+  test::write_text(path, bytes);
+  const Model back = load_model(path);
+  ASSERT_TRUE(back.features.layout);
+  // The attributes without a non-zero weight are dropped (the two all-zero ones, and any whose
+  // listed slots hold only ±0).
+  std::size_t kept_state = 0, kept_edge = 0;
+  {
+    std::map<std::string, bool> seen;
+    for (const auto& entry : pairs_of(m)) seen[entry.first.first] = true;
+    for (const auto& [name, yes] : seen) {
+      (void)yes;
+      kept_state += name[0] == 'S';
+      kept_edge += name[0] == 'E';
+    }
+  }
+  EXPECT_LT(kept_state, m.features.state_attrs.size());
+  EXPECT_EQ(back.features.state_attrs.size(), kept_state);
+  EXPECT_EQ(back.features.edge_attrs.size(), kept_edge);
+  EXPECT_EQ(back.weights.size(), back.features.dims().num_weights());
+  EXPECT_EQ(pairs_of(back), pairs_of(m));
+  EXPECT_EQ(serialize_model(back), bytes);  // saved again: the same bytes
+  // dump lists every pair of a sparse layout, zero weights too.
+  const std::string text = dump_model(back);
+  EXPECT_NE(text.find("  layout: observed pairs\n"), std::string::npos) << text;
+  std::size_t lines = 0;
+  for (std::size_t at = text.find(" --> "); at != std::string::npos; at = text.find(" --> ", at + 1)) ++lines;
+  EXPECT_EQ(lines, back.weights.size());
+  EXPECT_NE(dump_model(conll_model()).find("  layout: all pairs\n"), std::string::npos);
+}
+
+TEST(ModelIo, SparseLayoutValidation) {
+  const std::string good = serialize_model(layout_model());
+  const std::size_t rows = section(good, "ROWS");
+  const std::uint64_t groups = get_le(good, rows, 8);
+  const std::size_t first_slot = rows + 8 + 4 * groups + 8;
+  {
+    std::string b = good;  // a row size that no longer adds up to the slot count
+    put_le(b, rows + 8, get_le(b, rows + 8, 4) + 1, 4);
+    reseal(b);
+    expect_load_error(b, "section ROWS: holds");
+  }
+  {
+    std::string b = good;  // the first row's first slot moved past the label count
+    put_le(b, first_slot, 7, 4);
+    reseal(b);
+    expect_load_error(b, "section ROWS: weight layout: row 0 lists slot 7");
+  }
+  {
+    std::string b = good;  // rows for another model
+    put_le(b, rows, groups + 1, 8);
+    reseal(b);
+    expect_load_error(b, "section ROWS: holds " + std::to_string(groups + 1) + " rows");
+  }
+  {
+    std::string b = good;  // a ROWS section in a version 2 file
+    put_le(b, 8, 2, 4);
+    reseal(b);
+    expect_load_error(b, "section ROWS in a version 2 file");
+  }
 }
 
 }  // namespace

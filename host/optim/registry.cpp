@@ -1,5 +1,7 @@
 // crfx — the trainer registry: one table (Wapiti's style), each trainer with its settings;
 // `crfx train --algo list` prints it.
+#include <algorithm>
+
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "optim/trainers.hpp"
@@ -11,34 +13,71 @@ namespace {
 const std::vector<const char*> kQuasiNewton = {"max-iterations", "period", "delta", "epsilon", "memory",
                                                "max-linesearch"};
 const std::vector<const char*> kIncremental = {"batch-size", "epsilon", "max-epochs", "sampling", "seed"};
+
+
+// Weight-sized vectors besides w (TrainerInfo::state_vectors), counted from each trainer's
+// allocations (its train() and the backend state behind the primitives it calls).
+std::size_t owlqn_vectors(const TrainOptions& o) { return 6 + 2 * std::size_t(std::max(o.memory, 0)); }
+std::size_t lbfgs_vectors(const TrainOptions& o) {  // g, x0, g0, d and the m pairs; OWL-QN with c1
+  return o.c1 > 0 ? owlqn_vectors(o) : 4 + 2 * std::size_t(std::max(o.memory, 0));
+}
+std::size_t rprop_vectors(const TrainOptions& o) { return 3 + (o.c1 > 0); }  // g, last, step (pg)
+std::size_t sag_vectors(const TrainOptions& o) { return 3 + (o.c1 > 0); }    // d, G (pg); the span gradient
+std::size_t sgd_vectors(const TrainOptions& o) { return 1 + (o.c1 > 0) + (o.c2 > 0); }  // q, stamp; the dense gradient
+std::size_t two_stage_vectors(const TrainOptions& o) { return std::max(sgd_vectors(o), owlqn_vectors(o)); }
+std::size_t adf_vectors(const TrainOptions& o) { return 3 + (o.c2 > 0); }    // rate, count (stamp); the dense gradient
+std::size_t ap_vectors(const TrainOptions&) { return 3; }                    // u, avg; the dense difference
 }  // namespace
 
 const std::vector<TrainerInfo>& trainer_registry() {
   static const std::vector<TrainerInfo> table = {
       {"lbfgs", "L-BFGS on NLL + c2·‖w‖² with a strong-Wolfe line search (with c1 > 0 it runs OWL-QN)",
-       make_lbfgs_trainer, kQuasiNewton},
+       make_lbfgs_trainer, kQuasiNewton, true, lbfgs_vectors},
       {"owlqn", "OWL-QN (Andrew & Gao 2007) on NLL + c1·‖w‖₁ + c2·‖w‖²: sparse models",
-       make_owlqn_trainer, kQuasiNewton},
+       make_owlqn_trainer, kQuasiNewton, true, owlqn_vectors},
       {"rprop", "RPROP (Riedmiller & Braun 1993; iRprop−, Igel & Hüsken 2000), as Wapiti's rprop: per-weight "
                 "steps that follow the gradient's sign; c1 through the pseudo-gradient",
-       make_rprop_trainer, {"max-iterations", "period", "delta", "epsilon"}},
+       make_rprop_trainer, {"max-iterations", "period", "delta", "epsilon"}, true, rprop_vectors},
       {"sag", "SAG with stored marginals, Lipschitz line search and non-uniform sampling (Schmidt et al. 2015; --sampling)",
-       make_sag_trainer, kIncremental},
+       make_sag_trainer, kIncremental, true, sag_vectors, /*stored_marginals=*/true},
       {"saga", "SAGA (Defazio et al. 2014, as Schmidt et al. 2015 use it), same memory, line search and sampling as sag",
-       make_saga_trainer, kIncremental},
+       make_saga_trainer, kIncremental, true, sag_vectors, /*stored_marginals=*/true},
       {"sgd-l1", "mini-batch SGD with the cumulative L1 penalty (Tsuruoka et al. 2009), "
                  "η = eta0·alpha^(k/N); --line-search heuristic (Zhou et al. 2011)",
-       make_sgd_l1_trainer, {"batch-size", "epochs", "eta0", "alpha", "line-search", "seed"}},
+       make_sgd_l1_trainer, {"batch-size", "epochs", "eta0", "alpha", "line-search", "seed"}, true, sgd_vectors},
       {"two-stage", "sgd_epochs of SGD-L1 with the heuristic line search, then OWL-QN (Zhou et al. 2011)",
        make_two_stage_trainer,
        {"sgd-epochs", "batch-size", "eta0", "alpha", "seed", "max-iterations", "period", "delta", "epsilon", "memory",
-        "max-linesearch"}},
+        "max-linesearch"},
+       true, two_stage_vectors},
       {"adf", "online SGD with frequency-adaptive per-feature rates (Sun et al. 2012); L2 prior c2",
-       make_adf_trainer, {"batch-size", "epochs", "eta0", "adf-alpha", "adf-beta", "adf-windows", "seed"}},
+       make_adf_trainer, {"batch-size", "epochs", "eta0", "adf-alpha", "adf-beta", "adf-windows", "seed"}, true,
+       adf_vectors},
       {"ap", "averaged structured perceptron on Viterbi (Collins 2002); ignores c1, c2",
-       make_perceptron_trainer, {"batch-size", "epochs", "seed"}, /*uses_objective=*/false},
+       make_perceptron_trainer, {"batch-size", "epochs", "seed"}, /*uses_objective=*/false, ap_vectors},
   };
   return table;
+}
+
+MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& options, const Dims& dims,
+                               const Corpus& c) {
+  MemoryEstimate m;
+  const std::size_t W = dims.num_weights(), L = dims.L, LL = L * L;
+  m.weights = W * sizeof(double);
+  if (dims.layout)  // the rows: an offset per group, a slot per weight
+    m.weights += dims.layout->offsets.size() * sizeof(std::size_t) + dims.layout->slots.size() * sizeof(std::uint32_t);
+  m.vectors = trainer.state_vectors ? trainer.state_vectors(options) : 0;
+  m.optimizer = m.vectors * W * sizeof(double);
+  if (trainer.stored_marginals) {  // per token [L], per sentence [L][L], per edge position [L][L]
+    std::size_t edge_positions = 0;
+    for (std::size_t t = 0; t + 1 < c.edge_offsets.size(); ++t) edge_positions += c.edge_offsets[t + 1] > c.edge_offsets[t];
+    m.optimizer += (c.num_tokens() * L + (c.num_sentences() + edge_positions) * LL) * sizeof(double);
+  }
+  m.corpus = c.sentence_offsets.size() * sizeof(std::size_t) + c.state_offsets.size() * sizeof(std::size_t) +
+             c.state_ids.size() * sizeof(std::uint32_t) + c.state_values.size() * sizeof(double) +
+             c.edge_offsets.size() * sizeof(std::size_t) + c.edge_ids.size() * sizeof(std::uint32_t) +
+             c.edge_values.size() * sizeof(double) + c.labels.size() * sizeof(std::uint32_t);
+  return m;
 }
 
 const TrainerInfo& find_trainer(const std::string& name) {

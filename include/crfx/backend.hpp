@@ -99,6 +99,9 @@ struct LazyStepHistory {
   }
 };
 
+/// Host memory that can be allocated without swapping (Linux MemAvailable), 0 when unknown.
+std::size_t host_memory_available();
+
 /// The weight indices of `groups` (each group's whole range, in the groups' order).
 void group_indices(const WeightGroups& wg, const std::vector<std::uint32_t>& groups,
                    std::vector<std::size_t>& indices);
@@ -142,6 +145,14 @@ class Backend {
   /// "cpu (2 threads)", "cuda:0 NVIDIA H100 …".
   virtual std::string name() const = 0;
   const Dims& dims() const { return dims_; }
+  /// Bytes a run can still allocate where this backend keeps its vectors: host memory
+  /// (MemAvailable; the default, the CPU backend) or free device memory (CUDA); 0 when unknown.
+  virtual std::size_t memory_available();
+  /// Bytes upload(corpus) allocates beyond the host corpus (the CPU backend takes it over: 0).
+  virtual std::size_t upload_bytes(const Corpus& corpus) const {
+    (void)corpus;
+    return 0;
+  }
 
   // ---- data ------------------------------------------------------------------------------
   virtual BackendCorpusPtr upload(const Corpus& corpus) = 0;

@@ -142,9 +142,25 @@ struct TrainerInfo {
   /// c1 and c2 apply to every trainer but ap.
   std::vector<const char*> options;
   bool uses_objective = true;
+  /// Weight-sized vectors the trainer holds besides w — its own and those the backend keeps for
+  /// the primitives it calls — for the memory estimate; and whether it stores marginals (SAG).
+  std::size_t (*state_vectors)(const TrainOptions&) = nullptr;
+  bool stored_marginals = false;
   /// Whether `name` is one of this trainer's settings (objective settings included).
   bool takes(const std::string& name) const;
 };
+
+/// The memory a training run will hold, estimated from the sizes before anything is allocated:
+/// `crfx train` prints it and refuses a run that cannot fit.
+struct MemoryEstimate {
+  std::size_t weights = 0;    // the weight vector
+  std::size_t optimizer = 0;  // the trainer's vectors and backend state (SAG's stored marginals)
+  std::size_t corpus = 0;     // the compiled training data
+  std::size_t vectors = 0;    // weight-sized vectors in `optimizer`
+  std::size_t total() const { return weights + optimizer + corpus; }
+};
+MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& options, const Dims& dims,
+                               const Corpus& corpus);
 /// Every algorithm, in listing order.
 const std::vector<TrainerInfo>& trainer_registry();
 /// The registry entry called `name`, or Error listing the known names.
