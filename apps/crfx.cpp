@@ -176,6 +176,18 @@ std::string takers(const char* name) {
   return n_no < n_yes ? "all but " + no + ": " : yes + ": ";
 }
 
+/// Which weights a model has (train, bench): FeatureSet.
+void add_feature_options(cxxopts::Options& o) {
+  o.add_options()
+      ("features", "observed | all: weights for the (attribute, label) pairs and label bigrams seen in "
+       "the training data (CRFsuite's default), or for every pair (CRF++, Wapiti)",
+       cxxopts::value<std::string>()->default_value("observed"))
+      ("possible-states", "with --features observed: every attribute × label pair all the same "
+       "(CRFsuite's feature.possible_states=1)")
+      ("possible-transitions", "with --features observed: every label bigram all the same "
+       "(CRFsuite's feature.possible_transitions=1)");
+}
+
 /// crfx train's options (the device options come from add_device_options); the trainers'
 /// settings are generated from their tables (OptionSpec, crfx/trainer.hpp), with the library's
 /// defaults.
@@ -191,13 +203,6 @@ void add_train_options(cxxopts::Options& o) {
       ("a,algo", "training algorithm ('list' shows them with their settings)",
        cxxopts::value<std::string>()->default_value("lbfgs"))
       ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
-      ("features", "observed | all: weights for the (attribute, label) pairs and label bigrams seen in "
-       "the training data (CRFsuite's default), or for every pair (CRF++, Wapiti)",
-       cxxopts::value<std::string>()->default_value("observed"))
-      ("possible-states", "with --features observed: every attribute × label pair all the same "
-       "(CRFsuite's feature.possible_states=1)")
-      ("possible-transitions", "with --features observed: every label bigram all the same "
-       "(CRFsuite's feature.possible_transitions=1)")
       ("max-memory", "refuse to start a run whose estimated memory exceeds this (e.g. 512M, 8G; default: "
        "what the backend has available)", cxxopts::value<std::string>());
   for (const auto* table : {&objective_options(), &trainer_options()})
@@ -397,6 +402,7 @@ struct TrainProgress {
 int cmd_train(int argc, char** argv) {
   cxxopts::Options o("crfx train", "Train a linear-chain CRF.");
   add_train_options(o);
+  add_feature_options(o);
   add_device_options(o);
   o.parse_positional({"data"});
   cxxopts::ParseResult r;
@@ -608,6 +614,7 @@ int cmd_bench(int argc, char** argv) {
       ("thread-list", "comma-separated thread counts to time", cxxopts::value<std::string>()->default_value("1,2"))
       ("repeat", "timed passes per thread count (after one warm-up)", cxxopts::value<int>()->default_value("5"))
       ("h,help", "show this help");
+  add_feature_options(o);
   add_device_options(o);
   o.parse_positional({"data"});
   cxxopts::ParseResult r;
@@ -617,7 +624,9 @@ int cmd_bench(int argc, char** argv) {
   if (fs.format == InputFormat::conll)
     fs.templ = FeatureTemplate::load(required(r, "template", "--template for CoNLL data"));
   double t = now_seconds();
+  const FeatureSet features = feature_set(r);
   Corpus corpus = compile_training(fs, read_text(fs, required(r, "data", "training data")), 1);
+  choose_layout(fs, corpus, features);
   const double compile_s = now_seconds() - t;
   const Dims dims = fs.dims();
   std::printf("data: %zu sentences, %zu tokens, L = %u, A = %u, E = %u, %zu weights; read + compile %.3f s\n",

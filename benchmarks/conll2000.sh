@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The Foundation issue's measurements on CoNLL-2000 (CPU backend), in one command:
+# The Foundation issue's measurements on CoNLL-2000 (CPU backend), in one command, with every
+# attribute × label pair (--features all, as CRF++ and Wapiti build models; benchmarks/observed.sh
+# measures CRFsuite's default, the observed pairs):
 #   1. one objective+gradient pass over the training set at 1 and 2 threads (crfx bench);
 #   2. L-BFGS, c2 = 1, the standard chunking template: whole training at 1 and 2 threads (the two
 #      models must be byte-identical), then test chunk F1 with crfx eval;
@@ -21,14 +23,14 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)'), $(date -u +%F)"
 
 echo "== 1. objective+gradient pass (median of 5 after one warm-up)"
-"$crfx" bench "$data/train.txt" -t "$data/chunking.template" --device cpu \
+"$crfx" bench "$data/train.txt" -t "$data/chunking.template" --device cpu --features all \
   --thread-list "$(echo $threads | tr ' ' ,)" --repeat 5 2>&1
 
 echo "== 2. L-BFGS, c2 = 1, chunking.template"
 first=""
 for t in $threads; do
   "$crfx" train "$data/train.txt" -t "$data/chunking.template" --algo lbfgs --c2 1 --threads "$t" \
-    --device cpu -m "$out/chunking.t$t.model" --log "$out/chunking.t$t.csv" 2> "$out/train.t$t.err"
+    --device cpu --features all -m "$out/chunking.t$t.model" --log "$out/chunking.t$t.csv" 2> "$out/train.t$t.err"
   echo "threads $t: $(grep '^done:' "$out/train.t$t.err")"
   if [ -z "$first" ]; then first=$t; else
     cmp -s "$out/chunking.t$first.model" "$out/chunking.t$t.model" \
@@ -41,7 +43,7 @@ done
 
 echo "== 3. CRFsuite attribute file, L-BFGS, c2 = 1 (CRFsuite: loss $crfsuite_loss)"
 t=${threads##* }
-"$crfx" train "$data/crfsuite/train.crfsuite.txt.gz" --format crfsuite --c2 1 --threads "$t" --device cpu \
+"$crfx" train "$data/crfsuite/train.crfsuite.txt.gz" --format crfsuite --c2 1 --threads "$t" --device cpu --features all \
   -m "$out/crfsuite.model" --log "$out/crfsuite.csv" 2> "$out/crfsuite.err"
 grep -E '^data:|^done:' "$out/crfsuite.err"
 loss=$(tail -1 "$out/crfsuite.csv" | cut -d, -f3)

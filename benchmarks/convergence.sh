@@ -2,6 +2,8 @@
 # The seed trainers against each other on CoNLL-2000 with the standard chunking template — our
 # version of seed 004 Fig. 1 and seed 000 Tables 2–3. One command:
 #   benchmarks/convergence.sh
+# Every attribute × label pair (--features all, the models the seed papers train); FEATURES=observed
+# runs the same comparison on CRFsuite's observed pairs.
 # (a) L2 only, λ = 1/n in seed 004's convention, i.e. c2 = λ·n/2 = 0.5 in crfx's
 #     (f = Σ NLL + c2·‖w‖²): f* from a long tight L-BFGS run (its log is also the L-BFGS curve),
 #     then sgd-l1 (L2 only), sag (uniform, lipschitz, mixed), saga, adf;
@@ -37,7 +39,7 @@ train="$data/train.txt"; test="$data/test.txt"; tmpl="$data/chunking.template"
 run() {  # run NAME ARGS...: train, log per iteration/epoch, tag the test set, score it
   local name=$1; shift
   echo "-- $name: crfx train $*" >&2
-  "$crfx" train "$train" -t "$tmpl" --threads "$threads" --device cpu -q \
+  "$crfx" train "$train" -t "$tmpl" --threads "$threads" --device cpu -q --features "${FEATURES:-all}" \
     -m "$out/$name.model" --log "$out/$name.csv" "$@"
   "$crfx" tag "$test" -m "$out/$name.model" -o "$out/$name.tagged" -q
   "$crfx" eval "$out/$name.tagged" | sed -n 2p > "$out/$name.eval"

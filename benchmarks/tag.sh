@@ -22,7 +22,7 @@ echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git 
 model=${MODEL:-$out/chunk.model}
 if [ ! -f "$model" ]; then
   echo "== training the model (L-BFGS, c2 = 1)"
-  "$crfx" train "$data/train.txt" -t "$data/chunking.template" --algo lbfgs --c2 1 --device cpu -q -m "$model"
+  "$crfx" train "$data/train.txt" -t "$data/chunking.template" --algo lbfgs --c2 1 --device cpu --features all -q -m "$model"
 fi
 
 input=$out/test-x$repeat.txt

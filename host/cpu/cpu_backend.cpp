@@ -111,6 +111,8 @@ std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids
 }
 
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
+// Items ahead whose weight rows are prefetched (scores, the marginal reduction).
+constexpr std::size_t kPrefetchItems = 8;
 // Below this many tokens the marginal reduction runs on the calling thread (see evaluate).
 constexpr std::size_t kSerialReduceTokens = 1024;
 // n-best decoding: the most a worker's [T][L][n] tables may take (a policy, not a measurement).
@@ -467,12 +469,15 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
   // Emissions: s_t(y) = Σ_a x_{t,a} · w[a·L + y]   (L contiguous weights per active attribute).
   // The rows are scattered over a weight vector far larger than the caches: the row kPrefetch
   // items ahead is requested while this one is summed, so the misses overlap (same sums).
-  constexpr std::size_t kPrefetch = 8;
+  constexpr std::size_t kPrefetch = kPrefetchItems;
   const std::size_t row_bytes = L * sizeof(double), items_end = c.state_offsets[tok0 + T];
   const WeightGroups wg = dims_.groups();
   for (std::size_t t = 0; t < T && !wg.dense(); ++t) {  // observed pairs: s_t(y) += x · w[k] over a's row
     double* st = work.state.data() + t * L;
     for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+      // Two stages: the row offset 2·kPrefetch items ahead (its address is a sequential read),
+      // then the row itself kPrefetch ahead, whose offset is in the cache by then.
+      if (k + 2 * kPrefetch < items_end) __builtin_prefetch(wg.offsets + c.state_ids[k + 2 * kPrefetch]);
       if (k + kPrefetch < items_end) {
         const std::size_t ahead = wg.offsets[c.state_ids[k + kPrefetch]];
         __builtin_prefetch(p.W + ahead);
@@ -617,11 +622,19 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
           const std::size_t T = slots_[i + 1] - slots_[i];
           for (std::size_t t = 0; t < T; ++t) {
             const double* d = node_delta_.data() + (slots_[i] + t) * L;
+            const std::size_t items_end = c.state_offsets[tok0 + T];
             for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
               const std::uint32_t a = c.state_ids[k];
               if (a < lo || a >= hi) continue;
               const double f = scale * c.state_value(k);
-              if (!wg.dense()) {
+              if (!wg.dense()) {  // prefetched in two stages, as in scores()
+                if (k + 2 * kPrefetchItems < items_end)
+                  __builtin_prefetch(wg.offsets + c.state_ids[k + 2 * kPrefetchItems]);
+                if (k + kPrefetchItems < items_end) {
+                  const std::size_t ahead = wg.offsets[c.state_ids[k + kPrefetchItems]];
+                  __builtin_prefetch(G + ahead);
+                  __builtin_prefetch(wg.slots + ahead);
+                }
                 for (std::size_t q = wg.offsets[a]; q < wg.offsets[a + 1]; ++q) G[q] += f * d[wg.slots[q]];
                 continue;
               }

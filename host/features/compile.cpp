@@ -361,6 +361,16 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
     for (const LineCache& cache : bigrams) cache.add_counts(*edge.counts);
 }
 
+/// CRFsuite data whose values are all 1 (attributes written without ":value", the usual case)
+/// keeps none, as CoNLL data does: 8 of every 12 bytes an item takes, and the same sums (1·w is w).
+void drop_unit_values(Corpus& c) {
+  auto all_one = [](const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return x == 1.0; });
+  };
+  if (all_one(c.state_values)) std::vector<double>().swap(c.state_values);
+  if (all_one(c.edge_values)) std::vector<double>().swap(c.edge_values);
+}
+
 void check_template_columns(const FeatureTemplate& templ, std::size_t feature_columns,
                             const std::string& path, std::size_t line) {
   if (templ.max_column() >= 0 && std::size_t(templ.max_column()) >= feature_columns)
@@ -488,6 +498,7 @@ Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_
 
   prune(fs.state_attrs, state_count, min_freq, c.state_offsets, c.state_ids, c.state_values);
   prune(fs.edge_attrs, edge_count, min_freq, c.edge_offsets, c.edge_ids, c.edge_values);
+  drop_unit_values(c);
   fs.labels.freeze();
   fs.state_attrs.freeze();
   fs.edge_attrs.freeze();
@@ -537,6 +548,7 @@ Corpus compile(const FeatureSpace& fs, const TextData& data) {
       c.sentence_offsets.push_back(c.labels.size());
     }
   }
+  drop_unit_values(c);
   return c;
 }
 
