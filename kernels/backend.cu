@@ -57,8 +57,7 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
   if (dims.L > kMaxLabels)
     throw Error("the CUDA backend supports up to " + std::to_string(kMaxLabels) + " labels (model has " +
                 std::to_string(dims.L) + "); use --device cpu");
-  if (!dims.dense())
-    throw Error("the CUDA backend does not run observed-pair models yet; use --features all or --device cpu");
+  dims.check_layout();  // a sparse layout: the kernels index by its offsets and slots unchecked
   CRFX_CUDA_CHECK(cudaSetDevice(cfg.device));
   CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   try {  // the destructor does not run for a constructor that throws: the stream is ours here
@@ -70,6 +69,22 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
     tmax_.resize(1);
     red_.resize(kRedBlocks + 1);
     CRFX_CUDA_CHECK(cudaMemsetAsync(zeros_.get(), 0, LL * sizeof(double), stream_));
+    // The layout: a sparse one's rows go to the device once; the kernels read them through
+    // dgroups_ (the same WeightGroups arithmetic as the host's, over the device copies).
+    dgroups_ = dims.groups();
+    max_state_row_ = dims.L;
+    max_edge_row_ = LL;
+    if (!dims.dense()) {
+      upload_vector(layout_offsets_, dims.layout->offsets, stream_);
+      upload_vector(layout_slots_, dims.layout->slots, stream_);
+      dgroups_.offsets = layout_offsets_.get();
+      dgroups_.slots = layout_slots_.get();
+      const WeightGroups hg = dims.groups();
+      max_state_row_ = max_edge_row_ = 0;
+      for (std::uint32_t a = 0; a < dims.A; ++a) max_state_row_ = std::max(max_state_row_, hg.size(a));
+      for (std::uint32_t e = 0; e < dims.E; ++e) max_edge_row_ = std::max(max_edge_row_, hg.size(hg.edge(e)));
+      if (dims.transitions) trans_.resize(LL);
+    }
     if (cfg.gather_visits) {
       gather_visits_.resize(1);
       CRFX_CUDA_CHECK(cudaMemsetAsync(gather_visits_.get(), 0, sizeof(unsigned long long), stream_));
@@ -95,6 +110,28 @@ CudaBackend::~CudaBackend() {
 }
 
 std::string CudaBackend::name() const { return name_; }
+
+std::size_t CudaBackend::device_corpus_bytes(const Corpus& c, bool edges, std::size_t edge_items) const {
+  const std::size_t N = c.num_tokens();
+  const std::size_t offsets = c.sentence_offsets.size() + c.state_offsets.size() + (dims_.A + 1) +
+                              (edges ? c.edge_offsets.size() + (dims_.E + 1) : 0);
+  const std::size_t ids = 2 * c.state_ids.size() + (edges ? c.edge_ids.size() + edge_items : 0) + N;  // + labels
+  const std::size_t vals = 2 * c.state_values.size() + (edges ? c.edge_values.size() : 0) +
+                           (edges && !c.edge_values.empty() ? edge_items : 0);
+  return offsets * sizeof(std::size_t) + ids * sizeof(std::uint32_t) + vals * sizeof(double) + N * sizeof(int);
+}
+
+std::size_t CudaBackend::upload_bytes(const Corpus& c) const {
+  const bool edges = dims_.E > 0 && c.edge_offsets.size() == c.num_tokens() + 1;
+  return device_corpus_bytes(c, edges, c.edge_ids.size());  // edge items at first tokens included: a bound
+}
+
+std::size_t CudaBackend::memory_available() {
+  CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
+  std::size_t free_b = 0, total_b = 0;
+  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return free_b;
+}
 
 // ---- data ------------------------------------------------------------------------------
 
@@ -140,12 +177,7 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
                   [&](std::size_t tok) { return !first[tok]; }, et_off, et_tok, et_val);
 
   // Device memory: the corpus, then the workspace (checked against what is free).
-  const std::size_t corpus_bytes =
-      (c.sentence_offsets.size() + c.state_offsets.size() + st_off.size() + et_off.size() +
-       (edges ? c.edge_offsets.size() : 0)) * sizeof(std::size_t) +
-      (c.state_ids.size() + st_tok.size() + c.edge_ids.size() + et_tok.size() + N) * sizeof(std::uint32_t) +
-      (c.state_values.size() + st_val.size() + c.edge_values.size() + et_val.size()) * sizeof(double) +
-      N * sizeof(int);
+  const std::size_t corpus_bytes = device_corpus_bytes(c, edges, et_tok.size());
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   if (corpus_bytes > free_b)
@@ -332,6 +364,8 @@ void CudaBackend::prepare(const Vector& w) {
   if (w.size() != dims_.num_weights())
     throw Error("internal: weight vector has " + std::to_string(w.size()) + " entries, model needs " +
                 std::to_string(dims_.num_weights()));
+  if (dims_.transitions && !dims_.dense())  // τ: the transition row over zeros
+    launch_dense_row(dgroups_, dims_.A, std::size_t(dims_.L) * dims_.L, P(w), trans_.get(), stream_);
   launch_prepare(int(dims_.L), trans_ptr(w), E_.get(), Et_.get(), tmax_.get(), stream_);
 }
 
@@ -351,10 +385,10 @@ void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::siz
   if (rows == 0) return;
   const int L = int(dims_.L);
   launch_emission(L, rows, row_token_.get(), c.state_off.get(), c.state_ids.get(), c.state_vals.get(), P(w),
-                  S_.get(), stream_);
+                  dgroups_, S_.get(), stream_);
   if (edges) {
     launch_edge_matrix(L, rows, row_token_.get(), row_edge_.get(), c.edge_off.get(), c.edge_ids.get(),
-                       c.edge_vals.get(), trans_ptr(w), P(w) + dims_.edge_offset(), edge_.get(), stream_);
+                       c.edge_vals.get(), trans_ptr(w), P(w), dgroups_, edge_.get(), stream_);
   }
 }
 

@@ -188,14 +188,21 @@ void CudaBackend::reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_
     ch.t_hi = std::uint32_t(ch.t_lo + rows);
   }
   ch.visits = gather_visits_.get();
+  // The gathers index the weights through the groups (state groups from 0, edge groups from
+  // A + 1); the transition sums go to the transition row's weights by slot (sparse layout).
+  const WeightGroups& gl = dgroups_;
   if (rows && dims_.A)
-    launch_gather(dims_.A, L, c.st_off.get(), c.st_tok.get(), c.st_val.get(), ch, node_.get(), scale,
-                  G + dims_.state_offset(), stream_);
+    launch_gather(dims_.A, L, max_state_row_, gl, 0, c.st_off.get(), c.st_tok.get(), c.st_val.get(), ch,
+                  node_.get(), scale, G, stream_);
   if (rows && c.edge_off.get() && dims_.E)
-    launch_gather(dims_.E, LL, c.et_off.get(), c.et_tok.get(), c.et_val.get(), ch, edge_.get(), scale,
-                  G + dims_.edge_offset(), stream_);
-  if (dims_.transitions && n)
-    launch_transition_tree(LL, n, pair_.get(), partial_.get(), scale, G + dims_.transition_offset(), stream_);
+    launch_gather(dims_.E, LL, max_edge_row_, gl, gl.edge(0), c.et_off.get(), c.et_tok.get(), c.et_val.get(), ch,
+                  edge_.get(), scale, G, stream_);
+  if (dims_.transitions && n) {
+    const WeightGroups hg = dims_.groups();
+    launch_transition_tree(LL, n, pair_.get(), partial_.get(), scale, hg.size(hg.transitions()),
+                           gl.slots ? gl.slots + hg.begin(hg.transitions()) : nullptr,
+                           G + dims_.transition_offset(), stream_);
+  }
   if (rows && slots_set_) launch_reset_slots(rows, row_token_.get(), c.token_slot.get(), stream_);
   slots_set_ = false;
 }

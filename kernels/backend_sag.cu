@@ -109,7 +109,7 @@ void CudaBackend::incremental_trial(IncrementalState& state, Vector& w, double s
   reserve_device(s.saved, s.plan.compact());
   const std::size_t ng = s.plan.groups.size();
   if (ng) {
-    launch_sag_trial(sag_groups(), s.plan.view(), ng, true, step, s.g.get(), s.saved.get(), P(w), stream_);
+    launch_sag_trial(device_groups(), s.plan.view(), ng, true, step, s.g.get(), s.saved.get(), P(w), stream_);
   }
   s.tried = true;
 }
@@ -119,7 +119,7 @@ void CudaBackend::incremental_restore(IncrementalState& state, Vector& w) {
   if (!s.tried) throw Error("internal: incremental_restore without incremental_trial");
   const std::size_t ng = s.plan.groups.size();
   if (ng) {
-    launch_sag_trial(sag_groups(), s.plan.view(), ng, false, 0.0, s.g.get(), s.saved.get(), P(w), stream_);
+    launch_sag_trial(device_groups(), s.plan.view(), ng, false, 0.0, s.g.get(), s.saved.get(), P(w), stream_);
   }
 }
 
@@ -134,7 +134,7 @@ void CudaBackend::incremental_commit(IncrementalState& state, Vector& d, Vector&
     CRFX_CUDA_CHECK(cudaMemcpyAsync(s.coef.get(), w_coef, n * sizeof(double), cudaMemcpyHostToDevice, stream_));
   }
   if (ng) {
-    launch_sag_commit(sag_groups(), pl.view(), ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
+    launch_sag_commit(device_groups(), pl.view(), ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
                       edges ? s.new_edge.get() : nullptr, edges ? s.edge.get() : nullptr,
                       w_coef ? s.coef.get() : nullptr, P(d), P(w), stream_);
   }
@@ -314,7 +314,7 @@ void CudaBackend::span_gradient(const CudaCorpus& c, const SpanPlan& pl, const D
                                 double* out) {
   const std::size_t ng = pl.groups.size();
   if (ng == 0) return;
-  launch_sag_gradient(sag_groups(), pl.view(), ng, node.get(), pair.get(), c.edge_off.get() ? edge.get() : nullptr,
+  launch_sag_gradient(device_groups(), pl.view(), ng, node.get(), pair.get(), c.edge_off.get() ? edge.get() : nullptr,
                       scale, out, stream_);
 }
 
@@ -345,7 +345,7 @@ void CudaBackend::sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_
     sync();  // P, S, R are appended to (and reset by incremental_flush) right after
   }
   if (count == 0 || k == 0) return;
-  launch_sag_catch_up(sag_groups(), list, count, std::uint32_t(k), s.dP.get(), s.dS.get(), s.dR.get(), s.stamp.get(),
+  launch_sag_catch_up(device_groups(), list, count, std::uint32_t(k), s.dP.get(), s.dS.get(), s.dR.get(), s.stamp.get(),
                       P(w), P(d), stream_);
 }
 

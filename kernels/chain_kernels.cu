@@ -35,38 +35,66 @@ __global__ void __launch_bounds__(256) reset_slots_kernel(std::size_t rows, cons
 }
 
 /// S[r][y] = Σ_k x_k · W[a_k·L + y] over the token's items in CSR order, without FMA contraction
-/// (bitwise the CPU's sum). CPU twin: the emission loop of CpuBackend::scores
-/// (host/cpu/cpu_backend.cpp).
+/// (bitwise the CPU's sum). A sparse layout (gl.offsets set) sums x_k · W[find(a_k, y)] over the
+/// items whose row lists y, in the same order — the CPU's per-slot sum, so bitwise too. CPU twin:
+/// the emission loops of CpuBackend::scores (host/cpu/cpu_backend.cpp).
 __global__ void __launch_bounds__(256) emission_kernel(int L, std::size_t rows, const std::size_t* row_token,
                                 const std::size_t* state_off, const std::uint32_t* ids,
-                                const double* vals, const double* W, double* S) {
+                                const double* vals, const double* W, WeightGroups gl, double* S) {
   const std::size_t n = rows * std::size_t(L);
   for (std::size_t idx = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; idx < n;
        idx += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t r = idx / L, y = idx - r * L;
     const std::size_t tok = row_token[r];
     double acc = 0;
-    for (std::size_t k = state_off[tok]; k < state_off[tok + 1]; ++k)
-      acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[std::size_t(ids[k]) * L + y]));
+    if (gl.dense()) {
+      for (std::size_t k = state_off[tok]; k < state_off[tok + 1]; ++k)
+        acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[std::size_t(ids[k]) * L + y]));
+    } else {
+      for (std::size_t k = state_off[tok]; k < state_off[tok + 1]; ++k) {
+        const std::size_t q = gl.find(ids[k], std::uint32_t(y));
+        if (q != WeightGroups::kNoWeight) acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[q]));
+      }
+    }
     S[idx] = acc;
   }
 }
 
-/// Block per row with edge items: τ_t = τ + Σ_k x_k · W_e[k] (CPU order, no FMA contraction).
-/// CPU twin: the enriched-edge loop of CpuBackend::scores (host/cpu/cpu_backend.cpp).
+/// Block per row with edge items: τ_t = τ + Σ_k x_k · W_e[k] (CPU order, no FMA contraction); a
+/// sparse layout adds x_k · W[find(edge(e_k), j)] where the row lists pair j. CPU twin: the
+/// enriched-edge loop of CpuBackend::scores (host/cpu/cpu_backend.cpp).
 __global__ void __launch_bounds__(256) edge_matrix_kernel(int L, const std::size_t* row_token, const std::uint8_t* row_edge,
                                    const std::size_t* edge_off, const std::uint32_t* ids,
-                                   const double* vals, const double* trans, const double* WE,
-                                   double* M) {
+                                   const double* vals, const double* trans, const double* W,
+                                   WeightGroups gl, double* M) {
   const std::size_t r = blockIdx.x;
   if (!row_edge[r]) return;
   const std::size_t LL = std::size_t(L) * L, tok = row_token[r];
   double* out = M + r * LL;
+  const double* WE = W + gl.begin(gl.edge(0));  // dense: the edge blocks
   for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) {
     double acc = trans[j];
-    for (std::size_t k = edge_off[tok]; k < edge_off[tok + 1]; ++k)
-      acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, WE[std::size_t(ids[k]) * LL + j]));
+    if (gl.dense()) {
+      for (std::size_t k = edge_off[tok]; k < edge_off[tok + 1]; ++k)
+        acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, WE[std::size_t(ids[k]) * LL + j]));
+    } else {
+      for (std::size_t k = edge_off[tok]; k < edge_off[tok + 1]; ++k) {
+        const std::size_t q = gl.find(gl.edge(ids[k]), std::uint32_t(j));
+        if (q != WeightGroups::kNoWeight) acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[q]));
+      }
+    }
     out[j] = acc;
+  }
+}
+
+/// out[j] = W[find(gid, j)], or 0 where group gid's row does not list slot j. CPU twin: the
+/// dense_trans of CpuBackend::prepare (host/cpu/cpu_backend.cpp).
+__global__ void __launch_bounds__(256) dense_row_kernel(WeightGroups gl, std::uint32_t gid, std::size_t width,
+                                                        const double* W, double* out) {
+  for (std::size_t j = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; j < width;
+       j += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t q = gl.find(gid, std::uint32_t(j));
+    out[j] = q != WeightGroups::kNoWeight ? W[q] : 0.0;
   }
 }
 
@@ -338,15 +366,22 @@ void launch_reset_slots(std::size_t rows, const std::size_t* row_token, int* tok
 }
 
 void launch_emission(int L, std::size_t rows, const std::size_t* row_token, const std::size_t* state_off,
-                     const std::uint32_t* ids, const double* vals, const double* W, double* S, cudaStream_t s) {
-  CRFX_LAUNCH(emission_kernel, grid_for(rows * L, 256), 256, 0, s, L, rows, row_token, state_off, ids, vals, W, S);
+                     const std::uint32_t* ids, const double* vals, const double* W, const WeightGroups& gl,
+                     double* S, cudaStream_t s) {
+  CRFX_LAUNCH(emission_kernel, grid_for(rows * L, 256), 256, 0, s, L, rows, row_token, state_off, ids, vals, W, gl,
+              S);
 }
 
 void launch_edge_matrix(int L, std::size_t rows, const std::size_t* row_token, const std::uint8_t* row_edge,
                         const std::size_t* edge_off, const std::uint32_t* ids, const double* vals,
-                        const double* trans, const double* WE, double* M, cudaStream_t s) {
-  CRFX_LAUNCH(edge_matrix_kernel, unsigned(rows), 256, 0, s, L, row_token, row_edge, edge_off, ids, vals, trans, WE,
-              M);
+                        const double* trans, const double* W, const WeightGroups& gl, double* M, cudaStream_t s) {
+  CRFX_LAUNCH(edge_matrix_kernel, unsigned(rows), 256, 0, s, L, row_token, row_edge, edge_off, ids, vals, trans, W,
+              gl, M);
+}
+
+void launch_dense_row(const WeightGroups& gl, std::uint32_t gid, std::size_t width, const double* W, double* out,
+                      cudaStream_t s) {
+  CRFX_LAUNCH(dense_row_kernel, grid_for(width, 256), 256, 0, s, gl, gid, width, W, out);
 }
 
 void launch_prepare(int L, const double* trans, double* E, double* Et, double* tmax_out, cudaStream_t s) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "crfx/corpus.hpp"  // WeightGroups
 
 namespace crfx::cuda::detail {
 
@@ -43,13 +44,19 @@ void launch_fill_rows(std::size_t n, ChunkView ch, const std::size_t* sent_off, 
                       std::size_t* row_token, std::uint8_t* row_edge, int* token_slot, cudaStream_t s);
 /// token_slot[row_token[r]] = −1 for the chunk's rows.
 void launch_reset_slots(std::size_t rows, const std::size_t* row_token, int* token_slot, cudaStream_t s);
-/// S [rows][L] = X·W (thread per (row, y)).
+/// S [rows][L] = X·W (thread per (row, y)); W in the layout of `gl` (device pointers).
 void launch_emission(int L, std::size_t rows, const std::size_t* row_token, const std::size_t* state_off,
-                     const std::uint32_t* ids, const double* vals, const double* W, double* S, cudaStream_t s);
-/// τ_t [rows][L][L] = τ + Σ x_e·W_e at the rows with edge items (block per row).
+                     const std::uint32_t* ids, const double* vals, const double* W, const WeightGroups& gl,
+                     double* S, cudaStream_t s);
+/// τ_t [rows][L][L] = τ + Σ x_e·W_e at the rows with edge items (block per row); W the whole
+/// weight vector in the layout of `gl` (device pointers).
 void launch_edge_matrix(int L, std::size_t rows, const std::size_t* row_token, const std::uint8_t* row_edge,
                         const std::size_t* edge_off, const std::uint32_t* ids, const double* vals,
-                        const double* trans, const double* WE, double* M, cudaStream_t s);
+                        const double* trans, const double* W, const WeightGroups& gl, double* M, cudaStream_t s);
+/// out [width] = group gid's row of W spread over its slots, zero where the row lists none (a
+/// sparse layout's transitions as the dense [L][L] τ).
+void launch_dense_row(const WeightGroups& gl, std::uint32_t gid, std::size_t width, const double* W, double* out,
+                      cudaStream_t s);
 /// τ_max, E = exp(τ − τ_max) and Eᵀ of the transitions `trans` [L][L] (one block).
 void launch_prepare(int L, const double* trans, double* E, double* Et, double* tmax_out, cudaStream_t s);
 /// Forward-backward on the chunk's n sentences: n blocks of `threads`, `smem` bytes of dynamic

@@ -40,6 +40,14 @@
 //     trans_final
 //     reset_slots
 //
+// Weight layouts (crfx::WeightGroups, include/crfx/corpus.hpp): dense, or sparse (observed
+// pairs: each group's row lists its label / label-pair slots). A sparse layout's rows are
+// uploaded once by the constructor and read through device_groups(); then W_a(y) above is
+// W[find(a, y)] or 0 where the row has no weight (emissions, edge matrices: the same per-slot
+// sums as the CPU), τ is the transition row scattered over zeros by prepare, the gathers and the
+// transition tree write each weight of a row from its slot's column of the deltas, and the SAG
+// kernels likewise. The dense paths keep their arithmetic and results.
+//
 // SAG / SAGA (seed 004) keep their state on the device: stored marginals, the lazy-step history
 // and per-group stamps; the host plans each span (groups, occurrences) and the sag_* kernels
 // (sag_kernels.cu) catch up, differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
@@ -204,6 +212,10 @@ class CudaBackend final : public Backend {
   CudaBackend(const Dims& dims, const CudaBackendConfig& cfg);
   ~CudaBackend() override;
   std::string name() const override;
+  /// Free device memory (cudaMemGetInfo), and the bytes upload(c) copies to the device (a bound:
+  /// edge items at a sentence's first token, which the upload drops, counted).
+  std::size_t memory_available() override;
+  std::size_t upload_bytes(const Corpus& c) const override;
 
   // ---- data (backend.cu) -------------------------------------------------------------------
   BackendCorpusPtr upload(const Corpus& c) override;
@@ -279,6 +291,9 @@ class CudaBackend final : public Backend {
   /// Keeps `in` as the corpus's host copy (the span planners read it) and uploads it.
   BackendCorpusPtr upload_owned(Corpus&& in);
   std::size_t row_bytes(bool edges) const;
+  /// Device bytes of corpus c's copy: its CSR arrays, the transposed ones (edge_items edge
+  /// occurrences), labels and the token → slot map.
+  std::size_t device_corpus_bytes(const Corpus& c, bool edges, std::size_t edge_items) const;
   std::size_t sentence_bytes() const;
   /// Grows the workspace (never shrinks) so that chunks of `c` fit: the whole corpus when the
   /// memory budget (half of what is free) allows, else chunks of whole sentences.
@@ -295,10 +310,14 @@ class CudaBackend final : public Backend {
   ChunkView chunk_view() const { return {sent_.get(), slots_.get(), order_.get()}; }
   /// The Viterbi kernels' inputs for the chunk run_chunk_front just scored.
   DecodeInputs decode_inputs(const CudaCorpus& c, const Vector& w) const;
+  /// The [L][L] transition matrix τ of w: its block (dense layout), zeros (transitions off), or
+  /// the transition row scattered over zeros by prepare(w) (sparse layout; valid until the next
+  /// prepare).
   const double* trans_ptr(const Vector& w) const {
-    return dims_.transitions ? P(w) + dims_.transition_offset() : zeros_.get();
+    if (!dims_.transitions) return zeros_.get();
+    return dims_.dense() ? P(w) + dims_.transition_offset() : trans_.get();
   }
-  /// τ_max, E, Eᵀ of the weight vector.
+  /// τ_max, E, Eᵀ of the weight vector (and, for a sparse layout, τ itself: trans_ptr).
   void prepare(const Vector& w);
   /// Uploads the chunk plan; rows, emissions and edge matrices.
   void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots);
@@ -337,7 +356,10 @@ class CudaBackend final : public Backend {
     if (!p || p->owner != this) throw Error("internal: SAG state does not belong to this CUDA backend");
     return *p;
   }
-  WeightGroups sag_groups() const { return dims_.groups(); }
+  /// The weight groups as the kernels read them: dims_.groups() with the device copies of a
+  /// sparse layout's rows. Host-side planning (SpanGroups, group_indices, plan_span) keeps using
+  /// dims_.groups(), whose pointers are the host's.
+  WeightGroups device_groups() const { return dgroups_; }
   /// Mirrors the lazy-step history not yet on the device, then runs the composite map on
   /// `count` groups (`list` on the device, or all groups when null). (backend_sag.cu)
   void sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_t* list, Vector& w, const Vector& d);
@@ -387,6 +409,15 @@ class CudaBackend final : public Backend {
   std::size_t smem_ = 0;     // dynamic shared memory of the forward-backward kernel
   // Per backend: transition factors and the reduction partials.
   DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
+  // The weight layout on the device (sparse layout only, uploaded once by the constructor): the
+  // rows' offsets [groups + 1] and slots [weights], the groups over them (device_groups), the
+  // longest state and edge rows (the gathers' column blocks; L and L² when dense), and τ as a
+  // dense [L][L] matrix (prepare scatters the transition row into it).
+  DeviceBuffer<std::size_t> layout_offsets_;
+  DeviceBuffer<std::uint32_t> layout_slots_;
+  WeightGroups dgroups_;
+  std::size_t max_state_row_ = 0, max_edge_row_ = 0;
+  DeviceBuffer<double> trans_;
   DeviceBuffer<unsigned long long> gather_visits_;  // [1] when cfg_.gather_visits is set
   // The workspace, sized at upload time (grow-only): rows_cap_ tokens, sents_cap_ sentences. One
   // typed allocation per array and mode (no buffer reinterpreted), rather than one arena carved

@@ -26,20 +26,28 @@ __device__ std::size_t lower_bound_token(const std::uint32_t* tok, std::size_t l
   return lo;
 }
 
-/// Warp per (attribute, block of 32 columns): g[a·width + c] += scale · Σ x · delta[row][c] over
-/// the attribute's occurrences (token order) whose token is in the chunk. Occurrences are read
+/// Warp per (attribute, block of 32 weights of its row): lane c of the block handles the row's
+/// weight k = begin(gid0 + a) + c (c < the row's size), g[k] += scale · Σ x · delta[row][slot(k)]
+/// over the attribute's occurrences (token order) whose token is in the chunk — dense rows: k =
+/// a·width + c of the block, slot c; a sparse layout's rows list their slots. Occurrences are read
 /// 32 at a time and the active ones processed in lane order, so the sum order is fixed. A chunk of
 /// consecutive tokens [t_lo, t_hi) (ch.token_slot null) is one run of each attribute's
-/// occurrences, found by binary search: its work is its own occurrences, not the corpus's.
+/// occurrences, found by binary search: its work is its own occurrences, not the corpus's. CPU
+/// twin: the per-part reduction of CpuBackend::evaluate (host/cpu/cpu_backend.cpp).
 __global__ void __launch_bounds__(kGatherWarps * 32)
-    gather_kernel(std::size_t num_attrs, std::size_t width, const std::size_t* occ_off,
-                  const std::uint32_t* occ_tok, const double* occ_val, GatherChunk ch,
-                  const double* delta, double scale, double* G) {
-  const std::size_t col_blocks = (width + 31) / 32;
+    gather_kernel(std::size_t num_attrs, std::size_t width, std::size_t max_row, WeightGroups gl,
+                  std::uint32_t gid0, const std::size_t* occ_off, const std::uint32_t* occ_tok,
+                  const double* occ_val, GatherChunk ch, const double* delta, double scale, double* G) {
+  const std::size_t col_blocks = (max_row + 31) / 32;
   const std::size_t warp = (blockIdx.x * std::size_t(blockDim.x) + threadIdx.x) / 32;
   if (warp >= num_attrs * col_blocks) return;  // warp-uniform
   const int lane = threadIdx.x & 31;
-  const std::size_t a = warp / col_blocks, c = (warp - a * col_blocks) * 32 + lane;
+  const std::size_t a = warp / col_blocks, c0 = (warp - a * col_blocks) * 32, c = c0 + lane;
+  const std::uint32_t gid = gid0 + std::uint32_t(a);
+  const std::size_t row = gl.size(gid);
+  if (c0 >= row) return;  // warp-uniform: a sparse row shorter than max_row has no weight here
+  const std::size_t kw = gl.begin(gid) + c;  // this lane's weight (when c < row)
+  const std::size_t col = c < row ? gl.slot(kw, gid) : 0;
   std::size_t b = occ_off[a], e = occ_off[a + 1];
   if (!ch.token_slot) {  // warp-uniform
     b = lower_bound_token(occ_tok, b, e, ch.t_lo);
@@ -63,10 +71,10 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
       mask &= mask - 1;
       const int s = __shfl_sync(0xffffffffu, slot, src);
       const double x = __shfl_sync(0xffffffffu, v, src);
-      if (c < width) acc += x * delta[std::size_t(s) * width + c];
+      if (c < row) acc += x * delta[std::size_t(s) * width + col];
     }
   }
-  if (touched && c < width) G[a * width + c] += scale * acc;
+  if (touched && c < row) G[kw] += scale * acc;
 }
 
 /// Transition tree, level 1: partial[g][j] = Σ_{i in group g, in order} pair[i][j].
@@ -82,33 +90,38 @@ __global__ void __launch_bounds__(256) trans_partial_kernel(std::size_t LL, unsi
   }
 }
 
-/// Level 2: G[j] += scale · Σ_g partial[g][j], groups in order.
+/// Level 2: G[k] += scale · Σ_g partial[g][j], groups in order, for the transition weight k < count
+/// of slot j (slots null: j = k, the dense block).
 __global__ void __launch_bounds__(256) trans_final_kernel(std::size_t LL, unsigned groups, const double* partial, double scale,
-                                   double* G) {
-  const std::size_t j = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
-  if (j >= LL) return;
+                                   std::size_t count, const std::uint32_t* slots, double* G) {
+  const std::size_t k = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (k >= count) return;
+  const std::size_t j = slots ? slots[k] : k;
   double s = 0;
   for (unsigned g = 0; g < groups; ++g) s += partial[std::size_t(g) * LL + j];
-  G[j] += scale * s;
+  G[k] += scale * s;
 }
 
 }  // namespace
 
-void launch_gather(std::size_t num_attrs, std::size_t width, const std::size_t* occ_off,
-                   const std::uint32_t* occ_tok, const double* occ_val, const GatherChunk& ch,
-                   const double* delta, double scale, double* G, cudaStream_t s) {
+void launch_gather(std::size_t num_attrs, std::size_t width, std::size_t max_row, const WeightGroups& gl,
+                   std::uint32_t gid0, const std::size_t* occ_off, const std::uint32_t* occ_tok,
+                   const double* occ_val, const GatherChunk& ch, const double* delta, double scale, double* G,
+                   cudaStream_t s) {
+  if (max_row == 0) return;  // no attribute has a weight
   const int per_block = kGatherWarps * 32;
-  const std::size_t warps = num_attrs * ((width + 31) / 32);
+  const std::size_t warps = num_attrs * ((max_row + 31) / 32);
   CRFX_LAUNCH(gather_kernel, grid_for(warps * 32, per_block, (std::size_t(1) << 31) - 1), per_block, 0, s,
-              num_attrs, width, occ_off, occ_tok, occ_val, ch, delta, scale, G);
+              num_attrs, width, max_row, gl, gid0, occ_off, occ_tok, occ_val, ch, delta, scale, G);
 }
 
 void launch_transition_tree(std::size_t LL, std::size_t n, const double* pair, double* partial, double scale,
-                            double* G, cudaStream_t s) {
+                            std::size_t count, const std::uint32_t* slots, double* G, cudaStream_t s) {
+  if (count == 0) return;  // an empty transition row
   const unsigned groups = unsigned((n + kTransGroup - 1) / kTransGroup);
   CRFX_LAUNCH(trans_partial_kernel, dim3(grid_for(LL, 256), std::min(groups, 65535u)), 256, 0, s, LL,
               unsigned(n), pair, partial);
-  CRFX_LAUNCH(trans_final_kernel, grid_for(LL, 256), 256, 0, s, LL, groups, partial, scale, G);
+  CRFX_LAUNCH(trans_final_kernel, grid_for(count, 256), 256, 0, s, LL, groups, partial, scale, count, slots, G);
 }
 
 }  // namespace crfx::cuda::detail

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "crfx/corpus.hpp"  // WeightGroups
+
 namespace crfx::cuda::detail {
 
 /// The chunk a gather reads: either any set of sentences, through the token → row map
@@ -21,15 +23,19 @@ struct GatherChunk {
   unsigned long long* visits = nullptr;
 };
 
-/// G[a·width + c] += scale · Σ x · delta[row][c] over the occurrences (occ_off, occ_tok, occ_val:
-/// the transposed CSR, token order) of each of the num_attrs attributes whose token is in the
-/// chunk; warp per (attribute, 32 columns).
-void launch_gather(std::size_t num_attrs, std::size_t width, const std::size_t* occ_off,
-                   const std::uint32_t* occ_tok, const double* occ_val, const GatherChunk& ch,
-                   const double* delta, double scale, double* G, cudaStream_t s);
-/// G[j] += scale · Σ_i pair[i][j] over the n sentences' [LL] blocks, by the fixed tree: sums of
-/// kTransGroup sentences in order into `partial` [⌈n / kTransGroup⌉][LL], then those in order.
+/// G[k] += scale · Σ x · delta[row][slot(k)] for each weight k of group gid0 + a, over the
+/// occurrences (occ_off, occ_tok, occ_val: the transposed CSR, token order) of each of the
+/// num_attrs attributes a whose token is in the chunk; delta rows are `width` wide (L or L²), `gl`
+/// the weight groups (device pointers; dense: k = begin + slot), `max_row` the longest of the
+/// rows (`width` when dense); warp per (attribute, 32 weights of its row).
+void launch_gather(std::size_t num_attrs, std::size_t width, std::size_t max_row, const WeightGroups& gl,
+                   std::uint32_t gid0, const std::size_t* occ_off, const std::uint32_t* occ_tok,
+                   const double* occ_val, const GatherChunk& ch, const double* delta, double scale, double* G,
+                   cudaStream_t s);
+/// G[k] += scale · Σ_i pair[i][slots[k]] for k < count (slots null: slot k, count LL) over the n
+/// sentences' [LL] blocks, by the fixed tree: sums of kTransGroup sentences in order into
+/// `partial` [⌈n / kTransGroup⌉][LL], then those in order.
 void launch_transition_tree(std::size_t LL, std::size_t n, const double* pair, double* partial, double scale,
-                            double* G, cudaStream_t s);
+                            std::size_t count, const std::uint32_t* slots, double* G, cudaStream_t s);
 
 }  // namespace crfx::cuda::detail

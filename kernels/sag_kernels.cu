@@ -34,22 +34,29 @@ __global__ void __launch_bounds__(256) sag_catch_up_kernel(WeightGroups gl, cons
   }
 }
 
+/// Width of group gid's marginal rows: L (state groups) or L² (transitions, edge groups). Weight
+/// k of the group reads column slot(k) of them (dense: the k-th; sparse: the pair its row lists).
+__device__ std::size_t marginal_width(const WeightGroups& gl, std::uint32_t gid) {
+  return gid < gl.A ? gl.L : gl.L * gl.L;
+}
+
 /// g (compact, per group) = scale · Σ over the span's occurrences of x · (μ_new − gold);
 /// transitions: scale · Σ over the span's sentences of the pairwise deltas. Fixed order per entry.
 __global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagSpanView v, std::size_t count, const double* new_node,
                                     const double* new_pair, const double* new_edge, double scale, double* g) {
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
-    const std::size_t size = gl.size(gid);
+    const std::size_t size = gl.size(gid), b = gl.begin(gid), width = marginal_width(gl, gid);
     double* out = g + v.gofs[q];
     for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      const std::size_t j = gl.slot(b + c, gid);
       double acc = 0;
       if (gid == gl.A) {
-        for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, new_pair[std::size_t(i) * size + c]);
+        for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, new_pair[std::size_t(i) * width + j]);
       } else {
         const double* src = gid < gl.A ? new_node : new_edge;
         for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o)
-          acc = __dadd_rn(acc, __dmul_rn(v.oval[o], src[std::size_t(v.onew[o]) * size + c]));
+          acc = __dadd_rn(acc, __dmul_rn(v.oval[o], src[std::size_t(v.onew[o]) * width + j]));
       }
       out[c] = __dmul_rn(scale, acc);
     }
@@ -74,20 +81,21 @@ __global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpan
   }
 }
 
-/// d += Δ_i and w −= coef_i·Δ_i, Δ_i = X_iᵀ(μ_new,i − μ_stored,i), per weight in the span's
-/// (sentence, token, item) order, as the CPU.
+/// d += Δ_i and w −= coef_i·Δ_i, Δ_i = X_iᵀ(μ_new,i − μ_stored,i), per weight (its slot's
+/// column of the marginals) in the span's (sentence, token, item) order, as the CPU.
 __global__ void __launch_bounds__(256) sag_commit_kernel(WeightGroups gl, SagSpanView v, std::size_t count, const double* new_node,
                                   const double* old_node, const double* new_pair, const double* old_pair,
                                   const double* new_edge, const double* old_edge, const double* coef, double* d,
                                   double* w) {
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
-    const std::size_t size = gl.size(gid), b = gl.begin(gid);
+    const std::size_t size = gl.size(gid), b = gl.begin(gid), width = marginal_width(gl, gid);
     for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      const std::size_t j = gl.slot(b + c, gid);
       double dj = d[b + c], wj = coef ? w[b + c] : 0.0;
       if (gid == gl.A) {
         for (std::uint32_t i = 0; i < v.n; ++i) {
-          const double x = __dsub_rn(new_pair[std::size_t(i) * size + c], old_pair[std::size_t(v.sid[i]) * size + c]);
+          const double x = __dsub_rn(new_pair[std::size_t(i) * width + j], old_pair[std::size_t(v.sid[i]) * width + j]);
           dj = __dadd_rn(dj, x);
           if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[i], x));
         }
@@ -96,7 +104,7 @@ __global__ void __launch_bounds__(256) sag_commit_kernel(WeightGroups gl, SagSpa
         const double* od = gid < gl.A ? old_node : old_edge;
         for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o) {
           const double x = __dmul_rn(
-              v.oval[o], __dsub_rn(nw[std::size_t(v.onew[o]) * size + c], od[std::size_t(v.oold[o]) * size + c]));
+              v.oval[o], __dsub_rn(nw[std::size_t(v.onew[o]) * width + j], od[std::size_t(v.oold[o]) * width + j]));
           dj = __dadd_rn(dj, x);
           if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[v.osent[o]], x));
         }

@@ -30,7 +30,8 @@ struct SagSpanView {
 };
 
 // Every launcher but the store's runs a block per listed group (count groups), ≤ 256 threads
-// over the group's entries.
+// over the group's entries; `gl` is the weight groups with device pointers
+// (CudaBackend::device_groups): weight k of a group reads column slot(k) of its marginal rows.
 
 /// Brings the listed groups (all groups when `list` is null) from their stamp to step k.
 void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,

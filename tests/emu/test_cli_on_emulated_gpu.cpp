@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,13 @@ std::string q(const std::string& s) { return "'" + s + "'"; }
 const std::string kTrain = data_path("conll2000.train60.crfsuite.txt");
 const std::string kTest = data_path("conll2000.test30.crfsuite.txt");
 
-TEST(EmulatedGpuCli, TrainAndTagAgreeWithTheCpu) {
+class EmulatedGpuCli : public ::testing::TestWithParam<std::string> {};
+
+// Both weight layouts: observed pairs (the default) and every pair (--features all).
+TEST_P(EmulatedGpuCli, TrainAndTagAgreeWithTheCpu) {
   const std::string gpu_model = temp_path("gpu.model"), cpu_model = temp_path("cpu.model");
-  const std::string train = " train " + q(kTrain) + " --format crfsuite --max-iterations 8 --threads 1";
+  const std::string train =
+      " train " + q(kTrain) + " --format crfsuite --max-iterations 8 --threads 1 --features " + GetParam();
   std::string out;
   ASSERT_EQ(run(q(CRFX_EMU_BINARY) + train + " --device cuda -m " + q(gpu_model), &out), 0) << out;
   EXPECT_NE(out.find("emulated on the CPU"), std::string::npos) << "the device it ran on:\n" << out;
@@ -50,6 +55,29 @@ TEST(EmulatedGpuCli, TrainAndTagAgreeWithTheCpu) {
     ASSERT_EQ(run(q(test::crfx_binary()) + tag + " --device cpu", &on_cpu), 0) << on_cpu;
     EXPECT_EQ(on_gpu, on_cpu) << "crfx tag" << opts;
   }
+  std::string dump;
+  ASSERT_EQ(run(q(test::crfx_binary()) + " dump " + q(gpu_model), &dump), 0) << dump;
+  EXPECT_NE(dump.find(GetParam() == "all" ? "layout: all pairs" : "layout: observed pairs"), std::string::npos)
+      << dump.substr(0, 2000);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EmulatedGpuCli, ::testing::Values("observed", "all"),
+                         [](const auto& info) { return info.param; });
+
+// A run whose weights and optimizer state do not fit in the device's free memory is refused up
+// front, with the estimate and what is free on the device (the emulated device offers 4 MB here).
+TEST(EmulatedGpuCliMemory, RefusesARunBeyondTheDevicesMemory) {
+  const std::string model = temp_path("refused.model");
+  const std::string train = " train " + q(kTrain) + " --format crfsuite --max-iterations 2 --features all";
+  std::string out;
+  EXPECT_NE(run("CRFX_EMU_MEMORY=4000000 " + q(CRFX_EMU_BINARY) + train + " --device cuda -m " + q(model), &out), 0)
+      << out;
+  EXPECT_NE(out.find("this training run needs an estimated"), std::string::npos) << out;
+  EXPECT_NE(out.find("is available on cuda"), std::string::npos) << out;
+  EXPECT_FALSE(std::ifstream(model).good()) << "a refused run writes no model";
+  // The same run fits in the default budget (a simulated 80 GB).
+  ASSERT_EQ(run(q(CRFX_EMU_BINARY) + train + " --device cuda -m " + q(model), &out), 0) << out;
+  EXPECT_NE(out.find(" available"), std::string::npos) << out;
 }
 
 }  // namespace

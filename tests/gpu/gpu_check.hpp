@@ -9,6 +9,9 @@
 //   kVecRel    1e-12  dot products and norms, relative to Σ|terms| (different summation order);
 //              element-wise vector ops 1e-14 (the GPU may contract a·x + y into an FMA)
 //   Viterbi labels are compared exactly (emissions and Viterbi arithmetic are bitwise the CPU's).
+//
+// Weight layouts (corpus.hpp): the suites run the primitives on the dense layout and on sparse
+// ones (Layout, with_layout), with the same tolerances.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +19,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -60,6 +65,26 @@ inline std::string no_gpu_reason() {
     if (!reason_.empty()) GTEST_SKIP() << reason_;           \
   } while (0)
 #endif
+
+/// The weight layouts the GPU suites cover: dense (every attribute × label pair), observed
+/// (CRFsuite's default: the pairs of the problem's corpus, observed_layout) and random (each slot
+/// of every row with probability 1/2, test::random_layout: gold pairs may have no weight).
+enum class Layout { dense, observed, random };
+inline constexpr Layout kAllLayouts[] = {Layout::dense, Layout::observed, Layout::random};
+inline std::ostream& operator<<(std::ostream& os, Layout l) {
+  return os << (l == Layout::dense ? "dense" : l == Layout::observed ? "observed" : "random");
+}
+
+/// `p` with `layout` over its dims as they are now (set dims.transitions first). An observed
+/// layout needs a corpus without edge items at a sentence's first token (add those after).
+inline RandomProblem with_layout(RandomProblem p, Layout layout, std::uint64_t seed = 7) {
+  p.dims.layout = nullptr;
+  if (layout == Layout::observed)
+    p.dims.layout = std::make_shared<const WeightLayout>(observed_layout(p.corpus, p.dims));
+  else if (layout == Layout::random)
+    p.dims.layout = random_layout(p.dims, 0.5, seed);
+  return p;
+}
 
 inline BackendPtr gpu_backend(const Dims& dims, std::size_t max_chunk_tokens = 0) {
 #ifdef CRFX_HAVE_CUDA

@@ -99,10 +99,18 @@ std::vector<Shape> shapes() {
 TEST(CudaBackend, PrimitivesMatchCpuOverShapes) {
   REQUIRE_GPU();
   std::uint64_t seed = 1000;
+  std::size_t sparse_runs = 0;
   for (const Shape& s : shapes()) {
     SCOPED_TRACE(::testing::Message() << "L=" << s.L << " T=" << s.T << " B=" << s.B << " E=" << s.E);
     auto p = fixed_length_problem(s.L, 40, s.E, s.B, s.T, ++seed);
     compare_primitives(p, 0.5, seed + 1);
+    if (HasFatalFailure()) return;
+    // The sparse layouts, observed and random in turn, on the shapes of up to 1e6 label pairs (the
+    // larger ones add time, not kernel paths).
+    if (double(s.L) * s.L * double(s.T) * double(s.B) > 1e6) continue;
+    const Layout layout = sparse_runs++ % 2 ? Layout::random : Layout::observed;
+    SCOPED_TRACE(::testing::Message() << layout);
+    compare_primitives(with_layout(p, layout), 0.5, seed + 1);
     if (HasFatalFailure()) return;
   }
 }
@@ -119,10 +127,14 @@ TEST(CudaBackend, LabelCountsFromOneTo4096) {
   };
   for (const Case& k : {Case{1, 30, 3, 0}, Case{1, 12, 2, 2}, Case{2, 30, 3, 2}, Case{33, 25, 3, 0},
                         Case{33, 9, 2, 3}, Case{128, 12, 3, 0}, Case{1000, 4, 2, 0}, Case{4096, 2, 1, 0}}) {
-    SCOPED_TRACE(::testing::Message() << "L=" << k.L << " T=" << k.T << " B=" << k.B << " E=" << k.E);
-    auto p = fixed_length_problem(k.L, 30, k.E, k.B, k.T, 500 + k.L + k.E);
-    compare_primitives(p, 0.5, 600 + k.L, 0, false, /*with_nbest=*/k.L <= 128);
-    if (HasFatalFailure()) return;
+    const auto p = fixed_length_problem(k.L, 30, k.E, k.B, k.T, 500 + k.L + k.E);
+    for (Layout layout : kAllLayouts) {
+      if (layout == Layout::random && k.L > 1000) continue;  // half of 4096² transition slots: too big
+      SCOPED_TRACE(::testing::Message() << "L=" << k.L << " T=" << k.T << " B=" << k.B << " E=" << k.E << " "
+                                        << layout);
+      compare_primitives(with_layout(p, layout), 0.5, 600 + k.L, 0, false, /*with_nbest=*/k.L <= 128);
+      if (HasFatalFailure()) return;
+    }
   }
 }
 
@@ -167,90 +179,101 @@ TEST(CudaBackend, LongSentencesKeepFullPrecision) {
 #ifdef CRFX_HAVE_CUDA
 TEST(CudaBackend, GatherWorkDoesNotGrowWithChunks) {
   REQUIRE_GPU();
-  auto p = test::random_problem(5, 40, 3, 120, 30, 88);
-  CpuBackend cpu(p.dims, 1);
-  auto cc = cpu.upload(p.corpus);
-  const auto w = test::random_weights(p.dims.num_weights(), 0.5, 89);
-  auto wc = to_backend(cpu, w);
-  const std::size_t N = p.corpus.num_tokens(), S = p.corpus.num_sentences();
-  std::vector<std::uint32_t> shuffled(S);
-  for (std::size_t i = 0; i < S; ++i) shuffled[i] = std::uint32_t((i * 37) % S);  // 37 coprime to 120
-  std::uint64_t one_chunk = 0;
-  RecordProperty("tokens", std::to_string(N));
-  for (std::size_t max_tokens : {std::size_t(0), N / 4, N / 16, std::size_t(40)})
-    for (bool in_order : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << "max_chunk_tokens=" << max_tokens << " in_order=" << in_order);
-      std::uint64_t visits = 0;
-      cuda::CudaBackendConfig cfg;
-      cfg.max_chunk_tokens = max_tokens;
-      cfg.gather_visits = &visits;
-      BackendPtr gpu = cuda::make_cuda_backend(p.dims, cfg);
-      auto gc = gpu->upload(p.corpus);
-      auto wg = to_backend(*gpu, w);
-      const SentenceSpan span = in_order ? all_sentences(*gc) : SentenceSpan{shuffled.data(), S};
-      auto gcv = cpu.vector(w.size());
-      auto ggv = gpu->vector(w.size());
-      cpu.evaluate(*cc, *wc, span, gcv.get(), 1.0);
-      gpu->evaluate(*gc, *wg, span, ggv.get(), 1.0);
-      expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
-      if (max_tokens == 0 && in_order) one_chunk = visits;
-      ASSERT_GT(one_chunk, 0u);
-      char figure[64];  // for RESULTS.md, via --gtest_output=xml
-      std::snprintf(figure, sizeof figure, "%llu (%.2f x one chunk)", (unsigned long long)visits,
-                    double(visits) / double(one_chunk));
-      RecordProperty("gather_visits_max" + std::to_string(max_tokens) + (in_order ? "_in_order" : "_shuffled"),
-                     figure);
-      if (in_order || max_tokens == 0)
-        EXPECT_EQ(visits, one_chunk) << "consecutive chunks scan only their own occurrences";
-      else
-        EXPECT_GT(visits, 2 * one_chunk) << "the fallback scans the corpus per chunk";
-    }
+  // The dense layout, and the observed one (rows of their own lengths: fewer column blocks).
+  for (Layout layout : {Layout::dense, Layout::observed}) {
+    SCOPED_TRACE(::testing::Message() << layout);
+    const auto p = with_layout(test::random_problem(5, 40, 3, 120, 30, 88), layout);
+    CpuBackend cpu(p.dims, 1);
+    auto cc = cpu.upload(p.corpus);
+    const auto w = test::random_weights(p.dims.num_weights(), 0.5, 89);
+    auto wc = to_backend(cpu, w);
+    const std::size_t N = p.corpus.num_tokens(), S = p.corpus.num_sentences();
+    std::vector<std::uint32_t> shuffled(S);
+    for (std::size_t i = 0; i < S; ++i) shuffled[i] = std::uint32_t((i * 37) % S);  // 37 coprime to 120
+    std::uint64_t one_chunk = 0;
+    if (layout == Layout::dense) RecordProperty("tokens", std::to_string(N));
+    for (std::size_t max_tokens : {std::size_t(0), N / 4, N / 16, std::size_t(40)})
+      for (bool in_order : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "max_chunk_tokens=" << max_tokens << " in_order=" << in_order);
+        std::uint64_t visits = 0;
+        cuda::CudaBackendConfig cfg;
+        cfg.max_chunk_tokens = max_tokens;
+        cfg.gather_visits = &visits;
+        BackendPtr gpu = cuda::make_cuda_backend(p.dims, cfg);
+        auto gc = gpu->upload(p.corpus);
+        auto wg = to_backend(*gpu, w);
+        const SentenceSpan span = in_order ? all_sentences(*gc) : SentenceSpan{shuffled.data(), S};
+        auto gcv = cpu.vector(w.size());
+        auto ggv = gpu->vector(w.size());
+        cpu.evaluate(*cc, *wc, span, gcv.get(), 1.0);
+        gpu->evaluate(*gc, *wg, span, ggv.get(), 1.0);
+        expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
+        if (max_tokens == 0 && in_order) one_chunk = visits;
+        ASSERT_GT(one_chunk, 0u);
+        char figure[64];  // for RESULTS.md, via --gtest_output=xml
+        std::snprintf(figure, sizeof figure, "%llu (%.2f x one chunk)", (unsigned long long)visits,
+                      double(visits) / double(one_chunk));
+        RecordProperty("gather_visits_max" + std::to_string(max_tokens) + (in_order ? "_in_order" : "_shuffled") +
+                           (layout == Layout::dense ? "" : "_observed"),
+                       figure);
+        if (in_order || max_tokens == 0)
+          EXPECT_EQ(visits, one_chunk) << "consecutive chunks scan only their own occurrences";
+        else
+          EXPECT_GT(visits, 2 * one_chunk) << "the fallback scans the corpus per chunk";
+      }
+  }
 }
 #endif
 
 TEST(CudaBackend, MixedLengthsTransitionsOffAndChunking) {
   REQUIRE_GPU();
   for (std::uint32_t E : {0u, 4u})
-    for (bool binary : {false, true}) {  // binary: no values stored (as CoNLL data compiles)
-      SCOPED_TRACE(::testing::Message() << "E=" << E << " binary=" << binary);
-      auto p = test::random_problem(7, 60, E, 90, 40, 77 + E, binary);
-      compare_primitives(p, 0.8, 5);
-      compare_primitives(p, 0.8, 6, /*max_chunk_tokens=*/45);  // many chunks
-      p.dims.transitions = false;
-      compare_primitives(p, 0.8, 7);
-    }
+    for (bool binary : {false, true})  // binary: no values stored (as CoNLL data compiles)
+      for (Layout layout : kAllLayouts) {
+        SCOPED_TRACE(::testing::Message() << "E=" << E << " binary=" << binary << " " << layout);
+        auto p = test::random_problem(7, 60, E, 90, 40, 77 + E, binary);
+        const auto q = with_layout(p, layout);
+        compare_primitives(q, 0.8, 5);
+        compare_primitives(q, 0.8, 6, /*max_chunk_tokens=*/45);  // many chunks
+        p.dims.transitions = false;  // a sparse layout then has no transition row
+        compare_primitives(with_layout(p, layout), 0.8, 7);
+      }
 }
 
 TEST(CudaBackend, ExtremeWeightsMatchLogSpaceReference) {
   REQUIRE_GPU();
-  for (std::uint32_t L : {3u, 23u}) {
-    SCOPED_TRACE(::testing::Message() << "L=" << L);
-    auto p = test::random_problem(L, 20, 2, 12, 30, 300 + L);
-    compare_primitives(p, 60.0, 8, 0, /*log_space_reference=*/true);
-  }
+  for (std::uint32_t L : {3u, 23u})
+    for (Layout layout : kAllLayouts) {
+      SCOPED_TRACE(::testing::Message() << "L=" << L << " " << layout);
+      auto p = with_layout(test::random_problem(L, 20, 2, 12, 30, 300 + L), layout);
+      compare_primitives(p, 60.0, 8, 0, /*log_space_reference=*/true);
+    }
 }
 
 TEST(CudaBackend, ViterbiTiesGoToSmallestLabel) {
   REQUIRE_GPU();
-  auto p = test::random_problem(6, 10, 2, 20, 15, 91);
-  CpuBackend cpu(p.dims, 1);
-  BackendPtr gpu = gpu_backend(p.dims);
-  auto cc = cpu.upload(p.corpus);
-  auto gc = gpu->upload(p.corpus);
-  // All-zero weights: every path ties → label 0 everywhere. Small integers: many exact ties.
-  std::vector<double> w(p.dims.num_weights(), 0.0);
-  for (int round = 0; round < 2; ++round) {
-    auto wc = to_backend(cpu, w);
-    auto wg = to_backend(*gpu, w);
-    std::vector<std::uint32_t> yc(p.corpus.num_tokens()), yg(p.corpus.num_tokens());
-    cpu.viterbi(*cc, *wc, all_sentences(*cc), yc.data(), nullptr);
-    gpu->viterbi(*gc, *wg, all_sentences(*gc), yg.data(), nullptr);
-    EXPECT_EQ(yg, yc);
-    if (round == 0) {
-      EXPECT_EQ(yg, std::vector<std::uint32_t>(yg.size(), 0u));
+  for (Layout layout : kAllLayouts) {
+    SCOPED_TRACE(::testing::Message() << layout);
+    auto p = with_layout(test::random_problem(6, 10, 2, 20, 15, 91), layout);
+    CpuBackend cpu(p.dims, 1);
+    BackendPtr gpu = gpu_backend(p.dims);
+    auto cc = cpu.upload(p.corpus);
+    auto gc = gpu->upload(p.corpus);
+    // All-zero weights: every path ties → label 0 everywhere. Small integers: many exact ties.
+    std::vector<double> w(p.dims.num_weights(), 0.0);
+    for (int round = 0; round < 2; ++round) {
+      auto wc = to_backend(cpu, w);
+      auto wg = to_backend(*gpu, w);
+      std::vector<std::uint32_t> yc(p.corpus.num_tokens()), yg(p.corpus.num_tokens());
+      cpu.viterbi(*cc, *wc, all_sentences(*cc), yc.data(), nullptr);
+      gpu->viterbi(*gc, *wg, all_sentences(*gc), yg.data(), nullptr);
+      EXPECT_EQ(yg, yc);
+      if (round == 0) {
+        EXPECT_EQ(yg, std::vector<std::uint32_t>(yg.size(), 0u));
+      }
+      std::mt19937_64 rng(5);
+      for (auto& x : w) x = double(int(rng() % 3) - 1);
     }
-    std::mt19937_64 rng(5);
-    for (auto& x : w) x = double(int(rng() % 3) - 1);
   }
 }
 
@@ -305,9 +328,10 @@ TEST(CudaBackend, VectorAlgebraAndOwlqnMatchCpu) {
   }
 }
 
-TEST(CudaBackend, SparsePrimitivesMatchCpu) {
-  REQUIRE_GPU();
-  auto p = test::random_problem(5, 50, 3, 30, 12, 17);
+/// The stochastic trainers' sparse primitives (evaluate_sparse, supports, the element rules over
+/// them, feature differences, gather / scatter) against the CPU on one problem in `layout`.
+void check_sparse_primitives(Layout layout) {
+  auto p = with_layout(test::random_problem(5, 50, 3, 30, 12, 17), layout);
   BothBackends both(p, 2, 0.5, 3);
   auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
   std::vector<std::uint32_t> ids = {4, 9, 1, 22};
@@ -398,66 +422,79 @@ TEST(CudaBackend, SparsePrimitivesMatchCpu) {
   EXPECT_EQ(sup->nnz(), kg->nnz());
 }
 
+TEST(CudaBackend, SparsePrimitivesMatchCpu) {
+  REQUIRE_GPU();
+  for (Layout layout : kAllLayouts) {
+    SCOPED_TRACE(::testing::Message() << layout);
+    check_sparse_primitives(layout);
+    if (HasFatalFailure()) return;
+  }
+}
+
 TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
   REQUIRE_GPU();
   // evaluate_sparse through span plans: spans split over chunks (12 tokens), transitions on and
   // off, edge features on; values compared entry by entry through sparse_axpy into zeros.
   for (std::size_t chunk : {std::size_t(0), std::size_t(12)})
-    for (bool transitions : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " transitions " << transitions);
-      auto p = test::random_problem(6, 40, 3, 30, 12, 29);
-      p.dims.transitions = transitions;
-      // An edge item at sentence 0's first position (hand-made: compiled corpora have none there):
-      // its block belongs to S(span) although no edge factor sits at t = 0.
-      Corpus& c = p.corpus;
-      c.edge_ids.insert(c.edge_ids.begin(), 2u);
-      c.edge_values.insert(c.edge_values.begin(), 1.0);
-      for (std::size_t t = 1; t < c.edge_offsets.size(); ++t) ++c.edge_offsets[t];
-      BothBackends both(p, 2, 0.5, 11, chunk);
-      auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
-      const std::vector<std::vector<std::uint32_t>> spans = {{3}, {7, 0, 21, 12}, {29, 1, 2, 3, 4, 5, 6}, {}};
-      for (const auto& ids : spans) {
-        const SentenceSpan span{ids.data(), ids.size()};
-        auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
-        const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.25, false);
-        const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.25, false);
-        EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
-        ASSERT_EQ(sg->nnz(), sc->nnz());
-        auto support = cpu.sparse_vector();
-        cpu.support(*cc, span, *support);
-        EXPECT_EQ(support->nnz(), sg->nnz()) << "S(span)";
-        auto zc = cpu.vector(w.size()), zg = gpu->vector(w.size());
-        cpu.sparse_axpy(1.0, *sc, *zc);
-        gpu->sparse_axpy(1.0, *sg, *zg);
-        expect_close_vec(to_host(*gpu, *zg), to_host(cpu, *zc), kGradTol, "sparse gradient");
+    for (bool transitions : {true, false})
+      for (Layout layout : kAllLayouts) {
+        SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " transitions " << transitions << " " << layout);
+        auto p = test::random_problem(6, 40, 3, 30, 12, 29);
+        p.dims.transitions = transitions;
+        p = with_layout(p, layout);  // before the hand-made item below (observed_layout refuses it)
+        // An edge item at sentence 0's first position (hand-made: compiled corpora have none there):
+        // its block belongs to S(span) although no edge factor sits at t = 0.
+        Corpus& c = p.corpus;
+        c.edge_ids.insert(c.edge_ids.begin(), 2u);
+        c.edge_values.insert(c.edge_values.begin(), 1.0);
+        for (std::size_t t = 1; t < c.edge_offsets.size(); ++t) ++c.edge_offsets[t];
+        BothBackends both(p, 2, 0.5, 11, chunk);
+        auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
+        const std::vector<std::vector<std::uint32_t>> spans = {{3}, {7, 0, 21, 12}, {29, 1, 2, 3, 4, 5, 6}, {}};
+        for (const auto& ids : spans) {
+          const SentenceSpan span{ids.data(), ids.size()};
+          auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
+          const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.25, false);
+          const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.25, false);
+          EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
+          ASSERT_EQ(sg->nnz(), sc->nnz());
+          auto support = cpu.sparse_vector();
+          cpu.support(*cc, span, *support);
+          EXPECT_EQ(support->nnz(), sg->nnz()) << "S(span)";
+          auto zc = cpu.vector(w.size()), zg = gpu->vector(w.size());
+          cpu.sparse_axpy(1.0, *sc, *zc);
+          gpu->sparse_axpy(1.0, *sg, *zg);
+          expect_close_vec(to_host(*gpu, *zg), to_host(cpu, *zc), kGradTol, "sparse gradient");
+        }
       }
-    }
 }
 
 TEST(CudaBackend, EveryTrainerReachesTheCpuResult) {
   REQUIRE_GPU();
-  auto p = test::random_problem(4, 30, 2, 40, 10, 23);
-  for (const TrainerInfo& info : trainer_registry()) {
-    SCOPED_TRACE(info.name);
-    TrainOptions o;
-    o.c2 = 0.5;
-    o.max_iterations = 60;
-    o.epochs = 3;
-    o.max_epochs = 3;
-    o.sgd_epochs = 2;
-    double f[2];
-    std::vector<double> w[2];
-    for (int k = 0; k < 2; ++k) {
-      BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
-      auto corpus = b->upload(p.corpus);
-      Objective obj(*b, *corpus, 0.0, o.c2);
-      auto wv = b->vector(p.dims.num_weights());
-      f[k] = info.make()->train(obj, *wv, o, nullptr);
-      w[k] = to_host(*b, *wv);
+  // The dense layout and the observed one (crfx train's default).
+  for (Layout layout : {Layout::dense, Layout::observed})
+    for (const TrainerInfo& info : trainer_registry()) {
+      SCOPED_TRACE(::testing::Message() << info.name << " " << layout);
+      const auto p = with_layout(test::random_problem(4, 30, 2, 40, 10, 23), layout);
+      TrainOptions o;
+      o.c2 = 0.5;
+      o.max_iterations = 60;
+      o.epochs = 3;
+      o.max_epochs = 3;
+      o.sgd_epochs = 2;
+      double f[2];
+      std::vector<double> w[2];
+      for (int k = 0; k < 2; ++k) {
+        BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
+        auto corpus = b->upload(p.corpus);
+        Objective obj(*b, *corpus, 0.0, o.c2);
+        auto wv = b->vector(p.dims.num_weights());
+        f[k] = info.make()->train(obj, *wv, o, nullptr);
+        w[k] = to_host(*b, *wv);
+      }
+      // Same algorithm, same seed: the runs differ only by rounding in sums.
+      EXPECT_NEAR(f[1], f[0], 1e-6 * std::max(1.0, std::fabs(f[0])));
     }
-    // Same algorithm, same seed: the runs differ only by rounding in sums.
-    EXPECT_NEAR(f[1], f[0], 1e-6 * std::max(1.0, std::fabs(f[0])));
-  }
 }
 
 TEST(CudaBackend, LbfgsReachesCpuOptimumAndRunsAreBitwiseEqual) {
@@ -490,21 +527,27 @@ TEST(CudaBackend, SagPrimitivesEqualExplicitGradients) {
   // Stored marginals on the device + lazy steps against per-sentence gradients and dense steps:
   // without and with edge features (then with the SAGA term), through internal flushes, with
   // spans split over several chunks (chunks of 6 tokens), and with transitions off.
-  for (std::uint32_t E : {0u, 3u}) {
-    SCOPED_TRACE(::testing::Message() << "E=" << E);
-    auto p = test::random_problem(3, 12, E, 9, 6, 21 + E);
-    test::check_sag_against_explicit(*gpu_backend(p.dims), p, E > 0, false);
-    test::check_sag_against_explicit(*gpu_backend(p.dims), p, false, true);
-    test::check_sag_against_explicit(*gpu_backend(p.dims, 6), p, E > 0, false);
-    auto q = p;
-    q.dims.transitions = false;
-    test::check_sag_against_explicit(*gpu_backend(q.dims), q, E > 0, false);
-  }
-  auto p = test::random_problem(3, 6, 0, 4, 4, 2);
-  test::check_sag_lazy_prox(*gpu_backend(p.dims), p);  // the soft-threshold branch (τ > 0)
-  for (std::uint32_t E : {0u, 3u}) {  // refused spans leave no half-made plan or stale marks
-    auto q = test::random_problem(3, 12, E, 9, 6, 31 + E);
-    test::check_refused_spans(*gpu_backend(q.dims), q);
+  // Each in every weight layout.
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : kAllLayouts) {
+      SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout);
+      auto base = test::random_problem(3, 12, E, 9, 6, 21 + E);
+      const auto p = with_layout(base, layout);
+      test::check_sag_against_explicit(*gpu_backend(p.dims), p, E > 0, false);
+      test::check_sag_against_explicit(*gpu_backend(p.dims), p, false, true);
+      test::check_sag_against_explicit(*gpu_backend(p.dims, 6), p, E > 0, false);
+      base.dims.transitions = false;
+      const auto q = with_layout(base, layout);
+      test::check_sag_against_explicit(*gpu_backend(q.dims), q, E > 0, false);
+    }
+  for (Layout layout : kAllLayouts) {
+    SCOPED_TRACE(::testing::Message() << layout);
+    auto p = with_layout(test::random_problem(3, 6, 0, 4, 4, 2), layout);
+    test::check_sag_lazy_prox(*gpu_backend(p.dims), p);  // the soft-threshold branch (τ > 0)
+    for (std::uint32_t E : {0u, 3u}) {  // refused spans leave no half-made plan or stale marks
+      auto q = with_layout(test::random_problem(3, 12, E, 9, 6, 31 + E), layout);
+      test::check_refused_spans(*gpu_backend(q.dims), q);
+    }
   }
 }
 
@@ -552,20 +595,124 @@ TEST(CudaBackend, SagReachesCpuOptimumAndRunsAreBitwiseEqual) {
 
 TEST(CudaBackend, EvaluateIsBitwiseReproducible) {
   REQUIRE_GPU();
-  auto p = test::random_problem(23, 500, 5, 300, 40, 55);
-  const auto w = test::random_weights(p.dims.num_weights(), 0.5, 9);
-  std::vector<double> g[2];
-  double loss[2];
-  for (int k = 0; k < 2; ++k) {
-    BackendPtr b = gpu_backend(p.dims);
-    auto corpus = b->upload(p.corpus);
-    auto wv = to_backend(*b, w);
-    auto gv = b->vector(w.size());
-    loss[k] = b->evaluate(*corpus, *wv, all_sentences(*corpus), gv.get(), 1.0);
-    g[k] = to_host(*b, *gv);
+  for (Layout layout : {Layout::dense, Layout::observed}) {
+    SCOPED_TRACE(::testing::Message() << layout);
+    const auto p = with_layout(test::random_problem(23, 500, 5, 300, 40, 55), layout);
+    const auto w = test::random_weights(p.dims.num_weights(), 0.5, 9);
+    std::vector<double> g[2];
+    double loss[2];
+    for (int k = 0; k < 2; ++k) {
+      BackendPtr b = gpu_backend(p.dims);
+      auto corpus = b->upload(p.corpus);
+      auto wv = to_backend(*b, w);
+      auto gv = b->vector(w.size());
+      loss[k] = b->evaluate(*corpus, *wv, all_sentences(*corpus), gv.get(), 1.0);
+      g[k] = to_host(*b, *gv);
+    }
+    EXPECT_EQ(loss[0], loss[1]);
+    EXPECT_TRUE(g[0] == g[1]) << "gradients differ between two runs";
   }
-  EXPECT_EQ(loss[0], loss[1]);
-  EXPECT_TRUE(g[0] == g[1]) << "gradients differ between two runs";
+}
+
+// A sparse layout whose rows list every slot (observed_layout with possible states and
+// transitions) holds the dense layout's weights in the dense order, so the sparse paths — the
+// emission and edge sums by find, τ scattered from the transition row, the gathers and the
+// transition tree by row position, the SAG kernels by slot — give the dense paths' results bit
+// for bit. With transitions off the sparse layout has no transition row (the dense one keeps a
+// zero block): weights are compared through the dense index of each sparse weight.
+TEST(CudaBackend, FullRowsGiveTheDenseResultsBitwise) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u})
+    for (bool transitions : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "E=" << E << " transitions=" << transitions);
+      auto dense = test::random_problem(5, 30, E, 25, 12, 140 + E);
+      dense.dims.transitions = transitions;
+      auto full = dense;
+      full.dims.layout = std::make_shared<const WeightLayout>(observed_layout(full.corpus, full.dims, true, true));
+      const WeightGroups fg = full.dims.groups(), dg = dense.dims.groups();
+      const std::size_t Wd = dense.dims.num_weights(), Wf = full.dims.num_weights();
+      ASSERT_EQ(Wf, Wd - (transitions ? 0 : std::size_t(5) * 5));
+      std::vector<std::size_t> index(Wf);  // the dense index of each sparse weight
+      for (std::uint32_t g = 0; g < fg.count(); ++g)
+        for (std::size_t k = fg.begin(g); k < fg.begin(g) + fg.size(g); ++k) index[k] = dg.begin(g) + fg.slot(k, g);
+      std::vector<double> wd = test::random_weights(Wd, 0.7, 5 + E), wf(Wf);
+      if (!transitions) std::fill(wd.begin() + dg.begin(dg.A), wd.begin() + dg.begin(dg.A + 1), 0.0);
+      for (std::size_t k = 0; k < Wf; ++k) wf[k] = wd[index[k]];
+      // The sparse vector's weights spread over the dense layout (zero where it has none).
+      auto spread = [&](const std::vector<double>& x) {
+        std::vector<double> out(Wd, 0.0);
+        for (std::size_t k = 0; k < Wf; ++k) out[index[k]] = x[k];
+        return out;
+      };
+      BackendPtr bd = gpu_backend(dense.dims), bf = gpu_backend(full.dims);
+      auto cd = bd->upload(dense.corpus), cf = bf->upload(full.corpus);
+      auto wdv = to_backend(*bd, wd), wfv = to_backend(*bf, wf);
+      std::vector<std::uint32_t> permuted;  // token slots in the gathers (not consecutive)
+      for (std::uint32_t s = 25; s-- > 0;) permuted.push_back(s);
+      for (const SentenceSpan span : {all_sentences(*cd), SentenceSpan{permuted.data(), permuted.size()}}) {
+        auto gd = bd->vector(Wd), gf = bf->vector(Wf);
+        const double ld = bd->evaluate(*cd, *wdv, span, gd.get(), 0.75);
+        EXPECT_EQ(bf->evaluate(*cf, *wfv, span, gf.get(), 0.75), ld) << "loss";
+        EXPECT_TRUE(spread(to_host(*bf, *gf)) == to_host(*bd, *gd)) << "gradient";
+        EXPECT_EQ(bf->evaluate(*cf, *wfv, span, nullptr, 1.0), bd->evaluate(*cd, *wdv, span, nullptr, 1.0));
+        std::size_t tokens = 0;
+        for (std::size_t i = 0; i < span.count; ++i) tokens += dense.corpus.length(span[i]);
+        std::vector<double> md(tokens * 5), mf(tokens * 5), zd(span.count), zf(span.count);
+        bd->marginals(*cd, *wdv, span, md.data(), zd.data());
+        bf->marginals(*cf, *wfv, span, mf.data(), zf.data());
+        EXPECT_TRUE(mf == md && zf == zd) << "marginals";
+        std::vector<std::uint32_t> yd(tokens * 4, 12345), yf(tokens * 4, 12345);  // room for the 4-best
+        std::vector<double> sd(span.count * 4), sf(span.count * 4);
+        bd->viterbi(*cd, *wdv, span, yd.data(), sd.data());
+        bf->viterbi(*cf, *wfv, span, yf.data(), sf.data());
+        EXPECT_TRUE(yf == yd && sf == sd) << "viterbi";
+        bd->viterbi_nbest(*cd, *wdv, span, 4, yd.data(), sd.data());
+        bf->viterbi_nbest(*cf, *wfv, span, 4, yf.data(), sf.data());
+        EXPECT_TRUE(yf == yd && sf == sd) << "viterbi_nbest";
+      }
+      // evaluate_sparse (span plans) and SAG's span gradient, commit and lazy steps.
+      const std::vector<std::uint32_t> ids = {7, 2, 19};
+      const SentenceSpan span{ids.data(), ids.size()};
+      auto xd = bd->sparse_vector(), xf = bf->sparse_vector();
+      EXPECT_EQ(bf->evaluate_sparse(*cf, *wfv, span, *xf, 0.5, false),
+                bd->evaluate_sparse(*cd, *wdv, span, *xd, 0.5, false));
+      auto zd = bd->vector(Wd), zf = bf->vector(Wf);
+      bd->sparse_axpy(1.0, *xd, *zd);
+      bf->sparse_axpy(1.0, *xf, *zf);
+      EXPECT_TRUE(spread(to_host(*bf, *zf)) == to_host(*bd, *zd)) << "evaluate_sparse";
+      auto sd = bd->incremental_create(*cd), sf = bf->incremental_create(*cf);
+      auto dd = bd->vector(Wd), df = bf->vector(Wf);
+      for (const SentenceSpan sp : {span, SentenceSpan{ids.data() + 1, 1}}) {
+        bd->incremental_sync(*sd, sp, *wdv, *dd);
+        bf->incremental_sync(*sf, sp, *wfv, *df);
+        double g2d = 0, g2f = 0;
+        EXPECT_EQ(bf->incremental_evaluate(*sf, *wfv, &g2f), bd->incremental_evaluate(*sd, *wdv, &g2d));
+        EXPECT_EQ(g2f, g2d);
+        const double coef[3] = {0.1, 0.2, 0.3};
+        bd->incremental_commit(*sd, *dd, *wdv, coef);
+        bf->incremental_commit(*sf, *df, *wfv, coef);
+        bd->incremental_step(*sd, 0.9, 0.05, 0.01, *wdv, *dd);
+        bf->incremental_step(*sf, 0.9, 0.05, 0.01, *wfv, *df);
+      }
+      bd->incremental_flush(*sd, *wdv, *dd);
+      bf->incremental_flush(*sf, *wfv, *df);
+      EXPECT_TRUE(spread(to_host(*bf, *df)) == to_host(*bd, *dd)) << "SAG d";
+      EXPECT_TRUE(spread(to_host(*bf, *wfv)) == to_host(*bd, *wdv)) << "SAG w";
+    }
+}
+
+// The kernels index by a sparse layout's offsets and slots unchecked: the constructor refuses a
+// layout that Dims::check_layout refuses (here a state row listing a label beyond L).
+TEST(CudaBackend, MalformedLayoutIsRefused) {
+  REQUIRE_GPU();
+  auto p = test::random_problem(4, 6, 0, 5, 6, 3);
+  auto layout = std::make_shared<WeightLayout>(observed_layout(p.corpus, p.dims));
+  p.dims.layout = layout;
+  EXPECT_NO_THROW(gpu_backend(p.dims));
+  std::uint32_t a = 0;  // a state row with weights
+  while (layout->offsets[a + 1] == layout->offsets[a]) ++a;
+  layout->slots[layout->offsets[a + 1] - 1] = 4;  // its last slot: label 4 of 0 … 3
+  EXPECT_THROW(gpu_backend(p.dims), Error);
 }
 
 TEST(CudaBackend, TooLargeForTheDeviceSaysHowMuchMemory) {
