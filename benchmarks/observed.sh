@@ -23,7 +23,8 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)'), $(date -u +%F)"
 
 # median of the per-iteration seconds in a crfx --log CSV (column 6 is cumulative seconds)
-per_iteration() { awk -F, 'NR > 1 { d[n++] = $6 - prev; prev = $6 } END { asort(d); print (n % 2 ? d[(n + 1) / 2] : (d[n / 2] + d[n / 2 + 1]) / 2) }' "$1"; }
+median() { sort -g | awk '{ d[n++] = $1 } END { print (n % 2 ? d[(n - 1) / 2] : (d[n / 2 - 1] + d[n / 2]) / 2) }'; }
+per_iteration() { awk -F, 'NR > 1 { print $6 - prev; prev = $6 }' "$1" | median; }
 f1() { "$crfx" eval "$1" | sed -n 2p | sed 's/.*FB1: *//'; }
 
 for t in 1 $threads; do
@@ -43,9 +44,8 @@ zcat "$data/test.crfsuite.txt.gz" > "$out/test.txt"
 grep -m1 'Number of features' "$out/crfsuite.log"
 cs_loss=$(grep '^Loss:' "$out/crfsuite.log" | tail -1 | awk '{print $2}')
 cs_iters=$(grep -c '^Loss:' "$out/crfsuite.log")
-cs_total=$(grep '^Seconds required:' "$out/crfsuite.log" | tail -1 | awk '{print $3}')
-cs_iter=$(grep 'Seconds required for this iteration' "$out/crfsuite.log" | awk '{print $NF}' | sort -g |
-          awk '{ d[n++] = $1 } END { print (n % 2 ? d[(n - 1) / 2] : (d[n / 2 - 1] + d[n / 2]) / 2) }')
+cs_total=$(grep '^Total seconds required for training:' "$out/crfsuite.log" | awk '{print $NF}')
+cs_iter=$(grep 'Seconds required for this iteration' "$out/crfsuite.log" | awk '{print $NF}' | median)
 "$CRFSUITE" tag -m "$out/crfsuite.model" "$out/test.txt" > "$out/crfsuite.pred"
 paste <(cut -f1 "$out/test.txt") "$out/crfsuite.pred" | sed 's/^\t$//' > "$out/crfsuite.tagged"
 echo "CRFsuite: loss $cs_loss, $cs_iters iterations, $cs_total s, seconds per iteration (median) $cs_iter, test F1 $(f1 "$out/crfsuite.tagged")"
