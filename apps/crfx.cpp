@@ -17,6 +17,7 @@
 #include <memory>
 #include <numeric>
 #include <sstream>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -146,17 +147,18 @@ std::vector<std::vector<std::string>> decode(Backend& b, const BackendCorpus& co
   return out;
 }
 
-/// Chunk F1 of predicted against gold label strings (gold given token after token).
-ChunkEvaluator score(const std::vector<std::vector<std::string>>& predicted,
-                     const std::vector<std::string>& gold) {
-  ChunkEvaluator ev;
+/// Predicted against gold label strings (gold given token after token), in `mode`.
+Evaluation score(const std::vector<std::vector<std::string>>& predicted, const std::vector<std::string>& gold,
+                 EvalMode mode) {
+  std::vector<std::vector<std::string>> g;
   std::size_t k = 0;
   for (const auto& sentence : predicted) {
-    std::vector<std::string> g(gold.begin() + k, gold.begin() + k + sentence.size());
+    g.emplace_back(gold.begin() + k, gold.begin() + k + sentence.size());
     k += sentence.size();
-    ev.add(g, sentence);
   }
-  return ev;
+  EvalOptions eo;
+  eo.mode = mode;
+  return evaluate(g, predicted, eo);
 }
 
 // ---- train ---------------------------------------------------------------------------------
@@ -354,12 +356,14 @@ void list_trainers() {
 }
 
 /// crfx train's per-iteration report: a line on stderr, a CSV row in --log (rewritten atomically
-/// each time), dev F1 with --dev. Its own time is kept out of the reported seconds.
+/// each time), with --dev the dev figure (chunk F1 for chunk tags, else token accuracy, as crfx
+/// eval chooses). Its own time is kept out of the reported seconds.
 struct TrainProgress {
   Backend& backend;
   const BackendCorpus* dev;  // null without --dev
   const Corpus& dev_corpus;
   const std::vector<std::string>& dev_gold;
+  EvalMode dev_mode;  // chunk or item
   const Dictionary& labels;
   bool quiet;
   std::string log_path;  // empty without --log
@@ -375,7 +379,7 @@ struct TrainProgress {
     std::string dev_f1;
     if (dev) {
       auto predicted = decode(backend, *dev, dev_corpus, w, labels);
-      dev_f1 = fmt("%.2f", score(predicted, dev_gold).overall().f1());
+      dev_f1 = fmt("%.2f", score(predicted, dev_gold, dev_mode).headline());
     }
     if (!quiet) {
       char line[256];
@@ -383,7 +387,8 @@ struct TrainProgress {
       std::snprintf(line, sizeof line,
                     "iter %4d  passes %6.1f  obj %.6f  |g| %s  active %zu  step %.3g  %.2f s%s%s\n",
                     p.iteration, p.passes, p.objective, gnorm.c_str(), p.active_features, p.step,
-                    p.seconds, dev_f1.empty() ? "" : "  dev F1 ", dev_f1.c_str());
+                    p.seconds, dev_f1.empty() ? "" : dev_mode == EvalMode::item ? "  dev accuracy " : "  dev F1 ",
+                    dev_f1.c_str());
       std::cerr << line << std::flush;
     }
     if (!log_path.empty()) {
@@ -455,6 +460,10 @@ int cmd_train(int argc, char** argv) {
     if (dev_gold.size() != dev_corpus.num_tokens())
       throw InputError(dev_text.path, 0, "development data needs gold labels");
   }
+  // The dev figure crfx eval would report for these labels: chunk F1 or token accuracy.
+  std::set<std::string> dev_labels(dev_gold.begin(), dev_gold.end());
+  dev_labels.insert(fs.labels.strings().begin(), fs.labels.strings().end());
+  const EvalMode dev_mode = resolve_mode(EvalOptions{}, dev_labels);
 
   BackendPtr backend = backend_from(r, dims, quiet);
   check_memory(trainer, opt, fs, corpus, *backend, memory_limit, quiet);
@@ -465,13 +474,15 @@ int cmd_train(int argc, char** argv) {
   Objective objective(*backend, *train_up, opt.c1, opt.c2);
 
   const std::string log_path = r.count("log") ? get<std::string>(r, "log") : "";
-  std::string log_text = "iteration,passes,objective,gradient_norm,active_features,seconds,dev_f1\n";
+  std::string log_text = std::string("iteration,passes,objective,gradient_norm,active_features,seconds,") +
+                         (dev_mode == EvalMode::item ? "dev_accuracy\n" : "dev_f1\n");
   if (!log_path.empty()) write_file_atomic(log_path, log_text);
   if (!quiet)
     std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
               << (algo == "ap" ? " (unused: the perceptron has no regulariser)" : "") << "\n";
 
-  TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, fs.labels, quiet, log_path, log_text};
+  TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, dev_mode, fs.labels, quiet, log_path,
+                         log_text};
   const double train_start = now_seconds();
   VectorPtr w = backend->vector(dims.num_weights());
   const double f = trainer.make()->train(objective, *w, opt, std::ref(progress));
@@ -567,13 +578,19 @@ int cmd_tag(int argc, char** argv) {
 
 int cmd_eval(int argc, char** argv) {
   cxxopts::Options o("crfx eval",
-                     "Token accuracy and chunk precision / recall / F1, as conlleval prints them.\n"
+                     "Scores labelled output. Chunk tags (IOB1, IOB2, IOE, IOBES: B-, I-, E-, S- prefixes and\n"
+                     "the outside label) get conlleval's report: token accuracy and chunk precision / recall /\n"
+                     "F1. Any other tag set (POS, morphology, classes) gets token and sentence accuracy and\n"
+                     "per-label precision / recall / F1 with macro and micro averages (CRFsuite's tag -qt).\n"
                      "Input: one token per line, the last two columns gold and predicted label\n"
-                     "(what 'crfx tag' writes for data with gold labels); IOB1, IOB2, IOE, IOBES.");
+                     "(what 'crfx tag' writes for data with gold labels).");
   o.positional_help("FILE");
   o.add_options()
       ("file", "labelled output to score", cxxopts::value<std::string>())
-      ("r,raw", "labels have no B-/I- chunk prefixes (conlleval -r)")
+      ("mode", "auto | chunk | item: the report (auto: chunk when every label is a chunk tag)",
+       cxxopts::value<std::string>()->default_value("auto"))
+      ("confusion", "also print the confusion matrix of the labels with the most errors")
+      ("r,raw", "chunk report over labels without B-/I- prefixes: each token is a chunk (conlleval -r)")
       ("o,outside", "the outside label (conlleval -o)", cxxopts::value<std::string>()->default_value("O"))
       ("h,help", "show this help");
   o.parse_positional({"file"});
@@ -582,8 +599,16 @@ int cmd_eval(int argc, char** argv) {
   EvalOptions eo;
   eo.raw = r.count("raw") > 0;
   eo.outside = get<std::string>(r, "outside");
-  ChunkEvaluator ev = evaluate_file(required(r, "file", "a file to evaluate (crfx eval FILE)"), eo);
-  std::cout << ev.report() << std::flush;
+  const std::string mode = get<std::string>(r, "mode");
+  if (mode == "chunk")
+    eo.mode = EvalMode::chunk;
+  else if (mode == "item")
+    eo.mode = EvalMode::item;
+  else if (mode != "auto")
+    throw UsageError("--mode: '" + mode + "' is none of auto, chunk, item");
+  if (eo.raw && eo.mode == EvalMode::item) throw UsageError("--raw gives the chunk report; it does not go with --mode item");
+  const Evaluation ev = evaluate_labels_file(required(r, "file", "a file to evaluate (crfx eval FILE)"), eo);
+  std::cout << ev.report(r.count("confusion") > 0) << std::flush;
   return 0;
 }
 
@@ -670,7 +695,7 @@ void usage(std::ostream& os) {
         "commands:\n"
         "  train   train a model from CoNLL (with a CRF++ template) or CRFsuite data\n"
         "  tag     label data with a model\n"
-        "  eval    token accuracy and conlleval chunk P/R/F1 of labelled output\n"
+        "  eval    conlleval chunk P/R/F1, or accuracy and per-label P/R/F1, of labelled output\n"
         "  bench   time objective+gradient passes over a data set\n"
         "  dump    print a model readably\n";
 }

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <thread>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,61 @@ TEST(Cli, LogCsvAndDevF1) {
   const auto pos = out.find("FB1:");
   ASSERT_NE(pos, std::string::npos) << out;
   EXPECT_NEAR(std::stod(out.substr(pos + 4)), dev_f1, 0.005) << last << out;
+}
+
+/// `text` without its last column (a CoNLL-2000 slice "word POS chunk" becomes POS-tagging data).
+std::string drop_last_column(const std::string& text) {
+  std::string out, line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) {
+    const auto cut = line.rfind(' ');
+    out += (cut == std::string::npos ? line : line.substr(0, cut)) + "\n";
+  }
+  return out;
+}
+
+// A tag set without chunk prefixes (POS): crfx eval reports accuracy and per-label scores, and
+// the training log's dev figure is the token accuracy, named so.
+TEST(Cli, PosTagsGetTheItemReportAndDevAccuracy) {
+  const std::string train = temp_path("pos.train"), dev = temp_path("pos.dev"), tmpl = temp_path("pos.template");
+  write_text(train, drop_last_column(read_text(kTrain)));
+  write_text(dev, drop_last_column(read_text(kTest)));
+  write_text(tmpl, "U00:%x[0,0]\nU01:%x[-1,0]\nU02:%x[1,0]\nB\n");
+  const std::string m = temp_path("pos.model"), log = temp_path("pos.csv"), tagged = temp_path("pos.tagged");
+  std::string out;
+  ASSERT_EQ(run(crfx() + " train " + q(train) + " -t " + q(tmpl) + " -m " + q(m) + " --log " + q(log) + " --dev " +
+                    q(dev) + " --max-iterations 5",
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("dev accuracy"), std::string::npos) << out;
+  EXPECT_EQ(out.find("dev F1"), std::string::npos) << out;
+  const std::string csv = read_text(log);
+  EXPECT_EQ(csv.rfind("iteration,passes,objective,gradient_norm,active_features,seconds,dev_accuracy\n", 0), 0u)
+      << csv;
+  const std::string last = csv.substr(csv.rfind('\n', csv.size() - 2) + 1);
+  const double dev_accuracy = std::stod(last.substr(last.rfind(',') + 1));
+
+  ASSERT_EQ(run(crfx() + " tag " + q(dev) + " -m " + q(m) + " -o " + q(tagged) + " --quiet", &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " eval " + q(tagged), &out), 0) << out;
+  EXPECT_EQ(out.find("phrases"), std::string::npos) << "not the chunk report:\n" << out;
+  ASSERT_EQ(out.rfind("processed ", 0), 0u) << out;
+  const auto pos = out.find("accuracy: ");
+  ASSERT_NE(pos, std::string::npos) << out;
+  EXPECT_NEAR(std::stod(out.substr(pos + 10)), dev_accuracy, 0.005) << last << out;
+  for (const char* row : {"\nNN ", "\nmacro average ", "\nmicro average "})
+    EXPECT_NE(out.find(row), std::string::npos) << row << " in\n" << out;
+
+  // --mode chunk forces conlleval's report; --confusion adds the matrix; a bad mode is a usage error.
+  ASSERT_EQ(run(crfx() + " eval " + q(tagged) + " --mode chunk", &out), 0) << out;
+  EXPECT_EQ(out.rfind("processed ", 0), 0u) << out;
+  EXPECT_NE(out.find(" phrases; found: "), std::string::npos) << out;
+  ASSERT_EQ(run(crfx() + " eval " + q(tagged) + " --confusion", &out), 0) << out;
+  EXPECT_NE(out.find("confusion of the 10 labels with the most errors"), std::string::npos) << out;
+  EXPECT_EQ(run(crfx() + " eval " + q(tagged) + " --mode tokens", &out), 2);
+  EXPECT_NE(out.find("--mode: 'tokens' is none of auto, chunk, item"), std::string::npos) << out;
+  EXPECT_EQ(run(crfx() + " eval " + q(tagged) + " --mode item -r", &out), 2);
+  EXPECT_NE(out.find("--raw gives the chunk report"), std::string::npos) << out;
 }
 
 TEST(Cli, CrfsuiteFormatAndMarginals) {

@@ -1,6 +1,7 @@
 // Chunk evaluation: conlleval's counts, rules and report format.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -425,6 +426,129 @@ TEST(EvaluateFile, BundledData) {
   EXPECT_EQ(ev.overall().correct, ev.overall().gold);
   EXPECT_EQ(ev.overall().guessed, ev.overall().gold);
   EXPECT_NE(ev.report().find("FB1: 100.00\n"), std::string::npos);
+}
+
+// ---- item evaluation (any tag set) ---------------------------------------------------------
+
+TEST(ChunkTagSet, RecognisesChunkSchemesAndNothingElse) {
+  using S = std::set<std::string>;
+  EXPECT_TRUE(chunk_tag_set(S{"B-NP", "I-NP", "O"}));
+  EXPECT_TRUE(chunk_tag_set(S{"B-PER", "I-PER", "E-PER", "S-PER", "O"}));  // IOBES
+  EXPECT_TRUE(chunk_tag_set(S{"B", "I", "O"}));                            // untyped IOB
+  EXPECT_TRUE(chunk_tag_set(S{"O"}));
+  EXPECT_TRUE(chunk_tag_set(S{}));
+  EXPECT_TRUE(chunk_tag_set(S{"B-NP", "OUT"}, "OUT"));
+  EXPECT_FALSE(chunk_tag_set(S{"B-NP", "OUT"}));
+  EXPECT_FALSE(chunk_tag_set(S{"NOUN", "VERB", "DET"}));  // UD POS
+  EXPECT_FALSE(chunk_tag_set(S{"NN", "IN", "B-NP"}));     // one label without a prefix is enough
+  EXPECT_FALSE(chunk_tag_set(S{"B-"}));                   // a prefix needs a type after the hyphen
+  EXPECT_FALSE(chunk_tag_set(S{"BX", "O"}));
+  EXPECT_FALSE(chunk_tag_set(S{"Sing"}));
+  EXPECT_EQ(first_non_chunk_label(S{"B-NP", "NN", "VB"}), "NN");
+  EXPECT_EQ(first_non_chunk_label(S{"B-NP", "O"}), "");
+}
+
+// Hand-computed: 7 tokens, 3 sentences; DET 2/2/2, NOUN gold 3 guessed 3 correct 2, VERB gold 2
+// guessed 1 correct 1, ADJ gold 0 guessed 1 (only guessed).
+ItemEvaluator small_items() {
+  ItemEvaluator ev;
+  ev.add({"DET", "NOUN", "VERB"}, {"DET", "NOUN", "NOUN"});
+  ev.add({"DET", "NOUN"}, {"DET", "NOUN"});
+  ev.add({"NOUN", "VERB"}, {"ADJ", "VERB"});
+  return ev;
+}
+
+TEST(ItemEvaluator, CountsAndAveragesByHand) {
+  const ItemEvaluator ev = small_items();
+  EXPECT_EQ(ev.tokens(), 7u);
+  EXPECT_EQ(ev.correct_tokens(), 5u);
+  EXPECT_EQ(ev.sentences(), 3u);
+  EXPECT_EQ(ev.correct_sentences(), 1u);
+  EXPECT_DOUBLE_EQ(ev.accuracy(), 500.0 / 7);
+  EXPECT_DOUBLE_EQ(ev.sentence_accuracy(), 100.0 / 3);
+  ASSERT_EQ(ev.by_label().size(), 4u);
+  const LabelCounts& noun = ev.by_label().at("NOUN");
+  EXPECT_EQ(noun.gold, 3u);
+  EXPECT_EQ(noun.guessed, 3u);
+  EXPECT_EQ(noun.correct, 2u);
+  const LabelCounts& verb = ev.by_label().at("VERB");
+  EXPECT_DOUBLE_EQ(verb.precision(), 100.0);
+  EXPECT_DOUBLE_EQ(verb.recall(), 50.0);
+  EXPECT_DOUBLE_EQ(verb.f1(), 200.0 / 3);
+  const LabelCounts& adj = ev.by_label().at("ADJ");  // only guessed: every figure 0
+  EXPECT_EQ(adj.gold, 0u);
+  EXPECT_EQ(adj.precision(), 0.0);
+  EXPECT_EQ(adj.recall(), 0.0);
+  EXPECT_EQ(adj.f1(), 0.0);
+  // Macro over ADJ, DET, NOUN, VERB: P (0 + 100 + 66.67 + 100) / 4, R (0 + 100 + 66.67 + 50) / 4.
+  EXPECT_DOUBLE_EQ(ev.macro_precision(), (0 + 100 + 200.0 / 3 + 100) / 4);
+  EXPECT_DOUBLE_EQ(ev.macro_recall(), (0 + 100 + 200.0 / 3 + 50) / 4);
+  EXPECT_DOUBLE_EQ(ev.macro_f1(), (0 + 100 + 200.0 / 3 + 200.0 / 3) / 4);
+  EXPECT_EQ(ev.confusions().size(), 2u);
+  EXPECT_EQ(ev.confusions().at({"VERB", "NOUN"}), 1u);
+  EXPECT_EQ(ev.confusions().at({"NOUN", "ADJ"}), 1u);
+  EXPECT_THROW(ItemEvaluator().add({"A"}, {"A", "B"}), Error);
+}
+
+TEST(ItemEvaluator, ExactReportAndConfusionMatrix) {
+  const ItemEvaluator ev = small_items();
+  EXPECT_EQ(ev.report(),
+            "processed 7 tokens in 3 sentences; 4 labels.\n"
+            "accuracy:  71.43% (5 of 7 tokens); sentence accuracy:  33.33% (1 of 3)\n"
+            "label              gold   guessed   correct precision    recall        F1\n"
+            "ADJ                   0         1         0      0.00      0.00      0.00\n"
+            "DET                   2         2         2    100.00    100.00    100.00\n"
+            "NOUN                  3         3         2     66.67     66.67     66.67\n"
+            "VERB                  2         1         1    100.00     50.00     66.67\n"
+            "macro average                                   66.67     54.17     58.33\n"
+            "micro average         7         7         5     71.43     71.43     71.43\n");
+  // NOUN is in both errors (2), ADJ and VERB in one each; with 2 labels: NOUN, then ADJ (by name).
+  EXPECT_EQ(ev.confusion_report(2),
+            "confusion of the 2 labels with the most errors (rows: gold, columns: guessed; 2 of 7 tokens wrong):\n"
+            "gold  ADJ NOUN\n"
+            "ADJ     0    0\n"
+            "NOUN    1    2\n");
+  ItemEvaluator perfect;
+  perfect.add({"X", "Y"}, {"X", "Y"});
+  EXPECT_EQ(perfect.confusion_report(), "confusion: no errors.\n");
+}
+
+TEST(Evaluation, ChoosesTheReportFromTheLabels) {
+  const std::string pos = "the DT DT\ndog NN NN\nran VBD NN\n\n";
+  const std::string path = test::temp_path("pos.txt");
+  test::write_text(path, pos);
+  const Evaluation item = evaluate_labels_file(path);
+  EXPECT_EQ(item.mode, EvalMode::item);
+  EXPECT_EQ(item.report(), item.item.report());
+  EXPECT_DOUBLE_EQ(item.headline(), 200.0 / 3);
+  EXPECT_STREQ(item.headline_name(), "accuracy");
+
+  // Chunk tags: conlleval's report, byte for byte the chunk evaluator's.
+  const std::string chunks = "He B-NP B-NP\nran B-VP I-NP\n\nit B-NP B-NP\n";
+  test::write_text(path, chunks);
+  const Evaluation chunk = evaluate_labels_file(path);
+  EXPECT_EQ(chunk.mode, EvalMode::chunk);
+  EXPECT_EQ(chunk.report(), evaluate_file(path).report());
+  EXPECT_DOUBLE_EQ(chunk.headline(), chunk.chunk.overall().f1());
+  EXPECT_STREQ(chunk.headline_name(), "F1");
+  EXPECT_EQ(chunk.report(true), chunk.chunk.report() + chunk.item.confusion_report());
+
+  // Forced modes, and -r (raw labels) keeps conlleval's report.
+  EvalOptions o;
+  o.mode = EvalMode::item;
+  EXPECT_EQ(evaluate_labels_file(path, o).report(), evaluate_labels_file(path, o).item.report());
+  test::write_text(path, pos);
+  o.mode = EvalMode::chunk;
+  EXPECT_EQ(evaluate_labels_file(path, o).mode, EvalMode::chunk);
+  EvalOptions raw;
+  raw.raw = true;
+  EXPECT_EQ(evaluate_labels_file(path, raw).mode, EvalMode::chunk);
+
+  // The in-memory form gives the same as the file.
+  const Evaluation mem = evaluate({{"DT", "NN", "VBD"}}, {{"DT", "NN", "NN"}});
+  EXPECT_EQ(mem.mode, EvalMode::item);
+  EXPECT_EQ(mem.report(), item.report());
+  EXPECT_THROW(evaluate({{"A"}}, {}), Error);
 }
 
 }  // namespace

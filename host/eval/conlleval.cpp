@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,10 +41,13 @@
 #include "crfx/error.hpp"
 #include "crfx/eval.hpp"
 #include "crfx/io.hpp"
+#include "eval/text.hpp"
 
 namespace crfx {
 
 namespace {
+
+using eval_detail::format;
 
 struct Tag {
   std::string tag;   // B, I, E, S, O, [, ], . (or anything else)
@@ -112,19 +116,6 @@ bool start_of_chunk(const Tag& prev, const Tag& cur) {
   if (!is(t, "O") && !is(t, ".") && prev.type != cur.type) start = true;
   if (is(t, "[") || is(t, "]")) start = true;
   return start;
-}
-
-std::string format(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  va_list copy;
-  va_copy(copy, args);
-  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
-  va_end(copy);
-  std::string out(n > 0 ? std::size_t(n) : 0, '\0');
-  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
-  va_end(args);
-  return out;
 }
 
 void split_fields(const std::string& line, std::vector<std::string>& out) {
@@ -287,13 +278,16 @@ bool nbest_line(const std::vector<std::string>& fields) {
 }
 }  // namespace
 
-ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
+namespace {
+/// Reads a conlleval input file into `ev` (and `item` when given); see evaluate_file.
+void read_labelled(const std::string& path, ChunkEvaluator& ev, ItemEvaluator* item,
+                   std::set<std::string>* labels) {
   LineReader in(path);  // plain or .gz; CR stripped
-  ChunkEvaluator ev(std::move(options));
   std::vector<std::string> gold, guess, fields;
   auto flush = [&] {
     if (gold.empty()) return;
     ev.add(gold, guess);
+    if (item) item->add(gold, guess);
     gold.clear();
     guess.clear();
   };
@@ -338,22 +332,48 @@ ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
     }
     gold.push_back(fields[m - 2]);
     guess.push_back(fields[m - 1]);
+    if (labels) {
+      labels->insert(gold.back());
+      labels->insert(guess.back());
+    }
   }
   if (!gold.empty()) {
-    // The input ends right after a token, with no boundary: conlleval closes the open chunk
-    // without the boundary step (which can differ for tags that a boundary does not end).
-    Stream s{ev.overall_, ev.by_type_, ev.tokens_, ev.correct_tokens_, ev.in_correct_};
-    s.reopen();
-    for (std::size_t i = 0; i < gold.size(); ++i)
-      s.step(parse_label(gold[i], ev.options_), parse_label(guess[i], ev.options_), false);
-    s.close();
-    ev.in_correct_ = false;  // the input is over
+    ev.add_last(gold, guess);
+    if (item) item->add(gold, guess);
   }
   // conlleval reports 0 tokens and succeeds; an empty file here is almost always a pipeline
   // that failed upstream, so say so rather than print a score of nothing.
-  if (ev.tokens_ == 0)
+  if (ev.tokens() == 0)
     throw InputError(path, 0, "no tokens to evaluate (the file is empty or has only boundaries)");
+}
+}  // namespace
+
+void ChunkEvaluator::add_last(const std::vector<std::string>& gold, const std::vector<std::string>& guess) {
+  if (gold.size() != guess.size()) {
+    throw Error("chunk evaluation: a sentence has " + std::to_string(gold.size()) +
+                " gold labels but " + std::to_string(guess.size()) + " guessed labels");
+  }
+  // The input ends right after a token, with no boundary: conlleval closes the open chunk
+  // without the boundary step (which can differ for tags that a boundary does not end).
+  Stream s{overall_, by_type_, tokens_, correct_tokens_, in_correct_};
+  s.reopen();
+  for (std::size_t i = 0; i < gold.size(); ++i)
+    s.step(parse_label(gold[i], options_), parse_label(guess[i], options_), false);
+  s.close();
+  in_correct_ = false;  // the input is over
+}
+
+ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
+  ChunkEvaluator ev(std::move(options));
+  read_labelled(path, ev, nullptr, nullptr);
   return ev;
+}
+
+Evaluation evaluate_labels_file(const std::string& path, EvalOptions options) {
+  Evaluation e{ChunkEvaluator(options), ItemEvaluator(), {}, EvalMode::chunk};
+  read_labelled(path, e.chunk, &e.item, &e.labels);
+  e.mode = resolve_mode(options, e.labels);
+  return e;
 }
 
 }  // namespace crfx

@@ -1,9 +1,13 @@
-// crfx — evaluation: token accuracy and conlleval-identical chunk precision / recall / F1.
+// crfx — evaluation: token accuracy and conlleval-identical chunk precision / recall / F1 for
+// chunk tag sets; item accuracy, sentence accuracy and per-label precision / recall / F1 (as
+// CRFsuite's `tag -qt`) for any other tag set (POS, morphology, classification-style labels).
 #pragma once
 
 #include <cstddef>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crfx {
@@ -18,10 +22,20 @@ struct ChunkCounts {
   double f1() const;         // percent (FB1)
 };
 
+/// Which report: chosen from the labels (automatic), or forced.
+enum class EvalMode { automatic, chunk, item };
+
 struct EvalOptions {
   bool raw = false;             // conlleval -r: labels carry no B-/I- prefixes
   std::string outside = "O";    // conlleval -o
+  EvalMode mode = EvalMode::automatic;
 };
+
+/// True when every label is a chunk tag: the outside label, or B, I, E or S alone or followed by
+/// "-TYPE" (IOB1, IOB2, IOE, IOBES; untyped B/I/O too). An empty set counts as chunk tags.
+bool chunk_tag_set(const std::set<std::string>& labels, const std::string& outside = "O");
+/// The first label that is not a chunk tag ("" when all are): what the item report names.
+std::string first_non_chunk_label(const std::set<std::string>& labels, const std::string& outside = "O");
 
 /// Accumulates sentences and reports like conlleval (version 2004-01-26 rules), which covers
 /// IOB1, IOB2 and IOE schemes; IOBES "S-" and "E-" tags are handled by the same start/end rules
@@ -31,6 +45,9 @@ class ChunkEvaluator {
   explicit ChunkEvaluator(EvalOptions options = {});
   /// One sentence of gold and guessed labels (same length, else Error).
   void add(const std::vector<std::string>& gold, const std::vector<std::string>& guess);
+  /// The last sentence of an input that ends right after it, with no boundary (conlleval then
+  /// closes the open chunk without the boundary step); nothing may be added after it.
+  void add_last(const std::vector<std::string>& gold, const std::vector<std::string>& guess);
 
   std::size_t tokens() const { return tokens_; }
   std::size_t correct_tokens() const { return correct_tokens_; }
@@ -46,12 +63,75 @@ class ChunkEvaluator {
   ChunkCounts overall_;
   std::map<std::string, ChunkCounts> by_type_;
   bool in_correct_ = false;  // conlleval's $inCorrect, still set after a sentence (odd tags only)
-  friend ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options);
 };
+
+/// Per-label counts: the label's tokens in gold (support), in the guess, and in both.
+struct LabelCounts {
+  std::size_t gold = 0, guessed = 0, correct = 0;
+  double precision() const;  // percent, 0 when never guessed
+  double recall() const;     // percent, 0 when never in gold
+  double f1() const;         // percent
+};
+
+/// Item (token) evaluation for any tag set: accuracy over tokens and whole sentences, per-label
+/// precision / recall / F1 with their macro average (the mean over every label in gold or
+/// guess) and micro average (over tokens: one label per token, so the accuracy), and the
+/// confusion counts.
+class ItemEvaluator {
+ public:
+  /// One sentence of gold and guessed labels (same length, else Error).
+  void add(const std::vector<std::string>& gold, const std::vector<std::string>& guess);
+
+  std::size_t tokens() const { return tokens_; }
+  std::size_t correct_tokens() const { return correct_tokens_; }
+  std::size_t sentences() const { return sentences_; }
+  std::size_t correct_sentences() const { return correct_sentences_; }
+  double accuracy() const;           // percent of tokens
+  double sentence_accuracy() const;  // percent of sentences with every label right
+  const std::map<std::string, LabelCounts>& by_label() const { return by_label_; }
+  /// Macro averages (percent) over the labels of by_label().
+  double macro_precision() const;
+  double macro_recall() const;
+  double macro_f1() const;
+  /// (gold, guess) → tokens, for gold ≠ guess.
+  const std::map<std::pair<std::string, std::string>, std::size_t>& confusions() const { return confusions_; }
+  /// The report: counts, accuracies and the per-label table.
+  std::string report() const;
+  /// The confusion matrix (rows gold, columns guess) of the `max_labels` labels with the most
+  /// errors (as gold or guess; ties by name), or a line saying there is no error.
+  std::string confusion_report(std::size_t max_labels = 10) const;
+
+ private:
+  std::size_t tokens_ = 0, correct_tokens_ = 0, sentences_ = 0, correct_sentences_ = 0;
+  std::map<std::string, LabelCounts> by_label_;
+  std::map<std::pair<std::string, std::string>, std::size_t> confusions_;
+};
+
+/// Both evaluations of one labelled input and the report its labels call for.
+struct Evaluation {
+  ChunkEvaluator chunk;
+  ItemEvaluator item;
+  std::set<std::string> labels;  // every gold and guessed label
+  EvalMode mode = EvalMode::chunk;  // resolved: chunk or item
+  /// The chunk report (conlleval's, byte for byte) or the item report; confusion: + the matrix.
+  std::string report(bool confusion = false) const;
+  /// The one figure a training log shows: chunk F1 or item accuracy (percent), and its name.
+  double headline() const;
+  const char* headline_name() const;  // "F1" or "accuracy"
+};
+
+/// The mode `options` asks for, resolved over `labels` (automatic: chunk when chunk_tag_set).
+EvalMode resolve_mode(const EvalOptions& options, const std::set<std::string>& labels);
+
+/// Evaluates sentences of gold and guessed labels (same shapes, else Error).
+Evaluation evaluate(const std::vector<std::vector<std::string>>& gold,
+                    const std::vector<std::vector<std::string>>& guess, EvalOptions options = {});
 
 /// Evaluates a conlleval input file: tokens one per line, the last two columns are gold and
 /// guessed labels, blank lines between sentences, "-DOCSTART-" lines as boundaries.
 /// Throws InputError naming the file and line for malformed lines, and for a file without tokens.
+Evaluation evaluate_labels_file(const std::string& path, EvalOptions options = {});
+/// The same, the chunk evaluation alone.
 ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options = {});
 
 }  // namespace crfx
