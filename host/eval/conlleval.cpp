@@ -210,17 +210,29 @@ double ChunkEvaluator::accuracy() const {
 }
 
 void ChunkEvaluator::add(const std::vector<std::string>& gold, const std::vector<std::string>& guess) {
+  // Each sentence is followed by a boundary, and the input may end after it: a chunk still open
+  // then is closed provisionally, and the next sentence takes that back first.
+  add_sentence(gold, guess, true);
+}
+
+void ChunkEvaluator::add_last(const std::vector<std::string>& gold, const std::vector<std::string>& guess) {
+  // The input ends right after a token, with no boundary: conlleval closes the open chunk
+  // without the boundary step (which can differ for tags that a boundary does not end).
+  add_sentence(gold, guess, false);
+  in_correct_ = false;  // the input is over
+}
+
+void ChunkEvaluator::add_sentence(const std::vector<std::string>& gold, const std::vector<std::string>& guess,
+                                  bool boundary) {
   if (gold.size() != guess.size()) {
     throw Error("chunk evaluation: a sentence has " + std::to_string(gold.size()) +
                 " gold labels but " + std::to_string(guess.size()) + " guessed labels");
   }
-  // Each sentence is followed by a boundary, and the input may end after it: a chunk still open
-  // then is closed provisionally, and the next sentence takes that back first.
   Stream s{overall_, by_type_, tokens_, correct_tokens_, in_correct_};
   s.reopen();
   for (std::size_t i = 0; i < gold.size(); ++i)
     s.step(parse_label(gold[i], options_), parse_label(guess[i], options_), false);
-  s.boundary();
+  if (boundary) s.boundary();
   s.close();
 }
 
@@ -347,21 +359,6 @@ void read_labelled(const std::string& path, ChunkEvaluator& ev, ItemEvaluator* i
     throw InputError(path, 0, "no tokens to evaluate (the file is empty or has only boundaries)");
 }
 }  // namespace
-
-void ChunkEvaluator::add_last(const std::vector<std::string>& gold, const std::vector<std::string>& guess) {
-  if (gold.size() != guess.size()) {
-    throw Error("chunk evaluation: a sentence has " + std::to_string(gold.size()) +
-                " gold labels but " + std::to_string(guess.size()) + " guessed labels");
-  }
-  // The input ends right after a token, with no boundary: conlleval closes the open chunk
-  // without the boundary step (which can differ for tags that a boundary does not end).
-  Stream s{overall_, by_type_, tokens_, correct_tokens_, in_correct_};
-  s.reopen();
-  for (std::size_t i = 0; i < gold.size(); ++i)
-    s.step(parse_label(gold[i], options_), parse_label(guess[i], options_), false);
-  s.close();
-  in_correct_ = false;  // the input is over
-}
 
 ChunkEvaluator evaluate_file(const std::string& path, EvalOptions options) {
   ChunkEvaluator ev(std::move(options));

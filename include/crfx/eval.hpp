@@ -58,6 +58,9 @@ class ChunkEvaluator {
   std::string report() const;
 
  private:
+  /// One sentence through conlleval's stream, followed by a boundary or not.
+  void add_sentence(const std::vector<std::string>& gold, const std::vector<std::string>& guess, bool boundary);
+
   EvalOptions options_;
   std::size_t tokens_ = 0, correct_tokens_ = 0;
   ChunkCounts overall_;
