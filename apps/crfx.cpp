@@ -54,6 +54,20 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
+/// What crfx calls an option that CRF++ (crf_learn, crf_test) or CRFsuite users type, from
+/// cxxopts' "Option ‘c’ does not exist"; "" for any other option.
+std::string foreign_option_hint(const std::string& program, const std::string& msg) {
+  const std::size_t open = msg.find("\xe2\x80\x98"), close = msg.find("\xe2\x80\x99");
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  const std::string name = msg.substr(open + 3, close - open - 3);
+  const bool train = program == "crfx train";
+  if (name == "c" && train) return "; CRF++'s -c C is --c2 here, with c2 = 1/(2·C) (-c 4 → --c2 0.125)";
+  if (name == "p" && train) return "; CRF++'s -p N (threads) is --threads N here";
+  if (name == "v") return "; CRF++'s -v 1 is -p/--probability here, -v 2 is --marginals";
+  if (name == "version") return "; the version is 'crfx --version'";
+  return "";
+}
+
 /// Parses a subcommand's options; prints help and returns false for --help.
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& result) {
   try {
@@ -74,6 +88,9 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
       }
     }
     throw UsageError((option.empty() ? "" : option + ": ") + msg + " (see '" + options.program() + " --help')");
+  } catch (const cxxopts::exceptions::no_such_option& e) {
+    throw UsageError(std::string(e.what()) + foreign_option_hint(options.program(), e.what()) + " (see '" +
+                     options.program() + " --help')");
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(std::string(e.what()) + " (see '" + options.program() + " --help')");
   }
@@ -81,6 +98,12 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
     std::cout << options.help() << std::flush;
     return false;
   }
+  // Every argument is used or refused: an extra file name is a mistake, not something to ignore.
+  const auto& extra = result.unmatched();
+  if (!extra.empty())
+    throw UsageError("unexpected argument '" + extra.front() + "'" +
+                     (extra.size() > 1 ? " (and " + std::to_string(extra.size() - 1) + " more)" : std::string()) +
+                     ": " + options.program() + " takes one input file (see '" + options.program() + " --help')");
   return true;
 }
 
@@ -218,7 +241,8 @@ void add_train_options(cxxopts::Options& o) {
     }
   o.add_options()
       ("dev", "development data: report its chunk F1 after every iteration", cxxopts::value<std::string>())
-      ("log", "write per-iteration progress as CSV to this file", cxxopts::value<std::string>())
+      ("log", "write per-iteration progress as CSV to this file ('-': standard output)",
+       cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")
       ("h,help", "show this help");
 }
@@ -396,8 +420,12 @@ struct TrainProgress {
       const std::string gnorm = std::isnan(p.gradient_norm) ? "" : fmt("%.6e", p.gradient_norm);
       std::snprintf(row, sizeof row, "%d,%.4f,%.17g,%s,%zu,%.4f,%s\n", p.iteration, p.passes,
                     p.objective, gnorm.c_str(), p.active_features, p.seconds, dev_f1.c_str());
-      log_text += row;
-      write_file_atomic(log_path, log_text);
+      if (log_path == "-") {  // --log -: the rows on standard output as they come
+        std::cout << row << std::flush;
+      } else {
+        log_text += row;
+        write_file_atomic(log_path, log_text);
+      }
     }
     callback_seconds += now_seconds() - callback_start;
     return true;
@@ -421,11 +449,18 @@ int cmd_train(int argc, char** argv) {
   const TrainerInfo& trainer = find_trainer(algo);
   const std::string data_path = required(r, "data", "training data (crfx train DATA -m MODEL ...)");
   const std::string model_path = required(r, "model", "-m/--model: where to write the model");
+  if (model_path == "-") throw UsageError("-m/--model: a model is a binary file, not for standard output; name a file");
   check_output_path(model_path);  // before minutes of training, not after
+  if (r.count("log") && get<std::string>(r, "log") != "-") check_output_path(get<std::string>(r, "log"));
   const bool quiet = r.count("quiet") > 0;
 
   const TrainOptions opt = train_options(r, trainer);
   const FeatureSet features = feature_set(r);
+  {  // --device cuda without a GPU fails now, not after the data is read
+    BackendOptions bo;
+    bo.device = parse_device(get<std::string>(r, "device"));
+    check_device(bo);
+  }
   const double memory_limit = r.count("max-memory") ? parse_bytes(get<std::string>(r, "max-memory")) : 0;
   const double t0 = now_seconds();
   Model model;
@@ -441,6 +476,17 @@ int cmd_train(int argc, char** argv) {
   Corpus corpus = compile_training(fs, train_text, get<std::size_t>(r, "min-freq"));
   train_text = TextData();  // the text is no longer needed
   if (corpus.num_sentences() == 0) throw InputError(data_path, 0, "no sentences in the training data");
+  if (fs.state_attrs.size() == 0 && fs.edge_attrs.size() == 0) {
+    // Nothing to learn from but the label bigrams: a template without U lines, or data that is
+    // not in the format read (CoNLL columns read as CRFsuite lines give labels and no attributes).
+    if (fs.format == InputFormat::conll)
+      throw InputError(get<std::string>(r, "template"), 0,
+                       "the template generates no attributes (no U line, or none that fires"
+                       " after --min-freq): the model would have nothing to learn from");
+    throw InputError(data_path, 0,
+                     "no attributes in the data read as CRFsuite lines (LABEL<TAB>attr…)"
+                     "; for CoNLL columns use --format conll with a --template");
+  }
   choose_layout(fs, corpus, features);
   const Dims dims = fs.dims();
   if (!quiet)
@@ -476,7 +522,10 @@ int cmd_train(int argc, char** argv) {
   const std::string log_path = r.count("log") ? get<std::string>(r, "log") : "";
   std::string log_text = std::string("iteration,passes,objective,gradient_norm,active_features,seconds,") +
                          (dev_mode == EvalMode::item ? "dev_accuracy\n" : "dev_f1\n");
-  if (!log_path.empty()) write_file_atomic(log_path, log_text);
+  if (log_path == "-")
+    std::cout << log_text << std::flush;
+  else if (!log_path.empty())
+    write_file_atomic(log_path, log_text);
   if (!quiet)
     std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
               << (algo == "ap" ? " (unused: the perceptron has no regulariser)" : "") << "\n";
@@ -509,7 +558,8 @@ int cmd_tag(int argc, char** argv) {
   o.add_options()
       ("data", "data to label, in the model's format (a gold label column is kept)", cxxopts::value<std::string>())
       ("m,model", "model file", cxxopts::value<std::string>())
-      ("o,output", "write here instead of standard output (atomically)", cxxopts::value<std::string>())
+      ("o,output", "write here instead of standard output (atomically; '-': standard output)",
+       cxxopts::value<std::string>())
       ("marginals", "append every label's marginal probability (LABEL:p) to each token")
       ("p,probability", "print each sentence's probability p(labels | x) on a line before it: "
        "'# p' (as CRF++ -v1) for CoNLL data, '@probability<TAB>p' (as CRFsuite -p) for CRFsuite data")
@@ -546,7 +596,7 @@ int cmd_tag(int argc, char** argv) {
   // with -o the output goes to a temporary file renamed at the end, so a failure half-way leaves
   // an existing output untouched. (On standard output, what was tagged before an error is out.)
   std::unique_ptr<AtomicFile> file;
-  if (r.count("output")) {
+  if (r.count("output") && get<std::string>(r, "output") != "-") {  // -o -: standard output
     check_output_path(get<std::string>(r, "output"));
     file = std::make_unique<AtomicFile>(get<std::string>(r, "output"));
   }
@@ -697,7 +747,8 @@ void usage(std::ostream& os) {
         "  tag     label data with a model\n"
         "  eval    conlleval chunk P/R/F1, or accuracy and per-label P/R/F1, of labelled output\n"
         "  bench   time objective+gradient passes over a data set\n"
-        "  dump    print a model readably\n";
+        "  dump    print a model readably\n"
+        "  --version  the version, build type and CUDA backend of this crfx\n";
 }
 
 }  // namespace
@@ -711,6 +762,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  if (cmd == "--version" || cmd == "version") {
+    std::cout << "crfx " << CRFX_VERSION << " (" << CRFX_BUILD_INFO << ")\n";
+    return 0;
+  }
   // A file-size limit (ulimit -f) would otherwise kill us with SIGXFSZ mid-write, leaving the
   // temporary file behind; ignored, the write fails with EFBIG and AtomicFile reports it and
   // cleans up like any other write error.

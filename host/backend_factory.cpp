@@ -3,6 +3,8 @@
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
 
+#include <unistd.h>
+
 #ifdef CRFX_HAVE_CUDA
 #include "../kernels/cuda_api.hpp"
 #endif
@@ -18,12 +20,22 @@ DeviceKind parse_device(const std::string& s) {
 
 namespace {
 
+/// A --device cuda failure, with the way out when it does not name it already.
+std::string with_cpu_hint(const std::string& why) {
+  return why.find("--device cpu") == std::string::npos ? why + "; --device cpu runs on the CPU" : why;
+}
+
 /// Why no GPU backend can be made here, or "" when one can.
 std::string cuda_unavailable() {
 #ifdef CRFX_HAVE_CUDA
   std::string why;
   const int n = cuda::device_count(&why);
-  if (n == 0) return "no usable CUDA device (" + why + ")";
+  if (n == 0) {
+    // The CUDA runtime reports a missing driver as "driver version is insufficient": say what it is.
+    if (::access("/proc/driver/nvidia/version", F_OK) != 0 && ::access("/dev/nvidia0", F_OK) != 0)
+      return "no NVIDIA driver on this machine";
+    return "no usable CUDA device (" + why + ")";
+  }
   if (!cuda::self_test(0, &why)) return "CUDA device 0 cannot run this build's kernels (" + why + ")";
   return "";
 #else
@@ -33,11 +45,18 @@ std::string cuda_unavailable() {
 
 }  // namespace
 
+void check_device(const BackendOptions& options) {
+  if (options.device != DeviceKind::cuda) return;
+  const std::string why = cuda_unavailable();
+  if (!why.empty()) throw Error("--device cuda: " + with_cpu_hint(why));
+}
+
 BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note) {
   std::string fallback;
   if (options.device != DeviceKind::cpu) {
     fallback = cuda_unavailable();
-    if (options.device == DeviceKind::cuda && !fallback.empty()) throw Error("--device cuda: " + fallback);
+    if (options.device == DeviceKind::cuda && !fallback.empty())
+      throw Error("--device cuda: " + with_cpu_hint(fallback));
 #ifdef CRFX_HAVE_CUDA
     if (fallback.empty()) {
       BackendPtr backend;
@@ -45,7 +64,8 @@ BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::st
         cuda::CudaBackendConfig config;
         backend = cuda::make_cuda_backend(dims, config);
       } catch (const Error& e) {  // e.g. more labels than the kernels handle
-        if (options.device == DeviceKind::cuda) throw Error(std::string("--device cuda: ") + e.what());
+        if (options.device == DeviceKind::cuda)
+          throw Error(std::string("--device cuda: ") + with_cpu_hint(e.what()));
         fallback = e.what();
       }
       if (backend) {

@@ -11,6 +11,11 @@ scripts/build.sh "$@"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" | tee "$log"
+# Why the skipped tests skipped (GTEST_SKIP's message, from ctest's log), one line per reason.
+awk '/: Skipped$/ { getline reason; next }
+     /^\[  SKIPPED \] [^ ]+ \(/ && reason != "" { n[reason]++; if (!(reason in eg)) eg[reason] = $4; reason = "" }
+     END { for (r in n) printf "skipped: %d test%s (%s%s): %s\n", n[r], (n[r] > 1 ? "s" : ""), eg[r], (n[r] > 1 ? ", …" : ""), r }' \
+  "$build/Testing/Temporary/LastTest.log" | sort
 emu=$(ctest --test-dir "$build" -N -L gpu-emu | sed -n 's/^Total Tests: //p')
 if [ "${emu:-0}" -gt 0 ]; then
   seeds=$(ctest --test-dir "$build" -N -L gpu-emu | sed -n 's/.*Test *#[0-9]*: \(seed[0-9]*\)\/.*/\1/p' | sort -u | paste -sd' ' -)

@@ -145,6 +145,81 @@ TEST(Cli, PosTagsGetTheItemReportAndDevAccuracy) {
   EXPECT_NE(out.find("--raw gives the chunk report"), std::string::npos) << out;
 }
 
+// Misuses a new user makes: each refused with its reason and a non-zero exit, nothing of the
+// user's overwritten, no file named "-" created.
+TEST(Cli, MisusesAreRefusedWithTheReason) {
+  const std::string model = trained_model();
+  const std::string before = read_text(model);
+  const std::string empty_template = temp_path("empty.template");
+  write_text(empty_template, "# only a comment\n");
+  const std::string dir = temp_path("misuse");
+  std::filesystem::create_directories(dir);
+  const std::string train = crfx() + " train " + q(kTrain);
+  struct Case {
+    std::string args;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {train + " other.txt -t " + q(kTemplate) + " -m " + q(model), 2,
+       "unexpected argument 'other.txt': crfx train takes one input file"},
+      {crfx() + " tag " + q(kTest) + " " + q(kTrain) + " -m " + q(model), 2,
+       "unexpected argument '" + kTrain + "': crfx tag takes one input file"},
+      {crfx() + " eval " + q(kTest) + " " + q(kTest), 2, "unexpected argument"},
+      {train + " -t " + q(kTemplate) + " -m -", 2, "-m/--model: a model is a binary file, not for standard output"},
+      {train + " -t " + q(kTemplate) + " -c 4 -m " + q(model), 2,
+       "Option \xe2\x80\x98" "c\xe2\x80\x99 does not exist; CRF++'s -c C is --c2 here, with c2 = 1/(2·C)"},
+      {train + " -t " + q(kTemplate) + " -p 2 -m " + q(model), 2, "CRF++'s -p N (threads) is --threads N here"},
+      {crfx() + " tag " + q(kTest) + " -m " + q(model) + " -v 1", 2,
+       "CRF++'s -v 1 is -p/--probability here, -v 2 is --marginals"},
+      {train + " -t " + q(empty_template) + " -m " + q(model), 1,
+       empty_template + ": the template generates no attributes"},
+      {train + " --format crfsuite -m " + q(model), 1,
+       kTrain + ": no attributes in the data read as CRFsuite lines (LABEL<TAB>attr…); for CoNLL columns use "
+                "--format conll with a --template"},
+      {train + " -t " + q(kTemplate) + " -m " + q(model) + " --log " + q(dir), 1, "it is a directory"},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    EXPECT_EQ(run("cd " + q(dir) + " && " + c.args, &out), c.status) << c.args << "\n" << out;
+    EXPECT_NE(out.find(c.message), std::string::npos) << c.args << "\n" << out;
+    EXPECT_EQ(read_text(model), before) << c.args << " changed the model";
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/-")) << "a file named '-' was created";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/other.txt"));
+}
+
+// '-' as an output is standard output where a stream makes sense: tag -o -, train --log -.
+TEST(Cli, DashIsStandardOutput) {
+  const std::string dir = temp_path("dash");
+  std::filesystem::create_directories(dir);
+  std::string out, file_out;
+  ASSERT_EQ(run("cd " + q(dir) + " && " + crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -q -o -", &out),
+            0)
+      << out;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -q", &file_out), 0) << file_out;
+  EXPECT_EQ(out, file_out);
+  const std::string m = temp_path("dash.model");
+  ASSERT_EQ(run("cd " + q(dir) + " && " + crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(m) +
+                    " --max-iterations 2 -q --log - 2>/dev/null",
+                &out),
+            0)
+      << out;
+  EXPECT_EQ(out.rfind("iteration,passes,objective,gradient_norm,active_features,seconds,dev_f1\n1,", 0), 0u) << out;
+  EXPECT_NE(out.find("\n2,"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/-"));
+}
+
+TEST(Cli, VersionNamesTheBuild) {
+  std::string out;
+  ASSERT_EQ(run(crfx() + " --version", &out), 0) << out;
+  EXPECT_EQ(out.rfind("crfx 0.", 0), 0u) << out;
+  EXPECT_NE(out.find(" build, "), std::string::npos) << out;
+  EXPECT_TRUE(out.find("CUDA backend for architectures") != std::string::npos ||
+              out.find("no CUDA backend") != std::string::npos)
+      << out;
+}
+
 TEST(Cli, CrfsuiteFormatAndMarginals) {
   const std::string m = temp_path("cs.model");
   std::string out;

@@ -378,6 +378,9 @@ DeviceKind parse_device(const std::string& s);
 /// Creates the backend asked for. `cuda` without a usable GPU throws Error saying why; `auto`
 /// falls back to the CPU and, via `note`, says so. `note` also receives the chosen device name.
 BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note);
+/// Throws make_backend's error for --device cuda where no GPU backend can be made, before any
+/// data is read (the model's sizes are not needed to know that); nothing for auto and cpu.
+void check_device(const BackendOptions& options);
 
 /// Convenience: host → new backend vector.
 VectorPtr to_backend(Backend& b, const std::vector<double>& host);
