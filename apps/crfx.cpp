@@ -342,6 +342,19 @@ FeatureSet feature_set(const cxxopts::ParseResult& r) {
 
 /// The trainer settings of crfx train's command line, each given one parsed by its table; a
 /// setting the chosen trainer does not take is noted on stderr (ignored, as it always was).
+/// For a stopping setting the trainer does not read (--epochs, --max-epochs, --max-iterations),
+/// the one it does: "; sag stops by --max-epochs". "" otherwise.
+std::string stopping_setting(const TrainerInfo& trainer, const std::string& name) {
+  static const char* const kStops[] = {"max-iterations", "epochs", "max-epochs"};
+  if (std::find(std::begin(kStops), std::end(kStops), name) == std::end(kStops)) return "";
+  std::string own;
+  for (const char* s : kStops)
+    if (trainer.takes(s)) own += (own.empty() ? " --" : " and --") + std::string(s);
+  return own.empty() ? "" : "; " + std::string(trainer.name) + " stops by" + own;
+}
+
+/// The objective's and the trainers' settings from the command line; a setting the chosen
+/// trainer does not read is an error (a silently ignored option runs another experiment).
 TrainOptions train_options(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
   TrainOptions opt;
   for (const auto* table : {&objective_options(), &trainer_options()})
@@ -354,8 +367,9 @@ TrainOptions train_options(const cxxopts::ParseResult& r, const TrainerInfo& tra
         throw UsageError(std::string("--") + spec.name + ": " + e.what());
       }
       if (!trainer.takes(spec.name))
-        std::cerr << "note: --" << spec.name << " is not a setting of " << trainer.name
-                  << "; ignored ('crfx train --algo list' shows each algorithm's settings)\n";
+        throw UsageError("--" + std::string(spec.name) + " is not a setting of " + trainer.name +
+                         stopping_setting(trainer, spec.name) +
+                         " ('crfx train --algo list' shows each algorithm's settings)");
     }
   return opt;
 }

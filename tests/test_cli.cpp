@@ -309,17 +309,23 @@ TEST(Cli, HelpForEverySubcommand) {
   EXPECT_NE(out.find("--max-linesearch"), std::string::npos) << out;
 }
 
-TEST(Cli, ASettingTheAlgorithmDoesNotTakeIsNoted) {
-  const std::string model = temp_path("noted.model");
+TEST(Cli, ASettingTheAlgorithmDoesNotTakeIsRefused) {
+  const std::string model = temp_path("refused-setting.model");
+  const std::string train = crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(model) + " -q";
   std::string out;
-  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(model) +
-                    " -q -a lbfgs --max-iterations 2 --eta0 0.1 --epochs 3",
-                &out),
-            0)
+  EXPECT_EQ(run(train + " -a lbfgs --max-iterations 2 --eta0 0.1", &out), 2) << out;
+  EXPECT_NE(out.find("--eta0 is not a setting of lbfgs ('crfx train --algo list' shows each algorithm's settings)"),
+            std::string::npos)
       << out;
-  EXPECT_NE(out.find("note: --eta0 is not a setting of lbfgs; ignored"), std::string::npos) << out;
-  EXPECT_NE(out.find("note: --epochs is not a setting of lbfgs; ignored"), std::string::npos) << out;
-  EXPECT_EQ(out.find("--max-iterations is not"), std::string::npos) << out;
+  EXPECT_EQ(run(train + " -a sag --epochs 2", &out), 2) << out;
+  EXPECT_NE(out.find("--epochs is not a setting of sag; sag stops by --max-epochs"), std::string::npos) << out;
+  EXPECT_EQ(run(train + " -a lbfgs --sampling lipschitz", &out), 2) << out;
+  EXPECT_NE(out.find("--sampling is not a setting of lbfgs"), std::string::npos) << out;
+  EXPECT_EQ(run(train + " -a sgd-l1 --max-iterations 3", &out), 2) << out;
+  EXPECT_NE(out.find("sgd-l1 stops by --epochs"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(model));
+  // The settings it does read are taken.
+  EXPECT_EQ(run(train + " -a lbfgs --max-iterations 2 --epsilon 1e-4", &out), 0) << out;
 }
 
 TEST(Cli, UsageAndDeviceErrors) {
