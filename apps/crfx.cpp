@@ -320,6 +320,30 @@ void check_memory(const TrainerInfo& trainer, const TrainOptions& opt, const Fea
               bytes_text(available) + " is available on " + backend.name() + "; " + advice);
 }
 
+/// Refuses an implausible label set before anything of its size is allocated: more than
+/// kManyLabels labels, seen fewer than kLabelUses times each on average or a quarter of them only
+/// once (words are Zipf-distributed, tag sets are not), is the wrong column read as the label (a
+/// word column, or CoNLL columns read as CRFsuite lines), not a tag set.
+constexpr std::size_t kManyLabels = 1000, kLabelUses = 5;
+void check_label_count(const FeatureSpace& fs, const Corpus& corpus, const std::string& path) {
+  const std::size_t L = fs.labels.size(), N = corpus.num_tokens();
+  if (L <= kManyLabels) return;
+  std::vector<std::size_t> uses(L, 0);
+  for (const auto y : corpus.labels)
+    if (y < L) ++uses[y];
+  const std::size_t once = std::size_t(std::count(uses.begin(), uses.end(), std::size_t(1)));
+  if (L * kLabelUses <= N && once * 4 <= L) return;
+  const std::string column =
+      fs.format == InputFormat::conll
+          ? "the last column (column " + std::to_string(fs.feature_columns + 1) + " of each token line)"
+          : "the field before the first tab";
+  throw InputError(path, 0,
+                   std::to_string(L) + " labels in " + std::to_string(N) + " tokens (" + std::to_string(once) +
+                       " seen once): the label is read from " +
+                       column + "; is that the label column? (" + fs.labels.at(0) + ", " + fs.labels.at(1) +
+                       ", " + fs.labels.at(2) + ", …)");
+}
+
 /// The weights of `dims`'s sizes in the dense layout (every attribute × label pair).
 std::size_t all_pairs(Dims dims) {
   dims.layout = nullptr;
@@ -501,6 +525,7 @@ int cmd_train(int argc, char** argv) {
                      "no attributes in the data read as CRFsuite lines (LABEL<TAB>attr…)"
                      "; for CoNLL columns use --format conll with a --template");
   }
+  check_label_count(fs, corpus, data_path);
   choose_layout(fs, corpus, features);
   const Dims dims = fs.dims();
   if (!quiet)

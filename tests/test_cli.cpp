@@ -154,6 +154,28 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
   write_text(empty_template, "# only a comment\n");
   const std::string dir = temp_path("misuse");
   std::filesystem::create_directories(dir);
+  // The word column last, read as the label: thousands of "labels", most seen once.
+  const std::string word_last = temp_path("word-last.txt"), word_template = temp_path("word-last.template");
+  {
+    std::istringstream in(read_text(kTrain));
+    std::string line, text;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string w, pos, chunk;
+      text += (f >> w >> pos >> chunk) ? pos + " " + chunk + " " + w + "\n" : "\n";
+    }
+    write_text(word_last, text);
+    write_text(word_template, "U00:%x[0,0]\nU01:%x[0,1]\n");
+  }
+  const std::string labels_only = temp_path("labels-only.txt");
+  write_text(labels_only, "B-NP\nI-NP\n\nO\n");
+  const std::string crfsuite_model = temp_path("misuse-cs.model");
+  std::string cs_out;
+  ASSERT_EQ(run(crfx() + " train " + q(data_path("conll2000.train60.crfsuite.txt")) + " --format crfsuite -q -m " +
+                    q(crfsuite_model) + " --max-iterations 2",
+                &cs_out),
+            0)
+      << cs_out;
   const std::string train = crfx() + " train " + q(kTrain);
   struct Case {
     std::string args;
@@ -175,9 +197,17 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
       {train + " -t " + q(empty_template) + " -m " + q(model), 1,
        empty_template + ": the template generates no attributes"},
       {train + " --format crfsuite -m " + q(model), 1,
-       kTrain + ": no attributes in the data read as CRFsuite lines (LABEL<TAB>attr…); for CoNLL columns use "
-                "--format conll with a --template"},
+       kTrain + ":1: 'Confidence NN B-NP' has spaces before its first tab: CRFsuite lines are LABEL<TAB>attr<TAB>…"},
+      {crfx() + " tag " + q(kTest) + " -m " + q(crfsuite_model), 1,
+       kTest + ":1: 'Rockwell NNP B-NP' has spaces before its first tab"},
+      {crfx() + " train " + q(labels_only) + " --format crfsuite -m " + q(model), 1,
+       "no attributes in the data read as CRFsuite lines (LABEL<TAB>attr…); for CoNLL columns use "
+       "--format conll with a --template"},
       {train + " -t " + q(kTemplate) + " -m " + q(model) + " --log " + q(dir), 1, "it is a directory"},
+      {crfx() + " eval " + q(kTest), 1, kTest + ": the last two columns share no label in 2279 tokens"},
+      {crfx() + " train " + q(word_last) + " -t " + q(word_template) + " -m " + q(model), 1,
+       word_last + ": 2144 labels in 7189 tokens (1349 seen once): the label is read from the last column (column 3 "
+                   "of each token line); is that the label column? (Confidence, in, the, …)"},
   };
   for (const Case& c : cases) {
     std::string out;

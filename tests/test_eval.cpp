@@ -551,5 +551,20 @@ TEST(Evaluation, ChoosesTheReportFromTheLabels) {
   EXPECT_THROW(evaluate({{"A"}}, {}), Error);
 }
 
+// Untagged data read as gold and guess (columns that share no label) is refused from 20 tokens;
+// below that, or with a single shared label, it is scored.
+TEST(EvaluateFile, UntaggedDataIsRefused) {
+  auto text = [](int tokens, const char* guess) {
+    std::string t;
+    for (int i = 0; i < tokens; ++i) t += std::string("w NN ") + guess + "\n";
+    return t;
+  };
+  EXPECT_NE(error_of(text(20, "B-NP")).find("the last two columns share no label in 20 tokens (e.g. gold 'NN', "
+                                             "guessed 'B-NP'): is the file tagged?"),
+            std::string::npos);
+  EXPECT_EQ(eval_text(text(19, "B-NP")).tokens(), 19u);
+  EXPECT_EQ(eval_text(text(20, "B-NP") + "w NN NN\n").tokens(), 21u);
+}
+
 }  // namespace
 }  // namespace crfx

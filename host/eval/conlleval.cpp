@@ -291,11 +291,16 @@ bool nbest_line(const std::vector<std::string>& fields) {
 }  // namespace
 
 namespace {
+/// Tokens from which the two label columns sharing no label at all means untagged data.
+constexpr std::size_t kUntaggedTokens = 20;
+
 /// Reads a conlleval input file into `ev` (and `item` when given); see evaluate_file.
 void read_labelled(const std::string& path, ChunkEvaluator& ev, ItemEvaluator* item,
                    std::set<std::string>* labels) {
   LineReader in(path);  // plain or .gz; CR stripped
   std::vector<std::string> gold, guess, fields;
+  std::set<std::string> gold_set, guess_set;
+  std::size_t matches = 0;
   auto flush = [&] {
     if (gold.empty()) return;
     ev.add(gold, guess);
@@ -344,10 +349,13 @@ void read_labelled(const std::string& path, ChunkEvaluator& ev, ItemEvaluator* i
     }
     gold.push_back(fields[m - 2]);
     guess.push_back(fields[m - 1]);
-    if (labels) {
-      labels->insert(gold.back());
-      labels->insert(guess.back());
-    }
+    matches += gold.back() == guess.back();
+    gold_set.insert(gold.back());
+    guess_set.insert(guess.back());
+  }
+  if (labels) {
+    labels->insert(gold_set.begin(), gold_set.end());
+    labels->insert(guess_set.begin(), guess_set.end());
   }
   if (!gold.empty()) {
     ev.add_last(gold, guess);
@@ -357,6 +365,18 @@ void read_labelled(const std::string& path, ChunkEvaluator& ev, ItemEvaluator* i
   // that failed upstream, so say so rather than print a score of nothing.
   if (ev.tokens() == 0)
     throw InputError(path, 0, "no tokens to evaluate (the file is empty or has only boundaries)");
+  // Untagged data (e.g. CoNLL-2000's word, POS, chunk) read as gold and guess: the last two
+  // columns then share no label at all. A tagger's output of some size never looks like that.
+  if (matches == 0 && ev.tokens() >= kUntaggedTokens) {
+    bool shared = false;
+    for (const auto& l : guess_set) shared = shared || gold_set.count(l);
+    if (!shared)
+      throw InputError(path, 0,
+                       "the last two columns share no label in " + std::to_string(ev.tokens()) +
+                           " tokens (e.g. gold '" + *gold_set.begin() + "', guessed '" + *guess_set.begin() +
+                           "'): is the file tagged? crfx eval scores the gold label (next to last column) "
+                           "against the predicted one (last), which crfx tag appends");
+  }
 }
 }  // namespace
 

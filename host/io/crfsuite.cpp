@@ -87,6 +87,14 @@ bool CrfsuiteReader::next(CrfsuiteSentence& out) {
     token.line = reader_.line_number();
     std::size_t tab = line.find('\t');
     token.label.assign(line, 0, tab);
+    // A space in the label field is CoNLL columns read as CRFsuite lines (no tab: the whole line
+    // would become one label): refused, rather than trained or tagged into nonsense.
+    if (token.label.find(' ') != std::string::npos)
+      throw InputError(reader_.path(), token.line,
+                       "'" + token.label.substr(0, 60) + (token.label.size() > 60 ? "…" : "") +
+                           "' has spaces before its first tab: CRFsuite lines are LABEL<TAB>attr<TAB>…; "
+                           "for CoNLL columns train with --format conll and a --template (a model "
+                           "keeps its training format)");
     while (tab != std::string::npos) {
       const std::size_t b = tab + 1;
       tab = line.find('\t', b);
