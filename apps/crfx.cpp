@@ -573,12 +573,14 @@ int cmd_train(int argc, char** argv) {
                          log_text};
   const double train_start = now_seconds();
   VectorPtr w = backend->vector(dims.num_weights());
-  const double f = trainer.make()->train(objective, *w, opt, std::ref(progress));
+  const auto algorithm = trainer.make();
+  const double f = algorithm->train(objective, *w, opt, std::ref(progress));
   const double train_seconds = now_seconds() - train_start - progress.callback_seconds;
 
   model.weights = to_host(*backend, *w);
   save_model(model, model_path);
   if (!quiet) {
+    std::cerr << "stopped: " << algorithm->stop_reason() << "\n";
     std::cerr << "done: " << progress.iterations << " iterations, " << fmt("%.1f", objective.passes())
               << " passes, objective " << fmt("%.6f", f) << ", "
               << backend->count_nonzero(*w) << " active features, training "

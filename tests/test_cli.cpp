@@ -240,6 +240,33 @@ TEST(Cli, DashIsStandardOutput) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/-"));
 }
 
+// The run says which stopping rule fired, with its figures.
+TEST(Cli, TrainingSaysWhyItStopped) {
+  const std::string model = temp_path("stopped.model");
+  const std::string train = crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(model) + " -a ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"lbfgs --max-iterations 3", "stopped: --max-iterations 3 reached\n"},
+      {"lbfgs --epsilon 0.5", "stopped: ‖g‖ / max(1, ‖w‖) = "},
+      {"lbfgs --period 2 --delta 0.5", "stopped: the objective improved by "},
+      {"owlqn --c1 1 --c2 0 --max-iterations 2", "stopped: --max-iterations 2 reached\n"},
+      {"sgd-l1 --epochs 2", "stopped: --epochs 2 reached\n"},
+      {"two-stage --sgd-epochs 1 --max-iterations 2", "stopped: stage 2 (OWL-QN): --max-iterations 2 reached\n"},
+      {"sag --max-epochs 2", "stopped: --max-epochs 2 reached\n"},
+      {"adf --epochs 1", "stopped: --epochs 1 reached\n"},
+      {"ap --epochs 1", "stopped: --epochs 1 reached\n"},
+      {"rprop --max-iterations 2", "stopped: --max-iterations 2 reached\n"},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::string out;
+    ASSERT_EQ(run(train + args, &out), 0) << args << "\n" << out;
+    EXPECT_NE(out.find(expected), std::string::npos) << args << "\n" << out;
+  }
+  std::string out;
+  ASSERT_EQ(run(train + "lbfgs --period 2 --delta 0.5", &out), 0) << out;
+  EXPECT_NE(out.find(" (relative) over the last 2 iterations, less than --delta 0.5 (--period 2)\n"), std::string::npos)
+      << out;
+}
+
 TEST(Cli, VersionNamesTheBuild) {
   std::string out;
   ASSERT_EQ(run(crfx() + " --version", &out), 0) << out;

@@ -65,6 +65,7 @@ class AdfTrainer final : public Trainer {
     Stopwatch clock;
     double f = std::numeric_limits<double>::quiet_NaN();
 
+    stop_reason_ = stop_at_limit("epochs", opt.epochs);
     for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
       const std::vector<std::uint32_t>& perm = shuffler.next();
       for (std::size_t start = 0; start < n; start += opt.batch_size) {
@@ -89,7 +90,10 @@ class AdfTrainer final : public Trainer {
       if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
       f = monitor_objective(obj, w);
       const Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta0, clock);
-      if (progress && !progress(pr, w)) break;
+      if (progress && !progress(pr, w)) {
+        stop_reason_ = stop_by_caller();
+        break;
+      }
     }
     return f;
   }

@@ -123,7 +123,11 @@ class LbfgsTrainer final : public Trainer {
     double f = obj.value_and_gradient(w, *g);
     if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
     double gnorm = std::sqrt(b.norm2sq(*g));
-    if (gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) return f;
+    if (gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) {
+      stop_reason_ = stop_at_gradient("‖g‖ / max(1, ‖w‖)", gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))), opt.epsilon);
+      return f;
+    }
+    stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
     b.scaled_copy(-1.0, *g, *d);
     double step = 1.0 / gnorm;
 
@@ -144,15 +148,25 @@ class LbfgsTrainer final : public Trainer {
       if (p.a <= 0) {  // no decrease found: keep the last point and stop
         b.swap(*x0, w);
         b.swap(*g0, *g);
+        stop_reason_ = stop_at_line_search(opt.max_linesearch);
         break;
       }
       f = p.f;
       gnorm = std::sqrt(b.norm2sq(*g));
       const double xnorm = std::sqrt(b.norm2sq(w));
       const Progress pr = progress_at(k, obj, w, f, gnorm, p.a, clock);
-      if (progress && !progress(pr, w)) break;
-      if (gnorm / std::max(1.0, xnorm) <= opt.epsilon) break;
-      if (improvement.converged(f)) break;
+      if (progress && !progress(pr, w)) {
+        stop_reason_ = stop_by_caller();
+        break;
+      }
+      if (gnorm / std::max(1.0, xnorm) <= opt.epsilon) {
+        stop_reason_ = stop_at_gradient("‖g‖ / max(1, ‖w‖)", gnorm / std::max(1.0, xnorm), opt.epsilon);
+        break;
+      }
+      if (improvement.converged(f)) {
+        stop_reason_ = improvement.reason();
+        break;
+      }
       history.push(w, *x0, *g, *g0);
       history.direction(*g, *d);
       step = 1.0;

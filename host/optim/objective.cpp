@@ -4,6 +4,8 @@
 //   ImprovementTest  CRFsuite's stopping test: the relative improvement over `period` iterations;
 //   LbfgsHistory     the L-BFGS memory of (s, y) pairs and the two-loop recursion on the backend.
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
@@ -41,11 +43,41 @@ bool ImprovementTest::converged(double f) {
   bool stop = false;
   if (period_ > 0 && history_.size() >= std::size_t(period_)) {
     const double before = history_[history_.size() - period_];
-    stop = (before - f) / std::fabs(f) < delta_;
+    last_ = (before - f) / std::fabs(f);
+    stop = last_ < delta_;
   }
   history_.push_back(f);
   return stop;
 }
+
+namespace {
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+}  // namespace
+
+std::string ImprovementTest::reason() const {
+  return "the objective improved by " + number(last_) + " (relative) over the last " + std::to_string(period_) +
+         " iterations, less than --delta " + number(delta_) + " (--period " + std::to_string(period_) + ")";
+}
+
+std::string stop_at_limit(const char* option, int value) {
+  return std::string("--") + option + " " + std::to_string(value) + " reached";
+}
+
+std::string stop_at_gradient(const char* what, double value, double epsilon) {
+  return std::string(what) + " = " + number(value) + ", at most --epsilon " + number(epsilon);
+}
+
+std::string stop_at_line_search(int trials) {
+  return "the line search found no decrease in " + std::to_string(trials) +
+         " trials (--max-linesearch): the objective cannot be lowered further along the search direction, "
+         "in double precision";
+}
+
+std::string stop_by_caller() { return "stopped by the caller"; }
 
 namespace {
 int checked_memory(int m) {

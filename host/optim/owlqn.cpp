@@ -31,7 +31,11 @@ class OwlqnTrainer final : public Trainer {
     if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
     map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
     double pgnorm = std::sqrt(b.norm2sq(*pg));
-    if (pgnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) return f;
+    if (pgnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) {
+      stop_reason_ = stop_at_gradient("‖pseudo-gradient‖ / max(1, ‖w‖)", pgnorm / std::max(1.0, std::sqrt(b.norm2sq(w))), opt.epsilon);
+      return f;
+    }
+    stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
     b.scaled_copy(-1.0, *pg, *d);
     double step = 1.0 / pgnorm;
 
@@ -57,16 +61,29 @@ class OwlqnTrainer final : public Trainer {
         b.swap(*x0, w);
         b.swap(*g0, *g);
         f = f0;
+        stop_reason_ = stop_at_line_search(opt.max_linesearch);
         break;
       }
       map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
       pgnorm = std::sqrt(b.norm2sq(*pg));
       const double xnorm = std::sqrt(b.norm2sq(w));
       const Progress pr = progress_at(k, obj, w, f, pgnorm, a, clock);
-      if (progress && !progress(pr, w)) break;
-      if (pgnorm / std::max(1.0, xnorm) <= opt.epsilon) break;
-      if (improvement.converged(f)) break;
-      if (f0 - f <= kNoProgress * std::fabs(f0)) break;  // at the limit of double precision
+      if (progress && !progress(pr, w)) {
+        stop_reason_ = stop_by_caller();
+        break;
+      }
+      if (pgnorm / std::max(1.0, xnorm) <= opt.epsilon) {
+        stop_reason_ = stop_at_gradient("‖pseudo-gradient‖ / max(1, ‖w‖)", pgnorm / std::max(1.0, xnorm), opt.epsilon);
+        break;
+      }
+      if (improvement.converged(f)) {
+        stop_reason_ = improvement.reason();
+        break;
+      }
+      if (f0 - f <= kNoProgress * std::fabs(f0)) {  // at the limit of double precision
+        stop_reason_ = "the objective no longer decreases in double precision";
+        break;
+      }
       history.push(w, *x0, *g, *g0);
       history.direction(*pg, *d);
       map(b, OwlqnConstrainRule{}, {*pg, *d});

@@ -42,6 +42,7 @@ class PerceptronTrainer final : public Trainer {
     double f = std::numeric_limits<double>::quiet_NaN();
     bool have_avg = false;
 
+    stop_reason_ = stop_at_limit("epochs", opt.epochs);
     for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
       const std::vector<std::uint32_t>& perm = shuffler.next();
       for (std::size_t start = 0; start < n; start += opt.batch_size) {
@@ -59,7 +60,10 @@ class PerceptronTrainer final : public Trainer {
       have_avg = true;
       f = monitor_objective(obj, *avg);
       const Progress pr = progress_at(epoch, obj, *avg, f, kNoGradientNorm, 0.0, clock);
-      if (progress && !progress(pr, *avg)) break;
+      if (progress && !progress(pr, *avg)) {
+        stop_reason_ = stop_by_caller();
+        break;
+      }
     }
     if (have_avg) b.copy(*avg, w);
     return f;

@@ -267,6 +267,7 @@ class SagTrainer final : public Trainer {
     Stopwatch clock;
     double f = 0, alpha = 0;
 
+    stop_reason_ = stop_at_limit("max-epochs", opt.max_epochs);
     for (int epoch = 1; epoch <= opt.max_epochs; ++epoch) {
       for (std::size_t step = 0; step < steps_per_epoch; ++step) {
         sampler.draw_batch(batch, prob);
@@ -312,8 +313,14 @@ class SagTrainer final : public Trainer {
       f += obj.l1_term(w);
       if (!std::isfinite(f)) throw Error(std::string(algo) + ": the objective became non-finite");
       const Progress pr = progress_at(epoch, obj, w, f, gnorm, alpha, clock);
-      if (progress && !progress(pr, w)) break;
-      if (sampler.seen() == n && gnorm < opt.epsilon) break;
+      if (progress && !progress(pr, w)) {
+        stop_reason_ = stop_by_caller();
+        break;
+      }
+      if (sampler.seen() == n && gnorm < opt.epsilon) {
+        stop_reason_ = stop_at_gradient("‖g‖∞ (every sentence seen)", gnorm, opt.epsilon);
+        break;
+      }
     }
     return f;
   }

@@ -184,7 +184,10 @@ namespace {
 class SgdL1Trainer final : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
-    return run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == LineSearch::heuristic, progress, nullptr);
+    bool stopped = false;
+    const double f = run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == LineSearch::heuristic, progress, &stopped);
+    stop_reason_ = stopped ? stop_by_caller() : stop_at_limit("epochs", opt.epochs);
+    return f;
   }
 };
 

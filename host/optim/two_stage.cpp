@@ -22,7 +22,10 @@ class TwoStageTrainer final : public Trainer {
     Stopwatch clock;
     bool stopped = false;
     const double f1 = run_sgd_l1(obj, w, opt, opt.sgd_epochs, /*heuristic=*/true, progress, &stopped);
-    if (stopped) return f1;
+    if (stopped) {
+      stop_reason_ = stop_by_caller();
+      return f1;
+    }
     const int offset = opt.sgd_epochs;
     const double t1 = clock.seconds();
     ProgressFn stage2;
@@ -33,7 +36,10 @@ class TwoStageTrainer final : public Trainer {
         q.seconds += t1;
         return progress(q, x);
       };
-    return make_owlqn_trainer()->train(obj, w, opt, stage2);
+    const auto owlqn = make_owlqn_trainer();
+    const double f = owlqn->train(obj, w, opt, stage2);
+    stop_reason_ = "stage 2 (OWL-QN): " + owlqn->stop_reason();
+    return f;
   }
 };
 

@@ -109,6 +109,12 @@ class Trainer {
   /// Minimises `objective` starting from `w` (updated in place). Returns the final objective.
   virtual double train(Objective& objective, Vector& w, const TrainOptions& options,
                        const ProgressFn& progress) = 0;
+  /// Why the last train() stopped, with its figures: the rule that fired ("the objective improved
+  /// by 8.1e-06 over the last 10 iterations, less than --delta 1e-05"); crfx train prints it.
+  const std::string& stop_reason() const { return stop_reason_; }
+
+ protected:
+  std::string stop_reason_;
 };
 
 /// One setting, as CRFsuite's trainers declare theirs (name, type, default, help): its name (crfx
@@ -173,11 +179,24 @@ class ImprovementTest {
   ImprovementTest(int period, double delta) : period_(period), delta_(delta) {}
   /// Records f for this iteration; true when training should stop.
   bool converged(double f);
+  /// Why converged() returned true: the improvement it measured against delta and period.
+  std::string reason() const;
 
  private:
   int period_;
   double delta_;
+  double last_ = 0;  // the relative improvement of the last test
   std::vector<double> history_;
 };
+
+// The stopping rules in the words crfx train prints (Trainer::stop_reason).
+/// "--max-iterations 100 reached" (option without its dashes).
+std::string stop_at_limit(const char* option, int value);
+/// "‖g‖ / max(1, ‖w‖) = 8.1e-06, at most --epsilon 1e-05" (`what` names the measured norm).
+std::string stop_at_gradient(const char* what, double value, double epsilon);
+/// The line search found no decrease in `trials` trials.
+std::string stop_at_line_search(int trials);
+/// The progress callback asked to stop.
+std::string stop_by_caller();
 
 }  // namespace crfx
