@@ -100,6 +100,10 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
   }
   // Every argument is used or refused: an extra file name is a mistake, not something to ignore.
   const auto& extra = result.unmatched();
+  if (!extra.empty() && options.program() == "crfx train" && extra.size() == 2 && !result.count("model"))
+    throw UsageError("unexpected arguments '" + extra[0] + "' '" + extra[1] +
+                     "': crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is "
+                     "not crfx's (see 'crfx train --help')");
   if (!extra.empty())
     throw UsageError("unexpected argument '" + extra.front() + "'" +
                      (extra.size() > 1 ? " (and " + std::to_string(extra.size() - 1) + " more)" : std::string()) +
@@ -751,13 +755,18 @@ int cmd_bench(int argc, char** argv) {
   const int repeat = get<int>(r, "repeat");
   if (repeat < 1) throw UsageError("--repeat must be ≥ 1, got " + std::to_string(repeat));
   std::stringstream list(get<std::string>(r, "thread-list"));
-  std::string item;
+  std::string item, said;  // the device's fallback note, printed once
   while (std::getline(list, item, ',')) {
     BackendOptions bo;
     bo.device = parse_device(get<std::string>(r, "device"));
     bo.threads = static_cast<unsigned>(std::stoul(item));
     std::string note;
     BackendPtr b = make_backend(dims, bo, &note);
+    const std::size_t why = note.find(" (auto: ");
+    if (why != std::string::npos) {  // the reason the GPU is not used: once, not on every row
+      if (said.empty()) std::printf("device %s\n", (said = note.substr(why + 2, note.size() - why - 3)).c_str());
+      note.erase(why);
+    }
     BackendCorpusPtr up = b->upload(corpus);
     // Small non-zero weights, so that the chain does real work (a fixed pattern, same each run).
     std::vector<double> host(dims.num_weights());

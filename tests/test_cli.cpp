@@ -188,6 +188,8 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
       {crfx() + " tag " + q(kTest) + " " + q(kTrain) + " -m " + q(model), 2,
        "unexpected argument '" + kTrain + "': crfx tag takes one input file"},
       {crfx() + " eval " + q(kTest) + " " + q(kTest), 2, "unexpected argument"},
+      {crfx() + " train " + q(kTemplate) + " " + q(kTrain) + " " + q(model), 2,
+       "crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is not crfx's"},
       {train + " -t " + q(kTemplate) + " -m -", 2, "-m/--model: a model is a binary file, not for standard output"},
       {train + " -t " + q(kTemplate) + " -c 4 -m " + q(model), 2,
        "Option \xe2\x80\x98" "c\xe2\x80\x99 does not exist; CRF++'s -c C is --c2 here, with c2 = 1/(2·C)"},
@@ -443,6 +445,14 @@ TEST(Cli, BadOptionsAndUnwritableOutputsFailBeforeAnyWork) {
   EXPECT_NE(out.find(dir + ": it is a directory"), std::string::npos) << out;
   EXPECT_EQ(run(crfx() + " bench " + q(kTrain) + " -t " + q(kTemplate) + " --repeat 0", &out), 2) << out;
   EXPECT_NE(out.find("--repeat"), std::string::npos) << out;
+  // bench says once why the GPU is not used, not on every row.
+  ASSERT_EQ(run(crfx() + " bench " + q(kTrain) + " -t " + q(kTemplate) + " --repeat 1 --thread-list 1,2,1", &out), 0)
+      << out;
+  std::size_t rows = 0, notes = 0;
+  for (std::size_t p = out.find("device: cpu ("); p != std::string::npos; p = out.find("device: cpu (", p + 1)) ++rows;
+  for (std::size_t p = out.find("auto: "); p != std::string::npos; p = out.find("auto: ", p + 1)) ++notes;
+  EXPECT_EQ(rows, 3u) << out;
+  EXPECT_LE(notes, 1u) << out;
   EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --threads 5000", &out), 2) << out;
   EXPECT_NE(out.find("--threads"), std::string::npos) << out;
 }
