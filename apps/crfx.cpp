@@ -100,10 +100,6 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
   }
   // Every argument is used or refused: an extra file name is a mistake, not something to ignore.
   const auto& extra = result.unmatched();
-  if (!extra.empty() && options.program() == "crfx train" && extra.size() == 2 && !result.count("model"))
-    throw UsageError("unexpected arguments '" + extra[0] + "' '" + extra[1] +
-                     "': crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is "
-                     "not crfx's (see 'crfx train --help')");
   if (!extra.empty())
     throw UsageError("unexpected argument '" + extra.front() + "'" +
                      (extra.size() > 1 ? " (and " + std::to_string(extra.size() - 1) + " more)" : std::string()) +
@@ -222,10 +218,11 @@ void add_feature_options(cxxopts::Options& o) {
 /// defaults.
 void add_train_options(cxxopts::Options& o) {
   const TrainOptions d;
-  o.positional_help("DATA");
+  o.positional_help("DATA...");
   o.add_options()
-      ("data", "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok)",
-       cxxopts::value<std::string>())
+      ("data", "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok); "
+       "several files are read one after the other, as one",
+       cxxopts::value<std::vector<std::string>>())
       ("m,model", "model file to write", cxxopts::value<std::string>())
       ("t,template", "CRF++ feature template (CoNLL data)", cxxopts::value<std::string>())
       ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
@@ -322,6 +319,30 @@ void check_memory(const TrainerInfo& trainer, const TrainOptions& opt, const Fea
               bytes_text(double(m.weights)) + ", " + state +
               (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) + ") but " +
               bytes_text(available) + " is available on " + backend.name() + "; " + advice);
+}
+
+/// The training files read one after the other into one TextData (as CRFsuite's learn takes
+/// several); CoNLL files must agree on their column count, each checked with its own name.
+TextData read_training_data(const FeatureSpace& fs, const std::vector<std::string>& paths) {
+  TextData all = read_text(fs, paths.front());
+  auto first_token = [](const TextData& t) -> const ConllToken* {
+    for (const auto& sentence : t.conll)
+      if (!sentence.empty()) return &sentence.front();
+    return nullptr;
+  };
+  for (std::size_t i = 1; i < paths.size(); ++i) {
+    TextData more = read_text(fs, paths[i]);
+    const ConllToken* a = first_token(all);
+    const ConllToken* b = first_token(more);
+    if (a && b && a->columns.size() != b->columns.size())
+      throw InputError(paths[i], b->line,
+                       std::to_string(b->columns.size()) + " columns, but " + paths.front() + ":" +
+                           std::to_string(a->line) + " has " + std::to_string(a->columns.size()) +
+                           ": training files are read as one, so their columns must agree");
+    for (auto& sentence : more.conll) all.conll.push_back(std::move(sentence));
+    for (auto& sentence : more.crfsuite) all.crfsuite.push_back(std::move(sentence));
+  }
+  return all;
 }
 
 /// Refuses an implausible label set before anything of its size is allocated: more than
@@ -489,7 +510,12 @@ int cmd_train(int argc, char** argv) {
     return 0;
   }
   const TrainerInfo& trainer = find_trainer(algo);
-  const std::string data_path = required(r, "data", "training data (crfx train DATA -m MODEL ...)");
+  if (!r.count("data")) throw UsageError("missing training data (crfx train DATA -m MODEL ...)");
+  const auto data_paths = get<std::vector<std::string>>(r, "data");
+  if (data_paths.size() == 3 && !r.count("model") && !r.count("template"))
+    throw UsageError("crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is not "
+                     "crfx's (see 'crfx train --help')");
+  const std::string& data_path = data_paths.front();  // messages about the data as a whole
   const std::string model_path = required(r, "model", "-m/--model: where to write the model");
   if (model_path == "-") throw UsageError("-m/--model: a model is a binary file, not for standard output; name a file");
   check_output_path(model_path);  // before minutes of training, not after
@@ -514,7 +540,7 @@ int cmd_train(int argc, char** argv) {
   } else if (r.count("template")) {
     throw UsageError("--template applies to CoNLL data, not --format crfsuite");
   }
-  TextData train_text = read_text(fs, data_path);
+  TextData train_text = read_training_data(fs, data_paths);
   Corpus corpus = compile_training(fs, train_text, get<std::size_t>(r, "min-freq"));
   train_text = TextData();  // the text is no longer needed
   if (corpus.num_sentences() == 0) throw InputError(data_path, 0, "no sentences in the training data");

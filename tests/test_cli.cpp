@@ -183,8 +183,7 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {train + " other.txt -t " + q(kTemplate) + " -m " + q(model), 2,
-       "unexpected argument 'other.txt': crfx train takes one input file"},
+      {train + " other.txt -t " + q(kTemplate) + " -m " + q(model), 1, "other.txt: cannot open"},
       {crfx() + " tag " + q(kTest) + " " + q(kTrain) + " -m " + q(model), 2,
        "unexpected argument '" + kTrain + "': crfx tag takes one input file"},
       {crfx() + " eval " + q(kTest) + " " + q(kTest), 2, "unexpected argument"},
@@ -266,6 +265,24 @@ TEST(Cli, TrainingSaysWhyItStopped) {
   std::string out;
   ASSERT_EQ(run(train + "lbfgs --period 2 --delta 0.5", &out), 0) << out;
   EXPECT_NE(out.find(" (relative) over the last 2 iterations, less than --delta 0.5 (--period 2)\n"), std::string::npos)
+      << out;
+}
+
+// Several training files are read as one: the model is the one trained on their concatenation.
+TEST(Cli, SeveralTrainingFilesAreReadAsOne) {
+  const std::string both = temp_path("both.txt"), one = temp_path("one.model"), two = temp_path("two.model");
+  write_text(both, read_text(kTrain) + "\n" + read_text(kTest));
+  const std::string args = " -t " + q(kTemplate) + " --max-iterations 5 -q -m ";
+  std::string out;
+  ASSERT_EQ(run(crfx() + " train " + q(both) + args + q(one), &out), 0) << out;
+  ASSERT_EQ(run(crfx() + " train " + q(kTrain) + " " + q(kTest) + args + q(two), &out), 0) << out;
+  EXPECT_EQ(read_text(one), read_text(two));
+  // Their columns must agree; the file that differs is named.
+  const std::string narrow = temp_path("narrow.txt");
+  write_text(narrow, "Rockwell B-NP\n\n");
+  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " " + q(narrow) + args + q(two), &out), 1) << out;
+  EXPECT_NE(out.find(narrow + ":1: 2 columns, but " + kTrain + ":1 has 3: training files are read as one"),
+            std::string::npos)
       << out;
 }
 
