@@ -206,6 +206,10 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
        "--format conll with a --template"},
       {train + " -t " + q(kTemplate) + " -m " + q(model) + " --log " + q(dir), 1, "it is a directory"},
       {crfx() + " eval " + q(kTest), 1, kTest + ": the last two columns share no label in 2279 tokens"},
+      {crfx() + " train " + q(data_path("conll2000.train60.crfsuite.txt")) + " -t " + q(kTemplate) + " -m " + q(model),
+       1, "(this looks like CRFsuite attribute lines, LABEL<TAB>attr…: read them with --format crfsuite"},
+      {crfx() + " tag " + q(data_path("conll2000.test30.crfsuite.txt")) + " -m " + q(model), 1,
+       ":1: expected 2 or 3 columns, got 12 (this looks like CRFsuite attribute lines"},
       {crfx() + " train " + q(word_last) + " -t " + q(word_template) + " -m " + q(model), 1,
        word_last + ": 2144 labels in 7189 tokens (1349 seen once): the label is read from the last column (column 3 "
                    "of each token line); is that the label column? (Confidence, in, the, …)"},

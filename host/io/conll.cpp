@@ -23,6 +23,19 @@ std::string plural_columns(std::size_t n) {
 ConllReader::ConllReader(const std::string& path, std::size_t expected_columns, bool allow_one_more)
     : reader_(path), expected_(expected_columns), allow_one_more_(allow_one_more) {}
 
+namespace {
+/// " (… CRFsuite attribute lines …)" when a line that breaks the column rules looks like
+/// CRFsuite's LABEL<TAB>attr=value… (tab-separated, most fields after the first with '='); "".
+std::string crfsuite_hint(const std::string& line, const std::vector<std::string>& columns) {
+  if (line.find('\t') == std::string::npos || columns.size() < 3) return "";
+  std::size_t with_eq = 0;
+  for (std::size_t i = 1; i < columns.size(); ++i) with_eq += columns[i].find('=') != std::string::npos;
+  if (2 * with_eq < columns.size() - 1) return "";
+  return " (this looks like CRFsuite attribute lines, LABEL<TAB>attr…: read them with --format crfsuite, or "
+         "tag them with a model trained on CRFsuite data)";
+}
+}  // namespace
+
 bool ConllReader::next(ConllSentence& out) {
   out.clear();
   const std::string& path = reader_.path();
@@ -42,14 +55,15 @@ bool ConllReader::next(ConllSentence& out) {
                          "expected " +
                              (allow_one_more_ ? std::to_string(expected_) + " or " + plural_columns(expected_ + 1)
                                               : plural_columns(expected_)) +
-                             ", got " + std::to_string(got));
+                             ", got " + std::to_string(got) + crfsuite_hint(line_, token.columns));
       }
       columns_ = got;
       first_line_ = token.line;
     } else if (got != columns_) {
       throw InputError(path, token.line,
                        "inconsistent column count: expected " + plural_columns(columns_) + " (as on line " +
-                           std::to_string(first_line_) + "), got " + std::to_string(got));
+                           std::to_string(first_line_) + "), got " + std::to_string(got) +
+                           crfsuite_hint(line_, token.columns));
     }
     out.push_back(std::move(token));
   }
