@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -519,7 +520,16 @@ int cmd_train(int argc, char** argv) {
   const std::string model_path = required(r, "model", "-m/--model: where to write the model");
   if (model_path == "-") throw UsageError("-m/--model: a model is a binary file, not for standard output; name a file");
   check_output_path(model_path);  // before minutes of training, not after
-  if (r.count("log") && get<std::string>(r, "log") != "-") check_output_path(get<std::string>(r, "log"));
+  // No output may be one of the run's inputs (-m naming the data or the template, …).
+  std::vector<std::string> inputs = data_paths;
+  for (const char* in : {"template", "dev"})
+    if (r.count(in)) inputs.push_back(get<std::string>(r, in));
+  check_not_an_input(model_path, inputs);
+  if (r.count("log") && get<std::string>(r, "log") != "-") {
+    check_output_path(get<std::string>(r, "log"));
+    inputs.push_back(model_path);
+    check_not_an_input(get<std::string>(r, "log"), inputs);
+  }
   const bool quiet = r.count("quiet") > 0;
 
   const TrainOptions opt = train_options(r, trainer);
@@ -648,6 +658,10 @@ int cmd_tag(int argc, char** argv) {
   const std::string data_path = required(r, "data", "data to tag (crfx tag DATA -m MODEL)");
   const std::string model_path = required(r, "model", "-m/--model");
   const bool quiet = r.count("quiet") > 0;
+  if (r.count("output") && get<std::string>(r, "output") != "-") {  // before the model is loaded
+    check_output_path(get<std::string>(r, "output"));
+    check_not_an_input(get<std::string>(r, "output"), {data_path, model_path});
+  }
 
   TagOptions options;
   options.marginals = r.count("marginals") > 0;
@@ -667,10 +681,8 @@ int cmd_tag(int argc, char** argv) {
   // with -o the output goes to a temporary file renamed at the end, so a failure half-way leaves
   // an existing output untouched. (On standard output, what was tagged before an error is out.)
   std::unique_ptr<AtomicFile> file;
-  if (r.count("output") && get<std::string>(r, "output") != "-") {  // -o -: standard output
-    check_output_path(get<std::string>(r, "output"));
+  if (r.count("output") && get<std::string>(r, "output") != "-")  // -o -: standard output
     file = std::make_unique<AtomicFile>(get<std::string>(r, "output"));
-  }
   // n copies of every sentence: batches of about batch_tokens / n tokens keep memory as bounded.
   const std::size_t read_tokens = std::max<std::size_t>(1, batch_tokens / options.nbest);
   TextReader reader(tagger.features(), data_path);
@@ -684,13 +696,13 @@ int cmd_tag(int argc, char** argv) {
     if (file) {
       file->write(out.data(), out.size());
     } else if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size()) {
-      throw Error("cannot write to standard output");
+      throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
     }
   }
   if (file) {
     file->commit();
   } else if (std::fflush(stdout) != 0) {
-    throw Error("cannot write to standard output");
+    throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
   }
   return 0;
 }
@@ -765,6 +777,22 @@ int cmd_bench(int argc, char** argv) {
   o.parse_positional({"data"});
   cxxopts::ParseResult r;
   if (!parse(o, argc, argv, r)) return 0;
+  // The thread counts and the repeat count are checked before the data is read.
+  std::vector<unsigned> thread_counts;
+  {
+    std::stringstream list(get<std::string>(r, "thread-list"));
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      if (item.empty() || item.size() > 4 || item.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoul(item) > kMaxThreads)
+        throw UsageError("--thread-list: '" + item + "' is not a thread count (0 to " +
+                         std::to_string(kMaxThreads) + ", 0 = all cores)");
+      thread_counts.push_back(unsigned(std::stoul(item)));
+    }
+    if (thread_counts.empty()) throw UsageError("--thread-list: no thread count given");
+  }
+  const int repeat = get<int>(r, "repeat");
+  if (repeat < 1) throw UsageError("--repeat must be ≥ 1, got " + std::to_string(repeat));
   FeatureSpace fs;
   fs.format = parse_format(get<std::string>(r, "format"));
   if (fs.format == InputFormat::conll)
@@ -778,14 +806,11 @@ int cmd_bench(int argc, char** argv) {
   std::printf("data: %zu sentences, %zu tokens, L = %u, A = %u, E = %u, %zu weights; read + compile %.3f s\n",
               corpus.num_sentences(), corpus.num_tokens(), dims.L, dims.A, dims.E, dims.num_weights(),
               compile_s);
-  const int repeat = get<int>(r, "repeat");
-  if (repeat < 1) throw UsageError("--repeat must be ≥ 1, got " + std::to_string(repeat));
-  std::stringstream list(get<std::string>(r, "thread-list"));
-  std::string item, said;  // the device's fallback note, printed once
-  while (std::getline(list, item, ',')) {
+  std::string said;  // the device's fallback note, printed once
+  for (const unsigned threads : thread_counts) {
     BackendOptions bo;
     bo.device = parse_device(get<std::string>(r, "device"));
-    bo.threads = static_cast<unsigned>(std::stoul(item));
+    bo.threads = threads;
     std::string note;
     BackendPtr b = make_backend(dims, bo, &note);
     const std::size_t why = note.find(" (auto: ");
@@ -858,14 +883,23 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 #endif
   try {
-    if (cmd == "train") return cmd_train(argc - 1, argv + 1);
-    if (cmd == "tag") return cmd_tag(argc - 1, argv + 1);
-    if (cmd == "eval") return cmd_eval(argc - 1, argv + 1);
-    if (cmd == "bench") return cmd_bench(argc - 1, argv + 1);
-    if (cmd == "dump") return cmd_dump(argc - 1, argv + 1);
-    std::cerr << "crfx: unknown command '" << cmd << "'\n";
-    usage(std::cerr);
-    return 2;
+    int status = -1;
+    if (cmd == "train") status = cmd_train(argc - 1, argv + 1);
+    else if (cmd == "tag") status = cmd_tag(argc - 1, argv + 1);
+    else if (cmd == "eval") status = cmd_eval(argc - 1, argv + 1);
+    else if (cmd == "bench") status = cmd_bench(argc - 1, argv + 1);
+    else if (cmd == "dump") status = cmd_dump(argc - 1, argv + 1);
+    if (status < 0) {
+      std::cerr << "crfx: unknown command '" << cmd << "'\n";
+      usage(std::cerr);
+      return 2;
+    }
+    // What went to standard output must have arrived (a full disk, /dev/full, a closed pipe):
+    // a report or a dump that was lost is a failure, not exit 0.
+    std::cout.flush();
+    if (!std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout))
+      throw Error(std::string("cannot write to standard output: ") + std::strerror(errno ? errno : EIO));
+    return status;
   } catch (const UsageError& e) {
     std::cerr << "crfx " << cmd << ": " << e.what() << "\n";
     return 2;

@@ -2,14 +2,20 @@
 // path, gradient against central finite differences, independence of thread count and chunking,
 // vector algebra, OWL-QN primitives.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/thread_pool.hpp"
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "fused_check.hpp"
@@ -50,6 +56,32 @@ void check_gradient(std::uint32_t L, std::uint32_t A, std::uint32_t E, double sc
     const double fd = (objective(b, *corpus, wp, c2) - objective(b, *corpus, wm, c2)) / (2 * eps);
     EXPECT_NEAR(g[i], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << "weight " << i;
   }
+}
+
+// A thread the system refuses (here: an address-space limit too small for their stacks) is an
+// error naming the count reached, never a hang or std::terminate; run in a child process, so
+// the limit stays there (a hang fails the test by ctest's timeout).
+TEST(ThreadPool, ThreadCreationFailureIsAnErrorNotAHang) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        struct rlimit lim {};
+        ::getrlimit(RLIMIT_AS, &lim);
+        std::ifstream statm("/proc/self/statm");
+        std::size_t pages = 0;
+        statm >> pages;
+        lim.rlim_cur = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + (64u << 20);  // ~8 stacks more
+        ::setrlimit(RLIMIT_AS, &lim);
+        try {
+          ThreadPool pool(400);
+          std::fprintf(stderr, "400 threads started\n");
+          std::_Exit(0);
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(3);
+        }
+      },
+      ::testing::ExitedWithCode(3), "cannot start worker thread [0-9]+ of 400 .*; --threads [0-9]+ or fewer may work here");
 }
 
 TEST(CpuBackend, GradientMatchesFiniteDifferences) { check_gradient(3, 5, 0, 1.0, 11); }

@@ -214,13 +214,43 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
        word_last + ": 2144 labels in 7189 tokens (1349 seen once): the label is read from the last column (column 3 "
                    "of each token line); is that the label column? (Confidence, in, the, …)"},
   };
-  for (const Case& c : cases) {
+  std::vector<Case> more = cases;
+  more.push_back({crfx() + " bench " + q(kTrain) + " -t " + q(kTemplate) + " --thread-list 1,-1", 2,
+                  "--thread-list: '-1' is not a thread count (0 to 1024, 0 = all cores)"});
+  if (std::filesystem::is_character_file("/dev/full")) {  // a full disk: the output's loss is an error
+    // (in braces: standard error still goes to the test, standard output to /dev/full)
+    more.push_back({"{ " + crfx() + " dump " + q(model) + " > /dev/full; }", 1,
+                    "crfx dump: cannot write to standard output: No space left on device"});
+    const std::string tagged = temp_path("tagged-small.txt");
+    write_text(tagged, "a DT DT\nb NN VB\n");
+    more.push_back({"{ " + crfx() + " eval " + q(tagged) + " > /dev/full; }", 1,
+                    "crfx eval: cannot write to standard output"});
+    more.push_back({"{ " + crfx() + " tag " + q(kTest) + " -m " + q(model) + " -q > /dev/full; }", 1,
+                    "crfx tag: cannot write to standard output: No space left on device"});
+  }
+  for (const Case& c : more) {
     std::string out;
     EXPECT_EQ(run("cd " + q(dir) + " && " + c.args, &out), c.status) << c.args << "\n" << out;
     EXPECT_NE(out.find(c.message), std::string::npos) << c.args << "\n" << out;
     EXPECT_EQ(read_text(model), before) << c.args << " changed the model";
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/-")) << "a file named '-' was created";
+  // An output naming an input of the same run (here a copy of the training data) is refused.
+  const std::string data_copy = temp_path("data-copy.txt");
+  write_text(data_copy, read_text(kTrain));
+  for (const std::string& args : {" -m " + q(data_copy), " -m " + q(temp_path("fine.model")) + " --log " + q(data_copy),
+                                  " -m " + q(kTemplate)}) {
+    std::string out;
+    EXPECT_EQ(run(crfx() + " train " + q(data_copy) + " -t " + q(kTemplate) + args, &out), 1) << args << out;
+    EXPECT_NE(out.find("it is an input of this run; choose another name"), std::string::npos) << args << out;
+  }
+  EXPECT_EQ(read_text(data_copy), read_text(kTrain));
+  {
+    std::string out;
+    EXPECT_EQ(run(crfx() + " tag " + q(data_copy) + " -m " + q(model) + " -o " + q(data_copy), &out), 1) << out;
+    EXPECT_NE(out.find("it is an input of this run"), std::string::npos) << out;
+    EXPECT_EQ(read_text(data_copy), read_text(kTrain));
+  }
   EXPECT_FALSE(std::filesystem::exists(dir + "/other.txt"));
 }
 

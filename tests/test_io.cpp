@@ -2,13 +2,17 @@
 // CRFsuite parsing with their error messages, write_file_atomic.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "crfx/error.hpp"
@@ -285,6 +289,15 @@ TEST(Crfsuite, MalformedAttributesNameTheLine) {
   check("a::", "not a finite number");
   check(":", "empty attribute name");
   check("a\\/b:1\\", "not a finite number");
+  check("a:1e20", "attribute 'a:1e20': value 1e20 is beyond ±1e10, the range crfx accepts");
+  check("a:-2e10", "is beyond ±1e10");
+  // CoNLL columns read as CRFsuite lines: a space before the first tab.
+  write_text(p, "B-NP\tok\n\nConfidence NN B-NP\n");
+  EXPECT_TRUE(throws_input_error([&] { read_crfsuite(p); }, p + ":3: ",
+                                 "'Confidence NN B-NP' has spaces before its first tab: CRFsuite lines are "
+                                 "LABEL<TAB>attr<TAB>…"));
+  write_text(p, "B-NP\ta:1e10\tb:-1e10\n");  // the bounds themselves are accepted
+  EXPECT_EQ(read_crfsuite(p)[0][0].attributes.size(), 2u);
 }
 
 TEST(Crfsuite, OtherBackslashesAreOrdinaryCharacters) {
@@ -440,6 +453,88 @@ TEST(AtomicWrite, UnwritableDirectoryLeavesFileUntouched) {
   ::chmod(dir.c_str(), 0755);
   EXPECT_EQ(read_text(p), "precious\n");
   EXPECT_EQ(dir_entries(dir), (Lines{"keep.txt"}));
+}
+
+// ---- what an output path names -------------------------------------------------------------
+
+std::string error_text(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(AtomicWrite, ASymlinksTargetIsReplacedAndTheLinkKept) {
+  const std::string dir = temp_dir();
+  write_text(dir + "/target.txt", "old\n");
+  ASSERT_EQ(::symlink("target.txt", (dir + "/link.txt").c_str()), 0);
+  write_file_atomic(dir + "/link.txt", "new\n");
+  struct stat st;
+  ASSERT_EQ(::lstat((dir + "/link.txt").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link was replaced by a file";
+  EXPECT_EQ(read_text(dir + "/target.txt"), "new\n");
+  // A dangling link: its target is created.
+  ASSERT_EQ(::symlink("made.txt", (dir + "/dangling.txt").c_str()), 0);
+  write_file_atomic(dir + "/dangling.txt", "made\n");
+  EXPECT_EQ(read_text(dir + "/made.txt"), "made\n");
+  EXPECT_EQ(dir_entries(dir), (Lines{"dangling.txt", "link.txt", "made.txt", "target.txt"}));
+}
+
+TEST(AtomicWrite, AFifoIsWrittenInPlace) {
+  const std::string dir = temp_dir();
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = read_text(fifo); });
+  write_file_atomic(fifo, "through the pipe\n");
+  reader.join();
+  EXPECT_EQ(got, "through the pipe\n");
+  struct stat st;
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a file";
+  EXPECT_EQ(dir_entries(dir), (Lines{"fifo"}));
+}
+
+TEST(AtomicWrite, ACharacterDeviceIsWrittenInPlace) {
+  const std::string dir = temp_dir();
+  const std::string dev = dir + "/null";  // a /dev/null of our own
+  if (::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0)
+    GTEST_SKIP() << "cannot create a device node here (mknod needs CAP_MKNOD): " << std::strerror(errno);
+  AtomicFile f(dev);
+  f.write("x", 1);
+  f.commit();
+  struct stat st;
+  ASSERT_EQ(::lstat(dev.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device was replaced by a file";
+  EXPECT_EQ(dir_entries(dir), (Lines{"null"}));
+}
+
+TEST(AtomicWrite, ReadOnlyFilesLongNamesAndInputsAreRefused) {
+  const std::string dir = temp_dir();
+  const std::string ro = dir + "/ro.txt";
+  write_text(ro, "keep\n");
+  ASSERT_EQ(::chmod(ro.c_str(), 0444), 0);
+  EXPECT_EQ(error_text([&] { write_file_atomic(ro, "x"); }),
+            "cannot write " + ro + ": it is read-only (mode 0444); make it writable or choose another name");
+  EXPECT_NE(error_text([&] { check_output_path(ro); }).find("it is read-only"), std::string::npos);
+  EXPECT_EQ(read_text(ro), "keep\n");
+
+  const std::string long_name = dir + "/" + std::string(240, 'a');
+  EXPECT_NE(error_text([&] { check_output_path(long_name); })
+                .find("the file name is too long (240 characters; at most 231, to leave room for its temporary"),
+            std::string::npos);
+  EXPECT_EQ(error_text([&] { check_output_path(dir + "/" + std::string(231, 'b')); }), "(no error)");
+
+  const std::string in = dir + "/in.txt";
+  write_text(in, "data\n");
+  ASSERT_EQ(::symlink("in.txt", (dir + "/alias.txt").c_str()), 0);
+  EXPECT_EQ(error_text([&] { check_not_an_input(dir + "/alias.txt", {dir + "/other.txt", in}); }),
+            "cannot write " + dir + "/alias.txt: it is the input " + in + " of this run; choose another name");
+  EXPECT_EQ(error_text([&] { check_not_an_input(in, {in}); }),
+            "cannot write " + in + ": it is an input of this run; choose another name");
+  EXPECT_EQ(error_text([&] { check_not_an_input(dir + "/new.txt", {in}); }), "(no error)");
 }
 
 }  // namespace

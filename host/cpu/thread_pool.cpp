@@ -1,21 +1,39 @@
 #include "cpu/thread_pool.hpp"
 
+#include <string>
+#include <system_error>
+
+#include "crfx/error.hpp"
+
 #include <algorithm>
 
 namespace crfx {
 
 ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
+  workers_.reserve(threads);
+  for (unsigned w = 1; w < threads; ++w) {
+    try {
+      workers_.emplace_back([this, w] { work(w); });
+    } catch (const std::system_error& e) {  // a process or memory limit: stop the ones started
+      stop_workers();
+      throw Error("cannot start worker thread " + std::to_string(w + 1) + " of " + std::to_string(threads) +
+                  " (" + e.what() + "); --threads " + std::to_string(w) + " or fewer may work here");
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::drain(unsigned worker) {

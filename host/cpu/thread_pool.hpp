@@ -31,6 +31,8 @@ class ThreadPool {
  private:
   void work(unsigned worker);
   void drain(unsigned worker);
+  /// Wakes the workers to stop and joins them (the destructor, and a constructor that fails).
+  void stop_workers() noexcept;
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;

@@ -1,7 +1,16 @@
-// AtomicFile / write_file_atomic: "<path>.tmp.<pid>.XXXXXX" (mkstemp, same directory, so rename(2)
+// AtomicFile / write_file_atomic: "<path>.tmp.<pid>.<n><random>" (same directory, so rename(2)
 // stays on one file system) → write(s) → fsync → close → rename over `path`. Readers see the old file or
 // the new one, never a half-written one; on any failure the temporary file is removed and the
 // old `path` is left as it was.
+//
+// What `path` names decides how it is written (resolve_output):
+//   - a regular file, or nothing yet: replaced atomically as above, keeping the old file's mode;
+//     a read-only file is refused (replacing it would defeat its protection);
+//   - a symbolic link: its target is what gets replaced (the link stays a link);
+//   - a character device, FIFO or socket (/dev/null, /dev/stdout, a pipe's reader): written
+//     directly, streamed, every write checked — never renamed over.
+// The temporary's name is registered for the signal handler before the file is created
+// (O_CREAT | O_EXCL under that name), so no signal timing leaves it behind.
 //
 // Interrupted (Ctrl-C, kill, a closed terminal), the process would otherwise leave its temporary
 // files behind: each open one is listed in a fixed table that a SIGINT / SIGTERM / SIGHUP handler
@@ -14,6 +23,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <climits>
+#include <random>
 
 #include <atomic>
 #include <cerrno>
@@ -91,17 +103,93 @@ void unregister_tmp(int slot) noexcept {
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
+/// Characters a temporary name adds to the output's file name: ".tmp." pid "." 8 hex digits.
+constexpr std::size_t kTmpSuffix = 5 + 10 + 1 + 8;
+
+/// How `path` is written (see the top of this file): the file to replace (a symlink's target),
+/// or `direct` for a special file written in place. Throws for what must not be written.
+struct OutputTarget {
+  std::string path;
+  bool direct = false;
+};
+
+OutputTarget resolve_output(const std::string& path) {
+  if (path.empty()) throw Error("cannot write to an empty path");
+  OutputTarget t{path, false};
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    // The link's target is replaced, not the link: resolve it (a dangling link's target is
+    // created). Relative targets are relative to the link's directory.
+    std::string target = path;
+    for (int hops = 0; hops < 40; ++hops) {
+      if (::lstat(target.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) break;
+      std::string link(PATH_MAX, '\0');
+      const ssize_t n = ::readlink(target.c_str(), link.data(), link.size());
+      if (n < 0) fail(path, "readlink", errno);
+      link.resize(std::size_t(n));
+      target = link[0] == '/' ? link : parent_dir(target) + "/" + link;
+    }
+    t.path = target;
+  }
+  if (::stat(t.path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw Error("cannot write " + path + ": it is a directory");
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+      t.direct = true;
+      return t;
+    }
+    // Read-only by its mode (no write bit), or not writable by us: root may write anything,
+    // but a file marked read-only is protected on purpose.
+    if (S_ISREG(st.st_mode) && ((st.st_mode & 0222) == 0 || ::access(t.path.c_str(), W_OK) != 0))
+      throw Error("cannot write " + path + ": it is read-only (mode " +
+                  [&] {
+                    char m[8];
+                    std::snprintf(m, sizeof m, "%04o", unsigned(st.st_mode & 07777));
+                    return std::string(m);
+                  }() +
+                  "); make it writable or choose another name");
+    if (!S_ISREG(st.st_mode)) throw Error("cannot write " + path + ": it is not a regular file");
+  }
+  const std::size_t slash = t.path.find_last_of('/');
+  const std::size_t name = t.path.size() - (slash == std::string::npos ? 0 : slash + 1);
+  if (name + kTmpSuffix > NAME_MAX)
+    throw Error("cannot write " + path + ": the file name is too long (" + std::to_string(name) +
+                " characters; at most " + std::to_string(NAME_MAX - kTmpSuffix) +
+                ", to leave room for its temporary file's suffix)");
+  return t;
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
-  tmp_ = path + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
-  fd_ = ::mkstemp(tmp_.data());
-  if (fd_ < 0) fail(path_, "cannot create a temporary file", errno);
-  slot_ = register_tmp(tmp_);
-  // mkstemp creates mode 0600; give the file the mode an ordinary create would (or keep the
-  // mode of the file being replaced).
+  const OutputTarget target = resolve_output(path);
+  if (target.direct) {  // a device, FIFO or socket: written in place, never renamed over
+    fd_ = ::open(target.path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(path_, "open", errno);
+    direct_ = true;
+    return;
+  }
+  target_ = target.path;
+  // The name is registered for the signal handler before the file exists: a signal at any point
+  // removes it (or a name not created yet, which is harmless).
+  std::random_device rd;
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, "%08x", unsigned(rd()));
+    tmp_ = target_ + ".tmp." + std::to_string(::getpid()) + "." + suffix;
+    slot_ = register_tmp(tmp_);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd_ >= 0) break;
+    const int err = errno;
+    forget_tmp();
+    if (err != EEXIST || attempt == 100) {
+      tmp_.clear();
+      fail(path_, "cannot create a temporary file", err);
+    }
+  }
+  // Created with mode 0600; give the file the mode an ordinary create would (or keep the mode of
+  // the file being replaced).
   struct stat st;
-  const mode_t mode = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)
+  const mode_t mode = ::stat(target_.c_str(), &st) == 0 && S_ISREG(st.st_mode)
                           ? (st.st_mode & 07777)
                           : (0666 & ~current_umask());
   if (::fchmod(fd_, mode) != 0) abort_with("fchmod", errno);
@@ -113,6 +201,8 @@ AtomicFile::~AtomicFile() {
   forget_tmp();
 }
 
+bool AtomicFile::open() const { return direct_ ? fd_ >= 0 : !tmp_.empty(); }
+
 void AtomicFile::forget_tmp() noexcept {
   unregister_tmp(slot_);
   slot_ = -1;
@@ -121,14 +211,14 @@ void AtomicFile::forget_tmp() noexcept {
 void AtomicFile::abort_with(const char* what, int err) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
   forget_tmp();
   tmp_.clear();
   fail(path_, what, err);
 }
 
 void AtomicFile::write(const char* p, std::size_t left) {
-  if (tmp_.empty()) throw Error("internal: write to " + path_ + " after commit or failure");
+  if (!open()) throw Error("internal: write to " + path_ + " after commit or failure");
   while (left > 0) {
     const ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
@@ -141,17 +231,23 @@ void AtomicFile::write(const char* p, std::size_t left) {
 }
 
 void AtomicFile::commit() {
-  if (tmp_.empty()) throw Error("internal: commit of " + path_ + " after commit or failure");
+  if (!open()) throw Error("internal: commit of " + path_ + " after commit or failure");
+  if (direct_) {  // written in place: closing is the last check
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(path_, "close", errno);
+    return;
+  }
   if (::fsync(fd_) != 0) abort_with("fsync", errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) abort_with("close", errno);
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) abort_with("rename", errno);
+  if (::rename(tmp_.c_str(), target_.c_str()) != 0) abort_with("rename", errno);
   forget_tmp();  // (a signal between the rename and here unlinks a name that is gone: harmless)
   tmp_.clear();
 
   // Make the rename itself durable; failure here does not undo the (already visible) write.
-  const std::string dir = parent_dir(path_);
+  const std::string dir = parent_dir(target_);
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -176,14 +272,24 @@ void remove_temporaries_on_signals() {
 }
 
 void check_output_path(const std::string& path) {
-  if (path.empty()) throw Error("cannot write to an empty path");
+  const OutputTarget t = resolve_output(path);  // directories, read-only files, long names
+  if (t.direct) return;                          // a device or FIFO: written in place
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw Error("cannot write " + path + ": it is a directory");
-  const std::string dir = parent_dir(path);
+  const std::string dir = parent_dir(t.path);
   if (::stat(dir.c_str(), &st) != 0) fail(path, "directory " + dir, errno);
   if (!S_ISDIR(st.st_mode)) throw Error("cannot write " + path + ": " + dir + " is not a directory");
   if (::access(dir.c_str(), W_OK) != 0) fail(path, "directory " + dir, errno);
+}
+
+void check_not_an_input(const std::string& output, const std::vector<std::string>& inputs) {
+  struct stat out;
+  if (::stat(output.c_str(), &out) != 0 || !S_ISREG(out.st_mode)) return;  // new, or a device
+  for (const std::string& in : inputs) {
+    struct stat st;
+    if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+      throw Error("cannot write " + output + ": it is " + (in == output ? "an input" : "the input " + in) +
+                  " of this run; choose another name");
+  }
 }
 
 void write_file_atomic(const std::string& path, const std::string& data) {

@@ -27,6 +27,9 @@ namespace crfx {
 
 namespace {
 
+/// The largest attribute value magnitude accepted (see parse_attribute).
+constexpr double kMaxAttributeValue = 1e10;
+
 bool blank(const std::string& line) {
   return line.find_first_not_of(" \t") == std::string::npos;
 }
@@ -67,6 +70,11 @@ void parse_attribute(const char* raw, std::size_t n, const std::string& path, st
     if (!ok)
       throw InputError(path, line, "attribute '" + std::string(raw, n) +
                                        "': value '" + text + "' is not a finite number");
+    // Scores are Σ value · weight: values far beyond any feature scale make the first gradient
+    // so large that no step is taken (an all-zero model), so they are refused here.
+    if (std::fabs(v) > kMaxAttributeValue)
+      throw InputError(path, line, "attribute '" + std::string(raw, n) + "': value " + text +
+                                       " is beyond ±1e10, the range crfx accepts (scale the values down)");
     attr.value = v;
   }
 }

@@ -5,13 +5,16 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace crfx {
 
 /// A file written atomically in pieces: a temporary file in the same directory, renamed over
 /// `path` by commit(). Destroyed without commit() (an error, an exception on the way), it removes
 /// the temporary file and leaves any existing `path` untouched. Errors throw crfx::Error naming
-/// `path`. In a program that called remove_temporaries_on_signals(), SIGINT, SIGTERM or SIGHUP
+/// `path`. A symbolic link's target is what gets replaced; a character device, FIFO or socket is
+/// written in place (no temporary); a read-only file, a directory or a name too long for the
+/// temporary's suffix is refused. In a program that called remove_temporaries_on_signals(), SIGINT, SIGTERM or SIGHUP
 /// remove the temporary files still open before the process dies of the signal.
 class AtomicFile {
  public:
@@ -26,8 +29,10 @@ class AtomicFile {
  private:
   [[noreturn]] void abort_with(const char* what, int err);
   void forget_tmp() noexcept;  // unlinked or renamed: no longer the signal handler's to remove
-  std::string path_, tmp_;
+  bool open() const;           // not yet committed or failed
+  std::string path_, target_, tmp_;  // as given; the file to replace (a symlink's target); the temporary
   int fd_ = -1;
+  bool direct_ = false;  // a special file written in place
   int slot_ = -1;  // in the signal handler's list of temporary files, or -1
 };
 
@@ -37,8 +42,12 @@ class AtomicFile {
 void remove_temporaries_on_signals();
 
 /// Fails early (Error naming `path`) where a later atomic write to `path` is bound to fail: `path`
-/// is a directory, or its directory is missing or not writable. Call it before long work.
+/// is a directory or a read-only file, its name leaves no room for the temporary's suffix, or its
+/// directory is missing or not writable. Call it before long work.
 void check_output_path(const std::string& path);
+/// Fails (Error naming both) when `output` is the same file (device and inode) as one of `inputs`:
+/// writing it would destroy an input of the run. Call it before any work.
+void check_not_an_input(const std::string& output, const std::vector<std::string>& inputs);
 
 /// Writes `data` to `path` atomically (AtomicFile in one piece).
 void write_file_atomic(const std::string& path, const std::string& data);
