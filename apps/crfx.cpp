@@ -297,15 +297,17 @@ void check_memory(const TrainerInfo& trainer, const TrainOptions& opt, const Fea
   const MemoryEstimate m = estimate_memory(trainer, opt, dims, corpus);
   // The CPU backend takes the compiled corpus over (already in memory); the CUDA backend copies it.
   const std::size_t upload = backend.upload_bytes(corpus);
-  const double needed = double(m.weights) + double(m.optimizer) + double(upload);
+  const std::size_t buffers = backend.workspace_bytes(corpus);
+  const double needed = double(m.weights) + double(m.optimizer) + double(upload) + double(buffers);
   double available = double(backend.memory_available());
   if (limit > 0 && (available <= 0 || limit < available)) available = limit;
   const std::string state = "optimizer state " + bytes_text(double(m.optimizer)) + " (" + std::to_string(m.vectors) +
                             " weight vectors" + (trainer.stored_marginals ? " and stored marginals" : "") + ")";
   const std::string figures = "weights " + bytes_text(double(m.weights)) + ", " + state + ", corpus " +
-                              bytes_text(double(m.corpus) + double(upload));
+                              bytes_text(double(m.corpus) + double(upload)) + ", buffers " +
+                              bytes_text(double(buffers));
   if (!quiet)
-    std::cerr << "memory: " << figures << "; " << bytes_text(double(m.total()) + double(upload))
+    std::cerr << "memory: " << figures << "; " << bytes_text(double(m.total()) + double(upload) + double(buffers))
               << " estimated, " << (available > 0 ? bytes_text(available) + " available" : "availability unknown")
               << "\n";
   if (available <= 0 || needed <= available) return;
@@ -318,7 +320,8 @@ void check_memory(const TrainerInfo& trainer, const TrainOptions& opt, const Fea
   if (m.vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
   throw Error("this training run needs an estimated " + bytes_text(needed) + " more (weights " +
               bytes_text(double(m.weights)) + ", " + state +
-              (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) + ") but " +
+              (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) +
+              (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) + ") but " +
               bytes_text(available) + " is available on " + backend.name() + "; " + advice);
 }
 

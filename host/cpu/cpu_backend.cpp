@@ -141,6 +141,18 @@ CpuBackend::CpuBackend(const Dims& dims, unsigned threads, bool log_space_only)
 
 CpuBackend::~CpuBackend() = default;
 
+std::size_t CpuBackend::workspace_bytes(const Corpus& corpus) const {
+  const std::size_t L = dims_.L, LL = L * L, T = corpus.num_tokens(), S = corpus.num_sentences();
+  std::size_t longest = 0;
+  for (std::size_t s = 0; s < S; ++s) longest = std::max(longest, corpus.length(s));
+  // evaluate's chunk (bounded by kChunkBytes, or the whole corpus when smaller) …
+  const std::size_t chunk = std::min(kChunkBytes, (T * (L + (dims_.E ? LL : 0)) + S * LL) * sizeof(double));
+  // … and each worker's scratch: scores, α, β, scaled emissions of its longest sentence (and
+  // per-position edge matrices), the transition factors and pair buffers (about 8 L²).
+  const std::size_t per_thread = (4 * longest * L + (dims_.E ? longest * LL : 0) + 8 * LL) * sizeof(double);
+  return chunk + pool_.size() * per_thread;
+}
+
 std::string CpuBackend::name() const {
   return "cpu (" + std::to_string(pool_.size()) + (pool_.size() == 1 ? " thread)" : " threads)");
 }
@@ -549,12 +561,17 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
   double loss = 0;
 
   for (std::size_t begin = 0; begin < span.count;) {
-    // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens.
+    // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens and
+    // kChunkBytes of buffers: per token L node deltas (and L² edge deltas), per sentence L² pair
+    // deltas — with thousands of labels the per-sentence L² dominate (2,000 labels: 32 MB each).
+    const std::size_t budget = kChunkBytes / sizeof(double);
+    const std::size_t per_token = L + (dims_.E ? LL : 0);
     std::size_t end = begin, tokens = 0;
     slots_.assign(1, 0);
     while (end < span.count) {
       const std::size_t T = c.length(span[end]);
-      if (end > begin && tokens + T > chunk_tokens_) break;
+      const std::size_t held = (tokens + T) * per_token + (end - begin + 1) * LL;
+      if (end > begin && (tokens + T > chunk_tokens_ || held > budget)) break;
       tokens += T;
       slots_.push_back(tokens);
       ++end;

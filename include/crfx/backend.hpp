@@ -153,6 +153,12 @@ class Backend {
     (void)corpus;
     return 0;
   }
+  /// Bytes of the buffers evaluate() holds over `corpus` at its largest (marginal deltas of a
+  /// chunk, per-thread forward-backward scratch); 0 when the backend does not say.
+  virtual std::size_t workspace_bytes(const Corpus& corpus) const {
+    (void)corpus;
+    return 0;
+  }
 
   // ---- data ------------------------------------------------------------------------------
   virtual BackendCorpusPtr upload(const Corpus& corpus) = 0;
