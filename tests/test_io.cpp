@@ -537,5 +537,18 @@ TEST(AtomicWrite, ReadOnlyFilesLongNamesAndInputsAreRefused) {
   EXPECT_EQ(error_text([&] { check_not_an_input(dir + "/new.txt", {in}); }), "(no error)");
 }
 
+// A corrupt or binary input cannot grow one line without bound: 64 MiB (a small .gz can expand to
+// gigabytes on one line).
+TEST(LineReader, ALineBeyondTheCapIsAnError) {
+  const std::string p = temp_path("long-line.gz");
+  write_gz(p, "ok\n" + std::string((std::size_t(64) << 20) + 1, 'a') + "\n");
+  LineReader in(p);
+  std::string line;
+  ASSERT_TRUE(in.next(line));
+  EXPECT_EQ(line, "ok");
+  EXPECT_TRUE(throws_input_error([&] { in.next(line); }, p + ":2: ",
+                                 "a line longer than 64 MiB (a binary or corrupt file? CRFX_MAX_LINE_MB raises"));
+}
+
 }  // namespace
 }  // namespace crfx::test

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -62,6 +63,16 @@ LineReader::LineReader(const std::string& path) : impl_(new Impl), path_(path) {
 
 LineReader::~LineReader() = default;
 
+std::size_t LineReader::max_line_bytes() {
+  static const std::size_t limit = [] {
+    const char* env = std::getenv("CRFX_MAX_LINE_MB");
+    char* end = nullptr;
+    const unsigned long mb = env ? std::strtoul(env, &end, 10) : 0;
+    return (env && end && *end == '\0' && mb > 0 ? std::size_t(mb) : kDefaultMaxLineMB) << 20;
+  }();
+  return limit;
+}
+
 bool LineReader::next(std::string& line) {
   Impl& s = *impl_;
   line.clear();
@@ -92,6 +103,10 @@ bool LineReader::next(std::string& line) {
         nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - begin) : avail;
     line.append(begin, take);
     any = true;
+    if (line.size() > max_line_bytes())
+      throw InputError(path_, line_no_ + 1,
+                       "a line longer than " + std::to_string(max_line_bytes() >> 20) +
+                           " MiB (a binary or corrupt file? CRFX_MAX_LINE_MB raises the limit)");
     if (nl) {
       s.pos += take + 1;
       break;

@@ -27,6 +27,10 @@ class LineReader {
   /// Next line without its terminator; false at end of file. Throws InputError on read errors
   /// (e.g. a corrupt .gz stream) and on a NUL byte inside a line.
   bool next(std::string& line);
+  /// The longest line read (a corrupt or binary file must not grow one string without bound):
+  /// 64 MiB, or CRFX_MAX_LINE_MB from the environment. Longer: InputError.
+  static constexpr std::size_t kDefaultMaxLineMB = 64;
+  static std::size_t max_line_bytes();
   /// 1-based number of the line last returned by next().
   std::size_t line_number() const { return line_no_; }
   const std::string& path() const { return path_; }
