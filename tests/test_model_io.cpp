@@ -1,11 +1,14 @@
 // The model file: round trips, compaction of zero attributes, validation of damaged files, dump.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
@@ -770,6 +773,38 @@ TEST(ModelIo, SparseLayoutValidation) {
     reseal(b);
     expect_load_error(b, "section ROWS in a version 2 file");
   }
+}
+
+// A large file that is not a model is refused by its signature before it is read: in a child
+// process whose address space could not hold it (a sparse 2 GB file, 256 MB of address space).
+TEST(ModelIo, ALargeNonModelIsRefusedBeforeItIsRead) {
+  const std::string path = test::temp_path("large.bin");
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("NOTAMODEL", f);
+    std::fclose(f);
+    ASSERT_EQ(::truncate(path.c_str(), off_t(2) << 30), 0);
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        struct rlimit lim {};
+        ::getrlimit(RLIMIT_AS, &lim);
+        lim.rlim_cur = rlim_t(256) << 20;
+        ::setrlimit(RLIMIT_AS, &lim);
+        try {
+          load_model(path);
+          std::_Exit(0);
+        } catch (const InputError& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(3);
+        } catch (...) {
+          std::_Exit(4);
+        }
+      },
+      ::testing::ExitedWithCode(3), "not a crfx model \\(no CRFXMODL signature\\)");
+  ::unlink(path.c_str());
 }
 
 }  // namespace

@@ -104,6 +104,12 @@ FileBytes read_whole_file(const std::string& path) {
     ::close(fd);
     throw InputError(path, 0, "not a regular file");
   }
+  // The signature first: a large file that is not a model is refused before it is read whole.
+  char head[sizeof kMagic];
+  if (::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head) && std::memcmp(head, kMagic, sizeof kMagic) != 0) {
+    ::close(fd);
+    throw InputError(path, 0, "not a crfx model (no CRFXMODL signature)");
+  }
   // Read straight into a buffer of the file's size (grown should the file grow meanwhile).
   std::size_t capacity = static_cast<std::size_t>(st.st_size) + 1;
   FileBytes file;
