@@ -497,7 +497,19 @@ TEST(Cli, UsageAndDeviceErrors) {
     EXPECT_EQ(rc, 0) << out;
   } else {
     EXPECT_EQ(rc, 1) << out;
-    EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
+    EXPECT_NE(out.find("--device cuda: "), std::string::npos) << out;
+    EXPECT_NE(out.find("; --device cpu runs on the CPU"), std::string::npos) << out;
+    // The fallback reason: a machine without the NVIDIA driver says so, not the CUDA runtime's
+    // "driver version is insufficient".
+    if (::access("/proc/driver/nvidia/version", F_OK) != 0 && ::access("/dev/nvidia0", F_OK) != 0)
+      EXPECT_EQ(note.find("insufficient"), std::string::npos) << note;
+    // train refuses before reading its data (here a file that does not exist).
+    EXPECT_EQ(run(crfx() + " train /nonexistent.txt -t " + q(kTemplate) + " -m " + q(temp_path("d.model")) +
+                      " --device cuda",
+                  &out),
+              1)
+        << out;
+    EXPECT_NE(out.find("--device cuda: "), std::string::npos) << out;
   }
 }
 
