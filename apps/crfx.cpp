@@ -225,6 +225,7 @@ void add_train_options(cxxopts::Options& o) {
        "several files are read one after the other, as one",
        cxxopts::value<std::vector<std::string>>())
       ("m,model", "model file to write", cxxopts::value<std::string>())
+      ("force", "replace a read-only model or log file")
       ("t,template", "CRF++ feature template (CoNLL data)", cxxopts::value<std::string>())
       ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
       ("a,algo", "training algorithm ('list' shows them with their settings)",
@@ -522,6 +523,7 @@ int cmd_train(int argc, char** argv) {
   const std::string& data_path = data_paths.front();  // messages about the data as a whole
   const std::string model_path = required(r, "model", "-m/--model: where to write the model");
   if (model_path == "-") throw UsageError("-m/--model: a model is a binary file, not for standard output; name a file");
+  set_replace_read_only(r.count("force") > 0);
   check_output_path(model_path);  // before minutes of training, not after
   // No output may be one of the run's inputs (-m naming the data or the template, …).
   std::vector<std::string> inputs = data_paths;
@@ -644,6 +646,7 @@ int cmd_tag(int argc, char** argv) {
       ("m,model", "model file", cxxopts::value<std::string>())
       ("o,output", "write here instead of standard output (atomically; '-': standard output)",
        cxxopts::value<std::string>())
+      ("force", "replace a read-only output file")
       ("marginals", "append every label's marginal probability (LABEL:p) to each token")
       ("p,probability", "print each sentence's probability p(labels | x) on a line before it: "
        "'# p' (as CRF++ -v1) for CoNLL data, '@probability<TAB>p' (as CRFsuite -p) for CRFsuite data")
@@ -661,6 +664,7 @@ int cmd_tag(int argc, char** argv) {
   const std::string data_path = required(r, "data", "data to tag (crfx tag DATA -m MODEL)");
   const std::string model_path = required(r, "model", "-m/--model");
   const bool quiet = r.count("quiet") > 0;
+  set_replace_read_only(r.count("force") > 0);
   if (r.count("output") && get<std::string>(r, "output") != "-") {  // before the model is loaded
     check_output_path(get<std::string>(r, "output"));
     check_not_an_input(get<std::string>(r, "output"), {data_path, model_path});

@@ -517,9 +517,17 @@ TEST(AtomicWrite, ReadOnlyFilesLongNamesAndInputsAreRefused) {
   write_text(ro, "keep\n");
   ASSERT_EQ(::chmod(ro.c_str(), 0444), 0);
   EXPECT_EQ(error_text([&] { write_file_atomic(ro, "x"); }),
-            "cannot write " + ro + ": it is read-only (mode 0444); make it writable or choose another name");
+            "cannot write " + ro + ": it is read-only (mode 0444); --force replaces it, or make it writable or "
+            "choose another name");
   EXPECT_NE(error_text([&] { check_output_path(ro); }).find("it is read-only"), std::string::npos);
   EXPECT_EQ(read_text(ro), "keep\n");
+  set_replace_read_only(true);  // --force: replaced, its mode kept
+  write_file_atomic(ro, "forced\n");
+  set_replace_read_only(false);
+  EXPECT_EQ(read_text(ro), "forced\n");
+  struct stat st;
+  ASSERT_EQ(::stat(ro.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
 
   const std::string long_name = dir + "/" + std::string(240, 'a');
   EXPECT_NE(error_text([&] { check_output_path(long_name); })

@@ -103,6 +103,8 @@ void unregister_tmp(int slot) noexcept {
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
+std::atomic<bool> g_replace_read_only{false};
+
 /// Characters a temporary name adds to the output's file name: ".tmp." pid "." 8 hex digits.
 constexpr std::size_t kTmpSuffix = 5 + 10 + 1 + 8;
 
@@ -139,14 +141,15 @@ OutputTarget resolve_output(const std::string& path) {
     }
     // Read-only by its mode (no write bit), or not writable by us: root may write anything,
     // but a file marked read-only is protected on purpose.
-    if (S_ISREG(st.st_mode) && ((st.st_mode & 0222) == 0 || ::access(t.path.c_str(), W_OK) != 0))
+    if (S_ISREG(st.st_mode) && !g_replace_read_only.load() &&
+        ((st.st_mode & 0222) == 0 || ::access(t.path.c_str(), W_OK) != 0))
       throw Error("cannot write " + path + ": it is read-only (mode " +
                   [&] {
                     char m[8];
                     std::snprintf(m, sizeof m, "%04o", unsigned(st.st_mode & 07777));
                     return std::string(m);
                   }() +
-                  "); make it writable or choose another name");
+                  "); --force replaces it, or make it writable or choose another name");
     if (!S_ISREG(st.st_mode)) throw Error("cannot write " + path + ": it is not a regular file");
   }
   const std::size_t slash = t.path.find_last_of('/');
@@ -254,6 +257,8 @@ void AtomicFile::commit() {
     ::close(dfd);
   }
 }
+
+void set_replace_read_only(bool allow) { g_replace_read_only.store(allow); }
 
 void remove_temporaries_on_signals() {
   static std::once_flag once;

@@ -36,6 +36,9 @@ class AtomicFile {
   int slot_ = -1;  // in the signal handler's list of temporary files, or -1
 };
 
+/// Whether a read-only regular file may be replaced (crfx --force); refused by default.
+void set_replace_read_only(bool allow);
+
 /// For programs (the crfx tool calls it first thing): SIGINT, SIGTERM and SIGHUP, where their
 /// action is the default, first remove the open AtomicFile temporaries, then end the process as
 /// the signal would have. A library never installs it on its own. Idempotent.
