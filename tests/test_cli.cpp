@@ -167,6 +167,19 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
     write_text(word_last, text);
     write_text(word_template, "U00:%x[0,0]\nU01:%x[0,1]\n");
   }
+  // One sentence of 70,000 tokens: 4,000 copies of its labels are beyond the 1 GiB of one batch.
+  const std::string long_sentence = temp_path("long-sentence.txt");
+  {
+    std::string one, text;
+    std::istringstream in(read_text(kTest));
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty()) one += line + "\n";
+    while (text.size() < 70000 * 16) text += one;
+    std::size_t lines = 0, cut = 0;
+    while (lines < 70000) cut = text.find('\n', cut) + 1, ++lines;
+    write_text(long_sentence, text.substr(0, cut));
+  }
   const std::string labels_only = temp_path("labels-only.txt");
   write_text(labels_only, "B-NP\nI-NP\n\nO\n");
   const std::string crfsuite_model = temp_path("misuse-cs.model");
@@ -206,6 +219,9 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
        "--format conll with a --template"},
       {train + " -t " + q(kTemplate) + " -m " + q(model) + " --log " + q(dir), 1, "it is a directory"},
       {crfx() + " eval " + q(kTest), 1, kTest + ": the last two columns share no label in 2279 tokens"},
+      {crfx() + " tag " + q(long_sentence) + " -m " + q(model) + " -n 4000 -q", 1,
+       "n-best output: 4000 label sequences of 70000 tokens (one batch of whole sentences) need 1 GiB at once "
+       "(limit 1 GiB); ask for fewer paths"},
       {crfx() + " train " + q(data_path("conll2000.train60.crfsuite.txt")) + " -t " + q(kTemplate) + " -m " + q(model),
        1, "(this looks like CRFsuite attribute lines, LABEL<TAB>attr…: read them with --format crfsuite"},
       {crfx() + " tag " + q(data_path("conll2000.test30.crfsuite.txt")) + " -m " + q(model), 1,

@@ -36,12 +36,22 @@ Tagger::Tagger(Model model, BackendPtr backend, const TagOptions& options)
   }
 }
 
+/// The most bytes of n-best label sequences one batch may hold.
+constexpr std::size_t kMaxPathsBytes = std::size_t(1) << 30;
+
 void Tagger::tag(const TextData& batch, Tagged& out) {
   const std::size_t n = options_.nbest, L = features_.dims().L;
   BackendCorpusPtr up = backend_->upload(compile(features_, batch));
   const SentenceSpan all = all_sentences(*up);
   const std::size_t S = up->num_sentences(), N = up->num_tokens();
   out.nbest = n;
+  // n copies of the batch's labels: a sentence so long that they would not fit in kMaxPathsBytes
+  // is refused before anything of that size is allocated.
+  if (double(N) * double(n) * sizeof(std::uint32_t) > double(kMaxPathsBytes))
+    throw Error("n-best output: " + std::to_string(n) + " label sequences of " + std::to_string(N) +
+                " tokens (one batch of whole sentences) need " +
+                std::to_string(int(double(N) * double(n) * 4.0 / double(1 << 30) + 0.5)) +
+                " GiB at once (limit 1 GiB); ask for fewer paths");
   out.paths.resize(N * n);
   scores_.resize(probabilities_ ? S * n : 0);  // probabilities_ holds whenever n ≥ 2
   if (n > 1)
