@@ -15,6 +15,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -43,7 +44,11 @@ inline constexpr double kVecRel = 1e-12;
 inline std::string no_gpu_reason() {
 #ifdef CRFX_HAVE_CUDA
   std::string why;
-  if (cuda::device_count(&why) == 0) return "no usable CUDA device: " + why;
+  if (cuda::device_count(&why) == 0) {
+    if (::access("/proc/driver/nvidia/version", F_OK) != 0 && ::access("/dev/nvidia0", F_OK) != 0)
+      return "no NVIDIA driver on this machine (the CUDA runtime says: " + why + ")";
+    return "no usable CUDA device: " + why;
+  }
   if (!cuda::self_test(0, &why)) return "CUDA device 0 cannot run this build's kernels: " + why;
   return "";
 #else
