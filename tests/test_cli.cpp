@@ -280,6 +280,9 @@ TEST(Cli, DashIsStandardOutput) {
       << out;
   ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -q", &file_out), 0) << file_out;
   EXPECT_EQ(out, file_out);
+  // /dev/stdout (a link to /proc/self/fd/1, here a pipe) is written in place, not replaced.
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -q -o /dev/stdout", &out), 0) << out;
+  EXPECT_EQ(out, file_out);
   const std::string m = temp_path("dash.model");
   ASSERT_EQ(run("cd " + q(dir) + " && " + crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(m) +
                     " --max-iterations 2 -q --log - 2>/dev/null",

@@ -119,6 +119,12 @@ OutputTarget resolve_output(const std::string& path) {
   if (path.empty()) throw Error("cannot write to an empty path");
   OutputTarget t{path, false};
   struct stat st;
+  // What the path leads to, through any links: a device, FIFO or socket (/dev/stdout →
+  // /proc/self/fd/1 → a pipe) is opened through the path itself and written in place.
+  if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    t.direct = true;
+    return t;
+  }
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     // The link's target is replaced, not the link: resolve it (a dangling link's target is
     // created). Relative targets are relative to the link's directory.

@@ -47,7 +47,7 @@ void Tagger::tag(const TextData& batch, Tagged& out) {
   out.nbest = n;
   // n copies of the batch's labels: a sentence so long that they would not fit in kMaxPathsBytes
   // is refused before anything of that size is allocated.
-  if (double(N) * double(n) * sizeof(std::uint32_t) > double(kMaxPathsBytes))
+  if (n > 1 && double(N) * double(n) * sizeof(std::uint32_t) > double(kMaxPathsBytes))
     throw Error("n-best output: " + std::to_string(n) + " label sequences of " + std::to_string(N) +
                 " tokens (one batch of whole sentences) need " +
                 std::to_string(int(double(N) * double(n) * 4.0 / double(1 << 30) + 0.5)) +
