@@ -55,12 +55,17 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
+/// The text between cxxopts' quotes ‘…’ in one of its messages ("" when there is none).
+std::string quoted(const std::string& msg) {
+  const std::size_t open = msg.find("\xe2\x80\x98"), close = msg.find("\xe2\x80\x99");
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  return msg.substr(open + 3, close - open - 3);
+}
+
 /// What crfx calls an option that CRF++ (crf_learn, crf_test) or CRFsuite users type, from
 /// cxxopts' "Option ‘c’ does not exist"; "" for any other option.
 std::string foreign_option_hint(const std::string& program, const std::string& msg) {
-  const std::size_t open = msg.find("\xe2\x80\x98"), close = msg.find("\xe2\x80\x99");
-  if (open == std::string::npos || close == std::string::npos || close < open) return "";
-  const std::string name = msg.substr(open + 3, close - open - 3);
+  const std::string name = quoted(msg);
   const bool train = program == "crfx train";
   if (name == "c" && train) return "; CRF++'s -c C is --c2 here, with c2 = 1/(2·C) (-c 4 → --c2 0.125)";
   if (name == "p" && train) return "; CRF++'s -p N (threads) is --threads N here";
@@ -75,11 +80,9 @@ bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResul
     result = options.parse(argc, argv);
   } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
     // cxxopts names the bad value ("Argument ‘x’ failed to parse") but not its option: find it.
-    const std::string msg = e.what();
-    const std::size_t open = msg.find("\xe2\x80\x98"), close = msg.find("\xe2\x80\x99");
+    const std::string msg = e.what(), value = quoted(msg);
     std::string option;
-    if (open != std::string::npos && close != std::string::npos && close > open) {
-      const std::string value = msg.substr(open + 3, close - open - 3);
+    if (!value.empty()) {
       for (int i = 1; i < argc && option.empty(); ++i) {
         const std::string a = argv[i];
         if (a == value && i > 1 && argv[i - 1][0] == '-') option = argv[i - 1];
@@ -243,7 +246,7 @@ void add_train_options(cxxopts::Options& o) {
       o.add_options()(spec.name, takers(spec.name) + choices + spec.help, value);
     }
   o.add_options()
-      ("dev", "development data: report its chunk F1 after every iteration", cxxopts::value<std::string>())
+      ("dev", "development data: report its chunk F1 (chunk tags) or token accuracy after every iteration", cxxopts::value<std::string>())
       ("log", "write per-iteration progress as CSV to this file ('-': standard output)",
        cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")
@@ -394,8 +397,6 @@ FeatureSet feature_set(const cxxopts::ParseResult& r) {
   return set;
 }
 
-/// The trainer settings of crfx train's command line, each given one parsed by its table; a
-/// setting the chosen trainer does not take is noted on stderr (ignored, as it always was).
 /// For a stopping setting the trainer does not read (--epochs, --max-epochs, --max-iterations),
 /// the one it does: "; sag stops by --max-epochs". "" otherwise.
 std::string stopping_setting(const TrainerInfo& trainer, const std::string& name) {
@@ -665,9 +666,10 @@ int cmd_tag(int argc, char** argv) {
   const std::string model_path = required(r, "model", "-m/--model");
   const bool quiet = r.count("quiet") > 0;
   set_replace_read_only(r.count("force") > 0);
-  if (r.count("output") && get<std::string>(r, "output") != "-") {  // before the model is loaded
-    check_output_path(get<std::string>(r, "output"));
-    check_not_an_input(get<std::string>(r, "output"), {data_path, model_path});
+  const std::string output = r.count("output") ? get<std::string>(r, "output") : "-";  // "-": standard output
+  if (output != "-") {  // before the model is loaded
+    check_output_path(output);
+    check_not_an_input(output, {data_path, model_path});
   }
 
   TagOptions options;
@@ -688,8 +690,7 @@ int cmd_tag(int argc, char** argv) {
   // with -o the output goes to a temporary file renamed at the end, so a failure half-way leaves
   // an existing output untouched. (On standard output, what was tagged before an error is out.)
   std::unique_ptr<AtomicFile> file;
-  if (r.count("output") && get<std::string>(r, "output") != "-")  // -o -: standard output
-    file = std::make_unique<AtomicFile>(get<std::string>(r, "output"));
+  if (output != "-") file = std::make_unique<AtomicFile>(output);
   // n copies of every sentence: batches of about batch_tokens / n tokens keep memory as bounded.
   const std::size_t read_tokens = std::max<std::size_t>(1, batch_tokens / options.nbest);
   TextReader reader(tagger.features(), data_path);
@@ -818,13 +819,10 @@ int cmd_bench(int argc, char** argv) {
     BackendOptions bo;
     bo.device = parse_device(get<std::string>(r, "device"));
     bo.threads = threads;
-    std::string note;
-    BackendPtr b = make_backend(dims, bo, &note);
-    const std::size_t why = note.find(" (auto: ");
-    if (why != std::string::npos) {  // the reason the GPU is not used: once, not on every row
-      if (said.empty()) std::printf("device %s\n", (said = note.substr(why + 2, note.size() - why - 3)).c_str());
-      note.erase(why);
-    }
+    std::string note, fallback;
+    BackendPtr b = make_backend(dims, bo, &note, &fallback);
+    if (!fallback.empty() && said.empty())  // why the GPU is not used: once, not on every row
+      std::printf("device auto: %s; using the CPU\n", (said = fallback).c_str());
     BackendCorpusPtr up = b->upload(corpus);
     // Small non-zero weights, so that the chain does real work (a fixed pattern, same each run).
     std::vector<double> host(dims.num_weights());

@@ -31,10 +31,15 @@ for t in 1 $threads; do
   echo "== 1. crfx, observed pairs, L-BFGS c2 = 1, $t thread(s)"
   "$crfx" train "$data/train.crfsuite.txt.gz" --format crfsuite --c2 1 --threads "$t" --device cpu \
     -m "$out/crfx.t$t.model" --log "$out/crfx.t$t.csv" 2> "$out/crfx.t$t.err"
-  grep -E '^data:|^done:' "$out/crfx.t$t.err"
+  grep -E '^data:|^memory:|^done:' "$out/crfx.t$t.err"
   "$crfx" tag "$data/test.crfsuite.txt.gz" -m "$out/crfx.t$t.model" -o "$out/crfx.t$t.tagged" -q
   echo "seconds per iteration (median): $(per_iteration "$out/crfx.t$t.csv"); final loss $(tail -1 "$out/crfx.t$t.csv" | cut -d, -f3); test F1 $(f1 "$out/crfx.t$t.tagged")"
 done
+
+if [ "$threads" != 1 ]; then
+  cmp -s "$out/crfx.t1.model" "$out/crfx.t$threads.model" && echo "1- and $threads-thread models: identical" ||
+    echo "1- and $threads-thread models: DIFFER"
+fi
 
 [ -n "${CRFSUITE:-}" ] || { echo "== 2. skipped: set CRFSUITE to a crfsuite binary to compare side by side"; exit 0; }
 echo "== 2. CRFsuite ($CRFSUITE), the same file, its defaults and c2 = 1"

@@ -25,8 +25,9 @@ std::string with_cpu_hint(const std::string& why) {
   return why.find("--device cpu") == std::string::npos ? why + "; --device cpu runs on the CPU" : why;
 }
 
-/// Why no GPU backend can be made here, or "" when one can.
-std::string cuda_unavailable() {
+}  // namespace
+
+std::string gpu_unavailable() {
 #ifdef CRFX_HAVE_CUDA
   std::string why;
   const int n = cuda::device_count(&why);
@@ -43,18 +44,17 @@ std::string cuda_unavailable() {
 #endif
 }
 
-}  // namespace
-
 void check_device(const BackendOptions& options) {
   if (options.device != DeviceKind::cuda) return;
-  const std::string why = cuda_unavailable();
+  const std::string why = gpu_unavailable();
   if (!why.empty()) throw Error("--device cuda: " + with_cpu_hint(why));
 }
 
-BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note) {
+BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note,
+                        std::string* fallback_out) {
   std::string fallback;
   if (options.device != DeviceKind::cpu) {
-    fallback = cuda_unavailable();
+    fallback = gpu_unavailable();
     if (options.device == DeviceKind::cuda && !fallback.empty())
       throw Error("--device cuda: " + with_cpu_hint(fallback));
 #ifdef CRFX_HAVE_CUDA
@@ -76,9 +76,10 @@ BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::st
 #endif
   }
   auto backend = std::make_unique<CpuBackend>(dims, options.threads, options.log_space_only);
+  if (fallback_out) *fallback_out = fallback;
   if (note) {
     *note = "device: " + backend->name();
-    if (!fallback.empty()) *note += " (auto: " + fallback + "; using the CPU)";
+    if (!fallback.empty() && !fallback_out) *note += " (auto: " + fallback + "; using the CPU)";
   }
   return backend;
 }

@@ -38,22 +38,13 @@ std::string first_non_chunk_label(const std::set<std::string>& labels, const std
 }
 
 bool chunk_tag_set(const std::set<std::string>& labels, const std::string& outside) {
-  for (const std::string& l : labels)
-    if (!chunk_tag(l, outside)) return false;
-  return true;
+  return first_non_chunk_label(labels, outside).empty();  // labels are never empty strings
 }
 
 EvalMode resolve_mode(const EvalOptions& options, const std::set<std::string>& labels) {
   if (options.mode != EvalMode::automatic) return options.mode;
   if (options.raw) return EvalMode::chunk;  // conlleval -r asks for its report
   return chunk_tag_set(labels, options.outside) ? EvalMode::chunk : EvalMode::item;
-}
-
-double LabelCounts::precision() const { return percent(correct, guessed); }
-double LabelCounts::recall() const { return percent(correct, gold); }
-double LabelCounts::f1() const {
-  const double p = precision(), r = recall();
-  return p + r > 0 ? 2 * p * r / (p + r) : 0.0;
 }
 
 void ItemEvaluator::add(const std::vector<std::string>& gold, const std::vector<std::string>& guess) {
@@ -81,21 +72,14 @@ void ItemEvaluator::add(const std::vector<std::string>& gold, const std::vector<
 double ItemEvaluator::accuracy() const { return percent(correct_tokens_, tokens_); }
 double ItemEvaluator::sentence_accuracy() const { return percent(correct_sentences_, sentences_); }
 
-double ItemEvaluator::macro_precision() const {
+double ItemEvaluator::macro(double (LabelCounts::*figure)() const) const {
   double s = 0;
-  for (const auto& [label, c] : by_label_) s += c.precision();
+  for (const auto& [label, c] : by_label_) s += (c.*figure)();
   return by_label_.empty() ? 0.0 : s / double(by_label_.size());
 }
-double ItemEvaluator::macro_recall() const {
-  double s = 0;
-  for (const auto& [label, c] : by_label_) s += c.recall();
-  return by_label_.empty() ? 0.0 : s / double(by_label_.size());
-}
-double ItemEvaluator::macro_f1() const {
-  double s = 0;
-  for (const auto& [label, c] : by_label_) s += c.f1();
-  return by_label_.empty() ? 0.0 : s / double(by_label_.size());
-}
+double ItemEvaluator::macro_precision() const { return macro(&LabelCounts::precision); }
+double ItemEvaluator::macro_recall() const { return macro(&LabelCounts::recall); }
+double ItemEvaluator::macro_f1() const { return macro(&LabelCounts::f1); }
 
 std::string ItemEvaluator::report() const {
   std::string out = format("processed %zu tokens in %zu sentences; %zu labels.\n", tokens_, sentences_,

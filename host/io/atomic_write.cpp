@@ -1,4 +1,4 @@
-// AtomicFile / write_file_atomic: "<path>.tmp.<pid>.<n><random>" (same directory, so rename(2)
+// AtomicFile / write_file_atomic: "<path>.tmp.<pid>.<8 random hex digits>" (same directory, so rename(2)
 // stays on one file system) → write(s) → fsync → close → rename over `path`. Readers see the old file or
 // the new one, never a half-written one; on any failure the temporary file is removed and the
 // old `path` is left as it was.
@@ -125,26 +125,18 @@ OutputTarget resolve_output(const std::string& path) {
     t.direct = true;
     return t;
   }
-  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    // The link's target is replaced, not the link: resolve it (a dangling link's target is
-    // created). Relative targets are relative to the link's directory.
-    std::string target = path;
-    for (int hops = 0; hops < 40; ++hops) {
-      if (::lstat(target.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) break;
-      std::string link(PATH_MAX, '\0');
-      const ssize_t n = ::readlink(target.c_str(), link.data(), link.size());
-      if (n < 0) fail(path, "readlink", errno);
-      link.resize(std::size_t(n));
-      target = link[0] == '/' ? link : parent_dir(target) + "/" + link;
-    }
-    t.path = target;
+  // A link's target is replaced, not the link: follow the chain (a dangling link's target is
+  // created). Relative targets are relative to the link's directory.
+  for (int hops = 0; hops < 40; ++hops) {
+    if (::lstat(t.path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) break;
+    std::string link(PATH_MAX, '\0');
+    const ssize_t n = ::readlink(t.path.c_str(), link.data(), link.size());
+    if (n < 0) fail(path, "readlink", errno);
+    link.resize(std::size_t(n));
+    t.path = link[0] == '/' ? link : parent_dir(t.path) + "/" + link;
   }
   if (::stat(t.path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) throw Error("cannot write " + path + ": it is a directory");
-    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
-      t.direct = true;
-      return t;
-    }
     // Read-only by its mode (no write bit), or not writable by us: root may write anything,
     // but a file marked read-only is protected on purpose.
     if (S_ISREG(st.st_mode) && !g_replace_read_only.load() &&

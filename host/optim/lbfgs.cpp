@@ -123,10 +123,7 @@ class LbfgsTrainer final : public Trainer {
     double f = obj.value_and_gradient(w, *g);
     if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
     double gnorm = std::sqrt(b.norm2sq(*g));
-    if (gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) {
-      stop_reason_ = stop_at_gradient("‖g‖ / max(1, ‖w‖)", gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))), opt.epsilon);
-      return f;
-    }
+    if (gradient_small(kGradientRatio, gnorm, std::sqrt(b.norm2sq(w)), opt.epsilon, stop_reason_)) return f;
     stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
     b.scaled_copy(-1.0, *g, *d);
     double step = 1.0 / gnorm;
@@ -155,18 +152,8 @@ class LbfgsTrainer final : public Trainer {
       gnorm = std::sqrt(b.norm2sq(*g));
       const double xnorm = std::sqrt(b.norm2sq(w));
       const Progress pr = progress_at(k, obj, w, f, gnorm, p.a, clock);
-      if (progress && !progress(pr, w)) {
-        stop_reason_ = stop_by_caller();
+      if (stop_after_iteration(progress, pr, w, kGradientRatio, gnorm, xnorm, opt.epsilon, improvement, stop_reason_))
         break;
-      }
-      if (gnorm / std::max(1.0, xnorm) <= opt.epsilon) {
-        stop_reason_ = stop_at_gradient("‖g‖ / max(1, ‖w‖)", gnorm / std::max(1.0, xnorm), opt.epsilon);
-        break;
-      }
-      if (improvement.converged(f)) {
-        stop_reason_ = improvement.reason();
-        break;
-      }
       history.push(w, *x0, *g, *g0);
       history.direction(*g, *d);
       step = 1.0;

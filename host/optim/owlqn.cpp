@@ -31,10 +31,7 @@ class OwlqnTrainer final : public Trainer {
     if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
     map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
     double pgnorm = std::sqrt(b.norm2sq(*pg));
-    if (pgnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon) {
-      stop_reason_ = stop_at_gradient("‖pseudo-gradient‖ / max(1, ‖w‖)", pgnorm / std::max(1.0, std::sqrt(b.norm2sq(w))), opt.epsilon);
-      return f;
-    }
+    if (gradient_small(kPseudoGradientRatio, pgnorm, std::sqrt(b.norm2sq(w)), opt.epsilon, stop_reason_)) return f;
     stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
     b.scaled_copy(-1.0, *pg, *d);
     double step = 1.0 / pgnorm;
@@ -68,18 +65,9 @@ class OwlqnTrainer final : public Trainer {
       pgnorm = std::sqrt(b.norm2sq(*pg));
       const double xnorm = std::sqrt(b.norm2sq(w));
       const Progress pr = progress_at(k, obj, w, f, pgnorm, a, clock);
-      if (progress && !progress(pr, w)) {
-        stop_reason_ = stop_by_caller();
+      if (stop_after_iteration(progress, pr, w, kPseudoGradientRatio, pgnorm, xnorm, opt.epsilon, improvement,
+                               stop_reason_))
         break;
-      }
-      if (pgnorm / std::max(1.0, xnorm) <= opt.epsilon) {
-        stop_reason_ = stop_at_gradient("‖pseudo-gradient‖ / max(1, ‖w‖)", pgnorm / std::max(1.0, xnorm), opt.epsilon);
-        break;
-      }
-      if (improvement.converged(f)) {
-        stop_reason_ = improvement.reason();
-        break;
-      }
       if (f0 - f <= kNoProgress * std::fabs(f0)) {  // at the limit of double precision
         stop_reason_ = "the objective no longer decreases in double precision";
         break;

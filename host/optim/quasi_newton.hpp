@@ -1,8 +1,10 @@
 // crfx — pieces shared by the quasi-Newton trainers (L-BFGS, OWL-QN).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "crfx/backend.hpp"
@@ -64,6 +66,34 @@ inline Progress progress_at(int k, Objective& obj, const Vector& w, double f, do
   pr.seconds = clock.seconds();
   pr.step = step;
   return pr;
+}
+
+/// The ratios the gradient test measures, as stop reasons name them.
+inline constexpr const char* kGradientRatio = "‖g‖ / max(1, ‖w‖)";
+inline constexpr const char* kPseudoGradientRatio = "‖pseudo-gradient‖ / max(1, ‖w‖)";
+
+/// The gradient test of the full-batch trainers: gnorm / max(1, xnorm) ≤ epsilon. True when it
+/// holds, with `reason` in Trainer::stop_reason's words (`what` names the ratio).
+inline bool gradient_small(const char* what, double gnorm, double xnorm, double epsilon, std::string& reason) {
+  const double ratio = gnorm / std::max(1.0, xnorm);
+  if (!(ratio <= epsilon)) return false;
+  reason = stop_at_gradient(what, ratio, epsilon);
+  return true;
+}
+
+/// The tests after an iteration, in CRFsuite's order: the caller (progress returns false), the
+/// gradient test, the improvement test on pr.objective. True when one fires, with `reason` set.
+inline bool stop_after_iteration(const ProgressFn& progress, const Progress& pr, const Vector& w, const char* what,
+                                 double gnorm, double xnorm, double epsilon, ImprovementTest& improvement,
+                                 std::string& reason) {
+  if (progress && !progress(pr, w)) {
+    reason = stop_by_caller();
+    return true;
+  }
+  if (gradient_small(what, gnorm, xnorm, epsilon, reason)) return true;
+  if (!improvement.converged(pr.objective)) return false;
+  reason = improvement.reason();
+  return true;
 }
 
 }  // namespace crfx

@@ -39,32 +39,19 @@ class RpropTrainer final : public Trainer {
       if (c1 > 0) map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});
       return std::sqrt(b.norm2sq(dir));
     };
-    auto stationary = [&](double gnorm) { return gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))) <= opt.epsilon; };
 
     double f = obj.full(obj.value_and_gradient(w, *g), w);
     if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
-    if (stationary(direction_norm())) {
-      stop_reason_ = stop_at_gradient("‖g‖ / max(1, ‖w‖)", direction_norm() / std::max(1.0, std::sqrt(b.norm2sq(w))), opt.epsilon);
-      return f;
-    }
+    if (gradient_small(kGradientRatio, direction_norm(), std::sqrt(b.norm2sq(w)), opt.epsilon, stop_reason_)) return f;
     stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
     for (int k = 1; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k) {
       map(b, rule, {w, dir, *last, *step});
       f = obj.full(obj.value_and_gradient(w, *g), w);
       if (!std::isfinite(f)) throw Error("rprop: the objective is not finite (step sizes too large?)");
       const double gnorm = direction_norm();
-      if (progress && !progress(progress_at(k, obj, w, f, gnorm, 0.0, clock), w)) {
-        stop_reason_ = stop_by_caller();
+      if (stop_after_iteration(progress, progress_at(k, obj, w, f, gnorm, 0.0, clock), w, kGradientRatio, gnorm,
+                               std::sqrt(b.norm2sq(w)), opt.epsilon, improvement, stop_reason_))
         break;
-      }
-      if (stationary(gnorm)) {
-        stop_reason_ = stop_at_gradient("‖g‖ / max(1, ‖w‖)", gnorm / std::max(1.0, std::sqrt(b.norm2sq(w))), opt.epsilon);
-        break;
-      }
-      if (improvement.converged(f)) {
-        stop_reason_ = improvement.reason();
-        break;
-      }
     }
     return f;
   }

@@ -383,7 +383,12 @@ struct BackendOptions {
 DeviceKind parse_device(const std::string& s);
 /// Creates the backend asked for. `cuda` without a usable GPU throws Error saying why; `auto`
 /// falls back to the CPU and, via `note`, says so. `note` also receives the chosen device name.
-BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note);
+/// With `fallback` given, the reason for an `auto` fallback goes there instead of into `note`.
+BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note,
+                        std::string* fallback = nullptr);
+/// Why no GPU backend can be made here ("" when one can): no device or driver, a device that
+/// fails the launch self-test, or a build without CUDA.
+std::string gpu_unavailable();
 /// Throws make_backend's error for --device cuda where no GPU backend can be made, before any
 /// data is read (the model's sizes are not needed to know that); nothing for auto and cpu.
 void check_device(const BackendOptions& options);

@@ -12,11 +12,12 @@
 
 namespace crfx {
 
-/// Counts as conlleval keeps them.
+/// Counts as conlleval keeps them, of chunks (ChunkEvaluator) or of one label's tokens
+/// (ItemEvaluator, as LabelCounts).
 struct ChunkCounts {
-  std::size_t correct = 0;  // chunks in both gold and guess (same span and type)
-  std::size_t gold = 0;     // chunks in the gold labels ("phrases")
-  std::size_t guessed = 0;  // chunks in the guessed labels ("found")
+  std::size_t correct = 0;  // in both gold and guess (chunks: same span and type)
+  std::size_t gold = 0;     // in the gold labels (conlleval's "phrases"; a label's support)
+  std::size_t guessed = 0;  // in the guessed labels ("found")
   double precision() const;  // percent, 0 when nothing guessed
   double recall() const;     // percent
   double f1() const;         // percent (FB1)
@@ -69,12 +70,7 @@ class ChunkEvaluator {
 };
 
 /// Per-label counts: the label's tokens in gold (support), in the guess, and in both.
-struct LabelCounts {
-  std::size_t gold = 0, guessed = 0, correct = 0;
-  double precision() const;  // percent, 0 when never guessed
-  double recall() const;     // percent, 0 when never in gold
-  double f1() const;         // percent
-};
+using LabelCounts = ChunkCounts;
 
 /// Item (token) evaluation for any tag set: accuracy over tokens and whole sentences, per-label
 /// precision / recall / F1 with their macro average (the mean over every label in gold or
@@ -107,6 +103,7 @@ class ItemEvaluator {
  private:
   std::size_t tokens_ = 0, correct_tokens_ = 0, sentences_ = 0, correct_sentences_ = 0;
   std::map<std::string, LabelCounts> by_label_;
+  double macro(double (LabelCounts::*figure)() const) const;  // the mean over by_label_
   std::map<std::pair<std::string, std::string>, std::size_t> confusions_;
 };
 

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -41,20 +40,8 @@ inline constexpr double kGradTol = 1e-9;
 inline constexpr double kMargTol = 1e-9;
 inline constexpr double kVecRel = 1e-12;
 
-inline std::string no_gpu_reason() {
-#ifdef CRFX_HAVE_CUDA
-  std::string why;
-  if (cuda::device_count(&why) == 0) {
-    if (::access("/proc/driver/nvidia/version", F_OK) != 0 && ::access("/dev/nvidia0", F_OK) != 0)
-      return "no NVIDIA driver on this machine (the CUDA runtime says: " + why + ")";
-    return "no usable CUDA device: " + why;
-  }
-  if (!cuda::self_test(0, &why)) return "CUDA device 0 cannot run this build's kernels: " + why;
-  return "";
-#else
-  return "built without CUDA";
-#endif
-}
+/// The library's own answer (gpu_unavailable, as --device auto and cuda use it).
+inline std::string no_gpu_reason() { return gpu_unavailable(); }
 
 // On the emulated device (label gpu-emu) nothing may skip: a missing device is a failure there.
 #ifdef CRFX_EMULATED_CUDA
