@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Tagging throughput: `crfx tag` end to end (model load, read, template expansion, Viterbi,
-# output) on CoNLL-2000's test set repeated REPEAT times, with the model of the Foundation
-# benchmark (L-BFGS, c2 = 1, chunking.template; trained here unless MODEL names one).
-# Usage: benchmarks/tag.sh                       (CPU, all cores)
-#        DEVICE=cuda THREADS=16 REPEAT=50 MODEL=chunk.model benchmarks/tag.sh
+# Tagging throughput: the whole `crfx tag` process (model load, reading, template expansion,
+# Viterbi, writing the output atomically) with the model of the Foundation benchmark (L-BFGS,
+# c2 = 1, chunking.template, every pair; trained here unless MODEL names one), on
+#   one file   CoNLL-2000's test set repeated REPEAT times (473,770 tokens at REPEAT=10), at each
+#              thread count of THREAD_LIST;
+#   documents  the same sentences as 10,060 documents of two sentences (benchmarks/make-docs.sh),
+#              in one run: into one output (-o) and one output per document (-O DIR), at each
+#              thread count;
+# each the median of RUNS runs (wall clock), with the output checked against the one-file run.
+# Usage: benchmarks/tag.sh                       (CPU; THREAD_LIST="1 2", RUNS=5)
+#        DEVICE=cuda THREAD_LIST=16 REPEAT=50 MODEL=chunk.model benchmarks/tag.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -11,8 +17,9 @@ crfx=$build/crfx
 data=${DATA:-../shared/data/conll2000}
 out=${OUT_DIR:-$build/bench-tag}
 device=${DEVICE:-cpu}
-threads=${THREADS:-0}
+threads_list=${THREAD_LIST:-1 2}
 repeat=${REPEAT:-10}
+runs=${RUNS:-5}
 [ -x "$crfx" ] || scripts/build.sh
 mkdir -p "$out"
 
@@ -29,16 +36,48 @@ input=$out/test-x$repeat.txt
 : > "$input"
 for _ in $(seq "$repeat"); do cat "$data/test.txt" >> "$input"; done
 tokens=$(grep -c . "$input")
-echo "== input: $repeat × test.txt = $tokens tokens; device $device, threads $threads (0 = all cores)"
+docs=$out/docs-x$repeat
+[ -d "$docs" ] || benchmarks/make-docs.sh "$input" "$docs" > /dev/null
+ndocs=$(find "$docs" -type f | wc -l)
+echo "== input: $repeat × test.txt = $tokens tokens; as $ndocs documents; device $device; median of $runs runs"
 
-best=""
-for run in 1 2 3; do
-  start=$(date +%s.%N)
-  "$crfx" tag "$input" -m "$model" -o "$out/tagged.txt" --device "$device" --threads "$threads" -q
-  end=$(date +%s.%N)
-  secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", b - a }')
-  awk -v r="$run" -v s="$secs" -v n="$tokens" 'BEGIN { printf "run %d: %.3f s, %.3f M tokens/s\n", r, s, n / s / 1e6 }'
-  if [ -z "$best" ] || awk -v s="$secs" -v b="$best" 'BEGIN { exit !(s < b) }'; then best=$secs; fi
+# median_seconds CMD...: runs CMD $runs times, prints the median wall-clock seconds ($before,
+# when set, runs untimed before each run).
+before=
+median_seconds() {
+  local times=()
+  for _ in $(seq "$runs"); do
+    local start end
+    [ -z "$before" ] || $before
+    start=$(date +%s.%N)
+    "$@"
+    end=$(date +%s.%N)
+    times+=("$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", b - a }')")
+  done
+  printf '%s\n' "${times[@]}" | sort -n | awk '{ t[NR] = $1 } END { print (NR % 2) ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2 }'
+}
+
+report() {  # report LABEL SECONDS [BASELINE_SECONDS]
+  awk -v l="$1" -v s="$2" -v b="${3:-}" -v n="$tokens" 'BEGIN {
+    printf "%-34s %7.3f s  %6.3f M tokens/s", l, s, n / s / 1e6
+    if (b != "") printf "  (%.0f%% of one file)", 100 * b / s
+    printf "\n" }'
+}
+
+for t in $threads_list; do
+  one=$(median_seconds "$crfx" tag "$input" -m "$model" -o "$out/tagged.txt" --device "$device" --threads "$t" -q)
+  report "one file, $t thread(s)" "$one"
+  [ "$t" = "$(echo "$threads_list" | awk '{ print $1 }')" ] && first=$one
+  many=$(median_seconds "$crfx" tag -r "$docs" -m "$model" -o "$out/tagged-docs.txt" --device "$device" --threads "$t" -q)
+  report "$ndocs documents -o, $t thread(s)" "$many" "$one"
+  cmp -s "$out/tagged.txt" "$out/tagged-docs.txt" || { echo "the documents' output differs from the file's" >&2; exit 1; }
+  clear_dir() { rm -rf "$out/tagged-dir"; sync; }
+  before=clear_dir
+  each=$(median_seconds "$crfx" tag -r "$docs" -m "$model" -O "$out/tagged-dir" --device "$device" --threads "$t" -q)
+  before=
+  report "$ndocs documents -O, $t thread(s)" "$each" "$one"
+  (cd "$out/tagged-dir" && find . -type f | sort | xargs cat) | cmp -s - "$out/tagged.txt" ||
+    { echo "the per-document outputs differ from the file's" >&2; exit 1; }
 done
-awk -v s="$best" -v n="$tokens" 'BEGIN { printf "best: %.3f s, %.3f M tokens/s\n", s, n / s / 1e6 }'
+awk -v a="$first" -v b="$one" 'BEGIN { printf "one file: last thread count %.2f× the first\n", a / b }'
 "$crfx" eval "$out/tagged.txt" | sed -n 2p

@@ -16,7 +16,7 @@
 #   factory   host/backend_factory.cpp             → cpu cuda backend data base
 #   optim     trainer.hpp, host/optim              → rules backend data base
 #   eval      eval.hpp, host/eval                  → io base
-#   tag       tagger.hpp, host/tag                 → model features backend io data base
+#   tag       tagger.hpp, tag_run.hpp, host/tag   → model features backend io data base
 # apps/ and tests/ may use every part and are not checked. So optimizers see the Backend interface,
 # never a backend; of host/ kernels see only host/optim/rules; the readers never see features or models.
 cmake_minimum_required(VERSION 3.24)
@@ -52,6 +52,7 @@ set(header_backend backend)
 set(header_trainer optim)
 set(header_eval eval)
 set(header_tagger tag)
+set(header_tag_run tag)
 # The part of a folder under host/.
 set(folder_util base)
 set(folder_backend backend)

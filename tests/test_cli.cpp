@@ -197,9 +197,16 @@ TEST(Cli, MisusesAreRefusedWithTheReason) {
   };
   const std::vector<Case> cases = {
       {train + " other.txt -t " + q(kTemplate) + " -m " + q(model), 1, "other.txt: cannot open"},
-      {crfx() + " tag " + q(kTest) + " " + q(kTrain) + " -m " + q(model), 2,
-       "unexpected argument '" + kTrain + "': crfx tag takes one input file"},
-      {crfx() + " eval " + q(kTest) + " " + q(kTest), 2, "unexpected argument"},
+      {crfx() + " tag " + q(kTest) + " -m " + q(model) + " --keep-going", 2,
+       "--keep-going goes with -O DIR (one output per input): in one stream, a failed input's output already "
+       "written could not be taken back"},
+      {crfx() + " tag " + q(kTest) + " -m " + q(model) + " -o x.txt -O outdir", 2,
+       "-o (one output) and -O (one per input) exclude each other"},
+      {crfx() + " tag " + q(dir) + " -m " + q(model), 1, dir + ": a directory (--recursive reads every file below it)"},
+      {crfx() + " tag " + q(kTest) + " " + q(kTest) + " -m " + q(model) + " -O outdir", 1,
+       kTest + " and " + kTest + " would both be written to outdir/conll2000.test100.txt"},
+      {crfx() + " tag - -m " + q(model) + " -O outdir", 1, "standard input ('-') has no name to write its output under"},
+      {crfx() + " eval " + q(kTest) + " -m " + q(model), 2, "Option \xe2\x80\x98m\xe2\x80\x99 does not exist"},
       {crfx() + " train " + q(kTemplate) + " " + q(kTrain) + " " + q(model), 2,
        "crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is not crfx's"},
       {train + " -t " + q(kTemplate) + " -m -", 2, "-m/--model: a model is a binary file, not for standard output"},
@@ -520,8 +527,9 @@ TEST(Cli, UsageAndDeviceErrors) {
     EXPECT_NE(out.find("; --device cpu runs on the CPU"), std::string::npos) << out;
     // The fallback reason: a machine without the NVIDIA driver says so, not the CUDA runtime's
     // "driver version is insufficient".
-    if (::access("/proc/driver/nvidia/version", F_OK) != 0 && ::access("/dev/nvidia0", F_OK) != 0)
+    if (::access("/proc/driver/nvidia/version", F_OK) != 0 && ::access("/dev/nvidia0", F_OK) != 0) {
       EXPECT_EQ(note.find("insufficient"), std::string::npos) << note;
+    }
     // train refuses before reading its data (here a file that does not exist).
     EXPECT_EQ(run(crfx() + " train /nonexistent.txt -t " + q(kTemplate) + " -m " + q(temp_path("d.model")) +
                       " --device cuda",

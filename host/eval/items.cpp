@@ -143,6 +143,37 @@ std::string ItemEvaluator::confusion_report(std::size_t max_labels) const {
   return out;
 }
 
+namespace {
+void add_counts(LabelCounts& to, const LabelCounts& from) {
+  to.correct += from.correct;
+  to.gold += from.gold;
+  to.guessed += from.guessed;
+}
+}  // namespace
+
+void ItemEvaluator::merge(const ItemEvaluator& other) {
+  tokens_ += other.tokens_;
+  correct_tokens_ += other.correct_tokens_;
+  sentences_ += other.sentences_;
+  correct_sentences_ += other.correct_sentences_;
+  for (const auto& [label, c] : other.by_label_) add_counts(by_label_[label], c);
+  for (const auto& [pair, n] : other.confusions_) confusions_[pair] += n;
+}
+
+void ChunkEvaluator::merge(const ChunkEvaluator& other) {
+  tokens_ += other.tokens_;
+  correct_tokens_ += other.correct_tokens_;
+  add_counts(overall_, other.overall_);
+  for (const auto& [type, c] : other.by_type_) add_counts(by_type_[type], c);
+}
+
+void Evaluation::merge(const Evaluation& other, const EvalOptions& options) {
+  chunk.merge(other.chunk);
+  item.merge(other.item);
+  labels.insert(other.labels.begin(), other.labels.end());
+  mode = resolve_mode(options, labels);
+}
+
 std::string Evaluation::report(bool confusion) const {
   std::string out = mode == EvalMode::item ? item.report() : chunk.report();
   if (confusion) out += item.confusion_report();

@@ -416,6 +416,11 @@ bool TextReader::next(TextData& batch, std::size_t max_tokens) {
   batch.format = format_;
   batch.path = path_;
   batch.feature_columns = format_ == InputFormat::conll ? feature_columns_ : 0;
+  return append(batch, max_tokens) > 0;
+}
+
+std::size_t TextReader::append(TextData& batch, std::size_t max_tokens) {
+  if (batch.format != format_) throw Error("internal: a batch of another format");
   std::size_t tokens = 0;
   if (conll_) {
     ConllSentence s;
@@ -430,7 +435,11 @@ bool TextReader::next(TextData& batch, std::size_t max_tokens) {
       batch.crfsuite.push_back(std::move(s));
     }
   }
-  return tokens > 0;
+  return tokens;
+}
+
+std::uint64_t TextReader::bytes_read() const {
+  return conll_ ? conll_->bytes_read() : crfsuite_->bytes_read();
 }
 
 TextData read_text(const FeatureSpace& fs, const std::string& path) {

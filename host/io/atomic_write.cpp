@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <random>
 
@@ -33,7 +34,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <string>
 
 #include "crfx/error.hpp"
@@ -44,7 +48,7 @@ namespace crfx {
 namespace {
 
 /// The process umask, read without changing it (/proc/self/status, Linux ≥ 4.7); 022 otherwise.
-mode_t current_umask() {
+mode_t read_umask() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
@@ -52,6 +56,13 @@ mode_t current_umask() {
       return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
   }
   return 022;
+}
+
+/// The process's umask, read once (crfx never changes it; thousands of outputs would read it
+/// thousands of times).
+mode_t current_umask() {
+  static const mode_t mask = read_umask();
+  return mask;
 }
 
 /// The directory part of `path` ("." for a bare name, "/" for a name under the root).
@@ -65,19 +76,29 @@ std::string parent_dir(const std::string& path) {
 }
 
 // ---- temporary files removed on a fatal signal ----------------------------------------------
-constexpr int kSlots = 16;
+// Slots come in blocks, allocated as more files are open at once (AtomicFileGroup keeps up to a
+// thousand temporaries before it renames them); the handler only reads them.
+constexpr int kSlotsPerBlock = 64;
+constexpr int kBlocks = 64;  // at most 4096 temporaries listed at once
 constexpr std::size_t kSlotPath = 4096;
 struct Slot {
   volatile std::sig_atomic_t used = 0;  // set after `path` is complete, cleared before it changes
   char path[kSlotPath];
 };
-Slot g_slots[kSlots];
+struct SlotBlock {
+  Slot slots[kSlotsPerBlock];
+};
+std::atomic<SlotBlock*> g_blocks[kBlocks];  // null until needed; never freed
 std::mutex g_slots_mutex;  // between threads registering files; never taken by the handler
 constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 extern "C" void remove_temporaries_and_reraise(int sig) {
-  for (Slot& s : g_slots)
-    if (s.used) ::unlink(s.path);
+  for (auto& b : g_blocks) {
+    SlotBlock* block = b.load(std::memory_order_acquire);
+    if (!block) break;
+    for (Slot& s : block->slots)
+      if (s.used) ::unlink(s.path);
+  }
   std::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -86,12 +107,21 @@ extern "C" void remove_temporaries_and_reraise(int sig) {
 int register_tmp(const std::string& tmp) {
   if (tmp.size() >= kSlotPath) return -1;
   std::lock_guard<std::mutex> lock(g_slots_mutex);
-  for (int i = 0; i < kSlots; ++i) {
-    if (g_slots[i].used) continue;
-    std::memcpy(g_slots[i].path, tmp.c_str(), tmp.size() + 1);
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // the path is complete before `used`
-    g_slots[i].used = 1;
-    return i;
+  for (int b = 0; b < kBlocks; ++b) {
+    SlotBlock* block = g_blocks[b].load(std::memory_order_relaxed);
+    if (!block) {
+      block = new (std::nothrow) SlotBlock;
+      if (!block) return -1;
+      g_blocks[b].store(block, std::memory_order_release);
+    }
+    for (int i = 0; i < kSlotsPerBlock; ++i) {
+      Slot& slot = block->slots[i];
+      if (slot.used) continue;
+      std::memcpy(slot.path, tmp.c_str(), tmp.size() + 1);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the path is complete before `used`
+      slot.used = 1;
+      return b * kSlotsPerBlock + i;
+    }
   }
   return -1;
 }
@@ -99,7 +129,7 @@ int register_tmp(const std::string& tmp) {
 void unregister_tmp(int slot) noexcept {
   if (slot < 0) return;
   std::lock_guard<std::mutex> lock(g_slots_mutex);
-  g_slots[slot].used = 0;
+  g_blocks[slot / kSlotsPerBlock].load(std::memory_order_relaxed)->slots[slot % kSlotsPerBlock].used = 0;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
@@ -172,7 +202,8 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   target_ = target.path;
   // The name is registered for the signal handler before the file exists: a signal at any point
   // removes it (or a name not created yet, which is harmless).
-  std::random_device rd;
+  // Seeded once per thread: a random_device per file cost more than writing a small one.
+  thread_local std::mt19937 rd{std::random_device{}()};
   for (int attempt = 0; fd_ < 0; ++attempt) {
     char suffix[16];
     std::snprintf(suffix, sizeof suffix, "%08x", unsigned(rd()));
@@ -256,6 +287,84 @@ void AtomicFile::commit() {
   }
 }
 
+void AtomicFile::close_unsynced() {
+  if (!open() || closed_) throw Error("internal: close of " + path_ + " after commit, close or failure");
+  const int fd = fd_;
+  fd_ = -1;
+  if (direct_) {
+    if (::close(fd) != 0) fail(path_, "close", errno);
+    return;
+  }
+  if (::close(fd) != 0) abort_with("close", errno);
+  closed_ = true;
+}
+
+void AtomicFile::rename_closed() {
+  if (direct_) return;  // written in place: nothing to rename
+  if (!closed_ || tmp_.empty()) throw Error("internal: rename of " + path_ + " before close");
+  if (::rename(tmp_.c_str(), target_.c_str()) != 0) abort_with("rename", errno);
+  forget_tmp();
+  tmp_.clear();
+}
+
+AtomicFileGroup::AtomicFileGroup(std::size_t max_files, std::size_t max_bytes)
+    : max_files_(std::max<std::size_t>(1, max_files)), max_bytes_(max_bytes) {}
+
+AtomicFileGroup::~AtomicFileGroup() = default;  // each AtomicFile removes its temporary
+
+void AtomicFileGroup::begin(const std::string& path) {
+  if (open_) throw Error("internal: " + path + " begun before the file before it was ended");
+  open_ = std::make_unique<AtomicFile>(path);
+}
+
+void AtomicFileGroup::write(const char* data, std::size_t n) {
+  if (!open_) throw Error("internal: a write to a group with no file begun");
+  open_->write(data, n);
+  bytes_ += n;
+}
+
+void AtomicFileGroup::end() {
+  if (!open_) throw Error("internal: the end of a group's file never begun");
+  open_->close_unsynced();
+  ended_.push_back(std::move(open_));
+  if (ended_.size() >= max_files_ || bytes_ >= max_bytes_) flush();
+}
+
+void AtomicFileGroup::drop() { open_.reset(); }
+
+void AtomicFileGroup::flush() {
+  if (ended_.empty()) return;
+  // One sync per file system (by its device), through a file of the group that lives there.
+  std::map<dev_t, std::string> systems;
+  std::set<std::string> dirs;
+  for (const auto& f : ended_) {
+    if (f->target().empty()) continue;  // a special file, written in place
+    const std::string dir = parent_dir(f->target());
+    struct stat st;
+    if (::stat(dir.c_str(), &st) == 0) systems.emplace(st.st_dev, dir);
+    dirs.insert(dir);
+  }
+  for (const auto& [dev, dir] : systems) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || ::syncfs(fd) != 0) {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      fail(dir, "sync", err);  // every file still a temporary: removed with the group
+    }
+    ::close(fd);
+  }
+  for (auto& f : ended_) f->rename_closed();
+  ended_.clear();
+  bytes_ = 0;
+  for (const std::string& dir : dirs) {  // make the renames durable
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+}
+
 void set_replace_read_only(bool allow) { g_replace_read_only.store(allow); }
 
 void remove_temporaries_on_signals() {
@@ -291,6 +400,21 @@ void check_not_an_input(const std::string& output, const std::vector<std::string
     struct stat st;
     if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino)
       throw Error("cannot write " + output + ": it is " + (in == output ? "an input" : "the input " + in) +
+                  " of this run; choose another name");
+  }
+}
+
+void check_not_an_input(const std::vector<std::string>& outputs, const std::vector<InputFile>& inputs) {
+  std::map<std::pair<std::uint64_t, std::uint64_t>, const InputFile*> files;
+  for (const InputFile& in : inputs)
+    if (in.inode) files.emplace(std::make_pair(in.device, in.inode), &in);
+  for (const std::string& output : outputs) {
+    struct stat out;
+    if (::stat(output.c_str(), &out) != 0 || !S_ISREG(out.st_mode)) continue;  // new, or a device
+    const auto it = files.find({std::uint64_t(out.st_dev), std::uint64_t(out.st_ino)});
+    if (it != files.end())
+      throw Error("cannot write " + output + ": it is " +
+                  (it->second->path == output ? "an input" : "the input " + it->second->path) +
                   " of this run; choose another name");
   }
 }

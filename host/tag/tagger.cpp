@@ -32,16 +32,18 @@ Tagger::Tagger(Model model, BackendPtr backend, const TagOptions& options)
       marginal_prefix_.push_back("\t" + features_.labels.at(std::uint32_t(y)) + ":");
       room += marginal_prefix_.back().size() + kFixed6MaxChars;
     }
-    token_buf_.resize(room);
+    marginals_room_ = room;
   }
 }
 
 /// The most bytes of n-best label sequences one batch may hold.
 constexpr std::size_t kMaxPathsBytes = std::size_t(1) << 30;
 
-void Tagger::tag(const TextData& batch, Tagged& out) {
+void Tagger::tag(const TextData& batch, Tagged& out) { tag(compile(features_, batch), out); }
+
+void Tagger::tag(Corpus&& compiled, Tagged& out) {
   const std::size_t n = options_.nbest, L = features_.dims().L;
-  BackendCorpusPtr up = backend_->upload(compile(features_, batch));
+  BackendCorpusPtr up = backend_->upload(std::move(compiled));
   const SentenceSpan all = all_sentences(*up);
   const std::size_t S = up->num_sentences(), N = up->num_tokens();
   out.nbest = n;
@@ -78,13 +80,16 @@ void Tagger::tag(const TextData& batch, Tagged& out) {
     out.probability[i] = std::min(1.0, std::exp(scores_[i] - log_z_[i / n]));
 }
 
-void Tagger::format(const TextData& batch, const Tagged& tagged, std::string& out) const {
+void Tagger::format(const TextData& batch, const Tagged& tagged, std::string& out,
+                    std::vector<std::size_t>* sentence_ends) const {
   const std::size_t n = tagged.nbest, L = features_.dims().L;
   const bool conll = features_.format == InputFormat::conll;
   const bool probabilities = !tagged.probability.empty();
   const std::size_t S = batch.num_sentences();
   if (tagged.found.size() != S || (options_.marginals && tagged.marginals.empty()))
     throw Error("internal: the tagged batch does not match its text");
+  std::vector<char> token_buf(marginals_room_);  // one token's marginals, formatted
+  if (sentence_ends) sentence_ends->clear();
   std::size_t k0 = 0;  // the sentence's first token in the batch
   for (std::size_t i = 0; i < S; ++i) {
     const std::size_t T = conll ? batch.conll[i].size() : batch.crfsuite[i].size();
@@ -112,19 +117,20 @@ void Tagger::format(const TextData& batch, const Tagged& tagged, std::string& ou
         }
         out += features_.labels.at(y[t]);
         if (options_.marginals) {
-          char* p = token_buf_.data();  // one append per token, not 2·L
+          char* p = token_buf.data();  // one append per token, not 2·L
           const double* m = tagged.marginals.data() + (k0 + t) * L;
           for (std::size_t l = 0; l < L; ++l) {
             std::memcpy(p, marginal_prefix_[l].data(), marginal_prefix_[l].size());
             p = write_fixed6(p + marginal_prefix_[l].size(), m[l]);
           }
-          out.append(token_buf_.data(), std::size_t(p - token_buf_.data()));
+          out.append(token_buf.data(), std::size_t(p - token_buf.data()));
         }
         out += '\n';
       }
       out += '\n';
     }
     k0 += T;
+    if (sentence_ends) sentence_ends->push_back(out.size());
   }
 }
 

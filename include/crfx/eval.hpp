@@ -57,6 +57,8 @@ class ChunkEvaluator {
   const std::map<std::string, ChunkCounts>& by_type() const { return by_type_; }
   /// The report text, formatted exactly as conlleval prints it.
   std::string report() const;
+  /// Adds the counts of another input's evaluation (a total over several files).
+  void merge(const ChunkEvaluator& other);
 
  private:
   /// One sentence through conlleval's stream, followed by a boundary or not.
@@ -99,6 +101,8 @@ class ItemEvaluator {
   /// The confusion matrix (rows gold, columns guess) of the `max_labels` labels with the most
   /// errors (as gold or guess; ties by name), or a line saying there is no error.
   std::string confusion_report(std::size_t max_labels = 10) const;
+  /// Adds the counts of another input's evaluation (a total over several files).
+  void merge(const ItemEvaluator& other);
 
  private:
   std::size_t tokens_ = 0, correct_tokens_ = 0, sentences_ = 0, correct_sentences_ = 0;
@@ -118,6 +122,8 @@ struct Evaluation {
   /// The one figure a training log shows: chunk F1 or item accuracy (percent), and its name.
   double headline() const;
   const char* headline_name() const;  // "F1" or "accuracy"
+  /// Adds another input's counts and labels, and resolves the mode again over all of them.
+  void merge(const Evaluation& other, const EvalOptions& options);
 };
 
 /// The mode `options` asks for, resolved over `labels` (automatic: chunk when chunk_tag_set).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,11 @@ class TextReader {
   TextReader(const FeatureSpace& fs, const std::string& path);
   /// The next batch into `batch` (replacing it); false when the input is exhausted.
   bool next(TextData& batch, std::size_t max_tokens);
+  /// Appends whole sentences to `batch` (of the same format) until `max_tokens` tokens were
+  /// appended (at least one sentence); returns how many (0: the input is exhausted).
+  std::size_t append(TextData& batch, std::size_t max_tokens);
+  /// Bytes taken from the file so far (LineReader::bytes_read).
+  std::uint64_t bytes_read() const;
 
  private:
   InputFormat format_;

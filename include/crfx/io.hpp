@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ class LineReader {
   /// 64 MiB, or CRFX_MAX_LINE_MB from the environment. Longer: InputError.
   static constexpr std::size_t kDefaultMaxLineMB = 64;
   static std::size_t max_line_bytes();
+  /// Bytes taken from the file so far (compressed bytes for a .gz file, read ahead included):
+  /// the progress of a long read against the file's size.
+  std::uint64_t bytes_read() const;
   /// 1-based number of the line last returned by next().
   std::size_t line_number() const { return line_no_; }
   const std::string& path() const { return path_; }
@@ -56,6 +60,7 @@ class ConllReader {
   /// The next non-empty sentence into `out`; false at the end of the file.
   bool next(ConllSentence& out);
   const std::string& path() const { return reader_.path(); }
+  std::uint64_t bytes_read() const { return reader_.bytes_read(); }
 
  private:
   LineReader reader_;
@@ -91,6 +96,7 @@ class CrfsuiteReader {
   /// The next non-empty sequence into `out`; false at the end of the file.
   bool next(CrfsuiteSentence& out);
   const std::string& path() const { return reader_.path(); }
+  std::uint64_t bytes_read() const { return reader_.bytes_read(); }
 
  private:
   LineReader reader_;
@@ -101,6 +107,23 @@ class CrfsuiteReader {
 /// sequences. In attribute names `\:` stands for ':' and `\\` for '\'; the value follows the last
 /// unescaped ':' and must be a finite number. Empty attribute names are errors.
 std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path);
+
+/// One input file of a run over many (crfx tag, crfx eval).
+struct InputFile {
+  std::string path;  // as opened ("-": standard input)
+  /// Its name relative to the argument that named it: a file argument's own file name, a file
+  /// found under a directory argument its path below that directory ("-" for standard input).
+  std::string name;
+  std::uint64_t bytes = 0;  // its size (0 for standard input and other streams)
+  std::uint64_t device = 0, inode = 0;  // which file it is (0, 0 for standard input)
+};
+
+/// The files that `arguments` name, in order: a file stands for itself ("-" for standard input,
+/// at most once); a directory needs `recursive` and stands for every file below it, sorted by
+/// path (links to files followed, links to directories not). Throws InputError naming the
+/// argument for one that does not exist, cannot be read, is a directory without `recursive`,
+/// or holds something other than files and directories (a socket, a FIFO).
+std::vector<InputFile> list_inputs(const std::vector<std::string>& arguments, bool recursive);
 
 /// Splits `line` on runs of spaces and tabs (no empty fields).
 void split_whitespace(const std::string& line, std::vector<std::string>& out);

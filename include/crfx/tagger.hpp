@@ -61,16 +61,26 @@ class Tagger {
 
   const FeatureSpace& features() const { return features_; }
   const TagOptions& options() const { return options_; }
+  /// The backend's name ("cpu (8 threads)", the GPU's), for messages.
+  std::string device() const { return backend_->name(); }
 
   /// Tags every sentence of `batch` (read with features(), e.g. by TextReader) into `out`.
   void tag(const TextData& batch, Tagged& out);
+  /// The same for a batch already compiled with features() (crfx::compile), taken over. Compiling
+  /// is the larger part of tagging and needs nothing of the tagger's state: programs that tag on
+  /// several threads compile batches in parallel and call this one at a time (a Tagger, like its
+  /// Backend, serves one call at a time; format() may run on any number of threads).
+  void tag(Corpus&& compiled, Tagged& out);
 
   /// Appends `batch` as `crfx tag` prints it: each token's input columns (CoNLL) or gold label
   /// (CRFsuite, when present), a tab and the predicted label, then `\tLABEL:p` per label with
   /// marginals; a blank line after each sentence. With probabilities a line before each sequence:
   /// `# p` / `@probability\tp` (one sequence), `# RANK p` / `@nbest\tRANK\tp` (n-best), CoNLL /
   /// CRFsuite data respectively, p with six decimals (as CRF++ -v1 / -n and CRFsuite -p print it).
-  void format(const TextData& batch, const Tagged& tagged, std::string& out) const;
+  /// With `sentence_ends`, the size of `out` after each sentence is appended to it (so that a
+  /// batch gathered from several inputs can be cut back into their outputs).
+  void format(const TextData& batch, const Tagged& tagged, std::string& out,
+              std::vector<std::size_t>* sentence_ends = nullptr) const;
 
  private:
   FeatureSpace features_;
@@ -80,7 +90,7 @@ class Tagger {
   bool probabilities_ = false;  // asked for, or implied by nbest ≥ 2
   std::vector<double> scores_, log_z_;
   std::vector<std::string> marginal_prefix_;  // "\tLABEL:" per label
-  mutable std::vector<char> token_buf_;       // one token's marginals, formatted
+  std::size_t marginals_room_ = 0;            // the most bytes one token's marginals take
 };
 
 }  // namespace crfx

@@ -80,5 +80,50 @@ TEST(EmulatedGpuCliMemory, RefusesARunBeyondTheDevicesMemory) {
   EXPECT_NE(out.find(" available"), std::string::npos) << out;
 }
 
+// Many inputs in one run (crfx tag -O DIR): batches gathered across inputs, read and compiled on
+// two worker threads while the emulated GPU's Viterbi and forward-backward decode them one at a
+// time; every output the CPU's, byte for byte.
+TEST(EmulatedGpuCliMany, ManyInputsTagAsOnTheCpu) {
+  const std::string model = temp_path("many.model");
+  std::string out;
+  ASSERT_EQ(run(q(test::crfx_binary()) + " train " + q(kTrain) + " --format crfsuite --max-iterations 8 -q -m " +
+                    q(model),
+                &out),
+            0)
+      << out;
+  // The test slice split into inputs of one, two and three sequences.
+  const std::string text = test::read_text(kTest), dir = test::temp_dir();
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  for (int k = 0; at < text.size(); ++k) {
+    std::size_t end = at;
+    for (int n = 0; n < 1 + k % 3 && end < text.size(); ++n) {
+      const std::size_t blank = text.find("\n\n", end);
+      end = blank == std::string::npos ? text.size() : blank + 2;
+    }
+    parts.push_back(text.substr(at, end - at));
+    at = end;
+  }
+  ASSERT_GE(parts.size(), 4u);
+  std::string args;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string path = dir + "/part" + std::to_string(10 + i) + ".txt";
+    test::write_text(path, parts[i]);
+    args += " " + q(path);
+  }
+  for (const std::string opts : {"", " -n 2 -p", " --marginals"}) {
+    const std::string gpu_dir = temp_path("gpu-out"), cpu_dir = temp_path("cpu-out");
+    const std::string tag = " tag" + args + " -m " + q(model) + " -q --threads 2 --batch-tokens 50" + opts;
+    ASSERT_EQ(run(q(CRFX_EMU_BINARY) + tag + " --device cuda -O " + q(gpu_dir), &out), 0) << out;
+    ASSERT_EQ(run(q(test::crfx_binary()) + tag + " --device cpu -O " + q(cpu_dir), &out), 0) << out;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const std::string name = "/part" + std::to_string(10 + i) + ".txt";
+      const std::string g = test::read_text(gpu_dir + name), c = test::read_text(cpu_dir + name);
+      EXPECT_FALSE(c.empty()) << name;
+      EXPECT_EQ(g, c) << name << opts;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace crfx

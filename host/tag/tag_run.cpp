@@ -1,0 +1,366 @@
+// crfx — tagging many inputs in one run (include/crfx/tag_run.hpp).
+//
+// Every worker runs the same loop on a batch of its own:
+//   read      (one worker at a time)   whole sentences from the inputs in order, up to
+//                                      batch_tokens, noting which input each run of sentences
+//                                      came from (a "piece")
+//   compile   (in parallel)            template expansion against the model's dictionaries
+//   decode    (one worker at a time)   Tagger::tag on the backend (which has its own threads)
+//   format    (in parallel)            the text of every sentence, and where each one ends
+//   write     (in batch order)         each piece's text to its input's output
+// A batch is numbered when it is read and written when every batch before it was, so the
+// output is the same whatever the number of workers. A worker holds one batch from reading to
+// writing: at most `workers` batches are in memory.
+#include "crfx/tag_run.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "crfx/error.hpp"
+#include "crfx/features.hpp"
+
+namespace crfx {
+
+// ---- sinks -------------------------------------------------------------------------------------
+
+ConcatenatedOutput::ConcatenatedOutput(const std::string& path) {
+  if (path != "-") file_ = std::make_unique<AtomicFile>(path);
+}
+
+ConcatenatedOutput::~ConcatenatedOutput() = default;
+
+void ConcatenatedOutput::write(std::size_t, const char* data, std::size_t n) {
+  if (!file_) {
+    if (std::fwrite(data, 1, n, stdout) != n)
+      throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
+    return;
+  }
+  // Thousands of short inputs are thousands of small pieces: gathered into one write(2).
+  pending_.append(data, n);
+  if (pending_.size() >= kPending) flush();
+}
+
+void ConcatenatedOutput::flush() {
+  file_->write(pending_.data(), pending_.size());
+  pending_.clear();
+}
+
+void ConcatenatedOutput::finish() {
+  if (file_) {
+    flush();
+    file_->commit();
+  } else if (std::fflush(stdout) != 0) {
+    throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
+  }
+}
+
+DirectoryOutput::DirectoryOutput(std::vector<std::string> paths) : paths_(std::move(paths)) {}
+
+DirectoryOutput::~DirectoryOutput() = default;
+
+namespace {
+
+/// Makes directory `dir` and those above it (mkdir -p); Error naming the one that fails.
+void make_directories(const std::string& dir) {
+  if (dir.empty()) return;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) throw Error(dir + ": cannot make the output directory: a file of that name exists");
+    return;
+  }
+  const std::size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) make_directories(dir.substr(0, slash));
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    throw Error(dir + ": cannot make the output directory: " + std::strerror(errno));
+}
+
+std::string parent_of(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+}  // namespace
+
+void DirectoryOutput::begin(std::size_t input) {
+  const std::string dir = parent_of(paths_.at(input));
+  if (dir != made_dir_) {
+    make_directories(dir);
+    made_dir_ = dir;
+  }
+  files_.begin(paths_[input]);
+}
+
+void DirectoryOutput::write(std::size_t, const char* data, std::size_t n) { files_.write(data, n); }
+
+void DirectoryOutput::end(std::size_t) { files_.end(); }
+
+void DirectoryOutput::fail(std::size_t) {
+  files_.drop();   // the temporary removed, any old file kept
+  files_.flush();  // the inputs before it are in place, whether the run stops or goes on
+}
+
+void DirectoryOutput::finish() { files_.flush(); }
+
+std::vector<std::string> output_paths(const std::vector<InputFile>& inputs, const std::string& dir,
+                                      const std::string& suffix) {
+  if (dir.empty()) throw Error("the output directory: an empty name");
+  std::string base = dir;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  std::vector<std::string> out;
+  std::map<std::string, std::size_t> seen;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].path == "-")
+      throw Error("standard input ('-') has no name to write its output under " + dir);
+    std::string name = inputs[i].name;
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0) name.resize(name.size() - 3);
+    out.push_back((base == "/" ? "" : base) + "/" + name + suffix);
+    const auto [it, fresh] = seen.emplace(out.back(), i);
+    if (!fresh)
+      throw Error(inputs[it->second].path + " and " + inputs[i].path + " would both be written to " + out.back() +
+                  " (give them different names, or tag them in two runs)");
+  }
+  return out;
+}
+
+// ---- the run -----------------------------------------------------------------------------------
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// A run of consecutive sentences of one input in a batch.
+struct Piece {
+  std::size_t input = 0;
+  std::size_t first = 0, end = 0;  // sentences [first, end) of the batch
+  bool begins = false, ends = false;
+  std::exception_ptr error;        // the input failed here (ends is set)
+};
+
+struct Batch {
+  std::size_t seq = 0;
+  TextData text;
+  std::vector<Piece> pieces;
+  std::size_t tokens = 0;
+  Tagged tagged;
+  std::string out;
+  std::vector<std::size_t> ends;  // out's size after each sentence
+  void clear(InputFormat format, std::size_t feature_columns) {
+    text.format = format;
+    text.feature_columns = feature_columns;
+    text.conll.clear();
+    text.crfsuite.clear();
+    pieces.clear();
+    tokens = 0;
+  }
+};
+
+class Run {
+ public:
+  Run(Tagger& tagger, const std::vector<InputFile>& inputs, TagSink& sink, const TagRunOptions& options)
+      : tagger_(tagger), inputs_(inputs), sink_(sink), options_(options) {
+    stats_.inputs = inputs.size();
+    for (const InputFile& f : inputs) stats_.bytes += f.bytes;
+    start_ = now();
+  }
+
+  TagRunStats run() {
+    const unsigned workers = std::max(1u, options_.workers);
+    std::vector<std::thread> threads;
+    try {
+      for (unsigned w = 1; w < workers; ++w) threads.emplace_back([this] { work(); });
+    } catch (...) {
+      stop(std::current_exception(), 0);
+    }
+    work();
+    for (std::thread& t : threads) t.join();
+    if (fatal_) std::rethrow_exception(fatal_);
+    if (input_error_) std::rethrow_exception(input_error_);
+    sink_.finish();
+    stats_.seconds = now() - start_;
+    return stats_;
+  }
+
+ private:
+  /// One worker: batches from reading to writing until the inputs are done or the run stops.
+  void work() {
+    Batch b;
+    for (;;) {
+      try {
+        if (!read(b)) return;
+        const bool any = b.tokens > 0;
+        Corpus compiled;
+        if (any) compiled = compile(tagger_.features(), b.text);
+        if (any) {
+          std::lock_guard<std::mutex> lock(decode_mutex_);
+          if (stopped()) return;
+          tagger_.tag(std::move(compiled), b.tagged);
+        }
+        b.out.clear();
+        b.ends.clear();
+        if (any) tagger_.format(b.text, b.tagged, b.out, &b.ends);
+        if (!write(b)) return;
+      } catch (...) {
+        stop(std::current_exception(), b.seq);
+        return;
+      }
+    }
+  }
+
+  bool stopped() const { return stopping_.load(); }
+
+  /// The first error by batch number wins (the same one whatever the threads' timing).
+  void stop(std::exception_ptr e, std::size_t seq) {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    if (!fatal_ || seq < fatal_seq_) {
+      fatal_ = e;
+      fatal_seq_ = seq;
+    }
+    stopping_ = true;
+    written_.notify_all();
+  }
+
+  /// The next batch into `b` (numbered); false when nothing is left to read or the run stopped.
+  bool read(Batch& b) {
+    std::lock_guard<std::mutex> lock(read_mutex_);
+    if (stopped() || (next_input_ == inputs_.size() && !reader_)) return false;
+    const FeatureSpace& fs = tagger_.features();
+    b.clear(fs.format, fs.format == InputFormat::conll ? fs.feature_columns : 0);
+    b.seq = next_seq_++;
+    // n copies of every sentence: batches of about batch_tokens / n tokens keep memory as bounded.
+    const std::size_t limit = std::max<std::size_t>(1, options_.batch_tokens / tagger_.options().nbest);
+    while (b.tokens < limit && (reader_ || next_input_ < inputs_.size())) {
+      Piece piece;
+      if (!reader_) {
+        piece.input = next_input_++;
+        piece.begins = true;
+      } else {
+        piece.input = next_input_ - 1;
+      }
+      piece.first = piece.end = b.text.num_sentences();
+      if (b.pieces.empty()) b.text.path = inputs_[piece.input].path;
+      try {
+        if (!reader_) reader_ = std::make_unique<TextReader>(fs, inputs_[piece.input].path);
+        const std::size_t got = reader_->append(b.text, limit - b.tokens);
+        b.tokens += got;
+        piece.end = b.text.num_sentences();
+        if (got == 0 || b.tokens < limit) {  // the input is exhausted (a short read is its end)
+          piece.ends = true;
+          finish_input(piece.input);
+        }
+      } catch (const InputError&) {
+        piece.end = b.text.num_sentences();
+        piece.ends = true;
+        piece.error = std::current_exception();
+        finish_input(piece.input);
+        if (!options_.keep_going) next_input_ = inputs_.size();  // read nothing more
+      }
+      b.pieces.push_back(std::move(piece));
+    }
+    bytes_read_ = bytes_done_ + (reader_ ? reader_->bytes_read() : 0);
+    return true;
+  }
+
+  void finish_input(std::size_t input) {
+    reader_.reset();
+    bytes_done_ += inputs_[input].bytes;
+  }
+
+  /// Writes `b` when every batch before it is written; false when the run stopped meanwhile.
+  bool write(Batch& b) {
+    std::unique_lock<std::mutex> lock(write_mutex_);
+    written_.wait(lock, [&] { return fatal_ || input_error_ || next_write_ == b.seq; });
+    if (fatal_ || input_error_) return false;  // (an input's error: the batches after it are not written)
+    for (const Piece& p : b.pieces) {
+      if (p.begins) {
+        sink_.begin(p.input);
+        input_sentences_ = input_tokens_ = 0;
+      }
+      if (p.end > p.first) {
+        const std::size_t from = p.first == 0 ? 0 : b.ends[p.first - 1], to = b.ends[p.end - 1];
+        sink_.write(p.input, b.out.data() + from, to - from);
+      }
+      for (std::size_t i = p.first; i < p.end; ++i) {
+        const std::size_t T = b.text.format == InputFormat::conll ? b.text.conll[i].size() : b.text.crfsuite[i].size();
+        input_tokens_ += T;
+        stats_.tokens += T;
+      }
+      input_sentences_ += p.end - p.first;
+      stats_.sentences += p.end - p.first;
+      if (p.error) {
+        stats_.sentences -= input_sentences_;  // a failed input's output is not written: not counted
+        stats_.tokens -= input_tokens_;
+        sink_.fail(p.input);
+        if (options_.keep_going) {
+          try {
+            std::rethrow_exception(p.error);
+          } catch (const std::exception& e) {
+            stats_.failures.push_back({p.input, e.what()});
+          }
+        } else {
+          input_error_ = p.error;
+          stopping_ = true;
+          break;  // nothing after the failed input
+        }
+      } else if (p.ends) {
+        sink_.end(p.input);
+      }
+      if (p.ends) ++stats_.inputs_done;
+    }
+    stats_.bytes_read = std::max(stats_.bytes_read, bytes_read_.load());
+    stats_.seconds = now() - start_;
+    if (options_.progress) options_.progress(stats_);
+    ++next_write_;
+    written_.notify_all();
+    return true;
+  }
+
+  Tagger& tagger_;
+  const std::vector<InputFile>& inputs_;
+  TagSink& sink_;
+  const TagRunOptions& options_;
+  double start_ = 0;
+
+  std::mutex read_mutex_;  // the reader's state
+  std::unique_ptr<TextReader> reader_;  // the input being read, or null between inputs
+  std::size_t next_input_ = 0, next_seq_ = 0;
+  std::uint64_t bytes_done_ = 0;
+  std::atomic<std::uint64_t> bytes_read_{0};  // bytes_done_ and the open input's, after a batch
+
+  std::mutex decode_mutex_;  // the tagger and its backend
+
+  std::mutex write_mutex_;  // the sink, stats_, the errors
+  std::condition_variable written_;
+  std::size_t next_write_ = 0;
+  std::size_t input_sentences_ = 0, input_tokens_ = 0;  // written of the input being written
+  TagRunStats stats_;
+  std::exception_ptr fatal_, input_error_;
+  std::size_t fatal_seq_ = 0;
+  std::atomic<bool> stopping_{false};  // fatal_ is set: every stage stops
+};
+
+}  // namespace
+
+TagRunStats tag_inputs(Tagger& tagger, const std::vector<InputFile>& inputs, TagSink& sink,
+                       const TagRunOptions& options) {
+  if (options.batch_tokens == 0) throw Error("tagging: batches of at least 1 token");
+  if (options.keep_going && !sink.drops_failed())
+    throw Error("going on past a failed input needs one output per input: in one stream, what was "
+                "written of the failed input could not be taken back");
+  return Run(tagger, inputs, sink, options).run();
+}
+
+}  // namespace crfx
