@@ -798,13 +798,15 @@ int cmd_tag(int argc, char** argv) {
       inputs.swap(left);
       outputs.swap(left_outputs);
     }
-    for (const std::string& out : outputs) {  // those that exist: replaceable, and not the model
+    std::vector<std::string> existing;  // outputs that exist: replaceable, and not an input
+    for (const std::string& out : outputs) {
       struct stat st;
       if (::lstat(out.c_str(), &st) != 0) continue;
       check_output_path(out);
       check_not_an_input(out, {model_path});
+      existing.push_back(out);
     }
-    check_not_an_input(outputs, inputs);
+    check_not_an_input(existing, inputs);
   } else if (output != "-") {  // before the model is loaded
     check_output_path(output);
     check_not_an_input(output, {model_path});

@@ -22,6 +22,7 @@ repeat=${REPEAT:-10}
 runs=${RUNS:-5}
 [ -x "$crfx" ] || scripts/build.sh
 mkdir -p "$out"
+rm -rf "$out/tagged-dirs"
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)'), $(date -u +%F)"
@@ -41,14 +42,11 @@ docs=$out/docs-x$repeat
 ndocs=$(find "$docs" -type f | wc -l)
 echo "== input: $repeat × test.txt = $tokens tokens; as $ndocs documents; device $device; median of $runs runs"
 
-# median_seconds CMD...: runs CMD $runs times, prints the median wall-clock seconds ($before,
-# when set, runs untimed before each run).
-before=
+# median_seconds CMD...: runs CMD $runs times, prints the median wall-clock seconds.
 median_seconds() {
   local times=()
   for _ in $(seq "$runs"); do
     local start end
-    [ -z "$before" ] || $before
     start=$(date +%s.%N)
     "$@"
     end=$(date +%s.%N)
@@ -71,13 +69,18 @@ for t in $threads_list; do
   many=$(median_seconds "$crfx" tag -r "$docs" -m "$model" -o "$out/tagged-docs.txt" --device "$device" --threads "$t" -q)
   report "$ndocs documents -o, $t thread(s)" "$many" "$one"
   cmp -s "$out/tagged.txt" "$out/tagged-docs.txt" || { echo "the documents' output differs from the file's" >&2; exit 1; }
-  clear_dir() { rm -rf "$out/tagged-dir"; sync; }
-  before=clear_dir
-  each=$(median_seconds "$crfx" tag -r "$docs" -m "$model" -O "$out/tagged-dir" --device "$device" --threads "$t" -q)
-  before=
+  # Each run into a directory of its own: files deleted just before would make the file system
+  # (ext4) search past their inodes, and time that rather than tagging. Removed at the end.
+  mkdir -p "$out/tagged-dirs/$t"
+  sync
+  dir_run() { "$crfx" tag -r "$docs" -m "$model" -O "$(mktemp -d -p "$out/tagged-dirs/$t")" --device "$device" --threads "$t" -q; }
+  each=$(median_seconds dir_run)
   report "$ndocs documents -O, $t thread(s)" "$each" "$one"
-  (cd "$out/tagged-dir" && find . -type f | sort | xargs cat) | cmp -s - "$out/tagged.txt" ||
-    { echo "the per-document outputs differ from the file's" >&2; exit 1; }
+  for d in "$out/tagged-dirs/$t"/*; do
+    (cd "$d" && find . -type f | sort | xargs cat) | cmp -s - "$out/tagged.txt" ||
+      { echo "the per-document outputs in $d differ from the file's" >&2; exit 1; }
+  done
 done
+rm -rf "$out/tagged-dirs"
 awk -v a="$first" -v b="$one" 'BEGIN { printf "one file: last thread count %.2f× the first\n", a / b }'
 "$crfx" eval "$out/tagged.txt" | sed -n 2p

@@ -2,12 +2,19 @@
 // outputs against tagging each input alone, failures, progress and the summary line.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "test_util.hpp"
@@ -182,6 +189,85 @@ TEST(CliTagMany, ABadInputStopsTheRunOrIsListedWithKeepGoing) {
   EXPECT_EQ(run(crfx() + " tag -r " + q(in) + " -m " + q(model()) + " -o " + q(one) + " -q", &out), 1);
   EXPECT_NE(out.find(bad), std::string::npos) << out;
   EXPECT_EQ(read_text(one), "before\n");
+}
+
+// Ctrl-C in the middle of a run over many documents: no temporary is left, every output that
+// exists is whole (outputs are renamed into place only after their group was synced), and a
+// second run with --skip-existing completes the set.
+TEST(CliTagMany, AnInterruptedRunContinuesWithSkipExisting) {
+  const std::vector<std::string> s = sentences();
+  const std::string root = temp_dir() + "/docs", out_dir = temp_dir() + "/out";
+  std::vector<std::string> names;
+  std::string all;
+  for (int d = 0; d < 2500; ++d) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%02d/doc%04d.txt", d / 100, d);
+    fs::create_directories(fs::path(root + "/" + name).parent_path());
+    write_text(root + "/" + name, s[std::size_t(d) % s.size()]);
+    names.push_back(name);
+    all += s[std::size_t(d) % s.size()];
+  }
+  // The expected outputs: the documents' sentences tagged in one file, one block each.
+  const std::string one_in = temp_path("all.txt"), one_out = temp_path("all.tagged");
+  write_text(one_in, all);
+  std::string out;
+  ASSERT_EQ(run(crfx() + " tag " + q(one_in) + " -m " + q(model()) + " -q -o " + q(one_out), &out), 0) << out;
+  std::vector<std::string> expected;
+  {
+    const std::string text = read_text(one_out);
+    std::size_t at = 0;
+    while (at < text.size()) {
+      const std::size_t end = text.find("\n\n", at) + 2;
+      expected.push_back(text.substr(at, end - at));
+      at = end;
+    }
+  }
+  ASSERT_EQ(expected.size(), names.size());
+
+  const std::string binary = crfx(), m = model();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    ::execl(binary.c_str(), binary.c_str(), "tag", "-r", root.c_str(), "-m", m.c_str(), "-q", "-O", out_dir.c_str(),
+            "--threads", "2", "--batch-tokens", "500", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto outputs = [&] {
+    std::size_t whole = 0, temporary = 0;
+    if (!fs::exists(out_dir)) return std::make_pair(whole, temporary);
+    for (const auto& e : fs::recursive_directory_iterator(out_dir)) {
+      if (!e.is_regular_file()) continue;
+      (e.path().filename().string().find(".tmp.") == std::string::npos ? whole : temporary) += 1;
+    }
+    return std::make_pair(whole, temporary);
+  };
+  bool seen = false;  // the first group of outputs in place: the run is half-way
+  for (int i = 0; i < 6000 && !seen; ++i) {
+    seen = outputs().first > 0;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const auto [whole, temporary] = outputs();
+  EXPECT_EQ(temporary, 0u) << "temporaries left behind";
+  if (WIFSIGNALED(status)) {
+    EXPECT_EQ(WTERMSIG(status), SIGINT);
+    EXPECT_LT(whole, names.size()) << "stopped before the end";
+  } else {
+    ADD_FAILURE() << "the run ended before the signal (status " << status << "); nothing was interrupted";
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (fs::exists(out_dir + "/" + names[i])) {
+      EXPECT_EQ(read_text(out_dir + "/" + names[i]), expected[i]) << names[i];
+    }
+  }
+
+  ASSERT_EQ(run(crfx() + " tag -r " + q(root) + " -m " + q(model()) + " -O " + q(out_dir) + " --skip-existing", &out), 0)
+      << out;
+  EXPECT_NE(out.find(" more skipped: output exists)"), std::string::npos) << out;
+  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(read_text(out_dir + "/" + names[i]), expected[i]) << names[i];
 }
 
 TEST(CliTagMany, OutputsMayNotOverwriteInputs) {

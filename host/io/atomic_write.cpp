@@ -13,32 +13,32 @@
 // (O_CREAT | O_EXCL under that name), so no signal timing leaves it behind.
 //
 // Interrupted (Ctrl-C, kill, a closed terminal), the process would otherwise leave its temporary
-// files behind: each open one is listed in a fixed table that a SIGINT / SIGTERM / SIGHUP handler
+// files behind: each open one is listed in a table (blocks of slots, grown as needed, never freed)
+// that a SIGINT / SIGTERM / SIGHUP handler
 // reads — only async-signal-safe work there: unlink(2) each listed path, restore the default
 // action, raise the signal again (so the exit status still says which signal). A library does
 // not take over a process's signals on its own: the program installs the handler
 // (remove_temporaries_on_signals(), the crfx tool in main), and only for signals whose action was
-// the default (an ignored SIGHUP under nohup stays ignored). More than kSlots files open at once:
-// the rest are cleaned up only by the ordinary paths (crfx writes at most two at a time).
+// the default (an ignored SIGHUP under nohup stays ignored). More than 4,096 files open at once
+// (kBlocks · kSlotsPerBlock): the rest are cleaned up only by the ordinary paths (crfx keeps at
+// most an AtomicFileGroup's 1,000 and two more).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
-#include <random>
-
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "crfx/error.hpp"
 #include "crfx/output.hpp"
@@ -46,24 +46,6 @@
 namespace crfx {
 
 namespace {
-
-/// The process umask, read without changing it (/proc/self/status, Linux ≥ 4.7); 022 otherwise.
-mode_t read_umask() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, 6, "Umask:") == 0)
-      return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
-  }
-  return 022;
-}
-
-/// The process's umask, read once (crfx never changes it; thousands of outputs would read it
-/// thousands of times).
-mode_t current_umask() {
-  static const mode_t mask = read_umask();
-  return mask;
-}
 
 /// The directory part of `path` ("." for a bare name, "/" for a name under the root).
 std::string parent_dir(const std::string& path) {
@@ -143,6 +125,8 @@ constexpr std::size_t kTmpSuffix = 5 + 10 + 1 + 8;
 struct OutputTarget {
   std::string path;
   bool direct = false;
+  bool exists = false;  // `path` is a regular file, of mode `mode`
+  mode_t mode = 0;
 };
 
 OutputTarget resolve_output(const std::string& path) {
@@ -151,21 +135,26 @@ OutputTarget resolve_output(const std::string& path) {
   struct stat st;
   // What the path leads to, through any links: a device, FIFO or socket (/dev/stdout →
   // /proc/self/fd/1 → a pipe) is opened through the path itself and written in place.
-  if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+  bool found = ::stat(path.c_str(), &st) == 0;
+  if (found && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
     t.direct = true;
     return t;
   }
   // A link's target is replaced, not the link: follow the chain (a dangling link's target is
   // created). Relative targets are relative to the link's directory.
+  bool linked = false;
   for (int hops = 0; hops < 40; ++hops) {
-    if (::lstat(t.path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) break;
+    struct stat lst;
+    if (::lstat(t.path.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) break;
     std::string link(PATH_MAX, '\0');
     const ssize_t n = ::readlink(t.path.c_str(), link.data(), link.size());
     if (n < 0) fail(path, "readlink", errno);
     link.resize(std::size_t(n));
     t.path = link[0] == '/' ? link : parent_dir(t.path) + "/" + link;
+    linked = true;
   }
-  if (::stat(t.path.c_str(), &st) == 0) {
+  if (linked) found = ::stat(t.path.c_str(), &st) == 0;  // else the first stat was of t.path
+  if (found) {
     if (S_ISDIR(st.st_mode)) throw Error("cannot write " + path + ": it is a directory");
     // Read-only by its mode (no write bit), or not writable by us: root may write anything,
     // but a file marked read-only is protected on purpose.
@@ -179,6 +168,8 @@ OutputTarget resolve_output(const std::string& path) {
                   }() +
                   "); --force replaces it, or make it writable or choose another name");
     if (!S_ISREG(st.st_mode)) throw Error("cannot write " + path + ": it is not a regular file");
+    t.exists = true;
+    t.mode = st.st_mode & 07777;
   }
   const std::size_t slash = t.path.find_last_of('/');
   const std::size_t name = t.path.size() - (slash == std::string::npos ? 0 : slash + 1);
@@ -209,7 +200,9 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     std::snprintf(suffix, sizeof suffix, "%08x", unsigned(rd()));
     tmp_ = target_ + ".tmp." + std::to_string(::getpid()) + "." + suffix;
     slot_ = register_tmp(tmp_);
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    // A new file gets the mode an ordinary create would (0666 less the umask); one that replaces
+    // a file is made private first, then given that file's mode.
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, target.exists ? 0600 : 0666);
     if (fd_ >= 0) break;
     const int err = errno;
     forget_tmp();
@@ -218,13 +211,7 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
       fail(path_, "cannot create a temporary file", err);
     }
   }
-  // Created with mode 0600; give the file the mode an ordinary create would (or keep the mode of
-  // the file being replaced).
-  struct stat st;
-  const mode_t mode = ::stat(target_.c_str(), &st) == 0 && S_ISREG(st.st_mode)
-                          ? (st.st_mode & 07777)
-                          : (0666 & ~current_umask());
-  if (::fchmod(fd_, mode) != 0) abort_with("fchmod", errno);
+  if (target.exists && ::fchmod(fd_, target.mode) != 0) abort_with("fchmod", errno);
 }
 
 AtomicFile::~AtomicFile() {
