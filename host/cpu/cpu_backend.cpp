@@ -285,14 +285,16 @@ std::size_t nonzero_range(const double* x, std::size_t b, std::size_t e) {
 
 VectorPtr CpuBackend::vector(std::size_t n) { return std::make_unique<CpuVector>(n); }
 
+// On every thread, in blocks: a fresh vector's pages are faulted in (and zeroed by the kernel)
+// by the thread that first writes them, and for a model's weights that is most of the copy.
 void CpuBackend::write(Vector& dst, const double* src) {
   auto& d = V(dst);
-  std::copy(src, src + d.size(), d.begin());
+  blocks(pool_, d.size(), [&](std::size_t b, std::size_t e) { std::copy(src + b, src + e, &d[0] + b); });
 }
 
 void CpuBackend::read(const Vector& src, double* dst) {
   const auto& s = V(src);
-  std::copy(s.begin(), s.end(), dst);
+  blocks(pool_, s.size(), [&](std::size_t b, std::size_t e) { std::copy(&s[0] + b, &s[0] + e, dst + b); });
 }
 
 void CpuBackend::fill(Vector& x, double value) {
