@@ -49,14 +49,14 @@ void walk(const std::string& arg, std::vector<InputFile>& out) {
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   for (; it != end; it.increment(ec)) {
     if (ec) throw InputError(arg, 0, "cannot read the directory: " + ec.message());
-    // The entry's type as the directory listing gave it (no stat for directories and files).
-    const fs::file_type type = it->symlink_status(ec).type();
-    if (type == fs::file_type::directory) continue;  // the iterator goes into it
+    // The entry's type as the directory listing gave it (no lstat for directories and files).
+    const bool link = it->is_symlink(ec);
+    if (!link && it->is_directory(ec)) continue;  // the iterator goes into it
     const std::string path = it->path().string();
     struct stat st;
     if (::stat(path.c_str(), &st) != 0)
       throw InputError(path, 0, std::string("cannot open: ") + std::strerror(errno) +
-                                    (type == fs::file_type::symlink ? " (a broken link)" : ""));
+                                    (link ? " (a broken link)" : ""));
     if (S_ISDIR(st.st_mode))
       throw InputError(path, 0,
                        "a link to a directory, not followed under --recursive (name it as an argument "

@@ -53,6 +53,9 @@ struct LineReader::Impl {
         const ssize_t got = ::read(fd, p, n);
         if (got >= 0) {
           offset += std::uint64_t(got);
+          // A regular file gives fewer bytes than asked only at its end: no read(2) more just
+          // to be told so (a short document is then one read, not two).
+          if (std::size_t(got) < n) eof = true;
           return std::size_t(got);
         }
         if (errno != EINTR) fail(std::string(std::strerror(errno)));
@@ -98,6 +101,7 @@ LineReader::LineReader(const std::string& path) : impl_(new Impl), path_(path) {
     if (impl_->end < 2 || b[0] != 0x1f || b[1] != 0x8b) return;  // plain text, its first block read
     impl_->fd = -1;
     impl_->end = 0;
+    impl_->eof = false;
     block = kBlock;
     if (::lseek(fd, 0, SEEK_SET) != 0) {
       const int e = errno;
