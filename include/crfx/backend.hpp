@@ -384,7 +384,7 @@ DeviceKind parse_device(const std::string& s);
 /// Creates the backend asked for. `cuda` without a usable GPU throws Error saying why; `auto`
 /// falls back to the CPU and, via `note`, says so. `note` also receives the chosen device name.
 /// With `fallback` given, the reason for an `auto` fallback goes there instead of into `note`.
-BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note,
+BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::string* note = nullptr,
                         std::string* fallback = nullptr);
 /// Why no GPU backend can be made here ("" when one can): no device or driver, a device that
 /// fails the launch self-test, or a build without CUDA.

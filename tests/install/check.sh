@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# crfx used from outside its tree: `cmake --install` into a fresh prefix; an outside CMake project
+# (tests/install/CMakeLists.txt) finds it with find_package(crfx) and builds crfx_example, which
+# trains a model in memory, saves it, loads it and tags a file. Its model must be the installed
+# crfx tool's, byte for byte, and its output the tool's `crfx tag`. The same program built with
+# pkg-config's flags alone must give the same output.
+# Usage: tests/install/check.sh BUILD_DIR   (ctest: Install.FindPackageAndPkgConfig)
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+data=$src/tests/data
+fail() { echo "install check: $*" >&2; exit 1; }
+show() { cat "$1" >&2; fail "$2"; }
+
+cmake --install "$build" --prefix "$prefix" > "$work/install.log" || show "$work/install.log" "cmake --install failed"
+[ -x "$prefix/bin/crfx" ] || fail "no bin/crfx in the installed tree"
+[ -f "$prefix/include/crfx/tagger.hpp" ] || fail "no include/crfx/tagger.hpp in the installed tree"
+pc=$(find "$prefix" -name crfx.pc -print -quit)
+[ -n "$pc" ] || fail "no crfx.pc in the installed tree"
+
+generator=()
+command -v ninja > /dev/null && generator=(-G Ninja)
+cmake -S "$src/tests/install" -B "$work/outside" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" 2>&1 || show "$work/configure.log" "find_package(crfx) failed"
+cmake --build "$work/outside" > "$work/build.log" 2>&1 || show "$work/build.log" "building against crfx::crfx failed"
+
+train=$data/conll2000.train300.txt
+test=$data/conll2000.test100.txt
+"$work/outside/crfx_example" "$train" "$data/chunking.template" 5 "$work/lib.model" "$test" > "$work/lib.tagged"
+"$prefix/bin/crfx" train "$train" -t "$data/chunking.template" --max-iterations 5 --device cpu -q -m "$work/cli.model"
+cmp "$work/lib.model" "$work/cli.model" || fail "the library's model differs from crfx train's"
+"$prefix/bin/crfx" tag "$test" -m "$work/lib.model" --device cpu -q > "$work/cli.tagged"
+[ -s "$work/cli.tagged" ] || fail "crfx tag wrote nothing"
+cmp "$work/lib.tagged" "$work/cli.tagged" || fail "the library's tagging differs from crfx tag's"
+
+flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs crfx) || fail "pkg-config crfx failed"
+# shellcheck disable=SC2086  # the flags are words
+"${CXX:-c++}" -O1 "$src/tests/install/example.cpp" -o "$work/example-pc" $flags 2> "$work/pc.log" ||
+  show "$work/pc.log" "building with pkg-config's flags ($flags) failed"
+"$work/example-pc" "$train" "$data/chunking.template" 5 "$work/pc.model" "$test" > "$work/pc.tagged"
+cmp "$work/pc.tagged" "$work/cli.tagged" || fail "the pkg-config build's tagging differs from crfx tag's"
+echo "installed crfx: find_package(crfx) and pkg-config builds train and tag as the crfx tool does"
