@@ -4,7 +4,8 @@
 # is built, without it the build is CPU-only.)
 # `scripts/deps.sh --bench` also installs what the benchmarks use (gnuplot for the figures).
 set -euo pipefail
-packages=(cmake ninja-build g++ libcxxopts-dev libgtest-dev zlib1g-dev libboost-context-dev)
+packages=(cmake ninja-build g++ libcxxopts-dev libgtest-dev zlib1g-dev libboost-context-dev
+          pybind11-dev python3-dev python3-pytest)
 [ "${1:-}" = "--bench" ] && packages+=(gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do

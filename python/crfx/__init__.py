@@ -1,0 +1,172 @@
+"""crfx from Python: linear-chain conditional random fields, trained and applied by crfx's C++
+core on every CPU core (or a GPU).
+
+The estimator follows sklearn-crfsuite's ``CRF``: X is a list of sequences, each a list of
+per-token features — a dict ``{"word.lower()": "the", "postag": "DT", "bias": 1.0}`` (a str value
+makes the attribute ``name=value`` with weight 1, a number or bool is the attribute's value) or a
+list of feature names — and y the matching lists of labels::
+
+    import crfx
+    crf = crfx.CRF(algorithm="lbfgs", c1=0.1, c2=0.1, max_iterations=100)
+    crf.fit(X_train, y_train)
+    y_pred = crf.predict(X_test)
+    crf.save("ner.model")        # a crfx model file: `crfx tag`, `crfx dump` read it
+
+File helpers mirror the command line: ``crfx.train_file`` (``crfx train``) and
+``crfx.tag_file`` (``crfx tag``). Errors are ValueError (bad data or settings, with crfx's
+message naming the sequence or the file and line) or OSError (a file that cannot be read).
+Training and tagging release the GIL; Ctrl-C stops training after the current iteration and
+raises KeyboardInterrupt. Nothing beyond the standard library is needed.
+"""
+
+from . import _crfx
+
+__all__ = ["CRF", "train_file", "tag_file", "algorithms", "__version__"]
+__version__ = "0.1.0"
+
+
+def algorithms():
+    """The training algorithms, as ``crfx train --algo list`` names them."""
+    return list(_crfx.algorithms())
+
+
+class CRF:
+    """A linear-chain CRF with sklearn-crfsuite's interface.
+
+    algorithm: lbfgs (default), owlqn, rprop, sgd-l1, two-stage, sag, saga, adf, ap (the names
+    of ``crfx train --algo``; sklearn-crfsuite's "l2sgd", "pa" and "arow" are not crfx's).
+    c1, c2: the L1 and L2 penalties (CRFsuite's convention). max_iterations and any other
+    setting of the algorithm (``period``, ``delta``, ``epsilon``, ``epochs``, ``seed``, …, as
+    ``crfx train --algo list`` shows them with dashes for underscores) go by keyword.
+    all_possible_states / all_possible_transitions: every attribute × label pair / every label
+    bigram gets a weight (CRFsuite's feature.possible_states / possible_transitions).
+    device: "auto", "cpu" or "cuda"; threads: CPU threads (0: all cores).
+    """
+
+    def __init__(self, algorithm="lbfgs", c1=None, c2=None, max_iterations=None,
+                 all_possible_states=False, all_possible_transitions=False, min_freq=1,
+                 device="auto", threads=0, model_filename=None, **params):
+        self.algorithm = algorithm
+        self.c1 = c1
+        self.c2 = c2
+        self.max_iterations = max_iterations
+        self.all_possible_states = all_possible_states
+        self.all_possible_transitions = all_possible_transitions
+        self.min_freq = min_freq
+        self.device = device
+        self.threads = threads
+        self.model_filename = model_filename
+        self.params = params
+        self._model = None
+        if model_filename is not None:
+            self._model = _crfx.load(model_filename, device, threads)
+
+    # ---- training ---------------------------------------------------------------------------
+    def _settings(self):
+        settings = dict(self.params)
+        for name in ("c1", "c2", "max_iterations"):
+            value = getattr(self, name)
+            if value is not None:
+                settings[name] = value
+        return settings
+
+    def fit(self, X, y, X_dev=None, y_dev=None):
+        """Trains on sequences X with labels y (X_dev, y_dev: scored after training, as
+        ``dev_score_``). Returns self."""
+        self._model = _crfx.fit(X, y, self.algorithm, self._settings(), self.all_possible_states,
+                                self.all_possible_transitions, self.device, self.threads, self.min_freq)
+        if self.model_filename is not None:
+            self._model.save(self.model_filename)
+        if X_dev is not None:
+            self.dev_score_ = self.score(X_dev, y_dev)
+        return self
+
+    @property
+    def training_log_(self):
+        """Why training stopped and after how many iterations."""
+        self._check()
+        return {"stop_reason": self._model.stop_reason, "iterations": self._model.iterations}
+
+    # ---- prediction -------------------------------------------------------------------------
+    def _check(self):
+        if self._model is None:
+            raise ValueError("the CRF is not trained: call fit (or load a model)")
+
+    def predict(self, X):
+        """The most likely label sequence of each sequence of X."""
+        self._check()
+        return self._model.predict(X)
+
+    def predict_single(self, xseq):
+        return self.predict([xseq])[0]
+
+    def predict_marginals(self, X):
+        """For each sequence of X, for each token, {label: p(y_t = label | x)}."""
+        self._check()
+        return self._model.predict_marginals(X)
+
+    def predict_marginals_single(self, xseq):
+        return self.predict_marginals([xseq])[0]
+
+    def score(self, X, y):
+        """Token accuracy of predict(X) against y (sklearn-crfsuite's flat accuracy)."""
+        predicted = self.predict(X)
+        total = correct = 0
+        for gold_seq, pred_seq in zip(y, predicted):
+            if len(gold_seq) != len(pred_seq):
+                raise ValueError("a sequence of y and its prediction differ in length")
+            total += len(gold_seq)
+            correct += sum(1 for g, p in zip(gold_seq, pred_seq) if str(g) == p)
+        return correct / total if total else 0.0
+
+    # ---- the model --------------------------------------------------------------------------
+    @property
+    def classes_(self):
+        self._check()
+        return self._model.labels()
+
+    @property
+    def state_features_(self):
+        """{(attribute, label): weight} for every non-zero state weight."""
+        self._check()
+        return self._model.state_features()
+
+    @property
+    def transition_features_(self):
+        """{(label_from, label_to): weight} for every non-zero transition weight."""
+        self._check()
+        return self._model.transition_features()
+
+    def save(self, path):
+        """Writes the model (atomically) as a crfx model file."""
+        self._check()
+        self._model.save(str(path))
+
+    @classmethod
+    def load(cls, path, device="auto", threads=0):
+        """A CRF with the model of a crfx model file (trained by this module or crfx train)."""
+        return cls(model_filename=str(path), device=device, threads=threads)
+
+
+def train_file(data, model, template=None, format="conll", algorithm="lbfgs", all_possible_states=False,
+               all_possible_transitions=False, min_freq=1, device="auto", threads=0, **params):
+    """``crfx train``: trains on one or more files (CoNLL columns with a CRF++ template, or CRFsuite
+    attribute lines) and writes the model to ``model``. Returns a CRF holding it."""
+    files = [str(data)] if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else [str(d) for d in data]
+    trained = _crfx.train_file(files, format, "" if template is None else str(template), algorithm, params,
+                               all_possible_states, all_possible_transitions, device, threads, min_freq)
+    trained.save(str(model))
+    crf = CRF(algorithm=algorithm, device=device, threads=threads, **params)
+    crf._model = trained
+    return crf
+
+
+def tag_file(model, inputs, output=None, output_dir=None, suffix="", recursive=False, keep_going=False,
+             probability=False, marginals=False, nbest=1, device="auto", threads=0):
+    """``crfx tag``: tags files (or directories, with recursive) with a model file, into one
+    output (``output``; standard output when neither is given) or one file per input under
+    ``output_dir``. Returns the run's figures (inputs, sentences, tokens, seconds, failures)."""
+    files = [str(inputs)] if isinstance(inputs, (str, bytes)) or hasattr(inputs, "__fspath__") else [str(i) for i in inputs]
+    return _crfx.tag_file(str(model), files, "" if output is None else str(output),
+                          "" if output_dir is None else str(output_dir), suffix, recursive, keep_going,
+                          probability, marginals, nbest, device, threads)

@@ -1,0 +1,434 @@
+// crfx's Python extension (_crfx): training from per-token features in memory, tagging, token
+// marginals, the model's weights by name, and the file-level helpers, over the library's entry
+// points. python/crfx/__init__.py wraps it in an estimator with sklearn-crfsuite's interface.
+//
+// Python objects are read while the GIL is held; training and tagging then run without it
+// (other Python threads go on), and a training run checks for Ctrl-C after every iteration:
+// it stops there and raises KeyboardInterrupt. crfx::Error and its InputError become
+// ValueError with crfx's message, OSError for a file that cannot be opened or read.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+#include "crfx/features.hpp"
+#include "crfx/io.hpp"
+#include "crfx/model.hpp"
+#include "crfx/tag_run.hpp"
+#include "crfx/tagger.hpp"
+#include "crfx/trainer.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using crfx::CrfsuiteAttribute;
+using crfx::CrfsuiteSentence;
+using crfx::CrfsuiteToken;
+
+/// One token's features: a dict {name: value} — a str value makes the attribute "name=value"
+/// with weight 1 (as sklearn-crfsuite and python-crfsuite do), a number or bool is the
+/// attribute's value — or an iterable of names (value 1) or of (name, value) pairs.
+void read_token(py::handle features, CrfsuiteToken& token, std::size_t s, std::size_t t) {
+  auto where = [&] { return "sequence " + std::to_string(s) + ", token " + std::to_string(t) + ": "; };
+  auto add = [&](const std::string& name, py::handle value) {
+    if (name.empty()) throw py::value_error(where() + "an empty feature name");
+    if (py::isinstance<py::str>(value)) {
+      token.attributes.push_back({name + "=" + value.cast<std::string>(), 1.0});
+    } else if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value) ||
+               py::isinstance<py::float_>(value)) {
+      token.attributes.push_back({name, value.cast<double>()});
+    } else {
+      throw py::type_error(where() + "feature '" + name + "' has a value of type " +
+                           std::string(py::str(value.get_type().attr("__name__"))) +
+                           " (str, int, float or bool expected)");
+    }
+  };
+  if (py::isinstance<py::dict>(features)) {
+    for (auto item : features.cast<py::dict>()) add(py::str(item.first).cast<std::string>(), item.second);
+  } else if (py::isinstance<py::str>(features)) {
+    throw py::type_error(where() + "a str, not a dict or a list of features");
+  } else if (py::hasattr(features, "__iter__")) {
+    for (py::handle f : features) {
+      if (py::isinstance<py::str>(f)) {
+        const std::string name = f.cast<std::string>();
+        if (name.empty()) throw py::value_error(where() + "an empty feature name");
+        token.attributes.push_back({name, 1.0});
+      } else if (py::isinstance<py::tuple>(f) && py::len(f) == 2) {
+        add(py::str(f.cast<py::tuple>()[0]).cast<std::string>(), f.cast<py::tuple>()[1]);
+      } else {
+        throw py::type_error(where() + "features are names (str) or (name, value) pairs");
+      }
+    }
+  } else {
+    throw py::type_error(where() + "a dict of features or a list of feature names expected");
+  }
+}
+
+/// X (and y, when given) as CRFsuite data: sequences of tokens with their labels.
+crfx::TextData read_sequences(py::handle X, py::handle y) {
+  crfx::TextData data;
+  data.format = crfx::InputFormat::crfsuite;
+  data.path = "<X>";
+  const bool labelled = !y.is_none();
+  if (labelled && py::len(X) != py::len(y))
+    throw py::value_error(std::to_string(py::len(X)) + " sequences in X but " + std::to_string(py::len(y)) +
+                          " in y");
+  std::vector<py::handle> ys;
+  if (labelled)
+    for (py::handle l : y) ys.push_back(l);
+  std::size_t s = 0;
+  for (py::handle xseq : X) {
+    if (py::isinstance<py::str>(xseq) || py::isinstance<py::dict>(xseq))
+      throw py::type_error("X: a sequence of sequences of tokens expected (sequence " + std::to_string(s) +
+                           " is a " + std::string(py::str(xseq.get_type().attr("__name__"))) + ")");
+    CrfsuiteSentence sentence;
+    for (py::handle features : xseq) {
+      CrfsuiteToken token;
+      token.line = sentence.size() + 1;
+      read_token(features, token, s, sentence.size());
+      sentence.push_back(std::move(token));
+    }
+    if (labelled) {
+      py::handle yseq = ys[s];
+      if (py::isinstance<py::str>(yseq)) throw py::type_error("y: sequence " + std::to_string(s) + " is a str, not a list of labels");
+      if (py::len(yseq) != sentence.size())
+        throw py::value_error("sequence " + std::to_string(s) + ": " + std::to_string(sentence.size()) +
+                              " tokens but " + std::to_string(py::len(yseq)) + " labels");
+      std::size_t t = 0;
+      for (py::handle label : yseq) {
+        sentence[t].label = py::str(label).cast<std::string>();
+        if (sentence[t].label.empty()) throw py::value_error("sequence " + std::to_string(s) + ", token " + std::to_string(t) + ": an empty label");
+        ++t;
+      }
+    }
+    data.crfsuite.push_back(std::move(sentence));
+    ++s;
+  }
+  return data;
+}
+
+crfx::BackendOptions backend_options(const std::string& device, unsigned threads) {
+  crfx::BackendOptions bo;
+  bo.device = crfx::parse_device(device);
+  bo.threads = threads;
+  return bo;
+}
+
+/// A trained or loaded model, and the taggers made from it on first use.
+struct PyModel {
+  crfx::Model model;
+  crfx::BackendOptions backend;
+  std::string stop_reason;
+  int iterations = 0;
+  std::mutex mutex;  // one tagging call at a time (a Tagger and its Backend serve one)
+  std::unique_ptr<crfx::Tagger> plain, with_marginals;
+
+  crfx::Tagger& tagger(bool marginals) {
+    std::unique_ptr<crfx::Tagger>& t = marginals ? with_marginals : plain;
+    if (!t) {
+      crfx::TagOptions options;
+      options.marginals = marginals;
+      crfx::Model copy = model;
+      const crfx::Dims dims = copy.features.dims();
+      t = std::make_unique<crfx::Tagger>(std::move(copy), crfx::make_backend(dims, backend), options);
+    }
+    return *t;
+  }
+};
+
+/// Training settings by their crfx train names (underscores for dashes: max_iterations).
+crfx::TrainOptions train_options(const crfx::TrainerInfo& trainer, const py::dict& params) {
+  crfx::TrainOptions options;
+  for (auto item : params) {
+    const std::string given = py::str(item.first).cast<std::string>();
+    std::string name = given;  // crfx train's spelling
+    for (char& c : name)
+      if (c == '_') c = '-';
+    const crfx::OptionSpec* spec = crfx::find_option(name);
+    if (!spec)
+      throw py::value_error("'" + given + "' is not a training setting ('crfx train --algo list' lists them, "
+                            "with dashes for underscores)");
+    if (!trainer.takes(name))
+      throw py::value_error("'" + given + "' is not a setting of " + trainer.name + " ('crfx train --algo list')");
+    if (item.second.is_none()) continue;  // the default
+    std::string text = py::str(item.second).cast<std::string>();
+    if (py::isinstance<py::bool_>(item.second)) text = item.second.cast<bool>() ? "1" : "0";
+    try {
+      spec->set(options, text);
+    } catch (const crfx::Error& e) {
+      throw py::value_error(given + ": " + e.what());
+    }
+  }
+  return options;
+}
+
+/// Trains on `corpus` (compiled into `fs`) without the GIL; Ctrl-C stops after an iteration.
+std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corpus, const std::string& algorithm,
+                                        const py::dict& params, bool all_states, bool all_transitions,
+                                        const std::string& device, unsigned threads) {
+  const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
+  const crfx::TrainOptions options = train_options(trainer, params);
+  auto result = std::make_shared<PyModel>();
+  result->backend = backend_options(device, threads);
+  bool interrupted = false;
+  {
+    py::gil_scoped_release release;
+    if (corpus.num_sentences() == 0) throw crfx::Error("no sequences to train on");
+    crfx::FeatureSet set;
+    set.all_states = all_states;
+    set.all_transitions = all_transitions;
+    crfx::choose_layout(fs, corpus, set);
+    const crfx::Dims dims = fs.dims();
+    crfx::BackendPtr backend = crfx::make_backend(dims, result->backend);
+    crfx::BackendCorpusPtr up = backend->upload(std::move(corpus));
+    crfx::Objective objective(*backend, *up, options.c1, options.c2);
+    crfx::VectorPtr w = backend->vector(dims.num_weights());
+    const auto algo = trainer.make();
+    algo->train(objective, *w, options, [&](const crfx::Progress& p, const crfx::Vector&) {
+      result->iterations = p.iteration;
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) {  // Ctrl-C: stop here (the error stays set)
+        interrupted = true;
+        return false;
+      }
+      return true;
+    });
+    result->stop_reason = algo->stop_reason();
+    result->model.features = std::move(fs);
+    result->model.weights = crfx::to_host(*backend, *w);
+  }
+  if (interrupted) throw py::error_already_set();
+  return result;
+}
+
+std::shared_ptr<PyModel> fit(py::handle X, py::handle y, const std::string& algorithm, const py::dict& params,
+                             bool all_states, bool all_transitions, const std::string& device, unsigned threads,
+                             std::size_t min_freq) {
+  if (y.is_none()) throw py::value_error("fit needs the labels y");
+  crfx::TextData data = read_sequences(X, y);
+  crfx::FeatureSpace fs;
+  fs.format = crfx::InputFormat::crfsuite;
+  crfx::Corpus corpus;
+  {
+    py::gil_scoped_release release;
+    corpus = crfx::compile_training(fs, data, min_freq);
+  }
+  return train_compiled(std::move(fs), std::move(corpus), algorithm, params, all_states, all_transitions, device,
+                        threads);
+}
+
+std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const std::string& format,
+                                    const std::string& template_path, const std::string& algorithm,
+                                    const py::dict& params, bool all_states, bool all_transitions,
+                                    const std::string& device, unsigned threads, std::size_t min_freq) {
+  crfx::FeatureSpace fs;
+  crfx::Corpus corpus;
+  {
+    py::gil_scoped_release release;
+    if (format == "conll") {
+      if (template_path.empty()) throw crfx::Error("CoNLL data needs a template (template=PATH)");
+      fs.format = crfx::InputFormat::conll;
+      fs.templ = crfx::FeatureTemplate::load(template_path);
+    } else if (format == "crfsuite") {
+      fs.format = crfx::InputFormat::crfsuite;
+    } else {
+      throw crfx::Error("format '" + format + "': conll or crfsuite");
+    }
+    if (data.empty()) throw crfx::Error("no training data");
+    crfx::TextData text = crfx::read_text(fs, data[0]);
+    for (std::size_t i = 1; i < data.size(); ++i) {
+      crfx::TextData more = crfx::read_text(fs, data[i]);
+      for (auto& s : more.conll) text.conll.push_back(std::move(s));
+      for (auto& s : more.crfsuite) text.crfsuite.push_back(std::move(s));
+    }
+    corpus = crfx::compile_training(fs, text, min_freq);
+  }
+  return train_compiled(std::move(fs), std::move(corpus), algorithm, params, all_states, all_transitions, device,
+                        threads);
+}
+
+crfx::TextData unlabelled(PyModel& m, py::handle X) {
+  if (m.model.features.format != crfx::InputFormat::crfsuite)
+    throw py::value_error("this model reads CoNLL columns through a template: tag files with crfx.tag_file");
+  return read_sequences(X, py::none());
+}
+
+py::list predict(PyModel& m, py::handle X) {
+  crfx::TextData data = unlabelled(m, X);
+  crfx::Tagged tagged;
+  std::vector<std::vector<std::uint32_t>> ids;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.tagger(false).tag(data, tagged);
+  }
+  const crfx::Dictionary& labels = m.model.features.labels;
+  py::list out;
+  std::size_t k = 0;
+  for (const auto& sentence : data.crfsuite) {
+    py::list seq;
+    for (std::size_t t = 0; t < sentence.size(); ++t) seq.append(labels.at(tagged.paths[k++]));
+    out.append(std::move(seq));
+  }
+  return out;
+}
+
+py::list predict_marginals(PyModel& m, py::handle X) {
+  crfx::TextData data = unlabelled(m, X);
+  crfx::Tagged tagged;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.tagger(true).tag(data, tagged);
+  }
+  const crfx::Dictionary& labels = m.model.features.labels;
+  const std::size_t L = labels.size();
+  std::vector<py::str> names;
+  for (std::size_t y = 0; y < L; ++y) names.emplace_back(labels.at(std::uint32_t(y)));
+  py::list out;
+  std::size_t k = 0;
+  for (const auto& sentence : data.crfsuite) {
+    py::list seq;
+    for (std::size_t t = 0; t < sentence.size(); ++t, ++k) {
+      py::dict p;
+      for (std::size_t y = 0; y < L; ++y) p[names[y]] = tagged.marginals[k * L + y];
+      seq.append(std::move(p));
+    }
+    out.append(std::move(seq));
+  }
+  return out;
+}
+
+py::list labels(const PyModel& m) {
+  py::list out;
+  for (std::size_t y = 0; y < m.model.features.labels.size(); ++y) out.append(m.model.features.labels.at(std::uint32_t(y)));
+  return out;
+}
+
+/// {(attribute, label): weight} for every non-zero state weight.
+py::dict state_features(const PyModel& m) {
+  const crfx::FeatureSpace& fs = m.model.features;
+  const crfx::Dims d = fs.dims();
+  const crfx::WeightGroups wg = d.groups();
+  py::dict out;
+  for (std::uint32_t a = 0; a < d.A; ++a)
+    crfx::for_each_weight(wg, a, [&](std::size_t k, std::size_t slot) {
+      if (m.model.weights[k] != 0.0)
+        out[py::make_tuple(fs.state_attrs.at(a), fs.labels.at(std::uint32_t(slot)))] = m.model.weights[k];
+    });
+  return out;
+}
+
+/// {(label from, label to): weight} for every non-zero transition weight.
+py::dict transition_features(const PyModel& m) {
+  const crfx::FeatureSpace& fs = m.model.features;
+  const crfx::Dims d = fs.dims();
+  const crfx::WeightGroups wg = d.groups();
+  const std::size_t L = d.L;
+  py::dict out;
+  crfx::for_each_weight(wg, wg.transitions(), [&](std::size_t k, std::size_t slot) {
+    if (m.model.weights[k] != 0.0)
+      out[py::make_tuple(fs.labels.at(std::uint32_t(slot / L)), fs.labels.at(std::uint32_t(slot % L)))] =
+          m.model.weights[k];
+  });
+  return out;
+}
+
+std::shared_ptr<PyModel> load(const std::string& path, const std::string& device, unsigned threads) {
+  auto m = std::make_shared<PyModel>();
+  m->backend = backend_options(device, threads);
+  py::gil_scoped_release release;
+  m->model = crfx::load_model(path);
+  return m;
+}
+
+/// crfx tag's engine: `inputs` (files; directories with recursive) into `output` (one stream,
+/// "-" for standard output) or `output_dir` (one file each). Returns the run's figures.
+py::dict tag_file(const std::string& model_path, const std::vector<std::string>& inputs, const std::string& output,
+                  const std::string& output_dir, const std::string& suffix, bool recursive, bool keep_going,
+                  bool probability, bool marginals, std::size_t nbest, const std::string& device, unsigned threads) {
+  crfx::TagRunStats stats;
+  {
+    py::gil_scoped_release release;
+    std::vector<crfx::InputFile> files = crfx::list_inputs(inputs, recursive);
+    crfx::Model model = crfx::load_model(model_path);
+    const crfx::Dims dims = model.features.dims();
+    crfx::TagOptions options;
+    options.probability = probability;
+    options.marginals = marginals;
+    options.nbest = nbest;
+    const crfx::BackendOptions bo = backend_options(device, threads);
+    crfx::Tagger tagger(std::move(model), crfx::make_backend(dims, bo), options);
+    std::unique_ptr<crfx::TagSink> sink;
+    if (!output_dir.empty())
+      sink = std::make_unique<crfx::DirectoryOutput>(crfx::output_paths(files, output_dir, suffix));
+    else
+      sink = std::make_unique<crfx::ConcatenatedOutput>(output.empty() ? "-" : output);
+    crfx::TagRunOptions run;
+    run.workers = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+    run.keep_going = keep_going;
+    stats = crfx::tag_inputs(tagger, files, *sink, run);
+  }
+  py::dict out;
+  out["inputs"] = stats.inputs;
+  out["sentences"] = stats.sentences;
+  out["tokens"] = stats.tokens;
+  out["seconds"] = stats.seconds;
+  py::list failures;
+  for (const auto& f : stats.failures) failures.append(f.message);
+  out["failures"] = failures;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_crfx, m) {
+  m.doc() = "crfx: linear-chain CRFs (the C++ core; use the crfx package)";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const crfx::InputError& e) {  // a file that cannot be opened or read: OSError
+      const bool io = e.problem().rfind("cannot open", 0) == 0 || e.problem().rfind("cannot read", 0) == 0;
+      PyErr_SetString(io ? PyExc_OSError : PyExc_ValueError, e.what());
+    } catch (const crfx::Error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  py::class_<PyModel, std::shared_ptr<PyModel>>(m, "Model")
+      .def("predict", &predict)
+      .def("predict_marginals", &predict_marginals)
+      .def("labels", &labels)
+      .def("state_features", &state_features)
+      .def("transition_features", &transition_features)
+      .def("save", [](const PyModel& self, const std::string& path) {
+        py::gil_scoped_release release;
+        crfx::save_model(self.model, path);
+      })
+      .def_readonly("stop_reason", &PyModel::stop_reason)
+      .def_readonly("iterations", &PyModel::iterations);
+  m.def("fit", &fit, py::arg("X"), py::arg("y"), py::arg("algorithm"), py::arg("params"), py::arg("all_states"),
+        py::arg("all_transitions"), py::arg("device"), py::arg("threads"), py::arg("min_freq"));
+  m.def("train_file", &train_file, py::arg("data"), py::arg("format"), py::arg("template"), py::arg("algorithm"),
+        py::arg("params"), py::arg("all_states"), py::arg("all_transitions"), py::arg("device"), py::arg("threads"),
+        py::arg("min_freq"));
+  m.def("load", &load, py::arg("path"), py::arg("device"), py::arg("threads"));
+  m.def("tag_file", &tag_file, py::arg("model"), py::arg("inputs"), py::arg("output"), py::arg("output_dir"),
+        py::arg("suffix"), py::arg("recursive"), py::arg("keep_going"), py::arg("probability"), py::arg("marginals"),
+        py::arg("nbest"), py::arg("device"), py::arg("threads"));
+  m.def("algorithms", [] {
+    py::list out;
+    for (const auto& t : crfx::trainer_registry()) out.append(t.name);
+    return out;
+  });
+}
