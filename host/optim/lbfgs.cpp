@@ -112,7 +112,12 @@ class LineSearch {
 class LbfgsTrainer final : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
-    if (obj.c1() > 0) return make_owlqn_trainer()->train(obj, w, opt, progress);
+    if (obj.c1() > 0) {  // L1: OWL-QN (as CRFsuite's lbfgs with c1 > 0), and its reason for stopping
+      const auto owlqn = make_owlqn_trainer();
+      const double f = owlqn->train(obj, w, opt, progress);
+      stop_reason_ = owlqn->stop_reason();
+      return f;
+    }
     Backend& b = obj.backend();
     const std::size_t n = w.size();
     VectorPtr g = b.vector(n), x0 = b.vector(n), g0 = b.vector(n), d = b.vector(n);

@@ -98,6 +98,8 @@ def test_the_estimator_trains_the_model_crfx_train_trains(chunking, tmp_path):
     (X, y), (Xt, yt) = chunking
     crf = crfx.CRF(algorithm="lbfgs", c1=0.1, c2=0.1, max_iterations=20, threads=2)
     crf.fit(X, y)
+    # lbfgs with c1 > 0 is OWL-QN (as in CRFsuite), and says why it stopped.
+    assert crf.training_log_ == {"stop_reason": "--max-iterations 20 reached", "iterations": 20}
     crf.save(tmp_path / "py.model")
     write_crfsuite(tmp_path / "train.txt", X, y)
     write_crfsuite(tmp_path / "test.txt", Xt, yt)
