@@ -7,6 +7,9 @@
 //   Corpus ──upload──▶ BackendCorpus (resident, static)
 //   Vector w ──evaluate(corpus, w, sentences)──▶ Σ NLL, grad += scale·(E[f] − f(gold))
 //            ──viterbi / marginals──▶ labels / probabilities on the host
+//
+// Entry points meant to stay stable (README, "As a library"): make_backend,
+//  BackendOptions, parse_device, to_host, to_backend.
 #pragma once
 
 #include <cstddef>

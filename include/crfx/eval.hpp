@@ -1,6 +1,9 @@
 // crfx — evaluation: token accuracy and conlleval-identical chunk precision / recall / F1 for
 // chunk tag sets; item accuracy, sentence accuracy and per-label precision / recall / F1 (as
 // CRFsuite's `tag -qt`) for any other tag set (POS, morphology, classification-style labels).
+//
+// Entry points meant to stay stable (README, "As a library"): evaluate,
+//  evaluate_labels_file, Evaluation.
 #pragma once
 
 #include <cstddef>

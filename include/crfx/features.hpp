@@ -2,6 +2,9 @@
 //
 //   ConllSentence    + FeatureTemplate → attribute strings ("U02:Confidence") → ids
 //   CrfsuiteSentence                    → attribute names                     → ids
+//
+// Entry points meant to stay stable (README, "As a library"): read_text,
+//  TextReader, compile_training, choose_layout, FeatureSet, compile, FeatureSpace.
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,9 @@
 //     → read_conll        Sentence: [T] tokens × [C] whitespace-separated columns
 //     → read_crfsuite     Sentence: [T] tokens × (label, attr[:value]…)
 //     → features.hpp      Corpus (CSR attribute ids + values, label ids)
+//
+// Entry points meant to stay stable (README, "As a library"): list_inputs,
+//  InputFile.
 #pragma once
 
 #include <cstddef>

@@ -11,6 +11,9 @@
 //     "WDNS" every weight as f64 (version 2; written when smaller, i.e. more than half non-zero)
 //   "CRC " u32 CRC-32 (zlib) of every byte before this section.
 // Only attributes with a non-zero weight are stored; ids are renumbered in their old order.
+//
+// Entry points meant to stay stable (README, "As a library"): load_model,
+//  save_model, Model.
 #pragma once
 
 #include <string>

@@ -13,6 +13,9 @@
 // Memory: at most `workers` batches are in flight (read, compiled, tagged or formatted), each of
 // about batch_tokens tokens. The outputs do not depend on the number of workers or the batch
 // size: they are byte for byte those of tagging each input alone.
+//
+// Entry points meant to stay stable (README, "As a library"): tag_inputs,
+//  TagRunOptions, ConcatenatedOutput, DirectoryOutput, output_paths.
 #pragma once
 
 #include <cstddef>

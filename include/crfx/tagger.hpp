@@ -14,6 +14,9 @@
 //     tagger.format(batch, tagged, out);
 //     fwrite(out.data(), 1, out.size(), stdout);
 //   }
+//
+// Entry points meant to stay stable (README, "As a library"): Tagger,
+//  TagOptions, Tagged.
 #pragma once
 
 #include <cstddef>

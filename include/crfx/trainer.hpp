@@ -1,4 +1,7 @@
 // crfx — the trainers: one interface, one registry (`crfx train --algo list`).
+//
+// Entry points meant to stay stable (README, "As a library"): find_trainer,
+//  trainer_registry, Trainer::train, Objective, TrainOptions, find_option.
 #pragma once
 
 #include <cstddef>

@@ -42,4 +42,10 @@ flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs crfx) || fai
   show "$work/pc.log" "building with pkg-config's flags ($flags) failed"
 "$work/example-pc" "$train" "$data/chunking.template" 5 "$work/pc.model" "$test" > "$work/pc.tagged"
 cmp "$work/pc.tagged" "$work/cli.tagged" || fail "the pkg-config build's tagging differs from crfx tag's"
-echo "installed crfx: find_package(crfx) and pkg-config builds train and tag as the crfx tool does"
+# The Python package, where this build has it: importable from the installed tree alone.
+python_dir=$(find "$prefix" -type d -name crfx -path "*-packages/crfx" -print -quit)
+if [ -n "$python_dir" ]; then
+  PYTHONPATH=$(dirname "$python_dir") /usr/bin/python3 -c "import crfx; assert 'lbfgs' in crfx.algorithms()" ||
+    fail "the installed Python package does not import"
+fi
+echo "installed crfx: find_package(crfx) and pkg-config builds train and tag as the crfx tool does${python_dir:+; the Python package imports}"
