@@ -1,7 +1,8 @@
 // crfx — the command-line tool: train, tag, eval, bench, dump.
 //
 // Library code throws crfx::Error; this file alone turns errors into messages and exit codes:
-//   0 success, 1 failure (bad input, I/O, numerical), 2 usage error.
+//   0 success, 1 failure (bad input, I/O, numerical), 2 usage error, 3 training stopped by a
+//   signal (SIGINT, SIGTERM) with the model of its last iteration written.
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,6 +45,9 @@
 
 namespace crfx {
 namespace {
+
+/// crfx train stopped by a signal after writing its model (see the top of this file).
+constexpr int kExitStoppedBySignal = 3;
 
 struct UsageError : Error {
   using Error::Error;
@@ -501,7 +505,7 @@ struct TrainProgress {
       }
     }
     callback_seconds += now_seconds() - callback_start;
-    return true;
+    return stop_signal() == 0;  // Ctrl-C or kill: stop here, the model is written
   }
 };
 
@@ -624,11 +628,19 @@ int cmd_train(int argc, char** argv) {
   const double train_start = now_seconds();
   VectorPtr w = backend->vector(dims.num_weights());
   const auto algorithm = trainer.make();
+  set_graceful_stop(true);  // the first Ctrl-C or kill ends training after the current iteration
   const double f = algorithm->train(objective, *w, opt, std::ref(progress));
+  const int stopped_by = stop_signal();
   const double train_seconds = now_seconds() - train_start - progress.callback_seconds;
 
   model.weights = to_host(*backend, *w);
   save_model(model, model_path);
+  set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
+  if (stopped_by) {
+    std::cerr << "crfx train: stopped by " << (stopped_by == SIGINT ? "SIGINT" : "SIGTERM") << " at iteration "
+              << progress.iterations << "; model written to " << model_path << "\n";
+    return kExitStoppedBySignal;
+  }
   if (!quiet) {
     std::cerr << "stopped: " << algorithm->stop_reason() << "\n";
     std::cerr << "done: " << progress.iterations << " iterations, " << fmt("%.1f", objective.passes())

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <sstream>
 #include <string>
@@ -873,6 +874,51 @@ TEST(Cli, KilledAtAnyMomentLeavesNoTemporaryFile) {
     EXPECT_TRUE(now == "old\n" || now == fresh) << "run " << k << ": a partial output";
   }
   EXPECT_GT(killed, 0) << "no run was killed in flight";
+}
+
+// Ctrl-C during training: the optimizer stops after the current iteration, the model of that
+// iteration is written (the same bytes as a run told to stop there) and the exit status is 3.
+TEST(Cli, SigintStopsTrainingAndWritesTheModel) {
+  namespace fs = std::filesystem;
+  const std::string dir = temp_path("graceful");
+  fs::create_directories(dir);
+  const std::string model = dir + "/stopped.model", log = dir + "/log.csv", binary = crfx();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    ::execl(binary.c_str(), binary.c_str(), "train", kTrain.c_str(), "-t", kTemplate.c_str(), "-m", model.c_str(),
+            "--log", log.c_str(), "--max-iterations", "100000", "--delta", "0", "--epsilon", "0", "--threads", "1",
+            "-q", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto rows = [&] {
+    std::ifstream in(log);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) ++n;
+    return n - 1;  // the header
+  };
+  for (int i = 0; i < 3000 && rows() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  const int iterations = rows();
+  ASSERT_GE(iterations, 3);
+  ASSERT_TRUE(fs::exists(model));
+  // The same run told to stop at that iteration writes the same model.
+  const std::string again = dir + "/again.model";
+  std::string out;
+  ASSERT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(again) + " --max-iterations " +
+                    std::to_string(iterations) + " --delta 0 --epsilon 0 --threads 1 -q",
+                &out),
+            0)
+      << out;
+  EXPECT_EQ(read_text(model), read_text(again)) << "stopped after iteration " << iterations;
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
 }
 
 TEST(Cli, DashReadsStandardInput) {

@@ -74,7 +74,17 @@ std::atomic<SlotBlock*> g_blocks[kBlocks];  // null until needed; never freed
 std::mutex g_slots_mutex;  // between threads registering files; never taken by the handler
 constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
+// While a graceful stop is armed (set_graceful_stop), the first SIGINT or SIGTERM is only
+// recorded here, for the program to finish its step and write what it has; a second one (or
+// SIGHUP) removes the temporaries and ends the process as before.
+volatile std::sig_atomic_t g_stop_signal = 0;
+volatile std::sig_atomic_t g_graceful = 0;
+
 extern "C" void remove_temporaries_and_reraise(int sig) {
+  if (g_graceful && g_stop_signal == 0 && sig != SIGHUP) {
+    g_stop_signal = sig;
+    return;
+  }
   for (auto& b : g_blocks) {
     SlotBlock* block = b.load(std::memory_order_acquire);
     if (!block) break;
@@ -369,6 +379,13 @@ void remove_temporaries_on_signals() {
     }
   });
 }
+
+void set_graceful_stop(bool armed) {
+  g_stop_signal = 0;
+  g_graceful = armed ? 1 : 0;
+}
+
+int stop_signal() { return g_stop_signal; }
 
 void check_output_path(const std::string& path) {
   const OutputTarget t = resolve_output(path);  // directories, read-only files, long names

@@ -83,6 +83,14 @@ void set_replace_read_only(bool allow);
 /// the signal would have. A library never installs it on its own. Idempotent.
 void remove_temporaries_on_signals();
 
+/// For a long job in a program that called remove_temporaries_on_signals() (crfx train): while
+/// armed, the first SIGINT or SIGTERM does not end the process but is recorded — stop_signal()
+/// returns it — so that the job can stop at its next safe point and write what it has; a second
+/// one ends the process as before (temporaries removed). Arming or disarming clears the record.
+void set_graceful_stop(bool armed);
+/// The signal that asked for a graceful stop since it was armed, or 0.
+int stop_signal();
+
 /// Fails early (Error naming `path`) where a later atomic write to `path` is bound to fail: `path`
 /// is a directory or a read-only file, its name leaves no room for the temporary's suffix, or its
 /// directory is missing or not writable. Call it before long work.
