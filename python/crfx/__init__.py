@@ -61,6 +61,23 @@ class CRF:
         if model_filename is not None:
             self._model = _crfx.load(model_filename, device, threads)
 
+    _ARGS = ("algorithm", "c1", "c2", "max_iterations", "all_possible_states", "all_possible_transitions",
+             "min_freq", "device", "threads", "model_filename")
+
+    def get_params(self, deep=True):
+        """The constructor's arguments (scikit-learn's estimator protocol: clone, grid search)."""
+        params = {name: getattr(self, name) for name in self._ARGS}
+        params.update(self.params)
+        return params
+
+    def set_params(self, **params):
+        for name, value in params.items():
+            if name in self._ARGS:
+                setattr(self, name, value)
+            else:
+                self.params[name] = value
+        return self
+
     # ---- training ---------------------------------------------------------------------------
     def _settings(self):
         settings = dict(self.params)

@@ -116,7 +116,13 @@ def test_the_estimator_trains_the_model_crfx_train_trains(chunking, tmp_path):
 
 def test_marginals_weights_save_and_load(chunking, tmp_path):
     (X, y), (Xt, _) = chunking
-    crf = crfx.CRF(c2=1.0, max_iterations=30).fit(X, y)
+    crf = crfx.CRF(c2=1.0, max_iterations=10, delta=1e-4)
+    assert crf.get_params()["max_iterations"] == 10 and crf.get_params()["delta"] == 1e-4
+    crf.set_params(max_iterations=30, period=5)
+    assert crf.get_params()["max_iterations"] == 30 and crf.params == {"delta": 1e-4, "period": 5}
+    crf.set_params(delta=1e-5)
+    crf.fit(X, y)
+    assert crf.training_log_["iterations"] <= 30
     marginals = crf.predict_marginals(Xt[:5])
     best = crf.predict(Xt[:5])
     for seq_m, seq_y in zip(marginals, best):
