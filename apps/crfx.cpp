@@ -337,30 +337,6 @@ void check_memory(const TrainerInfo& trainer, const TrainOptions& opt, const Fea
               bytes_text(available) + " is available on " + backend.name() + "; " + advice);
 }
 
-/// The training files read one after the other into one TextData (as CRFsuite's learn takes
-/// several); CoNLL files must agree on their column count, each checked with its own name.
-TextData read_training_data(const FeatureSpace& fs, const std::vector<std::string>& paths) {
-  TextData all = read_text(fs, paths.front());
-  auto first_token = [](const TextData& t) -> const ConllToken* {
-    for (const auto& sentence : t.conll)
-      if (!sentence.empty()) return &sentence.front();
-    return nullptr;
-  };
-  for (std::size_t i = 1; i < paths.size(); ++i) {
-    TextData more = read_text(fs, paths[i]);
-    const ConllToken* a = first_token(all);
-    const ConllToken* b = first_token(more);
-    if (a && b && a->columns.size() != b->columns.size())
-      throw InputError(paths[i], b->line,
-                       std::to_string(b->columns.size()) + " columns, but " + paths.front() + ":" +
-                           std::to_string(a->line) + " has " + std::to_string(a->columns.size()) +
-                           ": training files are read as one, so their columns must agree");
-    for (auto& sentence : more.conll) all.conll.push_back(std::move(sentence));
-    for (auto& sentence : more.crfsuite) all.crfsuite.push_back(std::move(sentence));
-  }
-  return all;
-}
-
 /// Refuses an implausible label set before anything of its size is allocated: more than
 /// kManyLabels labels, seen fewer than kLabelUses times each on average or a quarter of them only
 /// once (words are Zipf-distributed, tag sets are not), is the wrong column read as the label (a
@@ -564,7 +540,7 @@ int cmd_train(int argc, char** argv) {
   } else if (r.count("template")) {
     throw UsageError("--template applies to CoNLL data, not --format crfsuite");
   }
-  TextData train_text = read_training_data(fs, data_paths);
+  TextData train_text = read_text(fs, data_paths);
   Corpus corpus = compile_training(fs, train_text, get<std::size_t>(r, "min-freq"));
   train_text = TextData();  // the text is no longer needed
   if (corpus.num_sentences() == 0) throw InputError(data_path, 0, "no sentences in the training data");
@@ -794,30 +770,25 @@ int cmd_tag(int argc, char** argv) {
   std::size_t skipped = 0;
   if (to_dir) {
     const std::string dir = get<std::string>(r, "output-dir");
-    outputs = output_paths(inputs, dir, r.count("suffix") ? get<std::string>(r, "suffix") : "");
-    if (r.count("skip-existing")) {
-      std::vector<InputFile> left;
-      std::vector<std::string> left_outputs;
-      for (std::size_t i = 0; i < inputs.size(); ++i) {
-        struct stat st;
-        if (::stat(outputs[i].c_str(), &st) == 0) {
+    const std::vector<std::string> all = output_paths(inputs, dir, r.count("suffix") ? get<std::string>(r, "suffix") : "");
+    const bool skip_existing = r.count("skip-existing") > 0;
+    std::vector<InputFile> left;
+    std::vector<std::string> existing;  // outputs to replace: replaceable, and not an input
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      struct stat st;
+      if (::lstat(all[i].c_str(), &st) == 0) {
+        if (skip_existing && ::stat(all[i].c_str(), &st) == 0) {  // (a dangling link is no output)
           ++skipped;
           continue;
         }
-        left.push_back(inputs[i]);
-        left_outputs.push_back(outputs[i]);
+        check_output_path(all[i]);
+        check_not_an_input(all[i], {model_path});
+        existing.push_back(all[i]);
       }
-      inputs.swap(left);
-      outputs.swap(left_outputs);
+      left.push_back(inputs[i]);
+      outputs.push_back(all[i]);
     }
-    std::vector<std::string> existing;  // outputs that exist: replaceable, and not an input
-    for (const std::string& out : outputs) {
-      struct stat st;
-      if (::lstat(out.c_str(), &st) != 0) continue;
-      check_output_path(out);
-      check_not_an_input(out, {model_path});
-      existing.push_back(out);
-    }
+    inputs.swap(left);
     check_not_an_input(existing, inputs);
   } else if (output != "-") {  // before the model is loaded
     check_output_path(output);
@@ -856,13 +827,7 @@ int cmd_tag(int argc, char** argv) {
     sink = std::make_unique<DirectoryOutput>(outputs);
   else
     sink = std::make_unique<ConcatenatedOutput>(output);
-  TagRunStats stats;
-  try {
-    stats = tag_inputs(tagger, inputs, *sink, run);
-  } catch (...) {
-    display.clear();
-    throw;
-  }
+  const TagRunStats stats = tag_inputs(tagger, inputs, *sink, run);  // (on an error, ~ProgressDisplay clears)
   if (run.progress) display.last(stats);
   display.clear();
   const double seconds = now_seconds() - started;

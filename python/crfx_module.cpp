@@ -245,14 +245,7 @@ std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const 
     } else {
       throw crfx::Error("format '" + format + "': conll or crfsuite");
     }
-    if (data.empty()) throw crfx::Error("no training data");
-    crfx::TextData text = crfx::read_text(fs, data[0]);
-    for (std::size_t i = 1; i < data.size(); ++i) {
-      crfx::TextData more = crfx::read_text(fs, data[i]);
-      for (auto& s : more.conll) text.conll.push_back(std::move(s));
-      for (auto& s : more.crfsuite) text.crfsuite.push_back(std::move(s));
-    }
-    corpus = crfx::compile_training(fs, text, min_freq);
+    corpus = crfx::compile_training(fs, crfx::read_text(fs, data), min_freq);
   }
   return train_compiled(std::move(fs), std::move(corpus), algorithm, params, all_states, all_transitions, device,
                         threads);
@@ -267,7 +260,6 @@ crfx::TextData unlabelled(PyModel& m, py::handle X) {
 py::list predict(PyModel& m, py::handle X) {
   crfx::TextData data = unlabelled(m, X);
   crfx::Tagged tagged;
-  std::vector<std::vector<std::uint32_t>> ids;
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(m.mutex);

@@ -270,6 +270,26 @@ TEST(CliTagMany, AnInterruptedRunContinuesWithSkipExisting) {
   for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(read_text(out_dir + "/" + names[i]), expected[i]) << names[i];
 }
 
+// An input that fails after sentences of its own were read, with nothing else in the batch:
+// those sentences are tagged and dropped with it (this once crashed: no text for its piece).
+TEST(CliTagMany, AnInputFailingAfterItsFirstSentences) {
+  const std::string dir = temp_dir();
+  const std::vector<std::string> s = sentences();
+  write_text(dir + "/bad.txt", s[0] + s[1] + "too many columns here x y\n\n");
+  write_text(dir + "/good.txt", s[2]);
+  std::string out;
+  for (const std::string& mode : {" -O " + q(dir + "/out"), " -o " + q(dir + "/one.txt")}) {
+    EXPECT_EQ(run(crfx() + " tag " + q(dir + "/bad.txt") + " -m " + q(model()) + " -q" + mode, &out), 1) << mode;
+    EXPECT_NE(out.find(dir + "/bad.txt:"), std::string::npos) << out;
+  }
+  EXPECT_EQ(run(crfx() + " tag " + q(dir + "/bad.txt") + " " + q(dir + "/good.txt") + " -m " + q(model()) +
+                    " -q --keep-going -O " + q(dir + "/out"),
+                &out),
+            1);
+  EXPECT_FALSE(fs::exists(dir + "/out/bad.txt"));
+  EXPECT_EQ(read_text(dir + "/out/good.txt"), tag_alone(dir + "/good.txt"));
+}
+
 TEST(CliTagMany, OutputsMayNotOverwriteInputs) {
   const std::string dir = temp_path("self");
   fs::create_directories(dir);

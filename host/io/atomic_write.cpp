@@ -331,15 +331,14 @@ void AtomicFileGroup::drop() { open_.reset(); }
 
 void AtomicFileGroup::flush() {
   if (ended_.empty()) return;
-  // One sync per file system (by its device), through a file of the group that lives there.
-  std::map<dev_t, std::string> systems;
+  // One sync per file system (by its device), through a directory of the group's files there.
   std::set<std::string> dirs;
-  for (const auto& f : ended_) {
-    if (f->target().empty()) continue;  // a special file, written in place
-    const std::string dir = parent_dir(f->target());
+  for (const auto& f : ended_)
+    if (!f->target().empty()) dirs.insert(parent_dir(f->target()));  // (empty: a special file)
+  std::map<dev_t, std::string> systems;
+  for (const std::string& dir : dirs) {
     struct stat st;
     if (::stat(dir.c_str(), &st) == 0) systems.emplace(st.st_dev, dir);
-    dirs.insert(dir);
   }
   for (const auto& [dev, dir] : systems) {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

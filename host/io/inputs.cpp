@@ -37,7 +37,15 @@ std::string kind_of(const struct stat& st) {
   return "not a regular file";
 }
 
-InputFile input_file(const std::string& path, const std::string& name, const struct stat& st);
+InputFile input_file(const std::string& path, const std::string& name, const struct stat& st) {
+  InputFile f;
+  f.path = path;
+  f.name = name;
+  f.bytes = S_ISREG(st.st_mode) ? std::uint64_t(st.st_size) : 0;
+  f.device = std::uint64_t(st.st_dev);
+  f.inode = std::uint64_t(st.st_ino);
+  return f;
+}
 
 /// Every file below directory argument `arg`, sorted by the path below it.
 void walk(const std::string& arg, std::vector<InputFile>& out) {
@@ -68,16 +76,6 @@ void walk(const std::string& arg, std::vector<InputFile>& out) {
   }
   std::sort(out.begin() + std::ptrdiff_t(first), out.end(),
             [](const InputFile& a, const InputFile& b) { return a.name < b.name; });
-}
-
-InputFile input_file(const std::string& path, const std::string& name, const struct stat& st) {
-  InputFile f;
-  f.path = path;
-  f.name = name;
-  f.bytes = S_ISREG(st.st_mode) ? std::uint64_t(st.st_size) : 0;
-  f.device = std::uint64_t(st.st_dev);
-  f.inode = std::uint64_t(st.st_ino);
-  return f;
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 // read(2) itself; anything else (a .gz file, a pipe, standard input) is handed to zlib with
 // gzdopen, which reads non-gzip streams transparently. (Thousands of small documents in one
 // `crfx tag` run each pay zlib's set-up otherwise.)
-// Bytes come in through gzread into a fixed block buffer and lines are cut with memchr, so a line
+// Bytes come in through read(2) or gzread into a block buffer and lines are cut with memchr, so a line
 // may be arbitrarily long (it grows in the caller's std::string) and an embedded NUL byte can be
 // seen (gzgets would silently cut the line there). The path "-" reads standard input (plain or
 // gzip as well); messages then name the file "-".
@@ -36,7 +36,7 @@ struct LineReader::Impl {
   gzFile gz = nullptr;  // null: a plain file read with read(2) from fd
   int fd = -1;
   std::uint64_t offset = 0;  // bytes read from fd
-  std::vector<char> buf;  // [kBlock] decompressed bytes; [pos, end) not yet returned
+  std::vector<char> buf;  // [block] (decompressed) bytes; [pos, end) not yet returned
   std::size_t pos = 0;
   std::size_t end = 0;
   bool eof = false;

@@ -13,8 +13,6 @@
 // writing: at most `workers` batches are in memory.
 #include "crfx/tag_run.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -23,8 +21,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -70,33 +70,12 @@ DirectoryOutput::DirectoryOutput(std::vector<std::string> paths) : paths_(std::m
 
 DirectoryOutput::~DirectoryOutput() = default;
 
-namespace {
-
-/// Makes directory `dir` and those above it (mkdir -p); Error naming the one that fails.
-void make_directories(const std::string& dir) {
-  if (dir.empty()) return;
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) throw Error(dir + ": cannot make the output directory: a file of that name exists");
-    return;
-  }
-  const std::size_t slash = dir.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) make_directories(dir.substr(0, slash));
-  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
-    throw Error(dir + ": cannot make the output directory: " + std::strerror(errno));
-}
-
-std::string parent_of(const std::string& path) {
-  const std::size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
-}  // namespace
-
 void DirectoryOutput::begin(std::size_t input) {
-  const std::string dir = parent_of(paths_.at(input));
-  if (dir != made_dir_) {
-    make_directories(dir);
+  const std::string dir = std::filesystem::path(paths_.at(input)).parent_path().string();
+  if (dir != made_dir_) {  // mkdir -p, once per directory of consecutive inputs
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    if (ec) throw Error(dir + ": cannot make the output directory: " + ec.message());
     made_dir_ = dir;
   }
   files_.begin(paths_[input]);
@@ -146,6 +125,7 @@ double now() {
 struct Piece {
   std::size_t input = 0;
   std::size_t first = 0, end = 0;  // sentences [first, end) of the batch
+  std::size_t tokens = 0;          // theirs
   bool begins = false, ends = false;
   std::exception_ptr error;        // the input failed here (ends is set)
 };
@@ -201,17 +181,20 @@ class Run {
     for (;;) {
       try {
         if (!read(b)) return;
-        const bool any = b.tokens > 0;
-        Corpus compiled;
-        if (any) compiled = compile(tagger_.features(), b.text);
-        if (any) {
-          std::lock_guard<std::mutex> lock(decode_mutex_);
-          if (stopped()) return;
-          tagger_.tag(std::move(compiled), b.tagged);
-        }
         b.out.clear();
         b.ends.clear();
-        if (any) tagger_.format(b.text, b.tagged, b.out, &b.ends);
+        // Every sentence read is tagged and formatted, those of an input that failed after them
+        // too (their text is dropped with the input; b.tokens does not count them): a batch with
+        // no sentence at all only has pieces to begin and end.
+        if (b.text.num_sentences() > 0) {
+          Corpus compiled = compile(tagger_.features(), b.text);
+          {
+            std::lock_guard<std::mutex> lock(decode_mutex_);
+            if (stopped()) return;
+            tagger_.tag(std::move(compiled), b.tagged);
+          }
+          tagger_.format(b.text, b.tagged, b.out, &b.ends);
+        }
         if (!write(b)) return;
       } catch (...) {
         stop(std::current_exception(), b.seq);
@@ -256,12 +239,13 @@ class Run {
         if (!reader_) reader_ = std::make_unique<TextReader>(fs, inputs_[piece.input].path);
         const std::size_t got = reader_->append(b.text, limit - b.tokens);
         b.tokens += got;
+        piece.tokens = got;
         piece.end = b.text.num_sentences();
         if (got == 0 || b.tokens < limit) {  // the input is exhausted (a short read is its end)
           piece.ends = true;
           finish_input(piece.input);
         }
-      } catch (const InputError&) {
+      } catch (const InputError&) {  // (sentences read before the error count in b.tokens only)
         piece.end = b.text.num_sentences();
         piece.ends = true;
         piece.error = std::current_exception();
@@ -293,11 +277,8 @@ class Run {
         const std::size_t from = p.first == 0 ? 0 : b.ends[p.first - 1], to = b.ends[p.end - 1];
         sink_.write(p.input, b.out.data() + from, to - from);
       }
-      for (std::size_t i = p.first; i < p.end; ++i) {
-        const std::size_t T = b.text.format == InputFormat::conll ? b.text.conll[i].size() : b.text.crfsuite[i].size();
-        input_tokens_ += T;
-        stats_.tokens += T;
-      }
+      input_tokens_ += p.tokens;
+      stats_.tokens += p.tokens;
       input_sentences_ += p.end - p.first;
       stats_.sentences += p.end - p.first;
       if (p.error) {
@@ -349,7 +330,7 @@ class Run {
   TagRunStats stats_;
   std::exception_ptr fatal_, input_error_;
   std::size_t fatal_seq_ = 0;
-  std::atomic<bool> stopping_{false};  // fatal_ is set: every stage stops
+  std::atomic<bool> stopping_{false};  // fatal_ or input_error_ is set: every stage stops
 };
 
 }  // namespace

@@ -49,6 +49,9 @@ struct TextData {
 /// Reads `path` in `fs.format`. For CoNLL data whose feature columns are already fixed
 /// (fs.feature_columns > 0) a token must have that many columns, or one more (a gold label).
 TextData read_text(const FeatureSpace& fs, const std::string& path);
+/// Training files read one after the other into one TextData (as CRFsuite's learn takes several);
+/// CoNLL files must agree on their column count (InputError naming the file that differs).
+TextData read_text(const FeatureSpace& fs, const std::vector<std::string>& paths);
 
 /// Reads `path` like read_text, a batch of whole sentences at a time, so that data larger than
 /// memory can be tagged: each batch holds sentences until it reaches `max_tokens` tokens (at
