@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -34,6 +35,7 @@
 #include <cxxopts.hpp>
 
 #include "crfx/backend.hpp"
+#include "crfx/checkpoint.hpp"
 #include "crfx/error.hpp"
 #include "crfx/eval.hpp"
 #include "crfx/features.hpp"
@@ -127,6 +129,18 @@ T get(const cxxopts::ParseResult& r, const char* name) {
     throw UsageError(std::string("--") + name + ": " + e.what());
   }
 }
+
+/// Refuses two outputs of one run that name one file, whether it exists yet or not (through
+/// links: the file an atomic write would replace); `b_what` says what `b` is.
+void check_not_the_same_output(const std::string& a, const std::string& b, const std::string& b_what) {
+  std::error_code ea, eb;
+  const auto pa = std::filesystem::weakly_canonical(a, ea), pb = std::filesystem::weakly_canonical(b, eb);
+  if (!ea && !eb && pa == pb)
+    throw Error("cannot write " + a + ": it is also " + b_what + " of this run; choose another name");
+}
+
+/// Why a write to standard output failed (errno, as the failed write left it).
+std::string stdout_error() { return std::strerror(errno ? errno : EIO); }
 
 std::string required(const cxxopts::ParseResult& r, const char* name, const char* what) {
   if (!r.count(name)) throw UsageError(std::string("missing ") + what);
@@ -256,6 +270,15 @@ void add_train_options(cxxopts::Options& o) {
   o.add_options()
       ("dev", "development data: report its chunk F1 (chunk tags) or token accuracy after every iteration", cxxopts::value<std::string>())
       ("log", "write per-iteration progress as CSV to this file ('-': standard output)",
+       cxxopts::value<std::string>())
+      ("checkpoint", "write the trainer's whole state to this file as training goes (see --checkpoint-every) and "
+       "when stopped by Ctrl-C or kill; --resume continues from it",
+       cxxopts::value<std::string>())
+      ("checkpoint-every", "a checkpoint after every N iterations (epochs for the stochastic trainers); 0: after "
+       "the first iteration that ends 5 minutes or more after the last checkpoint",
+       cxxopts::value<int>()->default_value("0"))
+      ("resume", "continue the run that wrote this checkpoint, with the same data, template and settings; the "
+       "model is the one the uninterrupted run gives, byte for byte (on the same device)",
        cxxopts::value<std::string>())
       ("q,quiet", "no progress lines")
       ("h,help", "show this help");
@@ -447,6 +470,39 @@ struct TrainProgress {
   std::string log_text;
   int iterations = 0;
   double callback_seconds = 0;
+  // --checkpoint: where, how often (0: by time), and what a resume must match.
+  std::string checkpoint_path;  // empty without --checkpoint
+  int checkpoint_every = 0;
+  CheckpointKeys checkpoint_keys;
+  double last_checkpoint = now_seconds();
+  int checkpoint_iteration = 0;  // of the last checkpoint written (0: none)
+  Checkpoint* resumed = nullptr;  // --resume: its end checked at the first report
+
+  static constexpr double kCheckpointSeconds = 300;
+
+  /// The trainer's state at `iteration` to --checkpoint, atomically, with the log so far.
+  void save_checkpoint(const StateFn& state, int iteration) {
+    AtomicFile file(checkpoint_path);
+    std::string buffer;  // AtomicFile writes as it is told: records gathered into 1 MB writes
+    constexpr std::size_t kBuffer = std::size_t(1) << 20;
+    auto sink = [&](const char* p, std::size_t n) {
+      if (buffer.size() + n > kBuffer) {
+        file.write(buffer.data(), buffer.size());
+        buffer.clear();
+      }
+      if (n >= kBuffer)
+        file.write(p, n);
+      else
+        buffer.append(p, n);
+    };
+    const CheckpointKeys notes = {
+        {"device", backend.name()}, {"iteration", std::to_string(iteration)}, {"log", log_text}};
+    write_checkpoint(sink, checkpoint_keys, notes, state);
+    file.write(buffer.data(), buffer.size());
+    file.commit();
+    checkpoint_iteration = iteration;
+    last_checkpoint = now_seconds();
+  }
 
   bool operator()(const Progress& reported, const Vector& w) {
     const double callback_start = now_seconds();
@@ -474,16 +530,53 @@ struct TrainProgress {
       std::snprintf(row, sizeof row, "%d,%.4f,%.17g,%s,%zu,%.4f,%s\n", p.iteration, p.passes,
                     p.objective, gnorm.c_str(), p.active_features, p.seconds, dev_f1.c_str());
       if (log_path == "-") {  // --log -: the rows on standard output as they come
-        std::cout << row << std::flush;
+        if (!(std::cout << row << std::flush)) throw Error("cannot write the log to standard output: " + stdout_error());
       } else {
         log_text += row;
         write_file_atomic(log_path, log_text);
       }
     }
+    if (resumed) {  // the trainer has read its state: nothing of the checkpoint may be left
+      resumed->finish();
+      resumed = nullptr;
+    }
+    const bool stopping = stop_signal() != 0;  // Ctrl-C or kill: stop here, the model is written
+    if (!checkpoint_path.empty() && reported.state) {
+      const bool due = checkpoint_every > 0 ? p.iteration % checkpoint_every == 0
+                                            : now_seconds() - last_checkpoint >= kCheckpointSeconds;
+      if (due || stopping) save_checkpoint(*reported.state, p.iteration);
+    }
     callback_seconds += now_seconds() - callback_start;
-    return stop_signal() == 0;  // Ctrl-C or kill: stop here, the model is written
+    return !stopping;
   }
 };
+
+/// What a checkpoint of this run records and a resume must match, one key per thing a user can
+/// name: the crfx version, the algorithm and each of its settings, the feature options, the
+/// template, and fingerprints of the features and the compiled training data.
+CheckpointKeys checkpoint_keys(const cxxopts::ParseResult& r, const TrainerInfo& trainer, const TrainOptions& opt,
+                               const FeatureSpace& fs, const Corpus& corpus) {
+  CheckpointKeys keys = {{"crfx", CRFX_VERSION}, {"--algo", trainer.name}};
+  for (const auto* table : {&objective_options(), &trainer_options()})
+    for (const OptionSpec& spec : *table)
+      if (trainer.takes(spec.name)) keys.emplace_back(std::string("--") + spec.name, spec.get(opt));
+  std::string features = get<std::string>(r, "features");
+  for (const char* flag : {"possible-states", "possible-transitions"})
+    if (r.count(flag)) features += std::string(" --") + flag;
+  keys.emplace_back("--features", features);
+  keys.emplace_back("--min-freq", std::to_string(get<std::size_t>(r, "min-freq")));
+  keys.emplace_back("--format", get<std::string>(r, "format"));
+  auto hex = [](std::uint64_t v) { return fmt("%016llx", static_cast<unsigned long long>(v)); };
+  if (fs.format == InputFormat::conll) keys.emplace_back("template", "text " + hex(fingerprint(fs.templ.source())));
+  const Dims d = fs.dims();
+  keys.emplace_back("features", std::to_string(d.L) + " labels, " + std::to_string(d.A) + " attributes, " +
+                                    std::to_string(d.E) + " edge attributes, " + std::to_string(d.num_weights()) +
+                                    " weights, fingerprint " + hex(fingerprint(fs)));
+  keys.emplace_back("training data", std::to_string(corpus.num_sentences()) + " sentences, " +
+                                         std::to_string(corpus.num_tokens()) + " tokens, fingerprint " +
+                                         hex(fingerprint(corpus)));
+  return keys;
+}
 
 int cmd_train(int argc, char** argv) {
   cxxopts::Options o("crfx train", "Train a linear-chain CRF.");
@@ -517,8 +610,28 @@ int cmd_train(int argc, char** argv) {
   check_not_an_input(model_path, inputs);
   if (r.count("log") && get<std::string>(r, "log") != "-") {
     check_output_path(get<std::string>(r, "log"));
+    check_not_the_same_output(get<std::string>(r, "log"), model_path, "the model file (-m)");
     inputs.push_back(model_path);
     check_not_an_input(get<std::string>(r, "log"), inputs);
+  }
+  const std::string checkpoint_path = r.count("checkpoint") ? get<std::string>(r, "checkpoint") : "";
+  const int checkpoint_every = get<int>(r, "checkpoint-every");
+  if (checkpoint_every < 0) throw UsageError("--checkpoint-every: a number of iterations ≥ 0 (0: every 5 minutes)");
+  if (r.count("checkpoint-every") && checkpoint_path.empty())
+    throw UsageError("--checkpoint-every needs --checkpoint FILE");
+  if (!checkpoint_path.empty()) {
+    if (checkpoint_path == "-") throw UsageError("--checkpoint: a checkpoint is a binary file; name a file");
+    check_output_path(checkpoint_path);
+    check_not_the_same_output(checkpoint_path, model_path, "the model file (-m)");
+    if (r.count("log")) check_not_the_same_output(checkpoint_path, get<std::string>(r, "log"), "the log (--log)");
+    check_not_an_input(checkpoint_path, inputs);  // the data, template, dev
+  }
+  // --resume: the checkpoint is read (and its checksum verified) before the data.
+  std::unique_ptr<Checkpoint> resume;
+  if (r.count("resume")) {
+    resume = std::make_unique<Checkpoint>(get<std::string>(r, "resume"));
+    check_not_an_input(model_path, {resume->path()});
+    if (r.count("log")) check_not_an_input(get<std::string>(r, "log"), {resume->path()});
   }
   const bool quiet = r.count("quiet") > 0;
 
@@ -565,6 +678,10 @@ int cmd_train(int argc, char** argv) {
               << (dims.dense() ? "every pair" : "observed pairs; every pair would be " + std::to_string(all_pairs(dims)))
               << "; " << fmt("%.2f", now_seconds() - t0) << " s)\n";
 
+  CheckpointKeys keys;
+  if (!checkpoint_path.empty() || resume) keys = checkpoint_keys(r, trainer, opt, fs, corpus);
+  if (resume) resume->check(keys);
+
   TextData dev_text;
   Corpus dev_corpus;
   std::vector<std::string> dev_gold;
@@ -591,30 +708,62 @@ int cmd_train(int argc, char** argv) {
   const std::string log_path = r.count("log") ? get<std::string>(r, "log") : "";
   std::string log_text = std::string("iteration,passes,objective,gradient_norm,active_features,seconds,") +
                          (dev_mode == EvalMode::item ? "dev_accuracy\n" : "dev_f1\n");
-  if (log_path == "-")
-    std::cout << log_text << std::flush;
-  else if (!log_path.empty())
+  if (resume && !resume->note("log").empty()) log_text = resume->note("log");  // the rows before the checkpoint
+  if (log_path == "-") {
+    if (!(std::cout << log_text << std::flush)) throw Error("cannot write the log to standard output: " + stdout_error());
+  } else if (!log_path.empty()) {
     write_file_atomic(log_path, log_text);
+  }
   if (!quiet)
     std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
               << (algo == "ap" ? " (unused: the perceptron has no regulariser)" : "") << "\n";
 
   TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, dev_mode, fs.labels, quiet, log_path,
                          log_text};
+  progress.checkpoint_path = checkpoint_path;
+  progress.checkpoint_every = checkpoint_every;
+  progress.checkpoint_keys = keys;
   const double train_start = now_seconds();
   VectorPtr w = backend->vector(dims.num_weights());
   const auto algorithm = trainer.make();
+  if (resume) {
+    const std::string made_on = resume->note("device");
+    auto kind = [](const std::string& device) { return device.substr(0, device.find_first_of(" :")); };
+    if (kind(made_on) != kind(backend->name()))
+      std::cerr << "crfx train: note: the checkpoint was made on " << made_on << ", this run uses "
+                << backend->name() << ": the model will not be bit-identical to an uninterrupted run\n";
+    if (!quiet)
+      std::cerr << "resuming: " << resume->path() << ", after iteration " << resume->note("iteration") << "\n";
+    progress.iterations = std::atoi(resume->note("iteration").c_str());
+    progress.resumed = resume.get();
+    algorithm->resume_from(&resume->state());
+  }
   set_graceful_stop(true);  // the first Ctrl-C or kill ends training after the current iteration
-  const double f = algorithm->train(objective, *w, opt, std::ref(progress));
+  double f = 0;
+  try {
+    f = algorithm->train(objective, *w, opt, std::ref(progress));
+  } catch (const Error& e) {  // no model of this run; say where the last good state is
+    if (progress.checkpoint_iteration == 0) throw;
+    throw Error(std::string(e.what()) + "; the last checkpoint, of iteration " +
+                std::to_string(progress.checkpoint_iteration) + ", is " + checkpoint_path);
+  }
+  if (progress.resumed) progress.resumed->finish();  // stopped without a report (a test fired at once)
+  resume.reset();
   const int stopped_by = stop_signal();
   const double train_seconds = now_seconds() - train_start - progress.callback_seconds;
 
   model.weights = to_host(*backend, *w);
+  for (double x : model.weights)  // never a model of NaN (the trainers stop before; this is the last guard)
+    if (!std::isfinite(x)) throw Error("training ended with weights that are not finite; no model written");
   save_model(model, model_path);
   set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
   if (stopped_by) {
     std::cerr << "crfx train: stopped by " << (stopped_by == SIGINT ? "SIGINT" : "SIGTERM") << " at iteration "
-              << progress.iterations << "; model written to " << model_path << "\n";
+              << progress.iterations << "; model written to " << model_path;
+    if (progress.checkpoint_iteration == progress.iterations && progress.iterations > 0)
+      std::cerr << "; checkpoint written to " << checkpoint_path << " (continue with --resume " << checkpoint_path
+                << ")";
+    std::cerr << "\n";
     return kExitStoppedBySignal;
   }
   if (!quiet) {

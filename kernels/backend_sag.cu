@@ -164,6 +164,38 @@ void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Ve
   s.uploaded = 0;
 }
 
+std::vector<double> CudaBackend::incremental_save(IncrementalState& state) {
+  CudaSag& s = G(state);
+  if (s.k() > 0) throw Error("internal: SAG's state is saved only when flushed");
+  std::vector<double> out(s.node.size() + s.pair.size() + s.edge.size());
+  std::size_t at = 0;
+  for (const DeviceBuffer<double>* buf : {&s.node, &s.pair, &s.edge}) {
+    if (buf->size())
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(out.data() + at, buf->get(), buf->size() * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+    at += buf->size();
+  }
+  sync();
+  return out;
+}
+
+void CudaBackend::incremental_load(IncrementalState& state, const std::vector<double>& m) {
+  CudaSag& s = G(state);
+  if (s.k() > 0) throw Error("internal: SAG's state is restored only when flushed");
+  const std::size_t total = s.node.size() + s.pair.size() + s.edge.size();
+  if (m.size() != total)
+    throw Error("checkpoint: SAG's stored marginals (" + std::to_string(m.size()) + " values) are not of this corpus (" +
+                std::to_string(total) + ")");
+  std::size_t at = 0;
+  for (DeviceBuffer<double>* buf : {&s.node, &s.pair, &s.edge}) {
+    if (buf->size())
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(buf->get(), m.data() + at, buf->size() * sizeof(double),
+                                      cudaMemcpyHostToDevice, stream_));
+    at += buf->size();
+  }
+  sync();
+}
+
 // ---- span plans: SAG and evaluate_sparse ---------------------------------------------------
 
 void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,

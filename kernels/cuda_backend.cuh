@@ -272,6 +272,8 @@ class CudaBackend final : public Backend {
   void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) override;
   void incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w, const Vector& d) override;
   void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) override;
+  std::vector<double> incremental_save(IncrementalState& state) override;
+  void incremental_load(IncrementalState& state, const std::vector<double>& marginals) override;
 
   // ---- sparse batch gradients (backend_sparse.cu) ------------------------------------------
   SparseVectorPtr sparse_vector() override;

@@ -92,6 +92,8 @@ class CpuBackend final : public Backend {
   void incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w,
                 const Vector& d) override;
   void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) override;
+  std::vector<double> incremental_save(IncrementalState& state) override;
+  void incremental_load(IncrementalState& state, const std::vector<double>& marginals) override;
 
   double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                   Vector* grad, double scale) override;

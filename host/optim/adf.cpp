@@ -65,8 +65,27 @@ class AdfTrainer final : public Trainer {
     Stopwatch clock;
     double f = std::numeric_limits<double>::quiet_NaN();
 
+    int epoch = 0;
+    // The state after an epoch's report (every weight's decay brought up to `steps`).
+    const StateFn state = [&](StateArchive& ar) {
+      common_state(ar, epoch, obj, clock);
+      ar.value("f", f);
+      ar.value("steps", steps);
+      ar.value("in_window", in_window);
+      ar.value("steps_in_window", steps_in_window);
+      shuffler.state(ar);
+      ar.vector("w", b, w);
+      ar.vector("rate", b, *rate);
+      ar.vector("count", b, *count);
+      if (stamp) ar.vector("stamp", b, *stamp);
+    };
+    if (resume_) {
+      state(*resume_);
+      resume_ = nullptr;
+    }
+
     stop_reason_ = stop_at_limit("epochs", opt.epochs);
-    for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
+    for (++epoch; epoch <= opt.epochs; ++epoch) {
       const std::vector<std::uint32_t>& perm = shuffler.next();
       for (std::size_t start = 0; start < n; start += opt.batch_size) {
         const std::size_t m = std::min(opt.batch_size, n - start);
@@ -89,7 +108,9 @@ class AdfTrainer final : public Trainer {
       }
       if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
       f = monitor_objective(obj, w);
-      const Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta0, clock);
+      require_finite("adf", "epoch", epoch, f);
+      Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta0, clock);
+      pr.state = &state;
       if (progress && !progress(pr, w)) {
         stop_reason_ = stop_by_caller();
         break;

@@ -33,7 +33,7 @@ class LineSearch {
     double a = a_init;
     for (int i = 0; evals_left_ > 0; ++i) {
       Point cur = eval(a);
-      if (!std::isfinite(cur.f)) {  // overflow far out: treat as too long a step
+      if (!std::isfinite(cur.f) || !std::isfinite(cur.dphi)) {  // overflow far out: too long a step
         return zoom(prev, cur);
       }
       if (cur.f > f0_ + kArmijo * a * dphi0_ || (i > 0 && cur.f >= prev.f)) return zoom(prev, cur);
@@ -61,7 +61,8 @@ class LineSearch {
     while (evals_left_ > 0) {
       const double a = interpolate(lo, hi);
       Point cur = eval(a);
-      if (!std::isfinite(cur.f) || cur.f > f0_ + kArmijo * a * dphi0_ || cur.f >= lo.f) {
+      if (!std::isfinite(cur.f) || !std::isfinite(cur.dphi) || cur.f > f0_ + kArmijo * a * dphi0_ ||
+          cur.f >= lo.f) {
         hi = cur;
       } else {
         if (std::fabs(cur.dphi) <= -kCurvature * dphi0_) return cur;
@@ -114,6 +115,8 @@ class LbfgsTrainer final : public Trainer {
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
     if (obj.c1() > 0) {  // L1: OWL-QN (as CRFsuite's lbfgs with c1 > 0), and its reason for stopping
       const auto owlqn = make_owlqn_trainer();
+      owlqn->resume_from(resume_);
+      resume_ = nullptr;
       const double f = owlqn->train(obj, w, opt, progress);
       stop_reason_ = owlqn->stop_reason();
       return f;
@@ -124,41 +127,69 @@ class LbfgsTrainer final : public Trainer {
     LbfgsHistory history(b, n, opt.memory);
     ImprovementTest improvement(opt.period, opt.delta);
     Stopwatch clock;
+    int k = 0;
+    double f = 0, gnorm = 0, xnorm = 0, step = 0;
+    // The state after iteration k's report, before its stopping tests and memory update.
+    const StateFn state = [&](StateArchive& ar) {
+      common_state(ar, k, obj, clock);
+      ar.value("f", f);
+      ar.value("gnorm", gnorm);
+      ar.value("xnorm", xnorm);
+      ar.vector("w", b, w);
+      ar.vector("g", b, *g);
+      ar.vector("x0", b, *x0);
+      ar.vector("g0", b, *g0);
+      improvement.state(ar);
+      history.state(ar);
+    };
 
-    double f = obj.value_and_gradient(w, *g);
-    if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
-    double gnorm = std::sqrt(b.norm2sq(*g));
-    if (gradient_small(kGradientRatio, gnorm, std::sqrt(b.norm2sq(w)), opt.epsilon, stop_reason_)) return f;
-    stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
-    b.scaled_copy(-1.0, *g, *d);
-    double step = 1.0 / gnorm;
-
-    for (int k = 1; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k) {
-      // x0, g0 take the current point over (swapped, not copied: the line search writes every
-      // entry of w and g before reading them).
-      b.swap(w, *x0);
-      b.swap(*g, *g0);
-      double dphi0 = b.dot(*g0, *d);
-      if (!(dphi0 < 0)) {  // not a descent direction (numerical trouble): restart from −g
-        history.clear();
-        b.scaled_copy(-1.0, *g0, *d);
-        dphi0 = b.dot(*g0, *d);
-        step = 1.0 / std::sqrt(-dphi0);
-      }
-      LineSearch ls(obj, *x0, *d, w, *g);
-      const Point p = ls.search(f, dphi0, step, opt.max_linesearch);
-      if (p.a <= 0) {  // no decrease found: keep the last point and stop
-        b.swap(*x0, w);
-        b.swap(*g0, *g);
-        stop_reason_ = stop_at_line_search(opt.max_linesearch);
-        break;
-      }
-      f = p.f;
+    const bool resumed = resume_ != nullptr;
+    if (resumed) {
+      state(*resume_);
+      resume_ = nullptr;
+    } else {
+      f = obj.value_and_gradient(w, *g);
+      if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
       gnorm = std::sqrt(b.norm2sq(*g));
-      const double xnorm = std::sqrt(b.norm2sq(w));
-      const Progress pr = progress_at(k, obj, w, f, gnorm, p.a, clock);
-      if (stop_after_iteration(progress, pr, w, kGradientRatio, gnorm, xnorm, opt.epsilon, improvement, stop_reason_))
-        break;
+      if (gradient_small(kGradientRatio, gnorm, std::sqrt(b.norm2sq(w)), opt.epsilon, stop_reason_)) return f;
+      b.scaled_copy(-1.0, *g, *d);
+      step = 1.0 / gnorm;
+      k = 1;
+    }
+    stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
+
+    for (bool reported = resumed; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k, reported = false) {
+      if (!reported) {
+        // x0, g0 take the current point over (swapped, not copied: the line search writes every
+        // entry of w and g before reading them).
+        b.swap(w, *x0);
+        b.swap(*g, *g0);
+        double dphi0 = b.dot(*g0, *d);
+        if (!(dphi0 < 0)) {  // not a descent direction (numerical trouble): restart from −g
+          history.clear();
+          b.scaled_copy(-1.0, *g0, *d);
+          dphi0 = b.dot(*g0, *d);
+          step = 1.0 / std::sqrt(-dphi0);
+        }
+        LineSearch ls(obj, *x0, *d, w, *g);
+        const Point p = ls.search(f, dphi0, step, opt.max_linesearch);
+        if (p.a <= 0) {  // no decrease found: keep the last point and stop
+          b.swap(*x0, w);
+          b.swap(*g0, *g);
+          stop_reason_ = stop_at_line_search(opt.max_linesearch);
+          break;
+        }
+        f = p.f;
+        gnorm = std::sqrt(b.norm2sq(*g));
+        xnorm = std::sqrt(b.norm2sq(w));
+        Progress pr = progress_at(k, obj, w, f, gnorm, p.a, clock);
+        pr.state = &state;
+        if (progress && !progress(pr, w)) {
+          stop_reason_ = stop_by_caller();
+          break;
+        }
+      }
+      if (stop_tests(kGradientRatio, gnorm, xnorm, opt.epsilon, f, improvement, stop_reason_)) break;
       history.push(w, *x0, *g, *g0);
       history.direction(*g, *d);
       step = 1.0;

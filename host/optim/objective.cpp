@@ -58,6 +58,11 @@ std::string number(double v) {
 }
 }  // namespace
 
+void ImprovementTest::state(StateArchive& ar) {
+  ar.doubles("improvement.history", history_);
+  ar.value("improvement.last", last_);
+}
+
 std::string ImprovementTest::reason() const {
   return "the objective improved by " + number(last_) + " (relative) over the last " + std::to_string(period_) +
          " iterations, less than --delta " + number(delta_) + " (--period " + std::to_string(period_) + ")";
@@ -109,6 +114,22 @@ void LbfgsHistory::push(const Vector& x, const Vector& x_prev, const Vector& g, 
   gamma_ = ys / yy;
   head_ = (head_ + 1) % m_;
   count_ = std::min(count_ + 1, m_);
+}
+
+void LbfgsHistory::state(StateArchive& ar) {
+  ar.value("lbfgs.head", head_);
+  ar.value("lbfgs.count", count_);
+  ar.value("lbfgs.gamma", gamma_);
+  if (head_ < 0 || head_ >= m_ || count_ < 0 || count_ > m_)
+    throw Error("checkpoint: the L-BFGS memory does not fit --memory " + std::to_string(m_));
+  ar.doubles("lbfgs.rho", rho_);
+  if (rho_.size() != std::size_t(m_)) throw Error("checkpoint: the L-BFGS memory was saved with another --memory");
+  // The live pairs only, in their slots (the others are written before they are read).
+  for (int i = 0; i < count_; ++i) {
+    const int slot = (head_ - count_ + i + m_) % m_;
+    ar.vector("lbfgs.s", b_, *s_[slot]);
+    ar.vector("lbfgs.y", b_, *y_[slot]);
+  }
 }
 
 void LbfgsHistory::direction(const Vector& q, Vector& d) {

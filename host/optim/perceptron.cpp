@@ -42,8 +42,25 @@ class PerceptronTrainer final : public Trainer {
     double f = std::numeric_limits<double>::quiet_NaN();
     bool have_avg = false;
 
+    int epoch = 0;
+    // The state after an epoch's report (which shows the averaged weights; w and u go on).
+    const StateFn state = [&](StateArchive& ar) {
+      common_state(ar, epoch, obj, clock);
+      ar.value("f", f);
+      ar.value("t", t);
+      ar.value("have_avg", have_avg);
+      shuffler.state(ar);
+      ar.vector("w", b, w);
+      ar.vector("u", b, *u);
+      ar.vector("avg", b, *avg);
+    };
+    if (resume_) {
+      state(*resume_);
+      resume_ = nullptr;
+    }
+
     stop_reason_ = stop_at_limit("epochs", opt.epochs);
-    for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
+    for (++epoch; epoch <= opt.epochs; ++epoch) {
       const std::vector<std::uint32_t>& perm = shuffler.next();
       for (std::size_t start = 0; start < n; start += opt.batch_size) {
         const std::size_t m = std::min(opt.batch_size, n - start);
@@ -59,7 +76,9 @@ class PerceptronTrainer final : public Trainer {
       b.axpy(-1.0 / t, *u, *avg);  // w_avg = w − u/T
       have_avg = true;
       f = monitor_objective(obj, *avg);
-      const Progress pr = progress_at(epoch, obj, *avg, f, kNoGradientNorm, 0.0, clock);
+      require_finite("ap", "epoch", epoch, f);
+      Progress pr = progress_at(epoch, obj, *avg, f, kNoGradientNorm, 0.0, clock);
+      pr.state = &state;
       if (progress && !progress(pr, *avg)) {
         stop_reason_ = stop_by_caller();
         break;

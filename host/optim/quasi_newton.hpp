@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "crfx/backend.hpp"
+#include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 
 namespace crfx {
@@ -29,6 +31,8 @@ class LbfgsHistory {
   void direction(const Vector& q, Vector& d);
   void clear() { count_ = 0; }
   int size() const { return count_; }
+  /// Saves or restores the pairs (checkpoints).
+  void state(StateArchive& ar);
 
  private:
   Backend& b_;
@@ -38,16 +42,36 @@ class LbfgsHistory {
   int m_, head_ = 0, count_ = 0;  // ring buffer: newest at head_ − 1
 };
 
-/// Wall-clock seconds since construction.
+/// Wall-clock seconds since construction, plus those of the run a checkpoint continues.
 class Stopwatch {
  public:
   double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    return before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  /// Saves the seconds so far, or restores them: the reported times go on from there.
+  void state(StateArchive& ar) {
+    double s = seconds();
+    ar.value("seconds", s);
+    if (ar.restoring()) {
+      before_ = s;
+      start_ = std::chrono::steady_clock::now();
+    }
   }
 
  private:
+  double before_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
+
+/// What every trainer's state starts with: the iteration (or epoch) it was saved at, the passes
+/// and the seconds so far.
+inline void common_state(StateArchive& ar, int& iteration, Objective& obj, Stopwatch& clock) {
+  ar.value("iteration", iteration);
+  double passes = obj.passes();
+  ar.value("passes", passes);
+  if (ar.restoring()) obj.set_passes(passes);
+  clock.state(ar);
+}
 
 /// Progress::gradient_norm of a trainer that computes none.
 inline constexpr double kNoGradientNorm = std::numeric_limits<double>::quiet_NaN();
@@ -68,6 +92,16 @@ inline Progress progress_at(int k, Objective& obj, const Vector& w, double f, do
   return pr;
 }
 
+/// Throws Error when the objective a trainer is about to report for iteration (or epoch) k is not
+/// finite: the weights have overflowed (attribute values too large for the step sizes). Nothing of
+/// that iteration is reported, so no checkpoint or model is made of it.
+inline void require_finite(const char* algo, const char* unit, int k, double f) {
+  if (std::isfinite(f)) return;
+  throw Error(std::string(algo) + ": the objective is " + (std::isnan(f) ? "NaN" : "infinite") + " after " + unit +
+              " " + std::to_string(k) +
+              ": the weights overflowed (attribute values too large, or too large a learning rate)");
+}
+
 /// The ratios the gradient test measures, as stop reasons name them.
 inline constexpr const char* kGradientRatio = "‖g‖ / max(1, ‖w‖)";
 inline constexpr const char* kPseudoGradientRatio = "‖pseudo-gradient‖ / max(1, ‖w‖)";
@@ -81,17 +115,12 @@ inline bool gradient_small(const char* what, double gnorm, double xnorm, double 
   return true;
 }
 
-/// The tests after an iteration, in CRFsuite's order: the caller (progress returns false), the
-/// gradient test, the improvement test on pr.objective. True when one fires, with `reason` set.
-inline bool stop_after_iteration(const ProgressFn& progress, const Progress& pr, const Vector& w, const char* what,
-                                 double gnorm, double xnorm, double epsilon, ImprovementTest& improvement,
-                                 std::string& reason) {
-  if (progress && !progress(pr, w)) {
-    reason = stop_by_caller();
-    return true;
-  }
+/// The tests after an iteration's report, in CRFsuite's order: the gradient test, the improvement
+/// test on the objective f. True when one fires, with `reason` set.
+inline bool stop_tests(const char* what, double gnorm, double xnorm, double epsilon, double f,
+                       ImprovementTest& improvement, std::string& reason) {
   if (gradient_small(what, gnorm, xnorm, epsilon, reason)) return true;
-  if (!improvement.converged(pr.objective)) return false;
+  if (!improvement.converged(f)) return false;
   reason = improvement.reason();
   return true;
 }

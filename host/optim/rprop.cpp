@@ -40,18 +40,49 @@ class RpropTrainer final : public Trainer {
       return std::sqrt(b.norm2sq(dir));
     };
 
-    double f = obj.full(obj.value_and_gradient(w, *g), w);
-    if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
-    if (gradient_small(kGradientRatio, direction_norm(), std::sqrt(b.norm2sq(w)), opt.epsilon, stop_reason_)) return f;
-    stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
-    for (int k = 1; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k) {
-      map(b, rule, {w, dir, *last, *step});
+    int k = 0;
+    double f = 0, gnorm = 0, xnorm = 0;
+    // The state after iteration k's report, before its stopping tests.
+    const StateFn state = [&](StateArchive& ar) {
+      common_state(ar, k, obj, clock);
+      ar.value("f", f);
+      ar.value("gnorm", gnorm);
+      ar.value("xnorm", xnorm);
+      ar.vector("w", b, w);
+      ar.vector("g", b, *g);
+      ar.vector("last", b, *last);
+      ar.vector("step", b, *step);
+      if (pg) ar.vector("pg", b, *pg);
+      improvement.state(ar);
+    };
+
+    const bool resumed = resume_ != nullptr;
+    if (resumed) {
+      state(*resume_);
+      resume_ = nullptr;
+    } else {
       f = obj.full(obj.value_and_gradient(w, *g), w);
-      if (!std::isfinite(f)) throw Error("rprop: the objective is not finite (step sizes too large?)");
-      const double gnorm = direction_norm();
-      if (stop_after_iteration(progress, progress_at(k, obj, w, f, gnorm, 0.0, clock), w, kGradientRatio, gnorm,
-                               std::sqrt(b.norm2sq(w)), opt.epsilon, improvement, stop_reason_))
-        break;
+      if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
+      if (gradient_small(kGradientRatio, direction_norm(), std::sqrt(b.norm2sq(w)), opt.epsilon, stop_reason_))
+        return f;
+      k = 1;
+    }
+    stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations);
+    for (bool reported = resumed; opt.max_iterations <= 0 || k <= opt.max_iterations; ++k, reported = false) {
+      if (!reported) {
+        map(b, rule, {w, dir, *last, *step});
+        f = obj.full(obj.value_and_gradient(w, *g), w);
+        require_finite("rprop", "iteration", k, f);
+        gnorm = direction_norm();
+        xnorm = std::sqrt(b.norm2sq(w));
+        Progress pr = progress_at(k, obj, w, f, gnorm, 0.0, clock);
+        pr.state = &state;
+        if (progress && !progress(pr, w)) {
+          stop_reason_ = stop_by_caller();
+          break;
+        }
+      }
+      if (stop_tests(kGradientRatio, gnorm, xnorm, opt.epsilon, f, improvement, stop_reason_)) break;
     }
     return f;
   }

@@ -79,6 +79,7 @@ class Rng {
   explicit Rng(std::uint64_t seed) : gen_(seed) {}
   double uniform() { return double(gen_() >> 11) * 0x1.0p-53; }  // [0, 1)
   std::size_t below(std::size_t n) { return std::min(n - 1, std::size_t(uniform() * double(n))); }
+  void state(StateArchive& ar) { ar.engine("sampler.rng", gen_); }
 
  private:
   std::mt19937_64 gen_;
@@ -101,6 +102,13 @@ class LipschitzTree {
       sum_[k] = sum_[2 * k] + sum_[2 * k + 1];
       max_[k] = std::max(max_[2 * k], max_[2 * k + 1]);
     }
+  }
+  void state(StateArchive& ar) {
+    const std::size_t size = sum_.size();
+    ar.doubles("sampler.lipschitz_sums", sum_);
+    ar.doubles("sampler.lipschitz_maxima", max_);
+    if (sum_.size() != size || max_.size() != size)
+      throw Error("checkpoint: the saved Lipschitz estimates are not of this corpus");
   }
   double total() const { return sum_[1]; }
   double max() const { return max_[1]; }
@@ -133,6 +141,14 @@ class SagSampler {
       : n_(n), nd_(double(n)), sampling_(sampling), rng_(seed), lip_(n), seen_(n, 0), in_batch_(n, 0) {}
 
   std::size_t seen() const { return m_; }
+  void state(StateArchive& ar) {
+    rng_.state(ar);
+    lip_.state(ar);
+    ar.values("sampler.seen", seen_);
+    if (seen_.size() != n_) throw Error("checkpoint: the saved sampler is not of this corpus");
+    ar.value("sampler.m", m_);
+    ar.value("sampler.L", L_global_);
+  }
 
   /// B distinct sentences (a repeat is redrawn) and their draw probabilities; then the first
   /// visits (L_i from the seen ones' mean under mixed sampling, else 1) and the revisits (L_i
@@ -265,57 +281,82 @@ class SagTrainer final : public Trainer {
     std::vector<std::uint32_t> batch(B);
     std::vector<double> prob(B), coef(B);
     Stopwatch clock;
-    double f = 0, alpha = 0;
+    double f = 0, alpha = 0, gnorm = 0;
+    int epoch = 0;
+    // The state after an epoch's report: w flushed (no lazy step pending), d, the stored marginals
+    // and the sampler.
+    const StateFn save = [&](StateArchive& ar) {
+      common_state(ar, epoch, obj, clock);
+      ar.value("f", f);
+      ar.value("alpha", alpha);
+      ar.value("gnorm", gnorm);
+      sampler.state(ar);
+      ar.vector("w", b, w);
+      ar.vector("d", b, *d);
+      std::vector<double> marginals;
+      if (!ar.restoring()) marginals = b.incremental_save(*state);
+      ar.doubles("stored_marginals", marginals);
+      if (ar.restoring()) b.incremental_load(*state, marginals);
+    };
+    const bool resumed = resume_ != nullptr;
+    if (resumed) {
+      save(*resume_);
+      resume_ = nullptr;
+    } else {
+      epoch = 1;
+    }
 
     stop_reason_ = stop_at_limit("max-epochs", opt.max_epochs);
-    for (int epoch = 1; epoch <= opt.max_epochs; ++epoch) {
-      for (std::size_t step = 0; step < steps_per_epoch; ++step) {
-        sampler.draw_batch(batch, prob);
-        const SentenceSpan span{batch.data(), B};
+    for (bool reported = resumed; epoch <= opt.max_epochs; ++epoch, reported = false) {
+      if (!reported) {
+        for (std::size_t step = 0; step < steps_per_epoch; ++step) {
+          sampler.draw_batch(batch, prob);
+          const SentenceSpan span{batch.data(), B};
 
-        // ---- evaluate and Lipschitz line search (Algorithm 2) on the batch mean
-        b.incremental_sync(*state, span, w, *d);
-        double g2 = 0;
-        const double fb = b.incremental_evaluate(*state, w, &g2);
-        obj.add_passes(double(B) / nd);
-        const double L0 = sampler.batch_lipschitz(batch);
-        sampler.found_lipschitz(batch, L0, lipschitz_line_search(obj, *state, w, span, fb, g2, L0));
-        alpha = sampler.step_size(lip_mult, lambda);
-        const double a = 1.0 - alpha * lambda;
+          // ---- evaluate and Lipschitz line search (Algorithm 2) on the batch mean
+          b.incremental_sync(*state, span, w, *d);
+          double g2 = 0;
+          const double fb = b.incremental_evaluate(*state, w, &g2);
+          obj.add_passes(double(B) / nd);
+          const double L0 = sampler.batch_lipschitz(batch);
+          sampler.found_lipschitz(batch, L0, lipschitz_line_search(obj, *state, w, span, fb, g2, L0));
+          alpha = sampler.step_size(lip_mult, lambda);
+          const double a = 1.0 - alpha * lambda;
 
-        // ---- memory update and the (lazy) step
-        if (saga_) {
-          for (std::size_t i = 0; i < B; ++i)
-            coef[i] = alpha * (1.0 / (double(B) * prob[i] * nd) - 1.0 / nd) / a;
-          b.incremental_commit(*state, *d, w, coef.data());
-          b.incremental_step(*state, a, alpha / nd, alpha * mu1, w, *d);
-        } else {
-          b.incremental_commit(*state, *d, w, nullptr);
-          b.incremental_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
+          // ---- memory update and the (lazy) step
+          if (saga_) {
+            for (std::size_t i = 0; i < B; ++i)
+              coef[i] = alpha * (1.0 / (double(B) * prob[i] * nd) - 1.0 / nd) / a;
+            b.incremental_commit(*state, *d, w, coef.data());
+            b.incremental_step(*state, a, alpha / nd, alpha * mu1, w, *d);
+          } else {
+            b.incremental_commit(*state, *d, w, nullptr);
+            b.incremental_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
+          }
+          sampler.decay(decay);
         }
-        sampler.decay(decay);
-      }
 
-      // ---- end of epoch: flush, measure, report
-      b.incremental_flush(*state, w, *d);
-      b.copy(w, *G);
-      b.axpby(1.0 / nd, *d, lambda, *G);  // G = d/n + λw
-      double gnorm;
-      if (mu1 > 0) {
-        map(b, OwlqnPseudoGradientRule{mu1}, {w, *G, *pg});
-        gnorm = b.norm_inf(*pg);
-      } else {
-        gnorm = b.norm_inf(*G);
-      }
-      // Monitoring pass: the exact objective; deliberately not counted in passes.
-      f = b.evaluate(corpus, w, all_sentences(corpus), nullptr, 1.0);
-      if (obj.c2() > 0) f += obj.c2() * b.norm2sq(w);
-      f += obj.l1_term(w);
-      if (!std::isfinite(f)) throw Error(std::string(algo) + ": the objective became non-finite");
-      const Progress pr = progress_at(epoch, obj, w, f, gnorm, alpha, clock);
-      if (progress && !progress(pr, w)) {
-        stop_reason_ = stop_by_caller();
-        break;
+        // ---- end of epoch: flush, measure, report
+        b.incremental_flush(*state, w, *d);
+        b.copy(w, *G);
+        b.axpby(1.0 / nd, *d, lambda, *G);  // G = d/n + λw
+        if (mu1 > 0) {
+          map(b, OwlqnPseudoGradientRule{mu1}, {w, *G, *pg});
+          gnorm = b.norm_inf(*pg);
+        } else {
+          gnorm = b.norm_inf(*G);
+        }
+        // Monitoring pass: the exact objective; deliberately not counted in passes.
+        f = b.evaluate(corpus, w, all_sentences(corpus), nullptr, 1.0);
+        if (obj.c2() > 0) f += obj.c2() * b.norm2sq(w);
+        f += obj.l1_term(w);
+        require_finite(algo, "epoch", epoch, f);
+        Progress pr = progress_at(epoch, obj, w, f, gnorm, alpha, clock);
+        pr.state = &save;
+        if (progress && !progress(pr, w)) {
+          stop_reason_ = stop_by_caller();
+          break;
+        }
       }
       if (sampler.seen() == n && gnorm < opt.epsilon) {
         stop_reason_ = stop_at_gradient("‖g‖∞ (every sentence seen)", gnorm, opt.epsilon);

@@ -53,6 +53,13 @@ const std::vector<std::uint32_t>& EpochShuffler::next() {
   return perm_;
 }
 
+void EpochShuffler::state(StateArchive& ar) {
+  ar.engine("shuffler.rng", rng_);
+  const std::size_t n = perm_.size();
+  ar.values("shuffler.permutation", perm_);
+  if (perm_.size() != n) throw Error("checkpoint: the saved permutation is not of this corpus");
+}
+
 double monitor_objective(Objective& obj, const Vector& w) {
   Backend& b = obj.backend();
   double f = b.evaluate(obj.corpus(), w, all_sentences(obj.corpus()), nullptr, 1.0);
@@ -90,7 +97,7 @@ void validate_sgd(const TrainOptions& opt, double eta0, int epochs, bool heurist
 }  // namespace
 
 double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs, bool heuristic,
-                  const ProgressFn& progress, bool* stopped) {
+                  const ProgressFn& progress, bool* stopped, StateArchive* resume) {
   Backend& b = obj.backend();
   const BackendCorpus& corpus = obj.corpus();
   const std::size_t n = corpus.num_sentences();
@@ -115,8 +122,21 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   auto trial_step = [&](double r, double u_trial) {
     return SgdL1Rule{r, u_trial, c1 / N, c2 / N, true};
   };
+  int epoch = 0;
+  // The state after an epoch's report. The lazy L2 decay is flushed there: Λ and the stamps are 0.
+  const StateFn state = [&](StateArchive& ar) {
+    common_state(ar, epoch, obj, clock);
+    ar.value("f", f);
+    ar.value("eta", eta);
+    ar.value("u", u);
+    ar.value("sentences", k);
+    shuffler.state(ar);
+    ar.vector("w", b, w);
+    if (q) ar.vector("q", b, *q);
+  };
+  if (resume) state(*resume);
 
-  for (int epoch = 1; epoch <= epochs; ++epoch) {
+  for (++epoch; epoch <= epochs; ++epoch) {
     const std::vector<std::uint32_t>& perm = shuffler.next();
     for (std::size_t start = 0; start < n; start += opt.batch_size) {
       const std::size_t m = std::min(opt.batch_size, n - start);
@@ -170,7 +190,9 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       Lambda = 0;
     }
     f = monitor_objective(obj, w);
-    const Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta, clock);
+    require_finite(heuristic ? "sgd (heuristic line search)" : "sgd-l1", "epoch", epoch, f);
+    Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta, clock);
+    pr.state = &state;
     if (progress && !progress(pr, w)) {
       if (stopped) *stopped = true;
       break;
@@ -185,7 +207,10 @@ class SgdL1Trainer final : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
     bool stopped = false;
-    const double f = run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == LineSearch::heuristic, progress, &stopped);
+    StateArchive* resume = resume_;
+    resume_ = nullptr;
+    const double f =
+        run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == LineSearch::heuristic, progress, &stopped, resume);
     stop_reason_ = stopped ? stop_by_caller() : stop_at_limit("epochs", opt.epochs);
     return f;
   }

@@ -18,6 +18,8 @@ class EpochShuffler {
   EpochShuffler(std::size_t n, std::uint64_t seed);
   /// Reshuffles the permutation in place (each epoch continues from the last one's order).
   const std::vector<std::uint32_t>& next();
+  /// Saves or restores the generator and the permutation (checkpoints).
+  void state(StateArchive& ar);
 
  private:
   std::mt19937_64 rng_;
@@ -35,8 +37,9 @@ void validate_stochastic_options(const TrainOptions& opt, int epochs);
 /// Stage-1 driver of sgd-l1 and two-stage: `epochs` epochs of mini-batch SGD with the cumulative
 /// L1 penalty, from w (updated in place). Reports Progress per epoch with iteration = epoch and
 /// seconds from the start of this call. Returns the objective after the last epoch (lazy updates
-/// flushed); *stopped = true when the progress callback asked to stop.
+/// flushed); *stopped = true when the progress callback asked to stop. With `resume`, continues
+/// from the state a Progress::state of this stage saved (Trainer::resume_from).
 double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs, bool heuristic,
-                  const ProgressFn& progress, bool* stopped);
+                  const ProgressFn& progress, bool* stopped, StateArchive* resume = nullptr);
 
 }  // namespace crfx

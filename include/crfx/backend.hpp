@@ -292,6 +292,12 @@ class Backend {
   /// Brings every group up to the current step count (w exact), then restarts the bookkeeping:
   /// step count 0, P = 1, S = R = 0, every stamp 0.
   virtual void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) = 0;
+  /// The stored marginals of a flushed state (step count 0; Error otherwise) as one host array —
+  /// node, pair sums, per-position pairs — for a checkpoint.
+  virtual std::vector<double> incremental_save(IncrementalState& state) = 0;
+  /// Restores marginals saved by incremental_save over the same corpus (Error for another size)
+  /// into a flushed state.
+  virtual void incremental_load(IncrementalState& state, const std::vector<double>& marginals) = 0;
 
   // ---- batch primitives --------------------------------------------------------------------
   /// Negative log-likelihood Σ_i −log p(y_i | x_i) over `sentences` (all labeled; a sentence

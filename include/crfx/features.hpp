@@ -95,6 +95,14 @@ struct FeatureSet {
 /// else observed_layout (corpus.hpp).
 void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set);
 
+/// Fingerprints (64-bit FNV-1a) for checkpoints: a training run resumes only on the corpus and
+/// features it was checkpointed with. Of a compiled corpus: every array (items, values, labels,
+/// offsets); of a feature space: the format, the template's text, the dictionaries and the layout.
+std::uint64_t fingerprint(const Corpus& corpus);
+std::uint64_t fingerprint(const FeatureSpace& fs);
+/// Of a text (a template's).
+std::uint64_t fingerprint(const std::string& text);
+
 /// Compiles data with the frozen dictionaries (dev, test, tagging). Unknown attributes are
 /// skipped; unknown or absent labels become Corpus::kNoLabel.
 Corpus compile(const FeatureSpace& fs, const TextData& data);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "crfx/backend.hpp"
+#include "crfx/checkpoint.hpp"
 
 namespace crfx {
 
@@ -42,6 +43,8 @@ class Objective {
   /// Effective passes so far: (forward-backward + forward-only evaluations) / n, seed 004's unit.
   double passes() const { return passes_; }
   void add_passes(double p) { passes_ += p; }
+  /// The count as a checkpoint saved it (resuming).
+  void set_passes(double p) { passes_ = p; }
 
  private:
   Backend& backend_;
@@ -102,6 +105,10 @@ struct Progress {
   std::size_t active_features = 0;
   double seconds = 0;
   double step = 0;
+  /// The trainer's whole state at this point, for a checkpoint (crfx train --checkpoint): run on
+  /// a saving StateArchive it saves what resume_from() needs to continue from here. Null where the
+  /// trainer cannot be resumed from this point.
+  const StateFn* state = nullptr;
 };
 /// Called after each iteration with the current weights; return false to stop training.
 using ProgressFn = std::function<bool(const Progress&, const Vector& w)>;
@@ -115,9 +122,16 @@ class Trainer {
   /// Why the last train() stopped, with its figures: the rule that fired ("the objective improved
   /// by 8.1e-06 over the last 10 iterations, less than --delta 1e-05"); crfx train prints it.
   const std::string& stop_reason() const { return stop_reason_; }
+  /// The next train() continues from a checkpoint instead of starting: it allocates as usual,
+  /// restores its state from `state` (a restoring archive, e.g. Checkpoint::state(), positioned
+  /// at the state a Progress::state of this trainer saved, with the same options and data) and
+  /// goes on after the iteration the state was saved at — ending with the weights an
+  /// uninterrupted run gives, bit for bit, on the same backend. Null: start afresh.
+  void resume_from(StateArchive* state) { resume_ = state; }
 
  protected:
   std::string stop_reason_;
+  StateArchive* resume_ = nullptr;
 };
 
 /// One setting, as CRFsuite's trainers declare theirs (name, type, default, help): its name (crfx
@@ -184,6 +198,8 @@ class ImprovementTest {
   bool converged(double f);
   /// Why converged() returned true: the improvement it measured against delta and period.
   std::string reason() const;
+  /// Saves or restores the recorded objectives (checkpoints).
+  void state(StateArchive& ar);
 
  private:
   int period_;

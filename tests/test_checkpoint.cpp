@@ -1,0 +1,303 @@
+// Checkpoints and resume: every trainer resumed from any reported iteration ends with the weights
+// of the uninterrupted run, bit for bit (library); the checkpoint file refuses damage, truncation,
+// another trainer and another run; crfx train stopped by a signal writes a checkpoint that
+// --resume continues to the uninterrupted model, byte for byte, for every algorithm (CLI).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "checkpoint_check.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "crfx/error.hpp"
+#include "test_util.hpp"
+
+namespace crfx {
+namespace {
+
+using test::random_problem;
+
+BackendPtr cpu(const Dims& d) { return std::make_unique<CpuBackend>(d, 2); }
+
+TEST(Checkpoint, EveryTrainerResumesBitExactFromEveryIteration) {
+  const auto p = random_problem(4, 30, 2, 40, 10, 31);
+  for (const TrainerInfo& info : trainer_registry()) {
+    SCOPED_TRACE(info.name);
+    test::check_resume_is_exact(cpu, p, info, test::resume_options(info.name), 100);
+  }
+}
+
+TEST(Checkpoint, LbfgsWithL1ResumesThroughOwlqn) {
+  const auto p = random_problem(3, 20, 0, 30, 8, 5);
+  test::check_resume_is_exact(cpu, p, find_trainer("lbfgs"), test::resume_options("lbfgs-l1"), 100);
+}
+
+TEST(Checkpoint, StochasticTrainersResumeWithMiniBatchesAndWithoutL2) {
+  const auto p = random_problem(3, 25, 1, 50, 6, 9);
+  for (const char* algo : {"sgd-l1", "two-stage", "adf", "ap", "sag", "saga"}) {
+    TrainOptions o = test::resume_options(algo);
+    o.batch_size = 7;
+    o.c2 = 0;
+    o.sampling = Sampling::uniform;
+    test::check_resume_is_exact(cpu, p, find_trainer(algo), o, 3);
+  }
+}
+
+/// A checkpoint of sag's state at its second epoch, for the file tests.
+std::string sag_checkpoint(const test::RandomProblem& p) {
+  const std::string path = test::temp_path("sag.ckpt");
+  test::train_run(cpu, p, find_trainer("sag"), test::resume_options("sag"), 2, path, false);
+  return path;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Checkpoint, DamagedTruncatedAndForeignFilesAreRefused) {
+  const auto p = random_problem(3, 20, 0, 30, 8, 5);
+  const std::string good = sag_checkpoint(p), bad = test::temp_path("bad.ckpt");
+  const std::string bytes = read_bytes(good);
+  ASSERT_GT(bytes.size(), 100u);
+  EXPECT_NO_THROW(Checkpoint{good});
+
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x20;
+  write_bytes(bad, flipped);
+  EXPECT_EQ(error_of([&] { Checkpoint c(bad); }),
+            bad + ": the checkpoint is damaged or incomplete (its checksum does not match)");
+  write_bytes(bad, bytes.substr(0, bytes.size() - 9));
+  EXPECT_EQ(error_of([&] { Checkpoint c(bad); }),
+            bad + ": the checkpoint is damaged or incomplete (its checksum does not match)");
+  write_bytes(bad, "crfx checkpoint\n");
+  EXPECT_EQ(error_of([&] { Checkpoint c(bad); }), bad + ": not a crfx checkpoint (crfx train --checkpoint writes them)");
+  write_bytes(bad, "LABEL\tattr\n");
+  EXPECT_EQ(error_of([&] { Checkpoint c(bad); }), bad + ": not a crfx checkpoint (crfx train --checkpoint writes them)");
+  EXPECT_NE(error_of([&] { Checkpoint c(test::temp_path("missing.ckpt")); }).find("cannot open the checkpoint"),
+            std::string::npos);
+}
+
+TEST(Checkpoint, AnotherTrainersStateIsRefusedNamingTheField) {
+  const auto p = random_problem(3, 20, 0, 30, 8, 5);
+  const std::string path = sag_checkpoint(p);
+  const std::string e = error_of([&] { test::train_run(cpu, p, find_trainer("lbfgs"), test::resume_options("lbfgs"), 0, path, true); });
+  EXPECT_NE(e.find("the trainer expects field 'gnorm' (real numbers) where the checkpoint has 'alpha' (real numbers)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("written by another trainer"), std::string::npos) << e;
+}
+
+TEST(Checkpoint, KeysThatDifferAreEachNamed) {
+  const std::string path = test::temp_path("keys.ckpt");
+  {
+    std::ofstream out(path, std::ios::binary);
+    write_checkpoint([&](const char* d, std::size_t n) { out.write(d, std::streamsize(n)); },
+                     {{"crfx", "0.1.0"}, {"--c2", "1"}, {"--period", "10"}}, {{"device", "cpu (2 threads)"}},
+                     [](StateArchive& ar) {
+                       double x = 1;
+                       ar.value("x", x);
+                     });
+  }
+  Checkpoint c(path);
+  EXPECT_EQ(c.note("device"), "cpu (2 threads)");
+  EXPECT_NO_THROW(c.check({{"crfx", "0.1.0"}, {"--c2", "1"}, {"--period", "10"}}));
+  EXPECT_EQ(error_of([&] { c.check({{"crfx", "0.2.0"}, {"--c2", "0.5"}, {"--seed", "3"}}); }),
+            "checkpoint " + path +
+                " was made by another run; resume with the data, template and settings it was made with:\n"
+                "  crfx: 0.1.0 in the checkpoint, 0.2.0 now\n"
+                "  --c2: 1 in the checkpoint, 0.5 now\n"
+                "  --period: 10 in the checkpoint, not part of this run\n"
+                "  --seed: not in the checkpoint, 3 now");
+  // A state read short of its end is refused; read whole, it is not.
+  EXPECT_NE(error_of([&] { c.finish(); }).find("field 'x' was not read"), std::string::npos);
+  Checkpoint whole(path);
+  double x = 0;
+  whole.state().value("x", x);
+  EXPECT_EQ(x, 1.0);
+  EXPECT_NO_THROW(whole.finish());
+}
+
+// ---- crfx train --checkpoint / --resume ----------------------------------------------------
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+const std::string kTrain = test::data_path("conll2000.train300.txt");
+const std::string kTest = test::data_path("conll2000.test100.txt");
+const std::string kTemplate = test::data_path("chunking.template");
+
+/// Each algorithm's run: long enough that a signal sent at its first report stops it midway.
+std::vector<std::string> cli_run(const std::string& algo) {
+  std::vector<std::string> a = {"--algo", algo, "--threads", "1"};
+  for (const char* setting : {"delta", "epsilon"})
+    if (find_trainer(algo).takes(setting)) a.insert(a.end(), {std::string("--") + setting, "0"});
+  if (algo == "owlqn" || algo == "two-stage" || algo == "sgd-l1" || algo == "sag") a.insert(a.end(), {"--c1", "0.5"});
+  if (algo == "sgd-l1" || algo == "adf" || algo == "ap") a.insert(a.end(), {"--epochs", "25"});
+  else if (algo == "sag" || algo == "saga") a.insert(a.end(), {"--max-epochs", "25"});
+  else if (algo == "two-stage") a.insert(a.end(), {"--sgd-epochs", "3", "--max-iterations", "40"});
+  else a.insert(a.end(), {"--max-iterations", "40"});
+  return a;
+}
+
+int log_rows(const std::string& log) {
+  std::ifstream in(log);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) ++n;
+  return n - 1;  // the header
+}
+
+/// crfx train with `args`, sent SIGINT at its first report (a row in `log`); the exit status.
+int train_interrupted(const std::vector<std::string>& args, const std::string& log) {
+  const std::string binary = test::crfx_binary();
+  std::vector<std::string> all = {binary, "train"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& s : all) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  for (int i = 0; i < 60000 && log_rows(log) < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+TEST(CliCheckpoint, EveryAlgorithmStoppedBySignalResumesToTheSameModel) {
+  namespace fs = std::filesystem;
+  for (const TrainerInfo& info : trainer_registry()) {
+    const std::string algo = info.name;
+    SCOPED_TRACE(algo);
+    const std::string dir = test::temp_path("resume-cli-" + algo);
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string full = dir + "/full.model", stopped = dir + "/stopped.model", resumed = dir + "/resumed.model",
+                      ckpt = dir + "/run.ckpt", log = dir + "/log.csv", log2 = dir + "/log2.csv";
+    std::string args;
+    for (const std::string& a : cli_run(algo)) args += " " + q(a);
+    const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) + args;
+    std::string out;
+    ASSERT_EQ(test::run(base + " -q -m " + q(full) + " --log " + q(log2), &out), 0) << out;
+
+    std::vector<std::string> stop = {kTrain, "-t", kTemplate, "-m", stopped, "--log", log, "--checkpoint", ckpt, "-q"};
+    for (const std::string& a : cli_run(algo)) stop.push_back(a);
+    ASSERT_EQ(train_interrupted(stop, log), 3);
+    const int done = log_rows(log);
+    ASSERT_LT(done, log_rows(log2)) << "the run ended before the signal stopped it";
+    ASSERT_TRUE(fs::exists(ckpt));
+
+    ASSERT_EQ(test::run(base + " -m " + q(resumed) + " --log " + q(log) + " --resume " + q(ckpt), &out), 0) << out;
+    EXPECT_NE(out.find("resuming: " + ckpt + ", after iteration " + std::to_string(done)), std::string::npos) << out;
+    EXPECT_EQ(read_bytes(resumed), read_bytes(full)) << "stopped after iteration " << done;
+    // The log goes on from the checkpoint's rows: the uninterrupted run's iterations, each once.
+    std::ifstream a(log), b(log2);
+    std::string ra, rb;
+    int rows = 0;
+    while (std::getline(b, rb)) {
+      ASSERT_TRUE(std::getline(a, ra));
+      EXPECT_EQ(ra.substr(0, ra.find(',', ra.find(',') + 1)), rb.substr(0, rb.find(',', rb.find(',') + 1)));
+      ++rows;
+    }
+    EXPECT_FALSE(std::getline(a, ra)) << "extra rows";
+    EXPECT_GT(rows, done);
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
+  }
+}
+
+TEST(CliCheckpoint, StoppedModelTagsAndTheMessageNamesTheCheckpoint) {
+  namespace fs = std::filesystem;
+  const std::string dir = test::temp_path("resume-cli-stop");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string model = dir + "/m", ckpt = dir + "/c", log = dir + "/log.csv", err = dir + "/err";
+  std::vector<std::string> args = {kTrain, "-t", kTemplate, "-m", model, "--log", log, "--checkpoint", ckpt,
+                                    "--checkpoint-every", "1000", "--max-iterations", "200", "--delta", "0",
+                                    "--epsilon", "0", "--threads", "1", "-q"};
+  // stderr to a file: the message is checked below.
+  const int saved = ::dup(2);
+  const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ::dup2(fd, 2);
+  const int status = train_interrupted(args, log);
+  ::dup2(saved, 2);
+  ::close(fd);
+  ::close(saved);
+  ASSERT_EQ(status, 3);
+  const int done = log_rows(log);
+  EXPECT_EQ(read_bytes(err), "crfx train: stopped by SIGINT at iteration " + std::to_string(done) +
+                                 "; model written to " + model + "; checkpoint written to " + ckpt +
+                                 " (continue with --resume " + ckpt + ")\n");
+  std::string out;
+  ASSERT_EQ(test::run(test::crfx_binary() + " tag " + q(kTest) + " -m " + q(model) + " -q", &out), 0) << out;
+  EXPECT_GT(out.size(), 1000u);
+}
+
+TEST(CliCheckpoint, ResumeRefusesAnotherRunNamingTheDifferences) {
+  namespace fs = std::filesystem;
+  const std::string dir = test::temp_path("resume-cli-refused");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string ckpt = dir + "/c", model = dir + "/m", other = dir + "/other.txt";
+  const std::string base = test::crfx_binary() + " train -t " + q(kTemplate) + " --max-iterations 3 -q";
+  std::string out;
+  ASSERT_EQ(test::run(base + " " + q(kTrain) + " -m " + q(model) + " --checkpoint " + q(ckpt) +
+                          " --checkpoint-every 1",
+                      &out),
+            0)
+      << out;
+  write_bytes(model, "old model\n");
+  EXPECT_EQ(test::run(base + " " + q(kTrain) + " -m " + q(model) + " --c2 0.5 --resume " + q(ckpt), &out), 1);
+  EXPECT_NE(out.find("was made by another run; resume with the data, template and settings it was made with:\n"
+                     "  --c2: 1 in the checkpoint, 0.5 now\n"),
+            std::string::npos)
+      << out;
+  // Other data: its fingerprint (and here its size and features) named.
+  const std::string text = read_bytes(kTrain);
+  write_bytes(other, text.substr(0, text.size() / 2 + text.substr(text.size() / 2).find("\n\n") + 2));
+  EXPECT_EQ(test::run(base + " " + q(other) + " -m " + q(model) + " --resume " + q(ckpt), &out), 1);
+  EXPECT_NE(out.find("  training data: 300 sentences, "), std::string::npos) << out;
+  EXPECT_EQ(read_bytes(model), "old model\n") << "a refused resume overwrote the model";
+  // A damaged checkpoint fails before the data is read.
+  std::string bytes = read_bytes(ckpt);
+  bytes[bytes.size() / 3] ^= 1;
+  write_bytes(ckpt, bytes);
+  EXPECT_EQ(test::run(base + " " + q(kTrain) + " -m " + q(model) + " --resume " + q(ckpt), &out), 1);
+  EXPECT_NE(out.find(ckpt + ": the checkpoint is damaged or incomplete (its checksum does not match)"),
+            std::string::npos)
+      << out;
+  // Options that make no sense together.
+  EXPECT_EQ(test::run(base + " " + q(kTrain) + " -m " + q(model) + " --checkpoint-every 2", &out), 2);
+  EXPECT_NE(out.find("--checkpoint-every needs --checkpoint FILE"), std::string::npos) << out;
+  EXPECT_EQ(test::run(base + " " + q(kTrain) + " -m " + q(model) + " --checkpoint " + q(kTrain), &out), 1) << out;
+  EXPECT_NE(out.find("cannot write " + kTrain + ": it is an input of this run"), std::string::npos) << out;
+  EXPECT_EQ(read_bytes(model), "old model\n");
+}
+
+}  // namespace
+}  // namespace crfx
