@@ -15,6 +15,7 @@
 // (EncoderFeatureIndex::shrink): an attribute is kept when it occurs at least min_freq times in
 // the training data, counting every occurrence (each token, each template).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -371,13 +372,31 @@ void drop_unit_values(Corpus& c) {
   if (all_one(c.edge_values)) std::vector<double>().swap(c.edge_values);
 }
 
+/// An attribute value must be a finite number (read_crfsuite refuses others in files; data built
+/// in memory, as the Python module builds it, is checked here): NaN or ±inf would make every
+/// score, and so the whole model, NaN.
+double finite_value(const CrfsuiteAttribute& a, const std::string& path, std::size_t line) {
+  if (!std::isfinite(a.value)) {
+    const char* v = std::isnan(a.value) ? "nan" : a.value > 0 ? "inf" : "-inf";
+    throw InputError(path, line, "attribute '" + a.name + "': value " + v + " is not a finite number");
+  }
+  return a.value;
+}
+
 void check_template_columns(const FeatureTemplate& templ, std::size_t feature_columns,
                             const std::string& path, std::size_t line) {
-  if (templ.max_column() >= 0 && std::size_t(templ.max_column()) >= feature_columns)
-    throw InputError(path, line,
-                     "template column " + std::to_string(templ.max_column()) +
-                         " but the data has only " + std::to_string(feature_columns) +
-                         " feature " + columns_word(feature_columns));
+  if (templ.max_column() < 0 || std::size_t(templ.max_column()) < feature_columns) return;
+  std::size_t source_line = 0;  // the first template line reading that column
+  for (const auto* lines : {&templ.unigrams(), &templ.edge_bigrams()})
+    for (const FeatureTemplate::Line& l : *lines)
+      for (const FeatureTemplate::Piece& p : l.pieces)
+        if (p.is_macro && p.col == templ.max_column() && (source_line == 0 || l.source_line < source_line))
+          source_line = l.source_line;
+  throw InputError(path, line,
+                   "template column " + std::to_string(templ.max_column()) + " but the data has only " +
+                       std::to_string(feature_columns) + " feature " + columns_word(feature_columns) +
+                       " (read by line " + std::to_string(source_line) +
+                       " of the template; columns count from 0, and the last one is the label)");
 }
 
 }  // namespace
@@ -519,7 +538,7 @@ Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_
           const std::uint32_t id = fs.state_attrs.add(a.name);
           bump(state_count, id);
           c.state_ids.push_back(id);
-          c.state_values.push_back(a.value);
+          c.state_values.push_back(finite_value(a, data.path, tok.line));
         }
         c.state_offsets.push_back(c.state_ids.size());
         c.edge_offsets.push_back(c.edge_ids.size());
@@ -569,10 +588,11 @@ Corpus compile(const FeatureSpace& fs, const TextData& data) {
         c.labels.push_back(tok.label.empty() ? Corpus::kNoLabel
                                              : label_or_none(fs.labels.find(tok.label)));
         for (const CrfsuiteAttribute& a : tok.attributes) {
+          const double value = finite_value(a, data.path, tok.line);
           const std::uint32_t id = fs.state_attrs.find(a.name);
           if (id == Dictionary::kNone) continue;  // unseen in training: no weight
           c.state_ids.push_back(id);
-          c.state_values.push_back(a.value);
+          c.state_values.push_back(value);
         }
         c.state_offsets.push_back(c.state_ids.size());
         c.edge_offsets.push_back(c.edge_ids.size());

@@ -69,10 +69,15 @@ FeatureTemplate::Line parse_line(const std::string& text, const std::string& nam
       ++i;
     }
     long row = 0, col = 0;
-    if (!read_number(text, i, row)) bad(at, "row is not a number");
+    // (read_number stops at the digit that takes a number beyond kMaxMacroNumber)
+    auto too_large = [&] { return i < text.size() && text[i] >= '0' && text[i] <= '9'; };
+    if (!read_number(text, i, row))
+      bad(at, too_large() ? "row beyond ±" + std::to_string(kMaxMacroNumber) : std::string("row is not a number"));
     if (i >= text.size() || text[i] != ',') bad(at, "',' expected after the row");
     ++i;
-    if (!read_number(text, i, col)) bad(at, "column is not a non-negative number");
+    if (!read_number(text, i, col))
+      bad(at, too_large() ? "column beyond " + std::to_string(kMaxMacroNumber)
+                          : std::string("column is not a non-negative number"));
     if (i >= text.size() || text[i] != ']') bad(at, "']' expected after the column");
     ++i;
     if (!literal.empty()) {

@@ -345,7 +345,16 @@ void AtomicFileGroup::flush() {
     if (fd < 0 || ::syncfs(fd) != 0) {
       const int err = errno;
       if (fd >= 0) ::close(fd);
-      fail(dir, "sync", err);  // every file still a temporary: removed with the group
+      // Every file of the group is still a temporary, removed with the group: name what is lost.
+      std::string lost = dir;
+      for (const auto& f : ended_)
+        if (!f->target().empty()) {
+          lost = f->target();
+          break;
+        }
+      if (ended_.size() > 1)
+        lost += " (and " + std::to_string(ended_.size() - 1) + (ended_.size() == 2 ? " more file)" : " more files)");
+      fail(lost, "syncfs of " + dir, err);
     }
     ::close(fd);
   }

@@ -66,8 +66,12 @@ struct LineReader::Impl {
     const char* msg = gzerror(gz, &errnum);
     // A truncated gzip stream is reported as Z_BUF_ERROR while gzread still returns the bytes
     // it had, so the error state is checked on every call, not only when got < 0.
-    if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END))
-      fail(errnum == Z_ERRNO ? std::string(std::strerror(errno)) : std::string(msg ? msg : "unknown"));
+    if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
+      std::string why = errnum == Z_ERRNO ? std::string(std::strerror(errno)) : std::string(msg ? msg : "unknown");
+      // zlib prefixes its message with the name given to gzdopen, "<fd:3>: ": the caller names the file.
+      if (why.compare(0, 4, "<fd:") == 0 && why.find(">: ") != std::string::npos) why.erase(0, why.find(">: ") + 3);
+      fail(why);
+    }
     return std::size_t(got);
   }
 };

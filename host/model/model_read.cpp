@@ -100,9 +100,12 @@ FileBytes read_whole_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(path, 0, std::string("cannot open model file: ") + std::strerror(errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  const bool stated = ::fstat(fd, &st) == 0;
+  if (!stated || !S_ISREG(st.st_mode)) {
+    const int err = errno;
     ::close(fd);
-    throw InputError(path, 0, "not a regular file");
+    if (!stated) throw InputError(path, 0, std::string("cannot read model file: ") + std::strerror(err));
+    throw InputError(path, 0, S_ISDIR(st.st_mode) ? "a directory, not a model file" : "not a regular file");
   }
   // The signature first: a large file that is not a model is refused before it is read whole.
   char head[sizeof kMagic];
@@ -302,6 +305,8 @@ ModelHead read_head(const std::string& path, const Span& bytes, FeatureSpace& fs
   if (h.L == 0) head.fail("the model has no labels (L = 0)");
   if (h.feature_columns > std::numeric_limits<std::uint32_t>::max())
     head.fail("implausible feature column count " + std::to_string(h.feature_columns));
+  // Training gives a CoNLL model at least one feature column; without one it cannot tag.
+  if (format == 0 && h.feature_columns == 0) head.fail("a CoNLL model with no feature columns (feature_columns = 0)");
   h.transitions = transitions == 1;
   fs.format = format == 0 ? InputFormat::conll : InputFormat::crfsuite;
   fs.feature_columns = static_cast<std::size_t>(h.feature_columns);
