@@ -29,3 +29,6 @@ if [ "${emu:-0}" -gt 0 ]; then
 else
   echo "GPU suite on the emulated device: not built (-DCRFX_CUDA_EMULATION=OFF)"
 fi
+# In-process fuzzing of the parsers (libFuzzer, ASan + UBSan; clang-14 from scripts/deps.sh):
+# each target ~15 s from its seeds in tests/fuzz/; a finding fails the run, naming its reproducer.
+scripts/fuzz.sh smoke
