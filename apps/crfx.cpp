@@ -171,9 +171,11 @@ void add_device_options(cxxopts::Options& o) {
       ("threads", "CPU worker threads (0 = all cores)", cxxopts::value<unsigned>()->default_value("0"));
 }
 
-BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet) {
+/// `cpu_only`: the trainer runs on the CPU only (TrainerInfo::cpu_only): --device auto takes the CPU.
+BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet, bool cpu_only = false) {
   BackendOptions bo;
   bo.device = parse_device(get<std::string>(r, "device"));
+  if (cpu_only && bo.device == DeviceKind::auto_select) bo.device = DeviceKind::cpu;
   bo.threads = get<unsigned>(r, "threads");
   if (bo.threads > kMaxThreads)
     throw UsageError("--threads: at most " + std::to_string(kMaxThreads) + " (got " + std::to_string(bo.threads) + ")");
@@ -253,6 +255,9 @@ void add_train_options(cxxopts::Options& o) {
       ("force", "replace a read-only model or log file")
       ("t,template", "CRF++ feature template (CoNLL data)", cxxopts::value<std::string>())
       ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
+      ("type", "crf | maxent: a linear-chain CRF, or a Maxent classifier labelling every token on its own from "
+       "the same attributes (no transitions; a template's B lines are ignored)",
+       cxxopts::value<std::string>()->default_value("crf"))
       ("a,algo", "training algorithm ('list' shows them with their settings)",
        cxxopts::value<std::string>()->default_value("lbfgs"))
       ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
@@ -332,7 +337,7 @@ void check_memory(const TrainerInfo& trainer, const TrainOptions& opt, const Fea
   const MemoryEstimate m = estimate_memory(trainer, opt, dims, corpus);
   // The CPU backend takes the compiled corpus over (already in memory); the CUDA backend copies it.
   const std::size_t upload = backend.upload_bytes(corpus);
-  const std::size_t buffers = backend.workspace_bytes(corpus);
+  const std::size_t buffers = backend.workspace_bytes(corpus, opt.loss);
   const double needed = double(m.weights) + double(m.optimizer) + double(upload) + double(buffers);
   double available = double(backend.memory_available());
   if (limit > 0 && (available <= 0 || limit < available)) available = limit;
@@ -428,6 +433,10 @@ TrainOptions train_options(const cxxopts::ParseResult& r, const TrainerInfo& tra
       } catch (const Error& e) {
         throw UsageError(std::string("--") + spec.name + ": " + e.what());
       }
+      if (std::string(spec.name) == "loss") {  // a trainer that cannot minimise it says why
+        const std::string why = loss_refusal(trainer, opt.loss);
+        if (!why.empty()) throw UsageError("--loss: " + why);
+      }
       if (!trainer.takes(spec.name))
         throw UsageError("--" + std::string(spec.name) + " is not a setting of " + trainer.name +
                          stopping_setting(trainer, spec.name) +
@@ -471,9 +480,9 @@ struct TrainProgress {
   int iterations = 0;
   double callback_seconds = 0;
   // --checkpoint: where, how often (0: by time), and what a resume must match.
-  std::string checkpoint_path;  // empty without --checkpoint
+  std::string checkpoint_path{};  // empty without --checkpoint
   int checkpoint_every = 0;
-  CheckpointKeys checkpoint_keys;
+  CheckpointKeys checkpoint_keys{};
   double last_checkpoint = now_seconds();
   int checkpoint_iteration = 0;  // of the last checkpoint written (0: none)
   Checkpoint* resumed = nullptr;  // --resume: its end checked at the first report
@@ -593,6 +602,14 @@ int cmd_train(int argc, char** argv) {
     return 0;
   }
   const TrainerInfo& trainer = find_trainer(algo);
+  ModelType model_type;
+  try {
+    model_type = parse_model_type(get<std::string>(r, "type"));
+  } catch (const Error& e) {
+    throw UsageError(std::string("--type: ") + e.what());
+  }
+  if (trainer.maxent_only && model_type != ModelType::maxent)
+    throw UsageError("-a " + algo + " trains Maxent models: add --type maxent (or use lbfgs, owlqn, … for a CRF)");
   if (!r.count("data")) throw UsageError("missing training data (crfx train DATA -m MODEL ...)");
   const auto data_paths = get<std::vector<std::string>>(r, "data");
   if (data_paths.size() == 3 && !r.count("model") && !r.count("template"))
@@ -640,16 +657,23 @@ int cmd_train(int argc, char** argv) {
   {  // --device cuda without a GPU fails now, not after the data is read
     BackendOptions bo;
     bo.device = parse_device(get<std::string>(r, "device"));
+    if (trainer.cpu_only && bo.device == DeviceKind::cuda)
+      throw UsageError("-a " + algo + ": " + trainer.cpu_only + "; use --device cpu (or auto)");
     check_device(bo);
   }
   const double memory_limit = r.count("max-memory") ? parse_bytes(get<std::string>(r, "max-memory")) : 0;
   const double t0 = now_seconds();
   Model model;
   FeatureSpace& fs = model.features;
+  fs.type = model_type;
   fs.format = parse_format(get<std::string>(r, "format"));
   if (fs.format == InputFormat::conll) {
     if (!r.count("template")) throw UsageError("CoNLL data needs --template (or use --format crfsuite)");
     fs.templ = FeatureTemplate::load(get<std::string>(r, "template"));
+    const std::size_t b_lines = fs.templ.edge_bigrams().size() + (fs.templ.has_transitions() ? 1 : 0);
+    if (fs.type == ModelType::maxent && b_lines > 0)
+      std::cerr << "crfx train: note: --type maxent ignores the template's B line" << (b_lines == 1 ? "" : "s")
+                << " (a Maxent model has no transitions and no edge features)\n";
   } else if (r.count("template")) {
     throw UsageError("--template applies to CoNLL data, not --format crfsuite");
   }
@@ -697,13 +721,13 @@ int cmd_train(int argc, char** argv) {
   dev_labels.insert(fs.labels.strings().begin(), fs.labels.strings().end());
   const EvalMode dev_mode = resolve_mode(EvalOptions{}, dev_labels);
 
-  BackendPtr backend = backend_from(r, dims, quiet);
+  BackendPtr backend = backend_from(r, dims, quiet, trainer.cpu_only != nullptr);
   check_memory(trainer, opt, fs, corpus, *backend, memory_limit, quiet);
   BackendCorpusPtr train_up = backend->upload(std::move(corpus));  // resident on the backend now
   release_free_memory();  // the training text, before the trainer's vectors are mapped
   BackendCorpusPtr dev_up = r.count("dev") ? backend->upload(dev_corpus) : nullptr;
 
-  Objective objective(*backend, *train_up, opt.c1, opt.c2);
+  Objective objective(*backend, *train_up, opt.c1, opt.c2, opt.loss);
 
   const std::string log_path = r.count("log") ? get<std::string>(r, "log") : "";
   std::string log_text = std::string("iteration,passes,objective,gradient_norm,active_features,seconds,") +
@@ -716,6 +740,7 @@ int cmd_train(int argc, char** argv) {
   }
   if (!quiet)
     std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
+              << (opt.loss != SequenceLoss::seq_log ? std::string(", loss ") + sequence_loss_name(opt.loss) : "")
               << (algo == "ap" ? " (unused: the perceptron has no regulariser)" : "") << "\n";
 
   TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, dev_mode, fs.labels, quiet, log_path,

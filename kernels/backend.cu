@@ -295,6 +295,7 @@ void CudaBackend::release_workspace() noexcept {
   row_token_.clear();
   row_edge_.clear();
   edge_.clear();
+  pt_pair_.clear();
   pair_.clear();
   partial_.clear();
   losses_.clear();

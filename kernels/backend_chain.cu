@@ -5,8 +5,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "chain_kernels.cuh"
@@ -19,8 +21,37 @@ namespace crfx::cuda::detail {
 
 // ---- batch primitives ------------------------------------------------------------------
 
+void CudaBackend::pointwise_chunk(const CudaCorpus& c, FbParams& fp, std::size_t n, SequenceLoss loss,
+                                  bool gradient) {
+  fp.gold = false;  // μ itself at the gold labels (μ − 1 would lose a small one's digits)
+  fp.backward = true;
+  fp.node = node_.get();
+  fp.pair = gradient ? pair_.get() : nullptr;
+  if (gradient) fp.pair_at = c.edge_off.get() ? edge_.get() : pt_pair_.get();  // sized by pointwise_rows
+  launch_fb(fp, n);
+  launch_pointwise_loss(fp, n, loss == SequenceLoss::point_exp, gradient, stream_);
+}
+
+std::size_t CudaBackend::pointwise_rows(const CudaCorpus& c) {
+  if (c.edge_off.get()) return std::numeric_limits<std::size_t>::max();
+  constexpr std::size_t kPointwiseBytes = std::size_t(256) << 20;
+  const std::size_t LL = std::size_t(dims_.L) * dims_.L;
+  const std::size_t rows = std::min(rows_cap_, std::max<std::size_t>(c.max_len, kPointwiseBytes / (LL * sizeof(double))));
+  reserve_device(pt_pair_, rows * LL);
+  return rows;
+}
+
+void CudaBackend::check_pointwise(SequenceLoss loss, SentenceSpan span, std::size_t begin, std::size_t n) const {
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::isnan(h_losses_[i]))
+      throw Error(std::string("the loss ") + sequence_loss_name(loss) + " of sentence " +
+                  std::to_string(span[begin + i]) +
+                  ": a gold label's marginal is below 1e-50, which the CUDA backend does not compute (the CPU "
+                  "backend does, in log space); use --device cpu");
+}
+
 double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span, Vector* grad,
-                             double scale) {
+                             double scale, SequenceLoss loss_kind) {
   const CudaCorpus& c = C(bc);
   if (grad && grad->size() != dims_.num_weights()) throw Error("internal: gradient size mismatch");
   for (std::size_t k = 0; k < span.count; ++k)
@@ -30,8 +61,10 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
   prepare(w);
   double* G = grad ? P(*grad) : nullptr;
   double loss = 0;
+  const std::size_t rows_limit = G && pointwise_loss(loss_kind) ? pointwise_rows(c)
+                                                                : std::numeric_limits<std::size_t>::max();
   for (std::size_t begin = 0; begin < span.count;) {
-    const std::size_t end = plan(c, span, begin);
+    const std::size_t end = plan(c, span, begin, rows_limit);
     const std::size_t n = end - begin, rows = h_slots_[n];
     try {
       // Token slots only where the gathers need them: a chunk of consecutive sentences (as the
@@ -45,7 +78,12 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
         fp.pair = dims_.transitions ? pair_.get() : nullptr;
         if (fp.edge && !fp.pair) fp.pair = pair_.get();  // edge deltas are written in the pair pass
       }
-      launch_fb(fp, n);
+      if (pointwise_loss(loss_kind)) {
+        pointwise_chunk(c, fp, n, loss_kind, G != nullptr);
+      } else {
+        launch_fb(fp, n);
+        if (loss_kind == SequenceLoss::seq_exp) launch_seq_exp(fp, n, stream_);  // 1/p, its deltas times 1/p
+      }
       if (G) reduce_gradient(c, n, rows, scale, G);
     } catch (...) {
       // The chunk's token slots must not outlive it: a later evaluate would gather through
@@ -66,6 +104,7 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
     CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), n * sizeof(double),
                                     cudaMemcpyDeviceToHost, stream_));
     sync();
+    if (pointwise_loss(loss_kind)) check_pointwise(loss_kind, span, begin, n);
     for (std::size_t i = 0; i < n; ++i) loss += h_losses_[i];  // span order, as the CPU
     begin = end;
   }

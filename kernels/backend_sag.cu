@@ -300,7 +300,7 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
 
 double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl,
                                    DeviceBuffer<double>& node, DeviceBuffer<double>& pair,
-                                   DeviceBuffer<double>& edge) {
+                                   DeviceBuffer<double>& edge, SequenceLoss loss_kind) {
   const std::size_t L = dims_.L, LL = L * L, n = pl.sid.size();
   const bool edges = c.edge_off.get() != nullptr, pairs = dims_.transitions || edges;
   reserve_device(node, pl.rows * L);
@@ -310,8 +310,10 @@ double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const S
   const SentenceSpan span{pl.sid.data(), n};
   double loss = 0;
   std::size_t row0 = 0;
+  const std::size_t rows_limit =
+      pointwise_loss(loss_kind) ? pointwise_rows(c) : std::numeric_limits<std::size_t>::max();
   for (std::size_t begin = 0; begin < n;) {
-    const std::size_t end = plan(c, span, begin);
+    const std::size_t end = plan(c, span, begin, rows_limit);
     const std::size_t m = end - begin, rows = h_slots_[m];
     run_chunk_front(c, w, m, rows, false);
     FbParams fp = fb_params(c, w);
@@ -319,7 +321,12 @@ double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const S
     fp.backward = true;
     fp.node = node_.get();
     fp.pair = pairs ? pair_.get() : nullptr;  // transitions, or edge deltas (written in the pair pass)
-    launch_fb(fp, m);
+    if (pointwise_loss(loss_kind)) {
+      pointwise_chunk(c, fp, m, loss_kind, true);
+    } else {
+      launch_fb(fp, m);
+      if (loss_kind == SequenceLoss::seq_exp) launch_seq_exp(fp, m, stream_);  // 1/p, its deltas times 1/p
+    }
     // Chunk rows are the span's tokens in span order: copy the deltas out of the workspace.
     if (rows)
       CRFX_CUDA_CHECK(cudaMemcpyAsync(node.get() + row0 * L, node_.get(), rows * L * sizeof(double),
@@ -334,6 +341,7 @@ double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const S
     CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), m * sizeof(double),
                                     cudaMemcpyDeviceToHost, stream_));
     sync();
+    if (pointwise_loss(loss_kind)) check_pointwise(loss_kind, span, begin, m);
     for (std::size_t i = 0; i < m; ++i) loss += h_losses_[i];
     row0 += rows;
     begin = end;

@@ -27,14 +27,15 @@ void CudaBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVect
 }
 
 double CudaBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
-                                    SparseVector& grad, double scale, bool support_given) {
+                                    SparseVector& grad, double scale, bool support_given,
+                                    SequenceLoss loss_kind) {
   // Span-local: the plan's groups are S(span) in index order, so the span gradient lands
   // directly in the sparse vector's values (O(span items), not a scan of the corpus).
   const CudaCorpus& c = C(bc);
   CudaSparse& x = X(grad);
   if (w.size() != dims_.num_weights()) throw Error("internal: weight vector size mismatch");
   plan_span(c, span, nullptr, false, sp_plan_);
-  const double loss = span_marginals(c, w, sp_plan_, sp_node_, sp_pair_, sp_edge_);
+  const double loss = span_marginals(c, w, sp_plan_, sp_node_, sp_pair_, sp_edge_, loss_kind);
   if (support_given) {
     // grad's indices on the device are S(span) from support(); its length must be the plan's.
     if (x.n != sp_plan_.compact())

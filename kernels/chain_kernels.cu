@@ -239,6 +239,7 @@ __device__ void pairwise(const FbSentence& f, std::size_t t, double q, double* p
     const double d = j == gj ? pr - 1.0 : pr;
     pair[j] += d;
     if (M) M[j] = d;
+    if (f.p->pair_at) f.p->pair_at[(f.r0 + t) * f.LL + j] = pr;
   }
 }
 
@@ -354,7 +355,138 @@ __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
   }
 }
 
+/// exp(lf)·d with f = exp(lf): in log space where f overflows (0 stays 0). CPU twin: `scaled` in
+/// host/cpu/chain_loss.cpp.
+__device__ double exp_scaled(double lf, double f, double d) {
+  if (isfinite(f)) return f * d;
+  if (d == 0) return 0.0;
+  return copysign(exp(lf + log(fabs(d))), d);
+}
+
+__global__ void __launch_bounds__(256) seq_exp_kernel(FbParams p) {
+  const std::size_t i = blockIdx.x, L = std::size_t(p.L), LL = L * L;
+  const double lf = p.result[i], f = exp(lf);
+  const std::size_t r0 = p.ch.slots[i], r1 = p.ch.slots[i + 1];
+  if (p.node)
+    for (std::size_t j = r0 * L + threadIdx.x; j < r1 * L; j += blockDim.x) p.node[j] = exp_scaled(lf, f, p.node[j]);
+  if (p.pair)
+    for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) p.pair[i * LL + j] = exp_scaled(lf, f, p.pair[i * LL + j]);
+  if (p.edge && p.node) {  // gradient mode: the deltas of the positions with edge items
+    const std::size_t tok0 = p.sent_off[p.ch.sent[i]];
+    for (std::size_t r = r0; r < r1; ++r) {
+      if (!row_has_edge(p.edge_off, tok0 + (r - r0), r - r0)) continue;
+      for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) p.edge[r * LL + j] = exp_scaled(lf, f, p.edge[r * LL + j]);
+    }
+  }
+  __syncthreads();  // every thread has read result[i]
+  if (threadIdx.x == 0) p.result[i] = f;
+}
+
+/// Block per chunk sentence. Scratch per sentence rows: A in la, ρ in lb, B in S (emissions and
+/// the recursions are no longer needed). Thread j of a row loop keeps the same entries at every
+/// position, so the pair sums need no atomics.
+__global__ void __launch_bounds__(256) pointwise_loss_kernel(FbParams p, bool exp_loss, bool gradient) {
+  __shared__ double sh[2];  // W, and 1 when the scaled sweeps cannot carry the sentence
+  const std::size_t i = blockIdx.x, L = std::size_t(p.L), LL = L * L;
+  const std::size_t r0 = p.ch.slots[i], T = p.ch.slots[i + 1] - r0;
+  const std::size_t tok0 = p.sent_off[p.ch.sent[i]];
+  const std::uint32_t* gold = p.labels + tok0;
+  double* pair = p.pair ? p.pair + i * LL : nullptr;
+  if (gradient && pair)
+    for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) pair[j] = 0;
+  if (T == 0) {
+    if (threadIdx.x == 0) p.result[i] = 0;
+    return;
+  }
+  const double* mu = p.node + r0 * L;  // μ (overwritten by the node gradient, each row after its last read)
+  if (threadIdx.x == 0) {
+    double loss = 0, W = 0, c_sum = 0;
+    bool bad = false;
+    for (std::size_t t = 0; t < T; ++t) {
+      const double m = mu[t * L + gold[t]];
+      if (!(m >= 1e-50)) bad = true;
+      const double w = exp_loss ? 1.0 / m : 1.0;
+      loss += exp_loss ? w : -log(m);
+      W += w;
+      c_sum += w / m;
+    }
+    if (!(c_sum <= 1e300)) bad = true;
+    p.result[i] = bad ? CUDART_NAN : loss;
+    sh[0] = W;
+    sh[1] = bad ? 1.0 : 0.0;
+  }
+  __syncthreads();
+  if (!gradient || sh[1] != 0) return;
+  const double W = sh[0];
+  auto weight = [&](std::size_t t) { return exp_loss ? 1.0 / mu[t * L + gold[t]] : 1.0; };
+  double* A = p.la + r0 * L;
+  double* rho = p.lb + r0 * L;  // row u − 1: ρ_{u−1}
+  double* B = const_cast<double*>(p.S) + r0 * L;  // row u: B_u (S_ is the backend's scratch, read by forward_backward only)
+  const double* P = p.pair_at + r0 * LL;  // row u: P_u
+  // Forward: A_0 = 0, ρ_{u−1} = (A_{u−1} + w_{u−1}·1[gold]) / μ_{u−1}, A_u = Σ_y' ρ_{u−1}(y') P_u(y', ·).
+  for (std::size_t y = threadIdx.x; y < L; y += blockDim.x) A[y] = 0;
+  __syncthreads();
+  for (std::size_t u = 1; u < T; ++u) {
+    for (std::size_t yp = threadIdx.x; yp < L; yp += blockDim.x) {
+      const double a = A[(u - 1) * L + yp] + (yp == gold[u - 1] ? weight(u - 1) : 0.0);
+      const double m = mu[(u - 1) * L + yp];
+      rho[(u - 1) * L + yp] = m > 0 ? a / m : 0.0;
+    }
+    __syncthreads();
+    const double* Pu = P + u * LL;
+    for (std::size_t y = threadIdx.x; y < L; y += blockDim.x) {
+      double s = 0;
+      for (std::size_t yp = 0; yp < L; ++yp) s += rho[(u - 1) * L + yp] * Pu[yp * L + y];
+      A[u * L + y] = s;
+    }
+    __syncthreads();
+  }
+  // Backward: B_{T−1} = w_{T−1}·1[gold]; at u: B_{u−1}(y') = w_{u−1}·1[gold] + Σ_y P_u(y', y) κ_u(y)
+  // with κ_u = B_u/μ_u; the pair gradient P_u·(W − ρ_{u−1}(y') − κ_u(y)) over P_u; the node
+  // gradient W·μ_u − A_u − B_u over μ_u.
+  for (std::size_t y = threadIdx.x; y < L; y += blockDim.x)
+    B[(T - 1) * L + y] = y == gold[T - 1] ? weight(T - 1) : 0.0;
+  __syncthreads();
+  double* node = p.node + r0 * L;
+  auto kappa = [&](std::size_t u, std::size_t y) {
+    const double m = mu[u * L + y];
+    return m > 0 ? B[u * L + y] / m : 0.0;
+  };
+  for (std::size_t u = T - 1; u > 0; --u) {
+    const double* Pu = P + u * LL;
+    for (std::size_t yp = threadIdx.x; yp < L; yp += blockDim.x) {
+      double b = yp == gold[u - 1] ? weight(u - 1) : 0.0;
+      for (std::size_t y = 0; y < L; ++y) b += Pu[yp * L + y] * kappa(u, y);
+      B[(u - 1) * L + yp] = b;
+    }
+    __syncthreads();
+    double* Gu = p.pair_at + (r0 + u) * LL;
+    for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) {
+      const std::size_t yp = j / L, y = j - yp * L;
+      const double g = Gu[j] * (W - rho[(u - 1) * L + yp] - kappa(u, y));
+      Gu[j] = g;
+      if (pair) pair[j] += g;
+    }
+    __syncthreads();
+    for (std::size_t y = threadIdx.x; y < L; y += blockDim.x)
+      node[u * L + y] = W * mu[u * L + y] - A[u * L + y] - B[u * L + y];
+    __syncthreads();
+  }
+  for (std::size_t y = threadIdx.x; y < L; y += blockDim.x) node[y] = W * mu[y] - A[y] - B[y];
+  for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) p.pair_at[r0 * LL + j] = 0;  // no factor at t = 0
+}
+
 }  // namespace
+
+void launch_pointwise_loss(const FbParams& p, std::size_t n, bool exp_loss, bool gradient, cudaStream_t s) {
+  if (n == 0) return;
+  CRFX_LAUNCH(pointwise_loss_kernel, unsigned(n), 256, 0, s, p, exp_loss, gradient);
+}
+
+void launch_seq_exp(const FbParams& p, std::size_t n, cudaStream_t s) {
+  if (n == 0) return;
+  CRFX_LAUNCH(seq_exp_kernel, unsigned(n), 256, 0, s, p);
+}
 
 void launch_fill_rows(std::size_t n, ChunkView ch, const std::size_t* sent_off, const std::size_t* edge_off,
                       std::size_t* row_token, std::uint8_t* row_edge, int* token_slot, cudaStream_t s) {

@@ -36,6 +36,8 @@ struct FbParams {
   bool gold;            // labels known: loss and deltas
   bool backward;        // run the backward pass (node/pair outputs)
   bool shared_E;        // copy E, Eᵀ into shared memory (when 2·L² doubles fit)
+  double* pair_at = nullptr;  // [rows][L][L] out: p_t(y', y) at every row t ≥ 1 (pair mode; the
+                              // pointwise losses), or null; may be `edge` (written after its last read)
 };
 
 /// Block per chunk sentence (n blocks): row → token, row has edge items, and token → row
@@ -62,5 +64,21 @@ void launch_prepare(int L, const double* trans, double* E, double* Et, double* t
 /// Forward-backward on the chunk's n sentences: n blocks of `threads`, `smem` bytes of dynamic
 /// shared memory (vec [L], red [32], and E, Eᵀ when p.shared_E).
 void launch_forward_backward(const FbParams& p, std::size_t n, int threads, std::size_t smem, cudaStream_t s);
+/// The sequential exponential loss (seed 002's seq-exp, crfx/loss.hpp) from a gold-mode
+/// forward-backward's output: per chunk sentence i, with ℓ = p.result[i] = log Z − score(gold),
+/// result[i] = exp(ℓ) and — where p.node / p.pair / p.edge are given — its deltas (node rows,
+/// pair sums, the edge rows that have edge items) times exp(ℓ), the seq-exp gradient. A factor
+/// beyond the double range multiplies in log space (0 stays 0, never inf·0). Block per sentence.
+/// CPU twin: sequence_level in host/cpu/chain_loss.cpp.
+void launch_seq_exp(const FbParams& p, std::size_t n, cudaStream_t s);
+/// The pointwise losses (seed 002's point-log, point-exp; `exp_loss` for point-exp) from a
+/// forward-backward without gold (p.gold false: p.node holds the marginals μ_t, p.pair_at the
+/// pairwise marginals P_t of every row t ≥ 1): per chunk sentence i, p.result[i] = the loss and,
+/// with `gradient`, node [rows][L] = ∂loss/∂s_t, pair_at [rows][L][L] = ∂loss/∂τ_t (t ≥ 1), pair
+/// [n][L][L] = Σ_t ∂loss/∂τ_t (when p.pair) — the forward (A, ρ) and backward (B, κ) sweeps of
+/// host/cpu/chain_loss.cpp's scaled path, using p.la, p.lb and p.S as scratch. A sentence whose
+/// gold marginal is below 1e-50 (or whose weights would overflow), which the CPU computes on its
+/// exact log-space path, gets result NaN (the backend refuses it). Block per sentence.
+void launch_pointwise_loss(const FbParams& p, std::size_t n, bool exp_loss, bool gradient, cudaStream_t s);
 
 }  // namespace crfx::cuda::detail

@@ -220,6 +220,7 @@ class CudaBackend final : public Backend {
   // ---- data (backend.cu) -------------------------------------------------------------------
   BackendCorpusPtr upload(const Corpus& c) override;
   BackendCorpusPtr upload(Corpus&& c) override;
+  const Corpus* host_corpus(const BackendCorpus& c) const override { return &C(c).host; }
 
   // ---- vectors (backend_vectors.cu) --------------------------------------------------------
   VectorPtr vector(std::size_t n) override;
@@ -250,7 +251,7 @@ class CudaBackend final : public Backend {
 
   // ---- batch primitives (backend_chain.cu) -------------------------------------------------
   double evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span, Vector* grad,
-                  double scale) override;
+                  double scale, SequenceLoss loss = SequenceLoss::seq_log) override;
   void viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::uint32_t* labels,
                double* best_scores) override;
   void viterbi_nbest(const BackendCorpus& bc, const Vector& w, SentenceSpan span, std::size_t n,
@@ -279,7 +280,7 @@ class CudaBackend final : public Backend {
   SparseVectorPtr sparse_vector() override;
   void support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) override;
   double evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
-                         double scale, bool support_given) override;
+                         double scale, bool support_given, SequenceLoss loss = SequenceLoss::seq_log) override;
   std::size_t feature_difference(const BackendCorpus& bc, SentenceSpan span, const std::uint32_t* labels,
                                  SparseVector& out, double scale) override;
   void sparse_copy(const SparseVector& src, SparseVector& dst) override;
@@ -289,6 +290,20 @@ class CudaBackend final : public Backend {
   double sparse_penalty(const SparseVector& xs, double c1, double c2) override;
 
  private:
+  /// For a pointwise `loss` (point-log, point-exp): sets fp (of the chunk run_chunk_front just
+  /// scored) to the forward-backward without gold that gives μ and, with `gradient`, every
+  /// position's pairwise marginals (into edge_, or pt_pair_ when E = 0), runs it and the loss's
+  /// sweeps (launch_pointwise_loss): losses_ holds each sentence's loss, node_, pair_ and the
+  /// per-position buffer its gradient.
+  void pointwise_chunk(const CudaCorpus& c, FbParams& fp, std::size_t n, SequenceLoss loss, bool gradient);
+  /// The chunk rows (plan's rows_limit) for a pointwise loss's gradient: without edge features
+  /// pt_pair_ is allocated for min(workspace rows, max(longest sentence, 256 MiB of L² rows)) and
+  /// that is the limit; with them edge_ holds the pairwise marginals (no limit).
+  std::size_t pointwise_rows(const CudaCorpus& c);
+  /// Throws for a sentence whose pointwise loss the device did not compute (a NaN in h_losses_,
+  /// the chunk's n losses starting at span position `begin`).
+  void check_pointwise(SequenceLoss loss, SentenceSpan span, std::size_t begin, std::size_t n) const;
+
   // ---- upload and workspace (backend.cu) ---------------------------------------------------
   /// Keeps `in` as the corpus's host copy (the span planners read it) and uploads it.
   BackendCorpusPtr upload_owned(Corpus&& in);
@@ -343,9 +358,11 @@ class CudaBackend final : public Backend {
   /// Forward-backward on the planned span at w through the chunk workspace; copies the span's
   /// node deltas [rows][L], summed pairwise deltas [n][L][L] (when there are transitions or edge
   /// features) and edge-position deltas [rows][L][L] (edge features) out of it, and returns the
-  /// span's NLL (summed in span order, as the CPU).
+  /// span's NLL (summed in span order, as the CPU). With `loss` seq_exp: the span's seq-exp loss
+  /// and deltas (launch_seq_exp).
   double span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl, DeviceBuffer<double>& node,
-                        DeviceBuffer<double>& pair, DeviceBuffer<double>& edge);
+                        DeviceBuffer<double>& pair, DeviceBuffer<double>& edge,
+                        SequenceLoss loss = SequenceLoss::seq_log);
   /// out (compact, per planned group) = scale · the span's NLL gradient, from span_marginals'
   /// deltas.
   void span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,
@@ -434,6 +451,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer<std::uint32_t> back_;    // [rows][L] Viterbi: back pointers
   DeviceBuffer<std::uint32_t> labels_;  // [rows] Viterbi: labels
   DeviceBuffer<double> edge_;   // [rows][L][L] τ_t, then edge deltas (E > 0 only)
+  /// [rows][L][L] the pointwise losses' per-position pairwise marginals, then gradients, where
+  /// there is no edge_ (E = 0); allocated on their first use.
+  DeviceBuffer<double> pt_pair_;
   DeviceBuffer<std::size_t> row_token_;  // [rows]
   DeviceBuffer<std::uint8_t> row_edge_;  // [rows]
   DeviceBuffer<double> pair_;     // [sents][L][L]

@@ -170,6 +170,8 @@ crfx::TrainOptions train_options(const crfx::TrainerInfo& trainer, const py::dic
       throw py::value_error(given + ": " + e.what());
     }
   }
+  const std::string why = crfx::loss_refusal(trainer, options.loss);
+  if (!why.empty()) throw py::value_error("loss: " + why);
   return options;
 }
 
@@ -192,7 +194,7 @@ std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corp
     const crfx::Dims dims = fs.dims();
     crfx::BackendPtr backend = crfx::make_backend(dims, result->backend);
     crfx::BackendCorpusPtr up = backend->upload(std::move(corpus));
-    crfx::Objective objective(*backend, *up, options.c1, options.c2);
+    crfx::Objective objective(*backend, *up, options.c1, options.c2, options.loss);
     crfx::VectorPtr w = backend->vector(dims.num_weights());
     const auto algo = trainer.make();
     algo->train(objective, *w, options, [&](const crfx::Progress& p, const crfx::Vector&) {

@@ -40,7 +40,7 @@ inline Run train_run(const std::function<BackendPtr(const Dims&)>& make, const R
                      bool resume) {
   BackendPtr b = make(p.dims);
   auto corpus = b->upload(p.corpus);
-  Objective obj(*b, *corpus, o.c1, o.c2);
+  Objective obj(*b, *corpus, o.c1, o.c2, o.loss);
   auto w = b->vector(p.dims.num_weights());
   auto trainer = info.make();
   std::unique_ptr<Checkpoint> ck;

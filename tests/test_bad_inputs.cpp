@@ -271,7 +271,7 @@ const std::vector<BadInput> kCases = {
      "crfx tag train.cs -m m.model -o out.txt -q", {}, "", 0, {{"out.txt", Expect::Replaced}}},
     // ---- options ------------------------------------------------------------------------------------
     {"UnknownAlgorithm", "", "crfx train train.txt -t t.tpl -m out.model -a foo -q", {},
-     "crfx train: unknown training algorithm 'foo' (known: lbfgs, owlqn, rprop, sag, saga, sgd-l1, two-stage, adf, ap)",
+     "crfx train: unknown training algorithm 'foo' (known: lbfgs, owlqn, rprop, sag, saga, sgd-l1, two-stage, adf, ap, gis, iis, scgis, cd)",
      1, {{"out.model", Expect::Kept}}},
     {"NegativeC2", "", "crfx train train.txt -t t.tpl -m out.model --c2 -1 -q", {},
      "crfx train: --c2: must be ≥ 0, got -1", 2, {{"out.model", Expect::Kept}}},

@@ -29,6 +29,7 @@ BackendPtr cpu(const Dims& d) { return std::make_unique<CpuBackend>(d, 2); }
 TEST(Checkpoint, EveryTrainerResumesBitExactFromEveryIteration) {
   const auto p = random_problem(4, 30, 2, 40, 10, 31);
   for (const TrainerInfo& info : trainer_registry()) {
+    if (info.maxent_only) continue;  // on Maxent models: tests/test_maxent.cpp
     SCOPED_TRACE(info.name);
     test::check_resume_is_exact(cpu, p, info, test::resume_options(info.name), 100);
   }
@@ -192,6 +193,7 @@ int train_interrupted(const std::vector<std::string>& args, const std::string& l
 TEST(CliCheckpoint, EveryAlgorithmStoppedBySignalResumesToTheSameModel) {
   namespace fs = std::filesystem;
   for (const TrainerInfo& info : trainer_registry()) {
+    if (info.maxent_only) continue;  // on Maxent models: tests/test_maxent.cpp
     const std::string algo = info.name;
     SCOPED_TRACE(algo);
     const std::string dir = test::temp_path("resume-cli-" + algo);

@@ -258,11 +258,56 @@ double log_space(const ChainScores& x, const ChainOutputs* out, ChainScratch& sc
   return log_z;
 }
 
+/// Independent positions (ChainScores::independent): per position t the softmax of s_t, shifted
+/// by its maximum (so nothing underflows as a whole: the largest term is 1). Returns log Z, or NaN
+/// when a score is not finite (the caller then takes the general path). `out` may be null (log Z).
+double independent(const ChainScores& x, const ChainOutputs* out, ChainScratch& sc) {
+  const std::size_t T = x.T, L = x.L, LL = L * L;
+  const bool pairs = out && (out->pair_sum || out->pair_at);
+  double* p = nullptr;  // [T][L] node marginals, where needed
+  if (out && out->node) {
+    p = out->node;
+  } else if (pairs) {
+    sc.a.resize(T * L);
+    p = sc.a.data();
+  }
+  sc.u.resize(L);
+  double log_z = 0;
+  for (std::size_t t = 0; t < T; ++t) {
+    const double* s = x.state + t * L;
+    const double m = *std::max_element(s, s + L);
+    if (!std::isfinite(m)) return std::numeric_limits<double>::quiet_NaN();
+    double* e = p ? p + t * L : sc.u.data();
+    double z = 0;
+    for (std::size_t y = 0; y < L; ++y) z += e[y] = std::exp(s[y] - m);
+    log_z += m + std::log(z);
+    if (!p) continue;
+    const double inv = 1.0 / z;
+    for (std::size_t y = 0; y < L; ++y) e[y] *= inv;
+  }
+  if (pairs)
+    for (std::size_t t = 1; t < T; ++t) {  // p(y_{t−1} = y', y_t = y) = p_{t−1}(y') p_t(y)
+      const double* a = p + (t - 1) * L;
+      const double* b = p + t * L;
+      for (std::size_t yp = 0; yp < L; ++yp)
+        for (std::size_t y = 0; y < L; ++y) {
+          const double v = a[yp] * b[y];
+          if (out->pair_at) out->pair_at[t * LL + yp * L + y] = v;
+          if (out->pair_sum) out->pair_sum[yp * L + y] += v;
+        }
+    }
+  return log_z;
+}
+
 }  // namespace
 
 double forward_backward(const ChainScores& x, const ChainOutputs& out, ChainScratch& scratch,
                         bool log_space_only) {
   if (x.T == 0) return 0.0;
+  if (x.independent && !log_space_only) {
+    const double log_z = independent(x, &out, scratch);
+    if (!std::isnan(log_z)) return log_z;
+  }
   if (!log_space_only) {
     Scaled scaled(x, scratch);
     double log_z;
@@ -288,6 +333,10 @@ double forward_backward(const ChainScores& x, const ChainOutputs& out, ChainScra
 
 double log_partition(const ChainScores& x, ChainScratch& scratch, bool log_space_only) {
   if (x.T == 0) return 0.0;
+  if (x.independent && !log_space_only) {
+    const double log_z = independent(x, nullptr, scratch);
+    if (!std::isnan(log_z)) return log_z;
+  }
   if (!log_space_only) {
     Scaled scaled(x, scratch);
     double log_z;
@@ -309,6 +358,18 @@ double path_score(const ChainScores& x, const std::uint32_t* y) {
 double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& sc) {
   const std::size_t T = x.T, L = x.L;
   if (T == 0) return 0.0;
+  if (x.independent) {  // the arg-max per position (ties → the smallest label id); the same sum
+    double score = 0;
+    for (std::size_t t = 0; t < T; ++t) {
+      const double* s = x.state + t * L;
+      std::uint32_t arg = 0;
+      for (std::size_t yc = 1; yc < L; ++yc)
+        if (s[yc] > s[arg]) arg = static_cast<std::uint32_t>(yc);
+      y[t] = arg;
+      score += s[arg];
+    }
+    return score;
+  }
   sc.a.resize(T * L);
   sc.back.resize(T * L);
   double* d = sc.a.data();  // [T][L] best score of a path ending in (t, y)

@@ -26,6 +26,12 @@ struct ChainScores {
   const double* exp_trans = nullptr;
   const double* exp_trans_t = nullptr;
   double trans_max = 0;
+  /// No transition scores at any position (τ ≡ 0 and no edge matrix): the positions are
+  /// independent — a Maxent model, or a CRF without transitions — so p(y | x) = Π_t softmax(s_t),
+  /// log Z = Σ_t logsumexp(s_t) and Viterbi is the arg-max per position. forward_backward,
+  /// log_partition and viterbi then take O(L) per position instead of O(L²) (pairwise marginals,
+  /// p_{t−1} ⊗ p_t, only where asked for); the log-space reference path ignores the flag.
+  bool independent = false;
   const double* trans_at(std::size_t t) const { return edge && edge[t] ? edge[t] : trans; }
 };
 

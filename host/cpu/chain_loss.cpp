@@ -50,15 +50,6 @@ constexpr double kGoldFloor = 1e-50;   // smallest gold marginal the scaled swee
 constexpr double kMaxWeight = 1e300;   // largest Σ_t c_t (times the gradient scale) they take
 constexpr double kExpSafe = 700;       // exp(a) is finite for a below this
 
-struct NamedLoss {
-  const char* name;
-  SequenceLoss loss;
-};
-constexpr NamedLoss kLosses[] = {{"seq-log", SequenceLoss::seq_log},
-                                 {"seq-exp", SequenceLoss::seq_exp},
-                                 {"point-log", SequenceLoss::point_log},
-                                 {"point-exp", SequenceLoss::point_exp}};
-
 double log_sum_exp(const double* v, std::size_t n) {
   const double m = *std::max_element(v, v + n);
   if (m == kNegInf) return kNegInf;
@@ -379,24 +370,6 @@ LossValue pointwise(bool exp_loss, const ChainScores& x, const std::uint32_t* go
 }
 
 }  // namespace
-
-SequenceLoss parse_sequence_loss(const std::string& name) {
-  for (const NamedLoss& l : kLosses)
-    if (name == l.name) return l.loss;
-  throw Error("unknown loss '" + name + "' (known: " + sequence_loss_names() + ")");
-}
-
-const char* sequence_loss_name(SequenceLoss loss) {
-  for (const NamedLoss& l : kLosses)
-    if (l.loss == loss) return l.name;
-  throw Error("internal: unknown SequenceLoss value");
-}
-
-std::string sequence_loss_names() {
-  std::string s;
-  for (const NamedLoss& l : kLosses) s += (s.empty() ? "" : ", ") + std::string(l.name);
-  return s;
-}
 
 LossValue sequence_loss(SequenceLoss loss, const ChainScores& x, const std::uint32_t* gold,
                         const LossGradient& out, LossScratch& scratch, bool log_space_only) {

@@ -19,18 +19,11 @@
 #include <vector>
 
 #include "cpu/chain.hpp"
+#include "crfx/loss.hpp"
 
 namespace crfx {
 
-enum class SequenceLoss { seq_log, seq_exp, point_log, point_exp };
-
-/// "seq-log", "seq-exp", "point-log", "point-exp" → the enum; any other name throws crfx::Error
-/// naming the known ones.
-SequenceLoss parse_sequence_loss(const std::string& name);
-/// The name parse_sequence_loss accepts for `loss`.
-const char* sequence_loss_name(SequenceLoss loss);
-/// "seq-log, seq-exp, point-log, point-exp" (for help texts and errors).
-std::string sequence_loss_names();
+// SequenceLoss, parse_sequence_loss, sequence_loss_name, sequence_loss_names: crfx/loss.hpp.
 
 /// Where the gradient goes; any pointer may be null. What is written is exp(log_scale) times the
 /// derivative of the loss, the product formed so that it stays finite wherever it is representable.

@@ -141,15 +141,21 @@ CpuBackend::CpuBackend(const Dims& dims, unsigned threads, bool log_space_only)
 
 CpuBackend::~CpuBackend() = default;
 
-std::size_t CpuBackend::workspace_bytes(const Corpus& corpus) const {
+std::size_t CpuBackend::workspace_bytes(const Corpus& corpus, SequenceLoss loss) const {
   const std::size_t L = dims_.L, LL = L * L, T = corpus.num_tokens(), S = corpus.num_sentences();
   std::size_t longest = 0;
   for (std::size_t s = 0; s < S; ++s) longest = std::max(longest, corpus.length(s));
-  // evaluate's chunk (bounded by kChunkBytes, or the whole corpus when smaller) …
-  const std::size_t chunk = std::min(kChunkBytes, (T * (L + (dims_.E ? LL : 0)) + S * LL) * sizeof(double));
+  // evaluate's chunk (bounded by kChunkBytes, or the whole corpus when smaller; at least the
+  // longest sentence's) — the pointwise losses hold per-position pairwise marginals, as edges do …
+  const bool per_position = dims_.E || pointwise_loss(loss);
+  const std::size_t chunk = std::max(std::min(kChunkBytes, (T * (L + (per_position ? LL : 0)) + S * LL) * sizeof(double)),
+                                     (longest * (L + (per_position ? LL : 0)) + LL) * sizeof(double));
   // … and each worker's scratch: scores, α, β, scaled emissions of its longest sentence (and
-  // per-position edge matrices), the transition factors and pair buffers (about 8 L²).
-  const std::size_t per_thread = (4 * longest * L + (dims_.E ? longest * LL : 0) + 8 * LL) * sizeof(double);
+  // per-position edge matrices), the transition factors and pair buffers (about 8 L²); a loss
+  // other than seq-log has sequence_loss's scratch besides (its own forward-backward scratch and
+  // three more [T][L] arrays).
+  std::size_t per_thread = (4 * longest * L + (dims_.E ? longest * LL : 0) + 8 * LL) * sizeof(double);
+  if (loss != SequenceLoss::seq_log) per_thread += (7 * longest * L + 8 * LL) * sizeof(double);
   return chunk + pool_.size() * per_thread;
 }
 
@@ -548,11 +554,13 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
     }
     if (any) x.edge = work.edge_ptr.data();
   }
+  // No transitions and no edge matrix (a Maxent model): O(L) per position, not O(L²).
+  x.independent = !dims_.transitions && !x.edge;
   return x;
 }
 
 double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
-                            Vector* grad, double scale) {
+                            Vector* grad, double scale, SequenceLoss loss_kind) {
   const CpuCorpus& cc = C(bc);
   const Corpus& c = cc.c;
   const std::size_t L = dims_.L, LL = L * L;
@@ -566,8 +574,11 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
     // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens and
     // kChunkBytes of buffers: per token L node deltas (and L² edge deltas), per sentence L² pair
     // deltas — with thousands of labels the per-sentence L² dominate (2,000 labels: 32 MB each).
+    // A pointwise loss's gradient needs each position's pairwise marginals (L² per token), as
+    // edge features do: the same per-token buffer.
     const std::size_t budget = kChunkBytes / sizeof(double);
-    const std::size_t per_token = L + (dims_.E ? LL : 0);
+    const bool per_position = dims_.E || pointwise_loss(loss_kind);
+    const std::size_t per_token = L + (per_position ? LL : 0);
     std::size_t end = begin, tokens = 0;
     slots_.assign(1, 0);
     while (end < span.count) {
@@ -583,7 +594,7 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
     if (grad) {
       if (node_delta_.size() < tokens * L) node_delta_.resize(tokens * L);
       if (pair_delta_.size() < n * LL) pair_delta_.resize(n * LL);
-      if (dims_.E && edge_delta_.size() < tokens * LL) edge_delta_.resize(tokens * LL);
+      if (per_position && edge_delta_.size() < tokens * LL) edge_delta_.resize(tokens * LL);
     }
 
     // Phase 1: per sentence.
@@ -600,6 +611,19 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
           throw Error("sentence " + std::to_string(s) + " has tokens without a label");
       }
       const std::uint32_t* y = work.gold.data();
+      if (loss_kind != SequenceLoss::seq_log) {  // chain_loss.hpp: value and exact gradient
+        LossGradient g;
+        if (G) {
+          g.node = node_delta_.data() + slots_[i] * L;
+          double* pair = pair_delta_.data() + i * LL;
+          std::fill(pair, pair + LL, 0.0);
+          if (dims_.transitions) g.pair_sum = pair;
+          // Per position: the edge deltas, or the pointwise sweeps' pairwise marginals (unread).
+          if (x.edge || pointwise_loss(loss_kind)) g.pair_at = edge_delta_.data() + slots_[i] * LL;
+        }
+        losses_[i] = sequence_loss(loss_kind, x, y, g, work.loss, log_space_only_).value;
+        return;
+      }
       if (!G) {
         losses_[i] = log_partition(x, work.chain, log_space_only_) - path_score(x, y);
         return;
@@ -608,7 +632,8 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
       double* pair = pair_delta_.data() + i * LL;
       double* edge = x.edge ? edge_delta_.data() + slots_[i] * LL : nullptr;
       std::fill(pair, pair + LL, 0.0);
-      ChainOutputs out{node, pair, edge};
+      // Without transitions the pairwise sums feed no weight: not asked for (no L² per position).
+      ChainOutputs out{node, dims_.transitions ? pair : nullptr, edge};
       losses_[i] = forward_backward(x, out, work.chain, log_space_only_) - path_score(x, y);
       for (std::size_t t = 0; t < T; ++t) {
         node[t * L + y[t]] -= 1.0;

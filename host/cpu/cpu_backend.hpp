@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/chain.hpp"
+#include "cpu/chain_loss.hpp"
 #include "cpu/thread_pool.hpp"
 #include "crfx/backend.hpp"
 
@@ -55,6 +56,7 @@ class CpuBackend final : public Backend {
 
   BackendCorpusPtr upload(const Corpus& corpus) override;
   BackendCorpusPtr upload(Corpus&& corpus) override;
+  const Corpus* host_corpus(const BackendCorpus& corpus) const override { return &corpus_of(corpus); }
 
   VectorPtr vector(std::size_t n) override;
   void write(Vector& dst, const double* src) override;
@@ -96,7 +98,7 @@ class CpuBackend final : public Backend {
   void incremental_load(IncrementalState& state, const std::vector<double>& marginals) override;
 
   double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
-                  Vector* grad, double scale) override;
+                  Vector* grad, double scale, SequenceLoss loss = SequenceLoss::seq_log) override;
   void viterbi(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                std::uint32_t* labels, double* best_scores) override;
   void viterbi_nbest(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
@@ -108,7 +110,8 @@ class CpuBackend final : public Backend {
   SparseVectorPtr sparse_vector() override;
   void support(const BackendCorpus& corpus, SentenceSpan sentences, SparseVector& x) override;
   double evaluate_sparse(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
-                         SparseVector& grad, double scale, bool support_given) override;
+                         SparseVector& grad, double scale, bool support_given,
+                         SequenceLoss loss = SequenceLoss::seq_log) override;
   std::size_t feature_difference(const BackendCorpus& corpus, SentenceSpan sentences,
                                  const std::uint32_t* labels, SparseVector& out,
                                  double scale) override;
@@ -121,7 +124,7 @@ class CpuBackend final : public Backend {
   /// Largest number of tokens whose per-token buffers evaluate() holds at once (tests lower it
   /// to exercise chunking; the result does not depend on it).
   void set_chunk_tokens(std::size_t tokens) { chunk_tokens_ = tokens; }
-  std::size_t workspace_bytes(const Corpus& corpus) const override;
+  std::size_t workspace_bytes(const Corpus& corpus, SequenceLoss loss = SequenceLoss::seq_log) const override;
 
  private:
   // Per-worker scratch and per-weight-vector precomputation; defined here (not in
@@ -132,6 +135,7 @@ class CpuBackend final : public Backend {
     std::vector<double> edge;             // [T][L][L] per-position transition matrices
     std::vector<const double*> edge_ptr;  // [T]
     std::vector<std::uint32_t> gold;      // [T]
+    LossScratch loss;                     // sequence_loss's, for the losses other than seq-log
   };
   struct Prepared {
     const double* W = nullptr;      // weights
@@ -154,7 +158,7 @@ class CpuBackend final : public Backend {
   // evaluate() buffers, grow-only (no allocation once training runs):
   std::vector<double> node_delta_;   // [chunk tokens][L]   p − 1(gold)
   std::vector<double> pair_delta_;   // [chunk sentences][L][L]
-  std::vector<double> edge_delta_;   // [chunk tokens][L][L] (only when E > 0)
+  std::vector<double> edge_delta_;   // [chunk tokens][L][L] (only when E > 0 or a pointwise loss)
   std::vector<double> losses_;       // [chunk sentences]
   std::vector<std::size_t> slots_;   // [chunk sentences + 1] token offsets within the chunk
   std::vector<double> exp_trans_;    // [2][L][L]: E = exp(τ − max τ) and Eᵀ

@@ -45,7 +45,8 @@ void take(ThreadPool& pool, HostArray& G, CpuSparse& x) {
 }  // namespace
 
 double CpuBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
-                                   SparseVector& grad, double scale, bool support_given) {
+                                   SparseVector& grad, double scale, bool support_given,
+                                   SequenceLoss loss_kind) {
   CpuSparse& x = cpu_sparse(grad);
   if (!support_given) support(bc, span, x);
   check_index(x, dims_.num_weights());
@@ -53,7 +54,7 @@ double CpuBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, Sen
   HostArray& G = data(*sgd_dense_);
   double loss = 0;
   try {
-    loss = evaluate(bc, w, span, sgd_dense_.get(), scale);
+    loss = evaluate(bc, w, span, sgd_dense_.get(), scale, loss_kind);
   } catch (...) {
     take(pool_, G, x);  // keep the scratch all-zero
     throw;

@@ -3,6 +3,7 @@
 //   CoNLL:    token columns [F feature columns | label] + FeatureTemplate
 //               U lines, every token t         → state attribute strings → fs.state_attrs ids
 //               B lines with macros, t ≥ 1     → edge attribute strings  → fs.edge_attrs ids
+//                                               (CRF models; a Maxent model expands no B line)
 //               (CRF++ feature.cpp buildFeatures: unigrams at cur = 0…T−1, bigrams at 1…T−1)
 //   CRFsuite: label + attr[:value]            → fs.state_attrs ids (no edge attributes)
 //
@@ -238,12 +239,13 @@ std::uint32_t label_or_none(std::uint32_t id) {
 /// Expands the templates of every token of `sentences` into `c`:
 ///   c.labels        [N]       label(token) — called first for every token (it validates it)
 ///   c.state_*       CSR [N]   one item per U line per token (unknown strings skipped)
-///   c.edge_*        CSR [N]   one item per macro B line per token t ≥ 1
+///   c.edge_*        CSR [N]   one item per macro B line per token t ≥ 1 (none without `edges`:
+///                             a Maxent model's B lines are not expanded)
 ///   c.sentence_offsets, c.source_lines
 template <class Label>
 void expand_conll(const FeatureTemplate& templ, std::size_t F,
                   const std::vector<ConllSentence>& sentences, const std::string& path,
-                  Corpus& c, const Sink& state, const Sink& edge, Label label) {
+                  Corpus& c, const Sink& state, const Sink& edge, bool edges, Label label) {
   std::size_t tokens = 0;
   for (const auto& s : sentences) tokens += s.size();
 
@@ -271,7 +273,8 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
   // Pass 2: expansions.
   std::vector<LineCache> unigrams, bigrams;
   for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
-  for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
+  if (edges)
+    for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
   for (LineCache& cache : unigrams) cache.plan_direct(column_values, state.counts != nullptr, tokens);
   for (LineCache& cache : bigrams) cache.plan_direct(column_values, edge.counts != nullptr, tokens);
   c.state_offsets.reserve(tokens + 1);
@@ -406,9 +409,19 @@ Dims FeatureSpace::dims() const {
   d.L = static_cast<std::uint32_t>(labels.size());
   d.A = static_cast<std::uint32_t>(state_attrs.size());
   d.E = static_cast<std::uint32_t>(edge_attrs.size());
-  d.transitions = format == InputFormat::crfsuite ? true : templ.has_transitions();
+  d.transitions = type == ModelType::maxent    ? false
+                  : format == InputFormat::crfsuite ? true
+                                                    : templ.has_transitions();
   d.layout = layout;
   return d;
+}
+
+const char* name_of(ModelType type) { return type == ModelType::maxent ? "maxent" : "crf"; }
+
+ModelType parse_model_type(const std::string& name) {
+  if (name == "crf") return ModelType::crf;
+  if (name == "maxent") return ModelType::maxent;
+  throw Error("unknown model type '" + name + "' (known: crf, maxent)");
 }
 
 void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set) {
@@ -517,7 +530,7 @@ Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_
       expand_conll(
           fs.templ, fs.feature_columns, data.conll, data.path, c,
           Sink{&fs.state_attrs, nullptr, &state_count}, Sink{&fs.edge_attrs, nullptr, &edge_count},
-          [&](const ConllToken& tok) {
+          fs.type == ModelType::crf, [&](const ConllToken& tok) {
             if (tok.columns.size() != columns)
               throw InputError(data.path, tok.line,
                                "inconsistent column count: expected " + std::to_string(columns) +
@@ -565,7 +578,7 @@ Corpus compile(const FeatureSpace& fs, const TextData& data) {
     bool checked = false;
     expand_conll(
         fs.templ, F, data.conll, data.path, c, Sink{nullptr, &fs.state_attrs, nullptr},
-        Sink{nullptr, &fs.edge_attrs, nullptr},
+        Sink{nullptr, &fs.edge_attrs, nullptr}, fs.type == ModelType::crf,
         [&](const ConllToken& tok) {
           const std::size_t n = tok.columns.size();
           if (n != F && n != F + 1)

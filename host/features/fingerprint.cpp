@@ -27,6 +27,10 @@ std::uint64_t fingerprint(const FeatureSpace& fs) {
   Fnv64 f;
   const std::uint64_t format = std::uint64_t(fs.format), columns = fs.feature_columns;
   f.add(&format, sizeof format);
+  if (fs.type != ModelType::crf) {  // (a CRF's fingerprint is what it was before model types)
+    const std::uint64_t type = std::uint64_t(fs.type);
+    f.add(&type, sizeof type);
+  }
   f.add(&columns, sizeof columns);
   f.add(fs.templ.source());
   for (const Dictionary* d : {&fs.labels, &fs.state_attrs, &fs.edge_attrs}) {

@@ -6,6 +6,10 @@
 //                      its weights in WGHT or WDNS
 //   "HEAD" u64 28 | u32 format (0 conll, 1 crfsuite) | u64 feature_columns | u32 L | u32 A | u32 E
 //                 | u32 transitions (0 / 1)
+//   "TYPE" u64 4  | u32 model type: 1 maxent (FeatureSpace::type; HEAD then has E = 0 and
+//                 transitions 0). Optional, in any version, and written only for a model that is
+//                 not a CRF, so a CRF's file is what it was before model types; absent: a CRF.
+//                 (A crfx older than model types refuses such a file: "unknown section TYPE".)
 //   "TMPL" u64 n  | string: the template source (conll models only)
 //   "LABL" u64 n  | u32 count | count × string        (count = L)
 //   "ATTR" u64 n  | u32 count | count × string        (count = A)
@@ -36,6 +40,7 @@ constexpr std::uint32_t kVersionDense = 2;  // dense weights (WDNS)
 constexpr std::uint32_t kVersionLayout = 3;  // a sparse layout (ROWS); WGHT or WDNS
 constexpr std::size_t kHeadBytes = 4 + 8 + 4 + 4 + 4 + 4;
 constexpr std::size_t kCrcSectionBytes = 4 + 8 + 4;
+constexpr std::uint32_t kTypeMaxent = 1;  // TYPE's value for ModelType::maxent
 
 inline std::uint64_t bits_of(double v) {
   std::uint64_t b;

@@ -199,6 +199,12 @@ void write_model(const Model& model, Writer& out) {
   out.u32(nd.E);
   out.u32(nd.transitions ? 1 : 0);
   out.end();
+  if (fs.type == ModelType::maxent) {
+    if (nd.transitions || nd.E != 0) throw Error("cannot save model: a Maxent model with transitions or edge attributes");
+    out.begin("TYPE", 4);
+    out.u32(kTypeMaxent);
+    out.end();
+  }
 
   if (fs.format == InputFormat::conll) {
     out.begin("TMPL", Writer::str_size(fs.templ.source()));
@@ -267,6 +273,7 @@ std::string dump_model(const Model& model) {
 
   std::string out;
   out += "MODEL = {\n";
+  out += std::string("  type: ") + name_of(fs.type) + "\n";
   out += std::string("  format: ") + (fs.format == InputFormat::conll ? "conll" : "crfsuite") + "\n";
   if (fs.format == InputFormat::conll) out += "  feature_columns: " + std::to_string(fs.feature_columns) + "\n";
   out += "  labels: " + std::to_string(d.L) + "\n";

@@ -249,7 +249,7 @@ ModelSections read_sections(const std::string& path, const FileBytes& file) {
     if (stored_crc != crc_of(file.data(), crc_at)) fail("checksum mismatch: file is corrupt");
   }
 
-  static const char* const kKnown[] = {"HEAD", "TMPL", "LABL", "ATTR", "EDGE", "ROWS", "WGHT", "WDNS"};
+  static const char* const kKnown[] = {"HEAD", "TYPE", "TMPL", "LABL", "ATTR", "EDGE", "ROWS", "WGHT", "WDNS"};
   Reader body(path, file.data() + header, crc_at - header, "");
   while (body.left() > 0) {
     if (body.left() < 12) fail("truncated section header at byte " + std::to_string(header + body.pos()));
@@ -311,6 +311,21 @@ ModelHead read_head(const std::string& path, const Span& bytes, FeatureSpace& fs
   fs.format = format == 0 ? InputFormat::conll : InputFormat::crfsuite;
   fs.feature_columns = static_cast<std::size_t>(h.feature_columns);
   return h;
+}
+
+/// TYPE (optional; absent: a CRF): the model type, checked against HEAD — a Maxent model has no
+/// transitions and no edge attributes.
+void read_type(const std::string& path, ModelSections& sections, const ModelHead& h, FeatureSpace& fs) {
+  fs.type = ModelType::crf;
+  if (!sections.by_tag.count("TYPE")) return;
+  const Span& t = sections.by_tag["TYPE"];
+  Reader r(path, t.data(), t.size(), "section TYPE");
+  const std::uint32_t type = r.u32("the model type");
+  r.expect_end();
+  if (type != kTypeMaxent) r.fail("unknown model type " + std::to_string(type));
+  if (h.transitions) r.fail("a Maxent model with transitions (HEAD says transitions = 1)");
+  if (h.E != 0) r.fail("a Maxent model with E = " + std::to_string(h.E) + " edge attributes");
+  fs.type = ModelType::maxent;
 }
 
 /// TMPL: CoNLL models only, re-parsed by the template parser and checked against HEAD.
@@ -430,6 +445,7 @@ Model load_model(const std::string& path) {
   Model model;
   FeatureSpace& fs = model.features;
   const ModelHead h = read_head(path, sections.by_tag["HEAD"], fs);
+  read_type(path, sections, h, fs);
   read_template(path, sections, h, fs);
   fs.labels = read_dictionary(path, sections.by_tag["LABL"], "LABL", h.L, "L", "label");
   fs.state_attrs = read_dictionary(path, sections.by_tag["ATTR"], "ATTR", h.A, "A", "state attribute");

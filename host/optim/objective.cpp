@@ -13,8 +13,8 @@
 
 namespace crfx {
 
-Objective::Objective(Backend& backend, const BackendCorpus& corpus, double c1, double c2)
-    : backend_(backend), corpus_(corpus), c1_(c1), c2_(c2) {
+Objective::Objective(Backend& backend, const BackendCorpus& corpus, double c1, double c2, SequenceLoss loss)
+    : backend_(backend), corpus_(corpus), c1_(c1), c2_(c2), loss_(loss) {
   if (!(c1 >= 0) || !(c2 >= 0) || !std::isfinite(c1) || !std::isfinite(c2))
     throw Error("regularisation coefficients must be finite and ≥ 0 (c1 = " + std::to_string(c1) +
                 ", c2 = " + std::to_string(c2) + ")");
@@ -23,14 +23,14 @@ Objective::Objective(Backend& backend, const BackendCorpus& corpus, double c1, d
 
 double Objective::value_and_gradient(const Vector& w, Vector& g) {
   backend_.fill(g, 0.0);
-  double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), &g, 1.0);
+  double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), &g, 1.0, loss_);
   if (c2_ > 0) h += c2_ * backend_.axpy_norm2sq(2.0 * c2_, w, g);  // ∇(c2·‖w‖²) = 2·c2·w
   passes_ += 1;
   return h;
 }
 
 double Objective::value(const Vector& w) {
-  double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), nullptr, 1.0);
+  double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), nullptr, 1.0, loss_);
   if (c2_ > 0) h += c2_ * backend_.norm2sq(w);
   passes_ += 1;
   return h;

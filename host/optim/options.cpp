@@ -87,6 +87,12 @@ const std::vector<OptionSpec>& objective_options() {
   static const std::vector<OptionSpec> table = {
       real<&TrainOptions::c1, false>("c1", "L1 coefficient: objective NLL + c1·|w|₁ + c2·|w|²"),
       real<&TrainOptions::c2, false>("c2", "L2 coefficient (CRFsuite's convention; CRF++ -c C = 1/(2·c2))"),
+      {"loss", "seq-log | seq-exp | point-log | point-exp",
+       "the loss summed over the sentences, in place of NLL (Altun et al. 2003): seq-log -log p(y|x), the NLL; "
+       "seq-exp 1/p(y|x); point-log -sum_t log p(y_t|x); point-exp sum_t 1/p(y_t|x). The point losses are not "
+       "convex. sag, saga and the Maxent trainers take seq-log only",
+       [](const TrainOptions& o) { return std::string(sequence_loss_name(o.loss)); },
+       [](TrainOptions& o, const std::string& t) { o.loss = parse_sequence_loss(t); }},
   };
   return table;
 }
@@ -100,7 +106,7 @@ const std::vector<OptionSpec>& trainer_options() {
       real<&TrainOptions::epsilon, false>(
           "epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does)"),
       integer<&TrainOptions::memory, 1>("memory", "quasi-Newton history pairs"),
-      integer<&TrainOptions::max_linesearch, 1>("max-linesearch", "line-search trials per iteration"),
+      integer<&TrainOptions::max_linesearch, 1>("max-linesearch", "line-search trials per iteration (cd: per feature)"),
       {"seed", "seed", "random seed (shuffling, sampling): same seed, same model",
        [](const TrainOptions& o) { return text_of(o.seed); },
        [](TrainOptions& o, const std::string& t) { o.seed = parse_seed(t); }},

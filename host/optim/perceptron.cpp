@@ -27,6 +27,7 @@ namespace {
 class PerceptronTrainer final : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    check_loss("ap", obj.loss());  // the perceptron minimises no loss
     Backend& b = obj.backend();
     const BackendCorpus& corpus = obj.corpus();
     const std::size_t n = corpus.num_sentences();

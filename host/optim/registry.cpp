@@ -4,6 +4,7 @@
 
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
+#include "optim/maxent_problem.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {
@@ -27,6 +28,10 @@ std::size_t sgd_vectors(const TrainOptions& o) { return 1 + (o.c1 > 0) + (o.c2 >
 std::size_t two_stage_vectors(const TrainOptions& o) { return std::max(sgd_vectors(o), owlqn_vectors(o)); }
 std::size_t adf_vectors(const TrainOptions& o) { return 3 + (o.c2 > 0); }    // rate, count (stamp); the dense gradient
 std::size_t ap_vectors(const TrainOptions&) { return 3; }                    // u, avg; the dense difference
+// gis, iis, scgis, cd: w and P̃ on the host, E (parallel) or the gradient; S_w, T_w per token as
+// "stored marginals" (iis also keeps f#(x, y) per token and label).
+std::size_t maxent_vectors(const TrainOptions&) { return 3; }
+const std::vector<const char*> kMaxent = {"max-iterations", "period", "delta", "epsilon"};
 }  // namespace
 
 const std::vector<TrainerInfo>& trainer_registry() {
@@ -55,6 +60,23 @@ const std::vector<TrainerInfo>& trainer_registry() {
        adf_vectors},
       {"ap", "averaged structured perceptron on Viterbi (Collins 2002); ignores c1, c2",
        make_perceptron_trainer, {"batch-size", "epochs", "seed"}, /*uses_objective=*/false, ap_vectors},
+      // Seed 001 (Huang, Hsieh, Chang & Lin 2009): Maxent models only, on the CPU.
+      {"gis", "Maxent (--type maxent): generalized iterative scaling (Darroch & Ratcliff 1972), parallel update, "
+              "features ≥ 0; CPU only: iterative scaling and coordinate descent are sequential",
+       make_gis_trainer, kMaxent, true, maxent_vectors, /*stored_marginals=*/true, /*maxent_only=*/true,
+       kMaxentCpuOnly},
+      {"iis", "Maxent (--type maxent): improved iterative scaling (Della Pietra et al. 1997), parallel update, "
+              "features ≥ 0; CPU only: iterative scaling and coordinate descent are sequential",
+       make_iis_trainer, kMaxent, true, maxent_vectors, /*stored_marginals=*/true, /*maxent_only=*/true,
+       kMaxentCpuOnly},
+      {"scgis", "Maxent (--type maxent): sequential conditional GIS (Goodman 2002), one feature at a time, "
+                "features ≥ 0; CPU only: iterative scaling and coordinate descent are sequential",
+       make_scgis_trainer, kMaxent, true, maxent_vectors, /*stored_marginals=*/true, /*maxent_only=*/true,
+       kMaxentCpuOnly},
+      {"cd", "Maxent (--type maxent): coordinate descent, one Newton step and a backtracking line search per "
+             "feature (Huang et al. 2009); CPU only: iterative scaling and coordinate descent are sequential",
+       make_cd_trainer, {"max-iterations", "period", "delta", "epsilon", "max-linesearch"}, true, maxent_vectors,
+       /*stored_marginals=*/true, /*maxent_only=*/true, kMaxentCpuOnly},
   };
   return table;
 }
@@ -78,6 +100,26 @@ MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& o
              c.edge_offsets.size() * sizeof(std::size_t) + c.edge_ids.size() * sizeof(std::uint32_t) +
              c.edge_values.size() * sizeof(double) + c.labels.size() * sizeof(std::uint32_t);
   return m;
+}
+
+std::string loss_refusal(const TrainerInfo& trainer, SequenceLoss loss) {
+  if (loss == SequenceLoss::seq_log) return "";
+  const std::string name = trainer.name, loss_name = sequence_loss_name(loss);
+  const std::string others = "; lbfgs, owlqn, rprop, sgd-l1, two-stage and adf train every loss";
+  if (!trainer.uses_objective)
+    return name + " minimises no loss (the perceptron updates on its Viterbi mistakes): --loss " + loss_name +
+           " does not apply" + others;
+  if (trainer.stored_marginals && !trainer.maxent_only)
+    return name + " stores each sentence's gradient as the marginals of the log-loss, so it trains --loss seq-log only, not " +
+           loss_name + others;
+  if (trainer.maxent_only)
+    return name + " minimises the Maxent log-loss only (--loss seq-log), not " + loss_name + others;
+  return "";
+}
+
+void check_loss(const char* trainer, SequenceLoss loss) {
+  const std::string why = loss_refusal(find_trainer(trainer), loss);
+  if (!why.empty()) throw Error(why);
 }
 
 const TrainerInfo& find_trainer(const std::string& name) {

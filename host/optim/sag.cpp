@@ -259,6 +259,7 @@ class SagTrainer final : public Trainer {
 
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
     const char* algo = saga_ ? "saga" : "sag";
+    check_loss(algo, obj.loss());  // the stored marginals are the log-loss's
     const Sampling sampling = opt.sampling;
     if (opt.batch_size < 1) throw Error(std::string(algo) + ": batch_size must be ≥ 1");
     if (opt.max_epochs < 1) throw Error(std::string(algo) + ": max_epochs must be ≥ 1");

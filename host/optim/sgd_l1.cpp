@@ -62,7 +62,7 @@ void EpochShuffler::state(StateArchive& ar) {
 
 double monitor_objective(Objective& obj, const Vector& w) {
   Backend& b = obj.backend();
-  double f = b.evaluate(obj.corpus(), w, all_sentences(obj.corpus()), nullptr, 1.0);
+  double f = b.evaluate(obj.corpus(), w, all_sentences(obj.corpus()), nullptr, 1.0, obj.loss());
   if (obj.c2() > 0) f += obj.c2() * b.norm2sq(w);
   if (obj.c1() > 0) f += obj.c1() * b.norm1(w);
   return f;
@@ -147,7 +147,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
         b.support(corpus, span, *g);
         map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, g.get());
       }
-      const double nll = b.evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0);
+      const double nll = b.evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0, obj.loss());
       obj.add_passes(M / N);
 
       double rate = eta;
@@ -160,7 +160,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
         for (int trial = 0; trial < kTrials; ++trial) {
           // A trial moves w only (q is read, not written), so only w is restored.
           const double penalty = map_reduce(b, trial_step(r, u + r * c1 / N), {w, q.get()}, g.get());
-          const double loss = b.evaluate(corpus, w, span, nullptr, 1.0) / M;
+          const double loss = b.evaluate(corpus, w, span, nullptr, 1.0, obj.loss()) / M;
           obj.add_passes(M / N);
           const double value = loss + penalty;
           b.scatter(*saved_w, w);  // exact restore

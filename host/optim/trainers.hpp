@@ -17,5 +17,11 @@ std::unique_ptr<Trainer> make_sgd_l1_trainer();
 std::unique_ptr<Trainer> make_two_stage_trainer();
 std::unique_ptr<Trainer> make_adf_trainer();
 std::unique_ptr<Trainer> make_perceptron_trainer();
+// Maxent trainers (seed 001; --type maxent, CPU only): gis.cpp, iis.cpp, scgis.cpp, cd.cpp, around
+// maxent_problem.hpp.
+std::unique_ptr<Trainer> make_gis_trainer();
+std::unique_ptr<Trainer> make_iis_trainer();
+std::unique_ptr<Trainer> make_scgis_trainer();
+std::unique_ptr<Trainer> make_cd_trainer();
 
 }  // namespace crfx

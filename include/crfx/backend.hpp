@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "crfx/corpus.hpp"
+#include "crfx/loss.hpp"
 
 namespace crfx {
 
@@ -157,9 +158,11 @@ class Backend {
     return 0;
   }
   /// Bytes of the buffers evaluate() holds over `corpus` at its largest (marginal deltas of a
-  /// chunk, per-thread forward-backward scratch); 0 when the backend does not say.
-  virtual std::size_t workspace_bytes(const Corpus& corpus) const {
+  /// chunk, per-thread forward-backward scratch) with `loss` (the pointwise losses hold pairwise
+  /// marginals per position); 0 when the backend does not say.
+  virtual std::size_t workspace_bytes(const Corpus& corpus, SequenceLoss loss = SequenceLoss::seq_log) const {
     (void)corpus;
+    (void)loss;
     return 0;
   }
 
@@ -168,6 +171,13 @@ class Backend {
   /// The same, taking the corpus over where the backend can keep it as it is (the CPU backend:
   /// no copy). The default does what upload(const Corpus&) does.
   virtual BackendCorpusPtr upload(Corpus&& corpus) { return upload(static_cast<const Corpus&>(corpus)); }
+  /// The host copy of an uploaded corpus, for trainers that work on the host (the Maxent
+  /// trainers gis, iis, scgis and cd, host/optim/maxent_problem.hpp); null where the backend keeps
+  /// none. The CPU backend's is the corpus itself, the CUDA backend's the copy it plans spans from.
+  virtual const Corpus* host_corpus(const BackendCorpus& corpus) const {
+    (void)corpus;
+    return nullptr;
+  }
 
   // ---- vectors (backend-resident) ----------------------------------------------------------
   virtual VectorPtr vector(std::size_t n) = 0;  // zero-filled
@@ -304,8 +314,11 @@ class Backend {
   /// named twice counts twice, in the loss and in the gradient). When `grad`
   /// is given, adds scale · (E_p[f] − f(x, y)) to it (the NLL gradient). grad == nullptr is the
   /// loss-only mode (forward pass only), for line searches.
+  /// With another `loss` (crfx/loss.hpp) it is that loss summed over the sentences, and the
+  /// gradient added is scale · ∂loss/∂w (seq_log: exactly the NLL and gradient above). A backend
+  /// that does not compute a loss throws Error naming it, before any work.
   virtual double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
-                          Vector* grad, double scale) = 0;
+                          Vector* grad, double scale, SequenceLoss loss = SequenceLoss::seq_log) = 0;
   /// Best label sequence per sentence, written in span order (token after token) to `labels`.
   /// Ties go to the smallest label id. When `best_scores` is given (host memory, one entry per
   /// sentence in span order) it receives each best path's score Σ_t s_t(ŷ_t) + Σ_t τ_t(ŷ_{t−1}, ŷ_t)
@@ -348,9 +361,10 @@ class Backend {
   /// (entries outside the support would be zero). Overwrites grad (indices and values); with
   /// `support_given` grad already holds S(sentences) — support() of the same span, as the lazy
   /// L2 decay of adf and sgd-l1 needs it just before — and only its values are written.
+  /// `loss` as in evaluate(): the sum of that loss, and scale · its gradient on S(sentences).
   virtual double evaluate_sparse(const BackendCorpus& corpus, const Vector& w,
                                  SentenceSpan sentences, SparseVector& grad, double scale,
-                                 bool support_given) = 0;
+                                 bool support_given, SequenceLoss loss = SequenceLoss::seq_log) = 0;
   /// Sets out to S(sentences) with values scale · (f(x, gold) − f(x, labels)): the perceptron
   /// update (Collins 2002). `labels` is host memory in span order, token after token (as
   /// viterbi() writes it). Values are exactly 0 where gold and predicted features agree

@@ -21,14 +21,24 @@ namespace crfx {
 
 enum class InputFormat { conll, crfsuite };
 
+/// What a model is (crfx train --type): a linear-chain CRF, or a Maxent classifier that labels
+/// every token on its own from the same attributes — no label transitions and no edge features
+/// (a template's B lines are not expanded), so Dims::transitions is false and E = 0, and
+/// Viterbi decoding is the arg-max per token.
+enum class ModelType { crf, maxent };
+/// "crf", "maxent"; parse_model_type throws Error naming the known types.
+const char* name_of(ModelType type);
+ModelType parse_model_type(const std::string& name);
+
 /// Everything that maps text to ids: kept in the model file.
 struct FeatureSpace {
+  ModelType type = ModelType::crf;
   InputFormat format = InputFormat::conll;
   FeatureTemplate templ;            // conll only
   std::size_t feature_columns = 0;  // conll only: columns of a token without its label
   Dictionary labels;
   Dictionary state_attrs;
-  Dictionary edge_attrs;  // conll only (B templates with macros)
+  Dictionary edge_attrs;  // conll only (B templates with macros; none in a Maxent model)
   /// The weights' layout: null for every attribute × label pair (`--features all`), else the
   /// pairs observed in training (use_observed_pairs).
   std::shared_ptr<const WeightLayout> layout;

@@ -5,6 +5,7 @@
 //   magic "CRFXMODL", u32 version,
 //   sections, each: 4-byte tag, u64 byte length, payload:
 //     "HEAD" format, feature_columns, L, A, E, transitions flag
+//     "TYPE" the model type (Maxent models only: a file without it is a CRF's)
 //     "TMPL" template source text (conll only)
 //     "LABL" label strings,  "ATTR" state attribute strings,  "EDGE" edge attribute strings
 //     "WGHT" non-zero weights as (u64 index, f64 value), ascending index (version 1), or

@@ -20,16 +20,21 @@ namespace crfx {
 
 /// The regularised objective every trainer minimises:
 ///     f(w) = Σ_i −log p(y_i | x_i; w)  +  c1·‖w‖₁  +  c2·‖w‖²
-/// (CRFsuite's convention; CRF++ C = 1/(2·c2), Wapiti ρ2 = 2·c2). The smooth part
-///     h(w) = NLL(w) + c2·‖w‖²
-/// is what value_and_gradient returns; c1 is handled by the L1-aware trainers.
+/// (CRFsuite's convention; CRF++ C = 1/(2·c2), Wapiti ρ2 = 2·c2), or with another `loss`
+/// (crfx/loss.hpp: seq-exp, point-log, point-exp) that loss summed over the sentences in place of
+/// the NLL. The smooth part
+///     h(w) = Σ_i loss_i(w) + c2·‖w‖²
+/// is what value_and_gradient returns; c1 is handled by the L1-aware trainers. The trainers that
+/// call the backend's evaluate themselves pass loss() along (loss_refusal says which cannot).
 class Objective {
  public:
-  Objective(Backend& backend, const BackendCorpus& corpus, double c1, double c2);
+  Objective(Backend& backend, const BackendCorpus& corpus, double c1, double c2,
+            SequenceLoss loss = SequenceLoss::seq_log);
   Backend& backend() { return backend_; }
   const BackendCorpus& corpus() const { return corpus_; }
   double c1() const { return c1_; }
   double c2() const { return c2_; }
+  SequenceLoss loss() const { return loss_; }
 
   /// h(w) over the whole corpus, and its gradient written to `g`.
   double value_and_gradient(const Vector& w, Vector& g);
@@ -50,6 +55,7 @@ class Objective {
   Backend& backend_;
   const BackendCorpus& corpus_;
   double c1_, c2_;
+  SequenceLoss loss_;
   double passes_ = 0;
 };
 
@@ -72,6 +78,7 @@ constexpr double kDefaultEta0Heuristic = 0.025;
 struct TrainOptions {
   double c1 = 0.0;
   double c2 = 1.0;
+  SequenceLoss loss = SequenceLoss::seq_log;  // the objective's loss (crfx/loss.hpp)
   int max_iterations = 0;   // 0 = no limit
   int period = 10;          // stopping test window (CRFsuite `period`)
   double delta = 1e-5;      // relative improvement threshold (CRFsuite `delta`)
@@ -169,6 +176,11 @@ struct TrainerInfo {
   /// the primitives it calls — for the memory estimate; and whether it stores marginals (SAG).
   std::size_t (*state_vectors)(const TrainOptions&) = nullptr;
   bool stored_marginals = false;
+  /// Trains Maxent models only (crfx train --type maxent: seed 001's gis, iis, scgis, cd).
+  bool maxent_only = false;
+  /// Why the trainer runs on the CPU backend only, or null (any backend): crfx train refuses
+  /// --device cuda with it and takes the CPU under --device auto; the trainer refuses another backend.
+  const char* cpu_only = nullptr;
   /// Whether `name` is one of this trainer's settings (objective settings included).
   bool takes(const std::string& name) const;
 };
@@ -186,6 +198,13 @@ MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& o
                                const Corpus& corpus);
 /// Every algorithm, in listing order.
 const std::vector<TrainerInfo>& trainer_registry();
+/// Why `trainer` cannot minimise `loss` (a sentence naming both, for an error), or "" when it can:
+/// lbfgs, owlqn, rprop, sgd-l1, two-stage and adf take every loss; sag and saga (their stored
+/// marginals are the log-loss's) and the Maxent trainers take seq-log only; ap minimises no loss
+/// (every loss but seq-log, the default, is refused). The trainers check it too.
+std::string loss_refusal(const TrainerInfo& trainer, SequenceLoss loss);
+/// The same by the trainer's name: throws Error with the reason (for the trainers themselves).
+void check_loss(const char* trainer, SequenceLoss loss);
 /// The registry entry called `name`, or Error listing the known names.
 const TrainerInfo& find_trainer(const std::string& name);
 

@@ -38,6 +38,9 @@ class CRF:
     c1, c2: the L1 and L2 penalties (CRFsuite's convention). max_iterations and any other
     setting of the algorithm (``period``, ``delta``, ``epsilon``, ``epochs``, ``seed``, …, as
     ``crfx train --algo list`` shows them with dashes for underscores) go by keyword.
+    loss: "seq-log" (the default, the NLL), "seq-exp", "point-log" or "point-exp" (``crfx train
+    --loss``; seed 002's losses, the point ones not convex): lbfgs, owlqn, rprop, sgd-l1, two-stage
+    and adf take every loss, sag and saga seq-log only.
     all_possible_states / all_possible_transitions: every attribute × label pair / every label
     bigram gets a weight (CRFsuite's feature.possible_states / possible_transitions).
     device: "auto", "cpu" or "cuda"; threads: CPU threads (0: all cores).

@@ -474,6 +474,7 @@ TEST(CudaBackend, EveryTrainerReachesTheCpuResult) {
   // The dense layout and the observed one (crfx train's default).
   for (Layout layout : {Layout::dense, Layout::observed})
     for (const TrainerInfo& info : trainer_registry()) {
+      if (info.cpu_only) continue;  // gis, iis, scgis, cd: CPU only (tests/test_maxent.cpp)
       SCOPED_TRACE(::testing::Message() << info.name << " " << layout);
       const auto p = with_layout(test::random_problem(4, 30, 2, 40, 10, 23), layout);
       TrainOptions o;

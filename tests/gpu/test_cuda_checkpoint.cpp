@@ -17,6 +17,7 @@ TEST(CudaCheckpoint, EveryTrainerResumesBitExact) {
   for (Layout layout : {Layout::dense, Layout::observed}) {
     const auto p = test::with_layout(test::random_problem(4, 24, 2, 24, 8, 41), layout);
     for (const TrainerInfo& info : trainer_registry()) {
+      if (info.cpu_only) continue;  // gis, iis, scgis, cd: CPU only (tests/test_maxent.cpp)
       SCOPED_TRACE(::testing::Message() << info.name << " " << layout);
       TrainOptions o = test::resume_options(info.name);
       o.max_iterations = 6;

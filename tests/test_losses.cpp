@@ -1,0 +1,388 @@
+// Training with seed 002's four losses (issue 16 item 3): `crfx train --loss seq-log | seq-exp |
+// point-log | point-exp`. The CPU backend's evaluate and evaluate_sparse against the sum of
+// chain_loss.hpp's sequence_loss over the sentences (values, and gradients mapped to the weights),
+// with and without edge features, chunked and threaded; the Objective against central finite
+// differences; L-BFGS, OWL-QN, RPROP, SGD-L1, two-stage and ADF with each loss lowering it; the
+// refusals (sag, saga, ap) with their messages; the memory estimate; checkpoints resuming exactly
+// with a loss; crfx train --loss end to end. (The CUDA backend's: tests/gpu/test_cuda_losses.cpp.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "checkpoint_check.hpp"
+#include "cpu/chain_loss.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "crfx/error.hpp"
+#include "crfx/loss.hpp"
+#include "crfx/trainer.hpp"
+#include "random_problem.hpp"
+#include "test_util.hpp"
+
+namespace crfx {
+namespace {
+
+using test::random_problem;
+using test::random_weights;
+using test::RandomProblem;
+
+constexpr SequenceLoss kAll[] = {SequenceLoss::seq_log, SequenceLoss::seq_exp, SequenceLoss::point_log,
+                                 SequenceLoss::point_exp};
+
+/// The reference: Σ_i sequence_loss over `ids` at w (dense layout), its gradient mapped to the
+/// weights the way the backend's marginal reduction maps marginals, times `scale`.
+double reference(const RandomProblem& p, const std::vector<double>& w, const std::vector<std::uint32_t>& ids,
+                 SequenceLoss loss, double scale, std::vector<double>& grad) {
+  const Dims& d = p.dims;
+  const Corpus& c = p.corpus;
+  const std::size_t L = d.L, LL = L * L, A = d.A;
+  grad.assign(d.num_weights(), 0.0);
+  const double* trans = w.data() + d.transition_offset();
+  LossScratch scratch;
+  double total = 0;
+  for (std::uint32_t s : ids) {
+    const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
+    std::vector<double> state(T * L, 0.0), edge(T * LL, 0.0);
+    std::vector<const double*> edge_ptr(T, nullptr);
+    bool any = false;
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k)
+        for (std::size_t y = 0; y < L; ++y) state[t * L + y] += c.state_value(k) * w[c.state_ids[k] * L + y];
+      if (t == 0 || c.edge_offsets[tok0 + t] == c.edge_offsets[tok0 + t + 1]) continue;
+      double* M = edge.data() + t * LL;
+      std::copy(trans, trans + LL, M);
+      for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k)
+        for (std::size_t j = 0; j < LL; ++j) M[j] += c.edge_value(k) * w[d.edge_offset() + c.edge_ids[k] * LL + j];
+      edge_ptr[t] = M;
+      any = true;
+    }
+    ChainScores x;
+    x.T = T;
+    x.L = L;
+    x.state = state.data();
+    x.trans = trans;
+    if (any) x.edge = edge_ptr.data();
+    std::vector<double> node(T * L), pair(LL, 0.0), pair_at(T * LL);
+    LossGradient g{node.data(), pair.data(), pair_at.data()};
+    total += sequence_loss(loss, x, c.labels.data() + tok0, g, scratch, true).value;
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k)
+        for (std::size_t y = 0; y < L; ++y)
+          grad[c.state_ids[k] * L + y] += scale * c.state_value(k) * node[t * L + y];
+      if (t == 0) continue;
+      for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k)
+        for (std::size_t j = 0; j < LL; ++j)
+          grad[d.edge_offset() + c.edge_ids[k] * LL + j] += scale * c.edge_value(k) * pair_at[t * LL + j];
+    }
+    for (std::size_t j = 0; j < LL; ++j) grad[A * L + j] += scale * pair[j];
+  }
+  return total;
+}
+
+void expect_close(double a, double b, double rel, const std::string& what) {
+  EXPECT_LE(std::fabs(a - b), rel * std::max(1.0, std::fabs(b))) << what << ": " << a << " vs " << b;
+}
+
+std::vector<std::uint32_t> all_ids(const RandomProblem& p) {
+  std::vector<std::uint32_t> ids(p.corpus.num_sentences());
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::uint32_t(i);
+  return ids;
+}
+
+TEST(Losses, EvaluateIsTheSumOfSequenceLoss) {
+  for (std::uint32_t E : {0u, 2u})
+    for (SequenceLoss loss : kAll)
+      for (unsigned threads : {1u, 3u}) {
+        SCOPED_TRACE(std::string(sequence_loss_name(loss)) + (E ? " with edges" : " without edges") +
+                     ", threads " + std::to_string(threads));
+        const RandomProblem p = random_problem(4, 7, E, 17, 7, 11 + E);
+        const std::vector<double> w = random_weights(p.dims.num_weights(), 0.6, 5);
+        std::vector<double> want;
+        const double value = reference(p, w, all_ids(p), loss, 0.5, want);
+        for (std::size_t chunk : {std::size_t(1000), std::size_t(6)}) {
+          CpuBackend b(p.dims, threads);
+          b.set_chunk_tokens(chunk);
+          auto corpus = b.upload(p.corpus);
+          auto wv = to_backend(b, w);
+          auto g = b.vector(w.size());
+          const double got = b.evaluate(*corpus, *wv, all_sentences(*corpus), g.get(), 0.5, loss);
+          expect_close(got, value, 1e-11, "loss");
+          const std::vector<double> gh = to_host(b, *g);
+          for (std::size_t k = 0; k < w.size(); ++k) expect_close(gh[k], want[k], 1e-10, "weight " + std::to_string(k));
+          // Loss only: the same value.
+          expect_close(b.evaluate(*corpus, *wv, all_sentences(*corpus), nullptr, 1.0, loss), value, 1e-11,
+                       "loss without gradient");
+          // Sparse: the same entries on the span's support, for a span naming a sentence twice.
+          const std::vector<std::uint32_t> ids = {3, 0, 9, 3};
+          std::vector<double> want_span;
+          const double span_value = reference(p, w, ids, loss, 0.25, want_span);
+          auto sg = b.sparse_vector();
+          const double sparse = b.evaluate_sparse(*corpus, *wv, SentenceSpan{ids.data(), ids.size()}, *sg, 0.25,
+                                                  false, loss);
+          expect_close(sparse, span_value, 1e-11, "sparse loss");
+          auto dense = b.vector(w.size());
+          b.sparse_axpy(1.0, *sg, *dense);
+          const std::vector<double> sh = to_host(b, *dense);
+          for (std::size_t k = 0; k < w.size(); ++k)
+            expect_close(sh[k], want_span[k], 1e-10, "sparse weight " + std::to_string(k));
+        }
+      }
+}
+
+TEST(Losses, SeqLogIsTodaysEvaluateBitForBit) {
+  const RandomProblem p = random_problem(5, 9, 2, 20, 8, 3);
+  const std::vector<double> w = random_weights(p.dims.num_weights(), 0.5, 9);
+  CpuBackend b(p.dims, 2);
+  auto corpus = b.upload(p.corpus);
+  auto wv = to_backend(b, w);
+  auto g1 = b.vector(w.size()), g2 = b.vector(w.size());
+  const double f1 = b.evaluate(*corpus, *wv, all_sentences(*corpus), g1.get(), 1.0);
+  const double f2 = b.evaluate(*corpus, *wv, all_sentences(*corpus), g2.get(), 1.0, SequenceLoss::seq_log);
+  EXPECT_EQ(std::memcmp(&f1, &f2, sizeof f1), 0);
+  EXPECT_TRUE(test::bitwise_equal(to_host(b, *g1), to_host(b, *g2)));
+}
+
+TEST(Losses, ObjectiveGradientMatchesFiniteDifferences) {
+  for (SequenceLoss loss : kAll) {
+    SCOPED_TRACE(sequence_loss_name(loss));
+    const RandomProblem p = random_problem(3, 4, 1, 6, 5, 21);
+    const std::vector<double> w = random_weights(p.dims.num_weights(), 0.4, 2);
+    CpuBackend b(p.dims, 2);
+    auto corpus = b.upload(p.corpus);
+    Objective obj(b, *corpus, 0.0, 0.1, loss);
+    EXPECT_EQ(obj.loss(), loss);
+    auto wv = to_backend(b, w);
+    auto g = b.vector(w.size());
+    const double f = obj.value_and_gradient(*wv, *g);
+    EXPECT_EQ(obj.value(*wv), f);
+    const std::vector<double> gh = to_host(b, *g);
+    for (std::size_t k = 0; k < w.size(); ++k) {
+      const double h = 1e-5;
+      std::vector<double> wp = w, wm = w;
+      wp[k] += h;
+      wm[k] -= h;
+      auto vp = to_backend(b, wp), vm = to_backend(b, wm);
+      const double fd = (obj.value(*vp) - obj.value(*vm)) / (2 * h);
+      EXPECT_NEAR(gh[k], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << "weight " << k;
+    }
+  }
+}
+
+/// Trains `algo` with `loss` on a small problem; returns the objective before and after and the
+/// last reported gradient norm.
+struct Trained {
+  double before, after, last_gradient_norm;
+  std::string stop_reason;
+};
+Trained train(const std::string& algo, SequenceLoss loss, const TrainOptions& base) {
+  const RandomProblem p = random_problem(3, 10, 1, 25, 6, 8);
+  CpuBackend b(p.dims, 2);
+  auto corpus = b.upload(p.corpus);
+  TrainOptions o = base;
+  o.loss = loss;
+  Objective obj(b, *corpus, o.c1, o.c2, loss);
+  auto w = b.vector(p.dims.num_weights());
+  Trained t{obj.value(*w), 0, 0, ""};
+  const auto trainer = find_trainer(algo).make();
+  trainer->train(obj, *w, o, [&](const Progress& pr, const Vector&) {
+    t.last_gradient_norm = pr.gradient_norm;
+    return true;
+  });
+  t.after = obj.value(*w);
+  t.stop_reason = trainer->stop_reason();
+  return t;
+}
+
+TEST(Losses, LbfgsLowersEveryLossAndConverges) {
+  // Random labels: nothing near zero loss, a stationary point to find (the point losses are not
+  // convex, and converge more slowly).
+  TrainOptions o;
+  o.c2 = 0.05;
+  o.max_iterations = 3000;
+  o.epsilon = 1e-5;
+  o.period = 0;  // stop on the gradient test (or a line search that cannot improve in double precision)
+  for (SequenceLoss loss : kAll) {
+    SCOPED_TRACE(sequence_loss_name(loss));
+    const Trained t = train("lbfgs", loss, o);
+    EXPECT_LT(t.after, 0.95 * t.before);
+    EXPECT_LE(t.last_gradient_norm, 1e-3) << t.stop_reason;
+    EXPECT_EQ(t.stop_reason.find("max-iterations"), std::string::npos) << t.stop_reason;
+  }
+}
+
+TEST(Losses, OwlqnRpropSgdAndAdfLowerEveryLoss) {
+  TrainOptions o;
+  o.c2 = 0.05;
+  o.c1 = 0.01;
+  o.max_iterations = 40;
+  o.epochs = 8;
+  o.batch_size = 3;
+  for (const char* algo : {"owlqn", "rprop", "sgd-l1", "two-stage", "adf"})
+    for (SequenceLoss loss : kAll) {
+      SCOPED_TRACE(std::string(algo) + " " + sequence_loss_name(loss));
+      TrainOptions oa = o;
+      if (std::string(algo) == "adf") oa.c1 = 0;
+      // The exponential losses' gradients are 1/p times the log-losses' (exponential in the
+      // sentence length): plain SGD needs a far smaller rate, or the weights overflow.
+      if (loss == SequenceLoss::seq_exp) oa.eta0 = 2e-5;
+      if (loss == SequenceLoss::point_exp) oa.eta0 = 1e-3;
+      const Trained t = train(algo, loss, oa);
+      EXPECT_TRUE(std::isfinite(t.after));
+      EXPECT_LT(t.after, (std::string(algo) == "owlqn" || std::string(algo) == "rprop" ? 0.95 : 1.0) * t.before);
+    }
+}
+
+TEST(Losses, TrainersThatCannotTakeALossSaySo) {
+  EXPECT_EQ(loss_refusal(find_trainer("sag"), SequenceLoss::point_log),
+            "sag stores each sentence's gradient as the marginals of the log-loss, so it trains --loss seq-log "
+            "only, not point-log; lbfgs, owlqn, rprop, sgd-l1, two-stage and adf train every loss");
+  EXPECT_EQ(loss_refusal(find_trainer("saga"), SequenceLoss::seq_exp),
+            "saga stores each sentence's gradient as the marginals of the log-loss, so it trains --loss seq-log "
+            "only, not seq-exp; lbfgs, owlqn, rprop, sgd-l1, two-stage and adf train every loss");
+  EXPECT_EQ(loss_refusal(find_trainer("ap"), SequenceLoss::point_exp),
+            "ap minimises no loss (the perceptron updates on its Viterbi mistakes): --loss point-exp does not "
+            "apply; lbfgs, owlqn, rprop, sgd-l1, two-stage and adf train every loss");
+  for (const auto& t : trainer_registry()) {
+    EXPECT_EQ(loss_refusal(t, SequenceLoss::seq_log), "") << t.name;
+    const std::string name = t.name;
+    const bool any = name == "lbfgs" || name == "owlqn" || name == "rprop" || name == "sgd-l1" ||
+                     name == "two-stage" || name == "adf";
+    for (SequenceLoss loss : kAll) {
+      if (loss != SequenceLoss::seq_log) {
+        EXPECT_EQ(loss_refusal(t, loss).empty(), any) << t.name;
+      }
+    }
+  }
+  // The trainers themselves refuse (library use).
+  const RandomProblem p = random_problem(3, 5, 0, 4, 4, 1);
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  for (const char* algo : {"sag", "saga", "ap"}) {
+    Objective obj(b, *corpus, 0.0, 1.0, SequenceLoss::point_log);
+    auto w = b.vector(p.dims.num_weights());
+    TrainOptions o;
+    o.loss = SequenceLoss::point_log;
+    try {
+      find_trainer(algo).make()->train(obj, *w, o, [](const Progress&, const Vector&) { return true; });
+      ADD_FAILURE() << algo << " trained with point-log";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), loss_refusal(find_trainer(algo), SequenceLoss::point_log));
+    }
+  }
+}
+
+TEST(Losses, NamesAndSetting) {
+  for (SequenceLoss loss : kAll) EXPECT_EQ(parse_sequence_loss(sequence_loss_name(loss)), loss);
+  EXPECT_EQ(sequence_loss_names(), "seq-log, seq-exp, point-log, point-exp");
+  const OptionSpec* spec = find_option("loss");
+  ASSERT_NE(spec, nullptr);
+  TrainOptions o;
+  EXPECT_EQ(spec->get(o), "seq-log");
+  spec->set(o, "point-exp");
+  EXPECT_EQ(o.loss, SequenceLoss::point_exp);
+  try {
+    spec->set(o, "hinge");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown loss 'hinge' (known: seq-log, seq-exp, point-log, point-exp)");
+  }
+  EXPECT_TRUE(find_trainer("lbfgs").takes("loss"));
+  EXPECT_TRUE(find_trainer("sgd-l1").takes("loss"));
+  EXPECT_FALSE(find_trainer("ap").takes("loss"));
+}
+
+TEST(Losses, WorkspaceCountsThePointwiseBuffers) {
+  const RandomProblem p = random_problem(6, 8, 0, 30, 9, 4);
+  CpuBackend b(p.dims, 2);
+  const std::size_t L = 6, LL = L * L;
+  const std::size_t base = b.workspace_bytes(p.corpus);
+  EXPECT_EQ(b.workspace_bytes(p.corpus, SequenceLoss::seq_log), base);
+  EXPECT_GT(b.workspace_bytes(p.corpus, SequenceLoss::seq_exp), base);
+  // A pairwise marginal per token at least.
+  EXPECT_GE(b.workspace_bytes(p.corpus, SequenceLoss::point_log), base + p.corpus.num_tokens() * LL * sizeof(double));
+}
+
+TEST(Losses, LbfgsResumesExactlyWithALoss) {
+  const RandomProblem p = random_problem(3, 8, 1, 12, 6, 31);
+  auto make = [](const Dims& d) -> BackendPtr { return std::make_unique<CpuBackend>(d, 2); };
+  for (SequenceLoss loss : {SequenceLoss::seq_exp, SequenceLoss::point_log}) {
+    SCOPED_TRACE(sequence_loss_name(loss));
+    TrainOptions o = test::resume_options("lbfgs");
+    o.loss = loss;
+    test::check_resume_is_exact(make, p, find_trainer("lbfgs"), o, 4);
+  }
+}
+
+// ---- crfx train --loss ---------------------------------------------------------------------
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+const std::string kTrain = test::data_path("conll2000.train300.txt");
+const std::string kTemplate = test::data_path("chunking.template");
+
+TEST(LossesCli, TrainSeqExpEndToEnd) {
+  // From w = 0 the exponential loss of a 50-token sentence with 23 labels is ~1e68: L-BFGS halves
+  // it per iteration at first, then converges (about 260 iterations, 2 s).
+  const std::string m = test::temp_path("seq-exp.model"), tagged = test::temp_path("seq-exp.tagged");
+  std::string out;
+  ASSERT_EQ(test::run(test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(m) +
+                          " --loss seq-exp --c2 0.1 --threads 2",
+                      &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("training: lbfgs, c1 = 0, c2 = 0.1, loss seq-exp"), std::string::npos) << out;
+  EXPECT_NE(out.find("stopped: the objective improved by"), std::string::npos) << out;
+  ASSERT_EQ(test::run(test::crfx_binary() + " tag " + q(kTrain) + " -m " + q(m) + " -o " + q(tagged) + " --quiet",
+                      &out),
+            0)
+      << out;
+  ASSERT_EQ(test::run(test::crfx_binary() + " eval " + q(tagged), &out), 0) << out;
+  // The training data is fitted.
+  const std::size_t at = out.find("accuracy:");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_GE(std::atof(out.c_str() + at + 9), 99.0) << out;
+  // The seq-log default is the model of a run without --loss, byte for byte.
+  const std::string a = test::temp_path("default.model"), b = test::temp_path("seq-log.model");
+  const std::string common = " train " + q(kTrain) + " -t " + q(kTemplate) + " --max-iterations 5 --quiet -m ";
+  ASSERT_EQ(test::run(test::crfx_binary() + common + q(a), &out), 0) << out;
+  ASSERT_EQ(test::run(test::crfx_binary() + common + q(b) + " --loss seq-log", &out), 0) << out;
+  EXPECT_EQ(test::read_text(a), test::read_text(b));
+}
+
+TEST(LossesCli, Refusals) {
+  const std::string m = test::temp_path("refused.model");
+  const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m " + q(m);
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {" -a sag --loss point-log",
+       "--loss: sag stores each sentence's gradient as the marginals of the log-loss, so it trains --loss seq-log "
+       "only, not point-log; lbfgs, owlqn, rprop, sgd-l1, two-stage and adf train every loss"},
+      {" -a ap --loss seq-exp",
+       "--loss: ap minimises no loss (the perceptron updates on its Viterbi mistakes): --loss seq-exp does not "
+       "apply; lbfgs, owlqn, rprop, sgd-l1, two-stage and adf train every loss"},
+      {" -a ap --loss seq-log", "--loss is not a setting of ap"},
+      {" --loss hinge", "--loss: unknown loss 'hinge' (known: seq-log, seq-exp, point-log, point-exp)"},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    EXPECT_NE(test::run(base + c.args, &out), 0) << c.args;
+    EXPECT_NE(out.find(c.message), std::string::npos) << c.args << "\n" << out;
+    EXPECT_EQ(out.find("data:"), std::string::npos) << "refused only after reading the data: " << out;
+  }
+}
+
+TEST(LossesCli, AlgoListShowsTheLoss) {
+  std::string out;
+  ASSERT_EQ(test::run(test::crfx_binary() + " train --algo list", &out), 0) << out;
+  EXPECT_NE(out.find("--c1 0 --c2 1 --loss seq-log"), std::string::npos) << out;
+  ASSERT_EQ(test::run(test::crfx_binary() + " train --help", &out), 0) << out;
+  EXPECT_NE(out.find("--loss"), std::string::npos) << out;
+  EXPECT_NE(out.find("not convex"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace crfx
