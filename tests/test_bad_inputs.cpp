@@ -536,13 +536,6 @@ std::string normalise(std::string err) {
   return err;
 }
 
-std::vector<std::string> temporaries(const std::string& dir) {
-  std::vector<std::string> found;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp.") != std::string::npos) found.push_back(e.path().string());
-  return found;
-}
-
 class BadInputCase : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(BadInputCase, MessageStatusAndOutputs) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "chain_check.hpp"
 #include "cpu/chain.hpp"
 
 namespace crfx {
@@ -16,28 +17,7 @@ namespace {
 
 constexpr double kTol = 1e-9;  // absolute, on probabilities; relative on log Z
 
-struct Chain {
-  std::size_t T, L;
-  std::vector<double> state, trans;     // [T][L], [L][L]
-  std::vector<std::vector<double>> pos;  // [T] [L][L] or empty
-  std::vector<const double*> pos_ptr;
-  ChainScores scores() {
-    ChainScores x;
-    x.T = T;
-    x.L = L;
-    x.state = state.data();
-    x.trans = trans.data();
-    pos_ptr.assign(T, nullptr);
-    bool any = false;
-    for (std::size_t t = 0; t < pos.size(); ++t)
-      if (!pos[t].empty()) {
-        pos_ptr[t] = pos[t].data();
-        any = true;
-      }
-    if (any) x.edge = pos_ptr.data();
-    return x;
-  }
-};
+using test::Chain;
 
 Chain random_chain(std::size_t T, std::size_t L, double scale, bool edges, std::mt19937_64& rng) {
   std::normal_distribution<double> d(0.0, scale);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "chain_check.hpp"
 #include "cpu/chain.hpp"
 #include "cpu/chain_loss.hpp"
 #include "crfx/error.hpp"
@@ -26,29 +27,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 bool is_exp(SequenceLoss l) { return l == SequenceLoss::seq_exp || l == SequenceLoss::point_exp; }
 bool is_point(SequenceLoss l) { return l == SequenceLoss::point_log || l == SequenceLoss::point_exp; }
 
-struct Chain {
-  std::size_t T, L;
-  std::vector<double> state, trans;      // [T][L], [L][L]
-  std::vector<std::vector<double>> pos;  // [T] [L][L] or empty
-  std::vector<const double*> pos_ptr;
-  bool has_edge(std::size_t t) const { return t < pos.size() && !pos[t].empty(); }
-  ChainScores scores() {
-    ChainScores x;
-    x.T = T;
-    x.L = L;
-    x.state = state.data();
-    x.trans = trans.data();
-    pos_ptr.assign(T, nullptr);
-    bool any = false;
-    for (std::size_t t = 0; t < pos.size(); ++t)
-      if (!pos[t].empty()) {
-        pos_ptr[t] = pos[t].data();
-        any = true;
-      }
-    if (any) x.edge = pos_ptr.data();
-    return x;
-  }
-};
+using test::Chain;
 
 /// Normal scores of the given scale; with `edges`, a full matrix at about half the positions ≥ 1
 /// (at least one when T ≥ 2).

@@ -68,15 +68,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(Checkpoint, DamagedTruncatedAndForeignFilesAreRefused) {
   const auto p = random_problem(3, 20, 0, 30, 8, 5);
   const std::string good = sag_checkpoint(p), bad = test::temp_path("bad.ckpt");
@@ -87,23 +78,23 @@ TEST(Checkpoint, DamagedTruncatedAndForeignFilesAreRefused) {
   std::string flipped = bytes;
   flipped[bytes.size() / 2] ^= 0x20;
   write_bytes(bad, flipped);
-  EXPECT_EQ(error_of([&] { Checkpoint c(bad); }),
+  EXPECT_EQ(test::error_text([&] { Checkpoint c(bad); }),
             bad + ": the checkpoint is damaged or incomplete (its checksum does not match)");
   write_bytes(bad, bytes.substr(0, bytes.size() - 9));
-  EXPECT_EQ(error_of([&] { Checkpoint c(bad); }),
+  EXPECT_EQ(test::error_text([&] { Checkpoint c(bad); }),
             bad + ": the checkpoint is damaged or incomplete (its checksum does not match)");
   write_bytes(bad, "crfx checkpoint\n");
-  EXPECT_EQ(error_of([&] { Checkpoint c(bad); }), bad + ": not a crfx checkpoint (crfx train --checkpoint writes them)");
+  EXPECT_EQ(test::error_text([&] { Checkpoint c(bad); }), bad + ": not a crfx checkpoint (crfx train --checkpoint writes them)");
   write_bytes(bad, "LABEL\tattr\n");
-  EXPECT_EQ(error_of([&] { Checkpoint c(bad); }), bad + ": not a crfx checkpoint (crfx train --checkpoint writes them)");
-  EXPECT_NE(error_of([&] { Checkpoint c(test::temp_path("missing.ckpt")); }).find("cannot open the checkpoint"),
+  EXPECT_EQ(test::error_text([&] { Checkpoint c(bad); }), bad + ": not a crfx checkpoint (crfx train --checkpoint writes them)");
+  EXPECT_NE(test::error_text([&] { Checkpoint c(test::temp_path("missing.ckpt")); }).find("cannot open the checkpoint"),
             std::string::npos);
 }
 
 TEST(Checkpoint, AnotherTrainersStateIsRefusedNamingTheField) {
   const auto p = random_problem(3, 20, 0, 30, 8, 5);
   const std::string path = sag_checkpoint(p);
-  const std::string e = error_of([&] { test::train_run(cpu, p, find_trainer("lbfgs"), test::resume_options("lbfgs"), 0, path, true); });
+  const std::string e = test::error_text([&] { test::train_run(cpu, p, find_trainer("lbfgs"), test::resume_options("lbfgs"), 0, path, true); });
   EXPECT_NE(e.find("the trainer expects field 'gnorm' (real numbers) where the checkpoint has 'alpha' (real numbers)"),
             std::string::npos)
       << e;
@@ -124,7 +115,7 @@ TEST(Checkpoint, KeysThatDifferAreEachNamed) {
   Checkpoint c(path);
   EXPECT_EQ(c.note("device"), "cpu (2 threads)");
   EXPECT_NO_THROW(c.check({{"crfx", "0.1.0"}, {"--c2", "1"}, {"--period", "10"}}));
-  EXPECT_EQ(error_of([&] { c.check({{"crfx", "0.2.0"}, {"--c2", "0.5"}, {"--seed", "3"}}); }),
+  EXPECT_EQ(test::error_text([&] { c.check({{"crfx", "0.2.0"}, {"--c2", "0.5"}, {"--seed", "3"}}); }),
             "checkpoint " + path +
                 " was made by another run; resume with the data, template and settings it was made with:\n"
                 "  crfx: 0.1.0 in the checkpoint, 0.2.0 now\n"
@@ -132,7 +123,7 @@ TEST(Checkpoint, KeysThatDifferAreEachNamed) {
                 "  --period: 10 in the checkpoint, not part of this run\n"
                 "  --seed: not in the checkpoint, 3 now");
   // A state read short of its end is refused; read whole, it is not.
-  EXPECT_NE(error_of([&] { c.finish(); }).find("field 'x' was not read"), std::string::npos);
+  EXPECT_NE(test::error_text([&] { c.finish(); }).find("field 'x' was not read"), std::string::npos);
   Checkpoint whole(path);
   double x = 0;
   whole.state().value("x", x);

@@ -457,15 +457,6 @@ TEST(AtomicWrite, UnwritableDirectoryLeavesFileUntouched) {
 
 // ---- what an output path names -------------------------------------------------------------
 
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(AtomicWrite, ASymlinksTargetIsReplacedAndTheLinkKept) {
   const std::string dir = temp_dir();
   write_text(dir + "/target.txt", "old\n");

@@ -1,5 +1,7 @@
 #include "test_util.hpp"
 
+#include "crfx/error.hpp"
+
 #include <sys/wait.h>
 #include <zlib.h>
 
@@ -93,5 +95,21 @@ int run(const std::string& command, std::string* output) {
 
 std::string crfx_binary() { return CRFX_BINARY; }
 std::string data_path(const std::string& name) { return std::string(CRFX_TEST_DATA) + "/" + name; }
+
+std::string error_text(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) found.push_back(e.path().string());
+  return found;
+}
 
 }  // namespace crfx::test

@@ -4,7 +4,9 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace crfx::test {
 
@@ -21,6 +23,10 @@ int run(const std::string& command, std::string* output = nullptr);
 /// Path of the built `crfx` binary and of tests/data.
 std::string crfx_binary();
 std::string data_path(const std::string& name);
+/// The message of the crfx::Error that `f` throws, or "(no error)".
+std::string error_text(const std::function<void()>& f);
+/// The temporary files (".tmp." in the name) anywhere below `dir`.
+std::vector<std::string> temporaries(const std::string& dir);
 
 /// While alive, files this process writes may not grow beyond `bytes` (RLIMIT_FSIZE, which binds
 /// root too) and SIGXFSZ is ignored, so an oversized write fails with EFBIG. Restores both.

@@ -180,13 +180,6 @@ std::string prepare(const Writer& w) {
 }
 
 /// The names of the temporary files (".tmp.") anywhere below `dir`.
-std::vector<std::string> temporaries(const std::string& dir) {
-  std::vector<std::string> found;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp.") != std::string::npos) found.push_back(e.path().string());
-  return found;
-}
-
 Spawned run_writer(const Writer& w, const std::string& dir) {
   std::vector<std::string> argv{crfx_binary()};
   argv.insert(argv.end(), w.args.begin(), w.args.end());

@@ -79,10 +79,7 @@ class AdfTrainer final : public Trainer {
       ar.vector("count", b, *count);
       if (stamp) ar.vector("stamp", b, *stamp);
     };
-    if (resume_) {
-      state(*resume_);
-      resume_ = nullptr;
-    }
+    restore(state);
 
     stop_reason_ = stop_at_limit("epochs", opt.epochs);
     for (++epoch; epoch <= opt.epochs; ++epoch) {

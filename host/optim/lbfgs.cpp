@@ -143,11 +143,8 @@ class LbfgsTrainer final : public Trainer {
       history.state(ar);
     };
 
-    const bool resumed = resume_ != nullptr;
-    if (resumed) {
-      state(*resume_);
-      resume_ = nullptr;
-    } else {
+    const bool resumed = restore(state);
+    if (!resumed) {
       f = obj.value_and_gradient(w, *g);
       if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
       gnorm = std::sqrt(b.norm2sq(*g));

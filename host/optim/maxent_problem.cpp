@@ -317,10 +317,8 @@ class MaxentTrainer final : public Trainer {
       improvement.state(ar);
     };
 
-    const bool resumed = resume_ != nullptr;
+    const bool resumed = restore(state);
     if (resumed) {
-      state(*resume_);
-      resume_ = nullptr;
       b.read(wv, w.data());
       if (!sequential) p.refresh(w, &E);  // as the iteration left it
     } else {

@@ -44,11 +44,8 @@ class OwlqnTrainer final : public Trainer {
       history.state(ar);
     };
 
-    const bool resumed = resume_ != nullptr;
-    if (resumed) {
-      state(*resume_);
-      resume_ = nullptr;
-    } else {
+    const bool resumed = restore(state);
+    if (!resumed) {
       f = obj.full(obj.value_and_gradient(w, *g), w);
       if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
       map(b, OwlqnPseudoGradientRule{c1}, {w, *g, *pg});

@@ -55,10 +55,7 @@ class PerceptronTrainer final : public Trainer {
       ar.vector("u", b, *u);
       ar.vector("avg", b, *avg);
     };
-    if (resume_) {
-      state(*resume_);
-      resume_ = nullptr;
-    }
+    restore(state);
 
     stop_reason_ = stop_at_limit("epochs", opt.epochs);
     for (++epoch; epoch <= opt.epochs; ++epoch) {

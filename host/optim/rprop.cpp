@@ -56,11 +56,8 @@ class RpropTrainer final : public Trainer {
       improvement.state(ar);
     };
 
-    const bool resumed = resume_ != nullptr;
-    if (resumed) {
-      state(*resume_);
-      resume_ = nullptr;
-    } else {
+    const bool resumed = restore(state);
+    if (!resumed) {
       f = obj.full(obj.value_and_gradient(w, *g), w);
       if (!std::isfinite(f)) throw Error("the objective is not finite at the starting point");
       if (gradient_small(kGradientRatio, direction_norm(), std::sqrt(b.norm2sq(w)), opt.epsilon, stop_reason_))

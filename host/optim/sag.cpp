@@ -299,11 +299,8 @@ class SagTrainer final : public Trainer {
       ar.doubles("stored_marginals", marginals);
       if (ar.restoring()) b.incremental_load(*state, marginals);
     };
-    const bool resumed = resume_ != nullptr;
-    if (resumed) {
-      save(*resume_);
-      resume_ = nullptr;
-    } else {
+    const bool resumed = restore(save);
+    if (!resumed) {
       epoch = 1;
     }
 

@@ -137,6 +137,15 @@ class Trainer {
   void resume_from(StateArchive* state) { resume_ = state; }
 
  protected:
+  /// For train(): restores `state` from the archive resume_from() gave, once; true when it did.
+  bool restore(const StateFn& state) {
+    if (!resume_) return false;
+    StateArchive* archive = resume_;
+    resume_ = nullptr;
+    state(*archive);
+    return true;
+  }
+
   std::string stop_reason_;
   StateArchive* resume_ = nullptr;
 };
