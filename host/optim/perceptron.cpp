@@ -44,16 +44,21 @@ class PerceptronTrainer final : public Trainer {
     bool have_avg = false;
 
     int epoch = 0;
-    // The state after an epoch's report (which shows the averaged weights; w and u go on).
+    auto average = [&] {  // w_avg = w − u/T
+      b.copy(w, *avg);
+      b.axpy(-1.0 / t, *u, *avg);
+      have_avg = true;
+    };
+    // The state after an epoch's report (which shows the averaged weights; w and u go on). The
+    // average is derived: restoring recomputes it as the epoch's end did.
     const StateFn state = [&](StateArchive& ar) {
       common_state(ar, epoch, obj, clock);
       ar.value("f", f);
       ar.value("t", t);
-      ar.value("have_avg", have_avg);
       shuffler.state(ar);
       ar.vector("w", b, w);
       ar.vector("u", b, *u);
-      ar.vector("avg", b, *avg);
+      if (ar.restoring()) average();
     };
     restore(state);
 
@@ -70,9 +75,7 @@ class PerceptronTrainer final : public Trainer {
         b.sparse_axpy(1.0, *delta, w);
         if (t > 1) b.sparse_axpy(t - 1, *delta, *u);
       }
-      b.copy(w, *avg);
-      b.axpy(-1.0 / t, *u, *avg);  // w_avg = w − u/T
-      have_avg = true;
+      average();
       f = monitor_objective(obj, *avg);
       require_finite("ap", "epoch", epoch, f);
       Progress pr = progress_at(epoch, obj, *avg, f, kNoGradientNorm, 0.0, clock);
