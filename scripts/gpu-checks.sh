@@ -7,21 +7,38 @@
 #             (3-best lists, marginals) on both backends, compared byte for byte
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck and synccheck over crfx_gpu_tests
 #   bench     benchmarks/gpu.sh, then DEVICE=cuda benchmarks/tag.sh (and the CPU run beside it)
-# Logs go to $OUT (the device tool brings it back) or $BUILD_DIR/gpu-checks; one line per step
-# is printed last. Usage:  scripts/gpu-checks.sh build test      scripts/gpu-checks.sh sanitize
+# Logs go to $BUILD_DIR/gpu-checks; one line per step is printed last. Usage:  scripts/gpu-checks.sh build test      scripts/gpu-checks.sh sanitize
 # Each step's exit status is recorded; the script exits non-zero if any step failed.
+# GPU_CHECKS_BUDGET=S bounds the whole run to S seconds (a lease is short): each command runs under
+# `timeout` with what is left, a step cut short is recorded as such, and later steps are not run.
+# With OUT set, the logs also come back packed as $OUT/gpu-checks-logs.tgz (the device tool
+# returns at most 8 files), beside summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-cuda}
-logs=${OUT:-$build/gpu-checks}
+logs=$build/gpu-checks
+rm -rf "$logs"
 mkdir -p "$logs"
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(build test sanitize bench)
 summary=()
 failed=0
+budget=${GPU_CHECKS_BUDGET:-0}
+left() {  # seconds left of the budget (a large number without one; 0 once spent)
+  if [ "$budget" -le 0 ]; then echo 86400; else echo $(( budget > SECONDS ? budget - SECONDS : 0 )); fi
+}
+bounded() {  # bounded CMD...: CMD under timeout with the budget's remainder (124 when cut)
+  local t
+  t=$(left)
+  [ "$t" -gt 0 ] || return 124
+  timeout --kill-after=10 "$t" "$@"
+}
 
 record() {  # record STEP STATUS DETAIL
-  summary+=("$(printf '%-9s %-4s %s' "$1" "$([ "$2" -eq 0 ] && echo ok || echo FAIL)" "$3")")
+  local verdict=FAIL
+  [ "$2" -eq 0 ] && verdict=ok
+  [ "$2" -eq 124 ] || [ "$2" -eq 137 ] && [ "$budget" -gt 0 ] && [ "$(left)" -le 0 ] && verdict=CUT
+  summary+=("$(printf '%-9s %-4s %s' "$1" "$verdict" "$3")")
   [ "$2" -eq 0 ] || failed=1
 }
 
@@ -33,26 +50,32 @@ record() {  # record STEP STATUS DETAIL
 
 for step in "${steps[@]}"; do
   start=$SECONDS
+  if [ "$(left)" -le 0 ]; then
+    record "$step" 124 "not run: the budget of $budget s is spent"
+    continue
+  fi
   case "$step" in
     build)
       deps=()
       [ -d .carry/deps ] && deps=(-DCRFX_DEPS_DIR="$PWD/.carry/deps")
-      cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      bounded cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DCRFX_CUDA_EMULATION=OFF "${deps[@]}" > "$logs/build.log" 2>&1 &&
-        cmake --build "$build" -j "$(nproc)" >> "$logs/build.log" 2>&1
+        bounded cmake --build "$build" -j "$(nproc)" >> "$logs/build.log" 2>&1
       status=$?
-      grep -q "CUDA backend ON" "$logs/build.log" || { status=1; echo "the CUDA backend was not configured" >> "$logs/build.log"; }
+      if [ $status -eq 0 ] && ! grep -q "CUDA backend ON" "$logs/build.log"; then
+        status=1; echo "the CUDA backend was not configured" >> "$logs/build.log"
+      fi
       record build $status "$((SECONDS - start)) s, log build.log"
       ;;
     test)
-      ctest --test-dir "$build" -L gpu --output-on-failure > "$logs/test-gpu.log" 2>&1
+      bounded ctest --test-dir "$build" -L gpu --output-on-failure > "$logs/test-gpu.log" 2>&1
       status=$?
       skipped=$(grep -c "(Skipped)" "$logs/test-gpu.log")
       ran=$(grep -oE 'out of [0-9]+' "$logs/test-gpu.log" | tail -1 | grep -oE '[0-9]+' || echo 0)
       [ "$skipped" -eq 0 ] || status=1  # on the GPU machine a skip means the device was not usable
       [ "${ran:-0}" -gt 0 ] || status=1
       record test-gpu $status "$(grep -E 'tests passed|tests failed' "$logs/test-gpu.log" | tail -1); $skipped skipped"
-      ctest --test-dir "$build" -j "$(nproc)" --output-on-failure > "$logs/test-all.log" 2>&1
+      bounded ctest --test-dir "$build" -j "$(nproc)" --output-on-failure > "$logs/test-all.log" 2>&1
       record test-all $? "$(grep -E 'tests passed|tests failed' "$logs/test-all.log" | tail -1)"
       # End to end: one model, tagged on both backends with 3-best lists and marginals (labels,
       # ranks, probabilities to six decimals). Identical output expected; a difference is
@@ -75,7 +98,7 @@ for step in "${steps[@]}"; do
     sanitize)
       for tool in memcheck racecheck initcheck synccheck; do
         t0=$SECONDS
-        compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/crfx_gpu_tests" \
+        bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/crfx_gpu_tests" \
           > "$logs/sanitize-$tool.log" 2>&1
         status=$?
         record "$tool" $status "$((SECONDS - t0)) s, $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$logs/sanitize-$tool.log" | tail -1)"
@@ -84,11 +107,11 @@ for step in "${steps[@]}"; do
     bench)
       # The data travels in .carry/data (scripts/pack-deps.sh); ../shared does not.
       [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
-      BUILD_DIR="$build" OUT="$logs" benchmarks/gpu.sh > "$logs/bench-gpu.log" 2>&1
+      BUILD_DIR="$build" OUT="$logs" bounded benchmarks/gpu.sh > "$logs/bench-gpu.log" 2>&1
       record bench-gpu $? "$((SECONDS - start)) s, figures in gpu-bench.txt"
       t0=$SECONDS
       for device in cuda cpu; do
-        BUILD_DIR="$build" DEVICE=$device OUT_DIR="$build/bench-tag" benchmarks/tag.sh > "$logs/bench-tag-$device.log" 2>&1
+        BUILD_DIR="$build" DEVICE=$device OUT_DIR="$build/bench-tag" bounded benchmarks/tag.sh > "$logs/bench-tag-$device.log" 2>&1
         status=$?
         record "tag-$device" $status "$(grep -E '^best' "$logs/bench-tag-$device.log" || tail -1 "$logs/bench-tag-$device.log")"
       done
@@ -101,4 +124,10 @@ done
 
 echo
 printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT"
+  cp "$logs/summary.txt" "$logs/machine.txt" "$OUT/"
+  [ -f "$logs/gpu-bench.txt" ] && cp "$logs/gpu-bench.txt" "$OUT/"
+  tar czf "$OUT/gpu-checks-logs.tgz" -C "$logs" --exclude '*.model' . 2>/dev/null
+fi
 exit $failed
