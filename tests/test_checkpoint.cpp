@@ -12,6 +12,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "checkpoint_check.hpp"
@@ -276,6 +277,17 @@ TEST(CliCheckpoint, ResumeRefusesAnotherRunNamingTheDifferences) {
   EXPECT_EQ(test::run(base + " " + q(other) + " -m " + q(model) + " --resume " + q(ckpt), &out), 1);
   EXPECT_NE(out.find("  training data: 300 sentences, "), std::string::npos) << out;
   EXPECT_EQ(read_bytes(model), "old model\n") << "a refused resume overwrote the model";
+  // The same sentences in another order: the same sizes, so only the fingerprints tell (each a
+  // 16-digit hash, different in the checkpoint and now).
+  const std::size_t first = text.find("\n\n") + 2, second = text.find("\n\n", first) + 2;
+  write_bytes(other, text.substr(first, second - first) + text.substr(0, first) + text.substr(second));
+  EXPECT_EQ(test::run(base + " " + q(other) + " -m " + q(model) + " --resume " + q(ckpt), &out), 1) << out;
+  const std::regex named("\n  training data: 300 sentences, ([0-9]+) tokens, fingerprint ([0-9a-f]{16}) in the "
+                         "checkpoint, 300 sentences, \\1 tokens, fingerprint ([0-9a-f]{16}) now\n");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, named)) << out;
+  EXPECT_NE(m[2].str(), m[3].str()) << out;
+  EXPECT_EQ(read_bytes(model), "old model\n");
   // A damaged checkpoint fails before the data is read.
   std::string bytes = read_bytes(ckpt);
   bytes[bytes.size() / 3] ^= 1;

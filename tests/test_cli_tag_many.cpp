@@ -137,7 +137,7 @@ TEST(CliTagMany, SuffixGzAndSkipExisting) {
   EXPECT_EQ(read_text(out_dir + "/one.txt.tagged"), tag_alone(in + "/one.txt"));
   EXPECT_EQ(read_text(out_dir + "/two.txt.tagged"), tag_alone(in + "/two.txt.gz")) << "a .gz input: plain output";
   // The summary line: inputs, sentences, tokens, seconds, rate and device.
-  const std::regex summary(R"(crfx tag: 2 inputs, 3 sentences, [0-9,]+ tokens in [0-9]+\.[0-9]{2} s \([0-9]+\.[0-9]{2} M tokens/s\) on cpu \(1 thread\)\n)");
+  const std::regex summary(R"(crfx tag: 2 inputs, 3 sentences, [0-9,]+ tokens in [0-9]+\.[0-9]{2} s \([0-9]+\.[0-9]{2} M tokens/s\) on (cpu \(1 thread\)|cuda:[^\n]*)\n)");
   EXPECT_TRUE(std::regex_search(out, summary)) << out;
 
   // --skip-existing: an output that exists is left alone (here marked, to be sure), the others made.
