@@ -175,14 +175,41 @@ crfx::TrainOptions train_options(const crfx::TrainerInfo& trainer, const py::dic
   return options;
 }
 
+/// The model type by crfx train's --type name, checked against the algorithm (seed 001's
+/// trainers train Maxent models only).
+crfx::ModelType model_type(const std::string& name, const crfx::TrainerInfo& trainer) {
+  crfx::ModelType type;
+  try {
+    type = crfx::parse_model_type(name);
+  } catch (const crfx::Error& e) {
+    throw py::value_error(std::string("type: ") + e.what());
+  }
+  if (trainer.maxent_only && type != crfx::ModelType::maxent)
+    throw py::value_error(std::string("algorithm ") + trainer.name +
+                          " trains Maxent models: add type=\"maxent\" (or use lbfgs, owlqn, … for a CRF)");
+  return type;
+}
+
+/// The backend for `trainer`: a CPU-only trainer (iterative scaling, coordinate descent) takes
+/// the CPU under device="auto" and refuses "cuda" with the reason, as crfx train does.
+crfx::BackendOptions training_backend(const crfx::TrainerInfo& trainer, const std::string& device, unsigned threads) {
+  crfx::BackendOptions bo = backend_options(device, threads);
+  if (trainer.cpu_only) {
+    if (bo.device == crfx::DeviceKind::cuda)
+      throw py::value_error(std::string("algorithm ") + trainer.name + ": " + trainer.cpu_only +
+                            "; use device=\"cpu\" (or \"auto\")");
+    bo.device = crfx::DeviceKind::cpu;
+  }
+  return bo;
+}
+
 /// Trains on `corpus` (compiled into `fs`) without the GIL; Ctrl-C stops after an iteration.
-std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corpus, const std::string& algorithm,
+std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corpus, const crfx::TrainerInfo& trainer,
                                         const py::dict& params, bool all_states, bool all_transitions,
                                         const std::string& device, unsigned threads) {
-  const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
   const crfx::TrainOptions options = train_options(trainer, params);
   auto result = std::make_shared<PyModel>();
-  result->backend = backend_options(device, threads);
+  result->backend = training_backend(trainer, device, threads);
   bool interrupted = false;
   {
     py::gil_scoped_release release;
@@ -216,32 +243,39 @@ std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corp
 
 std::shared_ptr<PyModel> fit(py::handle X, py::handle y, const std::string& algorithm, const py::dict& params,
                              bool all_states, bool all_transitions, const std::string& device, unsigned threads,
-                             std::size_t min_freq) {
+                             std::size_t min_freq, const std::string& type) {
   if (y.is_none()) throw py::value_error("fit needs the labels y");
-  crfx::TextData data = read_sequences(X, y);
+  const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
   crfx::FeatureSpace fs;
+  fs.type = model_type(type, trainer);
+  crfx::TextData data = read_sequences(X, y);
   fs.format = crfx::InputFormat::crfsuite;
   crfx::Corpus corpus;
   {
     py::gil_scoped_release release;
     corpus = crfx::compile_training(fs, data, min_freq);
   }
-  return train_compiled(std::move(fs), std::move(corpus), algorithm, params, all_states, all_transitions, device,
+  return train_compiled(std::move(fs), std::move(corpus), trainer, params, all_states, all_transitions, device,
                         threads);
 }
 
 std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const std::string& format,
                                     const std::string& template_path, const std::string& algorithm,
                                     const py::dict& params, bool all_states, bool all_transitions,
-                                    const std::string& device, unsigned threads, std::size_t min_freq) {
+                                    const std::string& device, unsigned threads, std::size_t min_freq,
+                                    const std::string& type) {
+  const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
   crfx::FeatureSpace fs;
+  fs.type = model_type(type, trainer);
   crfx::Corpus corpus;
+  std::size_t b_lines = 0;
   {
     py::gil_scoped_release release;
     if (format == "conll") {
       if (template_path.empty()) throw crfx::Error("CoNLL data needs a template (template=PATH)");
       fs.format = crfx::InputFormat::conll;
       fs.templ = crfx::FeatureTemplate::load(template_path);
+      b_lines = fs.templ.edge_bigrams().size() + (fs.templ.has_transitions() ? 1 : 0);
     } else if (format == "crfsuite") {
       fs.format = crfx::InputFormat::crfsuite;
     } else {
@@ -249,7 +283,12 @@ std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const 
     }
     corpus = crfx::compile_training(fs, crfx::read_text(fs, data), min_freq);
   }
-  return train_compiled(std::move(fs), std::move(corpus), algorithm, params, all_states, all_transitions, device,
+  if (fs.type == crfx::ModelType::maxent && b_lines > 0) {  // as crfx train's note, a UserWarning
+    const std::string note = "type=\"maxent\" ignores the template's B line" + std::string(b_lines == 1 ? "" : "s") +
+                             " (a Maxent model has no transitions and no edge features)";
+    if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) != 0) throw py::error_already_set();
+  }
+  return train_compiled(std::move(fs), std::move(corpus), trainer, params, all_states, all_transitions, device,
                         threads);
 }
 
@@ -412,10 +451,10 @@ PYBIND11_MODULE(_crfx, m) {
       .def_readonly("stop_reason", &PyModel::stop_reason)
       .def_readonly("iterations", &PyModel::iterations);
   m.def("fit", &fit, py::arg("X"), py::arg("y"), py::arg("algorithm"), py::arg("params"), py::arg("all_states"),
-        py::arg("all_transitions"), py::arg("device"), py::arg("threads"), py::arg("min_freq"));
+        py::arg("all_transitions"), py::arg("device"), py::arg("threads"), py::arg("min_freq"), py::arg("type"));
   m.def("train_file", &train_file, py::arg("data"), py::arg("format"), py::arg("template"), py::arg("algorithm"),
         py::arg("params"), py::arg("all_states"), py::arg("all_transitions"), py::arg("device"), py::arg("threads"),
-        py::arg("min_freq"));
+        py::arg("min_freq"), py::arg("type"));
   m.def("load", &load, py::arg("path"), py::arg("device"), py::arg("threads"));
   m.def("tag_file", &tag_file, py::arg("model"), py::arg("inputs"), py::arg("output"), py::arg("output_dir"),
         py::arg("suffix"), py::arg("recursive"), py::arg("keep_going"), py::arg("probability"), py::arg("marginals"),

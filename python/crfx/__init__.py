@@ -34,7 +34,10 @@ class CRF:
     """A linear-chain CRF with sklearn-crfsuite's interface.
 
     algorithm: lbfgs (default), owlqn, rprop, sgd-l1, two-stage, sag, saga, adf, ap (the names
-    of ``crfx train --algo``; sklearn-crfsuite's "l2sgd", "pa" and "arow" are not crfx's).
+    of ``crfx train --algo``; sklearn-crfsuite's "l2sgd", "pa" and "arow" are not crfx's); for
+    Maxent models also gis, iis, scgis and cd (seed 001's; CPU only).
+    type: "crf" (the default, a linear-chain CRF) or "maxent" (``crfx train --type``: every token
+    labelled on its own, Wapiti's ``-T maxent``; no transition features).
     c1, c2: the L1 and L2 penalties (CRFsuite's convention). max_iterations and any other
     setting of the algorithm (``period``, ``delta``, ``epsilon``, ``epochs``, ``seed``, …, as
     ``crfx train --algo list`` shows them with dashes for underscores) go by keyword.
@@ -48,8 +51,9 @@ class CRF:
 
     def __init__(self, algorithm="lbfgs", c1=None, c2=None, max_iterations=None,
                  all_possible_states=False, all_possible_transitions=False, min_freq=1,
-                 device="auto", threads=0, model_filename=None, **params):
+                 device="auto", threads=0, model_filename=None, type="crf", **params):
         self.algorithm = algorithm
+        self.type = type
         self.c1 = c1
         self.c2 = c2
         self.max_iterations = max_iterations
@@ -65,7 +69,7 @@ class CRF:
             self._model = _crfx.load(model_filename, device, threads)
 
     _ARGS = ("algorithm", "c1", "c2", "max_iterations", "all_possible_states", "all_possible_transitions",
-             "min_freq", "device", "threads", "model_filename")
+             "min_freq", "device", "threads", "model_filename", "type")
 
     def get_params(self, deep=True):
         """The constructor's arguments (scikit-learn's estimator protocol: clone, grid search)."""
@@ -94,7 +98,7 @@ class CRF:
         """Trains on sequences X with labels y (X_dev, y_dev: scored after training, as
         ``dev_score_``). Returns self."""
         self._model = _crfx.fit(X, y, self.algorithm, self._settings(), self.all_possible_states,
-                                self.all_possible_transitions, self.device, self.threads, self.min_freq)
+                                self.all_possible_transitions, self.device, self.threads, self.min_freq, self.type)
         if self.model_filename is not None:
             self._model.save(self.model_filename)
         if X_dev is not None:
@@ -169,14 +173,15 @@ class CRF:
 
 
 def train_file(data, model, template=None, format="conll", algorithm="lbfgs", all_possible_states=False,
-               all_possible_transitions=False, min_freq=1, device="auto", threads=0, **params):
+               all_possible_transitions=False, min_freq=1, device="auto", threads=0, type="crf", **params):
     """``crfx train``: trains on one or more files (CoNLL columns with a CRF++ template, or CRFsuite
-    attribute lines) and writes the model to ``model``. Returns a CRF holding it."""
+    attribute lines) and writes the model to ``model``. Returns a CRF holding it. With
+    type="maxent" a template's B lines are ignored, with a UserWarning (crfx train's note)."""
     files = [str(data)] if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else [str(d) for d in data]
     trained = _crfx.train_file(files, format, "" if template is None else str(template), algorithm, params,
-                               all_possible_states, all_possible_transitions, device, threads, min_freq)
+                               all_possible_states, all_possible_transitions, device, threads, min_freq, type)
     trained.save(str(model))
-    crf = CRF(algorithm=algorithm, device=device, threads=threads, **params)
+    crf = CRF(algorithm=algorithm, device=device, threads=threads, type=type, **params)
     crf._model = trained
     return crf
 

@@ -231,3 +231,34 @@ def test_ctrl_c_stops_training_with_keyboard_interrupt(chunking):
         crfx.CRF(algorithm="sgd-l1", epochs=1000000, c1=0.0, c2=1.0, threads=1).fit(X, y)
     timer.join()
     assert time.monotonic() - started < 30
+
+
+def test_maxent_models_from_python_are_the_command_lines(chunking, tmp_path):
+    (X, y), (Xt, yt) = chunking
+    crf = crfx.CRF(algorithm="cd", type="maxent", c2=0.05, max_iterations=15, threads=1)
+    assert crf.get_params()["type"] == "maxent"
+    crf.fit(X, y)
+    assert crf.transition_features_ == {}, "a Maxent model has no transitions"
+    assert crf.score(Xt, yt) > 0.85
+    crf.save(tmp_path / "py.model")
+    write_crfsuite(tmp_path / "train.txt", X, y)
+    subprocess.run([CRFX, "train", str(tmp_path / "train.txt"), "--format", "crfsuite", "--type", "maxent", "-a", "cd",
+                    "--c2", "0.05", "--max-iterations", "15", "--threads", "1", "-q", "-m",
+                    str(tmp_path / "cli.model")], check=True)
+    assert (tmp_path / "py.model").read_bytes() == (tmp_path / "cli.model").read_bytes()
+    # From files: the template's B line is ignored, with crfx train's note as a warning.
+    train = os.path.join(DATA, "conll2000.train300.txt")
+    template = os.path.join(DATA, "chunking.template")
+    with pytest.warns(UserWarning, match="ignores the template's B line"):
+        crfx.train_file(train, tmp_path / "f.model", template=template, type="maxent", algorithm="lbfgs",
+                        max_iterations=10)
+    subprocess.run([CRFX, "train", train, "-t", template, "--type", "maxent", "--max-iterations", "10", "-q", "-m",
+                    str(tmp_path / "f-cli.model")], check=True, capture_output=True)
+    assert (tmp_path / "f.model").read_bytes() == (tmp_path / "f-cli.model").read_bytes()
+    # Seed 001's trainers: Maxent only, CPU only.
+    with pytest.raises(ValueError, match='algorithm gis trains Maxent models: add type="maxent"'):
+        crfx.CRF(algorithm="gis").fit(X, y)
+    with pytest.raises(ValueError, match="algorithm scgis: .*; use device=\"cpu\""):
+        crfx.CRF(algorithm="scgis", type="maxent", device="cuda").fit(X, y)
+    with pytest.raises(ValueError, match="type: "):
+        crfx.CRF(type="hmm").fit(X, y)
