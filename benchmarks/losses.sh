@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Seed 002's Tables 1–2 (Altun, Johnson & Hofmann 2003): the four label-sequence losses, each
+# minimised by L-BFGS with the same template and prior, beside the perceptron and sequence boosting,
+# on CoNLL-2002 Spanish NER (esp.train, scored on esp.testb) and CoNLL-2000 chunking (train, test).
+# One command:
+#   benchmarks/losses.sh
+# Every run uses the chunking template (words and POS tags in a window; CRFsuite's observed pairs)
+# and one thread. Writes under benchmarks/results/losses/: each run's stderr and CSV log, and
+# table.md — per corpus and method: test token accuracy, chunk/entity F1 (crfx eval), training
+# time, iterations and active features (non-zero weights), and the seed's two claims checked (the
+# four losses within a small range of each other; boosting's model much sparser).
+# Environment: BUILD_DIR (default build), CONLL2000 (default ../shared/data/conll2000), CONLL2002
+# (default ../shared/data/conll2002), OUT_DIR, C2 (the prior, default 1), MAX_ITERATIONS (L-BFGS cap,
+# default 300), AP_EPOCHS (default 10), BOOST_ROUNDS (default 2000), THREADS (default 1), CORPORA
+# (default "esp conll2000").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+crfx=$build/crfx
+conll2000=${CONLL2000:-../shared/data/conll2000}
+conll2002=${CONLL2002:-../shared/data/conll2002}
+out=${OUT_DIR:-benchmarks/results/losses}
+c2=${C2:-1}
+max_iterations=${MAX_ITERATIONS:-300}
+ap_epochs=${AP_EPOCHS:-10}
+boost_rounds=${BOOST_ROUNDS:-2000}
+threads=${THREADS:-1}
+corpora=${CORPORA:-esp conll2000}
+[ -x "$crfx" ] || scripts/build.sh
+mkdir -p "$out"
+tmpl="$conll2000/chunking.template"
+
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)')"
+{
+  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "commit: $commit"
+  echo "date: $(date -u +%F)"
+  echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "c2: $c2, L-BFGS at most $max_iterations iterations, ap $ap_epochs epochs, boost $boost_rounds rounds, $threads thread(s)"
+} > "$out/machine.txt"
+
+run() {  # run CORPUS NAME ARGS...: train on CORPUS, tag its test set, score it
+  local corpus=$1 name=$2; shift 2
+  local train test
+  case "$corpus" in
+    esp) train=$conll2002/esp.train; test=$conll2002/esp.testb ;;
+    conll2000) train=$conll2000/train.txt; test=$conll2000/test.txt ;;
+  esac
+  echo "-- $corpus $name: crfx train … $*" >&2
+  "$crfx" train "$train" -t "$tmpl" --threads "$threads" --device cpu -m "$out/$corpus-$name.model" \
+    --log "$out/$corpus-$name.csv" "$@" 2> "$out/$corpus-$name.err" || { cat "$out/$corpus-$name.err" >&2; exit 1; }
+  "$crfx" tag "$test" -m "$out/$corpus-$name.model" -o "$out/$corpus-$name.tagged" -q
+  "$crfx" eval "$out/$corpus-$name.tagged" | sed -n 2p > "$out/$corpus-$name.eval"
+  rm -f "$out/$corpus-$name.model" "$out/$corpus-$name.tagged"
+}
+
+for corpus in $corpora; do
+  for loss in seq-log seq-exp point-log point-exp; do
+    run "$corpus" "$loss" -a lbfgs --loss "$loss" --c2 "$c2" --max-iterations "$max_iterations"
+  done
+  run "$corpus" ap -a ap --epochs "$ap_epochs"
+  run "$corpus" boost -a boost --max-iterations "$boost_rounds"
+done
+
+python3 benchmarks/losses_report.py "$out" $corpora
+cat "$out/table.md"
