@@ -40,6 +40,7 @@ struct LineReader::Impl {
   std::size_t pos = 0;
   std::size_t end = 0;
   bool eof = false;
+  std::string truncated;  // a truncated gzip stream's error, raised at the read after its last bytes
 
   ~Impl() {
     if (gz) gzclose(gz);  // (closes fd)
@@ -61,6 +62,7 @@ struct LineReader::Impl {
         if (errno != EINTR) fail(std::string(std::strerror(errno)));
       }
     }
+    if (!truncated.empty()) fail(truncated);
     const int got = gzread(gz, p, static_cast<unsigned>(n));
     int errnum = Z_OK;
     const char* msg = gzerror(gz, &errnum);
@@ -70,6 +72,13 @@ struct LineReader::Impl {
       std::string why = errnum == Z_ERRNO ? std::string(std::strerror(errno)) : std::string(msg ? msg : "unknown");
       // zlib prefixes its message with the name given to gzdopen, "<fd:3>: ": the caller names the file.
       if (why.compare(0, 4, "<fd:") == 0 && why.find(">: ") != std::string::npos) why.erase(0, why.find(">: ") + 3);
+      // The bytes before a truncation are the file's own: they are returned, and the error comes
+      // with the next read, at the line where the data stops. Corrupt data (Z_DATA_ERROR) fails
+      // at once: the bytes zlib gave before noticing may be garbage.
+      if (errnum == Z_BUF_ERROR && got > 0) {
+        truncated = why;
+        return std::size_t(got);
+      }
       fail(why);
     }
     return std::size_t(got);
