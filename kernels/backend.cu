@@ -358,6 +358,7 @@ DecodeInputs CudaBackend::decode_inputs(const CudaCorpus& c, const Vector& w) co
   in.S = S_.get();
   in.trans = trans_ptr(w);
   in.edge = c.edge_off.get() ? edge_.get() : nullptr;
+  in.independent = !dims_.transitions && !c.edge_off.get();
   return in;
 }
 
@@ -410,6 +411,7 @@ FbParams CudaBackend::fb_params(const CudaCorpus& c, const Vector& w) const {
   fp.lb = lb_.get();
   fp.result = losses_.get();
   fp.shared_E = shared_E_;
+  fp.independent = !dims_.transitions && !c.edge_off.get();
   return fp;
 }
 

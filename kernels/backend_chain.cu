@@ -25,6 +25,7 @@ void CudaBackend::pointwise_chunk(const CudaCorpus& c, FbParams& fp, std::size_t
                                   bool gradient) {
   fp.gold = false;  // μ itself at the gold labels (μ − 1 would lose a small one's digits)
   fp.backward = true;
+  fp.independent = false;  // the pointwise kernel reads the general recursions' â, b̂
   fp.node = node_.get();
   fp.pair = gradient ? pair_.get() : nullptr;
   if (gradient) fp.pair_at = c.edge_off.get() ? edge_.get() : pt_pair_.get();  // sized by pointwise_rows

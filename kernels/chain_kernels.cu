@@ -270,6 +270,27 @@ __device__ double gold_score(const FbSentence& f) {
   return score;
 }
 
+/// Independent positions (FbParams::independent): per position t, z_t = log Σ_y exp s_t(y), log Z
+/// = Σ_t z_t (in t order), node marginals exp(s_t − z_t) (minus 1 at the gold label) and â_t = s_t,
+/// b̂_t = 0 for what reads them; O(L) a position, no backward recursion. The block's view is the
+/// general kernel's (below).
+__device__ void independent_sentence(const FbSentence& f, std::size_t i) {
+  const FbParams& p = *f.p;
+  double log_z = 0, gold = 0;
+  for (std::size_t t = 0; t < f.T; ++t) {
+    const double* st = f.S + t * f.L;
+    const double z = block_log_sum_exp(f.L, [&](int y) { return st[y]; }, f.red);
+    log_z += z;
+    if (p.gold) gold += st[p.labels[f.tok0 + t]];
+    for (int y = threadIdx.x; y < f.L; y += blockDim.x) {
+      f.la[t * f.L + y] = st[y];
+      f.lb[t * f.L + y] = 0;
+    }
+    if (p.backward) node_marginals(f, t, z);
+  }
+  if (threadIdx.x == 0) p.result[i] = log_z - gold;
+}
+
 /// One block per sentence; thread y handles labels y, y + blockDim, … . Dynamic shared memory:
 /// vec [L], red [32], then E, Eᵀ [L][L] each when shared_E.
 ///
@@ -324,6 +345,10 @@ __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
   f.la = p.la + f.r0 * f.L;
   f.lb = p.lb + f.r0 * f.L;
   const std::size_t T = f.T;
+  if (p.independent && !pair) {
+    independent_sentence(f, i);
+    return;
+  }
 
   // Forward, from â_0 = s_0; c accumulates the shifts (the same in every thread).
   for (int y = tid; y < f.L; y += nth) f.la[y] = f.S[y];

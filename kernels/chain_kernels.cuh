@@ -38,6 +38,10 @@ struct FbParams {
   bool shared_E;        // copy E, Eᵀ into shared memory (when 2·L² doubles fit)
   double* pair_at = nullptr;  // [rows][L][L] out: p_t(y', y) at every row t ≥ 1 (pair mode; the
                               // pointwise losses), or null; may be `edge` (written after its last read)
+  /// Independent positions — no transitions and no edge attributes (a Maxent model, or a CRF
+  /// without transitions): p(y | x) = Π_t softmax(s_t), so a sentence costs O(T·L), not O(T·L²)
+  /// (the pointwise losses take the general path). CPU twin: independent() in host/cpu/chain.cpp.
+  bool independent = false;
 };
 
 /// Block per chunk sentence (n blocks): row → token, row has edge items, and token → row

@@ -33,6 +33,23 @@ __global__ void __launch_bounds__(512) viterbi_kernel(ViterbiParams p) {
   const std::size_t r0 = p.ch.slots[i];
   const double* S = p.S + r0 * L;
   double* d = p.d + r0 * L;
+  if (p.independent) {  // the arg-max per position (ties → the smallest label id), thread per position
+    for (std::size_t t = tid; t < T; t += nth) {
+      const double* s = S + t * L;
+      std::uint32_t arg = 0;
+      for (int y = 1; y < L; ++y)
+        if (s[y] > s[arg]) arg = std::uint32_t(y);
+      p.out[r0 + t] = arg;
+      d[t * L] = s[arg];
+    }
+    __syncthreads();
+    if (p.score && tid == 0) {  // the CPU's sum, in t order
+      double score = 0;
+      for (std::size_t t = 0; t < T; ++t) score += d[t * L];
+      p.score[i] = score;
+    }
+    return;
+  }
   std::uint32_t* back = p.back + r0 * L;
   for (int y = tid; y < L; y += nth) d[y] = S[y];
   __syncthreads();

@@ -21,6 +21,7 @@ struct DecodeInputs {
   const double* S;      // [rows][L]
   const double* trans;  // [L][L]
   const double* edge;   // [rows][L][L] or null
+  bool independent;     // no transitions, no edges: the arg-max per position (FbParams::independent)
 };
 
 struct ViterbiParams : DecodeInputs {
