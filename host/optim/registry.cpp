@@ -9,6 +9,8 @@
 
 namespace crfx {
 
+std::unique_ptr<Trainer> make_boost_trainer();  // boost.cpp (seed 002 §5.2)
+
 namespace {
 // Each trainer's settings (OptionSpec tables, options.cpp): the ones its train() reads.
 const std::vector<const char*> kQuasiNewton = {"max-iterations", "period", "delta", "epsilon", "memory",
@@ -28,6 +30,7 @@ std::size_t sgd_vectors(const TrainOptions& o) { return 1 + (o.c1 > 0) + (o.c2 >
 std::size_t two_stage_vectors(const TrainOptions& o) { return std::max(sgd_vectors(o), owlqn_vectors(o)); }
 std::size_t adf_vectors(const TrainOptions& o) { return 3 + (o.c2 > 0); }    // rate, count (stamp); the dense gradient
 std::size_t ap_vectors(const TrainOptions&) { return 3; }                    // u, avg; the dense difference
+std::size_t boost_vectors(const TrainOptions&) { return 5; }  // r; on the host w, r and the bounds U, L
 // gis, iis, scgis, cd: w and P̃ on the host, E (parallel) or the gradient; S_w, T_w per token as
 // "stored marginals" (iis also keeps f#(x, y) per token and label).
 std::size_t maxent_vectors(const TrainOptions&) { return 3; }
@@ -60,6 +63,9 @@ const std::vector<TrainerInfo>& trainer_registry() {
        adf_vectors},
       {"ap", "averaged structured perceptron on Viterbi (Collins 2002); ignores c1, c2",
        make_perceptron_trainer, {"batch-size", "epochs", "seed"}, /*uses_objective=*/false, ap_vectors},
+      {"boost", "sequence boosting (Altun, Hofmann & Johnson 2002): one feature a round minimising a bound on the "
+                "seq-exp loss, sparse models; --max-iterations 0 = 1000 rounds; no c1, c2",
+       make_boost_trainer, {"max-iterations", "period", "delta"}, /*uses_objective=*/false, boost_vectors},
       // Seed 001 (Huang, Hsieh, Chang & Lin 2009): Maxent models only, on the CPU.
       {"gis", "Maxent (--type maxent): generalized iterative scaling (Darroch & Ratcliff 1972), parallel update, "
               "features ≥ 0; CPU only: iterative scaling and coordinate descent are sequential",
@@ -106,6 +112,9 @@ std::string loss_refusal(const TrainerInfo& trainer, SequenceLoss loss) {
   if (loss == SequenceLoss::seq_log) return "";
   const std::string name = trainer.name, loss_name = sequence_loss_name(loss);
   const std::string others = "; lbfgs, owlqn, rprop, sgd-l1, two-stage and adf train every loss";
+  if (name == "boost")
+    return name + " minimises the sequential exponential loss (seq-exp) by construction and takes no --loss (--loss " +
+           loss_name + " given)" + others;
   if (!trainer.uses_objective)
     return name + " minimises no loss (the perceptron updates on its Viterbi mistakes): --loss " + loss_name +
            " does not apply" + others;

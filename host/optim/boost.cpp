@@ -1,0 +1,369 @@
+// crfx — sequence boosting (`crfx train -a boost`): Altun, Hofmann & Johnson (2002),
+// "Discriminative learning for label sequences via boosting" (NIPS), as seed 002 §5.2 (Altun,
+// Johnson & Hofmann 2003) describes it: coordinate-wise minimisation of an upper bound on the
+// sequential exponential loss, one feature per round, AdaBoost-style weights over the sentences.
+//
+// Derivation. With Ψ_iy = Φ(x_i, y) − Φ(x_i, y_i) (y over the label sequences of sentence i's
+// length, y_i its gold sequence), the sequential exp-loss is
+//     H(w) = Σ_i Σ_y exp⟨w, Ψ_iy⟩ = Σ_i Z_i(w) / exp⟨w, Φ(x_i, y_i)⟩ = Σ_i 1/p(y_i | x_i; w),
+// convex in w (a sum of exponentials of linear functions) — `--loss seq-exp`. Let
+//     D(i, y) = exp⟨w, Ψ_iy⟩ / H(w) = D(i)·p(y | x_i; w),  D(i) = (1/p_i) / H
+// (the sentence weights are AdaBoost's: the worst-fitted sentences weigh most). A step Δ on one
+// weight k gives, with ψ = ψ_k(i, y) the k-th component of Ψ_iy,
+//     H(w + Δe_k) / H(w) = E_D[exp(Δψ)].
+// With U_k = max_{i,y} ψ, L_k = min_{i,y} ψ (L ≤ 0 ≤ U: y = y_i gives ψ = 0), convexity of the
+// exponential on [L, U] gives exp(Δψ) ≤ ((U − ψ)e^{ΔL} + (ψ − L)e^{ΔU}) / (U − L), so with
+// r_k = E_D[ψ_k] = (∂H/∂w_k) / H (∂H/∂w_k = Σ_i (1/p_i)(E_{p(y|x_i)}[Φ_k] − Φ_k(x_i, y_i)), the
+// seq-exp gradient the backends compute),
+//     H(w + Δe_k) ≤ H(w)·B_k(Δ),  B_k(Δ) = W₋e^{ΔL} + W₊e^{ΔU},
+//     W₊ = (r − L)/(U − L),  W₋ = (U − r)/(U − L)   (W₊ + W₋ = 1, both in [0, 1]).
+// B_k is convex with B_k(0) = 1; B′(Δ) = L·W₋e^{ΔL} + U·W₊e^{ΔU} = 0 at
+//     e^{Δ(U − L)} = −L·W₋ / (U·W₊),  i.e.  Δ* = log(−L(U − r) / (U(r − L))) / (U − L)
+// when L < 0 < U and L < r < U. Where the minimum is at infinity (U = 0 or L = 0 — a feature that
+// only ever counts for or against the gold sequence — or r at a bound) the step is smoothed as
+// Schapire & Singer (1999) do, with a = −L/(U − L), b = U/(U − L):
+//     Δ = log((a·W₋ + ε) / (b·W₊ + ε)) / (U − L),   ε = kSmoothing = 1e-6 (boost.hpp),
+// applied to every feature (it moves Δ towards 0, never past Δ*, so B_k(Δ) ≤ 1 still), which
+// keeps |Δ| ≤ log(1 + 1/ε)/(U − L). Each round: one evaluation of H and r over the corpus through
+// the Backend (so it runs on the CPU and on CUDA), then for every feature Δ and the bound's
+// decrease 1 − B_k(Δ) (with expm1, which resolves decreases far below 1e-16), then the feature
+// with the largest decrease (ties: the smallest index, so runs are deterministic) gets w_k += Δ.
+// H falls every round (H_new ≤ H·B_k(Δ) < H), and a weight moves only when it is chosen: the model
+// has at most one more non-zero weight per round (`active_features` in the log).
+//
+// The bounds U_k, L_k are exact per feature, from the data (feature_bounds):
+//   · state feature (attribute a, label l), Φ = Σ_t v_ta·[y_t = l]: the labels of the positions
+//     are independent, so max_y Φ = Σ_t max(v_ta, 0) and min_y Φ = Σ_t min(v_ta, 0) (with ≥ 2
+//     labels), minus the gold count Σ_t v_ta·[y_i,t = l];
+//   · transition (l′, l), Φ = #{t ≥ 1 : y_{t−1} = l′, y_t = l} (crfx has no start or stop
+//     transitions: a chain of T tokens has T − 1 bigrams): max = T − 1 for l′ = l (all l),
+//     ⌊T/2⌋ for l′ ≠ l (l′ l l′ l …), min = 0 (some other label), minus the gold count;
+//   · edge feature (edge attribute e, bigram (l′, l)), Φ = Σ_t v_te·[y_{t−1} = l′, y_t = l] over
+//     the positions t ≥ 1 where e fires: max and min by an exact DP over the label classes {l′, l,
+//     any other} along the positions from the first firing one − 1 to the last (bigram_range).
+// U_k is the maximum over the sentences of max − gold, L_k the minimum of min − gold.
+//
+// Numerics. At w = 0, 1/p_i = L^{T_i}: H is e^{3.1·T} for CoNLL-2000's 22 labels, finite up to
+// sentences of ~229 tokens, and only falls from there (H decreases every round and bounds every
+// 1/p_i). Everything the round uses is scale-free: log H and r = ∇H/H. Where the backend's seq-exp
+// value or gradient overflows a double (longer sentences, more labels) the round is formed from
+// the per-sentence NLLs instead, in log space: log H = logsumexp_i(−log p_i), D(i) =
+// exp(−log p_i − log H), r = Σ_i D(i)·∇NLL_i (evaluate_round); the report then shows H as
+// DBL_MAX, the gradient norm as NaN, and the improvement test waits for a finite H.
+//
+// Settings: --max-iterations (rounds; 0 = kDefaultRounds, 1000), --period/--delta (CRFsuite's
+// improvement test on H). No regularisation: c1 and c2 are not boost's settings (crfx train refuses
+// them; the library's Objective's are not read). boost minimises seq-exp by definition: an
+// explicit --loss is refused (loss_refusal), the Objective's default seq-log is ignored.
+#include "optim/boost.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "crfx/error.hpp"
+#include "optim/quasi_newton.hpp"
+#include "optim/trainers.hpp"
+
+namespace crfx {
+namespace boost {
+
+std::pair<double, double> bigram_range(const std::vector<std::pair<std::size_t, double>>& fires, std::size_t a,
+                                       std::size_t b, std::size_t labels) {
+  if (fires.empty()) return {0.0, 0.0};
+  // Classes: 0 = label a, 1 = label b (the same class as a when a == b), 2 = any other label.
+  const bool same = a == b;
+  const std::size_t named = same ? 1 : 2;
+  const bool other = labels > named;
+  const int classes = same ? 1 : 2;
+  const int cb = same ? 0 : 1;  // b's class
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  double hi[3], lo[3];
+  for (int c = 0; c < 3; ++c) {
+    const bool exists = c < classes || (c == 2 && other);
+    hi[c] = exists ? 0.0 : -kNone;
+    lo[c] = exists ? 0.0 : kNone;
+  }
+  std::size_t j = 0;
+  for (std::size_t t = fires.front().first; t <= fires.back().first; ++t) {
+    double v = 0;
+    if (j < fires.size() && fires[j].first == t) v = fires[j++].second;
+    double nh[3], nl[3];
+    for (int c = 0; c < 3; ++c) {
+      nh[c] = -kNone;
+      nl[c] = kNone;
+      if (!std::isfinite(hi[c])) continue;  // the class does not exist
+      for (int p = 0; p < 3; ++p) {
+        if (!std::isfinite(hi[p])) continue;
+        const double add = (p == 0 && c == cb) ? v : 0.0;
+        nh[c] = std::max(nh[c], hi[p] + add);
+        nl[c] = std::min(nl[c], lo[p] + add);
+      }
+    }
+    std::copy(nh, nh + 3, hi);
+    std::copy(nl, nl + 3, lo);
+  }
+  double mx = -kNone, mn = kNone;
+  for (int c = 0; c < 3; ++c)
+    if (std::isfinite(hi[c])) {
+      mx = std::max(mx, hi[c]);
+      mn = std::min(mn, lo[c]);
+    }
+  return {mx, mn};
+}
+
+Bounds feature_bounds(const Corpus& c, const Dims& dims) {
+  const WeightGroups wg = dims.groups();
+  const std::size_t W = dims.num_weights(), L = dims.L;
+  Bounds out;
+  out.upper.assign(W, 0.0);
+  out.lower.assign(W, 0.0);
+  if (L < 2) return out;  // one label: every Φ is the gold one, ψ ≡ 0
+  auto widen = [&](std::size_t k, double hi, double lo) {
+    out.upper[k] = std::max(out.upper[k], hi);
+    out.lower[k] = std::min(out.lower[k], lo);
+  };
+  std::vector<double> pos(dims.A, 0.0), neg(dims.A, 0.0);
+  std::vector<std::uint32_t> touched;
+  std::vector<char> seen(dims.A, 0);
+  std::vector<double> token_value(dims.A, 0.0);
+  std::vector<std::uint32_t> in_token;
+  std::unordered_map<std::uint64_t, double> gold;  // (attribute · L + label) → Σ v over gold positions
+  std::vector<double> gold_pairs(L * L);
+  std::map<std::uint32_t, std::vector<std::pair<std::size_t, double>>> edges;  // e → (t, v)
+  for (std::size_t s = 0; s < c.num_sentences(); ++s) {
+    const std::size_t t0 = c.sentence_offsets[s], T = c.length(s);
+    if (T == 0) continue;
+    for (std::size_t t = t0; t < t0 + T; ++t)
+      if (c.labels[t] >= L)
+        throw Error("boost: token " + std::to_string(t - t0 + 1) + " of sentence " + std::to_string(s + 1) +
+                    " has no gold label");
+    // State features.
+    touched.clear();
+    gold.clear();
+    for (std::size_t t = t0; t < t0 + T; ++t) {
+      // An attribute may occur more than once at a token: its value there is the sum.
+      in_token.clear();
+      for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k) {
+        const std::uint32_t a = c.state_ids[k];
+        if (token_value[a] == 0 && std::find(in_token.begin(), in_token.end(), a) == in_token.end())
+          in_token.push_back(a);
+        token_value[a] += c.state_value(k);
+      }
+      for (const std::uint32_t a : in_token) {
+        const double v = token_value[a];
+        token_value[a] = 0;
+        if (!seen[a]) {
+          seen[a] = 1;
+          touched.push_back(a);
+        }
+        pos[a] += std::max(v, 0.0);
+        neg[a] += std::min(v, 0.0);
+        gold[std::uint64_t(a) * L + c.labels[t]] += v;
+      }
+    }
+    for (const std::uint32_t a : touched) {
+      for_each_weight(wg, a, [&](std::size_t k, std::size_t slot) {
+        const auto it = gold.find(std::uint64_t(a) * L + slot);
+        const double g = it == gold.end() ? 0.0 : it->second;
+        widen(k, pos[a] - g, neg[a] - g);
+      });
+      pos[a] = neg[a] = 0;
+      seen[a] = 0;
+    }
+    // Transitions: T − 1 bigrams, no start or stop.
+    if (dims.transitions && T >= 2) {
+      std::fill(gold_pairs.begin(), gold_pairs.end(), 0.0);
+      for (std::size_t t = t0 + 1; t < t0 + T; ++t) gold_pairs[c.labels[t - 1] * L + c.labels[t]] += 1;
+      for_each_weight(wg, wg.transitions(), [&](std::size_t k, std::size_t slot) {
+        const double most = slot / L == slot % L ? double(T - 1) : double(T / 2);
+        widen(k, most - gold_pairs[slot], -gold_pairs[slot]);
+      });
+    }
+    // Edge features: the DP over the positions where each fires.
+    if (dims.E > 0) {
+      edges.clear();
+      for (std::size_t t = t0 + 1; t < t0 + T; ++t)
+        for (std::size_t k = c.edge_offsets[t]; k < c.edge_offsets[t + 1]; ++k) {
+          auto& f = edges[c.edge_ids[k]];
+          if (!f.empty() && f.back().first == t - t0)
+            f.back().second += c.edge_value(k);
+          else
+            f.emplace_back(t - t0, c.edge_value(k));
+        }
+      for (const auto& [e, fires] : edges)
+        for_each_weight(wg, wg.edge(e), [&](std::size_t k, std::size_t slot) {
+          const std::size_t a = slot / L, b = slot % L;
+          double g = 0;
+          for (const auto& [t, v] : fires)
+            if (c.labels[t0 + t - 1] == a && c.labels[t0 + t] == b) g += v;
+          const auto [mx, mn] = bigram_range(fires, a, b, L);
+          widen(k, mx - g, mn - g);
+        });
+    }
+  }
+  return out;
+}
+
+Step bound_step(double r, double upper, double lower) {
+  Step s;
+  if (!(upper > lower)) return s;
+  const double span = upper - lower;
+  const double wp = std::clamp((r - lower) / span, 0.0, 1.0), wm = std::clamp((upper - r) / span, 0.0, 1.0);
+  const double a = -lower / span, b = upper / span;
+  const double delta = std::log((a * wm + kSmoothing) / (b * wp + kSmoothing)) / span;
+  if (!std::isfinite(delta)) return s;
+  const double decrease = -(wm * std::expm1(delta * lower) + wp * std::expm1(delta * upper));
+  if (!(decrease > 0)) return s;
+  s.delta = delta;
+  s.decrease = decrease;
+  return s;
+}
+
+Choice choose(const std::vector<double>& r, const Bounds& bounds) {
+  Choice best;
+  for (std::size_t k = 0; k < r.size(); ++k) {
+    if (!(bounds.upper[k] > bounds.lower[k])) continue;
+    const Step s = bound_step(r[k], bounds.upper[k], bounds.lower[k]);
+    if (s.decrease > best.step.decrease) {
+      best.feature = k;
+      best.step = s;
+    }
+  }
+  return best;
+}
+
+Evaluation evaluate_round(Backend& b, const BackendCorpus& corpus, const Vector& w, Vector& r, double& passes,
+                          bool per_sentence) {
+  const std::size_t n = corpus.num_sentences();
+  Evaluation ev;
+  if (!per_sentence) {
+    b.fill(r, 0.0);
+    const double h = b.evaluate(corpus, w, all_sentences(corpus), &r, 1.0, SequenceLoss::seq_exp);
+    passes += 1;
+    if (std::isfinite(h) && h > 0 && std::isfinite(b.norm_inf(r))) {
+      b.scale(1.0 / h, r);
+      ev.log_h = std::log(h);
+      return ev;
+    }
+    ev.overflowed = true;
+  }
+  // In log space: −log p_i per sentence (forward passes), log H, then r = Σ_i D(i)·∇NLL_i.
+  std::vector<double> nll(n);
+  double top = -std::numeric_limits<double>::infinity();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    nll[i] = b.evaluate(corpus, w, SentenceSpan{&i, 1}, nullptr, 1.0, SequenceLoss::seq_log);
+    if (!std::isfinite(nll[i])) throw Error("boost: −log p of sentence " + std::to_string(i + 1) + " is not finite");
+    top = std::max(top, nll[i]);
+  }
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += std::exp(nll[i] - top);
+  ev.log_h = n ? top + std::log(sum) : 0.0;
+  b.fill(r, 0.0);
+  std::size_t evaluated = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const double d = std::exp(nll[i] - ev.log_h);
+    if (d == 0) continue;  // below the smallest double: nothing to add
+    b.evaluate(corpus, w, SentenceSpan{&i, 1}, &r, d, SequenceLoss::seq_log);
+    ++evaluated;
+  }
+  passes += (double(n) + double(evaluated)) / double(std::max<std::size_t>(n, 1));
+  return ev;
+}
+
+}  // namespace boost
+
+namespace {
+
+class BoostTrainer final : public Trainer {
+ public:
+  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    check_loss("boost", obj.loss());  // seq-exp by definition; an explicit other loss is refused
+    Backend& b = obj.backend();
+    const BackendCorpus& corpus = obj.corpus();
+    const Corpus* host = b.host_corpus(corpus);
+    if (!host) throw Error("boost: the backend keeps no host copy of the corpus (needed for the feature bounds)");
+    const std::size_t W = w.size();
+    if (W != b.dims().num_weights()) throw Error("boost: the weight vector does not have the model's size");
+    const boost::Bounds bounds = boost::feature_bounds(*host, b.dims());
+    const int rounds = opt.max_iterations > 0 ? opt.max_iterations : boost::kDefaultRounds;
+
+    VectorPtr r = b.vector(W);
+    std::vector<double> wh(W), rh(W);
+    ImprovementTest improvement(opt.period, opt.delta);
+    Stopwatch clock;
+    int k = 0;
+    double log_h = 0;
+    int overflowed = 0;
+    std::uint64_t feature = 0;  // the last round's feature and step (reports)
+    double delta = 0;
+    double passes = 0;
+    const StateFn state = [&](StateArchive& ar) {
+      common_state(ar, k, obj, clock);
+      ar.value("log_h", log_h);
+      ar.value("overflowed", overflowed);
+      ar.value("feature", feature);
+      ar.value("delta", delta);
+      ar.vector("w", b, w);
+      ar.vector("r", b, *r);
+      improvement.state(ar);
+    };
+    auto evaluate = [&] {
+      passes = 0;
+      const boost::Evaluation ev = boost::evaluate_round(b, corpus, w, *r, passes);
+      obj.add_passes(passes);
+      log_h = ev.log_h;
+      overflowed = ev.overflowed;
+    };
+    auto objective = [&] { return overflowed || log_h > std::log(DBL_MAX) ? DBL_MAX : std::exp(log_h); };
+
+    const bool resumed = restore(state);
+    if (!resumed) {
+      evaluate();
+      k = 1;
+    }
+    b.read(w, wh.data());
+    stop_reason_ = stop_at_limit("max-iterations", rounds);
+    for (bool reported = resumed; k <= rounds; ++k, reported = false) {
+      if (!reported) {
+        b.read(*r, rh.data());
+        const boost::Choice best = boost::choose(rh, bounds);
+        if (best.feature == boost::Choice().feature) {
+          stop_reason_ = "no feature lowers the bound on the loss (round " + std::to_string(k) + ")";
+          break;
+        }
+        wh[best.feature] += best.step.delta;
+        b.write(w, wh.data());
+        feature = best.feature;
+        delta = best.step.delta;
+        evaluate();
+        const double f = objective();
+        require_finite("boost", "round", k, f);
+        const double gnorm = overflowed ? kNoGradientNorm : f * std::sqrt(b.norm2sq(*r));
+        Progress pr = progress_at(k, obj, w, f, gnorm, delta, clock);
+        pr.state = &state;
+        if (progress && !progress(pr, w)) {
+          stop_reason_ = stop_by_caller();
+          break;
+        }
+      }
+      const double f = objective();
+      if (f < DBL_MAX && improvement.converged(f)) {
+        stop_reason_ = improvement.reason();
+        break;
+      }
+    }
+    return objective();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_boost_trainer() { return std::make_unique<BoostTrainer>(); }
+
+}  // namespace crfx

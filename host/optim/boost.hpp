@@ -1,0 +1,67 @@
+// crfx — sequence boosting (`crfx train -a boost`; Altun, Hofmann & Johnson 2002, seed 002 §5.2):
+// the pieces of host/optim/boost.cpp that its tests check against brute force (tests/test_boost.cpp).
+// The derivation is at the top of boost.cpp.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "crfx/backend.hpp"
+#include "crfx/corpus.hpp"
+
+namespace crfx::boost {
+
+/// Schapire & Singer's (1999) smoothing ε of the step: Δ = log((a·W₋ + ε)/(b·W₊ + ε))/(U − L)
+/// (bound_step), so that a feature whose bound has its minimum at infinity (L = 0, U = 0, or r at a
+/// bound) gets a finite step, |Δ| ≤ log(1 + 1/ε)/(U − L) ≈ 13.8/(U − L).
+inline constexpr double kSmoothing = 1e-6;
+/// The rounds of a run with --max-iterations 0 (unset).
+inline constexpr int kDefaultRounds = 1000;
+
+/// Per weight k the exact range [lower_k, upper_k] of ψ_k(i, y) = Φ_k(x_i, y) − Φ_k(x_i, y_i) over
+/// every sentence i and every label sequence y of its length (lower ≤ 0 ≤ upper: y = y_i gives 0).
+/// Weights that no sentence can move (transitions of a model without them, a one-label model)
+/// get [0, 0]. Throws Error for an unlabeled token.
+struct Bounds {
+  std::vector<double> upper, lower;
+};
+Bounds feature_bounds(const Corpus& corpus, const Dims& dims);
+
+/// max and min over label sequences y of a chain of `length` tokens with `labels` labels of
+/// Σ_t v_t·[y_{t−1} = a, y_t = b] for the (t, v_t) pairs in `fires` (1 ≤ t < length, t ascending,
+/// each t once): an exact DP over the classes {a, b, any other label}.
+std::pair<double, double> bigram_range(const std::vector<std::pair<std::size_t, double>>& fires, std::size_t a,
+                                       std::size_t b, std::size_t labels);
+
+/// The step on one feature: r = E_D[ψ_k], ψ_k ∈ [lower, upper]. `delta` minimises (with the
+/// smoothing ε) the convexity bound E_D[e^{Δψ}] ≤ W₋e^{ΔL} + W₊e^{ΔU}, W₊ = (r − L)/(U − L),
+/// W₋ = (U − r)/(U − L); `decrease` = 1 − that bound at delta (≥ 0; 0 for a feature that cannot
+/// move: U = L). Never infinite or NaN.
+struct Step {
+  double delta = 0;
+  double decrease = 0;
+};
+Step bound_step(double r, double upper, double lower);
+
+/// The feature with the largest decrease (ties: the smallest index) among those with decrease
+/// > 0, or `none` (feature == SIZE_MAX) when no step lowers the bound.
+struct Choice {
+  std::size_t feature = static_cast<std::size_t>(-1);
+  Step step;
+};
+Choice choose(const std::vector<double>& r, const Bounds& bounds);
+
+/// One evaluation of the round: log H(w), H = Σ_i 1/p(y_i|x_i; w) the sequential exp-loss, and
+/// r = ∇H / H = E_D[ψ] written to `r` (a backend vector of the weights' size). From the backend's
+/// seq-exp evaluate where H and ∇H are finite; where they overflow (a sentence with −log p > ~709),
+/// from the per-sentence NLLs: D(i) = exp(−log p_i − log H), r = Σ_i D(i)·∇NLL_i, one evaluate a
+/// sentence. `per_sentence` forces the second way (tests). `passes` gets the effective passes.
+struct Evaluation {
+  double log_h = 0;
+  bool overflowed = false;  // H or ∇H does not fit a double: the per-sentence way ran
+};
+Evaluation evaluate_round(Backend& b, const BackendCorpus& corpus, const Vector& w, Vector& r, double& passes,
+                          bool per_sentence = false);
+
+}  // namespace crfx::boost
