@@ -2,7 +2,8 @@
 //
 // Library code throws crfx::Error; this file alone turns errors into messages and exit codes:
 //   0 success, 1 failure (bad input, I/O, numerical), 2 usage error, 3 training stopped by a
-//   signal (SIGINT, SIGTERM) with the model of its last iteration written.
+//   signal (SIGINT, SIGTERM) with the model of its last iteration (a stochastic trainer: of its
+//   last mini-batch) written.
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -492,11 +493,16 @@ struct TrainProgress {
   double last_checkpoint = now_seconds();
   int checkpoint_iteration = 0;  // of the last checkpoint written (0: none)
   Checkpoint* resumed = nullptr;  // --resume: its end checked at the first report
+  // A stop inside an iteration (Progress::within_iteration): "epoch 3 after 1200 of 8936
+  // sentences", and whether its checkpoint was written.
+  std::string stopped_within{};
+  bool within_checkpoint = false;
 
   static constexpr double kCheckpointSeconds = 300;
 
-  /// The trainer's state at `iteration` to --checkpoint, atomically, with the log so far.
-  void save_checkpoint(const StateFn& state, int iteration) {
+  /// The trainer's state at `iteration` to --checkpoint, atomically, with the log so far (and,
+  /// inside the next iteration, where: `within`).
+  void save_checkpoint(const StateFn& state, int iteration, const std::string& within = "") {
     AtomicFile file(checkpoint_path);
     std::string buffer;  // AtomicFile writes as it is told: records gathered into 1 MB writes
     constexpr std::size_t kBuffer = std::size_t(1) << 20;
@@ -510,8 +516,9 @@ struct TrainProgress {
       else
         buffer.append(p, n);
     };
-    const CheckpointKeys notes = {
+    CheckpointKeys notes = {
         {"device", backend.name()}, {"iteration", std::to_string(iteration)}, {"log", log_text}};
+    if (!within.empty()) notes.emplace_back("within", within);
     write_checkpoint(sink, checkpoint_keys, notes, state);
     file.write(buffer.data(), buffer.size());
     file.commit();
@@ -520,6 +527,7 @@ struct TrainProgress {
   }
 
   bool operator()(const Progress& reported, const Vector& w) {
+    if (reported.within_iteration()) return stop_within(reported);
     const double callback_start = now_seconds();
     Progress p = reported;
     p.seconds -= callback_seconds;
@@ -563,6 +571,23 @@ struct TrainProgress {
     }
     callback_seconds += now_seconds() - callback_start;
     return !stopping;
+  }
+
+  /// The last report of a stochastic trainer stopped inside an epoch by a signal (the poll that
+  /// main() gives the trainer): no progress line or log row (the epoch is not done), the
+  /// checkpoint of that point.
+  bool stop_within(const Progress& p) {
+    stopped_within = "epoch " + std::to_string(p.iteration) + " after " + std::to_string(p.sentences) + " of " +
+                     std::to_string(p.epoch_sentences) + " sentences";
+    if (resumed) {
+      resumed->finish();
+      resumed = nullptr;
+    }
+    if (!checkpoint_path.empty() && p.state) {
+      save_checkpoint(*p.state, p.iteration - 1, stopped_within);
+      within_checkpoint = true;
+    }
+    return false;
   }
 };
 
@@ -745,9 +770,12 @@ int cmd_train(int argc, char** argv) {
     write_file_atomic(log_path, log_text);
   }
   if (!quiet)
-    std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
-              << (opt.loss != SequenceLoss::seq_log ? std::string(", loss ") + sequence_loss_name(opt.loss) : "")
-              << (algo == "ap" ? " (unused: the perceptron has no regulariser)" : "") << "\n";
+    if (trainer.uses_objective)
+      std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
+                << (opt.loss != SequenceLoss::seq_log ? std::string(", loss ") + sequence_loss_name(opt.loss) : "")
+                << "\n";
+    else  // ap, boost: no regulariser, no --loss
+      std::cerr << "training: " << trainer.name << " (unregularised: no c1, c2)\n";
 
   TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, dev_mode, fs.labels, quiet, log_path,
                          log_text};
@@ -763,13 +791,19 @@ int cmd_train(int argc, char** argv) {
     if (kind(made_on) != kind(backend->name()))
       std::cerr << "crfx train: note: the checkpoint was made on " << made_on << ", this run uses "
                 << backend->name() << ": the model will not be bit-identical to an uninterrupted run\n";
-    if (!quiet)
-      std::cerr << "resuming: " << resume->path() << ", after iteration " << resume->note("iteration") << "\n";
+    if (!quiet) {
+      const std::string within = resume->note("within");
+      std::cerr << "resuming: " << resume->path() << ", "
+                << (within.empty() ? "after iteration " + resume->note("iteration") : "in " + within) << "\n";
+    }
     progress.iterations = std::atoi(resume->note("iteration").c_str());
     progress.resumed = resume.get();
     algorithm->resume_from(&resume->state());
   }
-  set_graceful_stop(true);  // the first Ctrl-C or kill ends training after the current iteration
+  // The first Ctrl-C or kill ends training after the current iteration — for the stochastic
+  // trainers after the current mini-batch (their poll), with the checkpoint of that point.
+  algorithm->stop_when([] { return stop_signal() != 0; });
+  set_graceful_stop(true);
   double f = 0;
   try {
     f = algorithm->train(objective, *w, opt, std::ref(progress));
@@ -789,9 +823,13 @@ int cmd_train(int argc, char** argv) {
   save_model(model, model_path);
   set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
   if (stopped_by) {
-    std::cerr << "crfx train: stopped by " << (stopped_by == SIGINT ? "SIGINT" : "SIGTERM") << " at iteration "
-              << progress.iterations << "; model written to " << model_path;
-    if (progress.checkpoint_iteration == progress.iterations && progress.iterations > 0)
+    std::cerr << "crfx train: stopped by " << (stopped_by == SIGINT ? "SIGINT" : "SIGTERM")
+              << (progress.stopped_within.empty() ? " at iteration " + std::to_string(progress.iterations)
+                                                   : " in " + progress.stopped_within)
+              << "; model written to " << model_path;
+    if (progress.within_checkpoint ||
+        (progress.stopped_within.empty() && progress.checkpoint_iteration == progress.iterations &&
+         progress.iterations > 0))
       std::cerr << "; checkpoint written to " << checkpoint_path << " (continue with --resume " << checkpoint_path
                 << ")";
     std::cerr << "\n";

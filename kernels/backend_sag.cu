@@ -166,7 +166,6 @@ void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Ve
 
 std::vector<double> CudaBackend::incremental_save(IncrementalState& state) {
   CudaSag& s = G(state);
-  if (s.k() > 0) throw Error("internal: SAG's state is saved only when flushed");
   std::vector<double> out(s.node.size() + s.pair.size() + s.edge.size());
   std::size_t at = 0;
   for (const DeviceBuffer<double>* buf : {&s.node, &s.pair, &s.edge}) {
@@ -175,17 +174,26 @@ std::vector<double> CudaBackend::incremental_save(IncrementalState& state) {
                                       cudaMemcpyDeviceToHost, stream_));
     at += buf->size();
   }
+  std::vector<std::uint32_t> stamps;
+  if (s.k() > 0) {  // inside an epoch: the lazy steps pending and the stamps too
+    stamps.resize(s.groups);
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(stamps.data(), s.stamp.get(), s.groups * sizeof(std::uint32_t),
+                                    cudaMemcpyDeviceToHost, stream_));
+  }
   sync();
+  if (s.k() > 0) save_lazy_steps(s, stamps, out);
   return out;
 }
 
 void CudaBackend::incremental_load(IncrementalState& state, const std::vector<double>& m) {
   CudaSag& s = G(state);
-  if (s.k() > 0) throw Error("internal: SAG's state is restored only when flushed");
+  if (s.k() > 0) throw Error("internal: SAG's state is restored only into a flushed state");
   const std::size_t total = s.node.size() + s.pair.size() + s.edge.size();
-  if (m.size() != total)
+  if (m.size() < total)
     throw Error("checkpoint: SAG's stored marginals (" + std::to_string(m.size()) + " values) are not of this corpus (" +
                 std::to_string(total) + ")");
+  std::vector<std::uint32_t> stamps(s.groups);
+  load_lazy_steps(m, total, s, stamps);
   std::size_t at = 0;
   for (DeviceBuffer<double>* buf : {&s.node, &s.pair, &s.edge}) {
     if (buf->size())
@@ -193,6 +201,10 @@ void CudaBackend::incremental_load(IncrementalState& state, const std::vector<do
                                       cudaMemcpyHostToDevice, stream_));
     at += buf->size();
   }
+  if (s.groups)
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.stamp.get(), stamps.data(), s.groups * sizeof(std::uint32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+  s.uploaded = 0;  // the history goes to the device at the next catch-up
   sync();
 }
 

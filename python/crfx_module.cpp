@@ -3,8 +3,8 @@
 // points. python/crfx/__init__.py wraps it in an estimator with sklearn-crfsuite's interface.
 //
 // Python objects are read while the GIL is held; training and tagging then run without it
-// (other Python threads go on), and a training run checks for Ctrl-C after every iteration:
-// it stops there and raises KeyboardInterrupt. crfx::Error and its InputError become
+// (other Python threads go on), and a training run checks for Ctrl-C after every iteration (a
+// stochastic trainer: after every mini-batch): it stops there and raises KeyboardInterrupt. crfx::Error and its InputError become
 // ValueError with crfx's message, OSError for a file that cannot be opened or read.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -224,8 +224,15 @@ std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corp
     crfx::Objective objective(*backend, *up, options.c1, options.c2, options.loss);
     crfx::VectorPtr w = backend->vector(dims.num_weights());
     const auto algo = trainer.make();
+    // Ctrl-C: the stochastic trainers ask after every mini-batch, the others stop at a report.
+    algo->stop_when([&] {
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) interrupted = true;  // (the error stays set)
+      return interrupted;
+    });
     algo->train(objective, *w, options, [&](const crfx::Progress& p, const crfx::Vector&) {
       result->iterations = p.iteration;
+      if (interrupted) return false;
       py::gil_scoped_acquire acquire;
       if (PyErr_CheckSignals() != 0) {  // Ctrl-C: stop here (the error stays set)
         interrupted = true;

@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crfx/backend.hpp"
@@ -99,6 +102,163 @@ inline void check_resume_is_exact(const std::function<BackendPtr(const Dims&)>& 
       EXPECT_EQ(std::memcmp(&r.objective, &e.objective, sizeof(double)), 0) << "iteration " << r.iteration;
     }
   }
+}
+
+// ---- stops inside an epoch (Trainer::stop_when) ----------------------------------------------
+
+/// Where a stochastic trainer stands between its mini-batches: how many batches an epoch has
+/// (the poll is asked after every one but the last), the sentences per batch, and whether only
+/// the first `polled_epochs` epochs poll (two-stage: its SGD stage).
+struct BatchPlan {
+  std::size_t batches = 0, batch = 0, sentences = 0;  // per epoch; sentences: of a whole epoch
+  int polled_epochs = 0;
+  std::size_t polls() const { return std::size_t(polled_epochs) * (batches - 1); }
+  /// The epoch and the sentences done in it at the `k`-th poll (1-based).
+  std::pair<int, std::size_t> at(std::size_t k) const {
+    const std::size_t per = batches - 1;
+    return {int((k - 1) / per) + 1, std::min(sentences, ((k - 1) % per + 1) * batch)};
+  }
+};
+
+inline BatchPlan batch_plan(const std::string& algo, const TrainOptions& o, std::size_t n) {
+  BatchPlan plan;
+  const bool sag = algo == "sag" || algo == "saga";
+  plan.batch = sag ? std::min(o.batch_size, n) : o.batch_size;
+  plan.batches = (n + plan.batch - 1) / plan.batch;
+  plan.sentences = sag ? plan.batches * plan.batch : n;  // sag, saga: sentences drawn
+  plan.polled_epochs = sag ? o.max_epochs : algo == "two-stage" ? o.sgd_epochs : o.epochs;
+  return plan;
+}
+
+/// A run whose poll (stop_when) says stop at its `stop_at`-th question (0: never), saving a
+/// checkpoint to `path` (or `save_to`) at the report inside the epoch that follows; with
+/// `resume`, from the checkpoint at `path`. `polls`: how often the poll was asked; `within`: that
+/// last report.
+struct StoppedRun : Run {
+  std::size_t polls = 0;
+  std::vector<Progress> within;
+  std::vector<double> handed;  // the weights handed to the report inside the epoch
+};
+
+inline StoppedRun train_stopped(const std::function<BackendPtr(const Dims&)>& make, const RandomProblem& p,
+                                const TrainerInfo& info, const TrainOptions& o, std::size_t stop_at,
+                                const std::string& path, bool resume, const std::string& save_to = "") {
+  BackendPtr b = make(p.dims);
+  auto corpus = b->upload(p.corpus);
+  Objective obj(*b, *corpus, o.c1, o.c2, o.loss);
+  auto w = b->vector(p.dims.num_weights());
+  auto trainer = info.make();
+  std::unique_ptr<Checkpoint> ck;
+  if (resume) {
+    ck = std::make_unique<Checkpoint>(path);
+    trainer->resume_from(&ck->state());
+  }
+  StoppedRun run;
+  trainer->stop_when([&] { return ++run.polls == stop_at; });
+  const ProgressFn progress = [&](const Progress& pr, const Vector& x) {
+    if (!pr.within_iteration()) {
+      run.reports.push_back({pr.iteration, pr.passes, pr.objective});
+      return true;
+    }
+    run.within.push_back(pr);
+    run.within.back().state = nullptr;
+    run.handed = to_host(*b, x);
+    EXPECT_NE(pr.state, nullptr);
+    if (!pr.state) return false;
+    std::ofstream out(save_to.empty() ? path : save_to, std::ios::binary);
+    write_checkpoint([&](const char* d, std::size_t n) { out.write(d, std::streamsize(n)); },
+                     {{"test", info.name}}, {}, *pr.state);
+    return true;  // ignored: the poll stopped it
+  };
+  run.f = trainer->train(obj, *w, o, progress);
+  if (ck) ck->finish();
+  run.w = to_host(*b, *w);
+  run.stop_reason = trainer->stop_reason();
+  return run;
+}
+
+/// Stops a stochastic trainer by its poll after each of `stops` mini-batches (counted over the
+/// run; the poll's k-th question follows batch k of the epochs' batches but their last) and
+/// checks: the poll is asked after every batch but an epoch's last, and nowhere else; the stop
+/// comes right after the batch asked (the report inside the epoch names its epoch and the
+/// sentences done, and no epoch report follows); a fresh trainer resumed from that state ends
+/// with the uninterrupted run's weights and objective bit for bit, the same stop reason, and
+/// the uninterrupted run's reports from that epoch on, each once.
+inline void check_stop_within_is_exact(const std::function<BackendPtr(const Dims&)>& make, const RandomProblem& p,
+                                       const TrainerInfo& info, const TrainOptions& o,
+                                       const std::vector<std::size_t>& stops) {
+  const BatchPlan plan = batch_plan(info.name, o, p.corpus.num_sentences());
+  ASSERT_GE(plan.batches, 2u) << "one batch per epoch: nothing to stop inside";
+  const std::string path = temp_path(std::string("within-") + info.name + ".ckpt");
+  const StoppedRun full = train_stopped(make, p, info, o, 0, path, false);
+  EXPECT_EQ(full.polls, plan.polls()) << "the poll is asked after every mini-batch but an epoch's last";
+  EXPECT_TRUE(full.within.empty());
+  for (std::size_t k : stops) {
+    ASSERT_GE(k, 1u);
+    ASSERT_LE(k, plan.polls());
+    const auto [epoch, done] = plan.at(k);
+    SCOPED_TRACE(::testing::Message() << info.name << " stopped after mini-batch " << k << " (epoch " << epoch
+                                      << ", " << done << " sentences)");
+    const StoppedRun first = train_stopped(make, p, info, o, k, path, false);
+    EXPECT_EQ(first.polls, k) << "asked again after the stop";
+    ASSERT_EQ(first.within.size(), 1u) << "no report inside the epoch";
+    EXPECT_EQ(first.within[0].iteration, epoch);
+    EXPECT_EQ(first.within[0].sentences, done);
+    EXPECT_EQ(first.within[0].epoch_sentences, plan.sentences);
+    EXPECT_TRUE(std::isnan(first.within[0].objective));
+    EXPECT_TRUE(std::isnan(first.f));
+    EXPECT_EQ(first.stop_reason, stop_by_caller());
+    // The epochs before it reported, as in the uninterrupted run; none after.
+    std::size_t before = 0;
+    while (before < full.reports.size() && full.reports[before].iteration < epoch) ++before;
+    ASSERT_EQ(first.reports.size(), before);
+    for (std::size_t i = 0; i < before; ++i) EXPECT_EQ(first.reports[i].iteration, full.reports[i].iteration);
+    EXPECT_GT(first.within[0].passes, before ? full.reports[before - 1].passes : 0.0);
+    if (before < full.reports.size()) {
+      EXPECT_LT(first.within[0].passes, full.reports[before].passes);
+    }
+    if (std::string(info.name) == "ap") {  // the model is the average handed to the report
+      EXPECT_TRUE(bitwise_equal(first.w, first.handed));
+    } else if (o.c2 > 0 && std::string(info.name) != "adf") {
+      // The lazy L2 decay (sag, saga: the lazy steps) applied to the model. (adf: unless the stop
+      // follows a window's end, where every weight was brought up to date for the new rates.)
+      EXPECT_FALSE(bitwise_equal(first.w, first.handed)) << "the model is the working weights";
+    }
+
+    const StoppedRun rest = train_stopped(make, p, info, o, 0, path, true);
+    EXPECT_EQ(rest.polls, full.polls - k);
+    EXPECT_TRUE(bitwise_equal(rest.w, full.w)) << "the resumed run ends with other weights";
+    EXPECT_EQ(std::memcmp(&rest.f, &full.f, sizeof(double)), 0) << rest.f << " vs " << full.f;
+    EXPECT_EQ(rest.stop_reason, full.stop_reason);
+    ASSERT_EQ(rest.reports.size(), full.reports.size() - before);
+    for (std::size_t i = 0; i < rest.reports.size(); ++i) {
+      const Report &r = rest.reports[i], &e = full.reports[before + i];
+      EXPECT_EQ(r.iteration, e.iteration);
+      EXPECT_EQ(r.passes, e.passes);
+      EXPECT_EQ(std::memcmp(&r.objective, &e.objective, sizeof(double)), 0) << "iteration " << r.iteration;
+    }
+    // A resumed run stopped inside an epoch again (its second question) and resumed once more.
+    if (full.polls - k >= 2) {
+      const std::string again = path + ".again";
+      const StoppedRun second = train_stopped(make, p, info, o, 2, path, true, again);
+      ASSERT_EQ(second.within.size(), 1u);
+      const StoppedRun last = train_stopped(make, p, info, o, 0, again, true);
+      EXPECT_EQ(last.polls, full.polls - k - 2);
+      EXPECT_TRUE(bitwise_equal(last.w, full.w)) << "resumed twice: other weights";
+    }
+  }
+}
+
+/// The poll's questions to stop at: the first and the last of the first epoch's, the first of the
+/// second epoch, one in the middle of the run and the very last.
+inline std::vector<std::size_t> within_stops(const std::string& algo, const TrainOptions& o, std::size_t n) {
+  const BatchPlan plan = batch_plan(algo, o, n);
+  const std::size_t per = plan.batches - 1, total = plan.polls();
+  std::vector<std::size_t> k = {1, per, per + 1, total / 2 + 1, total};
+  std::sort(k.begin(), k.end());
+  k.erase(std::unique(k.begin(), k.end()), k.end());
+  k.erase(std::remove_if(k.begin(), k.end(), [&](std::size_t x) { return x < 1 || x > total; }), k.end());
+  return k;
 }
 
 /// Settings under which every trainer runs a few reports on a small problem, with the features

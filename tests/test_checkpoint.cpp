@@ -52,6 +52,90 @@ TEST(Checkpoint, StochasticTrainersResumeWithMiniBatchesAndWithoutL2) {
   }
 }
 
+// ---- stops inside an epoch: the stochastic trainers' poll ----------------------------------
+
+/// Every stochastic trainer, with its mini-batch settings and the options that change its state
+/// between batches, stopped by its poll after the first and the last polled batch of an epoch,
+/// the first of the next, one in the middle and the run's last, and resumed from there.
+TEST(Checkpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
+  const auto p = random_problem(4, 30, 2, 23, 8, 17);
+  const std::size_t n = p.corpus.num_sentences();
+  struct Case {
+    const char* algo;
+    std::size_t batch;
+    LineSearch search = LineSearch::none;
+    Sampling sampling = Sampling::mixed;
+    double c2 = 0.3;
+  };
+  const std::vector<Case> cases = {
+      {"sgd-l1", 1},
+      {"sgd-l1", 4},
+      {"sgd-l1", 1, LineSearch::heuristic},
+      {"sgd-l1", 5, LineSearch::heuristic},
+      {"sgd-l1", 3, LineSearch::none, Sampling::mixed, 0.0},
+      {"two-stage", 1},
+      {"two-stage", 4},
+      {"adf", 1},
+      {"adf", 3},
+      {"adf", 4, LineSearch::none, Sampling::mixed, 0.0},
+      {"ap", 1},
+      {"ap", 5},
+      {"sag", 1, LineSearch::none, Sampling::mixed},
+      {"sag", 1, LineSearch::none, Sampling::uniform},
+      {"sag", 4, LineSearch::none, Sampling::lipschitz},
+      {"sag", 3, LineSearch::none, Sampling::mixed, 0.0},
+      {"saga", 1, LineSearch::none, Sampling::mixed},
+      {"saga", 3, LineSearch::none, Sampling::uniform},
+      {"saga", 4, LineSearch::none, Sampling::lipschitz},
+  };
+  for (const Case& c : cases) {
+    TrainOptions o = test::resume_options(c.algo);
+    o.batch_size = c.batch;
+    o.line_search = c.search;
+    o.sampling = c.sampling;
+    o.c2 = c.c2;
+    o.adf_windows = 4;  // a window of 5 sentences: stops inside windows and at their ends
+    o.epochs = o.max_epochs = 3;
+    SCOPED_TRACE(::testing::Message() << c.algo << " batch " << c.batch << " " << name_of(c.search) << " "
+                                      << name_of(c.sampling) << " c2 " << c.c2);
+    test::check_stop_within_is_exact(cpu, p, find_trainer(c.algo), o, test::within_stops(c.algo, o, n));
+  }
+}
+
+/// The poll is asked only between mini-batches and only by the stochastic trainers: a stop it
+/// asks for is a stop after that batch, not at the epoch's end; the full-batch trainers never ask
+/// it (their reports are their safe points) and run as without it.
+TEST(Checkpoint, StopPollIsAskedPerMiniBatchOnlyByTheStochasticTrainers) {
+  const auto p = random_problem(3, 20, 0, 30, 8, 5);
+  for (const TrainerInfo& info : trainer_registry()) {
+    if (info.maxent_only) continue;
+    const std::string algo = info.name;
+    SCOPED_TRACE(algo);
+    const bool stochastic = algo == "sgd-l1" || algo == "two-stage" || algo == "adf" || algo == "ap" ||
+                            algo == "sag" || algo == "saga";
+    TrainOptions o = test::resume_options(algo);
+    const std::string path = test::temp_path("poll-" + algo + ".ckpt");
+    const test::StoppedRun polled = test::train_stopped(cpu, p, info, o, 0, path, false);
+    const test::Run plain = test::train_run(cpu, p, info, o, 0, path, false);
+    EXPECT_TRUE(test::bitwise_equal(polled.w, plain.w)) << "a poll that never stops changed the run";
+    if (!stochastic) {
+      EXPECT_EQ(polled.polls, 0u);
+      continue;
+    }
+    const test::BatchPlan plan = test::batch_plan(algo, o, p.corpus.num_sentences());
+    EXPECT_EQ(polled.polls, plan.polls());
+    // Stopped after the third batch of the first epoch: 3 batches' passes, no epoch report.
+    const test::StoppedRun stopped = test::train_stopped(cpu, p, info, o, 3, path, false);
+    ASSERT_EQ(stopped.within.size(), 1u);
+    EXPECT_TRUE(stopped.reports.empty());
+    EXPECT_EQ(stopped.within[0].iteration, 1);
+    EXPECT_EQ(stopped.within[0].sentences, 3 * plan.batch);
+    if (algo == "sgd-l1" || algo == "adf" || algo == "ap") {  // one forward(-backward) pass per sentence
+      EXPECT_DOUBLE_EQ(stopped.within[0].passes, double(3 * plan.batch) / double(p.corpus.num_sentences()));
+    }
+  }
+}
+
 /// A checkpoint of sag's state at its second epoch, for the file tests.
 std::string sag_checkpoint(const test::RandomProblem& p) {
   const std::string path = test::temp_path("sag.ckpt");
@@ -207,7 +291,12 @@ TEST(CliCheckpoint, EveryAlgorithmStoppedBySignalResumesToTheSameModel) {
     ASSERT_TRUE(fs::exists(ckpt));
 
     ASSERT_EQ(test::run(base + " -m " + q(resumed) + " --log " + q(log) + " --resume " + q(ckpt), &out), 0) << out;
-    EXPECT_NE(out.find("resuming: " + ckpt + ", after iteration " + std::to_string(done)), std::string::npos) << out;
+    // The stochastic trainers stop inside the epoch after the reported one, the others after it.
+    EXPECT_TRUE(out.find("resuming: " + ckpt + ", after iteration " + std::to_string(done) + "\n") !=
+                    std::string::npos ||
+                out.find("resuming: " + ckpt + ", in epoch " + std::to_string(done + 1) + " after ") !=
+                    std::string::npos)
+        << out;
     EXPECT_EQ(read_bytes(resumed), read_bytes(full)) << "stopped after iteration " << done;
     // The log goes on from the checkpoint's rows: the uninterrupted run's iterations, each once.
     std::ifstream a(log), b(log2);
@@ -222,6 +311,99 @@ TEST(CliCheckpoint, EveryAlgorithmStoppedBySignalResumesToTheSameModel) {
     EXPECT_GT(rows, done);
     for (const auto& e : fs::directory_iterator(dir))
       EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
+  }
+}
+
+/// crfx train with `args` (stderr to `err`), sent SIGINT `delay_ms` after it says "training:"
+/// (its data read, the first epoch starting); the exit status.
+int train_interrupted_early(const std::vector<std::string>& args, const std::string& err, int delay_ms) {
+  const std::string binary = test::crfx_binary();
+  std::vector<std::string> all = {binary, "train"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& s : all) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) ::_exit(126);
+    ::dup2(fd, 2);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  for (int i = 0; i < 60000 && read_bytes(err).find("training:") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+/// A stochastic trainer with batch size 1 stopped by SIGINT while an epoch runs (sent shortly
+/// after training starts, not at a report): it stops after the mini-batch in hand, says where,
+/// writes no log row for the unfinished epoch, and --resume continues inside that epoch to the
+/// uninterrupted run's model, byte for byte, and its log, each row once.
+TEST(CliCheckpoint, StochasticTrainerStoppedInsideAnEpochResumesToTheSameModel) {
+  namespace fs = std::filesystem;
+  for (const char* algo : {"sgd-l1", "sag"}) {
+    SCOPED_TRACE(algo);
+    const std::string dir = test::temp_path(std::string("resume-cli-within-") + algo);
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string full = dir + "/full.model", stopped = dir + "/stopped.model", resumed = dir + "/resumed.model",
+                      ckpt = dir + "/run.ckpt", log = dir + "/log.csv", log2 = dir + "/log2.csv", err = dir + "/err";
+    std::vector<std::string> settings = {"--algo", algo, "--batch-size", "1", "--threads", "1", "--c1", "0.5"};
+    if (std::string(algo) == "sgd-l1") {
+      settings.insert(settings.end(), {"--line-search", "heuristic", "--epochs", "8"});
+    } else {
+      settings.insert(settings.end(), {"--epsilon", "0", "--max-epochs", "8"});
+    }
+    std::string args;
+    for (const std::string& a : settings) args += " " + q(a);
+    const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) + args;
+    std::string out;
+    ASSERT_EQ(test::run(base + " -q -m " + q(full) + " --log " + q(log2), &out), 0) << out;
+
+    std::vector<std::string> stop = {kTrain, "-t", kTemplate, "-m", stopped, "--log", log, "--checkpoint", ckpt};
+    stop.insert(stop.end(), settings.begin(), settings.end());
+    // Inside an epoch unless the signal lands on an epoch's last sentence (1 in 300): then again.
+    const std::regex within("crfx train: stopped by SIGINT in epoch ([0-9]+) after ([0-9]+) of 300 sentences; "
+                            "model written to (.*); checkpoint written to (.*) \\(continue with --resume (.*)\\)\n$");
+    std::smatch m;
+    std::string message;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      ASSERT_EQ(train_interrupted_early(stop, err, 5), 3) << read_bytes(err);
+      message = read_bytes(err);
+      if (std::regex_search(message, m, within)) break;
+    }
+    ASSERT_TRUE(std::regex_search(message, m, within)) << message;
+    const int epoch = std::stoi(m[1].str()), done = std::stoi(m[2].str());
+    EXPECT_EQ(m[3].str(), stopped);
+    EXPECT_EQ(m[4].str(), ckpt);
+    EXPECT_EQ(m[5].str(), ckpt);
+    EXPECT_GT(done, 0);
+    EXPECT_LT(done, 300);
+    EXPECT_EQ(log_rows(log), epoch - 1) << "a row for the unfinished epoch";
+    ASSERT_LT(epoch, log_rows(log2)) << "the signal came too late";
+    // The stopped model is a model (the weights brought up to date): it tags.
+    ASSERT_EQ(test::run(test::crfx_binary() + " tag " + q(kTest) + " -m " + q(stopped) + " -q", &out), 0) << out;
+
+    ASSERT_EQ(test::run(base + " -m " + q(resumed) + " --log " + q(log) + " --resume " + q(ckpt), &out), 0) << out;
+    EXPECT_NE(out.find("resuming: " + ckpt + ", in epoch " + std::to_string(epoch) + " after " + std::to_string(done) +
+                       " of 300 sentences\n"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(read_bytes(resumed), read_bytes(full)) << "stopped in epoch " << epoch << " after " << done;
+    std::ifstream a(log), b(log2);
+    std::string ra, rb;
+    while (std::getline(b, rb)) {
+      ASSERT_TRUE(std::getline(a, ra));
+      EXPECT_EQ(ra.substr(0, ra.find(',', ra.find(',') + 1)), rb.substr(0, rb.find(',', rb.find(',') + 1)));
+    }
+    EXPECT_FALSE(std::getline(a, ra)) << "extra rows";
   }
 }
 

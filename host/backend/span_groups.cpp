@@ -53,6 +53,39 @@ void LazyStepHistory::check_step(double a, double b, double tau) {
                 ", tau = " + std::to_string(tau) + ")");
 }
 
+void save_lazy_steps(const LazyStepHistory& h, const std::vector<std::uint32_t>& stamps, std::vector<double>& out) {
+  out.push_back(double(h.k()));
+  out.insert(out.end(), h.P.begin(), h.P.end());
+  out.insert(out.end(), h.S.begin(), h.S.end());
+  out.insert(out.end(), h.R.begin(), h.R.end());
+  out.insert(out.end(), stamps.begin(), stamps.end());  // 32-bit: exact as doubles
+}
+
+void load_lazy_steps(const std::vector<double>& m, std::size_t at, LazyStepHistory& h,
+                     std::vector<std::uint32_t>& stamps) {
+  const std::size_t groups = stamps.size();
+  if (m.size() == at) {  // a flushed state
+    h.restart();
+    std::fill(stamps.begin(), stamps.end(), 0u);
+    return;
+  }
+  const double kd = m[at];
+  const std::size_t k = kd >= 1 && kd < 4294967295.0 && kd == std::floor(kd) ? std::size_t(kd) : 0;
+  if (k == 0 || m.size() != at + 1 + 3 * (k + 1) + groups)
+    throw Error("checkpoint: SAG's stored state (" + std::to_string(m.size()) + " values) is not of this corpus (" +
+                std::to_string(at) + " marginals, then the lazy steps and " + std::to_string(groups) + " stamps)");
+  auto p = m.begin() + std::ptrdiff_t(at + 1);
+  const auto n = std::ptrdiff_t(k + 1);
+  h.P.assign(p, p + n);
+  h.S.assign(p + n, p + 2 * n);
+  h.R.assign(p + 2 * n, p + 3 * n);
+  for (std::size_t g = 0; g < groups; ++g) {
+    const double v = p[3 * n + std::ptrdiff_t(g)];
+    if (!(v >= 0 && v <= kd && v == std::floor(v))) throw Error("checkpoint: SAG's stored state has a bad stamp");
+    stamps[g] = std::uint32_t(v);
+  }
+}
+
 void group_indices(const WeightGroups& wg, const std::vector<std::uint32_t>& groups,
                    std::vector<std::size_t>& indices) {
   std::size_t size = 0;

@@ -346,25 +346,27 @@ void CpuBackend::incremental_flush(IncrementalState& state, Vector& w, const Vec
 
 std::vector<double> CpuBackend::incremental_save(IncrementalState& state) {
   CpuIncrementalState& s = St(state);
-  if (s.k() > 0) throw Error("internal: SAG's state is saved only when flushed");
   std::vector<double> out;
-  out.reserve(s.node.size() + s.pair.size() + s.edge.size());
+  out.reserve(s.node.size() + s.pair.size() + s.edge.size() +
+              (s.k() > 0 ? 1 + 3 * s.P.size() + s.stamp.size() : 0));
   out.insert(out.end(), s.node.begin(), s.node.end());
   out.insert(out.end(), s.pair.begin(), s.pair.end());
   out.insert(out.end(), s.edge.begin(), s.edge.end());
+  if (s.k() > 0) save_lazy_steps(s, s.stamp, out);
   return out;
 }
 
 void CpuBackend::incremental_load(IncrementalState& state, const std::vector<double>& m) {
   CpuIncrementalState& s = St(state);
-  if (s.k() > 0) throw Error("internal: SAG's state is restored only when flushed");
-  const std::size_t a = s.node.size(), b = s.pair.size();
-  if (m.size() != a + b + s.edge.size())
+  if (s.k() > 0) throw Error("internal: SAG's state is restored only into a flushed state");
+  const std::size_t a = s.node.size(), b = s.pair.size(), total = a + b + s.edge.size();
+  if (m.size() < total)
     throw Error("checkpoint: SAG's stored marginals (" + std::to_string(m.size()) + " values) are not of this corpus (" +
-                std::to_string(a + b + s.edge.size()) + ")");
+                std::to_string(total) + ")");
+  load_lazy_steps(m, total, s, s.stamp);
   std::copy(m.begin(), m.begin() + a, s.node.begin());
   std::copy(m.begin() + a, m.begin() + a + b, s.pair.begin());
-  std::copy(m.begin() + a + b, m.end(), s.edge.begin());
+  std::copy(m.begin() + a + b, m.begin() + total, s.edge.begin());
 }
 
 }  // namespace crfx

@@ -66,9 +66,14 @@ class AdfTrainer final : public Trainer {
     double f = std::numeric_limits<double>::quiet_NaN();
 
     int epoch = 0;
-    // The state after an epoch's report (every weight's decay brought up to `steps`).
+    std::size_t done = 0;  // sentences of epoch `epoch` processed: 0 after an epoch's end
+    // The state after an epoch's report (every weight's decay brought up to `steps`), or inside
+    // epoch `epoch` after `done` sentences (a stop requested by the poll; the stamps say how far
+    // each weight's decay is, the shuffler holds the epoch's permutation).
     const StateFn state = [&](StateArchive& ar) {
       common_state(ar, epoch, obj, clock);
+      ar.value("epoch.sentences_done", done);
+      if (ar.restoring() && done >= n) throw Error("checkpoint: adf's position in the epoch is beyond the corpus");
       ar.value("f", f);
       ar.value("steps", steps);
       ar.value("in_window", in_window);
@@ -82,9 +87,10 @@ class AdfTrainer final : public Trainer {
     restore(state);
 
     stop_reason_ = stop_at_limit("epochs", opt.epochs);
-    for (++epoch; epoch <= opt.epochs; ++epoch) {
-      const std::vector<std::uint32_t>& perm = shuffler.next();
-      for (std::size_t start = 0; start < n; start += opt.batch_size) {
+    for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
+      if (done == 0) shuffler.next();  // (resumed inside the epoch: its permutation is restored)
+      const std::vector<std::uint32_t>& perm = shuffler.permutation();
+      for (std::size_t start = done; start < n; start += opt.batch_size) {
         const std::size_t m = std::min(opt.batch_size, n - start);
         const SentenceSpan span{perm.data() + start, m};
         if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
@@ -102,7 +108,17 @@ class AdfTrainer final : public Trainer {
           map(b, AdfRateRule{double(steps_in_window), opt.adf_alpha, opt.adf_beta}, {*rate, *count});
           in_window = steps_in_window = 0;
         }
+        done = start + m;
+        if (done < n && stop_requested()) {  // stop inside the epoch
+          Progress pr = progress_within(epoch, done, n, obj, w, eta0, clock);
+          pr.state = &state;
+          if (progress) progress(pr, w);
+          if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});  // the model: decay applied
+          stop_reason_ = stop_by_caller();
+          return std::numeric_limits<double>::quiet_NaN();
+        }
       }
+      done = 0;
       if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
       f = monitor_objective(obj, w);
       require_finite("adf", "epoch", epoch, f);

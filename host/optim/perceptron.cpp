@@ -49,10 +49,14 @@ class PerceptronTrainer final : public Trainer {
       b.axpy(-1.0 / t, *u, *avg);
       have_avg = true;
     };
-    // The state after an epoch's report (which shows the averaged weights; w and u go on). The
-    // average is derived: restoring recomputes it as the epoch's end did.
+    std::size_t done = 0;  // sentences of epoch `epoch` processed: 0 after an epoch's end
+    // The state after an epoch's report (which shows the averaged weights; w and u go on), or
+    // inside epoch `epoch` after `done` sentences (a stop requested by the poll; the shuffler holds
+    // the epoch's permutation). The average is derived: restoring recomputes it.
     const StateFn state = [&](StateArchive& ar) {
       common_state(ar, epoch, obj, clock);
+      ar.value("epoch.sentences_done", done);
+      if (ar.restoring() && done >= n) throw Error("checkpoint: ap's position in the epoch is beyond the corpus");
       ar.value("f", f);
       ar.value("t", t);
       shuffler.state(ar);
@@ -63,18 +67,31 @@ class PerceptronTrainer final : public Trainer {
     restore(state);
 
     stop_reason_ = stop_at_limit("epochs", opt.epochs);
-    for (++epoch; epoch <= opt.epochs; ++epoch) {
-      const std::vector<std::uint32_t>& perm = shuffler.next();
-      for (std::size_t start = 0; start < n; start += opt.batch_size) {
+    for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
+      if (done == 0) shuffler.next();  // (resumed inside the epoch: its permutation is restored)
+      const std::vector<std::uint32_t>& perm = shuffler.permutation();
+      for (std::size_t start = done; start < n; start += opt.batch_size) {
         const std::size_t m = std::min(opt.batch_size, n - start);
         const SentenceSpan span{perm.data() + start, m};
         b.viterbi(corpus, w, span, labels.data(), nullptr);
         obj.add_passes(double(m) / N);
         t += 1;
-        if (b.feature_difference(corpus, span, labels.data(), *delta, 1.0) == 0) continue;
-        b.sparse_axpy(1.0, *delta, w);
-        if (t > 1) b.sparse_axpy(t - 1, *delta, *u);
+        if (b.feature_difference(corpus, span, labels.data(), *delta, 1.0) != 0) {
+          b.sparse_axpy(1.0, *delta, w);
+          if (t > 1) b.sparse_axpy(t - 1, *delta, *u);
+        }
+        done = start + m;
+        if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
+          average();
+          Progress pr = progress_within(epoch, done, n, obj, *avg, 0.0, clock);
+          pr.state = &state;
+          if (progress) progress(pr, *avg);
+          b.copy(*avg, w);
+          stop_reason_ = stop_by_caller();
+          return std::numeric_limits<double>::quiet_NaN();
+        }
       }
+      done = 0;
       average();
       f = monitor_objective(obj, *avg);
       require_finite("ap", "epoch", epoch, f);

@@ -60,14 +60,18 @@
 // max_epochs. Progress is reported once per epoch: iteration = epoch, passes = seed 004's
 // effective passes ((forward-backward + forward-only line-search evaluations)/n), objective =
 // the full f(w) (one extra monitoring pass, not counted in passes), gradient_norm = ‖G‖∞,
-// step = the last α.
+// step = the last α. A stop poll (Trainer::stop_when) is asked after every step but an epoch's
+// last; a stop there saves w and d as they are with the lazy steps pending (incremental_save
+// keeps their history and the groups' stamps), then flushes them into the model's weights.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/rules/rule_set.hpp"
+#include "optim/sgd_l1.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {
@@ -284,13 +288,18 @@ class SagTrainer final : public Trainer {
     Stopwatch clock;
     double f = 0, alpha = 0, gnorm = 0;
     int epoch = 0;
+    std::size_t steps_done = 0;  // steps of epoch `epoch` taken: 0 after an epoch's report
     // The state after an epoch's report: w flushed (no lazy step pending), d, the stored marginals
-    // and the sampler.
+    // and the sampler; or inside epoch `epoch` after `steps_done` steps (a stop requested by the
+    // poll): w as it is, with the lazy steps pending and the groups' stamps (incremental_save).
     const StateFn save = [&](StateArchive& ar) {
       common_state(ar, epoch, obj, clock);
       ar.value("f", f);
       ar.value("alpha", alpha);
       ar.value("gnorm", gnorm);
+      ar.value("epoch.steps_done", steps_done);
+      if (ar.restoring() && steps_done >= steps_per_epoch)
+        throw Error(std::string("checkpoint: ") + algo + "'s position in the epoch is beyond its steps");
       sampler.state(ar);
       ar.vector("w", b, w);
       ar.vector("d", b, *d);
@@ -305,9 +314,9 @@ class SagTrainer final : public Trainer {
     }
 
     stop_reason_ = stop_at_limit("max-epochs", opt.max_epochs);
-    for (bool reported = resumed; epoch <= opt.max_epochs; ++epoch, reported = false) {
+    for (bool reported = resumed && steps_done == 0; epoch <= opt.max_epochs; ++epoch, reported = false) {
       if (!reported) {
-        for (std::size_t step = 0; step < steps_per_epoch; ++step) {
+        for (std::size_t step = steps_done; step < steps_per_epoch; ++step) {
           sampler.draw_batch(batch, prob);
           const SentenceSpan span{batch.data(), B};
 
@@ -332,7 +341,17 @@ class SagTrainer final : public Trainer {
             b.incremental_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
           }
           sampler.decay(decay);
+          steps_done = step + 1;
+          if (steps_done < steps_per_epoch && stop_requested()) {  // stop inside the epoch
+            Progress pr = progress_within(epoch, steps_done * B, steps_per_epoch * B, obj, w, alpha, clock);
+            pr.state = &save;
+            if (progress) progress(pr, w);
+            b.incremental_flush(*state, w, *d);  // the model: every lazy step applied
+            stop_reason_ = stop_by_caller();
+            return std::numeric_limits<double>::quiet_NaN();
+          }
         }
+        steps_done = 0;
 
         // ---- end of epoch: flush, measure, report
         b.incremental_flush(*state, w, *d);

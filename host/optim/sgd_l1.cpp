@@ -68,6 +68,14 @@ double monitor_objective(Objective& obj, const Vector& w) {
   return f;
 }
 
+Progress progress_within(int epoch, std::size_t done, std::size_t total, Objective& obj, const Vector& w,
+                         double step, const Stopwatch& clock) {
+  Progress pr = progress_at(epoch, obj, w, std::numeric_limits<double>::quiet_NaN(), kNoGradientNorm, step, clock);
+  pr.sentences = done;
+  pr.epoch_sentences = total;
+  return pr;
+}
+
 void validate_stochastic_options(const TrainOptions& opt, int epochs) {
   if (epochs < 1) throw Error("the number of epochs must be ≥ 1 (got " + std::to_string(epochs) + ")");
   if (opt.batch_size < 1) throw Error("the batch size must be ≥ 1");
@@ -97,7 +105,7 @@ void validate_sgd(const TrainOptions& opt, double eta0, int epochs, bool heurist
 }  // namespace
 
 double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs, bool heuristic,
-                  const ProgressFn& progress, bool* stopped, StateArchive* resume) {
+                  const ProgressFn& progress, bool* stopped, StateArchive* resume, const StopPoll* poll) {
   Backend& b = obj.backend();
   const BackendCorpus& corpus = obj.corpus();
   const std::size_t n = corpus.num_sentences();
@@ -123,9 +131,13 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
     return SgdL1Rule{r, u_trial, c1 / N, c2 / N, true};
   };
   int epoch = 0;
-  // The state after an epoch's report. The lazy L2 decay is flushed there: Λ and the stamps are 0.
+  std::size_t done = 0;  // sentences of epoch `epoch` processed: 0 after an epoch's end
+  // The state after an epoch's report (`done` = 0; the lazy L2 decay is flushed there: Λ and the
+  // stamps are 0), or inside epoch `epoch` after `done` sentences (a stop requested by the poll):
+  // then Λ and the stamps too, and the epoch's permutation (the shuffler's).
   const StateFn state = [&](StateArchive& ar) {
     common_state(ar, epoch, obj, clock);
+    ar.value("epoch.sentences_done", done);
     ar.value("f", f);
     ar.value("eta", eta);
     ar.value("u", u);
@@ -133,12 +145,18 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
     shuffler.state(ar);
     ar.vector("w", b, w);
     if (q) ar.vector("q", b, *q);
+    if (done > 0 && stamp) {
+      ar.value("Lambda", Lambda);
+      ar.vector("stamp", b, *stamp);
+    }
+    if (ar.restoring() && done >= n) throw Error("checkpoint: sgd's position in the epoch is beyond the corpus");
   };
   if (resume) state(*resume);
 
-  for (++epoch; epoch <= epochs; ++epoch) {
-    const std::vector<std::uint32_t>& perm = shuffler.next();
-    for (std::size_t start = 0; start < n; start += opt.batch_size) {
+  for (epoch += done > 0 ? 0 : 1; epoch <= epochs; ++epoch) {
+    if (done == 0) shuffler.next();  // (resumed inside the epoch: its permutation is restored)
+    const std::vector<std::uint32_t>& perm = shuffler.permutation();
+    for (std::size_t start = done; start < n; start += opt.batch_size) {
       const std::size_t m = std::min(opt.batch_size, n - start);
       const SentenceSpan span{perm.data() + start, m};
       const double M = double(m);
@@ -183,7 +201,17 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       map(b, SgdL1Rule{rate, u, 0.0, 0.0, false}, {w, q.get()}, g.get());
       if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);
       k += m;
+      done = start + m;
+      if (done < n && poll && *poll && (*poll)()) {  // stop inside the epoch
+        Progress pr = progress_within(epoch, done, n, obj, w, eta, clock);
+        pr.state = &state;
+        if (progress) progress(pr, w);
+        if (c2 > 0) map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});  // the model: decay applied
+        if (stopped) *stopped = true;
+        return std::numeric_limits<double>::quiet_NaN();
+      }
     }
+    done = 0;
     if (c2 > 0) {  // flush the lazy decay; restart Λ and the stamps at 0
       map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});
       b.fill(*stamp, 0.0);
@@ -210,7 +238,8 @@ class SgdL1Trainer final : public Trainer {
     StateArchive* resume = resume_;
     resume_ = nullptr;
     const double f =
-        run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == LineSearch::heuristic, progress, &stopped, resume);
+        run_sgd_l1(obj, w, opt, opt.epochs, opt.line_search == LineSearch::heuristic, progress, &stopped, resume,
+                   &stop_poll_);
     stop_reason_ = stopped ? stop_by_caller() : stop_at_limit("epochs", opt.epochs);
     return f;
   }

@@ -49,7 +49,8 @@ class TwoStageTrainer final : public Trainer {
       bool stopped = false;
       ProgressFn stage1;
       if (progress) stage1 = [&](const Progress& p, const Vector& x) { return staged(1, p, x); };
-      const double f1 = run_sgd_l1(obj, w, opt, opt.sgd_epochs, /*heuristic=*/true, stage1, &stopped, resume);
+      const double f1 = run_sgd_l1(obj, w, opt, opt.sgd_epochs, /*heuristic=*/true, stage1, &stopped, resume,
+                                   &stop_poll_);
       if (stopped) {
         stop_reason_ = stop_by_caller();
         return f1;

@@ -103,6 +103,15 @@ struct LazyStepHistory {
   }
 };
 
+/// For backends' incremental_save / incremental_load: the history of the pending lazy steps and
+/// every group's stamp, appended to `out` (k, P, S, R, the stamps), and read back from `m` after
+/// its first `at` values (the marginals) into `h` and `stamps` — nothing follows them in the
+/// state of a flushed run, and then `h` is restarted and the stamps zeroed. Error for a record
+/// that is not of this size.
+void save_lazy_steps(const LazyStepHistory& h, const std::vector<std::uint32_t>& stamps, std::vector<double>& out);
+void load_lazy_steps(const std::vector<double>& m, std::size_t at, LazyStepHistory& h,
+                     std::vector<std::uint32_t>& stamps);
+
 /// Host memory that can be allocated without swapping (Linux MemAvailable), 0 when unknown.
 std::size_t host_memory_available();
 
@@ -302,11 +311,14 @@ class Backend {
   /// Brings every group up to the current step count (w exact), then restarts the bookkeeping:
   /// step count 0, P = 1, S = R = 0, every stamp 0.
   virtual void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) = 0;
-  /// The stored marginals of a flushed state (step count 0; Error otherwise) as one host array —
-  /// node, pair sums, per-position pairs — for a checkpoint.
+  /// The state as one host array, for a checkpoint: the stored marginals — node, pair sums,
+  /// per-position pairs — and, when lazy steps are pending (step count k > 0: saved between two
+  /// steps, inside an epoch), the step history and every group's stamp after them
+  /// (save_lazy_steps), so that a restored state brings each group up to date as the saved one
+  /// would have, bit for bit (w and d are saved by the caller as they are).
   virtual std::vector<double> incremental_save(IncrementalState& state) = 0;
-  /// Restores marginals saved by incremental_save over the same corpus (Error for another size)
-  /// into a flushed state.
+  /// Restores a state saved by incremental_save over the same corpus (Error for another size)
+  /// into a flushed state (a new one).
   virtual void incremental_load(IncrementalState& state, const std::vector<double>& marginals) = 0;
 
   // ---- batch primitives --------------------------------------------------------------------

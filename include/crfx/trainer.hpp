@@ -1,7 +1,7 @@
 // crfx — the trainers: one interface, one registry (`crfx train --algo list`).
 //
 // Entry points meant to stay stable (README, "As a library"): find_trainer,
-//  trainer_registry, Trainer::train, Objective, TrainOptions, find_option.
+//  trainer_registry, Trainer::train, Trainer::stop_when, Objective, TrainOptions, find_option.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crfx/backend.hpp"
@@ -116,9 +117,20 @@ struct Progress {
   /// a saving StateArchive it saves what resume_from() needs to continue from here. Null where the
   /// trainer cannot be resumed from this point.
   const StateFn* state = nullptr;
+  /// A report inside an iteration: the last report of a stochastic trainer stopped inside an
+  /// epoch by its stop poll (Trainer::stop_when). `iteration` is then the epoch in progress, of
+  /// which `sentences` of `epoch_sentences` were processed (sag, saga: sentences drawn); the
+  /// objective and gradient norm are NaN (not computed: the stop is meant to be quick), passes,
+  /// seconds and active features are the current ones, and `state` saves the state inside the
+  /// epoch (a resume continues there). 0 and 0 at every other report.
+  std::size_t sentences = 0;
+  std::size_t epoch_sentences = 0;
+  bool within_iteration() const { return epoch_sentences != 0; }
 };
 /// Called after each iteration with the current weights; return false to stop training.
 using ProgressFn = std::function<bool(const Progress&, const Vector& w)>;
+/// Asked between mini-batches whether to stop there (Trainer::stop_when).
+using StopPoll = std::function<bool()>;
 
 class Trainer {
  public:
@@ -135,6 +147,20 @@ class Trainer {
   /// goes on after the iteration the state was saved at — ending with the weights an
   /// uninterrupted run gives, bit for bit, on the same backend. Null: start afresh.
   void resume_from(StateArchive* state) { resume_ = state; }
+  /// A stop request for the next train()s, polled where reports are far apart: the stochastic
+  /// trainers (sgd-l1, two-stage's first stage, adf, ap, sag, saga) ask it after every mini-batch
+  /// that does not end an epoch. When it returns true they make one last report inside the epoch
+  /// (Progress::within_iteration, with its state: a resume continues after that mini-batch and
+  /// ends bit-identical to an uninterrupted run), stop whatever the ProgressFn returns
+  /// (stop_reason: the caller) and return NaN, leaving in `w` the model's weights as an epoch's
+  /// end would give them (sgd-l1, adf: the lazy L2 decay applied; sag, saga: the lazy steps
+  /// applied; ap: the averaged weights). That last report is handed the working weights, their
+  /// lazy updates still pending (ap: the averaged weights, as at every report). After the batch
+  /// that ends an epoch the epoch's report follows, and there, as for every trainer at each of its
+  /// reports, the ProgressFn decides (a caller stopping at the next safe point returns false
+  /// there). The full-batch trainers do not poll: their reports are their safe points. Null (the
+  /// default): no poll.
+  void stop_when(StopPoll poll) { stop_poll_ = std::move(poll); }
 
  protected:
   /// For train(): restores `state` from the archive resume_from() gave, once; true when it did.
@@ -146,8 +172,12 @@ class Trainer {
     return true;
   }
 
+  /// For the stochastic trainers: whether the caller asked to stop now (stop_when).
+  bool stop_requested() const { return stop_poll_ && stop_poll_(); }
+
   std::string stop_reason_;
   StateArchive* resume_ = nullptr;
+  StopPoll stop_poll_;
 };
 
 /// One setting, as CRFsuite's trainers declare theirs (name, type, default, help): its name (crfx

@@ -15,8 +15,8 @@ list of feature names — and y the matching lists of labels::
 File helpers mirror the command line: ``crfx.train_file`` (``crfx train``) and
 ``crfx.tag_file`` (``crfx tag``). Errors are ValueError (bad data or settings, with crfx's
 message naming the sequence or the file and line) or OSError (a file that cannot be read).
-Training and tagging release the GIL; Ctrl-C stops training after the current iteration and
-raises KeyboardInterrupt. Nothing beyond the standard library is needed.
+Training and tagging release the GIL; Ctrl-C stops training after the current iteration (the
+stochastic trainers: after the current mini-batch) and raises KeyboardInterrupt. Nothing beyond the standard library is needed.
 """
 
 from . import _crfx

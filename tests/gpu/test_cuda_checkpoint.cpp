@@ -1,7 +1,8 @@
 // Checkpoints on the CUDA backend: every trainer stopped at a reported iteration and resumed from
 // its checkpoint ends with the weights of the uninterrupted GPU run, bit for bit — its vectors,
 // and SAG's stored marginals, read from and written back to the device — on the dense and the
-// observed-pair layouts. (On the emulated device in CI, label gpu-emu.)
+// observed-pair layouts; and the stochastic trainers stopped inside an epoch (SAG's lazy steps and
+// stamps on the device). (On the emulated device in CI, label gpu-emu.)
 #include <gtest/gtest.h>
 
 #include "checkpoint_check.hpp"
@@ -24,6 +25,35 @@ TEST(CudaCheckpoint, EveryTrainerResumesBitExact) {
       o.epochs = o.max_epochs = 3;
       o.sgd_epochs = 1;
       test::check_resume_is_exact([](const Dims& d) { return test::gpu_backend(d); }, p, info, o, 2);
+    }
+  }
+}
+
+/// The stochastic trainers stopped by their poll inside an epoch and resumed there on the device:
+/// sgd-l1's and adf's stamps, ap's sums and SAG's lazy-step history and per-group stamps (kept on
+/// the device, saved and restored by incremental_save / incremental_load) and stored marginals.
+TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
+  REQUIRE_GPU();
+  for (Layout layout : {Layout::dense, Layout::observed}) {
+    const auto p = test::with_layout(test::random_problem(4, 24, 2, 17, 8, 43), layout);
+    const std::size_t n = p.corpus.num_sentences();
+    struct Case {
+      const char* algo;
+      std::size_t batch;
+      Sampling sampling;
+    };
+    for (const Case& c : {Case{"sag", 1, Sampling::mixed}, Case{"sag", 3, Sampling::uniform},
+                          Case{"saga", 2, Sampling::lipschitz}, Case{"sgd-l1", 2, Sampling::mixed},
+                          Case{"adf", 3, Sampling::mixed}, Case{"ap", 2, Sampling::mixed}}) {
+      SCOPED_TRACE(::testing::Message() << c.algo << " batch " << c.batch << " " << name_of(c.sampling) << " "
+                                        << layout);
+      TrainOptions o = test::resume_options(c.algo);
+      o.batch_size = c.batch;
+      o.sampling = c.sampling;
+      o.epochs = o.max_epochs = 2;
+      o.adf_windows = 3;
+      test::check_stop_within_is_exact([](const Dims& d) { return test::gpu_backend(d); }, p, find_trainer(c.algo),
+                                       o, test::within_stops(c.algo, o, n));
     }
   }
 }
