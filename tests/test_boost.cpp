@@ -1,6 +1,7 @@
 // Sequence boosting (`-a boost`, host/optim/boost.cpp): the feature bounds, the step, the round's
 // r = ∇H/H and log H, and the whole trainer's rounds against brute-force enumeration of every
-// label sequence of tiny problems; determinism; the overflow path; the CLI end to end.
+// label sequence of tiny problems; determinism; the overflow path; the incremental rounds (the
+// sentence index, against full rounds, the cancellation case, checkpoints); the CLI end to end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "optim/boost.hpp"
+#include "checkpoint_check.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"
 
@@ -175,11 +178,12 @@ TEST(Boost, BigramRangeMatchesEnumeration) {
 }
 
 TEST(Boost, StepMinimisesTheBoundAndStaysFinite) {
+  const double kEps = 1e-6;  // the smoothing ε (any small one)
   // Interior: Δ is the bound's minimiser log(−L(U−r)/(U(r−L)))/(U−L) up to the smoothing.
   const double cases[][3] = {{0.3, 2.0, -1.0}, {-0.5, 1.0, -3.0}, {1.5, 4.0, -0.5}, {0.0, 1.0, -1.0}};
   for (const auto& c : cases) {
     const double r = c[0], U = c[1], L = c[2];
-    const boost::Step s = boost::bound_step(r, U, L);
+    const boost::Step s = boost::bound_step(r, U, L, kEps);
     const double exact = std::log(-L * (U - r) / (U * (r - L))) / (U - L);
     EXPECT_NEAR(s.delta, exact, 1e-5) << r << " in [" << L << ", " << U << "]";
     auto bound = [&](double d) { return ((U - r) * std::exp(d * L) + (r - L) * std::exp(d * U)) / (U - L); };
@@ -192,24 +196,24 @@ TEST(Boost, StepMinimisesTheBoundAndStaysFinite) {
   }
   // Degenerate: U = 0, L = 0, r at a bound, U = L, r outside by rounding: finite steps, the right
   // direction, never NaN; the step is at most log(1 + 1/ε)/(U − L).
-  const double cap = std::log1p(1 / boost::kSmoothing);
-  const boost::Step u0 = boost::bound_step(-0.5, 0.0, -2.0);
+  const double cap = std::log1p(1 / kEps);
+  const boost::Step u0 = boost::bound_step(-0.5, 0.0, -2.0, kEps);
   EXPECT_GT(u0.delta, 0);
   EXPECT_LE(u0.delta, cap / 2.0);
   EXPECT_GT(u0.decrease, 0.2);  // the bound → 1 − r/L = 0.75 as Δ → ∞
   EXPECT_LT(u0.decrease, 0.25);
-  const boost::Step l0 = boost::bound_step(0.5, 2.0, 0.0);
+  const boost::Step l0 = boost::bound_step(0.5, 2.0, 0.0, kEps);
   EXPECT_LT(l0.delta, 0);
   EXPECT_GE(l0.delta, -cap / 2.0);
-  const boost::Step at_lower = boost::bound_step(-1.0, 1.0, -1.0);
+  const boost::Step at_lower = boost::bound_step(-1.0, 1.0, -1.0, kEps);
   EXPECT_GT(at_lower.delta, 0);
   EXPECT_LE(at_lower.delta, cap / 2.0);
   EXPECT_GT(at_lower.decrease, 0.99);
-  for (const auto& s : {boost::bound_step(1.0, 1.0, 1.0), boost::bound_step(0.0, 0.0, 0.0)}) {
+  for (const auto& s : {boost::bound_step(1.0, 1.0, 1.0, kEps), boost::bound_step(0.0, 0.0, 0.0, kEps)}) {
     EXPECT_EQ(s.delta, 0);
     EXPECT_EQ(s.decrease, 0);
   }
-  const boost::Step out = boost::bound_step(1.0 + 1e-15, 1.0, -1.0);
+  const boost::Step out = boost::bound_step(1.0 + 1e-15, 1.0, -1.0, kEps);
   EXPECT_TRUE(std::isfinite(out.delta));
   EXPECT_LT(out.delta, 0);
 }
@@ -221,6 +225,7 @@ TEST(Boost, RoundMatchesBruteForceOnBothPaths) {
     for (int layout : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << "L " << L << " layout " << layout);
       const RandomProblem p = tiny(L, 11 + L, layout);
+      const double eps = boost::smoothing(p.corpus.num_sentences());
       CpuBackend b(p.dims, 2);
       auto corpus = b.upload(p.corpus);
       std::vector<double> wh = test::random_weights(p.dims.num_weights(), 0.4, 3);
@@ -241,13 +246,13 @@ TEST(Boost, RoundMatchesBruteForceOnBothPaths) {
       const boost::Bounds bounds = brute_bounds(p);
       boost::Choice expect;
       for (std::size_t k = 0; k < wh.size(); ++k) {
-        const boost::Step s = boost::bound_step(want.r[k], bounds.upper[k], bounds.lower[k]);
+        const boost::Step s = boost::bound_step(want.r[k], bounds.upper[k], bounds.lower[k], eps);
         if (s.decrease > expect.step.decrease + 1e-12) expect = {k, s};
       }
       auto r = b.vector(wh.size());
       double passes = 0;
       boost::evaluate_round(b, *corpus, *w, *r, passes);
-      const boost::Choice got = boost::choose(to_host(b, *r), boost::feature_bounds(p.corpus, p.dims));
+      const boost::Choice got = boost::choose(to_host(b, *r), boost::feature_bounds(p.corpus, p.dims), eps);
       ASSERT_EQ(got.feature, expect.feature);
       EXPECT_NEAR(got.step.delta, expect.step.delta, 1e-9);
       EXPECT_NEAR(got.step.decrease, expect.step.decrease, 1e-9);
@@ -299,7 +304,8 @@ TEST(Boost, EveryRoundTakesTheBruteForceStepAndLowersTheLoss) {
       std::vector<boost::Step> steps(prev.size());
       double most = 0;
       for (std::size_t k = 0; k < prev.size(); ++k) {
-        steps[k] = boost::bound_step(before.r[k], bounds.upper[k], bounds.lower[k]);
+        steps[k] = boost::bound_step(before.r[k], bounds.upper[k], bounds.lower[k],
+                                     boost::smoothing(p.corpus.num_sentences()));
         most = std::max(most, steps[k].decrease);
       }
       ASSERT_GT(most, 0);
@@ -336,14 +342,19 @@ TEST(Boost, SameModelForAnyThreadCountAndSparseByConstruction) {
   std::vector<double> w[2];
   std::vector<std::size_t> active[2];
   std::vector<double> objective[2];
+  int incremental = 0;  // rounds that re-evaluated only some sentences (the default policy)
   for (unsigned threads : {1u, 2u}) {
     CpuBackend b(p.dims, threads);
     auto corpus = b.upload(p.corpus);
+    double passes = 0;
     train_boost(b, *corpus, w[threads - 1], o, [&](const Progress& pr, const std::vector<double>&) {
       active[threads - 1].push_back(pr.active_features);
       objective[threads - 1].push_back(pr.objective);
+      if (threads == 2 && pr.passes - passes < 1) ++incremental;
+      passes = pr.passes;
     });
   }
+  EXPECT_GT(incremental, 20);
   ASSERT_EQ(w[0].size(), w[1].size());
   EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), w[0].size() * sizeof(double)), 0);
   EXPECT_EQ(objective[0], objective[1]);
@@ -451,6 +462,222 @@ TEST(Boost, LossBeyondTheDoublesIsHandledInLogSpace) {
   });
   EXPECT_GT(capped, 0);
   for (double x : wh) ASSERT_TRUE(std::isfinite(x));
+}
+
+// ---- incremental rounds ------------------------------------------------------------------------
+
+/// Sets boost::round_policy() for a scope.
+struct PolicyGuard {
+  boost::RoundPolicy saved = boost::round_policy();
+  explicit PolicyGuard(const boost::RoundPolicy& p) { boost::round_policy() = p; }
+  ~PolicyGuard() { boost::round_policy() = saved; }
+};
+
+/// Appends one sentence of T tokens (2 state attributes a token, an edge attribute every third
+/// position, random gold labels) to a non-binary random problem.
+void append_sentence(RandomProblem& p, std::size_t T, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Corpus& c = p.corpus;
+  for (std::size_t t = 0; t < T; ++t) {
+    for (int i = 0; i < 2; ++i) {
+      c.state_ids.push_back(std::uint32_t(rng() % p.dims.A));
+      c.state_values.push_back(0.5 + double(rng() % 1000) / 1000.0);
+    }
+    c.state_offsets.push_back(c.state_ids.size());
+    if (p.dims.E > 0 && t > 0 && t % 3 == 0) {
+      c.edge_ids.push_back(std::uint32_t(rng() % p.dims.E));
+      c.edge_values.push_back(1.0);
+    }
+    c.edge_offsets.push_back(c.edge_ids.size());
+    c.labels.push_back(std::uint32_t(rng() % p.dims.L));
+  }
+  c.sentence_offsets.push_back(c.labels.size());
+  c.source_lines.push_back(c.source_lines.size() + 1);
+}
+
+TEST(Boost, SentenceIndexListsExactlyTheSentencesAWeightMoves) {
+  // Every weight: the sentences not listed keep their loss bit for bit when the weight moves,
+  // every listed one contains the weight's attribute (state, edge), a transition is a full pass.
+  for (int layout : {0, 1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "layout " << layout);
+    const RandomProblem p = tiny(3, 40 + layout, layout);
+    const boost::SentenceIndex index(p.corpus, p.dims);
+    const WeightGroups wg = p.dims.groups();
+    CpuBackend b(p.dims, 1);
+    auto corpus = b.upload(p.corpus);
+    const std::vector<double> w0 = test::random_weights(p.dims.num_weights(), 0.5, 3);
+    auto w = to_backend(b, w0);
+    const std::size_t n = p.corpus.num_sentences();
+    std::vector<double> base(n);
+    for (std::uint32_t i = 0; i < n; ++i)
+      base[i] = b.evaluate(*corpus, *w, SentenceSpan{&i, 1}, nullptr, 1.0, SequenceLoss::seq_exp);
+    std::size_t listed_total = 0;
+    for (std::uint32_t g = 0; g < wg.count(); ++g)
+      for_each_weight(wg, g, [&](std::size_t k, std::size_t) {
+        bool full = false;
+        const SentenceSpan span = index.sentences(k, full);
+        EXPECT_EQ(full, g == wg.transitions()) << "weight " << k;
+        if (full) return;
+        std::vector<char> listed(n, 0);
+        for (std::size_t i = 0; i < span.count; ++i) {
+          if (i > 0) {
+            EXPECT_LT(span[i - 1], span[i]);
+          }
+          listed[span[i]] = 1;
+        }
+        listed_total += span.count;
+        std::vector<double> w1 = w0;
+        w1[k] += 0.7;
+        auto wv = to_backend(b, w1);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          // The attribute occurs in sentence i?
+          const Corpus& c = p.corpus;
+          bool occurs = false;
+          for (std::size_t t = c.sentence_offsets[i]; t < c.sentence_offsets[i + 1]; ++t) {
+            if (g < wg.A)
+              for (std::size_t j = c.state_offsets[t]; j < c.state_offsets[t + 1]; ++j)
+                occurs |= c.state_ids[j] == g;
+            if (g > wg.A && t > c.sentence_offsets[i])
+              for (std::size_t j = c.edge_offsets[t]; j < c.edge_offsets[t + 1]; ++j)
+                occurs |= wg.edge(c.edge_ids[j]) == g;
+          }
+          EXPECT_EQ(bool(listed[i]), occurs) << "weight " << k << ", sentence " << i;
+          if (!listed[i]) {
+            const double v = b.evaluate(*corpus, *wv, SentenceSpan{&i, 1}, nullptr, 1.0, SequenceLoss::seq_exp);
+            EXPECT_EQ(v, base[i]) << "weight " << k << " moves unlisted sentence " << i;
+          }
+        }
+      });
+    EXPECT_GT(listed_total, 0u);
+  }
+}
+
+/// One run's rounds: objective, gradient norm, weights after each round, passes.
+struct Rounds {
+  std::vector<double> objective, gnorm, passes;
+  std::vector<std::vector<double>> w;
+};
+Rounds run_rounds(const RandomProblem& p, const boost::RoundPolicy& policy, int rounds, unsigned threads = 1) {
+  PolicyGuard guard(policy);
+  CpuBackend b(p.dims, threads);
+  auto corpus = b.upload(p.corpus);
+  TrainOptions o;
+  o.max_iterations = rounds;
+  o.delta = 0;
+  Rounds run;
+  std::vector<double> w;
+  train_boost(b, *corpus, w, o, [&](const Progress& pr, const std::vector<double>& x) {
+    run.objective.push_back(pr.objective);
+    run.gnorm.push_back(pr.gradient_norm);
+    run.passes.push_back(pr.passes);
+    run.w.push_back(x);
+  });
+  return run;
+}
+
+/// Checks incremental rounds against full ones and against a fresh evaluation at each round's
+/// weights; returns the number of incremental rounds (those that cost less than a pass).
+int expect_incremental_matches_full(const RandomProblem& p, int rounds, double ratio, int period) {
+  boost::RoundPolicy inc;
+  inc.refresh_ratio = ratio;
+  inc.refresh_period = period;
+  boost::RoundPolicy off;
+  off.incremental = false;
+  const Rounds a = run_rounds(p, inc, rounds), f = run_rounds(p, off, rounds);
+  EXPECT_EQ(a.objective.size(), std::size_t(rounds));
+  EXPECT_EQ(f.objective.size(), std::size_t(rounds));
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  auto r = b.vector(p.dims.num_weights());
+  int incremental = 0;
+  for (std::size_t k = 0; k < std::min(a.objective.size(), f.objective.size()); ++k) {
+    // The same feature chosen, the same step up to rounding.
+    std::size_t moved_a = 0, moved_f = 0;
+    for (std::size_t j = 0; j < a.w[k].size(); ++j) {
+      const double prev_a = k ? a.w[k - 1][j] : 0.0, prev_f = k ? f.w[k - 1][j] : 0.0;
+      if (a.w[k][j] != prev_a) moved_a = j + 1;
+      if (f.w[k][j] != prev_f) moved_f = j + 1;
+      EXPECT_NEAR(a.w[k][j], f.w[k][j], 1e-9 * (1 + std::fabs(f.w[k][j]))) << "round " << k + 1 << ", weight " << j;
+    }
+    EXPECT_EQ(moved_a, moved_f) << "round " << k + 1 << ": another feature";
+    EXPECT_NEAR(a.objective[k], f.objective[k], 1e-9 * f.objective[k]) << "round " << k + 1;
+    EXPECT_NEAR(a.gnorm[k], f.gnorm[k], 1e-8 * f.gnorm[k]) << "round " << k + 1;
+    // H and r of the incremental path against a fresh full evaluation at its own weights.
+    auto wv = to_backend(b, a.w[k]);
+    double passes = 0;
+    const boost::Evaluation ev = boost::evaluate_round(b, *corpus, *wv, *r, passes);
+    EXPECT_FALSE(ev.overflowed);
+    const double h = std::exp(ev.log_h);
+    EXPECT_NEAR(a.objective[k], h, 1e-10 * h) << "round " << k + 1;
+    EXPECT_NEAR(a.gnorm[k], h * std::sqrt(b.norm2sq(*r)), 1e-9 * a.gnorm[k]) << "round " << k + 1;
+    const double cost = a.passes[k] - (k ? a.passes[k - 1] : 0.0);
+    if (cost < 1) ++incremental;
+  }
+  return incremental;
+}
+
+TEST(Boost, IncrementalRoundsMatchFullRounds) {
+  // Random problems: features fire in about a quarter of the sentences.
+  for (std::uint64_t seed : {5u, 6u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    const RandomProblem p = random_problem(4, 60, 2, 120, 12, seed);
+    // The trainer's own policy, then no refreshes but the bound's (the longest runs of
+    // incremental rounds).
+    const int defaults = expect_incremental_matches_full(p, 150, boost::RoundPolicy().refresh_ratio,
+                                                         boost::RoundPolicy().refresh_period);
+    EXPECT_GT(defaults, 75) << "too few incremental rounds: the test does not test them";
+    const int stretched = expect_incremental_matches_full(p, 150, 1e6, 1 << 30);
+    EXPECT_GT(stretched, 75);
+  }
+}
+
+TEST(Boost, IncrementalRoundsStayExactWhereOneSentenceDominates) {
+  // A 30-token sentence among 200 short ones: 4^30 ≈ 1e18 against Σ_i 4^T_i ≈ 1e6: at first H is
+  // that one sentence, so subtracting its old 1/p cancels nearly all of H (the rest lies below
+  // its last bit), and once it is fitted the rest is lost; the refresh rule must catch it. No
+  // transitions and no edge attributes (their rounds are full passes, which would refresh H anyway).
+  RandomProblem p = random_problem(4, 60, 0, 200, 8, 11);
+  p.dims.transitions = false;
+  append_sentence(p, 30, 12);
+  const int incremental = expect_incremental_matches_full(p, 200, boost::RoundPolicy().refresh_ratio,
+                                                          boost::RoundPolicy().refresh_period);
+  EXPECT_GT(incremental, 20);
+  // Without the refresh rule (ratio unbounded) the cancellation shows: the rule is what keeps it.
+  boost::RoundPolicy reckless;
+  reckless.refresh_ratio = 1e300;
+  reckless.refresh_period = 1 << 30;
+  const Rounds a = run_rounds(p, reckless, 200);
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  auto r = b.vector(p.dims.num_weights());
+  double worst = 0;
+  for (std::size_t k = 0; k < a.objective.size(); ++k) {
+    auto wv = to_backend(b, a.w[k]);
+    double passes = 0;
+    const double h = std::exp(boost::evaluate_round(b, *corpus, *wv, *r, passes).log_h);
+    worst = std::max(worst, std::fabs(a.objective[k] - h) / h);
+  }
+  EXPECT_GT(worst, 1e-8) << "the problem does not cancel: make the long sentence longer";
+}
+
+TEST(Boost, ResumesBitExactBetweenIncrementalRounds) {
+  // Checkpoints inside runs of incremental rounds (H, the mass since the last full pass, the
+  // count, ∇H and r are saved): the resumed run is the uninterrupted one bit for bit.
+  const RandomProblem p = random_problem(4, 60, 2, 120, 12, 5);
+  TrainOptions o;
+  o.max_iterations = 40;
+  o.delta = 0;
+  // The trainer's policy, then refreshes by the mass (ratio 30) and by the period (7) within
+  // the run, so that a state restored without either changes the rounds.
+  for (const auto& [ratio, period] : {std::pair<double, int>{1e6, 1000}, {30.0, 1000}, {1e6, 7}}) {
+    SCOPED_TRACE(::testing::Message() << "refresh ratio " << ratio << ", period " << period);
+    boost::RoundPolicy policy;
+    policy.refresh_ratio = ratio;
+    policy.refresh_period = period;
+    PolicyGuard guard(policy);
+    test::check_resume_is_exact([](const Dims& d) { return BackendPtr(new CpuBackend(d, 2)); }, p,
+                                find_trainer("boost"), o, 13);
+  }
 }
 
 // ---- settings and the command line -------------------------------------------------------------

@@ -14,8 +14,10 @@ namespace crfx::boost {
 
 /// Schapire & Singer's (1999) smoothing ε of the step: Δ = log((a·W₋ + ε)/(b·W₊ + ε))/(U − L)
 /// (bound_step), so that a feature whose bound has its minimum at infinity (L = 0, U = 0, or r at a
-/// bound) gets a finite step, |Δ| ≤ log(1 + 1/ε)/(U − L) ≈ 13.8/(U − L).
-inline constexpr double kSmoothing = 1e-6;
+/// bound) gets a finite step, |Δ| ≤ log(1 + 1/ε)/(U − L). The trainer's ε is theirs, of order 1/m:
+/// 1/(number of sentences) (with 1e-6 a feature that always predicts the gold label steps by
+/// ~13.8/(U − L); on CoNLL-2000 1/m gave the better test F1 — boost.cpp, "Smoothing").
+inline double smoothing(std::size_t sentences) { return 1.0 / double(sentences > 0 ? sentences : 1); }
 /// The rounds of a run with --max-iterations 0 (unset).
 inline constexpr int kDefaultRounds = 1000;
 
@@ -42,7 +44,7 @@ struct Step {
   double delta = 0;
   double decrease = 0;
 };
-Step bound_step(double r, double upper, double lower);
+Step bound_step(double r, double upper, double lower, double smoothing);
 
 /// The feature with the largest decrease (ties: the smallest index) among those with decrease
 /// > 0, or `none` (feature == SIZE_MAX) when no step lowers the bound.
@@ -50,7 +52,7 @@ struct Choice {
   std::size_t feature = static_cast<std::size_t>(-1);
   Step step;
 };
-Choice choose(const std::vector<double>& r, const Bounds& bounds);
+Choice choose(const std::vector<double>& r, const Bounds& bounds, double smoothing);
 
 /// One evaluation of the round: log H(w), H = Σ_i 1/p(y_i|x_i; w) the sequential exp-loss, and
 /// r = ∇H / H = E_D[ψ] written to `r` (a backend vector of the weights' size). From the backend's
@@ -63,5 +65,32 @@ struct Evaluation {
 };
 Evaluation evaluate_round(Backend& b, const BackendCorpus& corpus, const Vector& w, Vector& r, double& passes,
                           bool per_sentence = false);
+
+/// Per weight the sentences whose 1/p_i (and gradient contribution) depend on it — those where the
+/// weight's feature can fire: a state weight (attribute a, label l): the sentences where a occurs;
+/// an edge weight: those where its edge attribute occurs at some t ≥ 1; a transition: none listed
+/// (`full` is set: its rounds are full passes). Built once from the host corpus (CSR per weight
+/// group; sentence ids ascending).
+class SentenceIndex {
+ public:
+  SentenceIndex(const Corpus& corpus, const Dims& dims);
+  /// The sentences of weight k; `full` = true for a transition (every sentence with ≥ 2 tokens).
+  SentenceSpan sentences(std::size_t k, bool& full) const;
+
+ private:
+  std::vector<std::uint32_t> group_of_;  // [weights] the weight's group
+  std::uint32_t transitions_ = 0;
+  std::vector<std::size_t> offsets_;     // [groups + 1]
+  std::vector<std::uint32_t> ids_;
+};
+
+/// How the trainer keeps H and ∇H between rounds (boost.cpp, "Incremental rounds"). The defaults
+/// are the trainer's; tests switch `incremental` off to compare with full rounds.
+struct RoundPolicy {
+  bool incremental = true;       // re-evaluate only the sentences of the stepped feature
+  double refresh_ratio = 1e6;    // full pass when the mass since the last one exceeds ratio·H
+  int refresh_period = 1000;     // and at least every this many rounds
+};
+RoundPolicy& round_policy();
 
 }  // namespace crfx::boost
