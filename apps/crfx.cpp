@@ -769,13 +769,12 @@ int cmd_train(int argc, char** argv) {
   } else if (!log_path.empty()) {
     write_file_atomic(log_path, log_text);
   }
-  if (!quiet)
-    if (trainer.uses_objective)
-      std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
-                << (opt.loss != SequenceLoss::seq_log ? std::string(", loss ") + sequence_loss_name(opt.loss) : "")
-                << "\n";
-    else  // ap, boost: no regulariser, no --loss
-      std::cerr << "training: " << trainer.name << " (unregularised: no c1, c2)\n";
+  if (!quiet && trainer.uses_objective)
+    std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
+              << (opt.loss != SequenceLoss::seq_log ? std::string(", loss ") + sequence_loss_name(opt.loss) : "")
+              << "\n";
+  else if (!quiet)  // ap, boost: no regulariser, no --loss
+    std::cerr << "training: " << trainer.name << " (unregularised: no c1, c2)\n";
 
   TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, dev_mode, fs.labels, quiet, log_path,
                          log_text};

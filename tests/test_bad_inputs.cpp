@@ -80,6 +80,7 @@ enum class Signals {
   IntDuringTraining,         // SIGINT once the training log has a row
   TermDuringTraining,        // SIGTERM once the training log has a row
   IntThenTermDuringTraining, // SIGINT and SIGTERM together (a second signal while stopping)
+  IntTwiceDuringTraining,    // SIGINT, then SIGINT again 20 ms later (timeout -s INT: process, then group)
   IntDuringTagDir,           // SIGINT while crfx tag reads its second input (a FIFO kept empty)
 };
 
@@ -389,6 +390,10 @@ const std::vector<BadInput> kCases = {
     {"SecondSignalDuringTraining", "big.txt: as above; SIGINT, then SIGTERM while it stops", LONG_TRAINING,
      {{Make::Copy, "big.txt", "conll2000.train300.txt"}}, "", 128 + SIGTERM, {{"out.model", Expect::Kept}},
      Signals::IntThenTermDuringTraining},
+    {"SigintTwiceAtOnce", "big.txt: as above; SIGINT, and again 20 ms later (as `timeout -s INT` sends it)",
+     LONG_TRAINING, {{Make::Copy, "big.txt", "conll2000.train300.txt"}},
+     "crfx train: stopped by SIGINT at iteration N; model written to out.model", 3, {{"out.model", Expect::Replaced}},
+     Signals::IntTwiceDuringTraining},
     {"SigintDuringTagDir", "fifo: a named pipe after test.txt; SIGINT while crfx waits for its data",
      "crfx tag test.txt fifo -m m.model -O od -q", {{Make::Fifo, "fifo"}, {Make::Dir, "od"}}, "", 128 + SIGINT,
      {{"od/test.txt", Expect::Kept}, {"od/fifo", Expect::Absent}}, Signals::IntDuringTagDir},
@@ -521,6 +526,10 @@ std::string send_signals(const BadInput& c, const std::string& dir, pid_t pid) {
     ::kill(pid, SIGINT);
     ::kill(pid, SIGTERM);
     ::kill(pid, SIGCONT);
+  } else if (c.signals == Signals::IntTwiceDuringTraining) {
+    ::kill(pid, SIGINT);  // handled before the second arrives: two deliveries, one request
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::kill(pid, SIGINT);
   } else {
     ::kill(pid, c.signals == Signals::IntDuringTraining ? SIGINT : SIGTERM);
   }
@@ -646,6 +655,7 @@ std::string signals_text(Signals s) {
     case Signals::IntDuringTraining: return " (SIGINT during training)";
     case Signals::TermDuringTraining: return " (SIGTERM during training)";
     case Signals::IntThenTermDuringTraining: return " (SIGINT, then SIGTERM while it stops)";
+    case Signals::IntTwiceDuringTraining: return " (SIGINT twice, 20 ms apart)";
     case Signals::IntDuringTagDir: return " (SIGINT while it waits for the FIFO)";
   }
   return "";

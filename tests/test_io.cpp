@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -567,3 +570,41 @@ TEST(LineReader, ALineBeyondTheCapIsAnError) {
 
 }  // namespace
 }  // namespace crfx::test
+
+// A graceful stop (crfx train's first Ctrl-C): the first SIGINT is recorded; the same signal again
+// within a second is that request delivered twice (`timeout -s INT` signals the process, then its
+// process group) and is ignored; later, or another signal, ends the process. Each in a child.
+namespace {
+int graceful_child(const std::function<void()>& signals) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    crfx::remove_temporaries_on_signals();
+    crfx::set_graceful_stop(true);
+    signals();
+    ::_exit(crfx::stop_signal() == SIGINT ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+}  // namespace
+
+TEST(GracefulStop, TheSameSignalTwiceAtOnceIsOneRequest) {
+  int status = graceful_child([] {
+    std::raise(SIGINT);  // (raise returns after the handler ran)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::raise(SIGINT);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  status = graceful_child([] {
+    std::raise(SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    std::raise(SIGINT);  // a second Ctrl-C: ends it at once
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "status " << status;
+  status = graceful_child([] {
+    std::raise(SIGINT);
+    std::raise(SIGTERM);  // another signal while stopping: ends it at once
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
+}

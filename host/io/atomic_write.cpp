@@ -24,6 +24,7 @@
 // most an AtomicFileGroup's 1,000 and two more).
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,11 +80,26 @@ constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
 // SIGHUP) removes the temporaries and ends the process as before.
 volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_graceful = 0;
+// When the first one came (CLOCK_MONOTONIC, ns): the same signal again within kRepeatNs is that
+// request delivered twice, not a second one — `timeout -s INT` signals the process and then its
+// process group, and the two arrive apart when the first is handled in between.
+std::atomic<long long> g_stop_ns{0};
+constexpr long long kRepeatNs = 1000000000;  // 1 s
+
+long long monotonic_ns() {  // async-signal-safe (clock_gettime)
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 extern "C" void remove_temporaries_and_reraise(int sig) {
-  if (g_graceful && g_stop_signal == 0 && sig != SIGHUP) {
-    g_stop_signal = sig;
-    return;
+  if (g_graceful && sig != SIGHUP) {
+    if (g_stop_signal == 0) {
+      g_stop_signal = sig;
+      g_stop_ns.store(monotonic_ns(), std::memory_order_relaxed);
+      return;
+    }
+    if (sig == g_stop_signal && monotonic_ns() - g_stop_ns.load(std::memory_order_relaxed) < kRepeatNs) return;
   }
   for (auto& b : g_blocks) {
     SlotBlock* block = b.load(std::memory_order_acquire);

@@ -86,7 +86,9 @@ void remove_temporaries_on_signals();
 /// For a long job in a program that called remove_temporaries_on_signals() (crfx train): while
 /// armed, the first SIGINT or SIGTERM does not end the process but is recorded — stop_signal()
 /// returns it — so that the job can stop at its next safe point and write what it has; a second
-/// one ends the process as before (temporaries removed). Arming or disarming clears the record.
+/// one ends the process as before (temporaries removed) — but the same signal again within a
+/// second is the first one delivered twice (`timeout -s INT` signals the process, then its
+/// group) and is ignored. Arming or disarming clears the record.
 void set_graceful_stop(bool armed);
 /// The signal that asked for a graceful stop since it was armed, or 0.
 int stop_signal();
