@@ -72,6 +72,10 @@ __attribute__((format(printf, 1, 2))) std::string fmt(const char* format, ...) {
   return buf;
 }
 
+/// An objective as the progress lines print it: %.6f, or %.6e where %f would run to hundreds of
+/// digits (boost's H before it fits a double is reported as DBL_MAX).
+std::string objective_text(double v) { return std::fabs(v) < 1e15 ? fmt("%.6f", v) : fmt("%.6e", v); }
+
 /// The text between cxxopts' quotes ‘…’ in one of its messages ("" when there is none).
 std::string quoted(const std::string& msg) {
   const std::size_t open = msg.find("\xe2\x80\x98"), close = msg.find("\xe2\x80\x99");
@@ -540,9 +544,10 @@ struct TrainProgress {
     if (!quiet) {
       char line[256];
       const std::string gnorm = std::isnan(p.gradient_norm) ? "-" : fmt("%.3e", p.gradient_norm);
+      const std::string obj = objective_text(p.objective);
       std::snprintf(line, sizeof line,
-                    "iter %4d  passes %6.1f  obj %.6f  |g| %s  active %zu  step %.3g  %.2f s%s%s\n",
-                    p.iteration, p.passes, p.objective, gnorm.c_str(), p.active_features, p.step,
+                    "iter %4d  passes %6.1f  obj %s  |g| %s  active %zu  step %.3g  %.2f s%s%s\n",
+                    p.iteration, p.passes, obj.c_str(), gnorm.c_str(), p.active_features, p.step,
                     p.seconds, dev_f1.empty() ? "" : dev_mode == EvalMode::item ? "  dev accuracy " : "  dev F1 ",
                     dev_f1.c_str());
       std::cerr << line << std::flush;
@@ -837,7 +842,7 @@ int cmd_train(int argc, char** argv) {
   if (!quiet) {
     std::cerr << "stopped: " << algorithm->stop_reason() << "\n";
     std::cerr << "done: " << progress.iterations << " iterations, " << fmt("%.1f", objective.passes())
-              << " passes, objective " << fmt("%.6f", f) << ", "
+              << " passes, objective " << objective_text(f) << ", "
               << backend->count_nonzero(*w) << " active features, training "
               << fmt("%.2f", train_seconds) << " s, total " << fmt("%.2f", now_seconds() - t0)
               << " s, peak resident memory " << bytes_text(peak_resident_bytes()) << "\nmodel written to "

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <thread>
 
@@ -244,8 +245,10 @@ int log_rows(const std::string& log) {
   return n - 1;  // the header
 }
 
-/// crfx train with `args`, sent SIGINT at its first report (a row in `log`); the exit status.
-int train_interrupted(const std::vector<std::string>& args, const std::string& log) {
+/// crfx train with `args` (its stderr to the file `err` when given), sent SIGINT `delay_ms` after
+/// `ready()` first holds (polled every millisecond, at most a minute); the exit status.
+int train_signalled(const std::vector<std::string>& args, const std::function<bool()>& ready, int delay_ms = 0,
+                    const std::string& err = "") {
   const std::string binary = test::crfx_binary();
   std::vector<std::string> all = {binary, "train"};
   all.insert(all.end(), args.begin(), args.end());
@@ -256,14 +259,25 @@ int train_interrupted(const std::vector<std::string>& args, const std::string& l
   if (pid < 0) return -1;
   if (pid == 0) {
     std::signal(SIGINT, SIG_DFL);
+    if (!err.empty()) {
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd < 0) ::_exit(126);
+      ::dup2(fd, 2);
+    }
     ::execv(binary.c_str(), argv.data());
     ::_exit(127);
   }
-  for (int i = 0; i < 60000 && log_rows(log) < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 60000 && !ready(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
   ::kill(pid, SIGINT);
   int status = 0;
   if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
   return WEXITSTATUS(status);
+}
+
+/// crfx train with `args`, sent SIGINT at its first report (a row in `log`); the exit status.
+int train_interrupted(const std::vector<std::string>& args, const std::string& log) {
+  return train_signalled(args, [&] { return log_rows(log) >= 1; });
 }
 
 TEST(CliCheckpoint, EveryAlgorithmStoppedBySignalResumesToTheSameModel) {
@@ -317,29 +331,8 @@ TEST(CliCheckpoint, EveryAlgorithmStoppedBySignalResumesToTheSameModel) {
 /// crfx train with `args` (stderr to `err`), sent SIGINT `delay_ms` after it says "training:"
 /// (its data read, the first epoch starting); the exit status.
 int train_interrupted_early(const std::vector<std::string>& args, const std::string& err, int delay_ms) {
-  const std::string binary = test::crfx_binary();
-  std::vector<std::string> all = {binary, "train"};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& s : all) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    std::signal(SIGINT, SIG_DFL);
-    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) ::_exit(126);
-    ::dup2(fd, 2);
-    ::execv(binary.c_str(), argv.data());
-    ::_exit(127);
-  }
-  for (int i = 0; i < 60000 && read_bytes(err).find("training:") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-  ::kill(pid, SIGINT);
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
+  return train_signalled(
+      args, [&] { return read_bytes(err).find("training:") != std::string::npos; }, delay_ms, err);
 }
 
 /// A stochastic trainer with batch size 1 stopped by SIGINT while an epoch runs (sent shortly
