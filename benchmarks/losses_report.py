@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reads the runs benchmarks/losses.sh made and writes table.md: seed 002's Tables 1-2 shape.
 Usage: losses_report.py DIR CORPUS..."""
+import csv
 import os
 import re
 import sys
@@ -15,16 +16,17 @@ TITLES = {"esp": "CoNLL-2002 Spanish NER (esp.train → esp.testb)", "conll2000"
 def read(corpus, name):
     stem = os.path.join(out, "%s-%s" % (corpus, name))
     if not os.path.exists(stem + ".eval"):
+        if os.path.exists(stem + ".err"):  # the run failed: crfx's message
+            return {"failed": open(stem + ".err").read().strip().splitlines()[-1]}
         return None
     ev = open(stem + ".eval").read()
-    done = [l for l in open(stem + ".err") if l.startswith("done:")]
-    d = done[-1] if done else ""
-    num = lambda pattern: float(re.search(pattern, d).group(1)) if re.search(pattern, d) else float("nan")
+    with open(stem + ".csv") as f:  # the last report (also of a run stopped by Ctrl-C)
+        last = list(csv.DictReader(f))[-1]
+    stopped = [l for l in open(stem + ".err") if l.startswith("crfx train: stopped by")]
     return {"accuracy": float(re.search(r"accuracy:\s*([0-9.]+)%", ev).group(1)),
             "f1": float(re.search(r"FB1:\s*([0-9.]+)", ev).group(1)),
-            "iterations": int(num(r"done: (\d+) (?:iterations|epochs|rounds)")),
-            "active": int(num(r"(\d+) active features")),
-            "seconds": num(r"training ([0-9.]+) s")}
+            "iterations": int(last["iteration"]), "active": int(last["active_features"]),
+            "seconds": float(last["seconds"]), "stopped": bool(stopped)}
 
 
 lines = []
@@ -38,15 +40,19 @@ for corpus in corpora:
         if r is None:
             lines.append("| %s | not run | | | | |" % label)
             continue
-        lines.append("| %s | %.2f%% | %.2f | %.1f s | %d | %s |" % (label, r["accuracy"], r["f1"], r["seconds"],
-                                                                  r["iterations"], format(r["active"], ",")))
-    losses = [rows[m] for m in ("seq-log", "seq-exp", "point-log", "point-exp") if rows[m]]
-    if len(losses) == 4:
+        if "failed" in r:
+            lines.append("| %s | failed: %s | | | | |" % (label, r["failed"].replace("|", "\\|")))
+            continue
+        lines.append("| %s | %.2f%% | %.2f | %.1f s | %d%s | %s |" % (
+            label, r["accuracy"], r["f1"], r["seconds"], r["iterations"], " (stopped by Ctrl-C)" if r["stopped"] else "",
+            format(r["active"], ",")))
+    losses = [rows[m] for m in ("seq-log", "seq-exp", "point-log", "point-exp") if rows[m] and "failed" not in rows[m]]
+    if len(losses) >= 2:
         acc = [r["accuracy"] for r in losses]
         f1 = [r["f1"] for r in losses]
-        lines += ["", "- The four losses: accuracy %.2f–%.2f%% (range %.2f points), F1 %.2f–%.2f (range %.2f)." %
-                  (min(acc), max(acc), max(acc) - min(acc), min(f1), max(f1), max(f1) - min(f1))]
-    if rows["boost"] and rows["seq-log"]:
+        lines += ["", "- The %d losses trained: accuracy %.2f–%.2f%% (range %.2f points), F1 %.2f–%.2f (range %.2f)." %
+                  (len(losses), min(acc), max(acc), max(acc) - min(acc), min(f1), max(f1), max(f1) - min(f1))]
+    if rows["boost"] and rows["seq-log"] and "failed" not in rows["boost"] and "failed" not in rows["seq-log"]:
         lines.append("- Boosting's model: %s active features, %.1f%% of the NLL model's %s." % (
             format(rows["boost"]["active"], ","), 100.0 * rows["boost"]["active"] / rows["seq-log"]["active"],
             format(rows["seq-log"]["active"], ",")))
