@@ -271,9 +271,9 @@ __device__ double gold_score(const FbSentence& f) {
 }
 
 /// Independent positions (FbParams::independent): per position t, z_t = log Σ_y exp s_t(y), log Z
-/// = Σ_t z_t (in t order), node marginals exp(s_t − z_t) (minus 1 at the gold label) and â_t = s_t,
-/// b̂_t = 0 for what reads them; O(L) a position, no backward recursion. The block's view is the
-/// general kernel's (below).
+/// = Σ_t z_t (in t order) and node marginals exp(s_t − z_t) (minus 1 at the gold label); O(L) a
+/// position, no recursion (â, b̂ are not written: nothing reads them on this path). The block's
+/// view is the general kernel's (below).
 __device__ void independent_sentence(const FbSentence& f, std::size_t i) {
   const FbParams& p = *f.p;
   double log_z = 0, gold = 0;
@@ -281,12 +281,14 @@ __device__ void independent_sentence(const FbSentence& f, std::size_t i) {
     const double* st = f.S + t * f.L;
     const double z = block_log_sum_exp(f.L, [&](int y) { return st[y]; }, f.red);
     log_z += z;
-    if (p.gold) gold += st[p.labels[f.tok0 + t]];
+    const std::uint32_t g = p.gold ? p.labels[f.tok0 + t] : 0xffffffffu;
+    if (p.gold) gold += st[g];
+    if (!p.backward || !p.node) continue;
+    double* out = p.node + (f.r0 + t) * f.L;
     for (int y = threadIdx.x; y < f.L; y += blockDim.x) {
-      f.la[t * f.L + y] = st[y];
-      f.lb[t * f.L + y] = 0;
+      const double v = exp(st[y] - z);
+      out[y] = std::uint32_t(y) == g ? v - 1.0 : v;
     }
-    if (p.backward) node_marginals(f, t, z);
   }
   if (threadIdx.x == 0) p.result[i] = log_z - gold;
 }

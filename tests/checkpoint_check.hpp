@@ -35,22 +35,38 @@ struct Run {
   std::string stop_reason;
 };
 
+/// What a test run of a trainer holds: the backend, the uploaded corpus, the objective, the weights
+/// and the trainer — resuming from the checkpoint at `path` when `resume`.
+struct TrainSetup {
+  TrainSetup(const std::function<BackendPtr(const Dims&)>& make, const RandomProblem& p, const TrainerInfo& info,
+             const TrainOptions& o, const std::string& path, bool resume)
+      : b(make(p.dims)), corpus(b->upload(p.corpus)), obj(*b, *corpus, o.c1, o.c2, o.loss),
+        w(b->vector(p.dims.num_weights())), trainer(info.make()) {
+    if (resume) {
+      ck = std::make_unique<Checkpoint>(path);
+      trainer->resume_from(&ck->state());
+    }
+  }
+  BackendPtr b;
+  BackendCorpusPtr corpus;
+  Objective obj;
+  VectorPtr w;
+  std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<Checkpoint> ck;
+};
+
 /// Trains `info` on p with `o` on a backend from `make`. With `stop_at` > 0 the run saves a
 /// checkpoint to `path` at the report of that iteration and stops there; with `resume` it starts
 /// from the checkpoint at `path`.
 inline Run train_run(const std::function<BackendPtr(const Dims&)>& make, const RandomProblem& p,
                      const TrainerInfo& info, const TrainOptions& o, int stop_at, const std::string& path,
                      bool resume) {
-  BackendPtr b = make(p.dims);
-  auto corpus = b->upload(p.corpus);
-  Objective obj(*b, *corpus, o.c1, o.c2, o.loss);
-  auto w = b->vector(p.dims.num_weights());
-  auto trainer = info.make();
-  std::unique_ptr<Checkpoint> ck;
-  if (resume) {
-    ck = std::make_unique<Checkpoint>(path);
-    trainer->resume_from(&ck->state());
-  }
+  TrainSetup ts(make, p, info, o, path, resume);
+  auto& b = ts.b;
+  Objective& obj = ts.obj;
+  auto& w = ts.w;
+  auto& trainer = ts.trainer;
+  auto& ck = ts.ck;
   Run run;
   const ProgressFn progress = [&](const Progress& pr, const Vector&) {
     run.reports.push_back({pr.iteration, pr.passes, pr.objective});
@@ -143,16 +159,12 @@ struct StoppedRun : Run {
 inline StoppedRun train_stopped(const std::function<BackendPtr(const Dims&)>& make, const RandomProblem& p,
                                 const TrainerInfo& info, const TrainOptions& o, std::size_t stop_at,
                                 const std::string& path, bool resume, const std::string& save_to = "") {
-  BackendPtr b = make(p.dims);
-  auto corpus = b->upload(p.corpus);
-  Objective obj(*b, *corpus, o.c1, o.c2, o.loss);
-  auto w = b->vector(p.dims.num_weights());
-  auto trainer = info.make();
-  std::unique_ptr<Checkpoint> ck;
-  if (resume) {
-    ck = std::make_unique<Checkpoint>(path);
-    trainer->resume_from(&ck->state());
-  }
+  TrainSetup ts(make, p, info, o, path, resume);
+  auto& b = ts.b;
+  Objective& obj = ts.obj;
+  auto& w = ts.w;
+  auto& trainer = ts.trainer;
+  auto& ck = ts.ck;
   StoppedRun run;
   trainer->stop_when([&] { return ++run.polls == stop_at; });
   const ProgressFn progress = [&](const Progress& pr, const Vector& x) {
