@@ -777,6 +777,10 @@ int cmd_train(int argc, char** argv) {
   if (!quiet && trainer.uses_objective)
     std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
               << (opt.loss != SequenceLoss::seq_log ? std::string(", loss ") + sequence_loss_name(opt.loss) : "")
+              // The batch trainers (those with iterations) minimise seq-exp's log (crfx/trainer.hpp).
+              << (objective.log_scale() && trainer.takes("max-iterations")
+                      ? " (minimised as log(H + c2·‖w‖²), the same optimum; the objective shown is that log)"
+                      : "")
               << "\n";
   else if (!quiet)  // ap, boost: no regulariser, no --loss
     std::cerr << "training: " << trainer.name << " (unregularised: no c1, c2)\n";

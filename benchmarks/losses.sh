@@ -12,7 +12,8 @@
 # Environment: BUILD_DIR (default build), CONLL2000 (default ../shared/data/conll2000), CONLL2002
 # (default ../shared/data/conll2002), OUT_DIR, C2 (the prior, default 1), MAX_ITERATIONS (L-BFGS cap,
 # default 300), AP_EPOCHS (default 10), BOOST_ROUNDS (default 2000), THREADS (default 1), CORPORA
-# (default "esp conll2000").
+# (default "esp conll2000"), METHODS (default "seq-log seq-exp point-log point-exp ap boost"; a
+# subset re-runs those rows, keeps the others' outputs, and appends its own line to machine.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -26,18 +27,25 @@ ap_epochs=${AP_EPOCHS:-10}
 boost_rounds=${BOOST_ROUNDS:-2000}
 threads=${THREADS:-1}
 corpora=${CORPORA:-esp conll2000}
+all_methods="seq-log seq-exp point-log point-exp ap boost"
+methods=${METHODS:-$all_methods}
 [ -x "$crfx" ] || scripts/build.sh
 mkdir -p "$out"
 tmpl="$conll2000/chunking.template"
 
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)')"
-{
-  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-  echo "commit: $commit"
-  echo "date: $(date -u +%F)"
-  echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "c2: $c2, L-BFGS at most $max_iterations iterations, ap $ap_epochs epochs, boost $boost_rounds rounds, $threads thread(s)"
-} > "$out/machine.txt"
+settings="c2: $c2, L-BFGS at most $max_iterations iterations, ap $ap_epochs epochs, boost $boost_rounds rounds, $threads thread(s)"
+if [ "$methods" = "$all_methods" ]; then
+  {
+    echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+    echo "commit: $commit"
+    echo "date: $(date -u +%F)"
+    echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "$settings"
+  } > "$out/machine.txt"
+else
+  echo "re-run of $methods on $corpora: commit $commit, $(date -u +%F), load average at the start $(cut -d' ' -f1-3 /proc/loadavg); $settings" >> "$out/machine.txt"
+fi
 
 run() {  # run CORPUS NAME ARGS...: train on CORPUS, tag its test set, score it
   local corpus=$1 name=$2; shift 2
@@ -61,11 +69,15 @@ run() {  # run CORPUS NAME ARGS...: train on CORPUS, tag its test set, score it
 }
 
 for corpus in $corpora; do
-  for loss in seq-log seq-exp point-log point-exp; do
-    run "$corpus" "$loss" -a lbfgs --loss "$loss" --c2 "$c2" --max-iterations "$max_iterations"
+  for method in $methods; do
+    case "$method" in
+      seq-log | seq-exp | point-log | point-exp)
+        run "$corpus" "$method" -a lbfgs --loss "$method" --c2 "$c2" --max-iterations "$max_iterations" ;;
+      ap) run "$corpus" ap -a ap --epochs "$ap_epochs" ;;
+      boost) run "$corpus" boost -a boost --max-iterations "$boost_rounds" ;;
+      *) echo "losses.sh: unknown method '$method' in METHODS (known: $all_methods)" >&2; exit 2 ;;
+    esac
   done
-  run "$corpus" ap -a ap --epochs "$ap_epochs"
-  run "$corpus" boost -a boost --max-iterations "$boost_rounds"
 done
 
 python3 benchmarks/losses_report.py "$out" $corpora

@@ -1,9 +1,12 @@
 // Random small CRF problems for the numerical tests.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "crfx/corpus.hpp"
@@ -63,6 +66,24 @@ inline std::vector<double> random_weights(std::size_t n, double scale, std::uint
   std::vector<double> w(n);
   for (auto& x : w) x = d(rng);
   return w;
+}
+
+/// A problem with a sentence of more than 286 tokens and 12 labels, so 1/p = 12^T > DBL_MAX at
+/// w = 0, and labels a linear rule of the attributes gives (argmax_y Σ_a U[a][y], U random), so
+/// that a model can fit them and H at the optimum is small.
+inline RandomProblem beyond_the_doubles() {
+  RandomProblem p = random_problem(12, 40, 0, 8, 500, 5);
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < p.corpus.num_sentences(); ++i) longest = std::max(longest, p.corpus.length(i));
+  if (longest <= 290) throw std::logic_error("beyond_the_doubles: the longest sentence has " + std::to_string(longest) + " tokens");
+  const std::vector<double> U = random_weights(40 * 12, 1.0, 9);
+  for (std::size_t t = 0; t < p.corpus.num_tokens(); ++t) {
+    double score[12] = {};
+    for (std::size_t k = p.corpus.state_offsets[t]; k < p.corpus.state_offsets[t + 1]; ++k)
+      for (std::size_t y = 0; y < 12; ++y) score[y] += p.corpus.state_value(k) * U[p.corpus.state_ids[k] * 12 + y];
+    p.corpus.labels[t] = std::uint32_t(std::max_element(score, score + 12) - score);
+  }
+  return p;
 }
 
 /// A sparse layout (corpus.hpp WeightGroups) for `d`: each row lists each of its slots with

@@ -19,6 +19,7 @@
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "optim/boost.hpp"
+#include "optim/exp_loss.hpp"
 #include "checkpoint_check.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"
@@ -235,7 +236,7 @@ TEST(Boost, RoundMatchesBruteForceOnBothPaths) {
       for (bool per_sentence : {false, true}) {
         auto r = b.vector(wh.size());
         double passes = 0;
-        const boost::Evaluation ev = boost::evaluate_round(b, *corpus, *w, *r, passes, per_sentence);
+        const LogExpLoss ev = log_seq_exp(b, *corpus, *w, r.get(), passes, per_sentence);
         EXPECT_FALSE(ev.overflowed);
         EXPECT_GT(passes, 0);
         EXPECT_NEAR(ev.log_h, std::log(want.h), 1e-12);
@@ -251,7 +252,7 @@ TEST(Boost, RoundMatchesBruteForceOnBothPaths) {
       }
       auto r = b.vector(wh.size());
       double passes = 0;
-      boost::evaluate_round(b, *corpus, *w, *r, passes);
+      log_seq_exp(b, *corpus, *w, r.get(), passes);
       const boost::Choice got = boost::choose(to_host(b, *r), boost::feature_bounds(p.corpus, p.dims), eps);
       ASSERT_EQ(got.feature, expect.feature);
       EXPECT_NEAR(got.step.delta, expect.step.delta, 1e-9);
@@ -415,7 +416,7 @@ TEST(Boost, LossBeyondTheDoublesIsHandledInLogSpace) {
   auto w = b.vector(p.dims.num_weights());
   auto r = b.vector(p.dims.num_weights());
   double passes = 0;
-  const boost::Evaluation ev = boost::evaluate_round(b, *corpus, *w, *r, passes);
+  const LogExpLoss ev = log_seq_exp(b, *corpus, *w, r.get(), passes);
   ASSERT_TRUE(ev.overflowed) << "the problem does not overflow: make the sentences longer";
   // At w = 0: −log p_i = T_i·log 12, and r_k = Σ_i D(i)·(E_p[Φ_k] − Φ_k(gold)) with the uniform p.
   const Corpus& c = p.corpus;
@@ -605,7 +606,7 @@ int expect_incremental_matches_full(const RandomProblem& p, int rounds, double r
     // H and r of the incremental path against a fresh full evaluation at its own weights.
     auto wv = to_backend(b, a.w[k]);
     double passes = 0;
-    const boost::Evaluation ev = boost::evaluate_round(b, *corpus, *wv, *r, passes);
+    const LogExpLoss ev = log_seq_exp(b, *corpus, *wv, r.get(), passes);
     EXPECT_FALSE(ev.overflowed);
     const double h = std::exp(ev.log_h);
     EXPECT_NEAR(a.objective[k], h, 1e-10 * h) << "round " << k + 1;
@@ -654,7 +655,7 @@ TEST(Boost, IncrementalRoundsStayExactWhereOneSentenceDominates) {
   for (std::size_t k = 0; k < a.objective.size(); ++k) {
     auto wv = to_backend(b, a.w[k]);
     double passes = 0;
-    const double h = std::exp(boost::evaluate_round(b, *corpus, *wv, *r, passes).log_h);
+    const double h = std::exp(log_seq_exp(b, *corpus, *wv, r.get(), passes).log_h);
     worst = std::max(worst, std::fabs(a.objective[k] - h) / h);
   }
   EXPECT_GT(worst, 1e-8) << "the problem does not cancel: make the long sentence longer";

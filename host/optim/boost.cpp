@@ -48,7 +48,7 @@
 // 1/p_i). Everything the round uses is scale-free: log H and r = ∇H/H. Where the backend's seq-exp
 // value or gradient overflows a double (longer sentences, more labels) the round is formed from
 // the per-sentence NLLs instead, in log space: log H = logsumexp_i(−log p_i), D(i) =
-// exp(−log p_i − log H), r = Σ_i D(i)·∇NLL_i (evaluate_round); the report then shows H as
+// exp(−log p_i − log H), r = Σ_i D(i)·∇NLL_i (log_seq_exp, optim/exp_loss.hpp); the report then shows H as
 // DBL_MAX, the gradient norm as NaN, and the improvement test waits for a finite H.
 //
 // Incremental rounds (seed 002 §5.2: "one can restrict the forward backward pass only to the
@@ -109,6 +109,7 @@
 #include <unordered_map>
 
 #include "crfx/error.hpp"
+#include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/trainers.hpp"
 
@@ -329,44 +330,6 @@ RoundPolicy& round_policy() {
   return policy;
 }
 
-Evaluation evaluate_round(Backend& b, const BackendCorpus& corpus, const Vector& w, Vector& r, double& passes,
-                          bool per_sentence) {
-  const std::size_t n = corpus.num_sentences();
-  Evaluation ev;
-  if (!per_sentence) {
-    b.fill(r, 0.0);
-    const double h = b.evaluate(corpus, w, all_sentences(corpus), &r, 1.0, SequenceLoss::seq_exp);
-    passes += 1;
-    if (std::isfinite(h) && h > 0 && std::isfinite(b.norm_inf(r))) {
-      b.scale(1.0 / h, r);
-      ev.log_h = std::log(h);
-      return ev;
-    }
-    ev.overflowed = true;
-  }
-  // In log space: −log p_i per sentence (forward passes), log H, then r = Σ_i D(i)·∇NLL_i.
-  std::vector<double> nll(n);
-  double top = -std::numeric_limits<double>::infinity();
-  for (std::uint32_t i = 0; i < n; ++i) {
-    nll[i] = b.evaluate(corpus, w, SentenceSpan{&i, 1}, nullptr, 1.0, SequenceLoss::seq_log);
-    if (!std::isfinite(nll[i])) throw Error("boost: −log p of sentence " + std::to_string(i + 1) + " is not finite");
-    top = std::max(top, nll[i]);
-  }
-  double sum = 0;
-  for (std::size_t i = 0; i < n; ++i) sum += std::exp(nll[i] - top);
-  ev.log_h = n ? top + std::log(sum) : 0.0;
-  b.fill(r, 0.0);
-  std::size_t evaluated = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const double d = std::exp(nll[i] - ev.log_h);
-    if (d == 0) continue;  // below the smallest double: nothing to add
-    b.evaluate(corpus, w, SentenceSpan{&i, 1}, &r, d, SequenceLoss::seq_log);
-    ++evaluated;
-  }
-  passes += (double(n) + double(evaluated)) / double(std::max<std::size_t>(n, 1));
-  return ev;
-}
-
 }  // namespace boost
 
 namespace {
@@ -429,8 +392,7 @@ class BoostTrainer final : public Trainer {
         b.scaled_copy(1.0 / h, *g, *r);
         return;
       }
-      const boost::Evaluation ev = boost::evaluate_round(b, corpus, w, *r, passes, true);
-      log_h = ev.log_h;
+      log_h = log_seq_exp(b, corpus, w, r.get(), passes, true).log_h;
       overflowed = 1;
     };
     // The round's step w_j += d: re-evaluates only the sentences of j where it can (see the top).

@@ -54,18 +54,6 @@ struct Choice {
 };
 Choice choose(const std::vector<double>& r, const Bounds& bounds, double smoothing);
 
-/// One evaluation of the round: log H(w), H = Σ_i 1/p(y_i|x_i; w) the sequential exp-loss, and
-/// r = ∇H / H = E_D[ψ] written to `r` (a backend vector of the weights' size). From the backend's
-/// seq-exp evaluate where H and ∇H are finite; where they overflow (a sentence with −log p > ~709),
-/// from the per-sentence NLLs: D(i) = exp(−log p_i − log H), r = Σ_i D(i)·∇NLL_i, one evaluate a
-/// sentence. `per_sentence` forces the second way (tests). `passes` gets the effective passes.
-struct Evaluation {
-  double log_h = 0;
-  bool overflowed = false;  // H or ∇H does not fit a double: the per-sentence way ran
-};
-Evaluation evaluate_round(Backend& b, const BackendCorpus& corpus, const Vector& w, Vector& r, double& passes,
-                          bool per_sentence = false);
-
 /// Per weight the sentences whose 1/p_i (and gradient contribution) depend on it — those where the
 /// weight's feature can fire: a state weight (attribute a, label l): the sentences where a occurs;
 /// an edge weight: those where its edge attribute occurs at some t ≥ 1; a transition: none listed

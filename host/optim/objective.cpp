@@ -1,14 +1,17 @@
 // crfx — what the batch trainers share (declared in crfx/trainer.hpp and optim/quasi_newton.hpp):
 //   Objective        f(w) = NLL(w) + c1·‖w‖₁ + c2·‖w‖² over the whole training corpus, with its
-//                    gradient (the smooth part; L1 is OWL-QN's) and the count of passes;
+//                    gradient (the smooth part; L1 is OWL-QN's) and the count of passes (seq-exp
+//                    without c1: log(H + c2·‖w‖²), crfx/trainer.hpp);
 //   ImprovementTest  CRFsuite's stopping test: the relative improvement over `period` iterations;
 //   LbfgsHistory     the L-BFGS memory of (s, y) pairs and the two-loop recursion on the backend.
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
+#include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 
 namespace crfx {
@@ -21,7 +24,24 @@ Objective::Objective(Backend& backend, const BackendCorpus& corpus, double c1, d
   if (corpus.num_sentences() == 0) throw Error("the training data has no sentences");
 }
 
+namespace {
+/// log(e^a + e^b) without overflow.
+double log_add(double a, double b) {
+  if (a < b) std::swap(a, b);
+  return b == -HUGE_VAL ? a : a + std::log1p(std::exp(b - a));
+}
+}  // namespace
+
 double Objective::value_and_gradient(const Vector& w, Vector& g) {
+  if (log_scale()) {
+    // h = log(H + R), R = c2‖w‖²; ∇h = (H·r + 2·c2·w)/(H + R) with r = ∇H/H, in log space.
+    const LogExpLoss e = log_seq_exp(backend_, corpus_, w, &g, passes_);
+    const double r = c2_ > 0 ? c2_ * backend_.norm2sq(w) : 0.0;
+    const double h = log_add(e.log_h, std::log(r));
+    backend_.scale(std::exp(e.log_h - h), g);
+    if (r > 0) backend_.axpy(2.0 * c2_ * std::exp(-h), w, g);
+    return h;
+  }
   backend_.fill(g, 0.0);
   double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), &g, 1.0, loss_);
   if (c2_ > 0) h += c2_ * backend_.axpy_norm2sq(2.0 * c2_, w, g);  // ∇(c2·‖w‖²) = 2·c2·w
@@ -30,6 +50,10 @@ double Objective::value_and_gradient(const Vector& w, Vector& g) {
 }
 
 double Objective::value(const Vector& w) {
+  if (log_scale()) {
+    const double log_h = log_seq_exp(backend_, corpus_, w, nullptr, passes_).log_h;
+    return c2_ > 0 ? log_add(log_h, std::log(c2_ * backend_.norm2sq(w))) : log_h;
+  }
   double h = backend_.evaluate(corpus_, w, all_sentences(corpus_), nullptr, 1.0, loss_);
   if (c2_ > 0) h += c2_ * backend_.norm2sq(w);
   passes_ += 1;

@@ -27,6 +27,14 @@ namespace crfx {
 ///     h(w) = Σ_i loss_i(w) + c2·‖w‖²
 /// is what value_and_gradient returns; c1 is handled by the L1-aware trainers. The trainers that
 /// call the backend's evaluate themselves pass loss() along (loss_refusal says which cannot).
+///
+/// One exception (log_scale()): seq-exp without an L1 term. Its H = Σ_i 1/p(y_i|x_i) starts at
+/// Σ_i L^{T_i} (~1e104 on CoNLL-2000, beyond the doubles with one 230-token sentence), where no
+/// line search can work; the smooth part is then
+///     h(w) = log(H(w) + c2·‖w‖²)
+/// — log is increasing, so h has the minimisers and stationary points of H + c2·‖w‖²
+/// (∇h = ∇(H + c2‖w‖²)/(H + c2‖w‖²)) — evaluated in log space (optim/exp_loss.hpp). With c1 > 0
+/// the L1 term must stay outside the log (OWL-QN's orthants), and H itself is minimised.
 class Objective {
  public:
   Objective(Backend& backend, const BackendCorpus& corpus, double c1, double c2,
@@ -36,6 +44,8 @@ class Objective {
   double c1() const { return c1_; }
   double c2() const { return c2_; }
   SequenceLoss loss() const { return loss_; }
+  /// h is log(H + c2·‖w‖²): the loss is seq-exp and c1 = 0 (above).
+  bool log_scale() const { return loss_ == SequenceLoss::seq_exp && c1_ == 0; }
 
   /// h(w) over the whole corpus, and its gradient written to `g`.
   double value_and_gradient(const Vector& w, Vector& g);

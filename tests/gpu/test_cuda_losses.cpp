@@ -162,6 +162,28 @@ TEST(CudaLosses, LbfgsWithEachLossMatchesCpu) {
   }
 }
 
+TEST(CudaLosses, SeqExpObjectiveWhereHOverflowsMatchesCpu) {
+  // seq-exp without c1 is log(H + c2‖w‖²); where H overflows at w = 0 it is formed from one
+  // evaluate per sentence (optim/exp_loss.hpp): the same value and gradient as on the CPU.
+  REQUIRE_GPU();
+  const RandomProblem p = beyond_the_doubles();
+  const std::vector<double> w = random_weights(p.dims.num_weights(), 0.02, 4);
+  CpuBackend cpu(p.dims, 2);
+  BackendPtr gpu = gpu_backend(p.dims);
+  auto cc = cpu.upload(p.corpus);
+  auto gc = gpu->upload(p.corpus);
+  auto wc = to_backend(cpu, w), wg = to_backend(*gpu, w);
+  ASSERT_FALSE(std::isfinite(gpu->evaluate(*gc, *wg, all_sentences(*gc), nullptr, 1.0, SequenceLoss::seq_exp)));
+  Objective oc(cpu, *cc, 0.0, 0.1, SequenceLoss::seq_exp), og(*gpu, *gc, 0.0, 0.1, SequenceLoss::seq_exp);
+  auto gcv = cpu.vector(w.size());
+  auto ggv = gpu->vector(w.size());
+  const double hc = oc.value_and_gradient(*wc, *gcv), hg = og.value_and_gradient(*wg, *ggv);
+  EXPECT_GT(hc, 700);
+  EXPECT_NEAR(hg, hc, 1e-12 * hc);
+  EXPECT_NEAR(og.value(*wg), hc, 1e-12 * hc);
+  expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), 1e-9, "gradient");
+}
+
 #ifdef CRFX_EMU_BINARY
 std::string q(const std::string& s) { return "'" + s + "'"; }
 
