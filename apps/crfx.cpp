@@ -598,13 +598,20 @@ struct TrainProgress {
 
 /// What a checkpoint of this run records and a resume must match, one key per thing a user can
 /// name: the crfx version, the algorithm and each of its settings, the feature options, the
-/// template, and fingerprints of the features and the compiled training data.
+/// template, and fingerprints of the features and the compiled training data. Not the stopping
+/// settings: every trainer reads them only in its stop tests (the loop bound over iterations,
+/// epochs or rounds; the improvement test, whose history the checkpoint holds whole; the gradient
+/// test), never in a step, so a run resumed with other ones follows the same path and only ends
+/// elsewhere — a run that stopped at --max-iterations 100 goes on to 200.
 CheckpointKeys checkpoint_keys(const cxxopts::ParseResult& r, const TrainerInfo& trainer, const TrainOptions& opt,
                                const FeatureSpace& fs, const Corpus& corpus) {
+  static const std::set<std::string> stopping = {"max-iterations", "epochs", "max-epochs", "period", "delta",
+                                                 "epsilon"};
   CheckpointKeys keys = {{"crfx", CRFX_VERSION}, {"--algo", trainer.name}};
   for (const auto* table : {&objective_options(), &trainer_options()})
     for (const OptionSpec& spec : *table)
-      if (trainer.takes(spec.name)) keys.emplace_back(std::string("--") + spec.name, spec.get(opt));
+      if (trainer.takes(spec.name) && !stopping.count(spec.name))
+        keys.emplace_back(std::string("--") + spec.name, spec.get(opt));
   std::string features = get<std::string>(r, "features");
   for (const char* flag : {"possible-states", "possible-transitions"})
     if (r.count(flag)) features += std::string(" --") + flag;

@@ -427,6 +427,37 @@ TEST(CliCheckpoint, StoppedModelTagsAndTheMessageNamesTheCheckpoint) {
   EXPECT_GT(out.size(), 1000u);
 }
 
+TEST(CliCheckpoint, ARunThatReachedItsLimitGoesOnWithAHigherOne) {
+  // The stopping settings are not checkpoint keys: a run stopped at its limit, resumed with twice
+  // the limit (and another improvement test), ends with the model of a run given that limit.
+  namespace fs = std::filesystem;
+  struct Case {
+    std::string algo, limit;
+  } cases[] = {{"lbfgs", "--max-iterations"}, {"sgd-l1", "--epochs"}, {"sag", "--max-epochs"}, {"boost", "--max-iterations"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.algo);
+    const std::string dir = test::temp_path("resume-cli-limit-" + c.algo);
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string ckpt = dir + "/c", first = dir + "/first.model", resumed = dir + "/resumed.model",
+                      whole = dir + "/whole.model";
+    const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -q -a " + c.algo;
+    std::string out;
+    ASSERT_EQ(test::run(base + " " + c.limit + " 3 -m " + q(first) + " --checkpoint " + q(ckpt) +
+                            " --checkpoint-every 1",
+                        &out),
+              0)
+        << out;
+    const std::string other_test = c.algo == "lbfgs" ? " --delta 1e-9 --period 4 --epsilon 1e-9" : "";
+    ASSERT_EQ(test::run(base + " " + c.limit + " 6" + other_test + " -m " + q(resumed) + " --resume " + q(ckpt), &out),
+              0)
+        << out;
+    ASSERT_EQ(test::run(base + " " + c.limit + " 6 -m " + q(whole), &out), 0) << out;
+    EXPECT_EQ(read_bytes(resumed), read_bytes(whole));
+    EXPECT_NE(read_bytes(first), read_bytes(whole));
+  }
+}
+
 TEST(CliCheckpoint, ResumeRefusesAnotherRunNamingTheDifferences) {
   namespace fs = std::filesystem;
   const std::string dir = test::temp_path("resume-cli-refused");
