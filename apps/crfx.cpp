@@ -644,7 +644,13 @@ int cmd_train(int argc, char** argv) {
     list_trainers();
     return 0;
   }
-  const TrainerInfo& trainer = find_trainer(algo);
+  const TrainerInfo* found = nullptr;
+  try {
+    found = &find_trainer(algo);
+  } catch (const Error& e) {
+    throw UsageError(std::string("-a: ") + e.what() + " (crfx train --algo list describes them)");
+  }
+  const TrainerInfo& trainer = *found;
   ModelType model_type;
   try {
     model_type = parse_model_type(get<std::string>(r, "type"));
@@ -1034,11 +1040,11 @@ int cmd_tag(int argc, char** argv) {
   options.probability = r.count("probability") > 0;
   options.nbest = get<std::size_t>(r, "nbest");
   if (options.nbest == 0 || options.nbest > kMaxNbest)
-    throw Error("--nbest must be between 1 and " + std::to_string(kMaxNbest) + ", got " +
+    throw UsageError("--nbest must be between 1 and " + std::to_string(kMaxNbest) + ", got " +
                 std::to_string(options.nbest));
   TagRunOptions run;
   run.batch_tokens = get<std::size_t>(r, "batch-tokens");
-  if (run.batch_tokens == 0) throw Error("--batch-tokens must be at least 1");
+  if (run.batch_tokens == 0) throw UsageError("--batch-tokens must be at least 1");
   run.keep_going = r.count("keep-going") > 0;
 
   Model model = load_model(model_path);

@@ -507,7 +507,7 @@ TEST(Cli, UsageAndDeviceErrors) {
   EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate), &out), 2);  // no -m
   EXPECT_NE(out.find("--model"), std::string::npos) << out;
   EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -m x.model", &out), 2);  // no template
-  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m x --algo nope", &out), 1);
+  EXPECT_EQ(run(crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -m x --algo nope", &out), 2);
   EXPECT_NE(out.find("unknown training algorithm"), std::string::npos) << out;
   const std::string empty = temp_path("empty.tagged");  // e.g. a tag run that failed upstream
   write_text(empty, "");
@@ -779,11 +779,11 @@ TEST(Cli, NbestOutput) {
   ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet", &plain), 0);
   ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet -n 1", &one), 0);
   EXPECT_EQ(one, plain);
-  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -n 0", &out), 1);
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -n 0", &out), 2);
   EXPECT_NE(out.find("--nbest"), std::string::npos) << out;
   const std::string kept = temp_path("kept.tagged");
   write_text(kept, "old\n");
-  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -n 100001 -o " + q(kept), &out), 1);
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -n 100001 -o " + q(kept), &out), 2);
   EXPECT_NE(out.find("--nbest must be between 1 and 100000, got 100001"), std::string::npos) << out;
   EXPECT_EQ(read_text(kept), "old\n");
   const std::string tagged = temp_path("nbest.tagged");
@@ -960,7 +960,7 @@ TEST(Cli, TaggingInSmallBatchesGivesTheSameOutput) {
     ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --quiet", &out), 0);
     EXPECT_EQ(read_text(tagged), out) << batch;
   }
-  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --batch-tokens 0", &out), 1);
+  EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --batch-tokens 0", &out), 2);
   EXPECT_NE(out.find("--batch-tokens"), std::string::npos) << out;
 }
 
