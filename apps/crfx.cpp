@@ -1165,6 +1165,9 @@ int cmd_bench(int argc, char** argv) {
       ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
       ("thread-list", "comma-separated thread counts to time", cxxopts::value<std::string>()->default_value("1,2"))
       ("repeat", "timed passes per thread count (after one warm-up)", cxxopts::value<int>()->default_value("5"))
+      ("type", "crf | maxent (as crfx train --type)", cxxopts::value<std::string>()->default_value("crf"))
+      ("loss", "seq-log | seq-exp | point-log | point-exp: the loss the pass computes (as crfx train --loss)",
+       cxxopts::value<std::string>()->default_value("seq-log"))
       ("h,help", "show this help");
   add_feature_options(o);
   add_device_options(o);
@@ -1188,6 +1191,13 @@ int cmd_bench(int argc, char** argv) {
   const int repeat = get<int>(r, "repeat");
   if (repeat < 1) throw UsageError("--repeat must be ≥ 1, got " + std::to_string(repeat));
   FeatureSpace fs;
+  SequenceLoss loss;
+  try {
+    fs.type = parse_model_type(get<std::string>(r, "type"));
+    loss = parse_sequence_loss(get<std::string>(r, "loss"));
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   fs.format = parse_format(get<std::string>(r, "format"));
   if (fs.format == InputFormat::conll)
     fs.templ = FeatureTemplate::load(required(r, "template", "--template for CoNLL data"));
@@ -1197,9 +1207,9 @@ int cmd_bench(int argc, char** argv) {
   choose_layout(fs, corpus, features);
   const double compile_s = now_seconds() - t;
   const Dims dims = fs.dims();
-  std::printf("data: %zu sentences, %zu tokens, L = %u, A = %u, E = %u, %zu weights; read + compile %.3f s\n",
+  std::printf("data: %zu sentences, %zu tokens, L = %u, A = %u, E = %u, %zu weights%s; loss %s; read + compile %.3f s\n",
               corpus.num_sentences(), corpus.num_tokens(), dims.L, dims.A, dims.E, dims.num_weights(),
-              compile_s);
+              fs.type == ModelType::maxent ? " (Maxent)" : "", sequence_loss_name(loss), compile_s);
   std::string said;  // the device's fallback note, printed once
   for (const unsigned threads : thread_counts) {
     BackendOptions bo;
@@ -1216,17 +1226,17 @@ int cmd_bench(int argc, char** argv) {
     VectorPtr w = to_backend(*b, host);
     VectorPtr g = b->vector(dims.num_weights());
     std::vector<double> times;
-    double loss = 0;
+    double value = 0;
     for (int k = 0; k <= repeat; ++k) {
       b->fill(*g, 0.0);
       t = now_seconds();
-      loss = b->evaluate(*up, *w, all_sentences(*up), g.get(), 1.0);
+      value = b->evaluate(*up, *w, all_sentences(*up), g.get(), 1.0, loss);
       if (k > 0) times.push_back(now_seconds() - t);
     }
     std::sort(times.begin(), times.end());
     std::printf("%s: objective+gradient pass: median %.4f s, min %.4f s (%d passes; %.2f M tokens/s; loss %.6f)\n",
                 note.c_str(), times[times.size() / 2], times.front(), repeat,
-                double(corpus.num_tokens()) / times[times.size() / 2] / 1e6, loss);
+                double(corpus.num_tokens()) / times[times.size() / 2] / 1e6, value);
   }
   return 0;
 }

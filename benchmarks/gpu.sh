@@ -5,7 +5,9 @@
 #   2. one objective+gradient pass over CoNLL-2000 (crfx bench --device cuda);
 #   3. end-to-end L-BFGS training on CoNLL-2000 (crfx train --device cuda), test F1;
 #   4. pure-PyTorch log-space forward (pytorch-crf's algorithm) over the same (B, T, L) shapes,
-#      when `import torch` works.
+#      when `import torch` works;
+#   5. one pass over CoNLL-2000 as a Maxent model (--type maxent: the O(L) path) and with each of
+#      seed 002's other losses (--loss), GPU and CPU.
 # Figures go to stdout and to $OUT/gpu-bench.txt (or benchmarks/results/gpu-<date>.txt).
 # Usage: benchmarks/gpu.sh        BUILD_DIR=build-cuda DATA=/path/to/conll2000 benchmarks/gpu.sh
 set -euo pipefail
@@ -53,4 +55,10 @@ if python3 -c 'import torch' 2>/dev/null; then
 else
   echo "skipped: python3 cannot import torch"
 fi
+echo "== 5. one objective+gradient pass over CoNLL-2000: Maxent, and the other losses (observed pairs)"
+for what in "--type maxent" "--loss seq-exp" "--loss point-log" "--loss point-exp"; do
+  echo "-- $what"
+  "$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" $what --device cuda --thread-list 1 --repeat 5
+  "$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" $what --device cpu --thread-list "$(nproc)" --repeat 2
+done
 echo "== results written to $result"

@@ -579,6 +579,21 @@ TEST(Cli, BadOptionsAndUnwritableOutputsFailBeforeAnyWork) {
   for (std::size_t p = out.find("auto: "); p != std::string::npos; p = out.find("auto: ", p + 1)) ++notes;
   EXPECT_EQ(rows, 3u) << out;
   EXPECT_LE(notes, 1u) << out;
+  // bench --type and --loss: the Maxent model's pass, and the loss the pass computes.
+  auto bench_loss = [&](const std::string& args) {
+    const std::string cmd = crfx() + " bench " + q(kTrain) + " -t " + q(kTemplate) + " --repeat 1 --thread-list 1 " + args;
+    EXPECT_EQ(run(cmd, &out), 0) << out;
+    const std::size_t at = out.find("; loss ", out.find("passes;"));
+    return at == std::string::npos ? std::string("none") : out.substr(at, out.find(')', at) - at);
+  };
+  const std::string crf_log = bench_loss("--device cpu"), crf_exp = bench_loss("--device cpu --loss seq-exp");
+  const std::string maxent_log = bench_loss("--device cpu --type maxent");
+  EXPECT_NE(out.find("weights (Maxent); loss seq-log"), std::string::npos) << out;
+  EXPECT_NE(crf_log, "none");
+  EXPECT_NE(crf_log, crf_exp);
+  EXPECT_NE(crf_log, maxent_log);
+  EXPECT_EQ(run(crfx() + " bench " + q(kTrain) + " -t " + q(kTemplate) + " --type hmm", &out), 2) << out;
+  EXPECT_EQ(run(crfx() + " bench " + q(kTrain) + " -t " + q(kTemplate) + " --loss hinge", &out), 2) << out;
   EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --threads 5000", &out), 2) << out;
   EXPECT_NE(out.find("--threads"), std::string::npos) << out;
 }
