@@ -283,6 +283,83 @@ TEST(Losses, LbfgsOnSeqExpFindsTheStationaryPointOfHItself) {
   }
 }
 
+TEST(Losses, OwlqnOnSeqExpFromWhereHOverflowsMeetsTheOptimalityConditions) {
+  // seq-exp with c1: L-BFGS on log(H + c2‖w‖²) first, then OWL-QN on H + c2‖w‖² + c1‖w‖₁ itself
+  // (owlqn.cpp). The result against the subgradient conditions of that objective, from the
+  // backend's plain seq-exp evaluate: ∂_j(H + c2‖w‖²) = −c1·sign(w_j) where w_j ≠ 0, within ±c1
+  // where w_j = 0.
+  const RandomProblem p = test::beyond_the_doubles();
+  for (const char* algo : {"owlqn", "lbfgs"}) {
+    SCOPED_TRACE(algo);
+    CpuBackend b(p.dims, 2);
+    auto corpus = b.upload(p.corpus);
+    TrainOptions o;
+    o.c1 = 0.5;
+    o.c2 = 0.05;
+    o.loss = SequenceLoss::seq_exp;
+    o.epsilon = 1e-9;
+    o.period = 0;
+    Objective obj(b, *corpus, o.c1, o.c2, o.loss);
+    ASSERT_FALSE(obj.log_scale());
+    auto w = b.vector(p.dims.num_weights());
+    const auto trainer = find_trainer(algo).make();
+    std::vector<double> objectives;
+    trainer->train(obj, *w, o, [&](const Progress& pr, const Vector&) {
+      objectives.push_back(pr.objective);
+      return true;
+    });
+    const std::string why = trainer->stop_reason();
+    SCOPED_TRACE(why);
+    EXPECT_EQ(why.find("OWL-QN on H + c2‖w‖² + c1‖w‖₁ from iteration "), 0u);
+    ASSERT_GE(objectives.size(), 3u);
+    EXPECT_GT(objectives.front(), 600);  // log H at the first report: H beyond the doubles
+    auto g = b.vector(p.dims.num_weights());
+    const double H = b.evaluate(*corpus, *w, all_sentences(*corpus), g.get(), 1.0, SequenceLoss::seq_exp);
+    ASSERT_TRUE(std::isfinite(H));
+    b.axpy(2 * o.c2, *w, *g);
+    const std::vector<double> gh = to_host(b, *g), wh = to_host(b, *w);
+    std::size_t zeros = 0, bad = 0;
+    for (std::size_t j = 0; j < wh.size(); ++j) {
+      const double tol = 1e-3 * o.c1;  // where double precision leaves OWL-QN's line search
+      const bool ok = wh[j] == 0 ? std::fabs(gh[j]) <= o.c1 + tol
+                                 : std::fabs(gh[j] + o.c1 * (wh[j] > 0 ? 1 : -1)) <= tol;
+      zeros += wh[j] == 0;
+      if (!ok && ++bad <= 5) ADD_FAILURE() << "weight " << j << " = " << wh[j] << ", gradient " << gh[j];
+    }
+    EXPECT_EQ(bad, 0u);
+    EXPECT_GT(zeros, 0u) << "L1 made no weight zero";
+    EXPECT_LT(zeros, wh.size());
+  }
+}
+
+TEST(Losses, OwlqnOnSeqExpResumesExactlyInEitherPhase) {
+  const RandomProblem p = random_problem(3, 8, 1, 12, 6, 31);
+  auto make = [](const Dims& d) -> BackendPtr { return std::make_unique<CpuBackend>(d, 2); };
+  TrainOptions o = test::resume_options("owlqn");
+  ASSERT_GT(o.c1, 0);
+  o.loss = SequenceLoss::seq_exp;
+  o.max_iterations = 60;
+  o.delta = 1e-4;
+  // Both phases run within the limit (phase 1 ends at about a third of it), so the stops spread
+  // over the run fall in each.
+  {
+    CpuBackend b(p.dims, 2);
+    auto corpus = b.upload(p.corpus);
+    Objective obj(b, *corpus, o.c1, o.c2, o.loss);
+    auto w = b.vector(p.dims.num_weights());
+    const auto trainer = find_trainer("owlqn").make();
+    int reports = 0;
+    trainer->train(obj, *w, o, [&](const Progress&, const Vector&) { return ++reports > 0; });
+    const std::string why = trainer->stop_reason();
+    const std::string phase2 = "OWL-QN on H + c2‖w‖² + c1‖w‖₁ from iteration ";
+    ASSERT_EQ(why.find(phase2), 0u) << why;
+    const int k1 = std::atoi(why.c_str() + phase2.size()) - 1;
+    EXPECT_GT(k1, 3) << why;
+    EXPECT_LT(k1, reports - 3) << why;
+  }
+  test::check_resume_is_exact(make, p, find_trainer("owlqn"), o, 8);
+}
+
 /// Trains `algo` with `loss` on a small problem; returns the objective before and after and the
 /// last reported gradient norm.
 struct Trained {
