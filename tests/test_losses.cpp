@@ -332,6 +332,28 @@ TEST(Losses, OwlqnOnSeqExpFromWhereHOverflowsMeetsTheOptimalityConditions) {
   }
 }
 
+TEST(Losses, StochasticSeqExpThatOverflowsSaysWhy) {
+  // SGD has no log space (log Σ_i is not a sum over sentences): from w = 0 a step on a sentence
+  // with 1/p = 12^300 overflows, and the error says why and what trains it.
+  const RandomProblem p = test::beyond_the_doubles();
+  CpuBackend b(p.dims, 2);
+  auto corpus = b.upload(p.corpus);
+  TrainOptions o;
+  o.loss = SequenceLoss::seq_exp;
+  o.epochs = 2;
+  Objective obj(b, *corpus, 0.0, 0.1, o.loss);
+  auto w = b.vector(p.dims.num_weights());
+  try {
+    find_trainer("sgd-l1").make()->train(obj, *w, o, nullptr);
+    FAIL() << "sgd-l1 trained seq-exp where 1/p overflows";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the weights overflowed (--loss seq-exp weighs a sentence by 1/p, L^T at w = 0"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("lbfgs and owlqn minimise it in log space"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Losses, OwlqnOnSeqExpResumesExactlyInEitherPhase) {
   const RandomProblem p = random_problem(3, 8, 1, 12, 6, 31);
   auto make = [](const Dims& d) -> BackendPtr { return std::make_unique<CpuBackend>(d, 2); };

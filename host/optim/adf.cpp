@@ -121,7 +121,7 @@ class AdfTrainer final : public Trainer {
       done = 0;
       if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
       f = monitor_objective(obj, w);
-      require_finite("adf", "epoch", epoch, f);
+      require_finite("adf", "epoch", epoch, f, obj.loss());
       Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta0, clock);
       pr.state = &state;
       if (progress && !progress(pr, w)) {

@@ -95,11 +95,18 @@ inline Progress progress_at(int k, Objective& obj, const Vector& w, double f, do
 /// Throws Error when the objective a trainer is about to report for iteration (or epoch) k is not
 /// finite: the weights have overflowed (attribute values too large for the step sizes). Nothing of
 /// that iteration is reported, so no checkpoint or model is made of it.
-inline void require_finite(const char* algo, const char* unit, int k, double f) {
+/// With an exponential `loss` the message says why that loss overflows where the log-losses do not.
+inline void require_finite(const char* algo, const char* unit, int k, double f,
+                           SequenceLoss loss = SequenceLoss::seq_log) {
   if (std::isfinite(f)) return;
+  std::string why = "attribute values too large, or too large a learning rate";
+  if (loss == SequenceLoss::seq_exp)
+    why = "--loss seq-exp weighs a sentence by 1/p, L^T at w = 0, and a step on it overflows: lbfgs and owlqn "
+          "minimise it in log space; a stochastic trainer needs sentences short enough, or a far smaller --eta0";
+  else if (loss == SequenceLoss::point_exp)
+    why = "--loss point-exp weighs a token by 1/p(y_t|x): a poorly fitted token's step overflows; lower --eta0";
   throw Error(std::string(algo) + ": the objective is " + (std::isnan(f) ? "NaN" : "infinite") + " after " + unit +
-              " " + std::to_string(k) +
-              ": the weights overflowed (attribute values too large, or too large a learning rate)");
+              " " + std::to_string(k) + ": the weights overflowed (" + why + ")");
 }
 
 /// The ratios the gradient test measures, as stop reasons name them.

@@ -69,7 +69,7 @@ class RpropTrainer final : public Trainer {
       if (!reported) {
         map(b, rule, {w, dir, *last, *step});
         f = obj.full(obj.value_and_gradient(w, *g), w);
-        require_finite("rprop", "iteration", k, f);
+        require_finite("rprop", "iteration", k, f, obj.loss());
         gnorm = direction_norm();
         xnorm = std::sqrt(b.norm2sq(w));
         Progress pr = progress_at(k, obj, w, f, gnorm, 0.0, clock);

@@ -218,7 +218,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       Lambda = 0;
     }
     f = monitor_objective(obj, w);
-    require_finite(heuristic ? "sgd (heuristic line search)" : "sgd-l1", "epoch", epoch, f);
+    require_finite(heuristic ? "sgd (heuristic line search)" : "sgd-l1", "epoch", epoch, f, obj.loss());
     Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta, clock);
     pr.state = &state;
     if (progress && !progress(pr, w)) {
