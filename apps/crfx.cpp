@@ -977,6 +977,8 @@ int cmd_tag(int argc, char** argv) {
        "failures listed); default: stop at the first")
       ("progress", "show progress on standard error even when it is not a terminal (a line a second, and the "
        "last)")
+      ("timing", "after the summary, where the time went: loading the model and starting the device, then each "
+       "stage of the run (read, compile, decode, format, write, waits) in seconds added up over the threads")
       ("force", "replace a read-only output file")
       ("marginals", "append every label's marginal probability (LABEL:p) to each token")
       ("p,probability", "print each sentence's probability p(labels | x) on a line before it: "
@@ -1050,9 +1052,11 @@ int cmd_tag(int argc, char** argv) {
   if (run.batch_tokens == 0) throw UsageError("--batch-tokens must be at least 1");
   run.keep_going = r.count("keep-going") > 0;
 
+  const double load_start = now_seconds();
   Model model = load_model(model_path);
   const Dims dims = model.features.dims();
   Tagger tagger(std::move(model), backend_from(r, dims, quiet), options);
+  const double load_seconds = now_seconds() - load_start;
   const unsigned threads = get<unsigned>(r, "threads");
   run.workers = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
 
@@ -1079,6 +1083,13 @@ int cmd_tag(int argc, char** argv) {
     line += ", " + plural(stats.sentences, "sentence", "sentences") + ", " + plural(stats.tokens, "token", "tokens") +
             " in " + fmt("%.2f s", seconds) + " (" + rate(stats.tokens, seconds) + ") on " + tagger.device();
     std::cerr << line << "\n";
+  }
+  if (r.count("timing")) {  // (asked for: shown even with --quiet)
+    const TagStageSeconds& t = stats.stages;
+    std::cerr << "crfx tag: timing: model and device " << fmt("%.3f s", load_seconds) << "; stages over "
+              << plural(run.workers, "thread", "threads") << ": read " << fmt("%.3f", t.read) << ", compile "
+              << fmt("%.3f", t.compile) << ", decode " << fmt("%.3f", t.decode) << ", format " << fmt("%.3f", t.format)
+              << ", write " << fmt("%.3f", t.write) << ", waiting " << fmt("%.3f", t.wait) << " s\n";
   }
   if (!stats.failures.empty()) {
     std::cerr << "crfx tag: " << grouped(stats.failures.size()) << " of " << plural(stats.inputs, "input", "inputs")

@@ -7,7 +7,8 @@
 #   documents  the same sentences as 10,060 documents of two sentences (benchmarks/make-docs.sh),
 #              in one run: into one output (-o) and one output per document (-O DIR), at each
 #              thread count;
-# each the median of RUNS runs (wall clock), with the output checked against the one-file run.
+# each the median of RUNS runs (wall clock), with the output checked against the one-file run, and
+# for the one file one more run's breakdown (crfx tag --timing: model and device, then each stage).
 # Usage: benchmarks/tag.sh                       (CPU; THREAD_LIST="1 2", RUNS=5)
 #        DEVICE=cuda THREAD_LIST=16 REPEAT=50 MODEL=chunk.model benchmarks/tag.sh
 set -euo pipefail
@@ -65,6 +66,9 @@ report() {  # report LABEL SECONDS [BASELINE_SECONDS]
 for t in $threads_list; do
   one=$(median_seconds "$crfx" tag "$input" -m "$model" -o "$out/tagged.txt" --device "$device" --threads "$t" -q)
   report "one file, $t thread(s)" "$one"
+  # One more run, with where its time went (crfx tag --timing).
+  "$crfx" tag "$input" -m "$model" -o "$out/tagged.txt" --device "$device" --threads "$t" -q --timing 2>&1 |
+    sed 's/^crfx tag: timing: /    one run: /'
   [ "$t" = "$(echo "$threads_list" | awk '{ print $1 }')" ] && first=$one
   many=$(median_seconds "$crfx" tag -r "$docs" -m "$model" -o "$out/tagged-docs.txt" --device "$device" --threads "$t" -q)
   report "$ndocs documents -o, $t thread(s)" "$many" "$one"

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 #include <sstream>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -596,6 +597,19 @@ TEST(Cli, BadOptionsAndUnwritableOutputsFailBeforeAnyWork) {
   EXPECT_EQ(run(crfx() + " bench " + q(kTrain) + " -t " + q(kTemplate) + " --loss hinge", &out), 2) << out;
   EXPECT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " --threads 5000", &out), 2) << out;
   EXPECT_NE(out.find("--threads"), std::string::npos) << out;
+}
+
+TEST(Cli, TagTimingSaysWhereTheTimeWent) {
+  std::string out;
+  ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -o " + q(temp_path("timing.tagged")) +
+                    " --timing --quiet --threads 2",
+                &out),
+            0)
+      << out;
+  const std::regex line("crfx tag: timing: model and device [0-9.]+ s; stages over 2 threads: read [0-9.]+, compile "
+                        "[0-9.]+, decode [0-9.]+, format [0-9.]+, write [0-9.]+, waiting [0-9.]+ s\n");
+  EXPECT_TRUE(std::regex_search(out, line)) << out;
+  EXPECT_EQ(out.find("tokens in"), std::string::npos) << "--quiet printed the summary:\n" << out;
 }
 
 TEST(Cli, FailuresNeverClobberOutputs) {

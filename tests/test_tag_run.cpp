@@ -262,6 +262,12 @@ TEST(TagRun, StatsAndProgress) {
     }
     EXPECT_EQ(calls.back().tokens, s.all_tokens());
     EXPECT_EQ(calls.back().inputs_done, s.inputs.size());
+    // Where the time went: every stage ran, none is negative, and the stages and waits of the
+    // workers add up to no more than the workers' share of the run.
+    const TagStageSeconds& t = stats.stages;
+    for (double v : {t.read, t.compile, t.decode, t.format, t.write}) EXPECT_GT(v, 0);
+    EXPECT_GE(t.wait, 0);
+    EXPECT_LE(t.read + t.compile + t.decode + t.format + t.write + t.wait, workers * stats.seconds + 1e-3);
   }
 }
 

@@ -8,6 +8,7 @@
 //   decode    (one worker at a time)   Tagger::tag on the backend (which has its own threads)
 //   format    (in parallel)            the text of every sentence, and where each one ends
 //   write     (in batch order)         each piece's text to its input's output
+// Each worker times its stages and its waits for a turn (TagRunStats::stages, crfx tag --timing).
 // A batch is numbered when it is read and written when every batch before it was, so the
 // output is the same whatever the number of workers. A worker holds one batch from reading to
 // writing: at most `workers` batches are in memory.
@@ -178,9 +179,29 @@ class Run {
   /// One worker: batches from reading to writing until the inputs are done or the run stops.
   void work() {
     Batch b;
+    TagStageSeconds mine;  // this worker's stage times, added to the run's when it ends
+    struct Merge {
+      Run& run;
+      TagStageSeconds& t;
+      ~Merge() {
+        std::lock_guard<std::mutex> lock(run.write_mutex_);
+        TagStageSeconds& s = run.stats_.stages;
+        s.read += t.read, s.compile += t.compile, s.decode += t.decode, s.format += t.format;
+        s.write += t.write, s.wait += t.wait;
+      }
+    } merge{*this, mine};
+    double t = now();
+    auto lap = [&t](double& into) {
+      const double n = now();
+      into += n - t;
+      t = n;
+    };
     for (;;) {
       try {
-        if (!read(b)) return;
+        double waited = mine.wait;
+        if (!read(b, mine.wait)) return;
+        lap(mine.read);
+        mine.read -= mine.wait - waited;  // the wait for the reader is not reading
         b.out.clear();
         b.ends.clear();
         // Every sentence read is tagged and formatted, those of an input that failed after them
@@ -188,14 +209,21 @@ class Run {
         // no sentence at all only has pieces to begin and end.
         if (b.text.num_sentences() > 0) {
           Corpus compiled = compile(tagger_.features(), b.text);
+          lap(mine.compile);
           {
             std::lock_guard<std::mutex> lock(decode_mutex_);
+            lap(mine.wait);
             if (stopped()) return;
             tagger_.tag(std::move(compiled), b.tagged);
           }
+          lap(mine.decode);
           tagger_.format(b.text, b.tagged, b.out, &b.ends);
+          lap(mine.format);
         }
-        if (!write(b)) return;
+        waited = mine.wait;
+        if (!write(b, mine.wait)) return;
+        lap(mine.write);
+        mine.write -= mine.wait - waited;
       } catch (...) {
         stop(std::current_exception(), b.seq);
         return;
@@ -217,8 +245,11 @@ class Run {
   }
 
   /// The next batch into `b` (numbered); false when nothing is left to read or the run stopped.
-  bool read(Batch& b) {
+  /// `wait` gets the seconds spent waiting for the reader.
+  bool read(Batch& b, double& wait) {
+    const double asked = now();
     std::lock_guard<std::mutex> lock(read_mutex_);
+    wait -= asked - now();
     if (stopped() || (next_input_ == inputs_.size() && !reader_)) return false;
     const FeatureSpace& fs = tagger_.features();
     b.clear(fs.format, fs.format == InputFormat::conll ? fs.feature_columns : 0);
@@ -264,9 +295,12 @@ class Run {
   }
 
   /// Writes `b` when every batch before it is written; false when the run stopped meanwhile.
-  bool write(Batch& b) {
+  /// `wait` gets the seconds spent waiting for that turn.
+  bool write(Batch& b, double& wait) {
+    const double asked = now();
     std::unique_lock<std::mutex> lock(write_mutex_);
     written_.wait(lock, [&] { return fatal_ || input_error_ || next_write_ == b.seq; });
+    wait -= asked - now();
     if (fatal_ || input_error_) return false;  // (an input's error: the batches after it are not written)
     for (const Piece& p : b.pieces) {
       if (p.begins) {

@@ -112,8 +112,17 @@ struct TagFailure {
   std::string message;
 };
 
+/// Where a run's time went: each stage's seconds added up over the workers that ran it (read and
+/// decode are one at a time, compile and format in parallel, write in batch order), and the
+/// seconds workers waited for their turn to read, decode or write. With several workers the
+/// stages overlap, so they add up to more than the run's wall time.
+struct TagStageSeconds {
+  double read = 0, compile = 0, decode = 0, format = 0, write = 0, wait = 0;
+};
+
 struct TagRunStats : TagProgress {
   std::vector<TagFailure> failures;
+  TagStageSeconds stages;
 };
 
 struct TagRunOptions {
