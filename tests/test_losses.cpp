@@ -146,6 +146,22 @@ TEST(Losses, SeqLogIsTodaysEvaluateBitForBit) {
   EXPECT_TRUE(test::bitwise_equal(to_host(b, *g1), to_host(b, *g2)));
 }
 
+/// The gradient `g` the Objective gave at w against central differences of obj.value, for every
+/// `stride`-th weight.
+void expect_finite_differences(Backend& b, Objective& obj, const std::vector<double>& w, const Vector& g,
+                               std::size_t stride) {
+  const std::vector<double> gh = to_host(b, g);
+  for (std::size_t k = 0; k < w.size(); k += stride) {
+    const double h = 1e-5;
+    std::vector<double> wp = w, wm = w;
+    wp[k] += h;
+    wm[k] -= h;
+    auto vp = to_backend(b, wp), vm = to_backend(b, wm);
+    const double fd = (obj.value(*vp) - obj.value(*vm)) / (2 * h);
+    EXPECT_NEAR(gh[k], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << "weight " << k;
+  }
+}
+
 TEST(Losses, ObjectiveGradientMatchesFiniteDifferences) {
   for (SequenceLoss loss : kAll) {
     SCOPED_TRACE(sequence_loss_name(loss));
@@ -159,16 +175,7 @@ TEST(Losses, ObjectiveGradientMatchesFiniteDifferences) {
     auto g = b.vector(w.size());
     const double f = obj.value_and_gradient(*wv, *g);
     EXPECT_EQ(obj.value(*wv), f);
-    const std::vector<double> gh = to_host(b, *g);
-    for (std::size_t k = 0; k < w.size(); ++k) {
-      const double h = 1e-5;
-      std::vector<double> wp = w, wm = w;
-      wp[k] += h;
-      wm[k] -= h;
-      auto vp = to_backend(b, wp), vm = to_backend(b, wm);
-      const double fd = (obj.value(*vp) - obj.value(*vm)) / (2 * h);
-      EXPECT_NEAR(gh[k], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << "weight " << k;
-    }
+    expect_finite_differences(b, obj, w, *g, 1);
   }
 }
 
@@ -239,16 +246,7 @@ TEST(Losses, SeqExpObjectiveWhereHOverflows) {
     // H > 1e300 dwarfs c2‖w‖²: h = log H.
     EXPECT_NEAR(h, reference_log_h(p, w), 1e-12 * std::fabs(h));
     EXPECT_EQ(obj.value(*wv), h);
-    const std::vector<double> gh = to_host(b, *g);
-    for (std::size_t k = 0; k < w.size(); k += 7) {
-      const double step = 1e-5;
-      std::vector<double> wp = w, wm = w;
-      wp[k] += step;
-      wm[k] -= step;
-      auto vp = to_backend(b, wp), vm = to_backend(b, wm);
-      const double fd = (obj.value(*vp) - obj.value(*vm)) / (2 * step);
-      EXPECT_NEAR(gh[k], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << "weight " << k;
-    }
+    expect_finite_differences(b, obj, w, *g, 7);
   }
 }
 
