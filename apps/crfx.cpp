@@ -323,16 +323,6 @@ double parse_bytes(const std::string& text) {
   return v * scale;
 }
 
-std::string bytes_text(double bytes) {
-  const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 4) {
-    bytes /= 1000;
-    ++u;
-  }
-  return fmt(u == 0 ? "%.0f" : "%.1f", bytes) + " " + unit[u];
-}
-
 /// The process's peak resident set so far (getrusage; Linux reports kilobytes).
 double peak_resident_bytes() {
   struct rusage ru {};
@@ -342,38 +332,20 @@ double peak_resident_bytes() {
 
 /// Prints the run's memory estimate (weights, optimizer state, corpus) and refuses, before
 /// anything large is allocated, a run that cannot fit where the backend keeps its vectors.
-void check_memory(const TrainerInfo& trainer, const TrainOptions& opt, const FeatureSpace& fs, const Corpus& corpus,
-                  Backend& backend, double limit, bool quiet) {
+void check_run_memory(const TrainerInfo& trainer, const TrainOptions& opt, const FeatureSpace& fs,
+                      const Corpus& corpus, Backend& backend, double limit, bool quiet) {
   const Dims dims = fs.dims();
-  const MemoryEstimate m = estimate_memory(trainer, opt, dims, corpus);
-  // The CPU backend takes the compiled corpus over (already in memory); the CUDA backend copies it.
-  const std::size_t upload = backend.upload_bytes(corpus);
-  const std::size_t buffers = backend.workspace_bytes(corpus, opt.loss);
-  const double needed = double(m.weights) + double(m.optimizer) + double(upload) + double(buffers);
-  double available = double(backend.memory_available());
-  if (limit > 0 && (available <= 0 || limit < available)) available = limit;
-  const std::string state = "optimizer state " + bytes_text(double(m.optimizer)) + " (" + std::to_string(m.vectors) +
-                            " weight vectors" + (trainer.stored_marginals ? " and stored marginals" : "") + ")";
-  const std::string figures = "weights " + bytes_text(double(m.weights)) + ", " + state + ", corpus " +
-                              bytes_text(double(m.corpus) + double(upload)) + ", buffers " +
-                              bytes_text(double(buffers));
-  if (!quiet)
-    std::cerr << "memory: " << figures << "; " << bytes_text(double(m.total()) + double(upload) + double(buffers))
-              << " estimated, " << (available > 0 ? bytes_text(available) + " available" : "availability unknown")
-              << "\n";
-  if (available <= 0 || needed <= available) return;
+  const MemoryCheck c = check_memory(trainer, opt, dims, corpus, backend, limit);
+  if (!quiet) std::cerr << "memory: " << c.figures << "\n";
+  if (c.fits) return;
   std::string advice;
   if (dims.dense())
     advice = "--features all gives every attribute × label pair a weight (" + std::to_string(dims.num_weights()) +
              "); the default, --features observed, keeps the pairs seen in training";
   else
     advice = "raise --min-freq to drop rare attributes";
-  if (m.vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
-  throw Error("this training run needs an estimated " + bytes_text(needed) + " more (weights " +
-              bytes_text(double(m.weights)) + ", " + state +
-              (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) +
-              (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) + ") but " +
-              bytes_text(available) + " is available on " + backend.name() + "; " + advice);
+  if (estimate_memory(trainer, opt, dims, corpus).vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
+  throw Error("this training run " + c.shortfall + "; " + advice);
 }
 
 /// Refuses an implausible label set before anything of its size is allocated: more than
@@ -771,7 +743,7 @@ int cmd_train(int argc, char** argv) {
   const EvalMode dev_mode = resolve_mode(EvalOptions{}, dev_labels);
 
   BackendPtr backend = backend_from(r, dims, quiet, trainer.cpu_only != nullptr);
-  check_memory(trainer, opt, fs, corpus, *backend, memory_limit, quiet);
+  check_run_memory(trainer, opt, fs, corpus, *backend, memory_limit, quiet);
   BackendCorpusPtr train_up = backend->upload(std::move(corpus));  // resident on the backend now
   release_free_memory();  // the training text, before the trainer's vectors are mapped
   BackendCorpusPtr dev_up = r.count("dev") ? backend->upload(dev_corpus) : nullptr;

@@ -203,14 +203,18 @@ crfx::BackendOptions training_backend(const crfx::TrainerInfo& trainer, const st
   return bo;
 }
 
-/// Trains on `corpus` (compiled into `fs`) without the GIL; Ctrl-C stops after an iteration.
+/// Trains on `corpus` (compiled into `fs`) without the GIL; Ctrl-C stops after an iteration. A run
+/// whose estimated memory exceeds what the backend has (or `max_memory` bytes, when > 0) is
+/// refused with MemoryError before anything large is allocated, as crfx train refuses it.
 std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corpus, const crfx::TrainerInfo& trainer,
                                         const py::dict& params, bool all_states, bool all_transitions,
-                                        const std::string& device, unsigned threads) {
+                                        const std::string& device, unsigned threads, double max_memory) {
   const crfx::TrainOptions options = train_options(trainer, params);
   auto result = std::make_shared<PyModel>();
   result->backend = training_backend(trainer, device, threads);
   bool interrupted = false;
+  std::string refused;
+  crfx::BackendPtr backend;
   {
     py::gil_scoped_release release;
     if (corpus.num_sentences() == 0) throw crfx::Error("no sequences to train on");
@@ -219,7 +223,21 @@ std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corp
     set.all_transitions = all_transitions;
     crfx::choose_layout(fs, corpus, set);
     const crfx::Dims dims = fs.dims();
-    crfx::BackendPtr backend = crfx::make_backend(dims, result->backend);
+    backend = crfx::make_backend(dims, result->backend);
+    const crfx::MemoryCheck memory = crfx::check_memory(trainer, options, dims, corpus, *backend, max_memory);
+    if (!memory.fits)
+      refused = "this training run " + memory.shortfall + "; " +
+                (all_states ? "all_possible_states gives every attribute × label pair a weight, the default keeps "
+                              "the pairs seen in training"
+                            : "raise min_freq to drop rare attributes");
+  }
+  if (!refused.empty()) {
+    PyErr_SetString(PyExc_MemoryError, refused.c_str());
+    throw py::error_already_set();
+  }
+  {
+    py::gil_scoped_release release;
+    const crfx::Dims dims = fs.dims();
     crfx::BackendCorpusPtr up = backend->upload(std::move(corpus));
     crfx::Objective objective(*backend, *up, options.c1, options.c2, options.loss);
     crfx::VectorPtr w = backend->vector(dims.num_weights());
@@ -250,7 +268,7 @@ std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corp
 
 std::shared_ptr<PyModel> fit(py::handle X, py::handle y, const std::string& algorithm, const py::dict& params,
                              bool all_states, bool all_transitions, const std::string& device, unsigned threads,
-                             std::size_t min_freq, const std::string& type) {
+                             std::size_t min_freq, const std::string& type, double max_memory) {
   if (y.is_none()) throw py::value_error("fit needs the labels y");
   const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
   crfx::FeatureSpace fs;
@@ -263,14 +281,14 @@ std::shared_ptr<PyModel> fit(py::handle X, py::handle y, const std::string& algo
     corpus = crfx::compile_training(fs, data, min_freq);
   }
   return train_compiled(std::move(fs), std::move(corpus), trainer, params, all_states, all_transitions, device,
-                        threads);
+                        threads, max_memory);
 }
 
 std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const std::string& format,
                                     const std::string& template_path, const std::string& algorithm,
                                     const py::dict& params, bool all_states, bool all_transitions,
                                     const std::string& device, unsigned threads, std::size_t min_freq,
-                                    const std::string& type) {
+                                    const std::string& type, double max_memory) {
   const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
   crfx::FeatureSpace fs;
   fs.type = model_type(type, trainer);
@@ -296,7 +314,7 @@ std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const 
     if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) != 0) throw py::error_already_set();
   }
   return train_compiled(std::move(fs), std::move(corpus), trainer, params, all_states, all_transitions, device,
-                        threads);
+                        threads, max_memory);
 }
 
 crfx::TextData unlabelled(PyModel& m, py::handle X) {
@@ -458,10 +476,11 @@ PYBIND11_MODULE(_crfx, m) {
       .def_readonly("stop_reason", &PyModel::stop_reason)
       .def_readonly("iterations", &PyModel::iterations);
   m.def("fit", &fit, py::arg("X"), py::arg("y"), py::arg("algorithm"), py::arg("params"), py::arg("all_states"),
-        py::arg("all_transitions"), py::arg("device"), py::arg("threads"), py::arg("min_freq"), py::arg("type"));
+        py::arg("all_transitions"), py::arg("device"), py::arg("threads"), py::arg("min_freq"), py::arg("type"),
+        py::arg("max_memory"));
   m.def("train_file", &train_file, py::arg("data"), py::arg("format"), py::arg("template"), py::arg("algorithm"),
         py::arg("params"), py::arg("all_states"), py::arg("all_transitions"), py::arg("device"), py::arg("threads"),
-        py::arg("min_freq"), py::arg("type"));
+        py::arg("min_freq"), py::arg("type"), py::arg("max_memory"));
   m.def("load", &load, py::arg("path"), py::arg("device"), py::arg("threads"));
   m.def("tag_file", &tag_file, py::arg("model"), py::arg("inputs"), py::arg("output"), py::arg("output_dir"),
         py::arg("suffix"), py::arg("recursive"), py::arg("keep_going"), py::arg("probability"), py::arg("marginals"),

@@ -1,6 +1,7 @@
 // crfx — the trainer registry: one table (Wapiti's style), each trainer with its settings;
 // `crfx train --algo list` prints it.
 #include <algorithm>
+#include <cstdio>
 
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
@@ -106,6 +107,43 @@ MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& o
              c.edge_offsets.size() * sizeof(std::size_t) + c.edge_ids.size() * sizeof(std::uint32_t) +
              c.edge_values.size() * sizeof(double) + c.labels.size() * sizeof(std::uint32_t);
   return m;
+}
+
+std::string bytes_text(double bytes) {
+  const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) {
+    bytes /= 1000;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, unit[u]);
+  return buf;
+}
+
+MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options, const Dims& dims,
+                         const Corpus& corpus, Backend& backend, double limit) {
+  const MemoryEstimate m = estimate_memory(trainer, options, dims, corpus);
+  // The CPU backend takes the compiled corpus over (already in memory); the CUDA backend copies it.
+  const std::size_t upload = backend.upload_bytes(corpus);
+  const std::size_t buffers = backend.workspace_bytes(corpus, options.loss);
+  const double needed = double(m.weights) + double(m.optimizer) + double(upload) + double(buffers);
+  double available = double(backend.memory_available());
+  if (limit > 0 && (available <= 0 || limit < available)) available = limit;
+  const std::string state = "optimizer state " + bytes_text(double(m.optimizer)) + " (" + std::to_string(m.vectors) +
+                            " weight vectors" + (trainer.stored_marginals ? " and stored marginals" : "") + ")";
+  MemoryCheck c;
+  c.figures = "weights " + bytes_text(double(m.weights)) + ", " + state + ", corpus " +
+              bytes_text(double(m.corpus) + double(upload)) + ", buffers " + bytes_text(double(buffers)) + "; " +
+              bytes_text(double(m.total()) + double(upload) + double(buffers)) + " estimated, " +
+              (available > 0 ? bytes_text(available) + " available" : "availability unknown");
+  c.fits = available <= 0 || needed <= available;
+  if (!c.fits)
+    c.shortfall = "needs an estimated " + bytes_text(needed) + " more (weights " + bytes_text(double(m.weights)) +
+                  ", " + state + (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) +
+                  (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) + ") but " +
+                  bytes_text(available) + " is available on " + backend.name();
+  return c;
 }
 
 std::string loss_refusal(const TrainerInfo& trainer, SequenceLoss loss) {

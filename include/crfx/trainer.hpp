@@ -245,6 +245,19 @@ struct MemoryEstimate {
 };
 MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& options, const Dims& dims,
                                const Corpus& corpus);
+/// A run's memory on the backend it will train on: estimate_memory, the backend's copy of the
+/// corpus (upload_bytes) and its evaluate buffers (workspace_bytes), against the memory available
+/// there (Backend::memory_available) or `limit` bytes where that is smaller and > 0.
+struct MemoryCheck {
+  std::string figures;    // "weights 8.2 MB, optimizer state 58.4 MB (16 weight vectors), corpus …,
+                          //  buffers …; 159.1 MB estimated, 24.5 GB available" (crfx train's line)
+  bool fits = true;       // false: the run would not fit (availability unknown counts as fitting)
+  std::string shortfall;  // where !fits: "needs an estimated 79.7 MB more (…) but 20.0 MB is available on cpu"
+};
+MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options, const Dims& dims,
+                         const Corpus& corpus, Backend& backend, double limit = 0);
+/// Bytes as "512 B", "8.2 MB", "24.5 GB" (powers of 1000).
+std::string bytes_text(double bytes);
 /// Every algorithm, in listing order.
 const std::vector<TrainerInfo>& trainer_registry();
 /// Why `trainer` cannot minimise `loss` (a sentence naming both, for an error), or "" when it can:

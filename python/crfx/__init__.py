@@ -47,11 +47,13 @@ class CRF:
     all_possible_states / all_possible_transitions: every attribute × label pair / every label
     bigram gets a weight (CRFsuite's feature.possible_states / possible_transitions).
     device: "auto", "cpu" or "cuda"; threads: CPU threads (0: all cores).
+    max_memory: bytes a training run may hold (``crfx train --max-memory``); a run whose estimate
+    exceeds it, or the memory the device has, raises MemoryError before it allocates.
     """
 
     def __init__(self, algorithm="lbfgs", c1=None, c2=None, max_iterations=None,
                  all_possible_states=False, all_possible_transitions=False, min_freq=1,
-                 device="auto", threads=0, model_filename=None, type="crf", **params):
+                 device="auto", threads=0, model_filename=None, type="crf", max_memory=None, **params):
         self.algorithm = algorithm
         self.type = type
         self.c1 = c1
@@ -63,13 +65,14 @@ class CRF:
         self.device = device
         self.threads = threads
         self.model_filename = model_filename
+        self.max_memory = max_memory
         self.params = params
         self._model = None
         if model_filename is not None:
             self._model = _crfx.load(model_filename, device, threads)
 
     _ARGS = ("algorithm", "c1", "c2", "max_iterations", "all_possible_states", "all_possible_transitions",
-             "min_freq", "device", "threads", "model_filename", "type")
+             "min_freq", "device", "threads", "model_filename", "type", "max_memory")
 
     def get_params(self, deep=True):
         """The constructor's arguments (scikit-learn's estimator protocol: clone, grid search)."""
@@ -98,7 +101,8 @@ class CRF:
         """Trains on sequences X with labels y (X_dev, y_dev: scored after training, as
         ``dev_score_``). Returns self."""
         self._model = _crfx.fit(X, y, self.algorithm, self._settings(), self.all_possible_states,
-                                self.all_possible_transitions, self.device, self.threads, self.min_freq, self.type)
+                                self.all_possible_transitions, self.device, self.threads, self.min_freq, self.type,
+                                _bytes(self.max_memory))
         if self.model_filename is not None:
             self._model.save(self.model_filename)
         if X_dev is not None:
@@ -172,16 +176,27 @@ class CRF:
         return cls(model_filename=str(path), device=device, threads=threads)
 
 
+def _bytes(max_memory):
+    """max_memory as the extension takes it: a number of bytes > 0, or 0 for no limit."""
+    if max_memory is None:
+        return 0.0
+    if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not max_memory > 0:
+        raise ValueError("max_memory: a number of bytes > 0 (or None), got %r" % (max_memory,))
+    return float(max_memory)
+
+
 def train_file(data, model, template=None, format="conll", algorithm="lbfgs", all_possible_states=False,
-               all_possible_transitions=False, min_freq=1, device="auto", threads=0, type="crf", **params):
+               all_possible_transitions=False, min_freq=1, device="auto", threads=0, type="crf", max_memory=None,
+               **params):
     """``crfx train``: trains on one or more files (CoNLL columns with a CRF++ template, or CRFsuite
     attribute lines) and writes the model to ``model``. Returns a CRF holding it. With
     type="maxent" a template's B lines are ignored, with a UserWarning (crfx train's note)."""
     files = [str(data)] if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else [str(d) for d in data]
     trained = _crfx.train_file(files, format, "" if template is None else str(template), algorithm, params,
-                               all_possible_states, all_possible_transitions, device, threads, min_freq, type)
+                               all_possible_states, all_possible_transitions, device, threads, min_freq, type,
+                               _bytes(max_memory))
     trained.save(str(model))
-    crf = CRF(algorithm=algorithm, device=device, threads=threads, type=type, **params)
+    crf = CRF(algorithm=algorithm, device=device, threads=threads, type=type, max_memory=max_memory, **params)
     crf._model = trained
     return crf
 

@@ -204,6 +204,24 @@ def test_bad_input_raises_clear_exceptions(chunking, tmp_path):
     assert not (tmp_path / "x.model").exists()
 
 
+def test_a_run_that_cannot_fit_is_refused_before_it_allocates(chunking, tmp_path):
+    (X, y), _ = chunking
+    # crfx train --max-memory's check: the estimate against the limit, MemoryError with the figures.
+    with pytest.raises(MemoryError, match=r"this training run needs an estimated .* more \(weights .*"
+                                          r"optimizer state .*\) but 100.0 KB is available on cpu.*; raise min_freq"):
+        crfx.CRF(max_memory=100e3, device="cpu").fit(X, y)
+    with pytest.raises(MemoryError, match=r"but 100.0 KB is available on cpu.*; all_possible_states gives"):
+        crfx.train_file(os.path.join(DATA, "conll2000.train300.txt"), tmp_path / "x.model",
+                        template=os.path.join(DATA, "chunking.template"), all_possible_states=True,
+                        max_memory=100e3, device="cpu", max_iterations=2)
+    assert not (tmp_path / "x.model").exists()
+    with pytest.raises(ValueError, match="max_memory: a number of bytes > 0"):
+        crfx.CRF(max_memory="8G").fit(X, y)
+    crf = crfx.CRF(max_memory=1e9, max_iterations=2, device="cpu").fit(X, y)  # fits
+    assert crf.get_params()["max_memory"] == 1e9
+    assert len(crf.predict(X[:3])) == 3
+
+
 def test_training_releases_the_gil(chunking):
     (X, y), _ = chunking
     ticks = 0
