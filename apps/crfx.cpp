@@ -765,8 +765,8 @@ int cmd_train(int argc, char** argv) {
               // The batch trainers (those with iterations) minimise seq-exp's log (crfx/trainer.hpp).
               << (objective.log_scale() && trainer.takes("max-iterations")
                       ? " (minimised as log(H + c2·‖w‖²), the same optimum; the objective shown is that log)"
-                  : opt.loss == SequenceLoss::seq_exp && opt.c1 > 0 && trainer.takes("memory")
-                      ? " (OWL-QN from the fit of log(H + c2·‖w‖²) without c1: the objective shown is that log, "
+                  : opt.loss == SequenceLoss::seq_exp && opt.c1 > 0 && trainer.takes("max-iterations")
+                      ? " (from L-BFGS's fit of log(H + c2·‖w‖²) without c1: the objective shown is that log, "
                         "then H + c2·‖w‖² + c1·‖w‖₁)"
                       : "")
               << "\n";

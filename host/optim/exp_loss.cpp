@@ -1,4 +1,5 @@
-// crfx — the sequential exp-loss in log space (declared and explained in optim/exp_loss.hpp).
+// crfx — the sequential exp-loss in log space, and the two-phase start of the L1 trainers on it
+// (declared and explained in optim/exp_loss.hpp).
 #include "optim/exp_loss.hpp"
 
 #include <algorithm>
@@ -6,9 +7,12 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crfx/error.hpp"
+#include "optim/quasi_newton.hpp"
+#include "optim/trainers.hpp"
 
 namespace crfx {
 
@@ -52,5 +56,94 @@ LogExpLoss log_seq_exp(Backend& b, const BackendCorpus& corpus, const Vector& w,
   passes += double(evaluated) / double(std::max<std::size_t>(n, 1));
   return out;
 }
+
+namespace {
+
+class SeqExpStart final : public Trainer {
+ public:
+  SeqExpStart(const char* name, std::function<std::unique_ptr<Trainer>()> make) : name_(name), make_(std::move(make)) {}
+
+  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
+    const auto inner = make_();
+    Trainer& trainer = *inner;
+    if (obj.loss() != SequenceLoss::seq_exp || obj.c1() == 0) {
+      trainer.resume_from(resume_);
+      resume_ = nullptr;
+      trainer.stop_when(stop_poll_);
+      const double f = trainer.train(obj, w, opt, progress);
+      stop_reason_ = trainer.stop_reason();
+      return f;
+    }
+    int phase = 1, k1 = 0;
+    double t1 = 0;
+    StateArchive* resume = resume_;
+    resume_ = nullptr;
+    if (resume) {
+      resume->value("exp-start.phase", phase);
+      if (phase != 1 && phase != 2) throw Error("checkpoint: " + std::string(name_) + " on seq-exp has no phase " + std::to_string(phase));
+      resume->value("exp-start.k1", k1);  // phase 1's last report so far (its end, in phase 2)
+      resume->value("exp-start.t1", t1);
+    }
+    // Each phase's reports, with the phase (and phase 2's offsets) in front of its state.
+    auto phased = [&](int which, const Progress& p, const Vector& x) {
+      Progress q = p;
+      if (which == 1) {
+        k1 = p.iteration;
+        t1 = p.seconds;
+      } else {
+        q.iteration += k1;
+        q.seconds += t1;
+      }
+      StateFn state;
+      if (p.state)
+        state = [&, which, inner = p.state](StateArchive& ar) {
+          int ph = which;
+          ar.value("exp-start.phase", ph);
+          ar.value("exp-start.k1", k1);
+          ar.value("exp-start.t1", t1);
+          (*inner)(ar);
+        };
+      q.state = p.state ? &state : nullptr;
+      return !progress || progress(q, x);
+    };
+    if (phase == 1) {
+      Objective fit(obj.backend(), obj.corpus(), 0.0, obj.c2(), SequenceLoss::seq_exp);  // log(H + c2‖w‖²)
+      fit.set_passes(obj.passes());
+      const auto lbfgs = make_lbfgs_trainer();
+      lbfgs->resume_from(resume);
+      lbfgs->train(fit, w, opt, [&](const Progress& p, const Vector& x) { return phased(1, p, x); });
+      obj.set_passes(fit.passes());
+      if (lbfgs->stop_reason() == stop_by_caller()) {
+        stop_reason_ = stop_by_caller();
+        return obj.full(obj.value(w), w);
+      }
+      resume = nullptr;
+    }
+    TrainOptions rest = opt;
+    if (opt.max_iterations > 0 && (rest.max_iterations = opt.max_iterations - k1) <= 0) {
+      stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations) + " in phase 1 (L-BFGS on log(H + c2‖w‖²))";
+      return obj.full(obj.value(w), w);
+    }
+    trainer.resume_from(resume);
+    const double f = trainer.train(obj, w, rest, [&](const Progress& p, const Vector& x) { return phased(2, p, x); });
+    std::string why = trainer.stop_reason();
+    if (opt.max_iterations > 0 && why == stop_at_limit("max-iterations", rest.max_iterations))
+      why = stop_at_limit("max-iterations", opt.max_iterations);  // the run's limit, not phase 2's share
+    stop_reason_ = std::string(name_) + " on H + c2‖w‖² + c1‖w‖₁ from iteration " + std::to_string(k1 + 1) +
+                   " (iterations 1–" + std::to_string(k1) + ": L-BFGS on log(H + c2‖w‖²)): " + why;
+    return f;
+  }
+
+ private:
+  const char* name_;
+  std::function<std::unique_ptr<Trainer>()> make_;
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> with_seq_exp_start(const char* name, std::function<std::unique_ptr<Trainer>()> make) {
+  return std::make_unique<SeqExpStart>(name, std::move(make));
+}
+
 
 }  // namespace crfx

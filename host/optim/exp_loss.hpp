@@ -1,6 +1,7 @@
 // crfx — the sequential exp-loss H(w) = Σ_i 1/p(y_i|x_i; w) (seed 002, `--loss seq-exp`) in log
 // space, for the trainers that need it where H itself does not fit a double: the Objective's
-// log(H + c2‖w‖²) (objective.cpp) and sequence boosting's rounds (boost.cpp).
+// log(H + c2‖w‖²) (objective.cpp), sequence boosting's rounds (boost.cpp), and the start of the
+// L1 trainers on seq-exp (with_seq_exp_start).
 //
 // At w = 0 every sentence contributes 1/p_i = L^{T_i}: e^{3.1·T} for CoNLL-2000's 22 labels, so H
 // is ~1e104 there and beyond the doubles for a sentence of more than ~229 tokens (CoNLL-2002
@@ -8,7 +9,11 @@
 // D(i) = exp(−log p_i − log H) ∈ [0, 1] are within range wherever the per-sentence NLLs are.
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include "crfx/backend.hpp"
+#include "crfx/trainer.hpp"
 
 namespace crfx {
 
@@ -25,5 +30,18 @@ struct LogExpLoss {
 /// sentence's −log p is not finite.
 LogExpLoss log_seq_exp(Backend& b, const BackendCorpus& corpus, const Vector& w, Vector* r, double& passes,
                        bool per_sentence = false);
+
+/// A trainer that runs `make()`'s trainer (`name` in stop reasons: "OWL-QN", "RPROP") as it is,
+/// except on seq-exp with c1 > 0. There the L1 term cannot go inside the log the Objective
+/// minimises without c1 (OWL-QN's orthant steps, RPROP's pseudo-gradient need h + c1‖w‖₁), and
+/// from w = 0 a step on H itself fails at once (OWL-QN's first step moves H from 3.7e104 to
+/// 3.7e86 on CoNLL-2000, the next finds no decrease a double can show; on Spanish NER H is beyond
+/// the doubles). So it runs in two phases: (1) L-BFGS on log(H + c2‖w‖²), without c1, to its own
+/// stopping test; (2) the trainer on H + c2‖w‖² + c1‖w‖₁ itself from there, where H is a few
+/// thousand. The objective is convex, so the start changes the path, not the optimum. One progress
+/// stream: phase 2's iterations continue phase 1's numbering, --max-iterations bounds both
+/// together, the objective reported switches from the log to H + c2‖w‖² + c1‖w‖₁. A checkpoint
+/// holds the phase and phase 1's last report before the phase's trainer's state.
+std::unique_ptr<Trainer> with_seq_exp_start(const char* name, std::function<std::unique_ptr<Trainer>()> make);
 
 }  // namespace crfx

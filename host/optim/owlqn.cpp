@@ -6,21 +6,12 @@
 // or sign(−◇f_i) where w_i = 0). The memory pairs use ∇h only. Acceptance (Andrew & Gao eq. 4):
 // f(w_new) ≤ f(w) + γ·◇f(w)ᵀ(w_new − w), γ = 1e-4, halving the step.
 //
-// seq-exp with c1 > 0 (SeqExpOwlqn below). H = Σ_i 1/p_i is L^T per sentence at w = 0 (1e104 on
-// CoNLL-2000, beyond the doubles on Spanish NER); the Objective minimises log(H + c2‖w‖²) where it
-// can (crfx/trainer.hpp), but the L1 term cannot go inside the log — OWL-QN's orthant steps need
-// h + c1‖w‖₁ — and a quasi-Newton model of H itself from w = 0 fails at once (its first step
-// moves H from 3.7e104 to 3.7e86, the next finds no decrease a double can show). So OWL-QN on
-// seq-exp runs in two phases: (1) L-BFGS on log(H + c2‖w‖²), without c1, to its own stopping
-// test; (2) OWL-QN on H + c2‖w‖² + c1‖w‖₁ itself from there, where H is a few thousand. The
-// objective is convex, so the start does not change the optimum, only the path. One progress
-// stream: phase 2's iterations continue phase 1's numbering, --max-iterations bounds both
-// together, and the objective reported switches from the log to H + c2‖w‖² + c1‖w‖₁ at the phase
-// change. A checkpoint holds the phase and phase 1's last report (its end, in phase 2) before the
-// phase's trainer's state.
+// seq-exp with c1 > 0: OWL-QN runs from L-BFGS's fit of log(H + c2‖w‖²) (with_seq_exp_start,
+// optim/exp_loss.hpp).
 #include <cmath>
 
 #include "crfx/error.hpp"
+#include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/rules/rule_set.hpp"
 #include "optim/trainers.hpp"
@@ -127,80 +118,10 @@ class OwlqnTrainer final : public Trainer {
   }
 };
 
-/// OWL-QN with the seq-exp two-phase start where the loss is seq-exp and c1 > 0 (top), plain
-/// OWL-QN otherwise.
-class SeqExpOwlqn final : public Trainer {
- public:
-  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
-    OwlqnTrainer owlqn;
-    if (obj.loss() != SequenceLoss::seq_exp || obj.c1() == 0) {
-      owlqn.resume_from(resume_);
-      resume_ = nullptr;
-      owlqn.stop_when(stop_poll_);
-      const double f = owlqn.train(obj, w, opt, progress);
-      stop_reason_ = owlqn.stop_reason();
-      return f;
-    }
-    int phase = 1, k1 = 0;
-    double t1 = 0;
-    StateArchive* resume = resume_;
-    resume_ = nullptr;
-    if (resume) {
-      resume->value("owlqn.phase", phase);
-      if (phase != 1 && phase != 2) throw Error("checkpoint: OWL-QN on seq-exp has no phase " + std::to_string(phase));
-      resume->value("owlqn.k1", k1);  // phase 1's last report so far (its end, in phase 2)
-      resume->value("owlqn.t1", t1);
-    }
-    // Each phase's reports, with the phase (and phase 2's offsets) in front of its state.
-    auto phased = [&](int which, const Progress& p, const Vector& x) {
-      Progress q = p;
-      if (which == 1) {
-        k1 = p.iteration;
-        t1 = p.seconds;
-      } else {
-        q.iteration += k1;
-        q.seconds += t1;
-      }
-      StateFn state;
-      if (p.state)
-        state = [&, which, inner = p.state](StateArchive& ar) {
-          int ph = which;
-          ar.value("owlqn.phase", ph);
-          ar.value("owlqn.k1", k1);
-          ar.value("owlqn.t1", t1);
-          (*inner)(ar);
-        };
-      q.state = p.state ? &state : nullptr;
-      return !progress || progress(q, x);
-    };
-    if (phase == 1) {
-      Objective fit(obj.backend(), obj.corpus(), 0.0, obj.c2(), SequenceLoss::seq_exp);  // log(H + c2‖w‖²)
-      fit.set_passes(obj.passes());
-      const auto lbfgs = make_lbfgs_trainer();
-      lbfgs->resume_from(resume);
-      lbfgs->train(fit, w, opt, [&](const Progress& p, const Vector& x) { return phased(1, p, x); });
-      obj.set_passes(fit.passes());
-      if (lbfgs->stop_reason() == stop_by_caller()) {
-        stop_reason_ = stop_by_caller();
-        return obj.full(obj.value(w), w);
-      }
-      resume = nullptr;
-    }
-    TrainOptions rest = opt;
-    if (opt.max_iterations > 0 && (rest.max_iterations = opt.max_iterations - k1) <= 0) {
-      stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations) + " in phase 1 (L-BFGS on log(H + c2‖w‖²))";
-      return obj.full(obj.value(w), w);
-    }
-    owlqn.resume_from(resume);
-    const double f = owlqn.train(obj, w, rest, [&](const Progress& p, const Vector& x) { return phased(2, p, x); });
-    stop_reason_ = "OWL-QN on H + c2‖w‖² + c1‖w‖₁ from iteration " + std::to_string(k1 + 1) + " (iterations 1–" +
-                   std::to_string(k1) + ": L-BFGS on log(H + c2‖w‖²)): " + owlqn.stop_reason();
-    return f;
-  }
-};
-
 }  // namespace
 
-std::unique_ptr<Trainer> make_owlqn_trainer() { return std::make_unique<SeqExpOwlqn>(); }
+std::unique_ptr<Trainer> make_owlqn_trainer() {
+  return with_seq_exp_start("OWL-QN", [] { return std::make_unique<OwlqnTrainer>(); });
+}
 
 }  // namespace crfx

@@ -6,10 +6,13 @@
 // weight rests one iteration). No line search and no memory of pairs: an iteration costs one
 // forward-backward pass and a few vector passes. Stops like L-BFGS: max_iterations, the
 // period/delta improvement test, or ‖g‖ / max(1, ‖w‖) ≤ epsilon.
+// seq-exp with c1 > 0: RPROP runs from L-BFGS's fit of log(H + c2‖w‖²) (with_seq_exp_start,
+// optim/exp_loss.hpp).
 #include <algorithm>
 #include <cmath>
 
 #include "crfx/error.hpp"
+#include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/rules/rule_set.hpp"
 #include "optim/trainers.hpp"
@@ -87,6 +90,8 @@ class RpropTrainer final : public Trainer {
 
 }  // namespace
 
-std::unique_ptr<Trainer> make_rprop_trainer() { return std::make_unique<RpropTrainer>(); }
+std::unique_ptr<Trainer> make_rprop_trainer() {
+  return with_seq_exp_start("RPROP", [] { return std::make_unique<RpropTrainer>(); });
+}
 
 }  // namespace crfx
