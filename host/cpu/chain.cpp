@@ -17,22 +17,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <utility>
 
 namespace crfx {
+
+bool cpu_simd_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = [] {
+    const char* env = std::getenv("CRFX_SIMD");
+    if (env && std::strcmp(env, "baseline") == 0) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+const char* cpu_simd() { return cpu_simd_avx2() ? "avx2" : "baseline"; }
+
 namespace {
 
 constexpr double kTiny = 1e-250;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-/// E = exp(M − max M) over n entries; returns max M.
-double exp_shifted(const double* M, std::size_t n, double* E) {
-  double m = *std::max_element(M, M + n);
-  if (!std::isfinite(m)) m = 0;
-  for (std::size_t i = 0; i < n; ++i) E[i] = std::exp(M[i] - m);
-  return m;
-}
+constexpr std::size_t kVec = kChainLanes;
 
 double log_sum_exp(const double* v, std::size_t n) {
   double m = *std::max_element(v, v + n);
@@ -42,7 +54,92 @@ double log_sum_exp(const double* v, std::size_t n) {
   return m + std::log(s);
 }
 
-/// Transition factors at position t: E = exp(τ_t − max τ_t) [L][L], its transpose, the shift.
+// ---- the scaled path -------------------------------------------------------------------------
+// Its O(L²) work per position is three matrix-vector products: u = α_{t−1}ᵀ·E (forward),
+// β_t = E·v (backward) and, for pair_sum, the rows of O = Σ_t (α_t/q_t) ⊗ v_t. They run on rows
+// padded with zeros to chain_stride(L) (a multiple of kVec doubles), a block of output lanes in
+// registers while the rows stream past, rather than as axpy updates of a row in memory (a load,
+// add and store per element and row, each row's updates waiting on the last's stores). Every
+// output lane is still its sum over the rows in row order, from 0.0, with one rounding per
+// multiply and per add (-ffp-contract=off): bit for bit the axpy loops' results. The padding
+// lanes hold zeros (S, α, β, v and the factors' pad columns) and feed no real lane.
+//
+// The lanes are GCC/Clang vector extensions: 4 doubles (an AVX register) or 2 (an SSE2 or NEON
+// one). On x86-64 the forward and backward passes are compiled twice, for the baseline ISA with 2
+// and for AVX2 with 4, and the AVX2 copy runs where the CPU has it (cpu_simd_avx2(), chain.hpp:
+// CRFX_SIMD=baseline forces the other). Both copies do the same operations on the same values in
+// the same order, so they give the same bits; only the instructions differ.
+
+#define CRFX_INLINE inline __attribute__((always_inline))
+
+using v2d = double __attribute__((vector_size(2 * sizeof(double))));
+using v4d = double __attribute__((vector_size(4 * sizeof(double))));
+// The same, at any double's address, for loads and stores of whole vectors. (A memcpy of the
+// accumulators may be merged into one copy loop of 16-byte moves, whose result a 32-byte load
+// cannot take from the store buffer: it waits for the stores to reach the cache.)
+template <class V> struct Unaligned;
+template <> struct Unaligned<v2d> {
+  typedef double type __attribute__((vector_size(2 * sizeof(double)), aligned(sizeof(double)), may_alias));
+};
+template <> struct Unaligned<v4d> {
+  typedef double type __attribute__((vector_size(4 * sizeof(double)), aligned(sizeof(double)), may_alias));
+};
+
+/// out[0, n·NV) = Σ_{r < rows} x[r·xs] · M[r·ms + (0, n·NV)] for vectors V of n doubles, each lane
+/// summed in r order.
+template <class V, int NV>
+CRFX_INLINE void matvec_block(const double* x, std::size_t xs, const double* M, std::size_t ms,
+                              std::size_t rows, double* out) {
+  using U = typename Unaligned<V>::type;
+  constexpr std::size_t n = sizeof(V) / sizeof(double);
+  V acc[NV];
+  for (int k = 0; k < NV; ++k) acc[k] = V{};
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double xr = x[r * xs];
+    V w;
+    for (std::size_t i = 0; i < n; ++i) w[i] = xr;
+    const double* row = M + r * ms;
+    for (int k = 0; k < NV; ++k) acc[k] += w * V(*reinterpret_cast<const U*>(row + n * k));
+  }
+  for (int k = 0; k < NV; ++k) *reinterpret_cast<U*>(out + n * k) = acc[k];
+}
+
+/// matvec_block<V, nv> for the last 0 < nv ≤ N vectors of a row.
+template <class V, int N>
+CRFX_INLINE void matvec_tail(std::size_t nv, const double* x, std::size_t xs, const double* M, std::size_t ms,
+                             std::size_t rows, double* out) {
+  if constexpr (N > 0) {
+    if (nv == N) return matvec_block<V, N>(x, xs, M, ms, rows, out);
+    matvec_tail<V, N - 1>(nv, x, xs, M, ms, rows, out);
+  }
+}
+
+/// out[0, P) = Σ_{r < rows} x[r·xs] · M[r·ms + (0, P)] (P a multiple of kVec), NV vectors of
+/// lanes at a time: as many as the registers hold besides the row being read.
+template <class V, int NV>
+CRFX_INLINE void matvec(const double* x, std::size_t xs, const double* M, std::size_t ms, std::size_t rows,
+                        std::size_t P, double* out) {
+  constexpr std::size_t n = sizeof(V) / sizeof(double);
+  static_assert(kVec % n == 0, "rows are padded to whole vectors");
+  std::size_t y0 = 0;
+  for (; y0 + n * NV <= P; y0 += n * NV) matvec_block<V, NV>(x, xs, M + y0, ms, rows, out + y0);
+  matvec_tail<V, NV - 1>((P - y0) / n, x, xs, M + y0, ms, rows, out + y0);
+}
+
+/// E = exp(M − max M) [L][L] into rows of stride P, and its transpose Et; zero pad columns.
+/// Returns max M (0 when not finite).
+double exp_padded(const double* M, std::size_t L, std::size_t P, double* E, double* Et) {
+  double m = *std::max_element(M, M + L * L);
+  if (!std::isfinite(m)) m = 0;
+  for (std::size_t i = 0; i < L; ++i) {
+    for (std::size_t j = 0; j < L; ++j) Et[j * P + i] = E[i * P + j] = std::exp(M[i * L + j] - m);
+    std::fill(E + i * P + L, E + i * P + P, 0.0);
+    std::fill(Et + i * P + L, Et + i * P + P, 0.0);
+  }
+  return m;
+}
+
+/// Transition factors at position t: E = exp(τ_t − max τ_t) [L][P], its transpose, the shift.
 struct TransFactor {
   const double* E;
   const double* Et;
@@ -50,152 +147,174 @@ struct TransFactor {
   bool base;  // the position-independent matrix
 };
 
-void transpose(const double* M, std::size_t L, double* Mt) {
-  for (std::size_t i = 0; i < L; ++i)
-    for (std::size_t j = 0; j < L; ++j) Mt[j * L + i] = M[i * L + j];
-}
-
-// Inner loops are written as axpy / outer-product updates over contiguous rows (no reductions
-// across y inside a loop), which compilers vectorise without -ffast-math.
 class Scaled {
  public:
-  Scaled(const ChainScores& x, ChainScratch& sc) : x_(x), sc_(sc), T_(x.T), L_(x.L) {
-    const std::size_t LL = L_ * L_;
-    sc_.S.resize(T_ * L_);
-    sc_.a.resize(T_ * L_);
-    sc_.u.resize(L_);
-    sc_.E.resize(4 * LL);  // [base E | base Eᵀ | position E | position Eᵀ]
+  Scaled(const ChainScores& x, ChainScratch& sc) : x_(x), sc_(sc), T_(x.T), L_(x.L), P_(chain_stride(x.L)) {
+    const std::size_t LP = L_ * P_;
+    sc_.S.resize(T_ * P_);
+    sc_.a.resize(T_ * P_);
+    if (sc_.E.size() < 4 * LP) sc_.E.resize(4 * LP);  // [base E | base Eᵀ | position E | position Eᵀ]
     double* E = sc_.E.data();
-    if (x_.exp_trans && x_.exp_trans_t) {
-      base_ = {x_.exp_trans, x_.exp_trans_t, x_.trans_max, true};
+    if (x_.exp_trans_padded) {
+      base_ = {x_.exp_trans_padded, x_.exp_trans_padded + LP, x_.trans_max, true};
+    } else if (x_.exp_trans && x_.exp_trans_t) {
+      for (std::size_t i = 0; i < L_; ++i) {
+        std::copy(x_.exp_trans + i * L_, x_.exp_trans + (i + 1) * L_, E + i * P_);
+        std::copy(x_.exp_trans_t + i * L_, x_.exp_trans_t + (i + 1) * L_, E + LP + i * P_);
+        std::fill(E + i * P_ + L_, E + (i + 1) * P_, 0.0);
+        std::fill(E + LP + i * P_ + L_, E + LP + (i + 1) * P_, 0.0);
+      }
+      base_ = {E, E + LP, x_.trans_max, true};
     } else {
-      const double m = exp_shifted(x_.trans, LL, E);
-      transpose(E, L_, E + LL);
-      base_ = {E, E + LL, m, true};
+      const double m = exp_padded(x_.trans, L_, P_, E, E + LP);
+      base_ = {E, E + LP, m, true};
     }
   }
 
   TransFactor factor(std::size_t t) {
     if (x_.edge && x_.edge[t]) {
-      const std::size_t LL = L_ * L_;
-      double* buf = sc_.E.data() + 2 * LL;
-      const double m = exp_shifted(x_.edge[t], LL, buf);
-      transpose(buf, L_, buf + LL);
-      return {buf, buf + LL, m, false};
+      const std::size_t LP = L_ * P_;
+      double* buf = sc_.E.data() + 2 * LP;
+      const double m = exp_padded(x_.edge[t], L_, P_, buf, buf + LP);
+      return {buf, buf + LP, m, false};
     }
     return base_;
   }
 
-  /// Forward pass; false when a normaliser underflows.
-  bool forward(double& log_z) {
-    double* S = sc_.S.data();
-    double* a = sc_.a.data();
-    log_z = 0;
-    for (std::size_t t = 0; t < T_; ++t) {
-      const double* s = x_.state + t * L_;
-      double ms = exp_shifted(s, L_, S + t * L_);
-      double* at = a + t * L_;
-      const double* St = S + t * L_;
-      double shift = 0;
-      if (t == 0) {
-        std::copy(St, St + L_, at);
-      } else {
-        TransFactor f = factor(t);
-        shift = f.shift;
-        double* u = sc_.u.data();
-        std::fill(u, u + L_, 0.0);
-        const double* ap = at - L_;
-        for (std::size_t yp = 0; yp < L_; ++yp) {  // u += α_{t−1}(y') · E[y'][·]
-          const double w = ap[yp];
-          const double* row = f.E + yp * L_;
-          for (std::size_t y = 0; y < L_; ++y) u[y] += w * row[y];
-        }
-        for (std::size_t y = 0; y < L_; ++y) at[y] = u[y] * St[y];
-      }
-      double n = 0;
-      for (std::size_t y = 0; y < L_; ++y) n += at[y];
-      if (!(n > kTiny) || !std::isfinite(n)) return false;
-      const double inv = 1.0 / n;
-      for (std::size_t y = 0; y < L_; ++y) at[y] *= inv;
-      log_z += ms + shift + std::log(n);
+  std::size_t length() const { return T_; }
+  double log_z() const { return log_z_; }
+
+  /// Forward pass: forward_step(t) for t = 0 … T−1 (log Z accumulates in log_z()); false when a
+  /// normaliser underflows. V, NV: the matvecs' vectors, how many.
+  template <class V, int NV>
+  CRFX_INLINE bool forward_step(std::size_t t) {
+    if (t == 0) log_z_ = 0;
+    const double* s = x_.state + t * L_;
+    double* St = sc_.S.data() + t * P_;
+    double ms = *std::max_element(s, s + L_);  // S_t = exp(s_t − max s_t)
+    if (!std::isfinite(ms)) ms = 0;
+    for (std::size_t y = 0; y < L_; ++y) St[y] = std::exp(s[y] - ms);
+    std::fill(St + L_, St + P_, 0.0);
+    double* at = sc_.a.data() + t * P_;
+    double shift = 0;
+    if (t == 0) {
+      std::copy(St, St + P_, at);
+    } else {
+      TransFactor f = factor(t);
+      shift = f.shift;
+      matvec<V, NV>(at - P_, 1, f.E, P_, L_, P_, at);  // u = Σ_y' α_{t−1}(y') · E[y'][·]
+      for (std::size_t y = 0; y < P_; ++y) at[y] *= St[y];
     }
+    double n = 0;
+    for (std::size_t y = 0; y < L_; ++y) n += at[y];
+    if (!(n > kTiny) || !std::isfinite(n)) return false;
+    const double inv = 1.0 / n;
+    for (std::size_t y = 0; y < P_; ++y) at[y] *= inv;
+    log_z_ += ms + shift + std::log(n);
     return true;
   }
 
-  /// Backward pass and marginals (after forward()); false when a normaliser underflows.
+  template <class V, int NV>
+  CRFX_INLINE bool forward() {
+    for (std::size_t t = 0; t < T_; ++t)
+      if (!forward_step<V, NV>(t)) return false;
+    return true;
+  }
+
+  /// Backward pass and marginals (after forward()): backward_begin, backward_step(t) for
+  /// t = T−2 … 0, backward_end; false when a normaliser underflows.
   ///   pair_at requested: p_t(y', y) written per position (and added to pair_sum);
-  ///   pair_sum only: positions using the shared matrix accumulate the outer products
-  ///     O += α_t ⊗ v / q, and pair_sum += E ∘ O once at the end (L² FMAs per position).
-  bool backward(const ChainOutputs& out) {
-    const std::size_t LL = L_ * L_;
-    sc_.b.resize(T_ * L_);
-    sc_.v.resize(L_);
+  ///   pair_sum only: positions using the shared matrix keep their rows α_t/q_t and v_t, and
+  ///     pair_sum += E ∘ O once at the end, O(y', ·) = Σ_t (α_t(y')/q_t) · v_t over them (t
+  ///     descending, as the backward pass meets them): one matvec per label, not L² updates in
+  ///     memory per position.
+  CRFX_INLINE bool backward_begin(const ChainOutputs& out) {
+    const std::size_t P = P_;
+    sc_.b.resize(T_ * P);
+    sc_.v.resize(P);
     double* b = sc_.b.data();
-    const double* a = sc_.a.data();
-    const double* S = sc_.S.data();
+    outer_ = out.pair_sum && !out.pair_at;
+    recorded_ = 0;
+    if (outer_ && sc_.outer.size() < 2 * T_ * P) sc_.outer.resize(2 * T_ * P);  // [positions][2][P]: α_t/q_t, v_t
+    std::fill(b + (T_ - 1) * P, b + (T_ - 1) * P + L_, 1.0);
+    std::fill(b + (T_ - 1) * P + L_, b + T_ * P, 0.0);
+    return node(T_ - 1, out) > kTiny;
+  }
+
+  template <class V, int NV>
+  CRFX_INLINE bool backward_step(std::size_t t, const ChainOutputs& out) {
+    const std::size_t LL = L_ * L_, P = P_;
     double* v = sc_.v.data();
-    const bool outer = out.pair_sum && !out.pair_at;
-    if (outer) sc_.outer.assign(LL, 0.0);
-    std::fill(b + (T_ - 1) * L_, b + T_ * L_, 1.0);
-    if (!(node(T_ - 1, out) > kTiny)) return false;
-    for (std::size_t t = T_ - 1; t-- > 0;) {
-      TransFactor f = factor(t + 1);
-      const double* St1 = S + (t + 1) * L_;
-      const double* bt1 = b + (t + 1) * L_;
-      double* bt = b + t * L_;
-      for (std::size_t y = 0; y < L_; ++y) v[y] = St1[y] * bt1[y];
-      std::fill(bt, bt + L_, 0.0);
-      for (std::size_t y = 0; y < L_; ++y) {  // β_t += v(y) · Eᵀ[y][·]
-        const double w = v[y];
-        const double* col = f.Et + y * L_;
-        for (std::size_t yp = 0; yp < L_; ++yp) bt[yp] += w * col[yp];
-      }
-      const double* at = a + t * L_;
-      double m = 0, q = 0;  // q = Σ_{y',y} α_t(y') E(y',y) v(y), the pairwise normaliser
-      for (std::size_t yp = 0; yp < L_; ++yp) {
-        m += bt[yp];
-        q += at[yp] * bt[yp];
-      }
-      if (!(m > kTiny) || !std::isfinite(m) || !(q > kTiny) || !std::isfinite(q)) return false;
-      // Pairwise marginals at t+1: α_t(y') E(y',y) v(y) / q (each factor ≤ 1: no overflow).
-      const double inv = 1.0 / q;
-      if (outer && f.base) {
-        for (std::size_t yp = 0; yp < L_; ++yp) {
-          const double w = at[yp] * inv;
-          double* o = sc_.outer.data() + yp * L_;
-          for (std::size_t y = 0; y < L_; ++y) o[y] += w * v[y];
-        }
-      } else if (out.pair_sum || out.pair_at) {
-        double* dst;
-        if (out.pair_at) {
-          dst = out.pair_at + (t + 1) * LL;
-        } else {
-          sc_.pair_pos.resize(LL);
-          dst = sc_.pair_pos.data();
-        }
-        for (std::size_t yp = 0; yp < L_; ++yp) {
-          const double w = at[yp] * inv;
-          const double* row = f.E + yp * L_;
-          double* d = dst + yp * L_;
-          for (std::size_t y = 0; y < L_; ++y) d[y] = w * row[y] * v[y];
-        }
-        if (out.pair_sum)
-          for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += dst[j];
-      }
-      const double inv_m = 1.0 / m;
-      for (std::size_t y = 0; y < L_; ++y) bt[y] *= inv_m;
-      if (!(node(t, out) > kTiny)) return false;
+    TransFactor f = factor(t + 1);
+    const double* St1 = sc_.S.data() + (t + 1) * P;
+    const double* bt1 = sc_.b.data() + (t + 1) * P;
+    double* bt = sc_.b.data() + t * P;
+    for (std::size_t y = 0; y < P; ++y) v[y] = St1[y] * bt1[y];
+    matvec<V, NV>(v, 1, f.Et, P, L_, P, bt);  // β_t = Σ_y v(y) · Eᵀ[y][·]
+    const double* at = sc_.a.data() + t * P;
+    double m = 0, q = 0;  // q = Σ_{y',y} α_t(y') E(y',y) v(y), the pairwise normaliser
+    for (std::size_t yp = 0; yp < L_; ++yp) {
+      m += bt[yp];
+      q += at[yp] * bt[yp];
     }
-    if (outer)
-      for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += base_.E[j] * sc_.outer[j];
+    if (!(m > kTiny) || !std::isfinite(m) || !(q > kTiny) || !std::isfinite(q)) return false;
+    // Pairwise marginals at t+1: α_t(y') E(y',y) v(y) / q (each factor ≤ 1: no overflow).
+    const double inv = 1.0 / q;
+    if (outer_ && f.base) {
+      double* w = sc_.outer.data() + recorded_ * 2 * P;
+      for (std::size_t yp = 0; yp < P; ++yp) w[yp] = at[yp] * inv;
+      std::copy(v, v + P, w + P);
+      ++recorded_;
+    } else if (out.pair_sum || out.pair_at) {
+      double* dst;
+      if (out.pair_at) {
+        dst = out.pair_at + (t + 1) * LL;
+      } else {
+        sc_.pair_pos.resize(LL);
+        dst = sc_.pair_pos.data();
+      }
+      for (std::size_t yp = 0; yp < L_; ++yp) {
+        const double w = at[yp] * inv;
+        const double* row = f.E + yp * P;
+        double* d = dst + yp * L_;
+        for (std::size_t y = 0; y < L_; ++y) d[y] = w * row[y] * v[y];
+      }
+      if (out.pair_sum)
+        for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += dst[j];
+    }
+    const double inv_m = 1.0 / m;
+    for (std::size_t y = 0; y < P; ++y) bt[y] *= inv_m;
+    return node(t, out) > kTiny;
+  }
+
+  template <class V, int NV>
+  CRFX_INLINE void backward_end(const ChainOutputs& out) {
+    if (!outer_) return;
+    const std::size_t P = P_;
+    const double* rec = sc_.outer.data();
+    double* o = sc_.v.data();  // row y' of O
+    for (std::size_t yp = 0; yp < L_; ++yp) {
+      matvec<V, NV>(rec + yp, 2 * P, rec + P, 2 * P, recorded_, P, o);
+      const double* E = base_.E + yp * P;
+      double* sum = out.pair_sum + yp * L_;
+      for (std::size_t y = 0; y < L_; ++y) sum[y] += E[y] * o[y];
+    }
+  }
+
+  template <class V, int NV>
+  CRFX_INLINE bool backward(const ChainOutputs& out) {
+    if (!backward_begin(out)) return false;
+    for (std::size_t t = T_ - 1; t-- > 0;)
+      if (!backward_step<V, NV>(t, out)) return false;
+    backward_end<V, NV>(out);
     return true;
   }
 
  private:
   /// Node marginals at t; returns z_t.
-  double node(std::size_t t, const ChainOutputs& out) {
-    const double* at = sc_.a.data() + t * L_;
-    const double* bt = sc_.b.data() + t * L_;
+  CRFX_INLINE double node(std::size_t t, const ChainOutputs& out) {
+    const double* at = sc_.a.data() + t * P_;
+    const double* bt = sc_.b.data() + t * P_;
     double z = 0;
     for (std::size_t y = 0; y < L_; ++y) z += at[y] * bt[y];
     if (out.node && z > kTiny) {
@@ -208,9 +327,38 @@ class Scaled {
 
   const ChainScores& x_;
   ChainScratch& sc_;
-  std::size_t T_, L_;
+  std::size_t T_, L_, P_;
   TransFactor base_{};
+  double log_z_ = 0;
+  bool outer_ = false;        // backward: pair_sum only, through O
+  std::size_t recorded_ = 0;  // backward: positions whose rows O takes
 };
+
+// The passes, compiled for each instruction set (see above), with as many vectors of lanes per
+// matvec as the 16 registers hold besides the row's: 8 of AVX2's 4 doubles, 12 of SSE2's (and
+// NEON's) 2.
+#define CRFX_CHAIN_PASSES(ISA, ATTR, V, NV)                                                          \
+  ATTR bool forward_##ISA(Scaled& s) { return s.forward<V, NV>(); }                                 \
+  ATTR bool backward_##ISA(Scaled& s, const ChainOutputs& out) { return s.backward<V, NV>(out); }
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CRFX_CHAIN_AVX2 1
+CRFX_CHAIN_PASSES(avx2, __attribute__((target("avx2"))), v4d, 8)
+#endif
+CRFX_CHAIN_PASSES(baseline, , v2d, 12)
+
+bool scaled_forward(Scaled& s) {
+#ifdef CRFX_CHAIN_AVX2
+  if (cpu_simd_avx2()) return forward_avx2(s);
+#endif
+  return forward_baseline(s);
+}
+
+bool scaled_backward(Scaled& s, const ChainOutputs& out) {
+#ifdef CRFX_CHAIN_AVX2
+  if (cpu_simd_avx2()) return backward_avx2(s, out);
+#endif
+  return backward_baseline(s, out);
+}
 
 /// Exact log-space recursions. Returns log Z; fills outputs when asked.
 double log_space(const ChainScores& x, const ChainOutputs* out, ChainScratch& sc) {
@@ -310,20 +458,19 @@ double forward_backward(const ChainScores& x, const ChainOutputs& out, ChainScra
   }
   if (!log_space_only) {
     Scaled scaled(x, scratch);
-    double log_z;
     // pair_sum is accumulated (+=): collect into scratch and add only once the fast path has
     // succeeded, so a fallback to log space cannot count a position twice.
-    if (scaled.forward(log_z)) {
+    if (scaled_forward(scaled)) {
       const std::size_t LL = x.L * x.L;
       ChainOutputs local = out;
       if (out.pair_sum) {
         scratch.pair.assign(LL, 0.0);
         local.pair_sum = scratch.pair.data();
       }
-      if (scaled.backward(local)) {
+      if (scaled_backward(scaled, local)) {
         if (out.pair_sum)
           for (std::size_t i = 0; i < LL; ++i) out.pair_sum[i] += scratch.pair[i];
-        return log_z;
+        return scaled.log_z();
       }
     }
     ++scratch.log_space_fallbacks;
@@ -339,8 +486,7 @@ double log_partition(const ChainScores& x, ChainScratch& scratch, bool log_space
   }
   if (!log_space_only) {
     Scaled scaled(x, scratch);
-    double log_z;
-    if (scaled.forward(log_z)) return log_z;
+    if (scaled_forward(scaled)) return scaled.log_z();
     ++scratch.log_space_fallbacks;
   }
   return log_space(x, nullptr, scratch);

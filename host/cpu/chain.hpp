@@ -16,6 +16,17 @@
 
 namespace crfx {
 
+/// The scaled path (chain.cpp) works on rows of L labels padded with zeros to a multiple of
+/// kChainLanes doubles: chain_stride(L) per row.
+inline constexpr std::size_t kChainLanes = 4;
+inline constexpr std::size_t chain_stride(std::size_t L) { return (L + kChainLanes - 1) / kChainLanes * kChainLanes; }
+
+/// Whether chain.cpp's forward and backward passes run their AVX2 copies: on x86-64 CPUs with
+/// AVX2, unless the environment sets CRFX_SIMD=baseline (to compare the copies, which give the
+/// same bits). cpu_simd() names the choice: "avx2" or "baseline".
+bool cpu_simd_avx2();
+const char* cpu_simd();
+
 struct ChainScores {
   std::size_t T = 0, L = 0;
   const double* state = nullptr;         // [T][L]
@@ -25,6 +36,9 @@ struct ChainScores {
   /// transpose, and τ_max.
   const double* exp_trans = nullptr;
   const double* exp_trans_t = nullptr;
+  /// Optional, the same E and Eᵀ as the scaled path takes them: [2][L][chain_stride(L)], each
+  /// row's padding zero. Preferred to exp_trans (which the path would copy so, per sentence).
+  const double* exp_trans_padded = nullptr;
   double trans_max = 0;
   /// No transition scores at any position (τ ≡ 0 and no edge matrix): the positions are
   /// independent — a Maxent model, or a CRF without transitions — so p(y | x) = Π_t softmax(s_t),

@@ -112,7 +112,7 @@ std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids
 
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
 // Items ahead whose weight rows are prefetched (scores, the marginal reduction).
-constexpr std::size_t kPrefetchItems = 8;
+constexpr std::size_t kPrefetchItems = 16;
 // Below this many tokens the marginal reduction runs on the calling thread (see evaluate).
 constexpr std::size_t kSerialReduceTokens = 1024;
 // n-best decoding: the most a worker's [T][L][n] tables may take (a policy, not a measurement).
@@ -473,13 +473,15 @@ void CpuBackend::prepare(const Vector& w, Prepared& p) {
       for_each_weight(dims_.groups(), dims_.A, [&](std::size_t k, std::size_t j) { p.dense_trans[j] = p.W[k]; });
     p.trans = p.dense_trans.data();
   }
-  exp_trans_.resize(2 * LL);  // [E | Eᵀ]
+  const std::size_t L = dims_.L, P = chain_stride(L), LP = L * P;
+  exp_trans_.assign(2 * LL + 2 * LP, 0.0);  // [E | Eᵀ | E, Eᵀ with rows padded to P (chain.hpp)]
   p.trans_max = *std::max_element(p.trans, p.trans + LL);
   if (!std::isfinite(p.trans_max)) p.trans_max = 0;
-  const std::size_t L = dims_.L;
+  double* padded = exp_trans_.data() + 2 * LL;
   for (std::size_t i = 0; i < L; ++i)
     for (std::size_t j = 0; j < L; ++j)
-      exp_trans_[LL + j * L + i] = exp_trans_[i * L + j] = std::exp(p.trans[i * L + j] - p.trans_max);
+      padded[LP + j * P + i] = padded[i * P + j] = exp_trans_[LL + j * L + i] = exp_trans_[i * L + j] =
+          std::exp(p.trans[i * L + j] - p.trans_max);
 }
 
 ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s, Work& work) const {
@@ -492,20 +494,31 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
   constexpr std::size_t kPrefetch = kPrefetchItems;
   const std::size_t row_bytes = L * sizeof(double), items_end = c.state_offsets[tok0 + T];
   const WeightGroups wg = dims_.groups();
-  for (std::size_t t = 0; t < T && !wg.dense(); ++t) {  // observed pairs: s_t(y) += x · w[k] over a's row
-    double* st = work.state.data() + t * L;
-    for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
-      // Two stages: the row offset 2·kPrefetch items ahead (its address is a sequential read),
-      // then the row itself kPrefetch ahead, whose offset is in the cache by then.
-      if (k + 2 * kPrefetch < items_end) __builtin_prefetch(wg.offsets + c.state_ids[k + 2 * kPrefetch]);
-      if (k + kPrefetch < items_end) {
-        const std::size_t ahead = wg.offsets[c.state_ids[k + kPrefetch]];
-        __builtin_prefetch(p.W + ahead);
-        __builtin_prefetch(wg.slots + ahead);
+  if (!wg.dense()) {  // observed pairs: s_t(y) += x · w[k] over a's row
+    const std::uint32_t* ids = c.state_ids.data();
+    const double* values = c.state_values.empty() ? nullptr : c.state_values.data();
+    const std::size_t* offsets = wg.offsets;
+    const std::uint32_t* slots = wg.slots;
+    const double* W = p.W;
+    for (std::size_t t = 0; t < T; ++t) {
+      double* st = work.state.data() + t * L;
+      for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+        // Two stages: the row offset 2·kPrefetch items ahead (its address is a sequential read),
+        // then the row itself kPrefetch ahead, whose offset is in the cache by then.
+        if (k + 2 * kPrefetch < items_end) __builtin_prefetch(offsets + ids[k + 2 * kPrefetch]);
+        if (k + kPrefetch < items_end) {
+          const std::size_t ahead = offsets[ids[k + kPrefetch]];
+          __builtin_prefetch(W + ahead);
+          __builtin_prefetch(slots + ahead);
+        }
+        const std::size_t j0 = offsets[ids[k]], j1 = offsets[ids[k] + 1];
+        if (values) {
+          const double v = values[k];
+          for (std::size_t j = j0; j < j1; ++j) st[slots[j]] += v * W[j];
+        } else {  // binary attributes: v · w = w
+          for (std::size_t j = j0; j < j1; ++j) st[slots[j]] += W[j];
+        }
       }
-      const double v = c.state_value(k);
-      const std::uint32_t a = c.state_ids[k];
-      for (std::size_t j = wg.offsets[a]; j < wg.offsets[a + 1]; ++j) st[wg.slots[j]] += v * p.W[j];
     }
   }
   for (std::size_t t = 0; t < T && wg.dense(); ++t) {
@@ -528,6 +541,7 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
   x.trans = p.trans;
   x.exp_trans = exp_trans_.data();
   x.exp_trans_t = exp_trans_.data() + L * L;
+  x.exp_trans_padded = exp_trans_.data() + 2 * L * L;
   x.trans_max = p.trans_max;
   if (dims_.E > 0) {
     // Enriched edges: τ_t = τ + Σ_e x_{t,e} · w_e  at positions t ≥ 1 where edge items fire.

@@ -161,7 +161,7 @@ class CpuBackend final : public Backend {
   std::vector<double> edge_delta_;   // [chunk tokens][L][L] (only when E > 0 or a pointwise loss)
   std::vector<double> losses_;       // [chunk sentences]
   std::vector<std::size_t> slots_;   // [chunk sentences + 1] token offsets within the chunk
-  std::vector<double> exp_trans_;    // [2][L][L]: E = exp(τ − max τ) and Eᵀ
+  std::vector<double> exp_trans_;    // [2][L][L]: E = exp(τ − max τ) and Eᵀ, then both padded (chain.hpp)
   // cpu_sgd.cpp scratch, grow-only: a dense gradient kept all-zero between calls (sparse results
   // are gathered from it and its support re-zeroed: O(support)), and attribute marks (all 0).
   VectorPtr sgd_dense_;
