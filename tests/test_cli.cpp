@@ -599,6 +599,24 @@ TEST(Cli, BadOptionsAndUnwritableOutputsFailBeforeAnyWork) {
   EXPECT_NE(out.find("--threads"), std::string::npos) << out;
 }
 
+TEST(Cli, TheAvx2AndBaselineChainCodeGiveTheSameModel) {
+  // chain.cpp's forward-backward is compiled for SSE2 and AVX2 (run-time choice; CRFX_SIMD=baseline
+  // forces SSE2): the same operations in the same order, so the same model bytes — with the
+  // transition matrix and with edge features (a B01 line: a matrix per position), 19 labels (not a
+  // multiple of the vector width). (Where the CPU has no AVX2 both runs take SSE2.)
+  const std::string edges = temp_path("simd-edges.template");
+  write_text(edges, read_text(kTemplate) + "\nB01:%x[0,1]\n");
+  for (const std::string& tmpl : {kTemplate, edges}) {
+    SCOPED_TRACE(tmpl);
+    const std::string a = temp_path("simd-default.model"), b = temp_path("simd-baseline.model");
+    const std::string args = " train " + q(kTrain) + " -t " + q(tmpl) + " --max-iterations 6 --threads 2 -q -m ";
+    std::string out;
+    ASSERT_EQ(run(crfx() + args + q(a), &out), 0) << out;
+    ASSERT_EQ(run("CRFX_SIMD=baseline " + crfx() + args + q(b), &out), 0) << out;
+    EXPECT_EQ(read_text(a), read_text(b));
+  }
+}
+
 TEST(Cli, TagTimingSaysWhereTheTimeWent) {
   std::string out;
   ASSERT_EQ(run(crfx() + " tag " + q(kTest) + " -m " + q(trained_model()) + " -o " + q(temp_path("timing.tagged")) +
