@@ -384,6 +384,25 @@ TEST(Losses, OwlqnOnSeqExpResumesExactlyInEitherPhase) {
     EXPECT_LT(k1, reports - 3) << why;
   }
   test::check_resume_is_exact(make, p, find_trainer("owlqn"), o, 8);
+
+  // A stop by the caller in phase 1 returns phase 1's objective as reported (the log); a run
+  // resumed in phase 2 with a limit below phase 1's end restores that state and stops there.
+  const std::string path = test::temp_path("owlqn-seq-exp.ckpt");
+  const test::Run stopped = test::train_run(make, p, find_trainer("owlqn"), o, 2, path, false);
+  EXPECT_EQ(stopped.stop_reason, stop_by_caller());
+  ASSERT_EQ(stopped.reports.size(), 2u);
+  EXPECT_EQ(stopped.f, stopped.reports.back().objective);
+  const test::Run full = test::train_run(make, p, find_trainer("owlqn"), o, 0, path, false);
+  ASSERT_GT(full.reports.size(), 20u);
+  const int late = full.reports.back().iteration - 2;  // in phase 2
+  const test::Run at_late = test::train_run(make, p, find_trainer("owlqn"), o, late, path, false);
+  TrainOptions lower = o;
+  lower.max_iterations = 3;
+  const test::Run resumed = test::train_run(make, p, find_trainer("owlqn"), lower, 0, path, true);
+  EXPECT_NE(resumed.stop_reason.find("): --max-iterations 3 reached"), std::string::npos) << resumed.stop_reason;
+  EXPECT_TRUE(resumed.reports.empty());
+  EXPECT_EQ(resumed.f, full.reports[std::size_t(late) - 1].objective);
+  EXPECT_TRUE(test::bitwise_equal(resumed.w, at_late.w));
 }
 
 /// Trains `algo` with `loss` on a small problem; returns the objective before and after and the

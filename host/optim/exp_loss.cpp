@@ -80,7 +80,8 @@ class SeqExpStart final : public Trainer {
     resume_ = nullptr;
     if (resume) {
       resume->value("exp-start.phase", phase);
-      if (phase != 1 && phase != 2) throw Error("checkpoint: " + std::string(name_) + " on seq-exp has no phase " + std::to_string(phase));
+      if (phase != 1 && phase != 2)
+        throw Error("checkpoint: " + std::string(name_) + " on seq-exp has no phase " + std::to_string(phase));
       resume->value("exp-start.k1", k1);  // phase 1's last report so far (its end, in phase 2)
       resume->value("exp-start.t1", t1);
     }
@@ -106,23 +107,27 @@ class SeqExpStart final : public Trainer {
       q.state = p.state ? &state : nullptr;
       return !progress || progress(q, x);
     };
+    double f1 = 0;  // phase 1's objective at its end: log(H + c2‖w‖²)
     if (phase == 1) {
       Objective fit(obj.backend(), obj.corpus(), 0.0, obj.c2(), SequenceLoss::seq_exp);  // log(H + c2‖w‖²)
       fit.set_passes(obj.passes());
       const auto lbfgs = make_lbfgs_trainer();
       lbfgs->resume_from(resume);
-      lbfgs->train(fit, w, opt, [&](const Progress& p, const Vector& x) { return phased(1, p, x); });
+      f1 = lbfgs->train(fit, w, opt, [&](const Progress& p, const Vector& x) { return phased(1, p, x); });
       obj.set_passes(fit.passes());
       if (lbfgs->stop_reason() == stop_by_caller()) {
         stop_reason_ = stop_by_caller();
-        return obj.full(obj.value(w), w);
+        return f1;
       }
       resume = nullptr;
     }
     TrainOptions rest = opt;
     if (opt.max_iterations > 0 && (rest.max_iterations = opt.max_iterations - k1) <= 0) {
-      stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations) + " in phase 1 (L-BFGS on log(H + c2‖w‖²))";
-      return obj.full(obj.value(w), w);
+      if (phase == 1) {
+        stop_reason_ = stop_at_limit("max-iterations", opt.max_iterations) + " in phase 1 (L-BFGS on log(H + c2‖w‖²))";
+        return f1;
+      }
+      rest.max_iterations = 1;  // resumed in phase 2 past a lowered limit: its state restored, no step more
     }
     trainer.resume_from(resume);
     const double f = trainer.train(obj, w, rest, [&](const Progress& p, const Vector& x) { return phased(2, p, x); });
@@ -144,6 +149,5 @@ class SeqExpStart final : public Trainer {
 std::unique_ptr<Trainer> with_seq_exp_start(const char* name, std::function<std::unique_ptr<Trainer>()> make) {
   return std::make_unique<SeqExpStart>(name, std::move(make));
 }
-
 
 }  // namespace crfx
