@@ -344,7 +344,7 @@ void check_run_memory(const TrainerInfo& trainer, const TrainOptions& opt, const
              "); the default, --features observed, keeps the pairs seen in training";
   else
     advice = "raise --min-freq to drop rare attributes";
-  if (estimate_memory(trainer, opt, dims, corpus).vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
+  if (c.estimate.vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
   throw Error("this training run " + c.shortfall + "; " + advice);
 }
 

@@ -47,6 +47,14 @@ struct TrainSetup {
       trainer->resume_from(&ck->state());
     }
   }
+  /// Trains with `progress` into `run`: its objective, the checkpoint read whole (when resumed),
+  /// the weights and the stop reason.
+  void train(const TrainOptions& o, const ProgressFn& progress, Run& run) {
+    run.f = trainer->train(obj, *w, o, progress);
+    if (ck) ck->finish();
+    run.w = to_host(*b, *w);
+    run.stop_reason = trainer->stop_reason();
+  }
   BackendPtr b;
   BackendCorpusPtr corpus;
   Objective obj;
@@ -55,6 +63,13 @@ struct TrainSetup {
   std::unique_ptr<Checkpoint> ck;
 };
 
+/// Writes the state a report hands over as a checkpoint file at `path`.
+inline void save_state(const std::string& path, const TrainerInfo& info, const StateFn& state) {
+  std::ofstream out(path, std::ios::binary);
+  write_checkpoint([&](const char* d, std::size_t n) { out.write(d, std::streamsize(n)); }, {{"test", info.name}},
+                   {}, state);
+}
+
 /// Trains `info` on p with `o` on a backend from `make`. With `stop_at` > 0 the run saves a
 /// checkpoint to `path` at the report of that iteration and stops there; with `resume` it starts
 /// from the checkpoint at `path`.
@@ -62,26 +77,15 @@ inline Run train_run(const std::function<BackendPtr(const Dims&)>& make, const R
                      const TrainerInfo& info, const TrainOptions& o, int stop_at, const std::string& path,
                      bool resume) {
   TrainSetup ts(make, p, info, o, path, resume);
-  auto& b = ts.b;
-  Objective& obj = ts.obj;
-  auto& w = ts.w;
-  auto& trainer = ts.trainer;
-  auto& ck = ts.ck;
   Run run;
-  const ProgressFn progress = [&](const Progress& pr, const Vector&) {
+  ts.train(o, [&](const Progress& pr, const Vector&) {
     run.reports.push_back({pr.iteration, pr.passes, pr.objective});
     if (pr.iteration != stop_at) return true;
     EXPECT_NE(pr.state, nullptr) << "no state at iteration " << pr.iteration;
     if (!pr.state) return false;
-    std::ofstream out(path, std::ios::binary);
-    write_checkpoint([&](const char* d, std::size_t n) { out.write(d, std::streamsize(n)); },
-                     {{"test", info.name}}, {}, *pr.state);
+    save_state(path, info, *pr.state);
     return false;
-  };
-  run.f = trainer->train(obj, *w, o, progress);
-  if (ck) ck->finish();
-  run.w = to_host(*b, *w);
-  run.stop_reason = trainer->stop_reason();
+  }, run);
   return run;
 }
 
@@ -160,32 +164,21 @@ inline StoppedRun train_stopped(const std::function<BackendPtr(const Dims&)>& ma
                                 const TrainerInfo& info, const TrainOptions& o, std::size_t stop_at,
                                 const std::string& path, bool resume, const std::string& save_to = "") {
   TrainSetup ts(make, p, info, o, path, resume);
-  auto& b = ts.b;
-  Objective& obj = ts.obj;
-  auto& w = ts.w;
-  auto& trainer = ts.trainer;
-  auto& ck = ts.ck;
   StoppedRun run;
-  trainer->stop_when([&] { return ++run.polls == stop_at; });
-  const ProgressFn progress = [&](const Progress& pr, const Vector& x) {
+  ts.trainer->stop_when([&] { return ++run.polls == stop_at; });
+  ts.train(o, [&](const Progress& pr, const Vector& x) {
     if (!pr.within_iteration()) {
       run.reports.push_back({pr.iteration, pr.passes, pr.objective});
       return true;
     }
     run.within.push_back(pr);
     run.within.back().state = nullptr;
-    run.handed = to_host(*b, x);
+    run.handed = to_host(*ts.b, x);
     EXPECT_NE(pr.state, nullptr);
     if (!pr.state) return false;
-    std::ofstream out(save_to.empty() ? path : save_to, std::ios::binary);
-    write_checkpoint([&](const char* d, std::size_t n) { out.write(d, std::streamsize(n)); },
-                     {{"test", info.name}}, {}, *pr.state);
+    save_state(save_to.empty() ? path : save_to, info, *pr.state);
     return true;  // ignored: the poll stopped it
-  };
-  run.f = trainer->train(obj, *w, o, progress);
-  if (ck) ck->finish();
-  run.w = to_host(*b, *w);
-  run.stop_reason = trainer->stop_reason();
+  }, run);
   return run;
 }
 

@@ -310,7 +310,9 @@ TEST(Losses, OwlqnOnSeqExpFromWhereHOverflowsMeetsTheOptimalityConditions) {
     });
     const std::string why = trainer->stop_reason();
     SCOPED_TRACE(why);
-    if (rprop) EXPECT_NE(why.find("--max-iterations 1500 reached"), std::string::npos);
+    if (rprop) {
+      EXPECT_NE(why.find("--max-iterations 1500 reached"), std::string::npos);
+    }
     EXPECT_EQ(why.find(std::string(rprop ? "RPROP" : "OWL-QN") +
                        " on H + c2‖w‖² + c1‖w‖₁ from iteration "),
               0u);

@@ -133,6 +133,7 @@ MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options
   const std::string state = "optimizer state " + bytes_text(double(m.optimizer)) + " (" + std::to_string(m.vectors) +
                             " weight vectors" + (trainer.stored_marginals ? " and stored marginals" : "") + ")";
   MemoryCheck c;
+  c.estimate = m;
   c.figures = "weights " + bytes_text(double(m.weights)) + ", " + state + ", corpus " +
               bytes_text(double(m.corpus) + double(upload)) + ", buffers " + bytes_text(double(buffers)) + "; " +
               bytes_text(double(m.total()) + double(upload) + double(buffers)) + " estimated, " +

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <system_error>
@@ -198,10 +199,9 @@ class Run {
     };
     for (;;) {
       try {
-        double waited = mine.wait;
-        if (!read(b, mine.wait)) return;
+        // read() and write() call `turn` once they hold their turn: the time before it is waiting.
+        if (!read(b, [&] { lap(mine.wait); })) return;
         lap(mine.read);
-        mine.read -= mine.wait - waited;  // the wait for the reader is not reading
         b.out.clear();
         b.ends.clear();
         // Every sentence read is tagged and formatted, those of an input that failed after them
@@ -220,10 +220,8 @@ class Run {
           tagger_.format(b.text, b.tagged, b.out, &b.ends);
           lap(mine.format);
         }
-        waited = mine.wait;
-        if (!write(b, mine.wait)) return;
+        if (!write(b, [&] { lap(mine.wait); })) return;
         lap(mine.write);
-        mine.write -= mine.wait - waited;
       } catch (...) {
         stop(std::current_exception(), b.seq);
         return;
@@ -245,11 +243,10 @@ class Run {
   }
 
   /// The next batch into `b` (numbered); false when nothing is left to read or the run stopped.
-  /// `wait` gets the seconds spent waiting for the reader.
-  bool read(Batch& b, double& wait) {
-    const double asked = now();
+  /// `turn` is called once the reader is this worker's.
+  bool read(Batch& b, const std::function<void()>& turn) {
     std::lock_guard<std::mutex> lock(read_mutex_);
-    wait -= asked - now();
+    turn();
     if (stopped() || (next_input_ == inputs_.size() && !reader_)) return false;
     const FeatureSpace& fs = tagger_.features();
     b.clear(fs.format, fs.format == InputFormat::conll ? fs.feature_columns : 0);
@@ -295,12 +292,11 @@ class Run {
   }
 
   /// Writes `b` when every batch before it is written; false when the run stopped meanwhile.
-  /// `wait` gets the seconds spent waiting for that turn.
-  bool write(Batch& b, double& wait) {
-    const double asked = now();
+  /// `turn` is called once it is b's turn (or the run stopped).
+  bool write(Batch& b, const std::function<void()>& turn) {
     std::unique_lock<std::mutex> lock(write_mutex_);
     written_.wait(lock, [&] { return fatal_ || input_error_ || next_write_ == b.seq; });
-    wait -= asked - now();
+    turn();
     if (fatal_ || input_error_) return false;  // (an input's error: the batches after it are not written)
     for (const Piece& p : b.pieces) {
       if (p.begins) {

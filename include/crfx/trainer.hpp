@@ -249,6 +249,7 @@ MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& o
 /// corpus (upload_bytes) and its evaluate buffers (workspace_bytes), against the memory available
 /// there (Backend::memory_available) or `limit` bytes where that is smaller and > 0.
 struct MemoryCheck {
+  MemoryEstimate estimate;  // estimate_memory's
   std::string figures;    // "weights 8.2 MB, optimizer state 58.4 MB (16 weight vectors), corpus …,
                           //  buffers …; 159.1 MB estimated, 24.5 GB available" (crfx train's line)
   bool fits = true;       // false: the run would not fit (availability unknown counts as fitting)
