@@ -599,11 +599,12 @@ TEST(Cli, BadOptionsAndUnwritableOutputsFailBeforeAnyWork) {
   EXPECT_NE(out.find("--threads"), std::string::npos) << out;
 }
 
-TEST(Cli, TheAvx2AndBaselineChainCodeGiveTheSameModel) {
-  // chain.cpp's forward-backward is compiled for SSE2 and AVX2 (run-time choice; CRFX_SIMD=baseline
-  // forces SSE2): the same operations in the same order, so the same model bytes — with the
+TEST(Cli, TheVectorAndBaselineCpuCodeGiveTheSameModel) {
+  // chain.cpp's forward-backward is compiled for SSE2 and AVX2, and the observed pairs' state rows
+  // have an AVX-512 copy (sparse_rows.hpp), each chosen at run time (CRFX_SIMD=baseline forces SSE2
+  // and the scalar rows): the same operations in the same order, so the same model bytes — with the
   // transition matrix and with edge features (a B01 line: a matrix per position), 19 labels (not a
-  // multiple of the vector width). (Where the CPU has no AVX2 both runs take SSE2.)
+  // multiple of the vector width). (Where the CPU lacks AVX2 or AVX-512 both runs take the same code.)
   const std::string edges = temp_path("simd-edges.template");
   write_text(edges, read_text(kTemplate) + "\nB01:%x[0,1]\n");
   for (const std::string& tmpl : {kTemplate, edges}) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/sparse_rows.hpp"
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "random_problem.hpp"
@@ -146,6 +147,19 @@ TEST(SparseLayout, EqualsDenseWithAbsentPairsAtZero) {
                                           << binary);
         check_sparse_equals_dense(layout_pair(4, 9, 3, transitions, density, 31, binary), 32);
       }
+}
+
+TEST(SparseLayout, EqualsDenseForEveryWidthOfTheVectorRowCode) {
+  // On CPUs with AVX-512 the state rows go through sparse_rows.hpp, a token's L lanes in ⌈L/8⌉
+  // registers (1 to 8; beyond 64 labels the scalar loops): label counts at and around the
+  // register boundaries, rows of every length, values and binary attributes, two threads (each
+  // reducing its own attribute range) and small chunks.
+  for (std::uint32_t L : {1u, 7u, 8u, 9u, 22u, 37u, 64u, 65u})
+    for (bool binary : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "L " << L << " binary " << binary << " vector rows "
+                                        << (cpu_rows_avx512() && L <= kRowMaxLabels));
+      check_sparse_equals_dense(layout_pair(L, 11, 2, true, 0.4, 61 + L, binary), 62 + L);
+    }
 }
 
 TEST(SparseLayout, ObservedPairsOfTheCorpus) {

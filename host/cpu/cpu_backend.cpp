@@ -137,6 +137,21 @@ CpuBackend::CpuBackend(const Dims& dims, unsigned threads, bool log_space_only)
   for (unsigned i = 0; i < pool_.size(); ++i) work_.push_back(std::make_unique<Work>());
   const std::size_t per_token = dims.L + (dims.E ? std::size_t(dims.L) * dims.L : 0);
   chunk_tokens_ = std::max<std::size_t>(1, kChunkBytes / (sizeof(double) * per_token));
+  const WeightGroups wg = dims.groups();
+  if (!wg.dense() && dims.L <= kRowMaxLabels && cpu_rows_avx512()) row_masks_ = row_lane_masks(wg);
+}
+
+SparseRows CpuBackend::rows(const Corpus& c) const {
+  const WeightGroups wg = dims_.groups();
+  SparseRows r;
+  r.L = dims_.L;
+  r.offsets = wg.offsets;
+  r.slots = wg.slots;
+  r.masks = row_masks_.data();
+  r.item_offsets = c.state_offsets.data();
+  r.ids = c.state_ids.data();
+  r.values = c.state_values.empty() ? nullptr : c.state_values.data();
+  return r;
 }
 
 CpuBackend::~CpuBackend() = default;
@@ -156,7 +171,8 @@ std::size_t CpuBackend::workspace_bytes(const Corpus& corpus, SequenceLoss loss)
   // three more [T][L] arrays).
   std::size_t per_thread = (4 * longest * L + (dims_.E ? longest * LL : 0) + 8 * LL) * sizeof(double);
   if (loss != SequenceLoss::seq_log) per_thread += (7 * longest * L + 8 * LL) * sizeof(double);
-  return chunk + pool_.size() * per_thread;
+  // … and the lane masks of the vector row code (one per attribute, sparse_rows.hpp).
+  return chunk + pool_.size() * per_thread + row_masks_.size() * sizeof(std::uint64_t);
 }
 
 std::string CpuBackend::name() const {
@@ -487,14 +503,19 @@ void CpuBackend::prepare(const Vector& w, Prepared& p) {
 ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s, Work& work) const {
   const std::size_t L = dims_.L, LL = L * L;
   const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
-  work.state.assign(T * L, 0.0);
+  const WeightGroups wg = dims_.groups();
+  if (!row_masks_.empty()) {  // observed pairs, AVX-512 (sparse_rows.hpp): every lane written
+    work.state.resize(T * L);
+    row_emissions_avx512(rows(c), tok0, T, p.W, work.state.data());
+  } else {
+    work.state.assign(T * L, 0.0);
+  }
   // Emissions: s_t(y) = Σ_a x_{t,a} · w[a·L + y]   (L contiguous weights per active attribute).
   // The rows are scattered over a weight vector far larger than the caches: the row kPrefetch
   // items ahead is requested while this one is summed, so the misses overlap (same sums).
   constexpr std::size_t kPrefetch = kPrefetchItems;
   const std::size_t row_bytes = L * sizeof(double), items_end = c.state_offsets[tok0 + T];
-  const WeightGroups wg = dims_.groups();
-  if (!wg.dense()) {  // observed pairs: s_t(y) += x · w[k] over a's row
+  if (!wg.dense() && row_masks_.empty()) {  // observed pairs: s_t(y) += x · w[k] over a's row
     const std::uint32_t* ids = c.state_ids.data();
     const double* values = c.state_values.empty() ? nullptr : c.state_values.data();
     const std::size_t* offsets = wg.offsets;
@@ -675,13 +696,18 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
         const std::uint32_t lo = cc.state_bounds[part], hi = cc.state_bounds[part + 1];
         const std::uint32_t elo = cc.edge_bounds[part], ehi = cc.edge_bounds[part + 1];
         double* GE = G + dims_.edge_offset();
+        const bool avx512 = !row_masks_.empty();
+        const SparseRows r = avx512 ? rows(c) : SparseRows{};
         for (std::size_t i = 0; i < n; ++i) {
           const std::size_t tok0 = c.sentence_offsets[span[begin + i]];
           const std::size_t T = slots_[i + 1] - slots_[i];
+          // The state items of the whole sentence at once (sparse_rows.hpp), then its edge items
+          // below: the two write different weights, so the order between them does not matter.
+          if (avx512) row_reduce_avx512(r, tok0, T, node_delta_.data() + slots_[i] * L, scale, lo, hi, G);
           for (std::size_t t = 0; t < T; ++t) {
             const double* d = node_delta_.data() + (slots_[i] + t) * L;
             const std::size_t items_end = c.state_offsets[tok0 + T];
-            for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1]; ++k) {
+            for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1] && !avx512; ++k) {
               const std::uint32_t a = c.state_ids[k];
               if (a < lo || a >= hi) continue;
               const double f = scale * c.state_value(k);

@@ -8,6 +8,7 @@
 
 #include "cpu/chain.hpp"
 #include "cpu/chain_loss.hpp"
+#include "cpu/sparse_rows.hpp"
 #include "cpu/thread_pool.hpp"
 #include "crfx/backend.hpp"
 
@@ -161,6 +162,10 @@ class CpuBackend final : public Backend {
   std::vector<double> edge_delta_;   // [chunk tokens][L][L] (only when E > 0 or a pointwise loss)
   std::vector<double> losses_;       // [chunk sentences]
   std::vector<std::size_t> slots_;   // [chunk sentences + 1] token offsets within the chunk
+  // The observed-pair layout's state rows as sparse_rows.hpp's AVX-512 code takes them (empty
+  // where it does not run: a dense layout, more than kRowMaxLabels labels, no AVX-512).
+  std::vector<std::uint64_t> row_masks_;  // [A]
+  SparseRows rows(const Corpus& c) const;
   std::vector<double> exp_trans_;    // [2][L][L]: E = exp(τ − max τ) and Eᵀ, then both padded (chain.hpp)
   // cpu_sgd.cpp scratch, grow-only: a dense gradient kept all-zero between calls (sparse results
   // are gathered from it and its support re-zeroed: O(support)), and attribute marks (all 0).
