@@ -460,6 +460,13 @@ struct TrainProgress {
   bool quiet;
   std::string log_path;  // empty without --log
   std::string log_text;
+  // --log FILE is rewritten whole (atomically: a reader never sees half a row) once it has grown by
+  // an eighth since the last write (so every row of its first few) or a second has passed: thousands
+  // of short iterations write O(rows) bytes, not O(rows²), and a slow run shows each row as it comes.
+  // flush_log() writes what is left (at the end of training, or when an error ends it).
+  static constexpr double kLogSeconds = 1;
+  std::size_t log_written = 0;  // log_text's size at the last write
+  double last_log_write = now_seconds();
   int iterations = 0;
   double callback_seconds = 0;
   // --checkpoint: where, how often (0: by time), and what a resume must match.
@@ -502,6 +509,13 @@ struct TrainProgress {
     last_checkpoint = now_seconds();
   }
 
+  void flush_log() {
+    if (log_path.empty() || log_path == "-" || log_written == log_text.size()) return;
+    write_file_atomic(log_path, log_text);
+    log_written = log_text.size();
+    last_log_write = now_seconds();
+  }
+
   bool operator()(const Progress& reported, const Vector& w) {
     if (reported.within_iteration()) return stop_within(reported);
     const double callback_start = now_seconds();
@@ -533,7 +547,8 @@ struct TrainProgress {
         if (!(std::cout << row << std::flush)) throw Error("cannot write the log to standard output: " + stdout_error());
       } else {
         log_text += row;
-        write_file_atomic(log_path, log_text);
+        if (log_text.size() - log_written >= log_written / 8 || now_seconds() - last_log_write >= kLogSeconds)
+          flush_log();
       }
     }
     if (resumed) {  // the trainer has read its state: nothing of the checkpoint may be left
@@ -775,6 +790,7 @@ int cmd_train(int argc, char** argv) {
 
   TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, dev_mode, fs.labels, quiet, log_path,
                          log_text};
+  progress.log_written = log_text.size();  // written above
   progress.checkpoint_path = checkpoint_path;
   progress.checkpoint_every = checkpoint_every;
   progress.checkpoint_keys = keys;
@@ -804,6 +820,10 @@ int cmd_train(int argc, char** argv) {
   try {
     f = algorithm->train(objective, *w, opt, std::ref(progress));
   } catch (const Error& e) {  // no model of this run; say where the last good state is
+    try {
+      progress.flush_log();  // the rows up to the failure
+    } catch (const Error&) {  // the log itself may be what failed: the first error is the one to tell
+    }
     if (progress.checkpoint_iteration == 0) throw;
     throw Error(std::string(e.what()) + "; the last checkpoint, of iteration " +
                 std::to_string(progress.checkpoint_iteration) + ", is " + checkpoint_path);
@@ -812,6 +832,7 @@ int cmd_train(int argc, char** argv) {
   resume.reset();
   const int stopped_by = stop_signal();
   const double train_seconds = now_seconds() - train_start - progress.callback_seconds;
+  progress.flush_log();
 
   model.weights = to_host(*backend, *w);
   for (double x : model.weights)  // never a model of NaN (the trainers stop before; this is the last guard)

@@ -92,6 +92,31 @@ TEST(Cli, LogCsvAndDevF1) {
   EXPECT_NEAR(std::stod(out.substr(pos + 4)), dev_f1, 0.005) << last << out;
 }
 
+TEST(Cli, LogOfThousandsOfIterationsHasEveryRow) {
+  // Past its first rows the log is rewritten only when it has grown by an eighth or a second has
+  // passed (not after every row): what a run ends with must still be every row, in order.
+  std::string head, line;
+  std::istringstream in(read_text(kTrain));
+  for (int i = 0; i < 12 && std::getline(in, line); ++i) head += line + "\n";
+  const std::string data = temp_path("log-tiny.txt"), log = temp_path("log-tiny.csv");
+  write_text(data, head);
+  std::string out;
+  ASSERT_EQ(run(crfx() + " train " + q(data) + " -t " + q(kTemplate) + " -a ap --epochs 3000 -q -m " +
+                    q(temp_path("log-tiny.model")) + " --log " + q(log),
+                &out),
+            0)
+      << out;
+  std::istringstream csv(read_text(log));
+  ASSERT_TRUE(std::getline(csv, line));
+  EXPECT_EQ(line.rfind("iteration,", 0), 0u) << line;
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    ASSERT_EQ(line.substr(0, line.find(',')), std::to_string(rows)) << line;
+  }
+  EXPECT_EQ(rows, 3000);
+}
+
 /// `text` without its last column (a CoNLL-2000 slice "word POS chunk" becomes POS-tagging data).
 std::string drop_last_column(const std::string& text) {
   std::string out, line;
