@@ -320,6 +320,44 @@ TEST(CpuBackend, DeterministicAcrossThreadsAndChunks) {
   }
 }
 
+TEST(CpuBackend, ATokenOfTensOfThousandsOfItemsOnSeveralThreads) {
+  // With several threads each worker of the marginal reduction reads its own list of items, whose
+  // count per token is 16 bits; a token of more than 65,535 items (here) makes the backend test
+  // every item against the worker's range instead: still one thread's loss and gradient, bit for
+  // bit, on the dense and on a sparse layout, with values.
+  auto p = random_problem(5, 40, 0, 30, 8, 71);
+  Corpus& c = p.corpus;
+  const std::size_t extra = 70000;
+  std::vector<std::uint32_t> ids(extra);
+  for (std::size_t i = 0; i < extra; ++i) ids[i] = std::uint32_t(i * 7 % 40);
+  c.state_ids.insert(c.state_ids.begin() + std::ptrdiff_t(c.state_offsets[1]), ids.begin(), ids.end());
+  ASSERT_FALSE(c.state_values.empty());
+  c.state_values.insert(c.state_values.begin() + std::ptrdiff_t(c.state_offsets[1]), extra, 0.001);
+  for (std::size_t t = 1; t < c.state_offsets.size(); ++t) c.state_offsets[t] += extra;
+  for (bool sparse : {false, true}) {
+    SCOPED_TRACE(sparse ? "sparse layout" : "dense layout");
+    Dims dims = p.dims;
+    if (sparse) dims.layout = test::random_layout(p.dims, 0.5, 72);
+    const auto w = random_weights(dims.num_weights(), 0.5, 73);
+    std::vector<double> ref;
+    double ref_loss = 0;
+    for (unsigned threads : {1u, 2u, 3u}) {
+      CpuBackend b(dims, threads);
+      auto corpus = b.upload(c);
+      auto wv = to_backend(b, w);
+      auto g = b.vector(w.size());
+      const double loss = b.evaluate(*corpus, *wv, all_sentences(*corpus), g.get(), 1.0);
+      if (threads == 1) {
+        ref = to_host(b, *g);
+        ref_loss = loss;
+        continue;
+      }
+      EXPECT_EQ(loss, ref_loss) << threads << " threads";
+      EXPECT_EQ(to_host(b, *g), ref) << threads << " threads";
+    }
+  }
+}
+
 TEST(CpuBackend, SpanSelectsSentences) {
   auto p = random_problem(4, 10, 0, 9, 5, 41);
   CpuBackend b(p.dims, 2);

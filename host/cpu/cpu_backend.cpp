@@ -83,6 +83,18 @@ struct CpuCorpus final : BackendCorpus {
   Corpus c;
   // Attribute ranges of the reduction phase, balanced by occurrence count: [parts + 1].
   std::vector<std::uint32_t> state_bounds, edge_bounds;
+  // With several parts, each part's own state items (those of its attribute range) in token
+  // order, so that a worker of the reduction reads its items instead of testing everyone's (a
+  // branch the CPU mispredicts on about half of them with two parts): [parts]; empty with one part
+  // (or a token of more than 65,535 items). One copy of the items in all, 2 bytes per token and
+  // part: CpuBackend::upload_bytes.
+  struct PartItems {
+    std::vector<std::uint32_t> ids;
+    std::vector<double> values;                 // empty: every value 1
+    std::vector<std::uint16_t> counts;          // [tokens] the part's items of each token
+    std::vector<std::size_t> sentence_offsets;  // [sentences + 1] the first item of each sentence
+  };
+  std::vector<PartItems> parts;
   std::size_t num_sentences() const override { return c.num_sentences(); }
   std::size_t num_tokens() const override { return c.num_tokens(); }
 };
@@ -194,7 +206,36 @@ BackendCorpusPtr CpuBackend::upload(Corpus&& taken) {
     if (y != Corpus::kNoLabel && y >= dims_.L) throw Error("internal: corpus label beyond the model");
   up->state_bounds = balanced_bounds(corpus.state_ids, dims_.A, pool_.size());
   up->edge_bounds = balanced_bounds(corpus.edge_ids, dims_.E, pool_.size());
+  std::size_t most_items = 0;
+  for (std::size_t t = 0; t < corpus.num_tokens(); ++t)
+    most_items = std::max(most_items, corpus.state_offsets[t + 1] - corpus.state_offsets[t]);
+  if (pool_.size() > 1 && most_items <= 0xffff) {
+    const auto& bounds = up->state_bounds;
+    up->parts.resize(pool_.size());
+    for (auto& part : up->parts) {
+      part.counts.assign(corpus.num_tokens(), 0);
+      part.sentence_offsets.assign(1, 0);
+    }
+    for (std::size_t s = 0; s < corpus.num_sentences(); ++s) {
+      for (std::size_t t = corpus.sentence_offsets[s]; t < corpus.sentence_offsets[s + 1]; ++t)
+        for (std::size_t k = corpus.state_offsets[t]; k < corpus.state_offsets[t + 1]; ++k) {
+          const std::uint32_t a = corpus.state_ids[k];
+          auto& part = up->parts[std::upper_bound(bounds.begin() + 1, bounds.end(), a) - bounds.begin() - 1];
+          part.ids.push_back(a);
+          if (!corpus.state_values.empty()) part.values.push_back(corpus.state_values[k]);
+          ++part.counts[t];
+        }
+      for (auto& part : up->parts) part.sentence_offsets.push_back(part.ids.size());
+    }
+  }
   return up;
+}
+
+std::size_t CpuBackend::upload_bytes(const Corpus& corpus) const {
+  // The backend takes the corpus over as it is; with several threads, CpuCorpus::parts.
+  if (pool_.size() == 1) return 0;
+  return corpus.state_ids.size() * sizeof(std::uint32_t) + corpus.state_values.size() * sizeof(double) +
+         pool_.size() * (corpus.num_tokens() * sizeof(std::uint16_t) + (corpus.num_sentences() + 1) * sizeof(std::size_t));
 }
 
 // ---- vectors -------------------------------------------------------------------------------
@@ -693,29 +734,45 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
           }
           return;
         }
-        const std::uint32_t lo = cc.state_bounds[part], hi = cc.state_bounds[part + 1];
+        // The part's state items: its own list (several parts: every item in range), or the
+        // corpus's, tested against the part's range.
+        const CpuCorpus::PartItems* own = cc.parts.empty() ? nullptr : &cc.parts[part];
+        const std::uint32_t* ids = own ? own->ids.data() : c.state_ids.data();
+        const std::vector<double>& value_list = own ? own->values : c.state_values;
+        const double* values = value_list.empty() ? nullptr : value_list.data();
+        const std::uint32_t lo = own ? 0 : cc.state_bounds[part], hi = own ? dims_.A : cc.state_bounds[part + 1];
         const std::uint32_t elo = cc.edge_bounds[part], ehi = cc.edge_bounds[part + 1];
         double* GE = G + dims_.edge_offset();
         const bool avx512 = !row_masks_.empty();
-        const SparseRows r = avx512 ? rows(c) : SparseRows{};
+        SparseRows r;
+        if (avx512) {
+          r = rows(c);
+          r.ids = ids;
+          r.values = values;
+          r.counts = own ? own->counts.data() : nullptr;
+        }
         for (std::size_t i = 0; i < n; ++i) {
-          const std::size_t tok0 = c.sentence_offsets[span[begin + i]];
+          const std::size_t s = span[begin + i], tok0 = c.sentence_offsets[s];
           const std::size_t T = slots_[i + 1] - slots_[i];
+          const std::size_t first = own ? own->sentence_offsets[s] : c.state_offsets[tok0];
+          const std::size_t items_end = own ? own->sentence_offsets[s + 1] : c.state_offsets[tok0 + T];
           // The state items of the whole sentence at once (sparse_rows.hpp), then its edge items
           // below: the two write different weights, so the order between them does not matter.
-          if (avx512) row_reduce_avx512(r, tok0, T, node_delta_.data() + slots_[i] * L, scale, lo, hi, G);
+          if (avx512)
+            row_reduce_avx512(r, tok0, T, first, items_end, node_delta_.data() + slots_[i] * L, scale, lo, hi, G);
+          std::size_t token_end = first;  // the end of token t's items
           for (std::size_t t = 0; t < T; ++t) {
             const double* d = node_delta_.data() + (slots_[i] + t) * L;
-            const std::size_t items_end = c.state_offsets[tok0 + T];
-            for (std::size_t k = c.state_offsets[tok0 + t]; k < c.state_offsets[tok0 + t + 1] && !avx512; ++k) {
-              const std::uint32_t a = c.state_ids[k];
+            const std::size_t token_begin = token_end;
+            token_end = own ? token_begin + own->counts[tok0 + t] : c.state_offsets[tok0 + t + 1];
+            for (std::size_t k = token_begin; k < token_end && !avx512; ++k) {
+              const std::uint32_t a = ids[k];
               if (a < lo || a >= hi) continue;
-              const double f = scale * c.state_value(k);
+              const double f = scale * (values ? values[k] : 1.0);
               if (!wg.dense()) {  // prefetched in two stages, as in scores()
-                if (k + 2 * kPrefetchItems < items_end)
-                  __builtin_prefetch(wg.offsets + c.state_ids[k + 2 * kPrefetchItems]);
+                if (k + 2 * kPrefetchItems < items_end) __builtin_prefetch(wg.offsets + ids[k + 2 * kPrefetchItems]);
                 if (k + kPrefetchItems < items_end) {
-                  const std::size_t ahead = wg.offsets[c.state_ids[k + kPrefetchItems]];
+                  const std::size_t ahead = wg.offsets[ids[k + kPrefetchItems]];
                   __builtin_prefetch(G + ahead);
                   __builtin_prefetch(wg.slots + ahead);
                 }

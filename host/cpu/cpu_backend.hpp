@@ -125,6 +125,7 @@ class CpuBackend final : public Backend {
   /// Largest number of tokens whose per-token buffers evaluate() holds at once (tests lower it
   /// to exercise chunking; the result does not depend on it).
   void set_chunk_tokens(std::size_t tokens) { chunk_tokens_ = tokens; }
+  std::size_t upload_bytes(const Corpus& corpus) const override;
   std::size_t workspace_bytes(const Corpus& corpus, SequenceLoss loss = SequenceLoss::seq_log) const override;
 
  private:

@@ -118,17 +118,21 @@ CRFX_AVX512 __m512d pick(const __m512d* d, __m512i idx) {
 
 template <int NG, bool kValues>
 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw"))) void reduce(const SparseRows& r, std::size_t tok0,
-                                                                         std::size_t T, const double* d,
+                                                                         std::size_t T, std::size_t first,
+                                                                         std::size_t last, const double* d,
                                                                          double scale, std::uint32_t lo,
                                                                          std::uint32_t hi, double* G) {
-  const std::size_t L = r.L, end = r.item_offsets[tok0 + T];
+  const std::size_t L = r.L;
+  std::size_t e = first;
   for (std::size_t t = 0; t < T; ++t) {
     __m512d dt[NG];
     for (int g = 0; g < NG; ++g) dt[g] = _mm512_maskz_loadu_pd(group_lanes<NG>(g, L), d + t * L + 8 * g);
-    for (std::size_t k = r.item_offsets[tok0 + t]; k < r.item_offsets[tok0 + t + 1]; ++k) {
+    const std::size_t b = e;
+    e = r.counts ? b + r.counts[tok0 + t] : r.item_offsets[tok0 + t + 1];
+    for (std::size_t k = b; k < e; ++k) {
       const std::uint32_t a = r.ids[k];
       if (a < lo || a >= hi) continue;
-      prefetch_rows(r, G, k, end);
+      prefetch_rows(r, G, k, last);
       const __m512d f = _mm512_set1_pd(kValues ? scale * r.values[k] : scale);
       const std::size_t j1 = r.offsets[a + 1];
       for (std::size_t j = r.offsets[a]; j < j1; j += 8) {
@@ -166,11 +170,12 @@ void row_emissions_avx512(const SparseRows& r, std::size_t tok0, std::size_t T, 
   });
 }
 
-void row_reduce_avx512(const SparseRows& r, std::size_t tok0, std::size_t T, const double* d, double scale,
-                       std::uint32_t lo, std::uint32_t hi, double* G) {
+void row_reduce_avx512(const SparseRows& r, std::size_t tok0, std::size_t T, std::size_t first, std::size_t last,
+                       const double* d, double scale, std::uint32_t lo, std::uint32_t hi, double* G) {
   by_groups(r.L, [&](auto ng) {
     constexpr int NG = decltype(ng)::value;
-    r.values ? reduce<NG, true>(r, tok0, T, d, scale, lo, hi, G) : reduce<NG, false>(r, tok0, T, d, scale, lo, hi, G);
+    r.values ? reduce<NG, true>(r, tok0, T, first, last, d, scale, lo, hi, G)
+             : reduce<NG, false>(r, tok0, T, first, last, d, scale, lo, hi, G);
   });
 }
 
@@ -179,8 +184,8 @@ void row_reduce_avx512(const SparseRows& r, std::size_t tok0, std::size_t T, con
 void row_emissions_avx512(const SparseRows&, std::size_t, std::size_t, const double*, double*) {
   throw Error("internal: the AVX-512 row code is not built for this CPU");
 }
-void row_reduce_avx512(const SparseRows&, std::size_t, std::size_t, const double*, double, std::uint32_t,
-                       std::uint32_t, double*) {
+void row_reduce_avx512(const SparseRows&, std::size_t, std::size_t, std::size_t, std::size_t, const double*, double,
+                       std::uint32_t, std::uint32_t, double*) {
   throw Error("internal: the AVX-512 row code is not built for this CPU");
 }
 

@@ -42,6 +42,9 @@ struct SparseRows {
   const std::size_t* item_offsets = nullptr;  // [tokens + 1] the items of token t (corpus-wide)
   const std::uint32_t* ids = nullptr;         // [items] attribute ids
   const double* values = nullptr;             // [items] or null: every value 1
+  // For the reduction over one part's own items (a list of its own, cpu_backend.cpp): token t
+  // has counts[t] of them, one after the other in ids and values; null: item_offsets.
+  const std::uint16_t* counts = nullptr;
 };
 
 /// state[t·L + y] = Σ_k x_k · W[row(a_k)](y) over the items k of tokens tok0 … tok0 + T − 1 (every
@@ -49,8 +52,9 @@ struct SparseRows {
 void row_emissions_avx512(const SparseRows& r, std::size_t tok0, std::size_t T, const double* W, double* state);
 
 /// G[row(a_k)] += (scale · x_k) · d[t·L + slot] over the items k of tokens tok0 … tok0 + T − 1 whose
-/// attribute a_k lies in [lo, hi), in item order. Runs only where cpu_rows_avx512().
-void row_reduce_avx512(const SparseRows& r, std::size_t tok0, std::size_t T, const double* d, double scale,
-                       std::uint32_t lo, std::uint32_t hi, double* G);
+/// attribute a_k lies in [lo, hi), in item order; [first, last) are the sentence's items (with
+/// r.counts, in r's own list). Runs only where cpu_rows_avx512().
+void row_reduce_avx512(const SparseRows& r, std::size_t tok0, std::size_t T, std::size_t first, std::size_t last,
+                       const double* d, double scale, std::uint32_t lo, std::uint32_t hi, double* G);
 
 }  // namespace crfx
