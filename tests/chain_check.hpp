@@ -1,9 +1,10 @@
 // A chain's scores held by value for the chain tests (tests/test_chain.cpp,
 // tests/test_chain_loss.cpp): state and transition scores, per-position edge matrices, and the
-// ChainScores view of them.
+// ChainScores view of them; random ones.
 #pragma once
 
 #include <cstddef>
+#include <random>
 #include <vector>
 
 #include "cpu/chain.hpp"
@@ -33,5 +34,25 @@ struct Chain {
     return x;
   }
 };
+
+/// Normal scores of the given scale; with `edges`, a full matrix at about half the positions ≥ 1
+/// (with `force_edge`, at least one when T ≥ 2).
+inline Chain random_chain(std::size_t T, std::size_t L, double scale, bool edges, std::mt19937_64& rng,
+                          bool force_edge = false) {
+  std::normal_distribution<double> d(0.0, scale);
+  Chain c{T, L, std::vector<double>(T * L), std::vector<double>(L * L), {}, {}};
+  for (auto& v : c.state) v = d(rng);
+  for (auto& v : c.trans) v = d(rng);
+  if (edges && T >= 2) {
+    c.pos.resize(T);
+    const std::size_t forced = force_edge ? 1 + rng() % (T - 1) : 0;
+    for (std::size_t t = 1; t < T; ++t)
+      if (t == forced || rng() % 2) {
+        c.pos[t].resize(L * L);
+        for (auto& v : c.pos[t]) v = d(rng);
+      }
+  }
+  return c;
+}
 
 }  // namespace crfx::test

@@ -18,22 +18,7 @@ namespace {
 constexpr double kTol = 1e-9;  // absolute, on probabilities; relative on log Z
 
 using test::Chain;
-
-Chain random_chain(std::size_t T, std::size_t L, double scale, bool edges, std::mt19937_64& rng) {
-  std::normal_distribution<double> d(0.0, scale);
-  Chain c{T, L, std::vector<double>(T * L), std::vector<double>(L * L), {}, {}};
-  for (auto& v : c.state) v = d(rng);
-  for (auto& v : c.trans) v = d(rng);
-  if (edges) {
-    c.pos.resize(T);
-    for (std::size_t t = 1; t < T; ++t)
-      if (rng() % 2) {
-        c.pos[t].resize(L * L);
-        for (auto& v : c.pos[t]) v = d(rng);
-      }
-  }
-  return c;
-}
+using test::random_chain;
 
 struct Brute {
   double log_z;

@@ -29,23 +29,9 @@ bool is_point(SequenceLoss l) { return l == SequenceLoss::point_log || l == Sequ
 
 using test::Chain;
 
-/// Normal scores of the given scale; with `edges`, a full matrix at about half the positions ≥ 1
-/// (at least one when T ≥ 2).
+/// random_chain with an edge matrix at one position at least (when T ≥ 2 and edges).
 Chain random_chain(std::size_t T, std::size_t L, double scale, bool edges, std::mt19937_64& rng) {
-  std::normal_distribution<double> d(0.0, scale);
-  Chain c{T, L, std::vector<double>(T * L), std::vector<double>(L * L), {}, {}};
-  for (auto& v : c.state) v = d(rng);
-  for (auto& v : c.trans) v = d(rng);
-  if (edges && T >= 2) {
-    c.pos.resize(T);
-    const std::size_t forced = 1 + rng() % (T - 1);
-    for (std::size_t t = 1; t < T; ++t)
-      if (t == forced || rng() % 2) {
-        c.pos[t].resize(L * L);
-        for (auto& v : c.pos[t]) v = d(rng);
-      }
-  }
-  return c;
+  return test::random_chain(T, L, scale, edges, rng, true);
 }
 
 /// Scores of ±magnitude, signs at random.
