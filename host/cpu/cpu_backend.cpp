@@ -726,13 +726,17 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
       const WeightGroups wg = dims_.groups();
       const unsigned parts = pool_.size();
       auto reduce_part = [&](std::size_t part, unsigned) {
-        if (part == parts) {  // transitions: Σ over sentences in span order
-          if (!dims_.transitions) return;
+        if (dims_.transitions) {  // the part's share of the transition weights: Σ over sentences in span order
+          const std::size_t b = wg.begin(wg.transitions()), size = wg.size(wg.transitions());
+          const std::size_t k0 = b + size * part / parts, k1 = b + size * (part + 1) / parts;
           for (std::size_t i = 0; i < n; ++i) {
             const double* d = pair_delta_.data() + i * LL;
-            for_each_weight(wg, wg.transitions(), [&](std::size_t k, std::size_t j) { G[k] += scale * d[j]; });
+            if (wg.dense()) {
+              for (std::size_t k = k0; k < k1; ++k) G[k] += scale * d[k - b];
+            } else {
+              for (std::size_t k = k0; k < k1; ++k) G[k] += scale * d[wg.slots[k]];
+            }
           }
-          return;
         }
         // The part's state items: its own list (several parts: every item in range), or the
         // corpus's, tested against the part's range.
@@ -801,9 +805,9 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
       // A few sentences (a stochastic trainer's step) are reduced on this thread: waking the
       // pool costs more than the work. The parts write disjoint ranges, so the result is the same.
       if (tokens < kSerialReduceTokens) {
-        for (std::size_t part = 0; part <= parts; ++part) reduce_part(part, 0);
+        for (std::size_t part = 0; part < parts; ++part) reduce_part(part, 0);
       } else {
-        pool_.run(parts + 1, reduce_part);
+        pool_.run(parts, reduce_part);
       }
     }
     begin = end;
