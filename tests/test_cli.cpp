@@ -628,11 +628,12 @@ TEST(Cli, BadOptionsAndUnwritableOutputsFailBeforeAnyWork) {
 }
 
 TEST(Cli, TheVectorAndBaselineCpuCodeGiveTheSameModel) {
-  // chain.cpp's forward-backward is compiled for SSE2 and AVX2, and the observed pairs' state rows
-  // have an AVX-512 copy (sparse_rows.hpp), each chosen at run time (CRFX_SIMD=baseline forces SSE2
-  // and the scalar rows): the same operations in the same order, so the same model bytes — with the
-  // transition matrix and with edge features (a B01 line: a matrix per position), 19 labels (not a
-  // multiple of the vector width). (Where the CPU lacks AVX2 or AVX-512 both runs take the same code.)
+  // chain.cpp's forward-backward and Viterbi are compiled for SSE2 and AVX2, and the observed
+  // pairs' state rows have an AVX-512 copy (sparse_rows.hpp), each chosen at run time
+  // (CRFX_SIMD=baseline forces SSE2 and the scalar rows): the same operations in the same order, so
+  // the same model bytes and labels — with the transition matrix and with edge features (a B01
+  // line: a matrix per position), 19 labels (not a multiple of the vector width). (Where the CPU
+  // lacks AVX2 or AVX-512 both runs take the same code.)
   const std::string edges = temp_path("simd-edges.template");
   write_text(edges, read_text(kTemplate) + "\nB01:%x[0,1]\n");
   for (const std::string& tmpl : {kTemplate, edges}) {
@@ -643,6 +644,12 @@ TEST(Cli, TheVectorAndBaselineCpuCodeGiveTheSameModel) {
     ASSERT_EQ(run(crfx() + args + q(a), &out), 0) << out;
     ASSERT_EQ(run("CRFX_SIMD=baseline " + crfx() + args + q(b), &out), 0) << out;
     EXPECT_EQ(read_text(a), read_text(b));
+    // Viterbi too (its recursion has the same two copies): the same labels.
+    const std::string tag = " tag " + q(kTest) + " -m " + q(a) + " --threads 2 -q";
+    std::string tagged, tagged_baseline;
+    ASSERT_EQ(run(crfx() + tag, &tagged), 0) << tagged;
+    ASSERT_EQ(run("CRFX_SIMD=baseline " + crfx() + tag, &tagged_baseline), 0) << tagged_baseline;
+    EXPECT_EQ(tagged, tagged_baseline);
   }
 }
 

@@ -501,6 +501,62 @@ double path_score(const ChainScores& x, const std::uint32_t* y) {
   return score;
 }
 
+namespace {
+
+/// Viterbi's recursion for t = 1 … T − 1: d_t(y) = max_y' (d_{t−1}(y') + M_t(y', y)) + s_t(y) and
+/// back_t(y) = the first y' (the smallest id) that attains the maximum. The rows y' run in order
+/// with the labels y as vector lanes: per lane the same sums and the same strict comparisons as a
+/// loop over y' per label, without its branch (`scratch`: 2L doubles, the running maxima and
+/// their rows).
+CRFX_INLINE void viterbi_recursion(const ChainScores& x, double* __restrict d, std::uint32_t* __restrict back,
+                                   double* __restrict scratch) {
+  const std::size_t T = x.T, L = x.L;
+  double* __restrict best = scratch;
+  double* __restrict arg = scratch + L;  // the row as a double: exact, and as wide as the maxima
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* __restrict M = x.trans_at(t);
+    const double* __restrict dp = d + (t - 1) * L;
+    for (std::size_t yc = 0; yc < L; ++yc) {
+      best[yc] = kNegInf;
+      arg[yc] = 0;
+    }
+    for (std::size_t yp = 0; yp < L; ++yp) {
+      const double a = dp[yp], row_id = double(yp);
+      const double* __restrict row = M + yp * L;
+      for (std::size_t yc = 0; yc < L; ++yc) {
+        const double v = a + row[yc];
+        const bool higher = v > best[yc];  // strict: ties keep the smallest label id
+        best[yc] = higher ? v : best[yc];
+        arg[yc] = higher ? row_id : arg[yc];
+      }
+    }
+    const double* s = x.state + t * L;
+    for (std::size_t yc = 0; yc < L; ++yc) {
+      d[t * L + yc] = best[yc] + s[yc];
+      back[t * L + yc] = static_cast<std::uint32_t>(arg[yc]);
+    }
+  }
+}
+
+#ifdef CRFX_CHAIN_AVX2
+__attribute__((target("avx2"))) void viterbi_recursion_avx2(const ChainScores& x, double* d, std::uint32_t* back,
+                                                           double* scratch) {
+  viterbi_recursion(x, d, back, scratch);
+}
+#endif
+void viterbi_recursion_baseline(const ChainScores& x, double* d, std::uint32_t* back, double* scratch) {
+  viterbi_recursion(x, d, back, scratch);
+}
+
+void viterbi_steps(const ChainScores& x, double* d, std::uint32_t* back, double* scratch) {
+#ifdef CRFX_CHAIN_AVX2
+  if (cpu_simd_avx2()) return viterbi_recursion_avx2(x, d, back, scratch);
+#endif
+  viterbi_recursion_baseline(x, d, back, scratch);
+}
+
+}  // namespace
+
 double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& sc) {
   const std::size_t T = x.T, L = x.L;
   if (T == 0) return 0.0;
@@ -518,25 +574,11 @@ double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& sc) {
   }
   sc.a.resize(T * L);
   sc.back.resize(T * L);
+  sc.u.resize(2 * L);
   double* d = sc.a.data();  // [T][L] best score of a path ending in (t, y)
   std::uint32_t* back = sc.back.data();
   std::copy(x.state, x.state + L, d);
-  for (std::size_t t = 1; t < T; ++t) {
-    const double* M = x.trans_at(t);
-    for (std::size_t yc = 0; yc < L; ++yc) {
-      double best = kNegInf;
-      std::uint32_t arg = 0;
-      for (std::size_t yp = 0; yp < L; ++yp) {
-        const double v = d[(t - 1) * L + yp] + M[yp * L + yc];
-        if (v > best) {  // strict: ties keep the smallest label id
-          best = v;
-          arg = static_cast<std::uint32_t>(yp);
-        }
-      }
-      d[t * L + yc] = best + x.state[t * L + yc];
-      back[t * L + yc] = arg;
-    }
-  }
+  viterbi_steps(x, d, back, sc.u.data());
   double best = kNegInf;
   std::uint32_t arg = 0;
   for (std::size_t yc = 0; yc < L; ++yc)
