@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "crfx/error.hpp"
@@ -81,8 +82,11 @@ void check_same(const Vector& a, const Vector& b) {
 
 struct CpuCorpus final : BackendCorpus {
   Corpus c;
+  // The marginal reduction's plan, made by its first use (plan_reduction), not by upload: a
+  // corpus only tagged (a batch of crfx tag) never needs it.
+  mutable std::once_flag planned;
   // Attribute ranges of the reduction phase, balanced by occurrence count: [parts + 1].
-  std::vector<std::uint32_t> state_bounds, edge_bounds;
+  mutable std::vector<std::uint32_t> state_bounds, edge_bounds;
   // With several parts, each part's own state items (those of its attribute range) in token
   // order, so that a worker of the reduction reads its items instead of testing everyone's (a
   // branch the CPU mispredicts on about half of them with two parts): [parts]; empty with one part
@@ -94,7 +98,7 @@ struct CpuCorpus final : BackendCorpus {
     std::vector<std::uint16_t> counts;          // [tokens] the part's items of each token
     std::vector<std::size_t> sentence_offsets;  // [sentences + 1] the first item of each sentence
   };
-  std::vector<PartItems> parts;
+  mutable std::vector<PartItems> parts;
   std::size_t num_sentences() const override { return c.num_sentences(); }
   std::size_t num_tokens() const override { return c.num_tokens(); }
 };
@@ -108,6 +112,7 @@ const CpuCorpus& C(const BackendCorpus& b) {
 /// Splits [0, n_ids) into `parts` ranges holding about equal numbers of occurrences.
 std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids,
                                            std::size_t n_ids, unsigned parts) {
+  if (parts == 1) return {0, std::uint32_t(n_ids)};
   std::vector<std::size_t> count(n_ids + 1, 0);
   for (auto a : ids) ++count[a];
   std::vector<std::uint32_t> bounds{0};
@@ -204,15 +209,23 @@ BackendCorpusPtr CpuBackend::upload(Corpus&& taken) {
     if (e >= dims_.E) throw Error("internal: corpus edge attribute id beyond the model");
   for (auto y : corpus.labels)
     if (y != Corpus::kNoLabel && y >= dims_.L) throw Error("internal: corpus label beyond the model");
-  up->state_bounds = balanced_bounds(corpus.state_ids, dims_.A, pool_.size());
-  up->edge_bounds = balanced_bounds(corpus.edge_ids, dims_.E, pool_.size());
-  std::size_t most_items = 0;
-  for (std::size_t t = 0; t < corpus.num_tokens(); ++t)
-    most_items = std::max(most_items, corpus.state_offsets[t + 1] - corpus.state_offsets[t]);
-  if (pool_.size() > 1 && most_items <= 0xffff) {
-    const auto& bounds = up->state_bounds;
-    up->parts.resize(pool_.size());
-    for (auto& part : up->parts) {
+  return up;
+}
+
+namespace {
+/// The reduction's attribute ranges and per-part item lists of `cc` for `parts` workers (CpuCorpus).
+void plan_reduction(const CpuCorpus& cc, const Dims& dims, unsigned parts) {
+  std::call_once(cc.planned, [&] {
+    const Corpus& corpus = cc.c;
+    cc.state_bounds = balanced_bounds(corpus.state_ids, dims.A, parts);
+    cc.edge_bounds = balanced_bounds(corpus.edge_ids, dims.E, parts);
+    std::size_t most_items = 0;
+    for (std::size_t t = 0; t < corpus.num_tokens(); ++t)
+      most_items = std::max(most_items, corpus.state_offsets[t + 1] - corpus.state_offsets[t]);
+    if (parts == 1 || most_items > 0xffff) return;
+    const auto& bounds = cc.state_bounds;
+    cc.parts.resize(parts);
+    for (auto& part : cc.parts) {
       part.counts.assign(corpus.num_tokens(), 0);
       part.sentence_offsets.assign(1, 0);
     }
@@ -220,16 +233,16 @@ BackendCorpusPtr CpuBackend::upload(Corpus&& taken) {
       for (std::size_t t = corpus.sentence_offsets[s]; t < corpus.sentence_offsets[s + 1]; ++t)
         for (std::size_t k = corpus.state_offsets[t]; k < corpus.state_offsets[t + 1]; ++k) {
           const std::uint32_t a = corpus.state_ids[k];
-          auto& part = up->parts[std::upper_bound(bounds.begin() + 1, bounds.end(), a) - bounds.begin() - 1];
+          auto& part = cc.parts[std::upper_bound(bounds.begin() + 1, bounds.end(), a) - bounds.begin() - 1];
           part.ids.push_back(a);
           if (!corpus.state_values.empty()) part.values.push_back(corpus.state_values[k]);
           ++part.counts[t];
         }
-      for (auto& part : up->parts) part.sentence_offsets.push_back(part.ids.size());
+      for (auto& part : cc.parts) part.sentence_offsets.push_back(part.ids.size());
     }
-  }
-  return up;
+  });
 }
+}  // namespace
 
 std::size_t CpuBackend::upload_bytes(const Corpus& corpus) const {
   // The backend takes the corpus over as it is; with several threads, CpuCorpus::parts.
@@ -723,6 +736,7 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
 
     // Phase 2: the marginal reduction g += scale · Xᵀ·delta.
     if (G) {
+      plan_reduction(cc, dims_, pool_.size());
       const WeightGroups wg = dims_.groups();
       const unsigned parts = pool_.size();
       auto reduce_part = [&](std::size_t part, unsigned) {
