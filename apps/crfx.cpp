@@ -1272,7 +1272,8 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   if (cmd == "--version" || cmd == "version") {
-    std::cout << "crfx " << CRFX_VERSION << " (" << CRFX_BUILD_INFO << ")\n";
+    std::cout << "crfx " << CRFX_VERSION << " (" << CRFX_BUILD_INFO << ")\n"
+              << "CPU vector code: " << cpu_vector_code() << "\n";
     return 0;
   }
   // A file-size limit (ulimit -f) would otherwise kill us with SIGXFSZ mid-write, leaving the

@@ -21,6 +21,7 @@ mkdir -p "$out"
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)'), $(date -u +%F)"
+echo "== $("$crfx" --version | tail -1)"
 
 # median of the per-iteration seconds in a crfx --log CSV (column 6 is cumulative seconds)
 median() { sort -g | awk '{ d[n++] = $1 } END { print (n % 2 ? d[(n - 1) / 2] : (d[n / 2 - 1] + d[n / 2]) / 2) }'; }

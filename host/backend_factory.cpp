@@ -18,6 +18,11 @@ DeviceKind parse_device(const std::string& s) {
   throw Error("unknown device '" + s + "' (expected auto, cpu or cuda)");
 }
 
+std::string cpu_vector_code() {
+  std::string code = cpu_rows_avx512() ? "AVX-512 state rows (observed pairs), " : "scalar state rows, ";
+  return code + (cpu_simd_avx2() ? "AVX2 chain" : "SSE2 chain");
+}
+
 namespace {
 
 /// A --device cuda failure, with the way out when it does not name it already.

@@ -416,6 +416,10 @@ TEST(Cli, VersionNamesTheBuild) {
   EXPECT_TRUE(out.find("CUDA backend for architectures") != std::string::npos ||
               out.find("no CUDA backend") != std::string::npos)
       << out;
+  // The CPU's vector code, as chosen at run time, and as CRFX_SIMD=baseline forces it.
+  EXPECT_NE(out.find("\nCPU vector code: "), std::string::npos) << out;
+  ASSERT_EQ(run("CRFX_SIMD=baseline " + crfx() + " --version", &out), 0) << out;
+  EXPECT_NE(out.find("\nCPU vector code: scalar state rows, SSE2 chain\n"), std::string::npos) << out;
 }
 
 TEST(Cli, CrfsuiteFormatAndMarginals) {

@@ -424,6 +424,9 @@ BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::st
 /// Why no GPU backend can be made here ("" when one can): no device or driver, a device that
 /// fails the launch self-test, or a build without CUDA.
 std::string gpu_unavailable();
+/// The CPU backend's vector code on this CPU, e.g. "AVX-512 state rows, AVX2 chain": chosen at run
+/// time, overridden by CRFX_SIMD=baseline|avx2; every choice gives the same results.
+std::string cpu_vector_code();
 /// Throws make_backend's error for --device cuda where no GPU backend can be made, before any
 /// data is read (the model's sizes are not needed to know that); nothing for auto and cpu.
 void check_device(const BackendOptions& options);
