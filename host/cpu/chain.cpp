@@ -38,8 +38,6 @@ bool cpu_simd_avx2() {
 #endif
 }
 
-const char* cpu_simd() { return cpu_simd_avx2() ? "avx2" : "baseline"; }
-
 namespace {
 
 constexpr double kTiny = 1e-250;
@@ -334,12 +332,50 @@ class Scaled {
   std::size_t recorded_ = 0;  // backward: positions whose rows O takes
 };
 
-// The passes, compiled for each instruction set (see above), with as many vectors of lanes per
-// matvec as the 16 registers hold besides the row's: 8 of AVX2's 4 doubles, 12 of SSE2's (and
-// NEON's) 2.
+/// Viterbi's recursion for t = 1 … T − 1: d_t(y) = max_y' (d_{t−1}(y') + M_t(y', y)) + s_t(y) and
+/// back_t(y) = the first y' (the smallest id) that attains the maximum. The rows y' run in order
+/// with the labels y as vector lanes: per lane the same sums and the same strict comparisons as a
+/// loop over y' per label, without its branch (`scratch`: 2L doubles, the running maxima and
+/// their rows).
+CRFX_INLINE void viterbi_recursion(const ChainScores& x, double* __restrict d, std::uint32_t* __restrict back,
+                                   double* __restrict scratch) {
+  const std::size_t T = x.T, L = x.L;
+  double* __restrict best = scratch;
+  double* __restrict arg = scratch + L;  // the row as a double: exact, and as wide as the maxima
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* __restrict M = x.trans_at(t);
+    const double* __restrict dp = d + (t - 1) * L;
+    for (std::size_t yc = 0; yc < L; ++yc) {
+      best[yc] = kNegInf;
+      arg[yc] = 0;
+    }
+    for (std::size_t yp = 0; yp < L; ++yp) {
+      const double a = dp[yp], row_id = double(yp);
+      const double* __restrict row = M + yp * L;
+      for (std::size_t yc = 0; yc < L; ++yc) {
+        const double v = a + row[yc];
+        const bool higher = v > best[yc];  // strict: ties keep the smallest label id
+        best[yc] = higher ? v : best[yc];
+        arg[yc] = higher ? row_id : arg[yc];
+      }
+    }
+    const double* s = x.state + t * L;
+    for (std::size_t yc = 0; yc < L; ++yc) {
+      d[t * L + yc] = best[yc] + s[yc];
+      back[t * L + yc] = static_cast<std::uint32_t>(arg[yc]);
+    }
+  }
+}
+
+// The passes and Viterbi's recursion, compiled for each instruction set (see above), with as many
+// vectors of lanes per matvec as the 16 registers hold besides the row's: 8 of AVX2's 4 doubles,
+// 12 of SSE2's (and NEON's) 2.
 #define CRFX_CHAIN_PASSES(ISA, ATTR, V, NV)                                                          \
   ATTR bool forward_##ISA(Scaled& s) { return s.forward<V, NV>(); }                                 \
-  ATTR bool backward_##ISA(Scaled& s, const ChainOutputs& out) { return s.backward<V, NV>(out); }
+  ATTR bool backward_##ISA(Scaled& s, const ChainOutputs& out) { return s.backward<V, NV>(out); }   \
+  ATTR void viterbi_##ISA(const ChainScores& x, double* d, std::uint32_t* back, double* scratch) {  \
+    viterbi_recursion(x, d, back, scratch);                                                          \
+  }
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CRFX_CHAIN_AVX2 1
 CRFX_CHAIN_PASSES(avx2, __attribute__((target("avx2"))), v4d, 8)
@@ -358,6 +394,13 @@ bool scaled_backward(Scaled& s, const ChainOutputs& out) {
   if (cpu_simd_avx2()) return backward_avx2(s, out);
 #endif
   return backward_baseline(s, out);
+}
+
+void viterbi_steps(const ChainScores& x, double* d, std::uint32_t* back, double* scratch) {
+#ifdef CRFX_CHAIN_AVX2
+  if (cpu_simd_avx2()) return viterbi_avx2(x, d, back, scratch);
+#endif
+  viterbi_baseline(x, d, back, scratch);
 }
 
 /// Exact log-space recursions. Returns log Z; fills outputs when asked.
@@ -500,62 +543,6 @@ double path_score(const ChainScores& x, const std::uint32_t* y) {
   }
   return score;
 }
-
-namespace {
-
-/// Viterbi's recursion for t = 1 … T − 1: d_t(y) = max_y' (d_{t−1}(y') + M_t(y', y)) + s_t(y) and
-/// back_t(y) = the first y' (the smallest id) that attains the maximum. The rows y' run in order
-/// with the labels y as vector lanes: per lane the same sums and the same strict comparisons as a
-/// loop over y' per label, without its branch (`scratch`: 2L doubles, the running maxima and
-/// their rows).
-CRFX_INLINE void viterbi_recursion(const ChainScores& x, double* __restrict d, std::uint32_t* __restrict back,
-                                   double* __restrict scratch) {
-  const std::size_t T = x.T, L = x.L;
-  double* __restrict best = scratch;
-  double* __restrict arg = scratch + L;  // the row as a double: exact, and as wide as the maxima
-  for (std::size_t t = 1; t < T; ++t) {
-    const double* __restrict M = x.trans_at(t);
-    const double* __restrict dp = d + (t - 1) * L;
-    for (std::size_t yc = 0; yc < L; ++yc) {
-      best[yc] = kNegInf;
-      arg[yc] = 0;
-    }
-    for (std::size_t yp = 0; yp < L; ++yp) {
-      const double a = dp[yp], row_id = double(yp);
-      const double* __restrict row = M + yp * L;
-      for (std::size_t yc = 0; yc < L; ++yc) {
-        const double v = a + row[yc];
-        const bool higher = v > best[yc];  // strict: ties keep the smallest label id
-        best[yc] = higher ? v : best[yc];
-        arg[yc] = higher ? row_id : arg[yc];
-      }
-    }
-    const double* s = x.state + t * L;
-    for (std::size_t yc = 0; yc < L; ++yc) {
-      d[t * L + yc] = best[yc] + s[yc];
-      back[t * L + yc] = static_cast<std::uint32_t>(arg[yc]);
-    }
-  }
-}
-
-#ifdef CRFX_CHAIN_AVX2
-__attribute__((target("avx2"))) void viterbi_recursion_avx2(const ChainScores& x, double* d, std::uint32_t* back,
-                                                           double* scratch) {
-  viterbi_recursion(x, d, back, scratch);
-}
-#endif
-void viterbi_recursion_baseline(const ChainScores& x, double* d, std::uint32_t* back, double* scratch) {
-  viterbi_recursion(x, d, back, scratch);
-}
-
-void viterbi_steps(const ChainScores& x, double* d, std::uint32_t* back, double* scratch) {
-#ifdef CRFX_CHAIN_AVX2
-  if (cpu_simd_avx2()) return viterbi_recursion_avx2(x, d, back, scratch);
-#endif
-  viterbi_recursion_baseline(x, d, back, scratch);
-}
-
-}  // namespace
 
 double viterbi(const ChainScores& x, std::uint32_t* y, ChainScratch& sc) {
   const std::size_t T = x.T, L = x.L;

@@ -23,9 +23,8 @@ inline constexpr std::size_t chain_stride(std::size_t L) { return (L + kChainLan
 
 /// Whether chain.cpp's forward and backward passes run their AVX2 copies: on x86-64 CPUs with
 /// AVX2, unless the environment sets CRFX_SIMD=baseline (to compare the copies, which give the
-/// same bits). cpu_simd() names the choice: "avx2" or "baseline".
+/// same bits).
 bool cpu_simd_avx2();
-const char* cpu_simd();
 
 struct ChainScores {
   std::size_t T = 0, L = 0;

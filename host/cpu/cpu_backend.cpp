@@ -128,8 +128,6 @@ std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids
 }
 
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
-// Items ahead whose weight rows are prefetched (scores, the marginal reduction).
-constexpr std::size_t kPrefetchItems = 16;
 // Below this many tokens the marginal reduction runs on the calling thread (see evaluate).
 constexpr std::size_t kSerialReduceTokens = 1024;
 // n-best decoding: the most a worker's [T][L][n] tables may take (a policy, not a measurement).

@@ -42,17 +42,13 @@ namespace {
 
 #define CRFX_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw"), always_inline)) inline
 
-// Items ahead whose rows are prefetched: the row's offset and mask 2·kAhead items ahead (their
-// addresses are a sequential read), the row itself kAhead ahead, when its offset is cached.
-constexpr std::size_t kAhead = 16;
-
 CRFX_AVX512 void prefetch_rows(const SparseRows& r, const void* rows, std::size_t k, std::size_t end) {
-  if (k + 2 * kAhead < end) {
-    __builtin_prefetch(r.offsets + r.ids[k + 2 * kAhead]);
-    __builtin_prefetch(r.masks + r.ids[k + 2 * kAhead]);
+  if (k + 2 * kPrefetchItems < end) {
+    __builtin_prefetch(r.offsets + r.ids[k + 2 * kPrefetchItems]);
+    __builtin_prefetch(r.masks + r.ids[k + 2 * kPrefetchItems]);
   }
-  if (k + kAhead < end) {
-    const std::uint32_t a = r.ids[k + kAhead];
+  if (k + kPrefetchItems < end) {
+    const std::uint32_t a = r.ids[k + kPrefetchItems];
     const std::size_t b = r.offsets[a], n = std::size_t(__builtin_popcountll(r.masks[a]));
     const double* row = static_cast<const double*>(rows) + b;
     __builtin_prefetch(row);

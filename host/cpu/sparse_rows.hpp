@@ -25,6 +25,11 @@ namespace crfx {
 /// The most labels the AVX-512 row code takes (a token's lanes in at most 8 registers).
 inline constexpr std::size_t kRowMaxLabels = 64;
 
+/// Items ahead whose weight rows the CPU backend prefetches, here and in its scalar loops: a row's
+/// offset (and lane mask) 2·kPrefetchItems items ahead, the row itself kPrefetchItems ahead, when
+/// its offset is in the cache.
+inline constexpr std::size_t kPrefetchItems = 16;
+
 /// Whether the AVX-512 row code runs: on x86-64 CPUs with AVX-512 F, VL, DQ and BW, unless the
 /// environment sets CRFX_SIMD=baseline or CRFX_SIMD=avx2 (the scalar loops, the same bits).
 bool cpu_rows_avx512();
