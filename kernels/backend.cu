@@ -85,9 +85,9 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
       for (std::uint32_t e = 0; e < dims.E; ++e) max_edge_row_ = std::max(max_edge_row_, hg.size(hg.edge(e)));
       if (dims.transitions) trans_.resize(LL);
     }
-    if (cfg.gather_visits) {
-      gather_visits_.resize(1);
-      CRFX_CUDA_CHECK(cudaMemsetAsync(gather_visits_.get(), 0, sizeof(unsigned long long), stream_));
+    if (cfg.gather_counters) {
+      gather_counters_.resize(1);
+      CRFX_CUDA_CHECK(cudaMemsetAsync(gather_counters_.get(), 0, sizeof(GatherCountersDevice), stream_));
     }
     threads_ = int(std::min<std::size_t>(512, (dims.L + 31) / 32 * 32));
     const std::size_t base_smem = (std::size_t(dims.L) + 32) * sizeof(double);
@@ -113,12 +113,15 @@ std::string CudaBackend::name() const { return name_; }
 
 std::size_t CudaBackend::device_corpus_bytes(const Corpus& c, bool edges, std::size_t edge_items) const {
   const std::size_t N = c.num_tokens();
-  const std::size_t offsets = c.sentence_offsets.size() + c.state_offsets.size() + (dims_.A + 1) +
-                              (edges ? c.edge_offsets.size() + (dims_.E + 1) : 0);
+  const std::size_t offsets = c.sentence_offsets.size() + c.state_offsets.size() +
+                              (edges ? c.edge_offsets.size() : 0);
   const std::size_t ids = 2 * c.state_ids.size() + (edges ? c.edge_ids.size() + edge_items : 0) + N;  // + labels
   const std::size_t vals = 2 * c.state_values.size() + (edges ? c.edge_values.size() : 0) +
                            (edges && !c.edge_values.empty() ? edge_items : 0);
-  return offsets * sizeof(std::size_t) + ids * sizeof(std::uint32_t) + vals * sizeof(double) + N * sizeof(int);
+  const std::size_t plans = GatherSegments::bytes_bound(dims_.A, c.state_ids.size(), max_state_row_) +
+                            (edges ? GatherSegments::bytes_bound(dims_.E, edge_items, max_edge_row_) : 0);
+  return offsets * sizeof(std::size_t) + ids * sizeof(std::uint32_t) + vals * sizeof(double) + N * sizeof(int) +
+         plans;
 }
 
 std::size_t CudaBackend::upload_bytes(const Corpus& c) const {
@@ -188,14 +191,15 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
   upload_vector(up->state_ids, c.state_ids, stream_);
   upload_vector(up->state_vals, c.state_values, stream_);
   upload_vector(up->labels, c.labels, stream_);
-  upload_vector(up->st_off, st_off, stream_);
+  const WeightGroups hg = dims_.groups();
+  up->st_plan.build(dims_.A, st_off, [&](std::size_t a) { return hg.size(std::uint32_t(a)); }, stream_);
   upload_vector(up->st_tok, st_tok, stream_);
   upload_vector(up->st_val, st_val, stream_);
   if (edges) {
     upload_vector(up->edge_off, c.edge_offsets, stream_);
     upload_vector(up->edge_ids, c.edge_ids, stream_);
     upload_vector(up->edge_vals, c.edge_values, stream_);
-    upload_vector(up->et_off, et_off, stream_);
+    up->et_plan.build(dims_.E, et_off, [&](std::size_t e) { return hg.size(hg.edge(std::uint32_t(e))); }, stream_);
     upload_vector(up->et_tok, et_tok, stream_);
     upload_vector(up->et_val, et_val, stream_);
   }

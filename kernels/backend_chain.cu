@@ -109,12 +109,15 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
     for (std::size_t i = 0; i < n; ++i) loss += h_losses_[i];  // span order, as the CPU
     begin = end;
   }
-  if (cfg_.gather_visits && G) {  // the work count the tests read: moved to the host counter
-    unsigned long long v = 0;
-    CRFX_CUDA_CHECK(cudaMemcpyAsync(&v, gather_visits_.get(), sizeof v, cudaMemcpyDeviceToHost, stream_));
-    CRFX_CUDA_CHECK(cudaMemsetAsync(gather_visits_.get(), 0, sizeof v, stream_));
+  if (cfg_.gather_counters && G) {  // the work counts the tests read: moved to the host's
+    GatherCountersDevice v{};
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(&v, gather_counters_.get(), sizeof v, cudaMemcpyDeviceToHost, stream_));
+    CRFX_CUDA_CHECK(cudaMemsetAsync(gather_counters_.get(), 0, sizeof v, stream_));
     sync();
-    *cfg_.gather_visits += v;
+    auto& h = *cfg_.gather_counters;
+    h.visits += v.visits;
+    h.longest_walk = std::max<std::uint64_t>(h.longest_walk, v.longest_walk);
+    h.longest_combine = std::max<std::uint64_t>(h.longest_combine, v.longest_combine);
   }
   return loss;
 }
@@ -227,16 +230,16 @@ void CudaBackend::reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_
     ch.t_lo = std::uint32_t(c.h_sent_off[h_sent_[0]]);
     ch.t_hi = std::uint32_t(ch.t_lo + rows);
   }
-  ch.visits = gather_visits_.get();
+  GatherCountersDevice* counters = gather_counters_.get();
   // The gathers index the weights through the groups (state groups from 0, edge groups from
   // A + 1); the transition sums go to the transition row's weights by slot (sparse layout).
   const WeightGroups& gl = dgroups_;
   if (rows && dims_.A)
-    launch_gather(dims_.A, L, max_state_row_, gl, 0, c.st_off.get(), c.st_tok.get(), c.st_val.get(), ch,
-                  node_.get(), scale, G, stream_);
+    launch_gather(c.st_plan, L, max_state_row_, gl, 0, c.st_tok.get(), c.st_val.get(), ch, node_.get(), scale, G,
+                  counters, stream_);
   if (rows && c.edge_off.get() && dims_.E)
-    launch_gather(dims_.E, LL, max_edge_row_, gl, gl.edge(0), c.et_off.get(), c.et_tok.get(), c.et_val.get(), ch,
-                  edge_.get(), scale, G, stream_);
+    launch_gather(c.et_plan, LL, max_edge_row_, gl, gl.edge(0), c.et_tok.get(), c.et_val.get(), ch, edge_.get(),
+                  scale, G, counters, stream_);
   if (dims_.transitions && n) {
     const WeightGroups hg = dims_.groups();
     launch_transition_tree(LL, n, pair_.get(), partial_.get(), scale, hg.size(hg.transitions()),

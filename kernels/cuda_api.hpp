@@ -26,11 +26,19 @@ struct CudaBackendConfig {
   /// as the device memory budget allows). Tests lower it to exercise chunking; the results do
   /// not depend on it except through the order of the gradient additions between chunks.
   std::size_t max_chunk_tokens = 0;
-  /// Tests: when set, evaluate() adds here the number of occurrences (attribute, token) its
-  /// gradient gathers scanned — the gathers' work, to check that it does not grow with the
-  /// number of chunks. Costs one atomic per warp of the gather.
-  std::uint64_t* gather_visits = nullptr;
+  /// Tests: when set, evaluate() counts here what its gradient gathers did — the work, to check
+  /// that it does not grow with the number of chunks, and the serial work of one warp, to check
+  /// that it does not grow with an attribute's frequency. Costs two atomics per warp.
+  struct GatherCounters {
+    std::uint64_t visits = 0;           // occurrences (attribute, token) scanned, added up
+    std::uint64_t longest_walk = 0;     // the most occurrences one warp walked in turn (maximum)
+    std::uint64_t longest_combine = 0;  // the most partial rows one thread added in turn (maximum)
+  };
+  GatherCounters* gather_counters = nullptr;
 };
+
+/// Occurrences one warp of the gradient gather walks at most, whatever an attribute's frequency.
+std::size_t gather_segment_length();
 
 /// The CUDA backend (double precision, deterministic). Throws Error when the device cannot be
 /// used or the model does not fit (e.g. more than 4096 labels).

@@ -12,7 +12,7 @@
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
 //   decode_kernels.cu    viterbi, viterbi_nbest
-//   gather_kernels.cu    gather, trans_partial, trans_final
+//   gather_kernels.cu    the segmented gather and its combine, trans_partial, trans_final
 //   sag_kernels.cu       the sag_* kernels
 //   vector_ops.cuh       map_kernel and its op structs, the deterministic reduction (templates)
 //   common.cuh           constants, block helpers, ChunkView
@@ -34,7 +34,9 @@
 //                      log α, log Z, loss, log β, node marginals − 1(gold) [rows][L],
 //                      Σ_t pairwise marginals − gold counts [sentences][L][L], and at rows with
 //                      edge items p_t(y', y) − 1(gold) written over τ_t
-//     gather_state     g[a·L + y] += scale · Σ_{occurrences of a, token order} x · delta
+//     gather_state     g[a·L + y] += scale · Σ_{occurrences of a, token order} x · delta, a
+//                      warp per segment of ≤ 256 occurrences, then the segments' partial rows
+//                      combined in order (GatherSegments, gather_kernels.cuh)
 //     gather_edge      the same for edge attributes over [L][L]
 //     trans_partial /  transitions: Σ over sentences by a fixed two-level tree
 //     trans_final
@@ -53,7 +55,8 @@
 // (sag_kernels.cu) catch up, differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
 //
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
-// the transposed CSR (attribute → occurrences, built once at upload in token order), the
+// the transposed CSR (attribute → occurrences, built once at upload in token order) in segments
+// planned at upload, with fixed butterflies and a fixed combine, the
 // transition sum is a fixed-shape tree over sentences, per-sentence losses are added on the host
 // in span order, and the vector reductions use cub::BlockReduce in a fixed grid whose shape
 // depends only on the vector length, not on the GPU's SM count (cub::DeviceReduce's grid follows
@@ -104,6 +107,7 @@
 #include "cuda_check.cuh"
 #include "decode_kernels.cuh"
 #include "device_buffer.cuh"
+#include "gather_kernels.cuh"
 #include "sag_kernels.cuh"
 
 namespace crfx::cuda::detail {
@@ -126,11 +130,11 @@ struct CudaCorpus final : BackendCorpus {
   DeviceBuffer<std::size_t> sent_off, state_off, edge_off;
   DeviceBuffer<std::uint32_t> state_ids, edge_ids, labels;
   DeviceBuffer<double> state_vals, edge_vals;
-  // Transposes (attribute → occurrences in token order); edge items at t = 0 are left out (no
-  // edge at the first position, as on the CPU).
-  DeviceBuffer<std::size_t> st_off, et_off;  // [A+1], [E+1]
+  // Transposes (attribute → occurrences in token order; edge items at t = 0 are left out: no
+  // edge at the first position, as on the CPU), cut into the gathers' segments.
   DeviceBuffer<std::uint32_t> st_tok, et_tok;
   DeviceBuffer<double> st_val, et_val;
+  GatherSegments st_plan, et_plan;
   DeviceBuffer<int> token_slot;  // [N] row of the token in the current chunk, −1 otherwise
   std::size_t num_sentences() const override { return S; }
   std::size_t num_tokens() const override { return N; }
@@ -437,7 +441,7 @@ class CudaBackend final : public Backend {
   WeightGroups dgroups_;
   std::size_t max_state_row_ = 0, max_edge_row_ = 0;
   DeviceBuffer<double> trans_;
-  DeviceBuffer<unsigned long long> gather_visits_;  // [1] when cfg_.gather_visits is set
+  DeviceBuffer<GatherCountersDevice> gather_counters_;  // [1] when cfg_.gather_counters is set
   // The workspace, sized at upload time (grow-only): rows_cap_ tokens, sents_cap_ sentences. One
   // typed allocation per array and mode (no buffer reinterpreted), rather than one arena carved
   // up: the emulated device guards each allocation with canaries (and ASan poisons them), so an

@@ -57,6 +57,15 @@ void fail_allocation(std::size_t n);
 void set_schedule_seed(std::uint64_t seed);
 std::uint64_t schedule_seed();
 
+/// What the host asked of the device since the last reset — the counts that decide a GPU pass's
+/// overhead whatever the device's speed: kernel launches, host synchronisations (stream, device
+/// and event synchronisations, and the blocking cudaMemcpy / cudaMemset), and copies each way.
+struct HostCounters {
+  std::size_t launches = 0, syncs = 0, to_host = 0, to_device = 0;
+};
+HostCounters host_counters();
+void reset_host_counters();
+
 /// Kernel name → launches executed since the last reset (for the coverage list).
 std::map<std::string, std::size_t> launch_counts();
 void reset_launch_counts();

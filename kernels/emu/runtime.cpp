@@ -66,6 +66,7 @@ struct Device {
   std::string detail;  // message of the last recorded error
   std::uint64_t seed = 1, launches = 0;
   std::map<std::string, std::size_t> counts;
+  HostCounters host;  // what the host asked of the device (host_counters)
   std::map<const void*, int> max_dynamic_smem;
   CUstream_st legacy;  // stream 0
   std::set<CUstream_st*> streams;
@@ -187,6 +188,11 @@ cudaError_t check_copy(const void* dst, const void* src, std::size_t n, cudaMemc
   return cudaSuccess;
 }
 
+void count_copy(HostCounters& h, cudaMemcpyKind kind) {
+  if (kind == cudaMemcpyDeviceToHost) ++h.to_host;
+  else if (kind == cudaMemcpyHostToDevice) ++h.to_device;
+}
+
 cudaError_t run_launch(const detail::LaunchJob& job) {
   Device& d = dev();
   ++d.counts[job.name];
@@ -224,6 +230,14 @@ void set_schedule_seed(std::uint64_t seed) {
   dev().seed = seed;
 }
 std::uint64_t schedule_seed() { return dev().seed; }
+HostCounters host_counters() {
+  Lock l(dev().mutex);
+  return dev().host;
+}
+void reset_host_counters() {
+  Lock l(dev().mutex);
+  dev().host = HostCounters{};
+}
 std::map<std::string, std::size_t> launch_counts() {
   Lock l(dev().mutex);
   return dev().counts;
@@ -269,6 +283,7 @@ cudaError_t enqueue_launch(const char* name, const void* kernel, dim3 grid, dim3
   job->block = block;
   job->smem = smem;
   job->seed = d.seed * 0x9E3779B97F4A7C15ull + ++d.launches;
+  ++d.host.launches;
   job->body = std::move(body);
   s->queue.push_back([job] { return run_launch(*job); });
   return cudaSuccess;
@@ -318,6 +333,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 }
 cudaError_t cudaDeviceSynchronize() {
   CRFX_EMU_ENTER();
+  ++d.host.syncs;
   return drain_all();
 }
 cudaError_t cudaDeviceReset() {
@@ -439,6 +455,8 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind) {
   CRFX_EMU_ENTER();
   if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
+  ++d.host.syncs;
+  count_copy(d.host, kind);
   if (const cudaError_t e = drain_blocking()) return e;
   if (n) std::memmove(dst, src, n);
   return cudaSuccess;
@@ -446,6 +464,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind, cudaStream_t stream) {
   CRFX_EMU_ENTER();
   if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
+  count_copy(d.host, kind);
   if (n) stream_of(stream)->queue.push_back([=] {
       std::memmove(dst, src, n);
       return cudaSuccess;
@@ -455,6 +474,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcp
 cudaError_t cudaMemset(void* p, int value, std::size_t n) {
   CRFX_EMU_ENTER();
   if (n && !find_range(p, n)) return fail(cudaErrorInvalidValue, "memset of a range outside every allocation");
+  ++d.host.syncs;
   if (const cudaError_t e = drain_blocking()) return e;
   if (n) std::memset(p, value, n);
   return cudaSuccess;
@@ -492,6 +512,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   CRFX_EMU_ENTER();
   CUstream_st* st = stream_of(s);
   if (st != &d.legacy && !d.streams.count(st)) return fail(cudaErrorInvalidResourceHandle, "unknown stream");
+  ++d.host.syncs;
   return st == &d.legacy ? drain_blocking() : drain(st);
 }
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
@@ -513,6 +534,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t) {
   CRFX_EMU_ENTER();
+  ++d.host.syncs;
   return drain_all();
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

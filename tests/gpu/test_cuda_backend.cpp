@@ -195,10 +195,10 @@ TEST(CudaBackend, GatherWorkDoesNotGrowWithChunks) {
     for (std::size_t max_tokens : {std::size_t(0), N / 4, N / 16, std::size_t(40)})
       for (bool in_order : {true, false}) {
         SCOPED_TRACE(::testing::Message() << "max_chunk_tokens=" << max_tokens << " in_order=" << in_order);
-        std::uint64_t visits = 0;
+        cuda::CudaBackendConfig::GatherCounters counters;
         cuda::CudaBackendConfig cfg;
         cfg.max_chunk_tokens = max_tokens;
-        cfg.gather_visits = &visits;
+        cfg.gather_counters = &counters;
         BackendPtr gpu = cuda::make_cuda_backend(p.dims, cfg);
         auto gc = gpu->upload(p.corpus);
         auto wg = to_backend(*gpu, w);
@@ -208,6 +208,7 @@ TEST(CudaBackend, GatherWorkDoesNotGrowWithChunks) {
         cpu.evaluate(*cc, *wc, span, gcv.get(), 1.0);
         gpu->evaluate(*gc, *wg, span, ggv.get(), 1.0);
         expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
+        const std::uint64_t visits = counters.visits;
         if (max_tokens == 0 && in_order) one_chunk = visits;
         ASSERT_GT(one_chunk, 0u);
         char figure[64];  // for RESULTS.md, via --gtest_output=xml

@@ -1,0 +1,153 @@
+// crfx — what the emulated device can say about a GPU pass's speed without a GPU: the counts
+// that decide its overhead and its critical path, whatever the device's clock.
+//   - Kernel launches, host synchronisations and copies of one objective+gradient pass (and of
+//     one Viterbi pass) do not grow with the number of sentences.
+//   - The gradient gather's serial work (the occurrences one warp walks in turn) does not grow
+//     with an attribute's frequency: a corpus where one attribute is in every token.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "../gpu/gpu_check.hpp"
+#include "emu/emu_launch.hpp"
+
+namespace crfx::test {
+namespace {
+
+struct PassCounts {
+  emu::HostCounters evaluate, loss_only, viterbi;
+};
+
+PassCounts count_passes(const RandomProblem& p) {
+  BackendPtr gpu = gpu_backend(p.dims, 0);
+  auto gc = gpu->upload(p.corpus);
+  auto w = to_backend(*gpu, random_weights(p.dims.num_weights(), 0.5, 3));
+  auto g = gpu->vector(p.dims.num_weights());
+  std::vector<std::uint32_t> labels(p.corpus.num_tokens());
+  gpu->evaluate(*gc, *w, all_sentences(*gc), g.get(), 1.0);  // a first pass may size buffers
+  PassCounts out;
+  emu::reset_host_counters();
+  gpu->evaluate(*gc, *w, all_sentences(*gc), g.get(), 1.0);
+  out.evaluate = emu::host_counters();
+  emu::reset_host_counters();
+  gpu->evaluate(*gc, *w, all_sentences(*gc), nullptr, 1.0);
+  out.loss_only = emu::host_counters();
+  emu::reset_host_counters();
+  gpu->viterbi(*gc, *w, all_sentences(*gc), labels.data(), nullptr);
+  out.viterbi = emu::host_counters();
+  return out;
+}
+
+void expect_same(const emu::HostCounters& a, const emu::HostCounters& b, const char* what) {
+  EXPECT_EQ(a.launches, b.launches) << what << ": launches";
+  EXPECT_EQ(a.syncs, b.syncs) << what << ": host synchronisations";
+  EXPECT_EQ(a.to_host, b.to_host) << what << ": device → host copies";
+  EXPECT_EQ(a.to_device, b.to_device) << what << ": host → device copies";
+}
+
+// One pass over the corpus: a fixed number of launches (the chunk's kernels), one host
+// synchronisation and one device → host copy (the per-sentence losses), for 30 sentences as for
+// 300 — dense and observed-pair layouts, with and without edge features.
+TEST(PassShape, LaunchesSyncsAndCopiesDoNotGrowWithSentences) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : {Layout::dense, Layout::observed}) {
+      SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout);
+      const PassCounts small = count_passes(with_layout(random_problem(5, 30, E, 30, 12, 71), layout));
+      const PassCounts large = count_passes(with_layout(random_problem(5, 30, E, 300, 12, 71), layout));
+      expect_same(small.evaluate, large.evaluate, "evaluate with gradient");
+      expect_same(small.loss_only, large.loss_only, "evaluate without gradient");
+      expect_same(small.viterbi, large.viterbi, "viterbi");
+      EXPECT_EQ(large.evaluate.syncs, 1u);
+      EXPECT_EQ(large.evaluate.to_host, 1u);
+      EXPECT_EQ(large.loss_only.syncs, 1u);
+      EXPECT_EQ(large.viterbi.syncs, 1u);
+      // prepare (+ the sparse τ), fill_rows, emission, (edge matrix), forward-backward, state
+      // gather and its combine, (edge gather and combine), the transition tree's two levels.
+      EXPECT_LE(large.evaluate.launches, 12u);
+      RecordProperty(std::string("evaluate_launches_E") + std::to_string(E) +
+                         (layout == Layout::dense ? "_dense" : "_observed"),
+                     std::to_string(large.evaluate.launches));
+    }
+}
+
+/// `p` with attribute 0 added as the first item of every token (a bias, a frequent POS tag).
+RandomProblem with_attribute_everywhere(RandomProblem p) {
+  Corpus& c = p.corpus;
+  const bool values = !c.state_values.empty();
+  std::vector<std::uint32_t> ids;
+  std::vector<double> vals;
+  std::vector<std::size_t> off{0};
+  for (std::size_t t = 0; t + 1 < c.state_offsets.size(); ++t) {
+    ids.push_back(0);
+    if (values) vals.push_back(0.75);
+    for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k)
+      if (c.state_ids[k] != 0) {
+        ids.push_back(c.state_ids[k]);
+        if (values) vals.push_back(c.state_values[k]);
+      }
+    off.push_back(ids.size());
+  }
+  c.state_ids = std::move(ids);
+  c.state_values = std::move(vals);
+  c.state_offsets = std::move(off);
+  return p;
+}
+
+// The gather's warps walk at most one segment of an attribute's occurrences: with attribute 0 in
+// all ~2,600 tokens (11 segments) no warp walks more than gather_segment_length() occurrences
+// (fewer at L = 5: several occurrences side by side in a warp), the combine's threads add at
+// most ⌈segments / 8⌉ partial rows each, every occurrence is visited once, and the gradient is the CPU's — and
+// bitwise the same from a second backend (the sums' order does not depend on the schedule).
+TEST(PassShape, GatherWalkIsBoundedWhateverTheSkew) {
+  REQUIRE_GPU();
+  for (std::uint32_t L : {5u, 40u})
+    for (Layout layout : {Layout::dense, Layout::observed}) {
+      SCOPED_TRACE(::testing::Message() << "L=" << L << " " << layout);
+      // L = 5 without edge features (the state rows alone: 4 occurrences side by side in a warp);
+      // L = 40 with them (edge rows of 1,600 weights: 50 warps a segment).
+      const std::uint32_t E = L <= 8 ? 0 : 2;
+      const auto p = with_layout(with_attribute_everywhere(random_problem(L, 25, E, 200, 25, 5)), layout);
+      const std::size_t N = p.corpus.num_tokens();
+      ASSERT_GT(N, 8 * cuda::gather_segment_length());
+      CpuBackend cpu(p.dims, 1);
+      auto cc = cpu.upload(p.corpus);
+      const auto w = random_weights(p.dims.num_weights(), 0.5, 6);
+      auto wc = to_backend(cpu, w);
+      auto gcv = cpu.vector(w.size());
+      cpu.evaluate(*cc, *wc, all_sentences(*cc), gcv.get(), 1.0);
+      std::vector<double> first;
+      for (int run = 0; run < 2; ++run) {
+        cuda::CudaBackendConfig::GatherCounters counters;
+        cuda::CudaBackendConfig cfg;
+        cfg.gather_counters = &counters;
+        BackendPtr gpu = cuda::make_cuda_backend(p.dims, cfg);
+        auto gc = gpu->upload(p.corpus);
+        auto wg = to_backend(*gpu, w);
+        auto ggv = gpu->vector(w.size());
+        gpu->evaluate(*gc, *wg, all_sentences(*gc), ggv.get(), 1.0);
+        const std::vector<double> g = to_host(*gpu, *ggv);
+        expect_close_vec(g, to_host(cpu, *gcv), kGradTol, "gradient");
+        const std::size_t lanes_per_occurrence = L <= 8 ? 8 : 32;  // L = 5: rows of 5 in 8 lanes
+        EXPECT_LE(counters.longest_walk, cuda::gather_segment_length() * lanes_per_occurrence / 32);
+        EXPECT_GE(counters.longest_walk, 1u);
+        // The combine: 8 warps a block, each thread one partial row of ⌈N / 256⌉ (with 32 / w rows
+        // side by side in a warp where the row block is w ≤ 16 weights wide).
+        const std::size_t segments = (N + cuda::gather_segment_length() - 1) / cuda::gather_segment_length();
+        EXPECT_LE(counters.longest_combine, (segments + 7) / 8);
+        std::size_t occurrences = p.corpus.state_ids.size();
+        for (std::size_t t = 0; t < N; ++t)  // edge items at a sentence's first token have no factor
+          occurrences += p.corpus.edge_offsets[t + 1] - p.corpus.edge_offsets[t];
+        EXPECT_LE(counters.visits, occurrences);
+        EXPECT_GE(counters.visits, p.corpus.state_ids.size());
+        if (run == 0)
+          first = g;
+        else
+          EXPECT_TRUE(first == g) << "two backends, the same bits";
+      }
+    }
+}
+
+}  // namespace
+}  // namespace crfx::test
