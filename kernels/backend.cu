@@ -90,9 +90,7 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
       CRFX_CUDA_CHECK(cudaMemsetAsync(gather_counters_.get(), 0, sizeof(GatherCountersDevice), stream_));
     }
     threads_ = int(std::min<std::size_t>(512, (dims.L + 31) / 32 * 32));
-    const std::size_t base_smem = (std::size_t(dims.L) + 32) * sizeof(double);
-    shared_E_ = base_smem + 2 * LL * sizeof(double) <= kSharedLimit;
-    smem_ = base_smem + (shared_E_ ? 2 * LL * sizeof(double) : 0);
+    shared_E_ = forward_backward_smem(int(dims.L), true) <= kSharedLimit;
     sync();
   } catch (...) {
     cudaStreamSynchronize(stream_);
@@ -421,7 +419,7 @@ FbParams CudaBackend::fb_params(const CudaCorpus& c, const Vector& w) const {
 
 void CudaBackend::launch_fb(const FbParams& fp, std::size_t n) {
   if (n == 0) return;
-  launch_forward_backward(fp, n, threads_, smem_, stream_);
+  launch_forward_backward(fp, n, threads_, stream_);
 }
 
 }  // namespace detail

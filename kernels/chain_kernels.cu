@@ -118,25 +118,53 @@ __global__ void __launch_bounds__(1024) prepare_kernel(int L, const double* tran
 
 // ---- forward-backward ------------------------------------------------------------------------
 
-/// log Σ_y exp(v(y)) over the block's labels (every thread gets it): the max, then the sum of
-/// shifted exps (both fixed-shape block reductions).
-template <class F>
-__device__ double block_log_sum_exp(int L, F v, double* red) {
+/// The threads that run one sentence: a whole block (L > 32: thread y handles labels y, y +
+/// blockDim, …), or one warp of a block that runs a sentence per warp (L ≤ 32: no block barrier,
+/// the reductions by shuffles). Both reduce in the same fixed shape (the warp's butterfly, then
+/// the warps in order), so a warp gives the bits a block of 32 threads gives.
+struct BlockGroup {
+  double* red;  // [32] shared reduction scratch
+  __device__ int tid() const { return threadIdx.x; }
+  __device__ int size() const { return blockDim.x; }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ double max(double v) const { return block_max(v, red); }
+  __device__ double sum(double v) const { return block_sum(v, red); }
+};
+
+struct WarpGroup {
+  __device__ int tid() const { return threadIdx.x & 31; }
+  __device__ int size() const { return 32; }
+  __device__ void sync() const { __syncwarp(0xffffffffu); }
+  __device__ double max(double v) const {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+  }
+  __device__ double sum(double v) const {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+};
+
+/// log Σ_y exp(v(y)) over the group's labels (every thread gets it): the max, then the sum of
+/// shifted exps (both fixed-shape reductions).
+template <class Group, class F>
+__device__ double group_log_sum_exp(const Group& g, int L, F v) {
   double mloc = -CUDART_INF;
-  for (int y = threadIdx.x; y < L; y += blockDim.x) mloc = fmax(mloc, v(y));
-  const double m = block_max(mloc, red);
+  for (int y = g.tid(); y < L; y += g.size()) mloc = fmax(mloc, v(y));
+  const double m = g.max(mloc);
   if (!isfinite(m)) return m;
   double sloc = 0;
-  for (int y = threadIdx.x; y < L; y += blockDim.x) sloc += exp(v(y) - m);
-  return m + log(block_sum(sloc, red));
+  for (int y = g.tid(); y < L; y += g.size()) sloc += exp(v(y) - m);
+  return m + log(g.sum(sloc));
 }
 
-/// What every step of one sentence's forward-backward reads: the block's view of FbParams.
+/// What every step of one sentence's forward-backward reads: the group's view of FbParams.
+template <class Group>
 struct FbSentence {
+  Group g;
   int L;
   std::size_t LL, T, tok0, r0;
   double* vec;       // [L] shared scratch
-  double* red;       // [32] shared reduction scratch
   const double* E;   // exp(τ − τ_max), [L][L] (shared memory when it fits)
   const double* Et;  // Eᵀ
   double tmax;
@@ -152,15 +180,16 @@ struct FbSentence {
 
 /// Forward step t ≥ 1: â_t(y) = s_t(y) + log Σ_y' exp(â_{t−1}(y') − m + τ_t(y', y)); returns the
 /// shift m = max â_{t−1} (0 when no path reaches t − 1), which c_t adds to c_{t−1}.
-__device__ double forward_step(const FbSentence& f, std::size_t t) {
-  const int L = f.L, tid = threadIdx.x, nth = blockDim.x;
+template <class Group>
+__device__ double forward_step(const FbSentence<Group>& f, std::size_t t) {
+  const int L = f.L, tid = f.g.tid(), nth = f.g.size();
   const double* ap = f.la + (t - 1) * L;
   double* at = f.la + t * L;
   const double* st = f.S + t * L;
   const double* M = f.edge_at(t);
   double mloc = -CUDART_INF;
   for (int y = tid; y < L; y += nth) mloc = fmax(mloc, ap[y]);
-  double m = block_max(mloc, f.red);
+  double m = f.g.max(mloc);
   const bool finite = isfinite(m);
   if (!finite) m = 0;  // no path reaches position t − 1: nothing to shift
   if (M) {             // per-position matrix: exact log space
@@ -168,7 +197,7 @@ __device__ double forward_step(const FbSentence& f, std::size_t t) {
       at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + M[std::size_t(yp) * L + y]; });
   } else {  // shared matrix: τ_max + log Σ_y' exp(â_{t−1} − m) · E(y', y)
     for (int y = tid; y < L; y += nth) f.vec[y] = exp(ap[y] - m);
-    __syncthreads();
+    f.g.sync();
     for (int y = tid; y < L; y += nth) {
       double sum = 0;
       for (int yp = 0; yp < L; ++yp) sum += f.vec[yp] * f.E[std::size_t(yp) * L + y];
@@ -180,21 +209,22 @@ __device__ double forward_step(const FbSentence& f, std::size_t t) {
       }
     }
   }
-  __syncthreads();
+  f.g.sync();
   return m;
 }
 
 /// Backward step t ≥ 1: b̂_{t−1}(y') = log Σ_y exp(τ_t(y', y) + s_t(y) + b̂_t(y) − m); returns the
 /// shift m = max_y s_t(y) + b̂_t(y) (0 when no path continues from t).
-__device__ double backward_step(const FbSentence& f, std::size_t t) {
-  const int L = f.L, tid = threadIdx.x, nth = blockDim.x;
+template <class Group>
+__device__ double backward_step(const FbSentence<Group>& f, std::size_t t) {
+  const int L = f.L, tid = f.g.tid(), nth = f.g.size();
   const double* bt = f.lb + t * L;
   const double* st = f.S + t * L;
   double* bp = f.lb + (t - 1) * L;
   const double* M = f.edge_at(t);
   double ml = -CUDART_INF;
   for (int y = tid; y < L; y += nth) ml = fmax(ml, st[y] + bt[y]);
-  double m = block_max(ml, f.red);
+  double m = f.g.max(ml);
   const bool finite = isfinite(m);
   if (!finite) m = 0;
   if (M) {
@@ -204,7 +234,7 @@ __device__ double backward_step(const FbSentence& f, std::size_t t) {
     }
   } else {
     for (int y = tid; y < L; y += nth) f.vec[y] = exp(st[y] + bt[y] - m);
-    __syncthreads();
+    f.g.sync();
     for (int yp = tid; yp < L; yp += nth) {
       double sum = 0;
       for (int y = 0; y < L; ++y) sum += f.Et[std::size_t(y) * L + yp] * f.vec[y];
@@ -216,7 +246,7 @@ __device__ double backward_step(const FbSentence& f, std::size_t t) {
       }
     }
   }
-  __syncthreads();  // b̂_{t−1} complete; every read of τ_t for it is done
+  f.g.sync();  // b̂_{t−1} complete; every read of τ_t for it is done
   return m;
 }
 
@@ -224,7 +254,8 @@ __device__ double backward_step(const FbSentence& f, std::size_t t) {
 /// τ_t(y', y) + s_t(y) + b̂_t(y) − q) with q = z_{t−1} + (backward_step(t)'s shift), since
 /// Σ_{y', y} of the numerators is Σ_y' exp(â_{t−1}(y') + b̂_{t−1}(y') + shift). Added to `pair`
 /// [L][L]; at a position with edge items also written over τ_t (the edge deltas).
-__device__ void pairwise(const FbSentence& f, std::size_t t, double q, double* pair) {
+template <class Group>
+__device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double q, double* pair) {
   const int L = f.L;
   const std::uint32_t* labels = f.p->labels;
   const std::size_t gj = f.p->gold ? std::size_t(labels[f.tok0 + t - 1]) * L + labels[f.tok0 + t] : f.LL;
@@ -232,7 +263,7 @@ __device__ void pairwise(const FbSentence& f, std::size_t t, double q, double* p
   const double* bt = f.lb + t * L;
   const double* st = f.S + t * L;
   double* M = f.edge_at(t);
-  for (std::size_t j = threadIdx.x; j < f.LL; j += blockDim.x) {
+  for (std::size_t j = f.g.tid(); j < f.LL; j += f.g.size()) {
     const std::size_t yp = j / L, y = j - yp * L;
     const double tau = M ? M[j] : f.p->trans[j];
     const double pr = exp(ap[yp] + tau + st[y] + bt[y] - q);
@@ -244,12 +275,13 @@ __device__ void pairwise(const FbSentence& f, std::size_t t, double q, double* p
 }
 
 /// Node marginals of position t, p_t(y) = exp(â_t + b̂_t − z_t), minus 1 at the gold label.
-__device__ void node_marginals(const FbSentence& f, std::size_t t, double z) {
+template <class Group>
+__device__ void node_marginals(const FbSentence<Group>& f, std::size_t t, double z) {
   const FbParams& p = *f.p;
   if (!p.node) return;
   const std::uint32_t g = p.gold ? p.labels[f.tok0 + t] : 0xffffffffu;
   double* out = p.node + (f.r0 + t) * f.L;
-  for (int y = threadIdx.x; y < f.L; y += blockDim.x) {
+  for (int y = f.g.tid(); y < f.L; y += f.g.size()) {
     const double v = exp(f.la[t * f.L + y] + f.lb[t * f.L + y] - z);
     out[y] = std::uint32_t(y) == g ? v - 1.0 : v;
   }
@@ -257,7 +289,8 @@ __device__ void node_marginals(const FbSentence& f, std::size_t t, double z) {
 
 /// Score of the gold path, Σ_t s_t(y_t) + Σ_{t≥1} τ_t(y_{t−1}, y_t), in t order (one thread; read
 /// before the backward pass overwrites τ_t with the deltas).
-__device__ double gold_score(const FbSentence& f) {
+template <class Group>
+__device__ double gold_score(const FbSentence<Group>& f) {
   const std::uint32_t* g = f.p->labels + f.tok0;
   double score = 0;
   for (std::size_t t = 0; t < f.T; ++t) {
@@ -272,29 +305,29 @@ __device__ double gold_score(const FbSentence& f) {
 
 /// Independent positions (FbParams::independent): per position t, z_t = log Σ_y exp s_t(y), log Z
 /// = Σ_t z_t (in t order) and node marginals exp(s_t − z_t) (minus 1 at the gold label); O(L) a
-/// position, no recursion (â, b̂ are not written: nothing reads them on this path). The block's
-/// view is the general kernel's (below).
-__device__ void independent_sentence(const FbSentence& f, std::size_t i) {
+/// position, no recursion (â, b̂ are not written: nothing reads them on this path).
+template <class Group>
+__device__ void independent_sentence(const FbSentence<Group>& f, std::size_t i) {
   const FbParams& p = *f.p;
   double log_z = 0, gold = 0;
   for (std::size_t t = 0; t < f.T; ++t) {
     const double* st = f.S + t * f.L;
-    const double z = block_log_sum_exp(f.L, [&](int y) { return st[y]; }, f.red);
+    const double z = group_log_sum_exp(f.g, f.L, [&](int y) { return st[y]; });
     log_z += z;
     const std::uint32_t g = p.gold ? p.labels[f.tok0 + t] : 0xffffffffu;
     if (p.gold) gold += st[g];
     if (!p.backward || !p.node) continue;
     double* out = p.node + (f.r0 + t) * f.L;
-    for (int y = threadIdx.x; y < f.L; y += blockDim.x) {
+    for (int y = f.g.tid(); y < f.L; y += f.g.size()) {
       const double v = exp(st[y] - z);
       out[y] = std::uint32_t(y) == g ? v - 1.0 : v;
     }
   }
-  if (threadIdx.x == 0) p.result[i] = log_z - gold;
+  if (f.g.tid() == 0) p.result[i] = log_z - gold;
 }
 
-/// One block per sentence; thread y handles labels y, y + blockDim, … . Dynamic shared memory:
-/// vec [L], red [32], then E, Eᵀ [L][L] each when shared_E.
+/// One sentence's forward-backward by the group `f.g` (chunk sentence i; f.L, f.LL, f.vec, f.E,
+/// f.Et, f.tmax and f.p set by the kernel).
 ///
 /// The CPU twin is host/cpu/chain.cpp (scaled exp space, per-position normalisers, with a
 /// whole-sentence log-space fallback). Here the recursions run in log space, each position stored
@@ -308,30 +341,10 @@ __device__ void independent_sentence(const FbSentence& f, std::size_t i) {
 /// (L exps + L² FMAs per position) with an exact log-space redo of an entry whose sum falls below
 /// kTiny; pairwise marginals are exact per entry. The steps: forward_step, backward_step,
 /// pairwise, node_marginals, gold_score above.
-__global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
-  CRFX_DYNAMIC_SHARED(double, smem);
-  FbSentence f;
-  f.L = p.L;
-  f.LL = std::size_t(p.L) * p.L;
-  f.vec = smem;
-  f.red = smem + p.L;
-  f.E = p.E;
-  f.Et = p.Et;
-  f.p = &p;
-  const int tid = threadIdx.x, nth = blockDim.x;
-  if (p.shared_E) {
-    double* sE = f.red + 32;
-    double* sEt = sE + f.LL;
-    for (std::size_t j = tid; j < f.LL; j += nth) {
-      sE[j] = p.E[j];
-      sEt[j] = p.Et[j];
-    }
-    f.E = sE;
-    f.Et = sEt;
-    __syncthreads();
-  }
-  f.tmax = *p.tmax;
-  const unsigned i = p.ch.order[blockIdx.x];
+template <class Group>
+__device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
+  const FbParams& p = *f.p;
+  const int tid = f.g.tid(), nth = f.g.size();
   const std::uint32_t sid = p.ch.sent[i];
   f.tok0 = p.sent_off[sid];
   f.T = p.sent_off[sid + 1] - f.tok0;
@@ -354,13 +367,13 @@ __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
 
   // Forward, from â_0 = s_0; c accumulates the shifts (the same in every thread).
   for (int y = tid; y < f.L; y += nth) f.la[y] = f.S[y];
-  __syncthreads();
+  f.g.sync();
   double c = 0;
   for (std::size_t t = 1; t < T; ++t) c += forward_step(f, t);
 
   // log Z = c_{T−1} + log Σ_y exp â_{T−1}(y); z_{T−1} (the last position's normaliser) is the sum.
   const double* aT = f.la + (T - 1) * f.L;
-  const double z_last = block_log_sum_exp(f.L, [&](int y) { return aT[y]; }, f.red);
+  const double z_last = group_log_sum_exp(f.g, f.L, [&](int y) { return aT[y]; });
   const double log_z = isfinite(z_last) ? c + z_last : z_last;
   if (tid == 0) p.result[i] = log_z - (p.gold ? gold_score(f) : 0.0);
   if (!p.backward) return;
@@ -369,17 +382,72 @@ __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
   if (pair)
     for (std::size_t j = tid; j < f.LL; j += nth) pair[j] = 0;
   for (int y = tid; y < f.L; y += nth) f.lb[(T - 1) * f.L + y] = 0;
-  __syncthreads();
+  f.g.sync();
   node_marginals(f, T - 1, z_last);
   for (std::size_t t = T - 1; t > 0; --t) {
     const double shift = backward_step(f, t);
     const double* ap = f.la + (t - 1) * f.L;
     const double* bp = f.lb + (t - 1) * f.L;
-    const double z = block_log_sum_exp(f.L, [&](int y) { return ap[y] + bp[y]; }, f.red);  // z_{t−1}
+    const double z = group_log_sum_exp(f.g, f.L, [&](int y) { return ap[y] + bp[y]; });  // z_{t−1}
     if (pair) pairwise(f, t, z + shift, pair);
     node_marginals(f, t - 1, z);
-    __syncthreads();
+    f.g.sync();
   }
+}
+
+/// E and Eᵀ into shared memory (`to`, 2·L² doubles) by the whole block.
+__device__ void copy_E(const FbParams& p, std::size_t LL, double* to) {
+  for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) {
+    to[j] = p.E[j];
+    to[LL + j] = p.Et[j];
+  }
+  __syncthreads();
+}
+
+/// One block per sentence (L > 32), longest sentences first. Dynamic shared memory: vec [L],
+/// red [32], then E, Eᵀ [L][L] each when shared_E.
+__global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
+  CRFX_DYNAMIC_SHARED(double, smem);
+  FbSentence<BlockGroup> f;
+  f.L = p.L;
+  f.LL = std::size_t(p.L) * p.L;
+  f.vec = smem;
+  f.g.red = smem + p.L;
+  f.E = p.E;
+  f.Et = p.Et;
+  f.p = &p;
+  if (p.shared_E) {
+    copy_E(p, f.LL, f.g.red + 32);
+    f.E = f.g.red + 32;
+    f.Et = f.E + f.LL;
+  }
+  f.tmax = *p.tmax;
+  fb_sentence(f, p.ch.order[blockIdx.x]);
+}
+
+/// A sentence per warp (L ≤ 32), kFbWarps warps a block, the longest sentences first; the same
+/// arithmetic in the same order as forward_backward_kernel with one warp. Dynamic shared memory:
+/// E, Eᵀ [L][L] each when shared_E, then vec [L] per warp.
+__global__ void __launch_bounds__(kFbWarps * 32) forward_backward_warp_kernel(FbParams p, unsigned n) {
+  CRFX_DYNAMIC_SHARED(double, smem);
+  FbSentence<WarpGroup> f;
+  f.L = p.L;
+  f.LL = std::size_t(p.L) * p.L;
+  f.E = p.E;
+  f.Et = p.Et;
+  f.p = &p;
+  double* rest = smem;
+  if (p.shared_E) {
+    copy_E(p, f.LL, smem);
+    f.E = smem;
+    f.Et = smem + f.LL;
+    rest = smem + 2 * f.LL;
+  }
+  const unsigned v = threadIdx.x / 32, k = blockIdx.x * kFbWarps + v;
+  if (k >= n) return;  // warp-uniform, after the block's only barrier
+  f.vec = rest + std::size_t(v) * p.L;
+  f.tmax = *p.tmax;
+  fb_sentence(f, p.ch.order[k]);
 }
 
 /// exp(lf)·d with f = exp(lf): in log space where f overflows (0 stays 0). CPU twin: `scaled` in
@@ -547,8 +615,18 @@ void launch_prepare(int L, const double* trans, double* E, double* Et, double* t
   CRFX_LAUNCH(prepare_kernel, 1, 1024, 0, s, L, trans, E, Et, tmax_out);
 }
 
-void launch_forward_backward(const FbParams& p, std::size_t n, int threads, std::size_t smem, cudaStream_t s) {
-  CRFX_LAUNCH(forward_backward_kernel, unsigned(n), threads, smem, s, p);
+std::size_t forward_backward_smem(int L, bool shared_E) {
+  const std::size_t LL = std::size_t(L) * L, E = shared_E ? 2 * LL : 0;
+  return (L <= 32 ? E + std::size_t(kFbWarps) * L : L + 32 + E) * sizeof(double);
+}
+
+void launch_forward_backward(const FbParams& p, std::size_t n, int threads, cudaStream_t s) {
+  const std::size_t smem = forward_backward_smem(p.L, p.shared_E);
+  if (p.L <= 32)
+    CRFX_LAUNCH(forward_backward_warp_kernel, unsigned((n + kFbWarps - 1) / kFbWarps), kFbWarps * 32, smem, s, p,
+                unsigned(n));
+  else
+    CRFX_LAUNCH(forward_backward_kernel, unsigned(n), threads, smem, s, p);
 }
 
 }  // namespace crfx::cuda::detail

@@ -65,9 +65,13 @@ void launch_dense_row(const WeightGroups& gl, std::uint32_t gid, std::size_t wid
                       cudaStream_t s);
 /// τ_max, E = exp(τ − τ_max) and Eᵀ of the transitions `trans` [L][L] (one block).
 void launch_prepare(int L, const double* trans, double* E, double* Et, double* tmax_out, cudaStream_t s);
-/// Forward-backward on the chunk's n sentences: n blocks of `threads`, `smem` bytes of dynamic
-/// shared memory (vec [L], red [32], and E, Eᵀ when p.shared_E).
-void launch_forward_backward(const FbParams& p, std::size_t n, int threads, std::size_t smem, cudaStream_t s);
+/// Forward-backward on the chunk's n sentences, longest first: a warp per sentence (kFbWarps a
+/// block) when L ≤ 32, else a block of `threads` per sentence; with
+/// forward_backward_smem(L, p.shared_E) bytes of dynamic shared memory.
+void launch_forward_backward(const FbParams& p, std::size_t n, int threads, cudaStream_t s);
+/// The dynamic shared memory of launch_forward_backward: E, Eᵀ when shared_E, and per sentence
+/// of a block vec [L] (and red [32] at L > 32).
+std::size_t forward_backward_smem(int L, bool shared_E);
 /// The sequential exponential loss (seed 002's seq-exp, crfx/loss.hpp) from a gold-mode
 /// forward-backward's output: per chunk sentence i, with ℓ = p.result[i] = log Z − score(gold),
 /// result[i] = exp(ℓ) and — where p.node / p.pair / p.edge are given — its deltas (node rows,

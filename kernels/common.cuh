@@ -17,6 +17,7 @@ constexpr int kMapThreads = 256;
 constexpr int kRedThreads = 256;
 constexpr int kRedBlocks = 512;             // fixed reduction grid (fewer for short vectors)
 constexpr int kGatherWarps = 8;             // warps per block in the gathers
+constexpr int kFbWarps = 4;                 // sentences (warps) per block of forward-backward at L ≤ 32
 constexpr unsigned kTransGroup = 32;        // sentences per leaf of the transition tree
 constexpr std::size_t kSharedLimit = 48 * 1024;
 constexpr std::uint32_t kNone = 0xffffffffu;  // SAG: a position without an edge slot

@@ -37,8 +37,6 @@ struct CudaBackendConfig {
   GatherCounters* gather_counters = nullptr;
 };
 
-/// Occurrences one warp of the gradient gather walks at most, whatever an attribute's frequency.
-std::size_t gather_segment_length();
 
 /// The CUDA backend (double precision, deterministic). Throws Error when the device cannot be
 /// used or the model does not fit (e.g. more than 4096 labels).

@@ -30,7 +30,8 @@
 //                      chunk whose sentences are not consecutive; else rows = a token range)
 //     emissions        S [rows][L] = X·W                     (thread per (row, y))
 //     edge_matrices    τ_t [rows][L][L] = τ + Σ_e x_e·W_e    (rows with edge items, E > 0)
-//     forward_backward one block per sentence, threads over labels, longest sentences first:
+//     forward_backward a warp per sentence (L ≤ 32, 4 a block) or a block per sentence, threads
+//                      over labels, longest sentences first:
 //                      log α, log Z, loss, log β, node marginals − 1(gold) [rows][L],
 //                      Σ_t pairwise marginals − gold counts [sentences][L][L], and at rows with
 //                      edge items p_t(y', y) − 1(gold) written over τ_t
@@ -70,7 +71,7 @@
 // entry exactly in log space (L exps) whenever its sum falls below kTiny, so extreme weights are
 // handled exactly. Each position's α and β are stored shifted by that position's own maximum and
 // the marginals are normalised per position, so their error does not grow with the sentence
-// length (see forward_backward_kernel). Pairwise marginals are computed entry by entry in log
+// length (see fb_sentence in chain_kernels.cu). Pairwise marginals are computed entry by entry in log
 // space (exact).
 // Emissions and per-position edge matrices are accumulated with explicit round-to-nearest
 // multiply and add (no FMA contraction), in the CPU's order, so that they are bitwise equal to
@@ -428,8 +429,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::string name_;
   int threads_ = 32;         // forward-backward / Viterbi block size
-  bool shared_E_ = false;    // E, Eᵀ in shared memory
-  std::size_t smem_ = 0;     // dynamic shared memory of the forward-backward kernel
+  bool shared_E_ = false;    // E, Eᵀ in shared memory (forward-backward)
   // Per backend: transition factors and the reduction partials.
   DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
   // The weight layout on the device (sparse layout only, uploaded once by the constructor): the

@@ -198,7 +198,3 @@ void launch_transition_tree(std::size_t LL, std::size_t n, const double* pair, d
 }
 
 }  // namespace crfx::cuda::detail
-
-namespace crfx::cuda {
-std::size_t gather_segment_length() { return detail::kGatherSegment; }
-}  // namespace crfx::cuda
