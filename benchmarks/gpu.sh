@@ -1,64 +1,128 @@
 #!/usr/bin/env bash
-# The CUDA backend's measurements, in one command (needs a GPU; see docs/ARCHITECTURE.md):
-#   1. forward-backward + gradient throughput (tokens/s), L ∈ {5, 23, 45, 128} × batch sizes,
-#      on synthetic CoNLL-like data (crfx_gpu_bench), GPU and — for reference — CPU;
-#   2. one objective+gradient pass over CoNLL-2000 (crfx bench --device cuda);
-#   3. end-to-end L-BFGS training on CoNLL-2000 (crfx train --device cuda), test F1;
-#   4. pure-PyTorch log-space forward (pytorch-crf's algorithm) over the same (B, T, L) shapes,
-#      when `import torch` works;
-#   5. one pass over CoNLL-2000 as a Maxent model (--type maxent: the O(L) path) and with each of
-#      seed 002's other losses (--loss), GPU and CPU.
+# The CUDA backend's measurements, in one command (docs/ARCHITECTURE.md, "Benchmarks"). Steps:
+#   table    per shape — synthetic corpora with Zipf-distributed attributes at L ∈ {5, 8, 23, 45,
+#            128}, CoNLL-2000 (observed pairs and every pair), CoNLL-2002 Spanish and Dutch
+#            (benchmarks/ner.template) — one objective+gradient pass over the whole corpus on the
+#            GPU and on the CPU backend (all cores): time, tokens/s, their ratio, and the pass's
+#            roofline time at the GPU's peaks (crfx_gpu_bench; pass_work there says what is
+#            counted); one `RESULT shape=…` line per shape, for grep;
+#   train    L-BFGS on CoNLL-2000 on the GPU (c2 = 1, chunking.template, observed pairs and every
+#            pair), wall time and test F1;
+#   passes   one pass over CoNLL-2000 as a Maxent model and with each of the other losses
+#            (crfx bench), GPU and CPU;
+#   pytorch  (only when named) pure-PyTorch log-space forward, pytorch-crf's algorithm.
+# Without a usable GPU the GPU columns read NA, `train` is skipped and `passes` runs on the CPU.
 # Figures go to stdout and to $OUT/gpu-bench.txt (or benchmarks/results/gpu-<date>.txt).
-# Usage: benchmarks/gpu.sh        BUILD_DIR=build-cuda DATA=/path/to/conll2000 benchmarks/gpu.sh
-set -euo pipefail
+# Environment (defaults in brackets):
+#   DEVICE      auto | cuda | cpu [auto]: cuda fails without a usable GPU, cpu never uses one
+#   STEPS       [table train passes]        SHAPES  comma list [all of the above; CoNLL-2002 when found]
+#   TOKENS      synthetic corpus size [200000]      REPEAT / CPU_REPEAT  timed passes [5 / 3]
+#   PEAK_GFLOPS / PEAK_GBS  the roofline's peaks [34000 / 3350: H100 SXM fp64, HBM3]
+#   BUILD_DIR [build-cuda]  DATA  the CoNLL-2000 folder  DATA2002  the CoNLL-2002 folder
+# Usage: benchmarks/gpu.sh      DEVICE=cpu SHAPES=zipf-L8,conll2000 TOKENS=20000 BUILD_DIR=build benchmarks/gpu.sh
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-cuda}
 data=${DATA:-/work/shared/data/conll2000}
-[ -d "$data" ] || data=../shared/data/conll2000
+[ -n "${DATA:-}" ] || [ -d "$data" ] || data=../shared/data/conll2000
+data2002=${DATA2002:-$data/../conll2002}
+[ -n "${DATA2002:-}" ] || [ -d "$data2002" ] || data2002=/work/shared/data/conll2002
+[ -n "${DATA2002:-}" ] || [ -d "$data2002" ] || data2002=../shared/data/conll2002
+steps=" ${STEPS:-table train passes} "
+case "${DEVICE:-auto}" in
+  auto) gpu_mode=auto ;;
+  cuda) gpu_mode=require ;;
+  cpu) gpu_mode=off ;;
+  *) echo "gpu.sh: DEVICE must be auto, cuda or cpu, not '$DEVICE'" >&2; exit 2 ;;
+esac
+for step in $steps; do
+  case "$step" in table | train | passes | pytorch) ;;
+    *) echo "gpu.sh: unknown step '$step' in STEPS (table, train, passes, pytorch)" >&2; exit 2 ;;
+  esac
+done
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; result=$OUT/gpu-bench.txt
 else mkdir -p benchmarks/results; result=benchmarks/results/gpu-$(date -u +%F).txt; fi
 if [ ! -x "$build/crfx" ] || [ ! -x "$build/crfx_gpu_bench" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCRFX_BUILD_TESTS=OFF >/dev/null
   cmake --build "$build" -j"$(nproc)" --target crfx crfx_gpu_bench
 fi
+[ -f "$data/train.txt" ] || { echo "gpu.sh: no CoNLL-2000 data at $data (set DATA)" >&2; exit 1; }
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 exec > >(tee "$result") 2>&1
+tee_pid=$!
+trap 'echo "gpu.sh: FAILED (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+finish() {  # the exit status kept; tee has written everything when the script ends
+  local status=$?
+  rm -rf "$work"
+  exec >&- 2>&-
+  wait "$tee_pid" 2>/dev/null || true
+  exit "$status"
+}
+trap finish EXIT
 
 echo "== machine: $(nproc) cores; $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi')"
 echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)'), $(date -u +%F)"
+# Whether the GPU is used (DEVICE=cuda without one stops here, with the reason).
+"$build/crfx_gpu_bench" --shapes "" --gpu "$gpu_mode" > "$work/probe.txt"
+gpu=1
+grep -q '^GPU: not used' "$work/probe.txt" && gpu=0
+[[ $steps == *" table "* ]] || grep '^GPU:' "$work/probe.txt"
 
-echo "== 1. forward-backward + gradient throughput (synthetic: 4096 sentences, T ~ 15..45, 20 attributes/token)"
-"$build/crfx_gpu_bench" --device cuda --labels 5,23,45,128 --batches 1,32,512,0
-echo "-- CPU reference (all cores)"
-"$build/crfx_gpu_bench" --device cpu --labels 5,23,45,128 --batches 512,0 --repeat 1
-
-for features in all observed; do  # every attribute × label pair, then CRFsuite's observed pairs
-echo "== 2. one objective+gradient pass over CoNLL-2000 (--features $features)"
-"$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" --features $features --device cuda --thread-list 1 --repeat 5
-"$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" --features $features --device cpu --thread-list "$(nproc)" --repeat 2
-
-echo "== 3. L-BFGS, c2 = 1, chunking.template, on the GPU (--features $features)"
-start=$(date +%s.%N)
-"$build/crfx" train "$data/train.txt" -t "$data/chunking.template" --features $features --algo lbfgs --c2 1 --device cuda \
-  -m "$work/gpu.model" --log "$work/gpu.csv" 2> "$work/train.err"
-end=$(date +%s.%N)
-grep -E '^device|^data:|^done:' "$work/train.err" || tail -3 "$work/train.err"
-awk -v a="$start" -v b="$end" 'BEGIN { printf "wall time (incl. reading and compiling the data): %.2f s\n", b - a }'
-"$build/crfx" tag "$data/test.txt" -m "$work/gpu.model" -o "$work/test.tagged"
-"$build/crfx" eval "$work/test.tagged" | head -2
-done
-
-echo "== 4. pure-PyTorch log-space forward (pytorch-crf's algorithm), same shapes"
-if python3 -c 'import torch' 2>/dev/null; then
-  python3 benchmarks/pytorch_forward.py --labels 5,23,45,128 --batches 1,32,512
-else
-  echo "skipped: python3 cannot import torch"
+if [[ $steps == *" table "* ]]; then
+  echo "== table: one objective+gradient pass per shape, GPU and CPU, against the roofline"
+  shapes=${SHAPES:-}
+  if [ -z "$shapes" ]; then
+    shapes=zipf-L5,zipf-L8,zipf-L23,zipf-L45,zipf-L128,conll2000,conll2000-all
+    if [ -f "$data2002/esp.train" ] && [ -f "$data2002/ned.train" ]; then
+      shapes=$shapes,conll2002-esp,conll2002-ned
+    else
+      echo "conll2002-esp, conll2002-ned left out: no esp.train, ned.train in $data2002 (set DATA2002)"
+    fi
+  fi
+  args=(--shapes "$shapes" --gpu "$gpu_mode" --tokens "${TOKENS:-200000}" --repeat "${REPEAT:-5}"
+        --cpu-repeat "${CPU_REPEAT:-3}" --conll2000 "$data" --conll2002 "$data2002"
+        --ner-template benchmarks/ner.template)
+  [ -z "${PEAK_GFLOPS:-}" ] || args+=(--peak-gflops "$PEAK_GFLOPS")
+  [ -z "${PEAK_GBS:-}" ] || args+=(--peak-gbs "$PEAK_GBS")
+  "$build/crfx_gpu_bench" "${args[@]}"
 fi
-echo "== 5. one objective+gradient pass over CoNLL-2000: Maxent, and the other losses (observed pairs)"
-for what in "--type maxent" "--loss seq-exp" "--loss point-log" "--loss point-exp"; do
-  echo "-- $what"
-  "$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" $what --device cuda --thread-list 1 --repeat 5
-  "$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" $what --device cpu --thread-list "$(nproc)" --repeat 2
-done
+
+if [[ $steps == *" train "* ]]; then
+  if [ $gpu -eq 0 ]; then
+    echo "== train: skipped (no GPU)"
+  else
+    for features in observed all; do
+      echo "== train: L-BFGS, c2 = 1, chunking.template, on the GPU (--features $features)"
+      start=$(date +%s.%N)
+      "$build/crfx" train "$data/train.txt" -t "$data/chunking.template" --features $features --algo lbfgs --c2 1 \
+        --device cuda -m "$work/gpu.model" --log "$work/gpu.csv" 2> "$work/train.err"
+      end=$(date +%s.%N)
+      grep -E '^device|^data:|^done:' "$work/train.err" || tail -3 "$work/train.err"
+      awk -v a="$start" -v b="$end" 'BEGIN { printf "wall time (incl. reading and compiling the data): %.2f s\n", b - a }'
+      "$build/crfx" tag "$data/test.txt" -m "$work/gpu.model" -o "$work/test.tagged"
+      "$build/crfx" eval "$work/test.tagged" | sed -n 1,2p
+    done
+  fi
+fi
+
+if [[ $steps == *" passes "* ]]; then
+  echo "== passes: one objective+gradient pass over CoNLL-2000: Maxent, and the other losses (observed pairs)"
+  for what in "--type maxent" "--loss seq-exp" "--loss point-log" "--loss point-exp"; do
+    echo "-- $what"
+    read -r -a opts <<< "$what"
+    [ $gpu -eq 0 ] ||
+      "$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" "${opts[@]}" --device cuda --thread-list 1 --repeat 5
+    "$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" "${opts[@]}" --device cpu --thread-list "$(nproc)" \
+      --repeat 2
+  done
+fi
+
+if [[ $steps == *" pytorch "* ]]; then
+  echo "== pytorch: pure-PyTorch log-space forward (pytorch-crf's algorithm)"
+  if python3 -c 'import torch' 2>/dev/null; then
+    python3 benchmarks/pytorch_forward.py --labels 5,23,45,128 --batches 1,32,512
+  else
+    echo "skipped: python3 cannot import torch"
+  fi
+fi
 echo "== results written to $result"

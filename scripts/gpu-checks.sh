@@ -6,7 +6,8 @@
 #   test      ctest -L gpu (must run, not skip), then the whole suite, then the same tagging
 #             (3-best lists, marginals) on both backends, compared byte for byte
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck and synccheck over crfx_gpu_tests
-#   bench     benchmarks/gpu.sh, then DEVICE=cuda benchmarks/tag.sh (and the CPU run beside it)
+#   bench     DEVICE=cuda benchmarks/gpu.sh (per shape: GPU and CPU pass, roofline, RESULT lines),
+#             then DEVICE=cuda benchmarks/tag.sh (and the CPU run beside it)
 # Logs go to $BUILD_DIR/gpu-checks; one line per step is printed last. Usage:  scripts/gpu-checks.sh build test      scripts/gpu-checks.sh sanitize
 # Each step's exit status is recorded; the script exits non-zero if any step failed.
 # GPU_CHECKS_BUDGET=S bounds the whole run to S seconds (a lease is short): each command runs under
@@ -107,8 +108,10 @@ for step in "${steps[@]}"; do
     bench)
       # The data travels in .carry/data (scripts/pack-deps.sh); ../shared does not.
       [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
-      BUILD_DIR="$build" OUT="$logs" bounded benchmarks/gpu.sh > "$logs/bench-gpu.log" 2>&1
-      record bench-gpu $? "$((SECONDS - start)) s, figures in gpu-bench.txt"
+      [ -d .carry/data/conll2002 ] && export DATA2002="$PWD/.carry/data/conll2002"
+      DEVICE=cuda BUILD_DIR="$build" OUT="$logs" bounded benchmarks/gpu.sh > "$logs/bench-gpu.log" 2>&1
+      status=$?
+      record bench-gpu $status "$((SECONDS - start)) s, $(grep -c '^RESULT' "$logs/gpu-bench.txt" 2>/dev/null || true) RESULT lines in gpu-bench.txt"
       t0=$SECONDS
       for device in cuda cpu; do
         BUILD_DIR="$build" DEVICE=$device OUT_DIR="$build/bench-tag" bounded benchmarks/tag.sh > "$logs/bench-tag-$device.log" 2>&1

@@ -3,7 +3,8 @@
 # network) into the ignored folder .carry/deps: the cxxopts header, GoogleTest's headers, static
 # libraries and CMake package files, and zlib's headers and static library (in case the machine
 # has no zlib development files; CMake's FindZLIB looks in the prefix first); and the CoNLL-2000
-# files the GPU benchmarks read, into .carry/data (scripts/gpu-checks.sh passes them on). Carry `.carry` to that machine and configure with
+# and CoNLL-2002 files the GPU benchmarks read, into .carry/data (scripts/gpu-checks.sh passes
+# them on). Carry `.carry` to that machine and configure with
 #   scripts/build.sh -DCRFX_DEPS_DIR=$PWD/.carry/deps
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +24,8 @@ rm -rf "$data"
 mkdir -p "$data"
 cp ../shared/data/conll2000/train.txt ../shared/data/conll2000/test.txt \
   ../shared/data/conll2000/chunking.template "$data/"
-du -sh "$dst" "$data"
+data2002=.carry/data/conll2002  # benchmarks/gpu.sh's NER shapes (Spanish, Dutch)
+rm -rf "$data2002"
+mkdir -p "$data2002"
+cp ../shared/data/conll2002/esp.train ../shared/data/conll2002/ned.train "$data2002/"
+du -sh "$dst" "$data" "$data2002"
