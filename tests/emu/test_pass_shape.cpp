@@ -1,7 +1,8 @@
 // crfx — what the emulated device can say about a GPU pass's speed without a GPU: the counts
 // that decide its overhead and its critical path, whatever the device's clock.
 //   - Kernel launches, host synchronisations and copies of one objective+gradient pass (and of
-//     one Viterbi pass) do not grow with the number of sentences.
+//     one Viterbi pass), and of a quasi-Newton iteration, do not grow with the number of
+//     sentences.
 //   - The gradient gather's serial work (the occurrences one warp walks in turn) does not grow
 //     with an attribute's frequency: a corpus where one attribute is in every token.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "../gpu/gpu_check.hpp"
+#include "crfx/trainer.hpp"
 #include "emu/emu_launch.hpp"
 
 namespace crfx::test {
@@ -74,6 +76,41 @@ TEST(PassShape, LaunchesSyncsAndCopiesDoNotGrowWithSentences) {
                          (layout == Layout::dense ? "_dense" : "_observed"),
                      std::to_string(large.evaluate.launches));
     }
+}
+
+// Six iterations of L-BFGS and of OWL-QN (the same evaluations on both problems: no line-search
+// retries at these sizes) ask the device for the same launches, synchronisations and copies for
+// 30 sentences as for 300; per iteration a pass (one synchronisation) and the two-loop
+// recursion's dot products (one each: their values steer the host's next step).
+TEST(PassShape, QuasiNewtonIterationDoesNotGrowWithSentences) {
+  REQUIRE_GPU();
+  for (const char* algo : {"lbfgs", "owlqn"}) {
+    SCOPED_TRACE(algo);
+    emu::HostCounters counts[2];
+    double passes[2];
+    for (int k = 0; k < 2; ++k) {
+      const auto p = random_problem(5, 30, 0, k == 0 ? 30 : 300, 12, 71);
+      TrainOptions o;
+      o.c1 = std::string(algo) == "owlqn" ? 0.1 : 0.0;
+      o.c2 = 0.5;
+      o.epsilon = o.delta = 0;
+      o.period = 0;
+      o.max_iterations = 6;
+      BackendPtr b = gpu_backend(p.dims);
+      auto corpus = b->upload(p.corpus);
+      Objective obj(*b, *corpus, o.c1, o.c2);
+      auto w = b->vector(p.dims.num_weights());
+      emu::reset_host_counters();
+      find_trainer(algo).make()->train(obj, *w, o, nullptr);
+      counts[k] = emu::host_counters();
+      passes[k] = obj.passes();
+    }
+    ASSERT_EQ(passes[0], passes[1]) << "the same evaluations (else the counts cannot be compared)";
+    expect_same(counts[0], counts[1], algo);
+    EXPECT_LE(counts[1].syncs, 6u * 20u) << "host synchronisations of six iterations";
+    RecordProperty(std::string(algo) + "_syncs_per_iteration", std::to_string(double(counts[1].syncs) / 6));
+    RecordProperty(std::string(algo) + "_launches_per_iteration", std::to_string(double(counts[1].launches) / 6));
+  }
 }
 
 /// `p` with attribute 0 added as the first item of every token (a bias, a frequent POS tag).
