@@ -45,6 +45,7 @@
 #include "crfx/output.hpp"
 #include "crfx/tagger.hpp"
 #include "crfx/tag_run.hpp"
+#include "crfx/train.hpp"
 #include "crfx/trainer.hpp"
 
 namespace crfx {
@@ -182,14 +183,18 @@ void add_device_options(cxxopts::Options& o) {
       ("threads", "CPU worker threads (0 = all cores)", cxxopts::value<unsigned>()->default_value("0"));
 }
 
-/// `cpu_only`: the trainer runs on the CPU only (TrainerInfo::cpu_only): --device auto takes the CPU.
-BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet, bool cpu_only = false) {
+/// --device and --threads.
+BackendOptions backend_options(const cxxopts::ParseResult& r) {
   BackendOptions bo;
   bo.device = parse_device(get<std::string>(r, "device"));
-  if (cpu_only && bo.device == DeviceKind::auto_select) bo.device = DeviceKind::cpu;
   bo.threads = get<unsigned>(r, "threads");
   if (bo.threads > kMaxThreads)
     throw UsageError("--threads: at most " + std::to_string(kMaxThreads) + " (got " + std::to_string(bo.threads) + ")");
+  return bo;
+}
+
+BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet) {
+  const BackendOptions bo = backend_options(r);
   std::string note;
   BackendPtr b = make_backend(dims, bo, &note);
   if (!quiet) std::cerr << note << "\n";
@@ -330,52 +335,18 @@ double peak_resident_bytes() {
   return double(ru.ru_maxrss) * 1024.0;
 }
 
-/// Prints the run's memory estimate (weights, optimizer state, corpus) and refuses, before
-/// anything large is allocated, a run that cannot fit where the backend keeps its vectors.
-void check_run_memory(const TrainerInfo& trainer, const TrainOptions& opt, const FeatureSpace& fs,
-                      const Corpus& corpus, Backend& backend, double limit, bool quiet) {
-  const Dims dims = fs.dims();
-  const MemoryCheck c = check_memory(trainer, opt, dims, corpus, backend, limit);
-  if (!quiet) std::cerr << "memory: " << c.figures << "\n";
-  if (c.fits) return;
+/// A run refused by the memory check, in crfx train's words: the library's shortfall and advice
+/// naming crfx train's options.
+[[noreturn]] void refuse_memory(const MemoryRefusal& e) {
   std::string advice;
-  if (dims.dense())
-    advice = "--features all gives every attribute × label pair a weight (" + std::to_string(dims.num_weights()) +
+  if (e.dense_layout())
+    advice = "--features all gives every attribute × label pair a weight (" +
+             std::to_string(e.check().estimate.weights / sizeof(double)) +
              "); the default, --features observed, keeps the pairs seen in training";
   else
     advice = "raise --min-freq to drop rare attributes";
-  if (c.estimate.vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
-  throw Error("this training run " + c.shortfall + "; " + advice);
-}
-
-/// Refuses an implausible label set before anything of its size is allocated: more than
-/// kManyLabels labels, seen fewer than kLabelUses times each on average or a quarter of them only
-/// once (words are Zipf-distributed, tag sets are not), is the wrong column read as the label (a
-/// word column, or CoNLL columns read as CRFsuite lines), not a tag set.
-constexpr std::size_t kManyLabels = 1000, kLabelUses = 5;
-void check_label_count(const FeatureSpace& fs, const Corpus& corpus, const std::string& path) {
-  const std::size_t L = fs.labels.size(), N = corpus.num_tokens();
-  if (L <= kManyLabels) return;
-  std::vector<std::size_t> uses(L, 0);
-  for (const auto y : corpus.labels)
-    if (y < L) ++uses[y];
-  const std::size_t once = std::size_t(std::count(uses.begin(), uses.end(), std::size_t(1)));
-  if (L * kLabelUses <= N && once * 4 <= L) return;
-  const std::string column =
-      fs.format == InputFormat::conll
-          ? "the last column (column " + std::to_string(fs.feature_columns + 1) + " of each token line)"
-          : "the field before the first tab";
-  throw InputError(path, 0,
-                   std::to_string(L) + " labels in " + std::to_string(N) + " tokens (" + std::to_string(once) +
-                       " seen once): the label is read from " +
-                       column + "; is that the label column? (" + fs.labels.at(0) + ", " + fs.labels.at(1) +
-                       ", " + fs.labels.at(2) + ", …)");
-}
-
-/// The weights of `dims`'s sizes in the dense layout (every attribute × label pair).
-std::size_t all_pairs(Dims dims) {
-  dims.layout = nullptr;
-  return dims.num_weights();
+  if (e.check().estimate.vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
+  throw Error(std::string(e.what()) + "; " + advice);
 }
 
 /// --features and CRFsuite's two switches.
@@ -617,6 +588,175 @@ CheckpointKeys checkpoint_keys(const cxxopts::ParseResult& r, const TrainerInfo&
   return keys;
 }
 
+/// crfx train's command line, checked: the run's settings (a TrainConfig) and what the command
+/// does around the run (outputs, checkpoint, resume, dev data).
+struct TrainArgs {
+  TrainConfig config;
+  std::vector<std::string> data_paths;
+  std::string model_path, log_path, checkpoint_path, dev_path;
+  int checkpoint_every = 0;
+  std::unique_ptr<Checkpoint> resume;  // --resume: read (and its checksum verified) before the data
+  bool quiet = false;
+};
+
+/// The outputs (-m, --log, --checkpoint) checked before minutes of training, not after: each
+/// writable, none of them the same file as another or as one of the run's inputs.
+void check_train_outputs(const cxxopts::ParseResult& r, TrainArgs& a) {
+  const std::string& model_path = a.model_path;
+  if (model_path == "-") throw UsageError("-m/--model: a model is a binary file, not for standard output; name a file");
+  set_replace_read_only(r.count("force") > 0);
+  check_output_path(model_path);
+  std::vector<std::string> inputs = a.data_paths;
+  for (const char* in : {"template", "dev"})
+    if (r.count(in)) inputs.push_back(get<std::string>(r, in));
+  check_not_an_input(model_path, inputs);
+  if (!a.log_path.empty() && a.log_path != "-") {
+    check_output_path(a.log_path);
+    check_not_the_same_output(a.log_path, model_path, "the model file (-m)");
+    inputs.push_back(model_path);
+    check_not_an_input(a.log_path, inputs);
+  }
+  a.checkpoint_every = get<int>(r, "checkpoint-every");
+  if (a.checkpoint_every < 0) throw UsageError("--checkpoint-every: a number of iterations ≥ 0 (0: every 5 minutes)");
+  if (r.count("checkpoint-every") && a.checkpoint_path.empty())
+    throw UsageError("--checkpoint-every needs --checkpoint FILE");
+  if (!a.checkpoint_path.empty()) {
+    if (a.checkpoint_path == "-") throw UsageError("--checkpoint: a checkpoint is a binary file; name a file");
+    check_output_path(a.checkpoint_path);
+    check_not_the_same_output(a.checkpoint_path, model_path, "the model file (-m)");
+    if (!a.log_path.empty()) check_not_the_same_output(a.checkpoint_path, a.log_path, "the log (--log)");
+    check_not_an_input(a.checkpoint_path, inputs);  // the data, template, dev
+  }
+  if (r.count("resume")) {
+    a.resume = std::make_unique<Checkpoint>(get<std::string>(r, "resume"));
+    check_not_an_input(model_path, {a.resume->path()});
+    if (!a.log_path.empty()) check_not_an_input(a.log_path, {a.resume->path()});
+  }
+}
+
+/// --type, checked against the algorithm (the first thing crfx train checks).
+ModelType model_type(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
+  ModelType type;
+  try {
+    type = parse_model_type(get<std::string>(r, "type"));
+  } catch (const Error& e) {
+    throw UsageError(std::string("--type: ") + e.what());
+  }
+  if (trainer.maxent_only && type != ModelType::maxent)
+    throw UsageError("-a " + std::string(trainer.name) +
+                     " trains Maxent models: add --type maxent (or use lbfgs, owlqn, … for a CRF)");
+  return type;
+}
+
+/// The training run's settings from the command line (TrainConfig), in crfx train's words. The
+/// device is checked by TrainingRun, before any data is read.
+TrainConfig train_config(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
+  TrainConfig c;
+  c.algorithm = trainer.name;
+  c.type = model_type(r, trainer);
+  c.options = train_options(r, trainer);
+  c.features = feature_set(r);
+  c.min_freq = get<std::size_t>(r, "min-freq");
+  c.format = parse_format(get<std::string>(r, "format"));
+  if (c.format == InputFormat::conll && !r.count("template"))
+    throw UsageError("CoNLL data needs --template (or use --format crfsuite)");
+  if (c.format != InputFormat::conll && r.count("template"))
+    throw UsageError("--template applies to CoNLL data, not --format crfsuite");
+  c.backend = backend_options(r);
+  if (trainer.cpu_only && c.backend.device == DeviceKind::cuda)
+    throw UsageError("-a " + c.algorithm + ": " + trainer.cpu_only + "; use --device cpu (or auto)");
+  c.max_memory = r.count("max-memory") ? parse_bytes(get<std::string>(r, "max-memory")) : 0;
+  if (c.format == InputFormat::conll) c.templ = FeatureTemplate::load(get<std::string>(r, "template"));
+  return c;
+}
+
+/// The command line of crfx train, checked (usage errors before any data is read).
+TrainArgs train_args(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
+  TrainArgs a;
+  model_type(r, trainer);
+  if (!r.count("data")) throw UsageError("missing training data (crfx train DATA -m MODEL ...)");
+  a.data_paths = get<std::vector<std::string>>(r, "data");
+  if (a.data_paths.size() == 3 && !r.count("model") && !r.count("template"))
+    throw UsageError("crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is not "
+                     "crfx's (see 'crfx train --help')");
+  a.model_path = required(r, "model", "-m/--model: where to write the model");
+  a.log_path = r.count("log") ? get<std::string>(r, "log") : "";
+  a.checkpoint_path = r.count("checkpoint") ? get<std::string>(r, "checkpoint") : "";
+  a.dev_path = r.count("dev") ? get<std::string>(r, "dev") : "";
+  a.quiet = r.count("quiet") > 0;
+  check_train_outputs(r, a);
+  a.config = train_config(r, trainer);
+  return a;
+}
+
+/// --dev: the development data compiled with the model's features, its gold labels, and the
+/// figure crfx eval would report for these labels (chunk F1 or token accuracy).
+struct DevData {
+  Corpus corpus;
+  std::vector<std::string> gold;
+  EvalMode mode = EvalMode::item;
+};
+
+DevData read_dev(const std::string& path, const FeatureSpace& fs) {
+  DevData d;
+  if (!path.empty()) {
+    const TextData text = read_text(fs, path);
+    d.corpus = compile(fs, text);
+    d.gold = gold_labels(text);
+    if (d.gold.size() != d.corpus.num_tokens()) throw InputError(text.path, 0, "development data needs gold labels");
+  }
+  std::set<std::string> labels(d.gold.begin(), d.gold.end());
+  labels.insert(fs.labels.strings().begin(), fs.labels.strings().end());
+  d.mode = resolve_mode(EvalOptions{}, labels);
+  return d;
+}
+
+/// The log's rows so far: its header, or the rows a resumed checkpoint kept; written at once.
+std::string start_log(const TrainArgs& a, EvalMode dev_mode) {
+  std::string text = std::string("iteration,passes,objective,gradient_norm,active_features,seconds,") +
+                     (dev_mode == EvalMode::item ? "dev_accuracy\n" : "dev_f1\n");
+  if (a.resume && !a.resume->note("log").empty()) text = a.resume->note("log");  // the rows before the checkpoint
+  if (a.log_path == "-") {
+    if (!(std::cout << text << std::flush)) throw Error("cannot write the log to standard output: " + stdout_error());
+  } else if (!a.log_path.empty()) {
+    write_file_atomic(a.log_path, text);
+  }
+  return text;
+}
+
+/// --resume: the trainer continues from the checkpoint's state (said on stderr).
+void resume_training(TrainArgs& a, TrainingRun& run, TrainProgress& progress) {
+  Checkpoint& resume = *a.resume;
+  const std::string made_on = resume.note("device");
+  auto kind = [](const std::string& device) { return device.substr(0, device.find_first_of(" :")); };
+  if (kind(made_on) != kind(run.backend().name()))
+    std::cerr << "crfx train: note: the checkpoint was made on " << made_on << ", this run uses "
+              << run.backend().name() << ": the model will not be bit-identical to an uninterrupted run\n";
+  if (!a.quiet) {
+    const std::string within = resume.note("within");
+    std::cerr << "resuming: " << resume.path() << ", "
+              << (within.empty() ? "after iteration " + resume.note("iteration") : "in " + within) << "\n";
+  }
+  progress.iterations = std::atoi(resume.note("iteration").c_str());
+  progress.resumed = &resume;
+  run.trainer().resume_from(&resume.state());
+}
+
+/// How a run stopped by a signal ends: the message, exit status 3.
+int stopped_by_signal(int signal, const TrainArgs& a, const TrainProgress& progress) {
+  std::cerr << "crfx train: stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+            << (progress.stopped_within.empty() ? " at iteration " + std::to_string(progress.iterations)
+                                                 : " in " + progress.stopped_within)
+            << "; model written to " << a.model_path;
+  if (progress.within_checkpoint ||
+      (progress.stopped_within.empty() && progress.checkpoint_iteration == progress.iterations &&
+       progress.iterations > 0))
+    std::cerr << "; checkpoint written to " << a.checkpoint_path << " (continue with --resume " << a.checkpoint_path
+              << ")";
+  std::cerr << "\n";
+  return kExitStoppedBySignal;
+}
+
 int cmd_train(int argc, char** argv) {
   cxxopts::Options o("crfx train", "Train a linear-chain CRF.");
   add_train_options(o);
@@ -625,200 +765,54 @@ int cmd_train(int argc, char** argv) {
   o.parse_positional({"data"});
   cxxopts::ParseResult r;
   if (!parse(o, argc, argv, r)) return 0;
-
   const std::string algo = get<std::string>(r, "algo");
   if (algo == "list") {
     list_trainers();
     return 0;
   }
-  const TrainerInfo* found = nullptr;
+  const TrainerInfo* trainer = nullptr;
   try {
-    found = &find_trainer(algo);
+    trainer = &find_trainer(algo);
   } catch (const Error& e) {
     throw UsageError(std::string("-a: ") + e.what() + " (crfx train --algo list describes them)");
   }
-  const TrainerInfo& trainer = *found;
-  ModelType model_type;
-  try {
-    model_type = parse_model_type(get<std::string>(r, "type"));
-  } catch (const Error& e) {
-    throw UsageError(std::string("--type: ") + e.what());
-  }
-  if (trainer.maxent_only && model_type != ModelType::maxent)
-    throw UsageError("-a " + algo + " trains Maxent models: add --type maxent (or use lbfgs, owlqn, … for a CRF)");
-  if (!r.count("data")) throw UsageError("missing training data (crfx train DATA -m MODEL ...)");
-  const auto data_paths = get<std::vector<std::string>>(r, "data");
-  if (data_paths.size() == 3 && !r.count("model") && !r.count("template"))
-    throw UsageError("crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is not "
-                     "crfx's (see 'crfx train --help')");
-  const std::string& data_path = data_paths.front();  // messages about the data as a whole
-  const std::string model_path = required(r, "model", "-m/--model: where to write the model");
-  if (model_path == "-") throw UsageError("-m/--model: a model is a binary file, not for standard output; name a file");
-  set_replace_read_only(r.count("force") > 0);
-  check_output_path(model_path);  // before minutes of training, not after
-  // No output may be one of the run's inputs (-m naming the data or the template, …).
-  std::vector<std::string> inputs = data_paths;
-  for (const char* in : {"template", "dev"})
-    if (r.count(in)) inputs.push_back(get<std::string>(r, in));
-  check_not_an_input(model_path, inputs);
-  if (r.count("log") && get<std::string>(r, "log") != "-") {
-    check_output_path(get<std::string>(r, "log"));
-    check_not_the_same_output(get<std::string>(r, "log"), model_path, "the model file (-m)");
-    inputs.push_back(model_path);
-    check_not_an_input(get<std::string>(r, "log"), inputs);
-  }
-  const std::string checkpoint_path = r.count("checkpoint") ? get<std::string>(r, "checkpoint") : "";
-  const int checkpoint_every = get<int>(r, "checkpoint-every");
-  if (checkpoint_every < 0) throw UsageError("--checkpoint-every: a number of iterations ≥ 0 (0: every 5 minutes)");
-  if (r.count("checkpoint-every") && checkpoint_path.empty())
-    throw UsageError("--checkpoint-every needs --checkpoint FILE");
-  if (!checkpoint_path.empty()) {
-    if (checkpoint_path == "-") throw UsageError("--checkpoint: a checkpoint is a binary file; name a file");
-    check_output_path(checkpoint_path);
-    check_not_the_same_output(checkpoint_path, model_path, "the model file (-m)");
-    if (r.count("log")) check_not_the_same_output(checkpoint_path, get<std::string>(r, "log"), "the log (--log)");
-    check_not_an_input(checkpoint_path, inputs);  // the data, template, dev
-  }
-  // --resume: the checkpoint is read (and its checksum verified) before the data.
-  std::unique_ptr<Checkpoint> resume;
-  if (r.count("resume")) {
-    resume = std::make_unique<Checkpoint>(get<std::string>(r, "resume"));
-    check_not_an_input(model_path, {resume->path()});
-    if (r.count("log")) check_not_an_input(get<std::string>(r, "log"), {resume->path()});
-  }
-  const bool quiet = r.count("quiet") > 0;
-
-  const TrainOptions opt = train_options(r, trainer);
-  const FeatureSet features = feature_set(r);
-  {  // --device cuda without a GPU fails now, not after the data is read
-    BackendOptions bo;
-    bo.device = parse_device(get<std::string>(r, "device"));
-    if (trainer.cpu_only && bo.device == DeviceKind::cuda)
-      throw UsageError("-a " + algo + ": " + trainer.cpu_only + "; use --device cpu (or auto)");
-    check_device(bo);
-  }
-  const double memory_limit = r.count("max-memory") ? parse_bytes(get<std::string>(r, "max-memory")) : 0;
+  TrainArgs a = train_args(r, *trainer);
   const double t0 = now_seconds();
-  Model model;
-  FeatureSpace& fs = model.features;
-  fs.type = model_type;
-  fs.format = parse_format(get<std::string>(r, "format"));
-  if (fs.format == InputFormat::conll) {
-    if (!r.count("template")) throw UsageError("CoNLL data needs --template (or use --format crfsuite)");
-    fs.templ = FeatureTemplate::load(get<std::string>(r, "template"));
-    const std::size_t b_lines = fs.templ.edge_bigrams().size() + (fs.templ.has_transitions() ? 1 : 0);
-    if (fs.type == ModelType::maxent && b_lines > 0)
-      std::cerr << "crfx train: note: --type maxent ignores the template's B line" << (b_lines == 1 ? "" : "s")
-                << " (a Maxent model has no transitions and no edge features)\n";
-  } else if (r.count("template")) {
-    throw UsageError("--template applies to CoNLL data, not --format crfsuite");
-  }
-  TextData train_text = read_text(fs, data_paths);
-  Corpus corpus = compile_training(fs, train_text, get<std::size_t>(r, "min-freq"));
-  train_text = TextData();  // the text is no longer needed
-  if (corpus.num_sentences() == 0) throw InputError(data_path, 0, "no sentences in the training data");
-  if (fs.state_attrs.size() == 0 && fs.edge_attrs.size() == 0) {
-    // Nothing to learn from but the label bigrams: a template without U lines, or data that is
-    // not in the format read (CoNLL columns read as CRFsuite lines give labels and no attributes).
-    if (fs.format == InputFormat::conll)
-      throw InputError(get<std::string>(r, "template"), 0,
-                       "the template generates no attributes (no U line, or none that fires"
-                       " after --min-freq): the model would have nothing to learn from");
-    throw InputError(data_path, 0,
-                     "no attributes in the data read as CRFsuite lines (LABEL<TAB>attr…)"
-                     "; for CoNLL columns use --format conll with a --template");
-  }
-  check_label_count(fs, corpus, data_path);
-  choose_layout(fs, corpus, features);
-  const Dims dims = fs.dims();
-  if (!quiet)
-    std::cerr << "data: " << corpus.num_sentences() << " sentences, " << corpus.num_tokens()
-              << " tokens, " << dims.L << " labels, " << dims.A << " attributes, " << dims.E
-              << " edge attributes, " << dims.num_weights() << " weights ("
-              << (dims.dense() ? "every pair" : "observed pairs; every pair would be " + std::to_string(all_pairs(dims)))
-              << "; " << fmt("%.2f", now_seconds() - t0) << " s)\n";
-
-  CheckpointKeys keys;
-  if (!checkpoint_path.empty() || resume) keys = checkpoint_keys(r, trainer, opt, fs, corpus);
-  if (resume) resume->check(keys);
-
-  TextData dev_text;
-  Corpus dev_corpus;
-  std::vector<std::string> dev_gold;
-  if (r.count("dev")) {
-    dev_text = read_text(fs, get<std::string>(r, "dev"));
-    dev_corpus = compile(fs, dev_text);
-    dev_gold = gold_labels(dev_text);
-    if (dev_gold.size() != dev_corpus.num_tokens())
-      throw InputError(dev_text.path, 0, "development data needs gold labels");
-  }
-  // The dev figure crfx eval would report for these labels: chunk F1 or token accuracy.
-  std::set<std::string> dev_labels(dev_gold.begin(), dev_gold.end());
-  dev_labels.insert(fs.labels.strings().begin(), fs.labels.strings().end());
-  const EvalMode dev_mode = resolve_mode(EvalOptions{}, dev_labels);
-
-  BackendPtr backend = backend_from(r, dims, quiet, trainer.cpu_only != nullptr);
-  check_run_memory(trainer, opt, fs, corpus, *backend, memory_limit, quiet);
-  BackendCorpusPtr train_up = backend->upload(std::move(corpus));  // resident on the backend now
-  release_free_memory();  // the training text, before the trainer's vectors are mapped
-  BackendCorpusPtr dev_up = r.count("dev") ? backend->upload(dev_corpus) : nullptr;
-
-  Objective objective(*backend, *train_up, opt.c1, opt.c2, opt.loss);
-
-  const std::string log_path = r.count("log") ? get<std::string>(r, "log") : "";
-  std::string log_text = std::string("iteration,passes,objective,gradient_norm,active_features,seconds,") +
-                         (dev_mode == EvalMode::item ? "dev_accuracy\n" : "dev_f1\n");
-  if (resume && !resume->note("log").empty()) log_text = resume->note("log");  // the rows before the checkpoint
-  if (log_path == "-") {
-    if (!(std::cout << log_text << std::flush)) throw Error("cannot write the log to standard output: " + stdout_error());
-  } else if (!log_path.empty()) {
-    write_file_atomic(log_path, log_text);
-  }
-  if (!quiet && trainer.uses_objective)
-    std::cerr << "training: " << trainer.name << ", c1 = " << opt.c1 << ", c2 = " << opt.c2
-              << (opt.loss != SequenceLoss::seq_log ? std::string(", loss ") + sequence_loss_name(opt.loss) : "")
-              // The batch trainers (those with iterations) minimise seq-exp's log (crfx/trainer.hpp).
-              << (objective.log_scale() && trainer.takes("max-iterations")
-                      ? " (minimised as log(H + c2·‖w‖²), the same optimum; the objective shown is that log)"
-                  : opt.loss == SequenceLoss::seq_exp && opt.c1 > 0 && trainer.takes("max-iterations")
-                      ? " (from L-BFGS's fit of log(H + c2·‖w‖²) without c1: the objective shown is that log, "
-                        "then H + c2·‖w‖² + c1·‖w‖₁)"
-                      : "")
-              << "\n";
-  else if (!quiet)  // ap, boost: no regulariser, no --loss
-    std::cerr << "training: " << trainer.name << " (unregularised: no c1, c2)\n";
-
-  TrainProgress progress{*backend, dev_up.get(), dev_corpus, dev_gold, dev_mode, fs.labels, quiet, log_path,
-                         log_text};
-  progress.log_written = log_text.size();  // written above
-  progress.checkpoint_path = checkpoint_path;
-  progress.checkpoint_every = checkpoint_every;
-  progress.checkpoint_keys = keys;
-  const double train_start = now_seconds();
-  VectorPtr w = backend->vector(dims.num_weights());
-  const auto algorithm = trainer.make();
-  if (resume) {
-    const std::string made_on = resume->note("device");
-    auto kind = [](const std::string& device) { return device.substr(0, device.find_first_of(" :")); };
-    if (kind(made_on) != kind(backend->name()))
-      std::cerr << "crfx train: note: the checkpoint was made on " << made_on << ", this run uses "
-                << backend->name() << ": the model will not be bit-identical to an uninterrupted run\n";
-    if (!quiet) {
-      const std::string within = resume->note("within");
-      std::cerr << "resuming: " << resume->path() << ", "
-                << (within.empty() ? "after iteration " + resume->note("iteration") : "in " + within) << "\n";
-    }
-    progress.iterations = std::atoi(resume->note("iteration").c_str());
-    progress.resumed = resume.get();
-    algorithm->resume_from(&resume->state());
-  }
+  a.config.note = [quiet = a.quiet](const std::string& line) {
+    if (line.rfind("note: ", 0) == 0)
+      std::cerr << "crfx train: " << line << "\n";
+    else if (!quiet)
+      std::cerr << line << "\n";
+  };
   // The first Ctrl-C or kill ends training after the current iteration — for the stochastic
   // trainers after the current mini-batch (their poll), with the checkpoint of that point.
-  algorithm->stop_when([] { return stop_signal() != 0; });
-  set_graceful_stop(true);
-  double f = 0;
+  a.config.stop = [] { return stop_signal() != 0; };
+  TrainingRun run(a.config);
+  run.compile(read_text(run.features(), a.data_paths));  // the text is released after compiling
+  const FeatureSpace& fs = run.features();
+  CheckpointKeys keys;
+  if (!a.checkpoint_path.empty() || a.resume) keys = checkpoint_keys(r, *trainer, a.config.options, fs, run.corpus());
+  if (a.resume) a.resume->check(keys);
+  const DevData dev = read_dev(a.dev_path, fs);
   try {
-    f = algorithm->train(objective, *w, opt, std::ref(progress));
+    run.prepare();
+  } catch (const MemoryRefusal& e) {
+    refuse_memory(e);
+  }
+  release_free_memory();  // the training text, before the trainer's vectors are mapped
+  BackendCorpusPtr dev_up = a.dev_path.empty() ? nullptr : run.backend().upload(dev.corpus);
+  const std::string log_text = start_log(a, dev.mode);
+  TrainProgress progress{run.backend(), dev_up.get(), dev.corpus, dev.gold, dev.mode, fs.labels, a.quiet, a.log_path,
+                         log_text};
+  progress.log_written = log_text.size();  // written by start_log
+  progress.checkpoint_path = a.checkpoint_path;
+  progress.checkpoint_every = a.checkpoint_every;
+  progress.checkpoint_keys = keys;
+  if (a.resume) resume_training(a, run, progress);
+  TrainResult result;
+  set_graceful_stop(true);
+  try {
+    result = run.run(std::ref(progress));
   } catch (const Error& e) {  // no model of this run; say where the last good state is
     try {
       progress.flush_log();  // the rows up to the failure
@@ -826,41 +820,22 @@ int cmd_train(int argc, char** argv) {
     }
     if (progress.checkpoint_iteration == 0) throw;
     throw Error(std::string(e.what()) + "; the last checkpoint, of iteration " +
-                std::to_string(progress.checkpoint_iteration) + ", is " + checkpoint_path);
+                std::to_string(progress.checkpoint_iteration) + ", is " + a.checkpoint_path);
   }
   if (progress.resumed) progress.resumed->finish();  // stopped without a report (a test fired at once)
-  resume.reset();
+  a.resume.reset();
   const int stopped_by = stop_signal();
-  const double train_seconds = now_seconds() - train_start - progress.callback_seconds;
   progress.flush_log();
-
-  model.weights = to_host(*backend, *w);
-  for (double x : model.weights)  // never a model of NaN (the trainers stop before; this is the last guard)
-    if (!std::isfinite(x)) throw Error("training ended with weights that are not finite; no model written");
-  save_model(model, model_path);
+  save_model(result.model, a.model_path);
   set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
-  if (stopped_by) {
-    std::cerr << "crfx train: stopped by " << (stopped_by == SIGINT ? "SIGINT" : "SIGTERM")
-              << (progress.stopped_within.empty() ? " at iteration " + std::to_string(progress.iterations)
-                                                   : " in " + progress.stopped_within)
-              << "; model written to " << model_path;
-    if (progress.within_checkpoint ||
-        (progress.stopped_within.empty() && progress.checkpoint_iteration == progress.iterations &&
-         progress.iterations > 0))
-      std::cerr << "; checkpoint written to " << checkpoint_path << " (continue with --resume " << checkpoint_path
-                << ")";
-    std::cerr << "\n";
-    return kExitStoppedBySignal;
-  }
-  if (!quiet) {
-    std::cerr << "stopped: " << algorithm->stop_reason() << "\n";
-    std::cerr << "done: " << progress.iterations << " iterations, " << fmt("%.1f", objective.passes())
-              << " passes, objective " << objective_text(f) << ", "
-              << backend->count_nonzero(*w) << " active features, training "
-              << fmt("%.2f", train_seconds) << " s, total " << fmt("%.2f", now_seconds() - t0)
-              << " s, peak resident memory " << bytes_text(peak_resident_bytes()) << "\nmodel written to "
-              << model_path << "\n";
-  }
+  if (stopped_by) return stopped_by_signal(stopped_by, a, progress);
+  if (!a.quiet)
+    std::cerr << "stopped: " << result.stop_reason << "\n"
+              << "done: " << progress.iterations << " iterations, " << fmt("%.1f", result.passes)
+              << " passes, objective " << objective_text(result.objective) << ", " << result.active_features
+              << " active features, training " << fmt("%.2f", result.seconds) << " s, total "
+              << fmt("%.2f", now_seconds() - t0) << " s, peak resident memory " << bytes_text(peak_resident_bytes())
+              << "\nmodel written to " << a.model_path << "\n";
   return 0;
 }
 

@@ -17,6 +17,8 @@
 #   optim     trainer.hpp, host/optim              → rules backend data base
 #   eval      eval.hpp, host/eval                  → io base
 #   tag       tagger.hpp, tag_run.hpp, host/tag   → model features backend io data base
+#   api       train.hpp, host/train (a training run: the one entry point of the CLI and Python)
+#                                                  → tag eval optim model features backend io data base
 # apps/ and tests/ may use every part and are not checked. So optimizers see the Backend interface,
 # never a backend; of host/ kernels see only host/optim/rules; the readers never see features or models.
 cmake_minimum_required(VERSION 3.24)
@@ -37,6 +39,7 @@ set(allowed_factory cpu cuda backend data base)
 set(allowed_optim rules backend data base)
 set(allowed_eval io base)
 set(allowed_tag model features backend io data base)
+set(allowed_api tag eval optim model features backend io data base)
 
 # The part a public header belongs to.
 set(header_error base)
@@ -55,6 +58,7 @@ set(header_checkpoint optim)
 set(header_eval eval)
 set(header_tagger tag)
 set(header_tag_run tag)
+set(header_train api)
 # The part of a folder under host/.
 set(folder_util base)
 set(folder_backend backend)
@@ -66,6 +70,7 @@ set(folder_cpu cpu)
 set(folder_optim optim)
 set(folder_eval eval)
 set(folder_tag tag)
+set(folder_train api)
 
 # part_of_file(<path relative to ROOT> <out>): the part of a source file, or "" when unchecked.
 function(part_of_file rel out)

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 #include "crfx/model.hpp"
 #include "crfx/tag_run.hpp"
 #include "crfx/tagger.hpp"
+#include "crfx/train.hpp"
 #include "crfx/trainer.hpp"
 
 namespace py = pybind11;
@@ -94,8 +96,7 @@ crfx::TextData read_sequences(py::handle X, py::handle y) {
                            " is a " + std::string(py::str(xseq.get_type().attr("__name__"))) + ")");
     CrfsuiteSentence sentence;
     for (py::handle features : xseq) {
-      CrfsuiteToken token;
-      token.line = sentence.size() + 1;
+      CrfsuiteToken token;  // line 0: messages name the sequence and token
       read_token(features, token, s, sentence.size());
       sentence.push_back(std::move(token));
     }
@@ -203,52 +204,66 @@ crfx::BackendOptions training_backend(const crfx::TrainerInfo& trainer, const st
   return bo;
 }
 
-/// Trains on `corpus` (compiled into `fs`) without the GIL; Ctrl-C stops after an iteration. A run
-/// whose estimated memory exceeds what the backend has (or `max_memory` bytes, when > 0) is
-/// refused with MemoryError before anything large is allocated, as crfx train refuses it.
-std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corpus, const crfx::TrainerInfo& trainer,
-                                        const py::dict& params, bool all_states, bool all_transitions,
-                                        const std::string& device, unsigned threads, double max_memory) {
-  const crfx::TrainOptions options = train_options(trainer, params);
+/// The training run's settings from fit's and train_file's arguments.
+crfx::TrainConfig train_config(const std::string& algorithm, const py::dict& params, bool all_states,
+                               bool all_transitions, const std::string& device, unsigned threads,
+                               std::size_t min_freq, const std::string& type, double max_memory) {
+  const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
+  crfx::TrainConfig c;
+  c.algorithm = trainer.name;
+  c.type = model_type(type, trainer);
+  c.options = train_options(trainer, params);
+  c.features.all_states = all_states;
+  c.features.all_transitions = all_transitions;
+  c.min_freq = min_freq;
+  c.backend = training_backend(trainer, device, threads);
+  c.max_memory = max_memory;
+  return c;
+}
+
+/// Trains through crfx::TrainingRun (the library's checks of the input, the CLI's) without the
+/// GIL, on the data `read` gives (called without the GIL too); Ctrl-C stops after an iteration (a
+/// stochastic trainer: after a mini-batch). A run whose estimated memory exceeds what the backend
+/// has (or max_memory) is refused with MemoryError before anything large is allocated; the run's
+/// notes ("note: …") become UserWarnings.
+std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function<crfx::TextData(const crfx::FeatureSpace&)>& read) {
   auto result = std::make_shared<PyModel>();
-  result->backend = training_backend(trainer, device, threads);
+  result->backend = config.backend;
+  std::vector<std::string> notes;
+  config.note = [&](const std::string& line) {
+    if (line.rfind("note: ", 0) == 0) notes.push_back(line.substr(6));
+  };
   bool interrupted = false;
+  config.stop = [&] {  // the stochastic trainers ask after every mini-batch
+    py::gil_scoped_acquire acquire;
+    if (PyErr_CheckSignals() != 0) interrupted = true;  // (the error stays set)
+    return interrupted;
+  };
+  const bool all_states = config.features.all_states;
   std::string refused;
-  crfx::BackendPtr backend;
+  std::unique_ptr<crfx::TrainingRun> run;
   {
     py::gil_scoped_release release;
-    if (corpus.num_sentences() == 0) throw crfx::Error("no sequences to train on");
-    crfx::FeatureSet set;
-    set.all_states = all_states;
-    set.all_transitions = all_transitions;
-    crfx::choose_layout(fs, corpus, set);
-    const crfx::Dims dims = fs.dims();
-    backend = crfx::make_backend(dims, result->backend);
-    const crfx::MemoryCheck memory = crfx::check_memory(trainer, options, dims, corpus, *backend, max_memory);
-    if (!memory.fits)
-      refused = "this training run " + memory.shortfall + "; " +
+    run = std::make_unique<crfx::TrainingRun>(config);
+    run->compile(read(run->features()));
+    try {
+      run->prepare();
+    } catch (const crfx::MemoryRefusal& e) {
+      refused = std::string(e.what()) + "; " +
                 (all_states ? "all_possible_states gives every attribute × label pair a weight, the default keeps "
                               "the pairs seen in training"
                             : "raise min_freq to drop rare attributes");
+    }
   }
+  for (const std::string& note : notes)
+    if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) != 0) throw py::error_already_set();
   if (!refused.empty()) {
     PyErr_SetString(PyExc_MemoryError, refused.c_str());
     throw py::error_already_set();
   }
   {
     py::gil_scoped_release release;
-    const crfx::Dims dims = fs.dims();
-    crfx::BackendCorpusPtr up = backend->upload(std::move(corpus));
-    crfx::Objective objective(*backend, *up, options.c1, options.c2, options.loss);
-    crfx::VectorPtr w = backend->vector(dims.num_weights());
-    const auto algo = trainer.make();
-    // Ctrl-C: the stochastic trainers ask after every mini-batch, the others stop at a report.
-    algo->stop_when([&] {
-      py::gil_scoped_acquire acquire;
-      if (PyErr_CheckSignals() != 0) interrupted = true;  // (the error stays set)
-      return interrupted;
-    });
-    algo->train(objective, *w, options, [&](const crfx::Progress& p, const crfx::Vector&) {
+    crfx::TrainResult r = run->run([&](const crfx::Progress& p, const crfx::Vector&) {
       result->iterations = p.iteration;
       if (interrupted) return false;
       py::gil_scoped_acquire acquire;
@@ -258,9 +273,8 @@ std::shared_ptr<PyModel> train_compiled(crfx::FeatureSpace fs, crfx::Corpus corp
       }
       return true;
     });
-    result->stop_reason = algo->stop_reason();
-    result->model.features = std::move(fs);
-    result->model.weights = crfx::to_host(*backend, *w);
+    result->stop_reason = r.stop_reason;
+    result->model = std::move(r.model);
   }
   if (interrupted) throw py::error_already_set();
   return result;
@@ -270,18 +284,11 @@ std::shared_ptr<PyModel> fit(py::handle X, py::handle y, const std::string& algo
                              bool all_states, bool all_transitions, const std::string& device, unsigned threads,
                              std::size_t min_freq, const std::string& type, double max_memory) {
   if (y.is_none()) throw py::value_error("fit needs the labels y");
-  const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
-  crfx::FeatureSpace fs;
-  fs.type = model_type(type, trainer);
+  crfx::TrainConfig config =
+      train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory);
+  config.format = crfx::InputFormat::crfsuite;
   crfx::TextData data = read_sequences(X, y);
-  fs.format = crfx::InputFormat::crfsuite;
-  crfx::Corpus corpus;
-  {
-    py::gil_scoped_release release;
-    corpus = crfx::compile_training(fs, data, min_freq);
-  }
-  return train_compiled(std::move(fs), std::move(corpus), trainer, params, all_states, all_transitions, device,
-                        threads, max_memory);
+  return train_run(std::move(config), [&](const crfx::FeatureSpace&) { return std::move(data); });
 }
 
 std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const std::string& format,
@@ -289,32 +296,21 @@ std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const 
                                     const py::dict& params, bool all_states, bool all_transitions,
                                     const std::string& device, unsigned threads, std::size_t min_freq,
                                     const std::string& type, double max_memory) {
-  const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
-  crfx::FeatureSpace fs;
-  fs.type = model_type(type, trainer);
-  crfx::Corpus corpus;
-  std::size_t b_lines = 0;
+  crfx::TrainConfig config =
+      train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory);
   {
     py::gil_scoped_release release;
     if (format == "conll") {
       if (template_path.empty()) throw crfx::Error("CoNLL data needs a template (template=PATH)");
-      fs.format = crfx::InputFormat::conll;
-      fs.templ = crfx::FeatureTemplate::load(template_path);
-      b_lines = fs.templ.edge_bigrams().size() + (fs.templ.has_transitions() ? 1 : 0);
+      config.format = crfx::InputFormat::conll;
+      config.templ = crfx::FeatureTemplate::load(template_path);
     } else if (format == "crfsuite") {
-      fs.format = crfx::InputFormat::crfsuite;
+      config.format = crfx::InputFormat::crfsuite;
     } else {
       throw crfx::Error("format '" + format + "': conll or crfsuite");
     }
-    corpus = crfx::compile_training(fs, crfx::read_text(fs, data), min_freq);
   }
-  if (fs.type == crfx::ModelType::maxent && b_lines > 0) {  // as crfx train's note, a UserWarning
-    const std::string note = "type=\"maxent\" ignores the template's B line" + std::string(b_lines == 1 ? "" : "s") +
-                             " (a Maxent model has no transitions and no edge features)";
-    if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) != 0) throw py::error_already_set();
-  }
-  return train_compiled(std::move(fs), std::move(corpus), trainer, params, all_states, all_transitions, device,
-                        threads, max_memory);
+  return train_run(std::move(config), [&](const crfx::FeatureSpace& fs) { return crfx::read_text(fs, data); });
 }
 
 crfx::TextData unlabelled(PyModel& m, py::handle X) {

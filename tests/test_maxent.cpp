@@ -636,7 +636,7 @@ TEST(MaxentCli, TrainTagEvalDump) {
                         &out),
               0)
         << out;
-    EXPECT_NE(out.find("crfx train: note: --type maxent ignores the template's B line (a Maxent model has no "
+    EXPECT_NE(out.find("crfx train: note: a Maxent model ignores the template's B line (it has no "
                        "transitions and no edge features)"),
               std::string::npos)
         << out;

@@ -111,6 +111,7 @@ bool FeatureTemplate::Line::has_macro() const {
 FeatureTemplate FeatureTemplate::parse(const std::string& text, const std::string& name) {
   FeatureTemplate t;
   t.source_ = text;
+  t.name_ = name;
   std::size_t line_no = 0;
   std::size_t begin = 0;
   while (begin < text.size()) {

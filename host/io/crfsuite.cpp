@@ -16,6 +16,7 @@
 // tabs counts as blank.
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -27,8 +28,7 @@ namespace crfx {
 
 namespace {
 
-/// The largest attribute value magnitude accepted (see parse_attribute).
-constexpr double kMaxAttributeValue = 1e10;
+constexpr const char* kBeyondRange = " is beyond ±1e10, the range crfx accepts (scale the values down)";
 
 bool blank(const std::string& line) {
   return line.find_first_not_of(" \t") == std::string::npos;
@@ -70,11 +70,8 @@ void parse_attribute(const char* raw, std::size_t n, const std::string& path, st
     if (!ok)
       throw InputError(path, line, "attribute '" + std::string(raw, n) +
                                        "': value '" + text + "' is not a finite number");
-    // Scores are Σ value · weight: values far beyond any feature scale make the first gradient
-    // so large that no step is taken (an all-zero model), so they are refused here.
     if (std::fabs(v) > kMaxAttributeValue)
-      throw InputError(path, line, "attribute '" + std::string(raw, n) + "': value " + text +
-                                       " is beyond ±1e10, the range crfx accepts (scale the values down)");
+      throw InputError(path, line, "attribute '" + std::string(raw, n) + "': value " + text + kBeyondRange);
     attr.value = v;
   }
 }
@@ -122,6 +119,16 @@ std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path) {
   CrfsuiteSentence s;
   while (reader.next(s)) sentences.push_back(std::move(s));
   return sentences;
+}
+
+std::string attribute_value_problem(const std::string& name, double value) {
+  if (!std::isfinite(value)) return "attribute '" + name + "': value " + std::to_string(value) + " is not a finite number";
+  if (std::fabs(value) > kMaxAttributeValue) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return "attribute '" + name + "': value " + text + kBeyondRange;
+  }
+  return "";
 }
 
 }  // namespace crfx

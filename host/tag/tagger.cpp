@@ -41,6 +41,23 @@ constexpr std::size_t kMaxPathsBytes = std::size_t(1) << 30;
 
 void Tagger::tag(const TextData& batch, Tagged& out) { tag(compile(features_, batch), out); }
 
+std::vector<std::vector<std::string>> Tagger::labels(const TextData& batch) {
+  Tagged tagged;
+  tag(batch, tagged);
+  std::vector<std::vector<std::string>> out;
+  std::size_t first = 0;  // the sentence's first token among the compiled ones (empty ones are not)
+  auto add = [&](std::size_t T) {
+    out.emplace_back();
+    for (std::size_t t = 0; t < T; ++t) out.back().push_back(features_.labels.at(tagged.paths[tagged.nbest * first + t]));
+    first += T;
+  };
+  if (batch.format == InputFormat::conll)
+    for (const ConllSentence& s : batch.conll) add(s.size());
+  else
+    for (const CrfsuiteSentence& s : batch.crfsuite) add(s.size());
+  return out;
+}
+
 void Tagger::tag(Corpus&& compiled, Tagged& out) {
   const std::size_t n = options_.nbest, L = features_.dims().L;
   BackendCorpusPtr up = backend_->upload(std::move(compiled));

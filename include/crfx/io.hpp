@@ -111,6 +111,14 @@ class CrfsuiteReader {
 /// unescaped ':' and must be a finite number. Empty attribute names are errors.
 std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path);
 
+/// The largest attribute value magnitude crfx accepts: scores are Σ value · weight, and values
+/// far beyond any feature scale make the first gradient so large that no step is taken (an
+/// all-zero model).
+constexpr double kMaxAttributeValue = 1e10;
+/// Why attribute `name` cannot have `value` (not finite, or beyond ±kMaxAttributeValue), or "".
+/// The readers and the checks of data made in memory (crfx::train) give the same words.
+std::string attribute_value_problem(const std::string& name, double value);
+
 /// One input file of a run over many (crfx tag, crfx eval).
 struct InputFile {
   std::string path;  // as opened ("-": standard input)

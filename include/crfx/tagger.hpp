@@ -74,6 +74,9 @@ class Tagger {
   /// several threads compile batches in parallel and call this one at a time (a Tagger, like its
   /// Backend, serves one call at a time; format() may run on any number of threads).
   void tag(Corpus&& compiled, Tagged& out);
+  /// The best label sequence of every sentence of `batch` (sentences in memory: conll_data,
+  /// attribute_data in crfx/train.hpp, or read), as label strings, in the batch's order.
+  std::vector<std::vector<std::string>> labels(const TextData& batch);
 
   /// Appends `batch` as `crfx tag` prints it: each token's input columns (CoNLL) or gold label
   /// (CRFsuite, when present), a tab and the predicted label, then `\tLABEL:p` per label with

@@ -48,6 +48,8 @@ class FeatureTemplate {
   int max_column() const { return max_column_; }
   /// The text the template was parsed from (stored in model files).
   const std::string& source() const { return source_; }
+  /// The name it was parsed under (its file's path), for messages.
+  const std::string& name() const { return name_; }
 
   /// Expands `line` at token `pos` of `sentence`, writing the attribute string to `out`.
   /// Only the first `feature_columns` columns of a token may be referenced (the label column is
@@ -61,6 +63,7 @@ class FeatureTemplate {
   bool has_transitions_ = false;
   int max_column_ = -1;
   std::string source_;
+  std::string name_;
 };
 
 }  // namespace crfx

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # crfx used from outside its tree: `cmake --install` into a fresh prefix; an outside CMake project
 # (tests/install/CMakeLists.txt) finds it with find_package(crfx) and builds crfx_example, which
-# trains a model in memory, saves it, loads it and tags a file. Its model must be the installed
-# crfx tool's, byte for byte, and its output the tool's `crfx tag`. The same program built with
-# pkg-config's flags alone must give the same output.
+# trains a model through crfx::TrainingRun, saves it, loads it and tags a file (its model must be
+# the installed crfx tool's, byte for byte, and its output the tool's `crfx tag`; the same program
+# built with pkg-config's flags alone must give the same output), and the README's example
+# (examples/train_and_tag.cpp), which trains on sentences in memory and tags them.
 # Usage: tests/install/check.sh BUILD_DIR   (ctest: Install.FindPackageAndPkgConfig)
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -35,6 +36,11 @@ cmp "$work/lib.model" "$work/cli.model" || fail "the library's model differs fro
 "$prefix/bin/crfx" tag "$test" -m "$work/lib.model" --device cpu -q > "$work/cli.tagged"
 [ -s "$work/cli.tagged" ] || fail "crfx tag wrote nothing"
 cmp "$work/lib.tagged" "$work/cli.tagged" || fail "the library's tagging differs from crfx tag's"
+
+# examples/train_and_tag.cpp: sentences in memory, trained on and tagged (its training words
+# tagged as they were labelled).
+"$work/outside/crfx_train_and_tag" > "$work/in-memory.txt" || fail "examples/train_and_tag.cpp failed"
+[ "$(cat "$work/in-memory.txt")" = "B-NP I-NP B-VP " ] || show "$work/in-memory.txt" "examples/train_and_tag.cpp tagged otherwise"
 
 flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs crfx) || fail "pkg-config crfx failed"
 # shellcheck disable=SC2086  # the flags are words

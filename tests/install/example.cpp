@@ -13,7 +13,7 @@
 #include "crfx/model.hpp"
 #include "crfx/tag_run.hpp"
 #include "crfx/tagger.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/train.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 6) {
@@ -21,31 +21,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    // Train: the data compiled against a fresh feature space, the observed-pair layout, L-BFGS.
-    crfx::Model model;
-    crfx::FeatureSpace& fs = model.features;
-    fs.format = crfx::InputFormat::conll;
-    fs.templ = crfx::FeatureTemplate::load(argv[2]);
-    crfx::Corpus corpus = crfx::compile_training(fs, crfx::read_text(fs, argv[1]), 1);
-    crfx::choose_layout(fs, corpus, crfx::FeatureSet{});
-    const crfx::Dims dims = fs.dims();
-    crfx::BackendOptions bo;
-    bo.device = crfx::DeviceKind::cpu;
-    crfx::BackendPtr backend = crfx::make_backend(dims, bo);
-    crfx::BackendCorpusPtr up = backend->upload(std::move(corpus));
-    crfx::TrainOptions options;
-    options.c2 = 1.0;
-    options.max_iterations = std::atoi(argv[3]);
-    crfx::Objective objective(*backend, *up, options.c1, options.c2);
-    crfx::VectorPtr w = backend->vector(dims.num_weights());
-    crfx::find_trainer("lbfgs").make()->train(objective, *w, options, nullptr);
-    model.weights = crfx::to_host(*backend, *w);
-    crfx::save_model(model, argv[4]);
+    // Train: the file read with the run's features (CoNLL columns, the template), L-BFGS, c2 = 1.
+    crfx::TrainConfig config;
+    config.templ = crfx::FeatureTemplate::load(argv[2]);
+    config.options.max_iterations = std::atoi(argv[3]);
+    config.backend.device = crfx::DeviceKind::cpu;
+    crfx::TrainingRun run(config);
+    run.compile(crfx::read_text(run.features(), argv[1]));
+    crfx::save_model(run.run().model, argv[4]);
 
     // Tag: the saved model, every sentence of TEST, to standard output.
     crfx::Model loaded = crfx::load_model(argv[4]);
     const crfx::Dims tag_dims = loaded.features.dims();
-    crfx::Tagger tagger(std::move(loaded), crfx::make_backend(tag_dims, bo), crfx::TagOptions{});
+    crfx::Tagger tagger(std::move(loaded), crfx::make_backend(tag_dims, config.backend), crfx::TagOptions{});
     crfx::ConcatenatedOutput out("-");
     crfx::tag_inputs(tagger, crfx::list_inputs({argv[5]}, false), out, crfx::TagRunOptions{});
     return 0;

@@ -194,6 +194,12 @@ def test_bad_input_raises_clear_exceptions(chunking, tmp_path):
         crfx.CRF(epochs=3).fit(X, y)
     with pytest.raises(ValueError, match="unknown"):
         crfx.CRF(algorithm="l2sgd").fit(X, y)
+    # The checks of crfx train (one library entry point): values the CLI refuses, in its words.
+    with pytest.raises(ValueError, match=r"sequence 1, token 0: attribute 'a': value 1e\+11 is beyond ±1e10, "
+                                         r"the range crfx accepts \(scale the values down\)"):
+        crfx.CRF().fit([[{"a": 1.0}], [{"a": 1e11}]], [["A"], ["B"]])
+    with pytest.raises(ValueError, match="no attributes in the data"):
+        crfx.CRF().fit([[[]], [[]]], [["A"], ["B"]])
     with pytest.raises(ValueError, match="not trained"):
         crfx.CRF().predict(X)
     with pytest.raises(OSError, match="cannot open model file"):

@@ -1,0 +1,272 @@
+// crfx — a training run in stages and in one call (include/crfx/train.hpp): the checks of the
+// input, compilation, the backend, the memory check, the trainer.
+#include "crfx/train.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crfx/error.hpp"
+#include "crfx/io.hpp"
+
+namespace crfx {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// "sequence s, token t" of a token made in memory (after the data's name, when it has one).
+std::string where(const TextData& data, std::size_t s, std::size_t t) {
+  return (data.path.empty() ? std::string() : data.path + ": ") + "sequence " + std::to_string(s) + ", token " +
+         std::to_string(t);
+}
+
+std::string columns_text(std::size_t n) { return std::to_string(n) + (n == 1 ? " column" : " columns"); }
+
+/// The readers' rules, in their words, for tokens made in memory (line 0; a file's tokens have
+/// been through a reader): CoNLL tokens with the same number of columns, at least two (features
+/// and the label), none empty; CRFsuite tokens with a label and named attributes whose values
+/// are finite and within ±kMaxAttributeValue. Messages name the sequence and the token.
+void check_text(const TextData& data) {
+  if (data.format == InputFormat::conll) {
+    std::size_t columns = 0;
+    for (std::size_t s = 0; s < data.conll.size(); ++s)
+      for (std::size_t t = 0; t < data.conll[s].size(); ++t) {
+        const ConllToken& tok = data.conll[s][t];
+        if (tok.line) continue;
+        const std::size_t n = tok.columns.size();
+        if (n < 2)
+          throw InputError(where(data, s, t), 0,
+                           "training data needs feature columns and a label column (the last); this token has " +
+                               columns_text(n));
+        if (columns == 0) columns = n;
+        if (n != columns)
+          throw InputError(where(data, s, t), 0,
+                           "inconsistent column count: expected " + columns_text(columns) + ", got " +
+                               std::to_string(n));
+        for (const std::string& c : tok.columns)
+          if (c.empty()) throw InputError(where(data, s, t), 0, "an empty column");
+      }
+    return;
+  }
+  for (std::size_t s = 0; s < data.crfsuite.size(); ++s)
+    for (std::size_t t = 0; t < data.crfsuite[s].size(); ++t) {
+      const CrfsuiteToken& tok = data.crfsuite[s][t];
+      if (tok.line) continue;
+      if (tok.label.empty()) throw InputError(where(data, s, t), 0, "missing label (the first field) in training data");
+      for (const CrfsuiteAttribute& a : tok.attributes) {
+        if (a.name.empty()) throw InputError(where(data, s, t), 0, "empty attribute name");
+        const std::string problem = attribute_value_problem(a.name, a.value);
+        if (!problem.empty()) throw InputError(where(data, s, t), 0, problem);
+      }
+    }
+}
+
+/// Refuses an implausible label set before anything of its size is allocated: more than
+/// kManyLabels labels, seen fewer than kLabelUses times each on average or a quarter of them only
+/// once (words are Zipf-distributed, tag sets are not), is the wrong column read as the label (a
+/// word column, or CoNLL columns read as CRFsuite lines), not a tag set.
+constexpr std::size_t kManyLabels = 1000, kLabelUses = 5;
+void check_label_count(const FeatureSpace& fs, const Corpus& corpus, const std::string& source) {
+  const std::size_t L = fs.labels.size(), N = corpus.num_tokens();
+  if (L <= kManyLabels) return;
+  std::vector<std::size_t> uses(L, 0);
+  for (const auto y : corpus.labels)
+    if (y < L) ++uses[y];
+  const std::size_t once = std::size_t(std::count(uses.begin(), uses.end(), std::size_t(1)));
+  if (L * kLabelUses <= N && once * 4 <= L) return;
+  const std::string column =
+      fs.format == InputFormat::conll
+          ? "the last column (column " + std::to_string(fs.feature_columns + 1) + " of each token line)"
+          : "the field before the first tab";
+  throw InputError(source, 0,
+                   std::to_string(L) + " labels in " + std::to_string(N) + " tokens (" + std::to_string(once) +
+                       " seen once): the label is read from " + column + "; is that the label column? (" +
+                       fs.labels.at(0) + ", " + fs.labels.at(1) + ", " + fs.labels.at(2) + ", …)");
+}
+
+/// The weights of `dims`'s sizes in the dense layout (every attribute × label pair).
+std::size_t all_pairs(Dims dims) {
+  dims.layout = nullptr;
+  return dims.num_weights();
+}
+
+std::string fixed2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+std::string number(double v) {  // as std::ostream prints a double
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+TextData conll_data(const std::vector<std::vector<std::vector<std::string>>>& sentences) {
+  TextData d;
+  d.format = InputFormat::conll;
+  for (const auto& sentence : sentences) {
+    ConllSentence s;
+    for (const auto& columns : sentence) s.push_back(ConllToken{columns, 0});
+    d.conll.push_back(std::move(s));
+  }
+  return d;
+}
+
+TextData attribute_data(const std::vector<CrfsuiteSentence>& sentences) {
+  TextData d;
+  d.format = InputFormat::crfsuite;
+  d.crfsuite = sentences;
+  return d;
+}
+
+TrainingRun::TrainingRun(TrainConfig config) : config_(std::move(config)), info_(&find_trainer(config_.algorithm)) {
+  const TrainerInfo& t = *info_;
+  if (t.maxent_only && config_.type != ModelType::maxent)
+    throw Error("the algorithm " + config_.algorithm + " trains Maxent models only (model type maxent)");
+  const std::string why = loss_refusal(t, config_.options.loss);
+  if (!why.empty()) throw Error("loss: " + why);
+  if (t.cpu_only) {
+    if (config_.backend.device == DeviceKind::cuda)
+      throw Error("the algorithm " + config_.algorithm + ": " + t.cpu_only + "; use the CPU");
+    config_.backend.device = DeviceKind::cpu;
+  }
+  check_device(config_.backend);  // a GPU asked for and absent: now, not after the data is read
+  FeatureSpace& fs = model_.features;
+  fs.type = config_.type;
+  fs.format = config_.format;
+  if (fs.format == InputFormat::conll) {
+    fs.templ = config_.templ;
+    const std::size_t b_lines = fs.templ.edge_bigrams().size() + (fs.templ.has_transitions() ? 1 : 0);
+    if (fs.type == ModelType::maxent && b_lines > 0 && config_.note)
+      config_.note(std::string("note: a Maxent model ignores the template's B line") + (b_lines == 1 ? "" : "s") +
+                   " (it has no transitions and no edge features)");
+  }
+  algorithm_ = t.make();
+}
+
+TrainingRun::~TrainingRun() = default;
+
+void TrainingRun::compile(const TextData& data) {
+  if (compiled_) throw Error("internal: TrainingRun::compile called twice");
+  if (data.format != config_.format)
+    throw Error(std::string("the data is ") + (data.format == InputFormat::conll ? "CoNLL columns" : "CRFsuite attributes") +
+                " but the run reads " + (config_.format == InputFormat::conll ? "CoNLL columns" : "CRFsuite attributes"));
+  const double t0 = now_seconds();
+  source_ = data.path.empty() ? "the training data" : data.path;
+  check_text(data);
+  FeatureSpace& fs = model_.features;
+  corpus_ = compile_training(fs, data, config_.min_freq);
+  if (corpus_.num_sentences() == 0) throw InputError(source_, 0, "no sentences in the training data");
+  if (fs.state_attrs.size() == 0 && fs.edge_attrs.size() == 0) {
+    // Nothing to learn from but the label bigrams: a template without U lines, or data that is
+    // not in the format read (CoNLL columns read as CRFsuite lines give labels and no attributes).
+    if (fs.format == InputFormat::conll)
+      throw InputError(fs.templ.name(), 0,
+                       "the template generates no attributes (no U line, or none that fires"
+                       " after --min-freq): the model would have nothing to learn from");
+    throw InputError(source_, 0,
+                     "no attributes in the data read as CRFsuite lines (LABEL<TAB>attr…)"
+                     "; for CoNLL columns use --format conll with a --template");
+  }
+  check_label_count(fs, corpus_, source_);
+  choose_layout(fs, corpus_, config_.features);
+  compiled_ = true;
+  const Dims d = dims();
+  if (config_.note)
+    config_.note("data: " + std::to_string(corpus_.num_sentences()) + " sentences, " +
+                 std::to_string(corpus_.num_tokens()) + " tokens, " + std::to_string(d.L) + " labels, " +
+                 std::to_string(d.A) + " attributes, " + std::to_string(d.E) + " edge attributes, " +
+                 std::to_string(d.num_weights()) + " weights (" +
+                 (d.dense() ? std::string("every pair")
+                            : "observed pairs; every pair would be " + std::to_string(all_pairs(d))) +
+                 "; " + fixed2(now_seconds() - t0) + " s)");
+}
+
+Backend& TrainingRun::prepare() {
+  if (!compiled_) throw Error("internal: TrainingRun::prepare before compile");
+  if (backend_) throw Error("internal: TrainingRun::prepare called twice");
+  const Dims d = dims();
+  std::string note;
+  backend_ = make_backend(d, config_.backend, &note);
+  if (config_.note) config_.note(note);
+  const MemoryCheck memory = check_memory(*info_, config_.options, d, corpus_, *backend_, config_.max_memory);
+  if (config_.note) config_.note("memory: " + memory.figures);
+  if (!memory.fits) throw MemoryRefusal(memory, d.dense());
+  uploaded_ = backend_->upload(std::move(corpus_));  // resident on the backend now
+  corpus_ = Corpus();
+  objective_ = std::make_unique<Objective>(*backend_, *uploaded_, config_.options.c1, config_.options.c2,
+                                           config_.options.loss);
+  const TrainOptions& o = config_.options;
+  if (config_.note && info_->uses_objective) {
+    std::string line = "training: " + std::string(info_->name) + ", c1 = " + number(o.c1) + ", c2 = " + number(o.c2);
+    if (o.loss != SequenceLoss::seq_log) line += std::string(", loss ") + sequence_loss_name(o.loss);
+    // The batch trainers (those with iterations) minimise seq-exp's log (crfx/trainer.hpp).
+    if (objective_->log_scale() && info_->takes("max-iterations"))
+      line += " (minimised as log(H + c2·‖w‖²), the same optimum; the objective shown is that log)";
+    else if (o.loss == SequenceLoss::seq_exp && o.c1 > 0 && info_->takes("max-iterations"))
+      line += " (from L-BFGS's fit of log(H + c2·‖w‖²) without c1: the objective shown is that log, "
+              "then H + c2·‖w‖² + c1·‖w‖₁)";
+    config_.note(line);
+  } else if (config_.note) {  // ap, boost: no regulariser, no loss
+    config_.note("training: " + std::string(info_->name) + " (unregularised: no c1, c2)");
+  }
+  return *backend_;
+}
+
+Backend& TrainingRun::backend() {
+  if (!backend_) throw Error("internal: TrainingRun::backend before prepare");
+  return *backend_;
+}
+
+Objective& TrainingRun::objective() {
+  if (!objective_) throw Error("internal: TrainingRun::objective before prepare");
+  return *objective_;
+}
+
+TrainResult TrainingRun::run(const ProgressFn& progress) {
+  if (!backend_) prepare();
+  if (!algorithm_) throw Error("internal: TrainingRun::run called twice");
+  Backend& b = *backend_;
+  VectorPtr w = b.vector(dims().num_weights());
+  if (config_.stop) algorithm_->stop_when(config_.stop);
+  TrainResult r;
+  double callback_seconds = 0;
+  const double start = now_seconds();
+  const ProgressFn& report = progress ? progress : config_.progress;
+  r.objective = algorithm_->train(*objective_, *w, config_.options, [&](const Progress& p, const Vector& v) {
+    if (!p.within_iteration()) r.iterations = p.iteration;
+    if (!report) return true;
+    const double t = now_seconds();
+    const bool go_on = report(p, v);
+    callback_seconds += now_seconds() - t;
+    return go_on;
+  });
+  r.seconds = now_seconds() - start - callback_seconds;
+  r.passes = objective_->passes();
+  r.active_features = b.count_nonzero(*w);
+  r.stop_reason = algorithm_->stop_reason();
+  r.device = b.name();
+  model_.weights = to_host(b, *w);
+  for (double x : model_.weights)  // never a model of NaN (the trainers stop before; this is the last guard)
+    if (!std::isfinite(x)) throw Error("training ended with weights that are not finite; no model written");
+  r.model = std::move(model_);
+  algorithm_.reset();
+  return r;
+}
+
+TrainResult train(const TrainConfig& config, const TextData& data) {
+  TrainingRun run(config);
+  run.compile(data);
+  return run.run();
+}
+
+}  // namespace crfx

@@ -1,0 +1,134 @@
+// crfx — training a model in one call, on sentences in memory or read from files. The `crfx
+// train` command and the Python module are callers of this; so is any program that trains.
+//
+//   crfx::TrainConfig config;                      // L-BFGS, c2 = 1, CRFsuite's feature set
+//   config.templ = crfx::FeatureTemplate::parse("U00:%x[0,0]\nB\n", "template");
+//   crfx::TrainResult r = crfx::train(config, crfx::conll_data({{{"He", "B-NP"}, {"ran", "B-VP"}}}));
+//   crfx::Tagger tagger(std::move(r.model), crfx::make_backend(dims, {}), {});
+//
+// Every check of the input lives here (no sentences, no attributes, attribute values out of
+// range, an implausible label set, a run that does not fit in memory), so that every caller
+// refuses the same input with the same message.
+//
+// Entry points meant to stay stable: TrainConfig, TrainResult, train, TrainingRun, conll_data,
+// attribute_data.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crfx/backend.hpp"
+#include "crfx/features.hpp"
+#include "crfx/model.hpp"
+#include "crfx/template.hpp"
+#include "crfx/trainer.hpp"
+
+namespace crfx {
+
+/// A training run's settings (crfx train's options).
+struct TrainConfig {
+  std::string algorithm = "lbfgs";  // a name of trainer_registry() (crfx train --algo list)
+  ModelType type = ModelType::crf;
+  TrainOptions options;             // c1, c2, loss, stopping, the trainer's own settings
+  FeatureSet features;              // CRFsuite's observed pairs by default
+  std::size_t min_freq = 0;         // attributes seen fewer times are dropped (CRF++ -f)
+  /// CoNLL columns are read through this CRF++ template; CRFsuite attribute data needs none
+  /// (InputFormat::crfsuite).
+  InputFormat format = InputFormat::conll;
+  FeatureTemplate templ;
+  BackendOptions backend;           // device (auto: a usable GPU, else the CPU) and threads
+  double max_memory = 0;            // bytes the run may use; 0: what the backend has
+  /// After every iteration (epoch); returning false stops training there. May be empty.
+  ProgressFn progress;
+  /// Polled by the stochastic trainers inside an epoch; true stops them there. May be empty.
+  std::function<bool()> stop;
+  /// The run's report lines ("data: …", "memory: …", "training: …"), each without its newline.
+  std::function<void(const std::string&)> note;
+};
+
+/// What a training run gives.
+struct TrainResult {
+  Model model;
+  double objective = 0;        // the trainer's last objective (its log for seq-exp, see Objective)
+  int iterations = 0;          // iterations or epochs completed
+  double passes = 0;           // effective passes over the data
+  std::size_t active_features = 0;  // non-zero weights
+  double seconds = 0;          // in the trainer (without the progress callback's own time)
+  std::string stop_reason;
+  std::string device;          // the backend's name
+};
+
+/// Sentences in memory as CoNLL columns: each token its columns, the label last when training.
+TextData conll_data(const std::vector<std::vector<std::vector<std::string>>>& sentences);
+/// Sentences in memory as CRFsuite attribute lists: each token its label (empty at tag time) and
+/// its attributes (name, value).
+TextData attribute_data(const std::vector<CrfsuiteSentence>& sentences);
+
+/// A run of a memory check that failed: what() says why in the words of the library; the figures
+/// are kept for a caller that names its own options in the advice.
+class MemoryRefusal : public Error {
+ public:
+  MemoryRefusal(const MemoryCheck& check, bool dense_layout)
+      : Error("this training run " + check.shortfall), check_(check), dense_(dense_layout) {}
+  const MemoryCheck& check() const { return check_; }
+  /// Every attribute × label pair has a weight (the advice: keep the observed pairs).
+  bool dense_layout() const { return dense_; }
+
+ private:
+  MemoryCheck check_;
+  bool dense_;
+};
+
+/// The stages of one training run, for callers that act between them (crfx train reads its
+/// checkpoint keys after compile() and resumes the trainer before run()).
+class TrainingRun {
+ public:
+  /// Checks the algorithm, the model type, the settings and the device against each other.
+  explicit TrainingRun(TrainConfig config);
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  const TrainConfig& config() const { return config_; }
+  const TrainerInfo& trainer_info() const { return *info_; }
+  /// The feature space so far (before compile(): the format and template to read data with).
+  const FeatureSpace& features() const { return model_.features; }
+
+  /// Compiles training data (read with features(), or made by conll_data / attribute_data) into
+  /// the model's dictionaries and layout; every check of the input. `data` may be released after.
+  void compile(const TextData& data);
+  const Corpus& corpus() const { return corpus_; }
+  Dims dims() const { return model_.features.dims(); }
+
+  /// Makes the backend, checks the run's memory (MemoryRefusal when it does not fit) and uploads
+  /// the corpus. Before run(); after compile().
+  Backend& prepare();
+  Backend& backend();
+  Objective& objective();
+  /// The trainer, before run(): resume_from() continues a checkpointed run.
+  Trainer& trainer() { return *algorithm_; }
+
+  /// Trains; the model and the figures. `progress`, when given, replaces config().progress.
+  /// The run is spent after it.
+  TrainResult run(const ProgressFn& progress = {});
+
+ private:
+  TrainConfig config_;
+  const TrainerInfo* info_;
+  Model model_;
+  Corpus corpus_;
+  std::string source_;  // the data's name for messages
+  bool compiled_ = false;
+  BackendPtr backend_;
+  BackendCorpusPtr uploaded_;
+  std::unique_ptr<Objective> objective_;
+  std::unique_ptr<Trainer> algorithm_;
+};
+
+/// Trains a model on `data` in one call: TrainingRun's stages one after the other.
+TrainResult train(const TrainConfig& config, const TextData& data);
+
+}  // namespace crfx
