@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 
@@ -43,12 +44,13 @@ std::size_t CudaBackend::pointwise_rows(const CudaCorpus& c) {
 }
 
 void CudaBackend::check_pointwise(SequenceLoss loss, SentenceSpan span, std::size_t begin, std::size_t n) const {
+  char floor[16];
+  std::snprintf(floor, sizeof floor, "%g", kGoldFloor);
   for (std::size_t i = 0; i < n; ++i)
     if (std::isnan(h_losses_[i]))
       throw Error(std::string("the loss ") + sequence_loss_name(loss) + " of sentence " +
-                  std::to_string(span[begin + i]) +
-                  ": a gold label's marginal is below 1e-50, which the CUDA backend does not compute (the CPU "
-                  "backend does, in log space); use --device cpu");
+                  std::to_string(span[begin + i]) + ": a gold label's marginal is below " + floor +
+                  ", which the CUDA backend does not compute (the CPU backend does, in log space); use --device cpu");
 }
 
 double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span, Vector* grad,

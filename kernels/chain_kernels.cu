@@ -201,7 +201,7 @@ __device__ double forward_step(const FbSentence<Group>& f, std::size_t t) {
     for (int y = tid; y < L; y += nth) {
       double sum = 0;
       for (int yp = 0; yp < L; ++yp) sum += f.vec[yp] * f.E[std::size_t(yp) * L + y];
-      if (sum > kTiny && finite) {
+      if (sum > kTinySum && finite) {
         at[y] = st[y] + (f.tmax + log(sum));
       } else {
         const double* tr = f.p->trans;
@@ -238,7 +238,7 @@ __device__ double backward_step(const FbSentence<Group>& f, std::size_t t) {
     for (int yp = tid; yp < L; yp += nth) {
       double sum = 0;
       for (int y = 0; y < L; ++y) sum += f.Et[std::size_t(y) * L + yp] * f.vec[y];
-      if (sum > kTiny && finite) {
+      if (sum > kTinySum && finite) {
         bp[yp] = f.tmax + log(sum);
       } else {
         const double* row = f.p->trans + std::size_t(yp) * L;
@@ -339,7 +339,7 @@ __device__ void independent_sentence(const FbSentence<Group>& f, std::size_t i) 
 /// q_t = z_{t−1} + (the shift of b̂_{t−1}) — so their error does not grow with T (no difference of
 /// two O(T) logs is ever exponentiated). The inner sums are max-shifted exp-space products
 /// (L exps + L² FMAs per position) with an exact log-space redo of an entry whose sum falls below
-/// kTiny; pairwise marginals are exact per entry. The steps: forward_step, backward_step,
+/// kTinySum; pairwise marginals are exact per entry. The steps: forward_step, backward_step,
 /// pairwise, node_marginals, gold_score above.
 template <class Group>
 __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
@@ -450,14 +450,6 @@ __global__ void __launch_bounds__(kFbWarps * 32) forward_backward_warp_kernel(Fb
   fb_sentence(f, p.ch.order[k]);
 }
 
-/// exp(lf)·d with f = exp(lf): in log space where f overflows (0 stays 0). CPU twin: `scaled` in
-/// host/cpu/chain_loss.cpp.
-__device__ double exp_scaled(double lf, double f, double d) {
-  if (isfinite(f)) return f * d;
-  if (d == 0) return 0.0;
-  return copysign(exp(lf + log(fabs(d))), d);
-}
-
 __global__ void __launch_bounds__(256) seq_exp_kernel(FbParams p) {
   const std::size_t i = blockIdx.x, L = std::size_t(p.L), LL = L * L;
   const double lf = p.result[i], f = exp(lf);
@@ -499,13 +491,13 @@ __global__ void __launch_bounds__(256) pointwise_loss_kernel(FbParams p, bool ex
     bool bad = false;
     for (std::size_t t = 0; t < T; ++t) {
       const double m = mu[t * L + gold[t]];
-      if (!(m >= 1e-50)) bad = true;
+      if (!(m >= kGoldFloor)) bad = true;
       const double w = exp_loss ? 1.0 / m : 1.0;
       loss += exp_loss ? w : -log(m);
       W += w;
       c_sum += w / m;
     }
-    if (!(c_sum <= 1e300)) bad = true;
+    if (!(c_sum <= kMaxLossWeight)) bad = true;
     p.result[i] = bad ? CUDART_NAN : loss;
     sh[0] = W;
     sh[1] = bad ? 1.0 : 0.0;

@@ -9,10 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "crfx/host_device.hpp"  // kTinySum, kGoldFloor, kMaxLossWeight, exp_scaled
+
 namespace crfx::cuda::detail {
 
 constexpr std::uint32_t kMaxLabels = 4096;  // the forward-backward block keeps [L] in shared memory
-constexpr double kTiny = 1e-200;            // below: redo the entry exactly in log space
 constexpr int kMapThreads = 256;
 constexpr int kRedThreads = 256;
 constexpr int kRedBlocks = 512;             // fixed reduction grid (fewer for short vectors)

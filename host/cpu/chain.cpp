@@ -9,10 +9,10 @@
 //   p_t(y)   = α_t(y) β_t(y) / z_t,                  z_t = Σ_y α_t(y) β_t(y)
 //   p_t(y',y)= α_{t−1}(y') E_t(y',y) S_t(y) β_t(y) / q_t,  q_t = the sum of the numerators
 // Every quantity is a per-position rescaling of the exact one, so normalising per position gives
-// exact marginals. When a normaliser n_t, m_t, z_t or q_t drops below kTiny (weights so extreme that
+// exact marginals. When a normaliser n_t, m_t, z_t or q_t drops below kTinySum (weights so extreme that
 // exp-space products underflow), the whole sentence is recomputed in log space, which is exact
 // but costs L² exps per position. The mass lost to underflow on the fast path is below
-// L²·1e-308 / kTiny relative, i.e. nothing.
+// L²·1e-308 / kTinySum relative, i.e. nothing.
 #include "cpu/chain.hpp"
 
 #include <algorithm>
@@ -21,6 +21,8 @@
 #include <cstring>
 #include <limits>
 #include <utility>
+
+#include "crfx/host_device.hpp"
 
 namespace crfx {
 
@@ -40,7 +42,6 @@ bool cpu_simd_avx2() {
 
 namespace {
 
-constexpr double kTiny = 1e-250;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr std::size_t kVec = kChainLanes;
 
@@ -205,7 +206,7 @@ class Scaled {
     }
     double n = 0;
     for (std::size_t y = 0; y < L_; ++y) n += at[y];
-    if (!(n > kTiny) || !std::isfinite(n)) return false;
+    if (!(n > kTinySum) || !std::isfinite(n)) return false;
     const double inv = 1.0 / n;
     for (std::size_t y = 0; y < P_; ++y) at[y] *= inv;
     log_z_ += ms + shift + std::log(n);
@@ -236,7 +237,7 @@ class Scaled {
     if (outer_ && sc_.outer.size() < 2 * T_ * P) sc_.outer.resize(2 * T_ * P);  // [positions][2][P]: α_t/q_t, v_t
     std::fill(b + (T_ - 1) * P, b + (T_ - 1) * P + L_, 1.0);
     std::fill(b + (T_ - 1) * P + L_, b + T_ * P, 0.0);
-    return node(T_ - 1, out) > kTiny;
+    return node(T_ - 1, out) > kTinySum;
   }
 
   template <class V, int NV>
@@ -255,7 +256,7 @@ class Scaled {
       m += bt[yp];
       q += at[yp] * bt[yp];
     }
-    if (!(m > kTiny) || !std::isfinite(m) || !(q > kTiny) || !std::isfinite(q)) return false;
+    if (!(m > kTinySum) || !std::isfinite(m) || !(q > kTinySum) || !std::isfinite(q)) return false;
     // Pairwise marginals at t+1: α_t(y') E(y',y) v(y) / q (each factor ≤ 1: no overflow).
     const double inv = 1.0 / q;
     if (outer_ && f.base) {
@@ -282,7 +283,7 @@ class Scaled {
     }
     const double inv_m = 1.0 / m;
     for (std::size_t y = 0; y < P; ++y) bt[y] *= inv_m;
-    return node(t, out) > kTiny;
+    return node(t, out) > kTinySum;
   }
 
   template <class V, int NV>
@@ -315,7 +316,7 @@ class Scaled {
     const double* bt = sc_.b.data() + t * P_;
     double z = 0;
     for (std::size_t y = 0; y < L_; ++y) z += at[y] * bt[y];
-    if (out.node && z > kTiny) {
+    if (out.node && z > kTinySum) {
       const double inv = 1.0 / z;
       double* p = out.node + t * L_;
       for (std::size_t y = 0; y < L_; ++y) p[y] = at[y] * bt[y] * inv;

@@ -30,7 +30,7 @@
 // Numerics. The sweeps use forward_backward's marginals, accurate relative to themselves down to
 // ~1e-58 on its scaled path (α̂β̂ = μ·z_t with z_t ≥ 1e-250 stays normal) and to 1e-300 on its
 // log-space path. A sentence whose gold marginal is below kGoldFloor = 1e-50, or whose weights
-// c_t would exceed kMaxWeight, is recomputed on this file's exact log-space path: the same
+// c_t would exceed kMaxLossWeight, is recomputed on this file's exact log-space path: the same
 // recursions on log α, log β, log A, log B (all of them sums of non-negative terms, so log space
 // is exact), the gradient formed as differences exp(a) − exp(b) that never give NaN.
 #include "cpu/chain_loss.hpp"
@@ -41,13 +41,12 @@
 #include <utility>
 
 #include "crfx/error.hpp"
+#include "crfx/host_device.hpp"
 
 namespace crfx {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-constexpr double kGoldFloor = 1e-50;   // smallest gold marginal the scaled sweeps take
-constexpr double kMaxWeight = 1e300;   // largest Σ_t c_t (times the gradient scale) they take
 constexpr double kExpSafe = 700;       // exp(a) is finite for a below this
 
 double log_sum_exp(const double* v, std::size_t n) {
@@ -73,14 +72,6 @@ double exp_diff(double a, double b) {
   const double d = std::exp(a - m) - std::exp(b - m);
   if (d == 0) return 0.0;
   return std::copysign(std::exp(m + std::log(std::fabs(d))), d);
-}
-
-/// exp(lf)·d, with f = exp(lf) already formed: where f overflows the product is formed in log
-/// space (0 stays 0, no inf·0 = NaN).
-double scaled(double lf, double f, double d) {
-  if (std::isfinite(f)) return f * d;
-  if (d == 0) return 0.0;
-  return std::copysign(std::exp(lf + std::log(std::fabs(d))), d);
 }
 
 LossValue log_loss_value(double v) { return {v, v > 0 ? std::log(v) : kNegInf}; }
@@ -115,19 +106,19 @@ LossValue sequence_level(bool exp_loss, const ChainScores& x, const std::uint32_
     for (std::size_t t = 0; t < T; ++t) {
       double* d = out.node + t * L;
       d[gold[t]] -= 1.0;
-      for (std::size_t y = 0; y < L; ++y) d[y] = scaled(lf, f, d[y]);
+      for (std::size_t y = 0; y < L; ++y) d[y] = exp_scaled(lf, f, d[y]);
     }
   if (out.pair_at) {
     std::fill(out.pair_at, out.pair_at + LL, 0.0);
     for (std::size_t t = 1; t < T; ++t) {
       double* d = out.pair_at + t * LL;
       d[gold[t - 1] * L + gold[t]] -= 1.0;
-      for (std::size_t j = 0; j < LL; ++j) d[j] = scaled(lf, f, d[j]);
+      for (std::size_t j = 0; j < LL; ++j) d[j] = exp_scaled(lf, f, d[j]);
     }
   }
   if (out.pair_sum) {
     for (std::size_t t = 1; t < T; ++t) sc.pair[gold[t - 1] * L + gold[t]] -= 1.0;
-    for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += scaled(lf, f, sc.pair[j]);
+    for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += exp_scaled(lf, f, sc.pair[j]);
   }
   return v;
 }
@@ -229,7 +220,7 @@ LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::ui
   auto node_gradient = [&](std::size_t u) {
     if (!out.node) return;
     for (std::size_t y = 0; y < L; ++y)
-      out.node[u * L + y] = scaled(lW, eW, exp_diff(lmu[u * L + y], log_add(lA[u * L + y], lB[y]) - lW));
+      out.node[u * L + y] = exp_scaled(lW, eW, exp_diff(lmu[u * L + y], log_add(lA[u * L + y], lB[y]) - lW));
   };
   for (std::size_t u = T - 1; u > 0; --u) {
     const double* M = x.trans_at(u);
@@ -246,7 +237,7 @@ LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::ui
         const double lp = head + M[yp * L + y] + s[u * L + y] + lb[u * L + y];  // log P_u(y', y)
         tmp[y] = lp + lk[y];
         const double g = exp_diff(lp, log_add(lp + r[yp], tmp[y]) - lW);  // ∂loss/∂τ_u / W
-        if (dst) dst[y] = scaled(lW, eW, g);
+        if (dst) dst[y] = exp_scaled(lW, eW, g);
         if (psum) psum[yp * L + y] += g;
       }
       lBn[yp] = log_add(yp == gold[u - 1] ? lw[u - 1] : kNegInf, log_sum_exp(tmp, L));
@@ -256,7 +247,7 @@ LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::ui
   }
   node_gradient(0);
   if (psum)
-    for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += scaled(lW, eW, psum[j]);
+    for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += exp_scaled(lW, eW, psum[j]);
   return v;
 }
 
@@ -304,7 +295,7 @@ LossValue pointwise(bool exp_loss, const ChainScores& x, const std::uint32_t* go
     W += w[t];
     c_sum += w[t] / m;
   }
-  if (!(c_sum <= kMaxWeight)) return pointwise_log_space(exp_loss, x, gold, out, sc);
+  if (!(c_sum <= kMaxLossWeight)) return pointwise_log_space(exp_loss, x, gold, out, sc);
 
   // Forward: A_u [T][L], ρ_{u−1} [T−1][L].
   sc.fwd.resize(T * L);
