@@ -1,4 +1,4 @@
-// The crfx tool end to end on the emulated GPU: crfx_emu is apps/crfx.cpp linked with the CUDA
+// The crfx tool end to end on the emulated GPU: crfx_emu is the apps/ sources linked with the CUDA
 // backend built against kernels/emu, so `--device cuda` goes through the factory, the device
 // self-test and every kernel of training and tagging, and must give what the CPU gives.
 #include <gtest/gtest.h>

@@ -1,0 +1,70 @@
+// crfx — what the crfx tool's commands share (apps/cli.cpp) and the commands themselves: train
+// (apps/cmd_train.cpp), tag (apps/cmd_tag.cpp), eval and dump (apps/cmd_eval.cpp), bench
+// (apps/cmd_bench.cpp); apps/main.cpp dispatches. Each command parses and checks its own
+// options and calls the library (training: crfx::TrainingRun; tagging: crfx::tag_inputs).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+
+#include "crfx/backend.hpp"
+#include "crfx/error.hpp"
+#include "crfx/features.hpp"
+
+namespace crfx::cli {
+
+/// crfx train stopped by a signal after writing its model (see apps/main.cpp).
+constexpr int kExitStoppedBySignal = 3;
+/// More worker threads than this is a typo, not a machine (and would only thrash).
+constexpr unsigned kMaxThreads = 1024;
+
+/// A mistake on the command line: exit status 2.
+struct UsageError : Error {
+  using Error::Error;
+};
+
+double now_seconds();
+/// printf into a string; the compiler checks each call's arguments against its format (a
+/// fingerprint once went through a double here and printed a register's leftovers).
+__attribute__((format(printf, 1, 2))) std::string fmt(const char* format, ...);
+/// An objective as the progress lines print it: %.6f, or %.6e where %f would run to hundreds of
+/// digits (boost's H before it fits a double is reported as DBL_MAX).
+std::string objective_text(double v);
+/// Parses a subcommand's options; prints help and returns false for --help.
+bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& result);
+template <class T>
+T get(const cxxopts::ParseResult& r, const char* name) {
+  try {
+    return r[name].as<T>();
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string("--") + name + ": " + e.what());
+  }
+}
+/// Refuses two outputs of one run that name one file, whether it exists yet or not (through
+/// links: the file an atomic write would replace); `b_what` says what `b` is.
+void check_not_the_same_output(const std::string& a, const std::string& b, const std::string& b_what);
+/// Why a write to standard output failed (errno, as the failed write left it).
+std::string stdout_error();
+std::string required(const cxxopts::ParseResult& r, const char* name, const char* what);
+InputFormat parse_format(const std::string& s);
+/// Hands the heap's free pages back to the system. With large blocks kept on the heap (see
+/// main), memory freed below the heap's top stays resident until this is called.
+void release_free_memory();
+void add_device_options(cxxopts::Options& o);
+/// --device and --threads.
+BackendOptions backend_options(const cxxopts::ParseResult& r);
+BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet);
+/// --features, --possible-states, --possible-transitions (crfx train, crfx bench).
+void add_feature_options(cxxopts::Options& o);
+FeatureSet feature_set(const cxxopts::ParseResult& r);
+
+int cmd_train(int argc, char** argv);
+int cmd_tag(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_dump(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+
+}  // namespace crfx::cli

@@ -1,0 +1,693 @@
+// crfx train: the command line of a training run around crfx::TrainingRun — its outputs, the
+// per-iteration report and --log, --dev, checkpoints and --resume, signals.
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include <cxxopts.hpp>
+
+#include "crfx/backend.hpp"
+#include "crfx/checkpoint.hpp"
+#include "crfx/error.hpp"
+#include "crfx/eval.hpp"
+#include "crfx/features.hpp"
+#include "crfx/model.hpp"
+#include "crfx/output.hpp"
+#include "crfx/tagger.hpp"
+#include "crfx/tag_run.hpp"
+#include "crfx/train.hpp"
+#include "crfx/trainer.hpp"
+
+#include "cli.hpp"
+
+namespace crfx::cli {
+
+namespace {
+
+/// Viterbi labels of every sentence of `corpus`, as strings, sentence by sentence.
+std::vector<std::vector<std::string>> decode(Backend& b, const BackendCorpus& corpus,
+                                             const Corpus& host, const Vector& w,
+                                             const Dictionary& labels) {
+  std::vector<std::uint32_t> ids(host.num_tokens());
+  b.viterbi(corpus, w, all_sentences(corpus), ids.data(), nullptr);
+  std::vector<std::vector<std::string>> out(host.num_sentences());
+  for (std::size_t s = 0; s < host.num_sentences(); ++s)
+    for (std::size_t t = host.sentence_offsets[s]; t < host.sentence_offsets[s + 1]; ++t)
+      out[s].push_back(labels.at(ids[t]));
+  return out;
+}
+
+/// Predicted against gold label strings (gold given token after token), in `mode`.
+Evaluation score(const std::vector<std::vector<std::string>>& predicted, const std::vector<std::string>& gold,
+                 EvalMode mode) {
+  std::vector<std::vector<std::string>> g;
+  std::size_t k = 0;
+  for (const auto& sentence : predicted) {
+    g.emplace_back(gold.begin() + k, gold.begin() + k + sentence.size());
+    k += sentence.size();
+  }
+  EvalOptions eo;
+  eo.mode = mode;
+  return evaluate(g, predicted, eo);
+}
+
+// ---- train ---------------------------------------------------------------------------------
+
+/// The trainers that take setting `name`, for its help ("sgd-l1, adf: "; "" when all do, "all
+/// but ap: " when fewer do not).
+std::string takers(const char* name) {
+  std::string yes, no;
+  std::size_t n_yes = 0, n_no = 0;
+  for (const auto& t : trainer_registry()) {
+    const bool takes = t.takes(name);
+    std::string& list = takes ? yes : no;
+    list += (list.empty() ? "" : ", ") + std::string(t.name);
+    ++(takes ? n_yes : n_no);
+  }
+  if (n_no == 0) return "";
+  return n_no < n_yes ? "all but " + no + ": " : yes + ": ";
+}
+
+/// Which weights a model has (train, bench): FeatureSet.
+void add_train_options(cxxopts::Options& o) {
+  const TrainOptions d;
+  o.positional_help("DATA...");
+  o.add_options()
+      ("data", "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok); "
+       "several files are read one after the other, as one",
+       cxxopts::value<std::vector<std::string>>())
+      ("m,model", "model file to write", cxxopts::value<std::string>())
+      ("force", "replace a read-only model or log file")
+      ("t,template", "CRF++ feature template (CoNLL data)", cxxopts::value<std::string>())
+      ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
+      ("type", "crf | maxent: a linear-chain CRF, or a Maxent classifier labelling every token on its own from "
+       "the same attributes (no transitions; a template's B lines are ignored)",
+       cxxopts::value<std::string>()->default_value("crf"))
+      ("a,algo", "training algorithm ('list' shows them with their settings)",
+       cxxopts::value<std::string>()->default_value("lbfgs"))
+      ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
+      ("max-memory", "refuse to start a run whose estimated memory exceeds this (e.g. 512M, 8G; default: "
+       "what the backend has available)", cxxopts::value<std::string>());
+  for (const auto* table : {&objective_options(), &trainer_options()})
+    for (const OptionSpec& spec : *table) {
+      auto value = cxxopts::value<std::string>();
+      const std::string v = spec.get(d);
+      if (!v.empty()) value->default_value(v);  // else the trainer's default (said in the help)
+      const std::string kind = spec.kind;  // the choices, where there are some
+      const std::string choices = kind.find('|') != std::string::npos ? kind + "; " : "";
+      o.add_options()(spec.name, takers(spec.name) + choices + spec.help, value);
+    }
+  o.add_options()
+      ("dev", "development data: report its chunk F1 (chunk tags) or token accuracy after every iteration", cxxopts::value<std::string>())
+      ("log", "write per-iteration progress as CSV to this file ('-': standard output)",
+       cxxopts::value<std::string>())
+      ("checkpoint", "write the trainer's whole state to this file as training goes (see --checkpoint-every) and "
+       "when stopped by Ctrl-C or kill; --resume continues from it",
+       cxxopts::value<std::string>())
+      ("checkpoint-every", "a checkpoint after every N iterations (epochs for the stochastic trainers); 0: after "
+       "the first iteration that ends 5 minutes or more after the last checkpoint",
+       cxxopts::value<int>()->default_value("0"))
+      ("resume", "continue the run that wrote this checkpoint, with the same data, template and settings; the "
+       "model is the one the uninterrupted run gives, byte for byte (on the same device)",
+       cxxopts::value<std::string>())
+      ("q,quiet", "no progress lines")
+      ("h,help", "show this help");
+}
+
+/// "512M", "8G", "1.5T", "1000000" (bytes; K, M, G, T are powers of 1000, with KiB-style
+/// suffixes powers of 1024).
+double parse_bytes(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  double scale = 0;
+  const std::pair<const char*, double> units[] = {{"", 1},       {"B", 1},      {"K", 1e3},   {"KB", 1e3},
+                                                  {"M", 1e6},    {"MB", 1e6},   {"G", 1e9},   {"GB", 1e9},
+                                                  {"T", 1e12},   {"TB", 1e12},  {"KiB", 1024.0},
+                                                  {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto& [name, factor] : units)
+    if (unit == name) scale = factor;
+  if (used == 0 || scale == 0 || !(v > 0) || !std::isfinite(v))
+    throw UsageError("--max-memory: '" + text + "' is not a size (e.g. 512M, 8G, 16GiB)");
+  return v * scale;
+}
+
+/// The process's peak resident set so far (getrusage; Linux reports kilobytes).
+double peak_resident_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) * 1024.0;
+}
+
+/// A run refused by the memory check, in crfx train's words: the library's shortfall and advice
+/// naming crfx train's options.
+[[noreturn]] void refuse_memory(const MemoryRefusal& e) {
+  std::string advice;
+  if (e.dense_layout())
+    advice = "--features all gives every attribute × label pair a weight (" +
+             std::to_string(e.check().estimate.weights / sizeof(double)) +
+             "); the default, --features observed, keeps the pairs seen in training";
+  else
+    advice = "raise --min-freq to drop rare attributes";
+  if (e.check().estimate.vectors > 3) advice += ", or use a trainer with less state (sgd-l1, adf)";
+  throw Error(std::string(e.what()) + "; " + advice);
+}
+
+/// For a stopping setting the trainer does not read (--epochs, --max-epochs, --max-iterations),
+/// the one it does: "; sag stops by --max-epochs". "" otherwise.
+std::string stopping_setting(const TrainerInfo& trainer, const std::string& name) {
+  static const char* const kStops[] = {"max-iterations", "epochs", "max-epochs"};
+  if (std::find(std::begin(kStops), std::end(kStops), name) == std::end(kStops)) return "";
+  std::string own;
+  for (const char* s : kStops)
+    if (trainer.takes(s)) own += (own.empty() ? " --" : " and --") + std::string(s);
+  return own.empty() ? "" : "; " + std::string(trainer.name) + " stops by" + own;
+}
+
+/// The objective's and the trainers' settings from the command line; a setting the chosen
+/// trainer does not read is an error (a silently ignored option runs another experiment).
+TrainOptions train_options(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
+  TrainOptions opt;
+  for (const auto* table : {&objective_options(), &trainer_options()})
+    for (const OptionSpec& spec : *table) {
+      if (!r.count(spec.name)) continue;
+      const std::string text = get<std::string>(r, spec.name);
+      try {
+        spec.set(opt, text);
+      } catch (const Error& e) {
+        throw UsageError(std::string("--") + spec.name + ": " + e.what());
+      }
+      if (std::string(spec.name) == "loss") {  // a trainer that cannot minimise it says why
+        const std::string why = loss_refusal(trainer, opt.loss);
+        if (!why.empty()) throw UsageError("--loss: " + why);
+      }
+      if (!trainer.takes(spec.name))
+        throw UsageError("--" + std::string(spec.name) + " is not a setting of " + trainer.name +
+                         stopping_setting(trainer, spec.name) +
+                         " ('crfx train --algo list' shows each algorithm's settings)");
+    }
+  return opt;
+}
+
+/// `crfx train --algo list`: every algorithm, its summary and its settings with their defaults.
+void list_trainers() {
+  const TrainOptions d;
+  std::string without;
+  for (const auto& t : trainer_registry())
+    if (!t.uses_objective) without += std::string(without.empty() ? " but " : ", ") + t.name;
+  std::cout << "Settings of the objective, for every algorithm" << without << ":";
+  for (const OptionSpec& spec : objective_options()) std::cout << " --" << spec.name << " " << spec.get(d);
+  std::cout << "\n\n";
+  for (const auto& t : trainer_registry()) {
+    std::cout << "  " << t.name << "\t" << t.summary << "\n    settings:";
+    for (const char* name : t.options) {
+      const std::string v = find_option(name)->get(d);
+      std::cout << " --" << name << " " << (v.empty() ? "(auto)" : v);
+    }
+    std::cout << "\n";
+  }
+}
+
+/// crfx train's per-iteration report: a line on stderr, a CSV row in --log (rewritten atomically
+/// each time), with --dev the dev figure (chunk F1 for chunk tags, else token accuracy, as crfx
+/// eval chooses). Its own time is kept out of the reported seconds.
+struct TrainProgress {
+  Backend& backend;
+  const BackendCorpus* dev;  // null without --dev
+  const Corpus& dev_corpus;
+  const std::vector<std::string>& dev_gold;
+  EvalMode dev_mode;  // chunk or item
+  const Dictionary& labels;
+  bool quiet;
+  std::string log_path;  // empty without --log
+  std::string log_text;
+  // --log FILE is rewritten whole (atomically: a reader never sees half a row) once it has grown by
+  // an eighth since the last write (so every row of its first few) or a second has passed: thousands
+  // of short iterations write O(rows) bytes, not O(rows²), and a slow run shows each row as it comes.
+  // flush_log() writes what is left (at the end of training, or when an error ends it).
+  static constexpr double kLogSeconds = 1;
+  std::size_t log_written = 0;  // log_text's size at the last write
+  double last_log_write = now_seconds();
+  int iterations = 0;
+  double callback_seconds = 0;
+  // --checkpoint: where, how often (0: by time), and what a resume must match.
+  std::string checkpoint_path{};  // empty without --checkpoint
+  int checkpoint_every = 0;
+  CheckpointKeys checkpoint_keys{};
+  double last_checkpoint = now_seconds();
+  int checkpoint_iteration = 0;  // of the last checkpoint written (0: none)
+  Checkpoint* resumed = nullptr;  // --resume: its end checked at the first report
+  // A stop inside an iteration (Progress::within_iteration): "epoch 3 after 1200 of 8936
+  // sentences", and whether its checkpoint was written.
+  std::string stopped_within{};
+  bool within_checkpoint = false;
+
+  static constexpr double kCheckpointSeconds = 300;
+
+  /// The trainer's state at `iteration` to --checkpoint, atomically, with the log so far (and,
+  /// inside the next iteration, where: `within`).
+  void save_checkpoint(const StateFn& state, int iteration, const std::string& within = "") {
+    AtomicFile file(checkpoint_path);
+    std::string buffer;  // AtomicFile writes as it is told: records gathered into 1 MB writes
+    constexpr std::size_t kBuffer = std::size_t(1) << 20;
+    auto sink = [&](const char* p, std::size_t n) {
+      if (buffer.size() + n > kBuffer) {
+        file.write(buffer.data(), buffer.size());
+        buffer.clear();
+      }
+      if (n >= kBuffer)
+        file.write(p, n);
+      else
+        buffer.append(p, n);
+    };
+    CheckpointKeys notes = {
+        {"device", backend.name()}, {"iteration", std::to_string(iteration)}, {"log", log_text}};
+    if (!within.empty()) notes.emplace_back("within", within);
+    write_checkpoint(sink, checkpoint_keys, notes, state);
+    file.write(buffer.data(), buffer.size());
+    file.commit();
+    checkpoint_iteration = iteration;
+    last_checkpoint = now_seconds();
+  }
+
+  void flush_log() {
+    if (log_path.empty() || log_path == "-" || log_written == log_text.size()) return;
+    write_file_atomic(log_path, log_text);
+    log_written = log_text.size();
+    last_log_write = now_seconds();
+  }
+
+  bool operator()(const Progress& reported, const Vector& w) {
+    if (reported.within_iteration()) return stop_within(reported);
+    const double callback_start = now_seconds();
+    Progress p = reported;
+    p.seconds -= callback_seconds;
+    iterations = p.iteration;
+    std::string dev_f1;
+    if (dev) {
+      auto predicted = decode(backend, *dev, dev_corpus, w, labels);
+      dev_f1 = fmt("%.2f", score(predicted, dev_gold, dev_mode).headline());
+    }
+    if (!quiet) {
+      char line[256];
+      const std::string gnorm = std::isnan(p.gradient_norm) ? "-" : fmt("%.3e", p.gradient_norm);
+      const std::string obj = objective_text(p.objective);
+      std::snprintf(line, sizeof line,
+                    "iter %4d  passes %6.1f  obj %s  |g| %s  active %zu  step %.3g  %.2f s%s%s\n",
+                    p.iteration, p.passes, obj.c_str(), gnorm.c_str(), p.active_features, p.step,
+                    p.seconds, dev_f1.empty() ? "" : dev_mode == EvalMode::item ? "  dev accuracy " : "  dev F1 ",
+                    dev_f1.c_str());
+      std::cerr << line << std::flush;
+    }
+    if (!log_path.empty()) {
+      char row[256];
+      const std::string gnorm = std::isnan(p.gradient_norm) ? "" : fmt("%.6e", p.gradient_norm);
+      std::snprintf(row, sizeof row, "%d,%.4f,%.17g,%s,%zu,%.4f,%s\n", p.iteration, p.passes,
+                    p.objective, gnorm.c_str(), p.active_features, p.seconds, dev_f1.c_str());
+      if (log_path == "-") {  // --log -: the rows on standard output as they come
+        if (!(std::cout << row << std::flush)) throw Error("cannot write the log to standard output: " + stdout_error());
+      } else {
+        log_text += row;
+        if (log_text.size() - log_written >= log_written / 8 || now_seconds() - last_log_write >= kLogSeconds)
+          flush_log();
+      }
+    }
+    if (resumed) {  // the trainer has read its state: nothing of the checkpoint may be left
+      resumed->finish();
+      resumed = nullptr;
+    }
+    const bool stopping = stop_signal() != 0;  // Ctrl-C or kill: stop here, the model is written
+    if (!checkpoint_path.empty() && reported.state) {
+      const bool due = checkpoint_every > 0 ? p.iteration % checkpoint_every == 0
+                                            : now_seconds() - last_checkpoint >= kCheckpointSeconds;
+      if (due || stopping) save_checkpoint(*reported.state, p.iteration);
+    }
+    callback_seconds += now_seconds() - callback_start;
+    return !stopping;
+  }
+
+  /// The last report of a stochastic trainer stopped inside an epoch by a signal (the poll that
+  /// main() gives the trainer): no progress line or log row (the epoch is not done), the
+  /// checkpoint of that point.
+  bool stop_within(const Progress& p) {
+    stopped_within = "epoch " + std::to_string(p.iteration) + " after " + std::to_string(p.sentences) + " of " +
+                     std::to_string(p.epoch_sentences) + " sentences";
+    if (resumed) {
+      resumed->finish();
+      resumed = nullptr;
+    }
+    if (!checkpoint_path.empty() && p.state) {
+      save_checkpoint(*p.state, p.iteration - 1, stopped_within);
+      within_checkpoint = true;
+    }
+    return false;
+  }
+};
+
+/// What a checkpoint of this run records and a resume must match, one key per thing a user can
+/// name: the crfx version, the algorithm and each of its settings, the feature options, the
+/// template, and fingerprints of the features and the compiled training data. Not the stopping
+/// settings: every trainer reads them only in its stop tests (the loop bound over iterations,
+/// epochs or rounds; the improvement test, whose history the checkpoint holds whole; the gradient
+/// test), never in a step, so a run resumed with other ones follows the same path and only ends
+/// elsewhere — a run that stopped at --max-iterations 100 goes on to 200.
+CheckpointKeys checkpoint_keys(const cxxopts::ParseResult& r, const TrainerInfo& trainer, const TrainOptions& opt,
+                               const FeatureSpace& fs, const Corpus& corpus) {
+  static const std::set<std::string> stopping = {"max-iterations", "epochs", "max-epochs", "period", "delta",
+                                                 "epsilon"};
+  CheckpointKeys keys = {{"crfx", CRFX_VERSION}, {"--algo", trainer.name}};
+  for (const auto* table : {&objective_options(), &trainer_options()})
+    for (const OptionSpec& spec : *table)
+      if (trainer.takes(spec.name) && !stopping.count(spec.name))
+        keys.emplace_back(std::string("--") + spec.name, spec.get(opt));
+  std::string features = get<std::string>(r, "features");
+  for (const char* flag : {"possible-states", "possible-transitions"})
+    if (r.count(flag)) features += std::string(" --") + flag;
+  keys.emplace_back("--features", features);
+  keys.emplace_back("--min-freq", std::to_string(get<std::size_t>(r, "min-freq")));
+  keys.emplace_back("--format", get<std::string>(r, "format"));
+  auto hex = [](std::uint64_t v) { return fmt("%016llx", static_cast<unsigned long long>(v)); };
+  if (fs.format == InputFormat::conll) keys.emplace_back("template", "text " + hex(fingerprint(fs.templ.source())));
+  const Dims d = fs.dims();
+  keys.emplace_back("features", std::to_string(d.L) + " labels, " + std::to_string(d.A) + " attributes, " +
+                                    std::to_string(d.E) + " edge attributes, " + std::to_string(d.num_weights()) +
+                                    " weights, fingerprint " + hex(fingerprint(fs)));
+  keys.emplace_back("training data", std::to_string(corpus.num_sentences()) + " sentences, " +
+                                         std::to_string(corpus.num_tokens()) + " tokens, fingerprint " +
+                                         hex(fingerprint(corpus)));
+  return keys;
+}
+
+/// crfx train's command line, checked: the run's settings (a TrainConfig) and what the command
+/// does around the run (outputs, checkpoint, resume, dev data).
+struct TrainArgs {
+  TrainConfig config;
+  std::vector<std::string> data_paths;
+  std::string model_path, log_path, checkpoint_path, dev_path;
+  int checkpoint_every = 0;
+  std::unique_ptr<Checkpoint> resume;  // --resume: read (and its checksum verified) before the data
+  bool quiet = false;
+};
+
+/// The outputs (-m, --log, --checkpoint) checked before minutes of training, not after: each
+/// writable, none of them the same file as another or as one of the run's inputs.
+void check_train_outputs(const cxxopts::ParseResult& r, TrainArgs& a) {
+  const std::string& model_path = a.model_path;
+  if (model_path == "-") throw UsageError("-m/--model: a model is a binary file, not for standard output; name a file");
+  set_replace_read_only(r.count("force") > 0);
+  check_output_path(model_path);
+  std::vector<std::string> inputs = a.data_paths;
+  for (const char* in : {"template", "dev"})
+    if (r.count(in)) inputs.push_back(get<std::string>(r, in));
+  check_not_an_input(model_path, inputs);
+  if (!a.log_path.empty() && a.log_path != "-") {
+    check_output_path(a.log_path);
+    check_not_the_same_output(a.log_path, model_path, "the model file (-m)");
+    inputs.push_back(model_path);
+    check_not_an_input(a.log_path, inputs);
+  }
+  a.checkpoint_every = get<int>(r, "checkpoint-every");
+  if (a.checkpoint_every < 0) throw UsageError("--checkpoint-every: a number of iterations ≥ 0 (0: every 5 minutes)");
+  if (r.count("checkpoint-every") && a.checkpoint_path.empty())
+    throw UsageError("--checkpoint-every needs --checkpoint FILE");
+  if (!a.checkpoint_path.empty()) {
+    if (a.checkpoint_path == "-") throw UsageError("--checkpoint: a checkpoint is a binary file; name a file");
+    check_output_path(a.checkpoint_path);
+    check_not_the_same_output(a.checkpoint_path, model_path, "the model file (-m)");
+    if (!a.log_path.empty()) check_not_the_same_output(a.checkpoint_path, a.log_path, "the log (--log)");
+    check_not_an_input(a.checkpoint_path, inputs);  // the data, template, dev
+  }
+  if (r.count("resume")) {
+    a.resume = std::make_unique<Checkpoint>(get<std::string>(r, "resume"));
+    check_not_an_input(model_path, {a.resume->path()});
+    if (!a.log_path.empty()) check_not_an_input(a.log_path, {a.resume->path()});
+  }
+}
+
+/// --type, checked against the algorithm (the first thing crfx train checks).
+ModelType model_type(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
+  ModelType type;
+  try {
+    type = parse_model_type(get<std::string>(r, "type"));
+  } catch (const Error& e) {
+    throw UsageError(std::string("--type: ") + e.what());
+  }
+  if (trainer.maxent_only && type != ModelType::maxent)
+    throw UsageError("-a " + std::string(trainer.name) +
+                     " trains Maxent models: add --type maxent (or use lbfgs, owlqn, … for a CRF)");
+  return type;
+}
+
+/// The training run's settings from the command line (TrainConfig), in crfx train's words. The
+/// device is checked by TrainingRun, before any data is read.
+TrainConfig train_config(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
+  TrainConfig c;
+  c.algorithm = trainer.name;
+  c.type = model_type(r, trainer);
+  c.options = train_options(r, trainer);
+  c.features = feature_set(r);
+  c.min_freq = get<std::size_t>(r, "min-freq");
+  c.format = parse_format(get<std::string>(r, "format"));
+  if (c.format == InputFormat::conll && !r.count("template"))
+    throw UsageError("CoNLL data needs --template (or use --format crfsuite)");
+  if (c.format != InputFormat::conll && r.count("template"))
+    throw UsageError("--template applies to CoNLL data, not --format crfsuite");
+  c.backend = backend_options(r);
+  if (trainer.cpu_only && c.backend.device == DeviceKind::cuda)
+    throw UsageError("-a " + c.algorithm + ": " + trainer.cpu_only + "; use --device cpu (or auto)");
+  c.max_memory = r.count("max-memory") ? parse_bytes(get<std::string>(r, "max-memory")) : 0;
+  if (c.format == InputFormat::conll) c.templ = FeatureTemplate::load(get<std::string>(r, "template"));
+  return c;
+}
+
+/// The command line of crfx train, checked (usage errors before any data is read).
+TrainArgs train_args(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
+  TrainArgs a;
+  model_type(r, trainer);
+  if (!r.count("data")) throw UsageError("missing training data (crfx train DATA -m MODEL ...)");
+  a.data_paths = get<std::vector<std::string>>(r, "data");
+  if (a.data_paths.size() == 3 && !r.count("model") && !r.count("template"))
+    throw UsageError("crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is not "
+                     "crfx's (see 'crfx train --help')");
+  a.model_path = required(r, "model", "-m/--model: where to write the model");
+  a.log_path = r.count("log") ? get<std::string>(r, "log") : "";
+  a.checkpoint_path = r.count("checkpoint") ? get<std::string>(r, "checkpoint") : "";
+  a.dev_path = r.count("dev") ? get<std::string>(r, "dev") : "";
+  a.quiet = r.count("quiet") > 0;
+  check_train_outputs(r, a);
+  a.config = train_config(r, trainer);
+  return a;
+}
+
+/// --dev: the development data compiled with the model's features, its gold labels, and the
+/// figure crfx eval would report for these labels (chunk F1 or token accuracy).
+struct DevData {
+  Corpus corpus;
+  std::vector<std::string> gold;
+  EvalMode mode = EvalMode::item;
+};
+
+DevData read_dev(const std::string& path, const FeatureSpace& fs) {
+  DevData d;
+  if (!path.empty()) {
+    const TextData text = read_text(fs, path);
+    d.corpus = compile(fs, text);
+    d.gold = gold_labels(text);
+    if (d.gold.size() != d.corpus.num_tokens()) throw InputError(text.path, 0, "development data needs gold labels");
+  }
+  std::set<std::string> labels(d.gold.begin(), d.gold.end());
+  labels.insert(fs.labels.strings().begin(), fs.labels.strings().end());
+  d.mode = resolve_mode(EvalOptions{}, labels);
+  return d;
+}
+
+/// The log's rows so far: its header, or the rows a resumed checkpoint kept; written at once.
+std::string start_log(const TrainArgs& a, EvalMode dev_mode) {
+  std::string text = std::string("iteration,passes,objective,gradient_norm,active_features,seconds,") +
+                     (dev_mode == EvalMode::item ? "dev_accuracy\n" : "dev_f1\n");
+  if (a.resume && !a.resume->note("log").empty()) text = a.resume->note("log");  // the rows before the checkpoint
+  if (a.log_path == "-") {
+    if (!(std::cout << text << std::flush)) throw Error("cannot write the log to standard output: " + stdout_error());
+  } else if (!a.log_path.empty()) {
+    write_file_atomic(a.log_path, text);
+  }
+  return text;
+}
+
+/// --resume: the trainer continues from the checkpoint's state (said on stderr).
+void resume_training(TrainArgs& a, TrainingRun& run, TrainProgress& progress) {
+  Checkpoint& resume = *a.resume;
+  const std::string made_on = resume.note("device");
+  auto kind = [](const std::string& device) { return device.substr(0, device.find_first_of(" :")); };
+  if (kind(made_on) != kind(run.backend().name()))
+    std::cerr << "crfx train: note: the checkpoint was made on " << made_on << ", this run uses "
+              << run.backend().name() << ": the model will not be bit-identical to an uninterrupted run\n";
+  if (!a.quiet) {
+    const std::string within = resume.note("within");
+    std::cerr << "resuming: " << resume.path() << ", "
+              << (within.empty() ? "after iteration " + resume.note("iteration") : "in " + within) << "\n";
+  }
+  progress.iterations = std::atoi(resume.note("iteration").c_str());
+  progress.resumed = &resume;
+  run.trainer().resume_from(&resume.state());
+}
+
+/// How a run stopped by a signal ends: the message, exit status 3.
+int stopped_by_signal(int signal, const TrainArgs& a, const TrainProgress& progress) {
+  std::cerr << "crfx train: stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+            << (progress.stopped_within.empty() ? " at iteration " + std::to_string(progress.iterations)
+                                                 : " in " + progress.stopped_within)
+            << "; model written to " << a.model_path;
+  if (progress.within_checkpoint ||
+      (progress.stopped_within.empty() && progress.checkpoint_iteration == progress.iterations &&
+       progress.iterations > 0))
+    std::cerr << "; checkpoint written to " << a.checkpoint_path << " (continue with --resume " << a.checkpoint_path
+              << ")";
+  std::cerr << "\n";
+  return kExitStoppedBySignal;
+}
+
+}  // namespace
+
+void add_feature_options(cxxopts::Options& o) {
+  o.add_options()
+      ("features", "observed | all: weights for the (attribute, label) pairs and label bigrams seen in "
+       "the training data (CRFsuite's default), or for every pair (CRF++, Wapiti)",
+       cxxopts::value<std::string>()->default_value("observed"))
+      ("possible-states", "with --features observed: every attribute × label pair all the same "
+       "(CRFsuite's feature.possible_states=1)")
+      ("possible-transitions", "with --features observed: every label bigram all the same "
+       "(CRFsuite's feature.possible_transitions=1)");
+}
+
+/// crfx train's options (the device options come from add_device_options); the trainers'
+/// settings are generated from their tables (OptionSpec, crfx/trainer.hpp), with the library's
+/// defaults.
+/// --features and CRFsuite's two switches.
+FeatureSet feature_set(const cxxopts::ParseResult& r) {
+  const std::string f = get<std::string>(r, "features");
+  FeatureSet set;
+  if (f == "all") {
+    set.all_states = set.all_transitions = true;
+  } else if (f != "observed") {
+    throw UsageError("--features: '" + f + "' is neither observed nor all");
+  }
+  if (r.count("possible-states")) set.all_states = true;
+  if (r.count("possible-transitions")) set.all_transitions = true;
+  return set;
+}
+
+int cmd_train(int argc, char** argv) {
+  cxxopts::Options o("crfx train", "Train a linear-chain CRF.");
+  add_train_options(o);
+  add_feature_options(o);
+  add_device_options(o);
+  o.parse_positional({"data"});
+  cxxopts::ParseResult r;
+  if (!parse(o, argc, argv, r)) return 0;
+  const std::string algo = get<std::string>(r, "algo");
+  if (algo == "list") {
+    list_trainers();
+    return 0;
+  }
+  const TrainerInfo* trainer = nullptr;
+  try {
+    trainer = &find_trainer(algo);
+  } catch (const Error& e) {
+    throw UsageError(std::string("-a: ") + e.what() + " (crfx train --algo list describes them)");
+  }
+  TrainArgs a = train_args(r, *trainer);
+  const double t0 = now_seconds();
+  a.config.note = [quiet = a.quiet](const std::string& line) {
+    if (line.rfind("note: ", 0) == 0)
+      std::cerr << "crfx train: " << line << "\n";
+    else if (!quiet)
+      std::cerr << line << "\n";
+  };
+  // The first Ctrl-C or kill ends training after the current iteration — for the stochastic
+  // trainers after the current mini-batch (their poll), with the checkpoint of that point.
+  a.config.stop = [] { return stop_signal() != 0; };
+  TrainingRun run(a.config);
+  run.compile(read_text(run.features(), a.data_paths));  // the text is released after compiling
+  const FeatureSpace& fs = run.features();
+  CheckpointKeys keys;
+  if (!a.checkpoint_path.empty() || a.resume) keys = checkpoint_keys(r, *trainer, a.config.options, fs, run.corpus());
+  if (a.resume) a.resume->check(keys);
+  const DevData dev = read_dev(a.dev_path, fs);
+  try {
+    run.prepare();
+  } catch (const MemoryRefusal& e) {
+    refuse_memory(e);
+  }
+  release_free_memory();  // the training text, before the trainer's vectors are mapped
+  BackendCorpusPtr dev_up = a.dev_path.empty() ? nullptr : run.backend().upload(dev.corpus);
+  const std::string log_text = start_log(a, dev.mode);
+  TrainProgress progress{run.backend(), dev_up.get(), dev.corpus, dev.gold, dev.mode, fs.labels, a.quiet, a.log_path,
+                         log_text};
+  progress.log_written = log_text.size();  // written by start_log
+  progress.checkpoint_path = a.checkpoint_path;
+  progress.checkpoint_every = a.checkpoint_every;
+  progress.checkpoint_keys = keys;
+  if (a.resume) resume_training(a, run, progress);
+  TrainResult result;
+  set_graceful_stop(true);
+  try {
+    result = run.run(std::ref(progress));
+  } catch (const Error& e) {  // no model of this run; say where the last good state is
+    try {
+      progress.flush_log();  // the rows up to the failure
+    } catch (const Error&) {  // the log itself may be what failed: the first error is the one to tell
+    }
+    if (progress.checkpoint_iteration == 0) throw;
+    throw Error(std::string(e.what()) + "; the last checkpoint, of iteration " +
+                std::to_string(progress.checkpoint_iteration) + ", is " + a.checkpoint_path);
+  }
+  if (progress.resumed) progress.resumed->finish();  // stopped without a report (a test fired at once)
+  a.resume.reset();
+  const int stopped_by = stop_signal();
+  progress.flush_log();
+  save_model(result.model, a.model_path);
+  set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
+  if (stopped_by) return stopped_by_signal(stopped_by, a, progress);
+  if (!a.quiet)
+    std::cerr << "stopped: " << result.stop_reason << "\n"
+              << "done: " << progress.iterations << " iterations, " << fmt("%.1f", result.passes)
+              << " passes, objective " << objective_text(result.objective) << ", " << result.active_features
+              << " active features, training " << fmt("%.2f", result.seconds) << " s, total "
+              << fmt("%.2f", now_seconds() - t0) << " s, peak resident memory " << bytes_text(peak_resident_bytes())
+              << "\nmodel written to " << a.model_path << "\n";
+  return 0;
+}
+
+}  // namespace crfx::cli
