@@ -1,6 +1,8 @@
 // crfx's Python extension (_crfx): training from per-token features in memory, tagging, token
 // marginals, the model's weights by name, and the file-level helpers, over the library's entry
 // points. python/crfx/__init__.py wraps it in an estimator with sklearn-crfsuite's interface.
+// Every training run keeps a record per iteration (Model.log); with verbose it also prints crfx
+// train's progress line to Python's sys.stderr, with the GIL held.
 //
 // Python objects are read while the GIL is held; training and tagging then run without it
 // (other Python threads go on), and a training run checks for Ctrl-C after every iteration (a
@@ -10,8 +12,10 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -38,9 +42,17 @@ using crfx::CrfsuiteAttribute;
 using crfx::CrfsuiteSentence;
 using crfx::CrfsuiteToken;
 
+/// A number that is not a Python int, float or bool (numpy.int64, numpy.float32, numpy.bool_, …):
+/// one with __float__ or __index__.
+bool number_like(py::handle value) {
+  return !py::isinstance<py::str>(value) && !py::isinstance<py::bytes>(value) &&
+         (py::hasattr(value, "__float__") || py::hasattr(value, "__index__"));
+}
+
 /// One token's features: a dict {name: value} — a str value makes the attribute "name=value"
-/// with weight 1 (as sklearn-crfsuite and python-crfsuite do), a number or bool is the
-/// attribute's value — or an iterable of names (value 1) or of (name, value) pairs.
+/// with weight 1 (as sklearn-crfsuite and python-crfsuite do), a number or bool (numpy's
+/// scalars too) is the attribute's value — or an iterable of names (value 1) or of (name, value)
+/// pairs.
 void read_token(py::handle features, CrfsuiteToken& token, std::size_t s, std::size_t t) {
   auto where = [&] { return "sequence " + std::to_string(s) + ", token " + std::to_string(t) + ": "; };
   auto add = [&](const std::string& name, py::handle value) {
@@ -50,6 +62,14 @@ void read_token(py::handle features, CrfsuiteToken& token, std::size_t s, std::s
     } else if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value) ||
                py::isinstance<py::float_>(value)) {
       token.attributes.push_back({name, value.cast<double>()});
+    } else if (number_like(value)) {
+      const double v = PyFloat_AsDouble(value.ptr());
+      if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        throw py::type_error(where() + "feature '" + name + "': a value of type " +
+                             std::string(py::str(value.get_type().attr("__name__"))) + " that is not a number");
+      }
+      token.attributes.push_back({name, v});
     } else {
       throw py::type_error(where() + "feature '" + name + "' has a value of type " +
                            std::string(py::str(value.get_type().attr("__name__"))) +
@@ -77,18 +97,27 @@ void read_token(py::handle features, CrfsuiteToken& token, std::size_t s, std::s
   }
 }
 
-/// X (and y, when given) as CRFsuite data: sequences of tokens with their labels.
-crfx::TextData read_sequences(py::handle X, py::handle y) {
+/// `seq` as it is when it has a length, else (a generator, an iterator) as a list.
+py::object sized(py::handle seq) {
+  if (py::hasattr(seq, "__len__")) return py::reinterpret_borrow<py::object>(seq);
+  return py::list(py::reinterpret_borrow<py::object>(seq));
+}
+
+/// X (and y, when given) as CRFsuite data: sequences of tokens with their labels. X, y and the
+/// sequences in them may be any iterables (generators too).
+crfx::TextData read_sequences(py::handle X_in, py::handle y_in) {
   crfx::TextData data;
   data.format = crfx::InputFormat::crfsuite;
   data.path = "<X>";
-  const bool labelled = !y.is_none();
+  const bool labelled = !y_in.is_none();
+  const py::object X = labelled ? sized(X_in) : py::reinterpret_borrow<py::object>(X_in);
+  const py::object y = labelled ? sized(y_in) : py::none();
   if (labelled && py::len(X) != py::len(y))
     throw py::value_error(std::to_string(py::len(X)) + " sequences in X but " + std::to_string(py::len(y)) +
                           " in y");
-  std::vector<py::handle> ys;
+  std::vector<py::object> ys;
   if (labelled)
-    for (py::handle l : y) ys.push_back(l);
+    for (py::handle l : y) ys.push_back(py::isinstance<py::str>(l) ? py::reinterpret_borrow<py::object>(l) : sized(l));
   std::size_t s = 0;
   for (py::handle xseq : X) {
     if (py::isinstance<py::str>(xseq) || py::isinstance<py::dict>(xseq))
@@ -101,7 +130,7 @@ crfx::TextData read_sequences(py::handle X, py::handle y) {
       sentence.push_back(std::move(token));
     }
     if (labelled) {
-      py::handle yseq = ys[s];
+      const py::object& yseq = ys[s];
       if (py::isinstance<py::str>(yseq)) throw py::type_error("y: sequence " + std::to_string(s) + " is a str, not a list of labels");
       if (py::len(yseq) != sentence.size())
         throw py::value_error("sequence " + std::to_string(s) + ": " + std::to_string(sentence.size()) +
@@ -126,12 +155,21 @@ crfx::BackendOptions backend_options(const std::string& device, unsigned threads
   return bo;
 }
 
+/// One iteration of a training run, as its progress report gave it.
+struct IterationRecord {
+  int iteration = 0;
+  double passes = 0, objective = 0, gradient_norm = 0;  // gradient_norm NaN: not computed
+  std::size_t active_features = 0;
+  double step = 0, seconds = 0;
+};
+
 /// A trained or loaded model, and the taggers made from it on first use.
 struct PyModel {
   crfx::Model model;
   crfx::BackendOptions backend;
   std::string stop_reason;
   int iterations = 0;
+  std::vector<IterationRecord> log;  // training's iterations (empty for a loaded model)
   std::mutex mutex;  // one tagging call at a time (a Tagger and its Backend serve one)
   std::unique_ptr<crfx::Tagger> plain, with_marginals;
 
@@ -221,12 +259,40 @@ crfx::TrainConfig train_config(const std::string& algorithm, const py::dict& par
   return c;
 }
 
+/// The objective as crfx train prints it.
+std::string objective_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e15 ? "%.6f" : "%.6e", v);
+  return buf;
+}
+
+/// crfx train's progress line for one iteration.
+std::string progress_line(const IterationRecord& r) {
+  char gnorm[32] = "-";
+  if (!std::isnan(r.gradient_norm)) std::snprintf(gnorm, sizeof gnorm, "%.3e", r.gradient_norm);
+  char line[256];
+  std::snprintf(line, sizeof line, "iter %4d  passes %6.1f  obj %s  |g| %s  active %zu  step %.3g  %.2f s\n",
+                r.iteration, r.passes, objective_text(r.objective).c_str(), gnorm, r.active_features, r.step,
+                r.seconds);
+  return line;
+}
+
+/// Writes `text` to Python's sys.stderr (the GIL held).
+void to_stderr(const std::string& text) {
+  py::object err = py::module_::import("sys").attr("stderr");
+  if (err.is_none()) return;
+  err.attr("write")(text);
+  err.attr("flush")();
+}
+
 /// Trains through crfx::TrainingRun (the library's checks of the input, the CLI's) without the
 /// GIL, on the data `read` gives (called without the GIL too); Ctrl-C stops after an iteration (a
 /// stochastic trainer: after a mini-batch). A run whose estimated memory exceeds what the backend
 /// has (or max_memory) is refused with MemoryError before anything large is allocated; the run's
-/// notes ("note: …") become UserWarnings.
-std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function<crfx::TextData(const crfx::FeatureSpace&)>& read) {
+/// notes ("note: …") become UserWarnings. Every iteration is recorded in the model's log; with
+/// `verbose` its progress line, and at the end why training stopped, go to sys.stderr.
+std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function<crfx::TextData(const crfx::FeatureSpace&)>& read,
+                                   bool verbose) {
   auto result = std::make_shared<PyModel>();
   result->backend = config.backend;
   std::vector<std::string> notes;
@@ -266,10 +332,22 @@ std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function
     crfx::TrainResult r = run->run([&](const crfx::Progress& p, const crfx::Vector&) {
       result->iterations = p.iteration;
       if (interrupted) return false;
+      if (!p.within_iteration())
+        result->log.push_back({p.iteration, p.passes, p.objective, p.gradient_norm, p.active_features, p.step,
+                               p.seconds});
       py::gil_scoped_acquire acquire;
       if (PyErr_CheckSignals() != 0) {  // Ctrl-C: stop here (the error stays set)
         interrupted = true;
         return false;
+      }
+      if (verbose && !p.within_iteration()) {
+        try {
+          to_stderr(progress_line(result->log.back()));
+        } catch (py::error_already_set& e) {  // stop here and raise it (the error set again)
+          e.restore();
+          interrupted = true;
+          return false;
+        }
       }
       return true;
     });
@@ -277,25 +355,26 @@ std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function
     result->model = std::move(r.model);
   }
   if (interrupted) throw py::error_already_set();
+  if (verbose) to_stderr("stopped: " + result->stop_reason + "\n");
   return result;
 }
 
 std::shared_ptr<PyModel> fit(py::handle X, py::handle y, const std::string& algorithm, const py::dict& params,
                              bool all_states, bool all_transitions, const std::string& device, unsigned threads,
-                             std::size_t min_freq, const std::string& type, double max_memory) {
+                             std::size_t min_freq, const std::string& type, double max_memory, bool verbose) {
   if (y.is_none()) throw py::value_error("fit needs the labels y");
   crfx::TrainConfig config =
       train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory);
   config.format = crfx::InputFormat::crfsuite;
   crfx::TextData data = read_sequences(X, y);
-  return train_run(std::move(config), [&](const crfx::FeatureSpace&) { return std::move(data); });
+  return train_run(std::move(config), [&](const crfx::FeatureSpace&) { return std::move(data); }, verbose);
 }
 
 std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const std::string& format,
                                     const std::string& template_path, const std::string& algorithm,
                                     const py::dict& params, bool all_states, bool all_transitions,
                                     const std::string& device, unsigned threads, std::size_t min_freq,
-                                    const std::string& type, double max_memory) {
+                                    const std::string& type, double max_memory, bool verbose) {
   crfx::TrainConfig config =
       train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory);
   {
@@ -310,7 +389,8 @@ std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const 
       throw crfx::Error("format '" + format + "': conll or crfsuite");
     }
   }
-  return train_run(std::move(config), [&](const crfx::FeatureSpace& fs) { return crfx::read_text(fs, data); });
+  return train_run(std::move(config), [&](const crfx::FeatureSpace& fs) { return crfx::read_text(fs, data); },
+                   verbose);
 }
 
 crfx::TextData unlabelled(PyModel& m, py::handle X) {
@@ -399,6 +479,39 @@ py::dict transition_features(const PyModel& m) {
   return out;
 }
 
+/// The state attributes the model file keeps (those with a non-zero weight), in id order.
+py::list attributes(const PyModel& m) {
+  const crfx::FeatureSpace& fs = m.model.features;
+  const crfx::Dims d = fs.dims();
+  const crfx::WeightGroups wg = d.groups();
+  py::list out;
+  for (std::uint32_t a = 0; a < d.A; ++a) {
+    for (std::size_t k = wg.begin(a), e = k + wg.size(a); k < e; ++k)
+      if (m.model.weights[k] != 0.0) {
+        out.append(fs.state_attrs.at(a));
+        break;
+      }
+  }
+  return out;
+}
+
+/// The training log: one dict per iteration.
+py::list training_log(const PyModel& m) {
+  py::list out;
+  for (const IterationRecord& r : m.log) {
+    py::dict d;
+    d["iteration"] = r.iteration;
+    d["passes"] = r.passes;
+    d["objective"] = r.objective;
+    d["gradient_norm"] = std::isnan(r.gradient_norm) ? py::object(py::none()) : py::object(py::float_(r.gradient_norm));
+    d["active_features"] = r.active_features;
+    d["step"] = r.step;
+    d["seconds"] = r.seconds;
+    out.append(std::move(d));
+  }
+  return out;
+}
+
 std::shared_ptr<PyModel> load(const std::string& path, const std::string& device, unsigned threads) {
   auto m = std::make_shared<PyModel>();
   m->backend = backend_options(device, threads);
@@ -469,14 +582,26 @@ PYBIND11_MODULE(_crfx, m) {
         py::gil_scoped_release release;
         crfx::save_model(self.model, path);
       })
+      .def("to_bytes",
+           [](const PyModel& self) {
+             std::string bytes;
+             {
+               py::gil_scoped_release release;
+               bytes = crfx::serialize_model(self.model);
+             }
+             return py::bytes(bytes);
+           },
+           "The model file's bytes (what save writes).")
+      .def("attributes", &attributes)
+      .def_property_readonly("log", &training_log)
       .def_readonly("stop_reason", &PyModel::stop_reason)
       .def_readonly("iterations", &PyModel::iterations);
   m.def("fit", &fit, py::arg("X"), py::arg("y"), py::arg("algorithm"), py::arg("params"), py::arg("all_states"),
         py::arg("all_transitions"), py::arg("device"), py::arg("threads"), py::arg("min_freq"), py::arg("type"),
-        py::arg("max_memory"));
+        py::arg("max_memory"), py::arg("verbose") = false);
   m.def("train_file", &train_file, py::arg("data"), py::arg("format"), py::arg("template"), py::arg("algorithm"),
         py::arg("params"), py::arg("all_states"), py::arg("all_transitions"), py::arg("device"), py::arg("threads"),
-        py::arg("min_freq"), py::arg("type"), py::arg("max_memory"));
+        py::arg("min_freq"), py::arg("type"), py::arg("max_memory"), py::arg("verbose") = false);
   m.def("load", &load, py::arg("path"), py::arg("device"), py::arg("threads"));
   m.def("tag_file", &tag_file, py::arg("model"), py::arg("inputs"), py::arg("output"), py::arg("output_dir"),
         py::arg("suffix"), py::arg("recursive"), py::arg("keep_going"), py::arg("probability"), py::arg("marginals"),

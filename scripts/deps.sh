@@ -5,7 +5,7 @@
 # `scripts/deps.sh --bench` also installs what the benchmarks use (gnuplot for the figures).
 set -euo pipefail
 packages=(cmake ninja-build g++ libcxxopts-dev libgtest-dev zlib1g-dev libboost-context-dev
-          pybind11-dev python3-dev python3-pytest clang-14 libclang-rt-14-dev)
+          pybind11-dev python3-dev python3-pytest python3-sklearn clang-14 libclang-rt-14-dev)
 [ "${1:-}" = "--bench" ] && packages+=(gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do

@@ -12,6 +12,10 @@ list of feature names — and y the matching lists of labels::
     y_pred = crf.predict(X_test)
     crf.save("ner.model")        # a crfx model file: `crfx tag`, `crfx dump` read it
 
+X, y and their sequences may be any iterables (generators too); feature values may be numpy
+scalars. A fitted CRF pickles (pickle, copy.deepcopy, joblib) through its model file's bytes.
+``crfx.metrics`` has sklearn_crfsuite.metrics' scores (they need scikit-learn).
+
 File helpers mirror the command line: ``crfx.train_file`` (``crfx train``) and
 ``crfx.tag_file`` (``crfx tag``). Errors are ValueError (bad data or settings, with crfx's
 message naming the sequence or the file and line) or OSError (a file that cannot be read).
@@ -19,9 +23,14 @@ Training and tagging release the GIL; Ctrl-C stops training after the current it
 stochastic trainers: after the current mini-batch) and raises KeyboardInterrupt. Nothing beyond the standard library is needed.
 """
 
+import numbers
+import operator
+import os
+import tempfile
+
 from . import _crfx
 
-__all__ = ["CRF", "train_file", "tag_file", "algorithms", "__version__"]
+__all__ = ["CRF", "TrainingLog", "train_file", "tag_file", "algorithms", "metrics", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -49,11 +58,14 @@ class CRF:
     device: "auto", "cpu" or "cuda"; threads: CPU threads (0: all cores).
     max_memory: bytes a training run may hold (``crfx train --max-memory``); a run whose estimate
     exceeds it, or the memory the device has, raises MemoryError before it allocates.
+    verbose: print crfx train's progress line for every iteration to sys.stderr as training goes
+    (``training_log_`` keeps the iterations either way).
     """
 
     def __init__(self, algorithm="lbfgs", c1=None, c2=None, max_iterations=None,
                  all_possible_states=False, all_possible_transitions=False, min_freq=1,
-                 device="auto", threads=0, model_filename=None, type="crf", max_memory=None, **params):
+                 device="auto", threads=0, model_filename=None, type="crf", max_memory=None, verbose=False,
+                 **params):
         self.algorithm = algorithm
         self.type = type
         self.c1 = c1
@@ -66,13 +78,18 @@ class CRF:
         self.threads = threads
         self.model_filename = model_filename
         self.max_memory = max_memory
+        self.verbose = verbose
         self.params = params
         self._model = None
+        self._log = None
         if model_filename is not None:
-            self._model = _crfx.load(model_filename, device, threads)
+            self._model = _crfx.load(str(model_filename), _device(device), _count("threads", threads, 0))
 
     _ARGS = ("algorithm", "c1", "c2", "max_iterations", "all_possible_states", "all_possible_transitions",
-             "min_freq", "device", "threads", "model_filename", "type", "max_memory")
+             "min_freq", "device", "threads", "model_filename", "type", "max_memory", "verbose")
+    _DEFAULTS = {"algorithm": "lbfgs", "c1": None, "c2": None, "max_iterations": None, "all_possible_states": False,
+                 "all_possible_transitions": False, "min_freq": 1, "device": "auto", "threads": 0,
+                 "model_filename": None, "type": "crf", "max_memory": None, "verbose": False}
 
     def get_params(self, deep=True):
         """The constructor's arguments (scikit-learn's estimator protocol: clone, grid search)."""
@@ -88,32 +105,64 @@ class CRF:
                 self.params[name] = value
         return self
 
+    def __repr__(self):
+        """The constructor call with the arguments that differ from the defaults (as scikit-learn
+        shows an estimator)."""
+        shown = [(name, getattr(self, name)) for name in self._ARGS
+                 if not _same(getattr(self, name), self._DEFAULTS[name])]
+        shown += list(self.params.items())
+        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % item for item in shown))
+
+    # ---- pickling: the model as its file's bytes ----------------------------------------------
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if self._model is not None:
+            state["_model"] = self._model.to_bytes()
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        model = state.get("_model")
+        if isinstance(model, bytes):
+            device, threads = state.get("device", "auto"), state.get("threads", 0)
+            try:
+                device, threads = _device(device), _count("threads", threads, 0)
+            except ValueError:  # changed by set_params after fit: the defaults tag
+                device, threads = "auto", 0
+            state["_model"] = _from_bytes(model, device, threads)
+        self.__dict__.update(state)
+
     # ---- training ---------------------------------------------------------------------------
     def _settings(self):
-        settings = dict(self.params)
+        settings = {name: _plain(value) for name, value in self.params.items()}
         for name in ("c1", "c2", "max_iterations"):
             value = getattr(self, name)
             if value is not None:
-                settings[name] = value
+                settings[name] = _plain(value)
         return settings
 
     def fit(self, X, y, X_dev=None, y_dev=None):
         """Trains on sequences X with labels y (X_dev, y_dev: scored after training, as
         ``dev_score_``). Returns self."""
-        self._model = _crfx.fit(X, y, self.algorithm, self._settings(), self.all_possible_states,
-                                self.all_possible_transitions, self.device, self.threads, self.min_freq, self.type,
-                                _bytes(self.max_memory))
+        run = _run_arguments(self.algorithm, self.all_possible_states, self.all_possible_transitions, self.device,
+                             self.threads, self.min_freq, self.type, self.max_memory, self.verbose)
+        model = _crfx.fit(X, y, run["algorithm"], self._settings(), run["all_states"], run["all_transitions"],
+                          run["device"], run["threads"], run["min_freq"], run["type"], run["max_memory"],
+                          run["verbose"])
+        self._model, self._log = model, TrainingLog(model)
         if self.model_filename is not None:
-            self._model.save(self.model_filename)
+            self._model.save(str(self.model_filename))
         if X_dev is not None:
             self.dev_score_ = self.score(X_dev, y_dev)
         return self
 
     @property
     def training_log_(self):
-        """Why training stopped and after how many iterations."""
+        """The training run's iterations (a TrainingLog: a list of dicts with iteration, passes,
+        objective, gradient_norm, active_features, step, seconds; and its stop_reason). None for a
+        model loaded from a file."""
         self._check()
-        return {"stop_reason": self._model.stop_reason, "iterations": self._model.iterations}
+        return self._log
 
     # ---- prediction -------------------------------------------------------------------------
     def _check(self):
@@ -165,6 +214,24 @@ class CRF:
         self._check()
         return self._model.transition_features()
 
+    @property
+    def attributes_(self):
+        """The state attributes of the model (those with a non-zero weight, as its file keeps
+        them), in the model's order."""
+        self._check()
+        return self._model.attributes()
+
+    @property
+    def num_attributes_(self):
+        """How many attributes the model has (len(attributes_))."""
+        return len(self.attributes_)
+
+    @property
+    def size_(self):
+        """The model's size in bytes: the size of its model file (save)."""
+        self._check()
+        return len(self._model.to_bytes())
+
     def save(self, path):
         """Writes the model (atomically) as a crfx model file."""
         self._check()
@@ -176,28 +243,120 @@ class CRF:
         return cls(model_filename=str(path), device=device, threads=threads)
 
 
+class TrainingLog(list):
+    """A training run's iterations: one dict per iteration (iteration, passes, objective,
+    gradient_norm — None where the trainer does not compute it —, active_features, step,
+    seconds), with why training stopped (stop_reason)."""
+
+    def __init__(self, model=None):
+        super().__init__(model.log if model is not None else ())
+        self.stop_reason = model.stop_reason if model is not None else ""
+
+    @property
+    def iterations(self):
+        """The iterations as a list (sklearn-crfsuite's training_log_.iterations)."""
+        return list(self)
+
+    @property
+    def last_iteration(self):
+        """The last iteration's dict (None when there was none)."""
+        return self[-1] if self else None
+
+
+def _same(value, default):
+    return value is default or (type(value) is type(default) and value == default)
+
+
+def _plain(value):
+    """A numpy scalar as the Python number it holds (the extension reads Python numbers)."""
+    return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
+
+
+def _from_bytes(data, device, threads):
+    """A model from its file's bytes (through a temporary file: the library reads model files)."""
+    fd, path = tempfile.mkstemp(suffix=".model", prefix="crfx-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return _crfx.load(path, device, threads)
+    finally:
+        os.unlink(path)
+
+
 def _bytes(max_memory):
     """max_memory as the extension takes it: a number of bytes > 0, or 0 for no limit."""
     if max_memory is None:
         return 0.0
-    if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not max_memory > 0:
+    if isinstance(max_memory, bool) or not isinstance(max_memory, numbers.Real) or not max_memory > 0:
         raise ValueError("max_memory: a number of bytes > 0 (or None), got %r" % (max_memory,))
     return float(max_memory)
 
 
+def _count(name, value, minimum):
+    """An integer setting (threads, min_freq, nbest) checked: ValueError naming it otherwise."""
+    try:
+        if isinstance(value, bool) or _numpy_bool(value):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < minimum:
+        what = "a number of CPU threads >= 0 (0: all cores)" if name == "threads" else "an int >= %d" % minimum
+        raise ValueError("%s: %s, got %r" % (name, what, value))
+    return number
+
+
+def _text(name, value, choices=None):
+    """A str setting (algorithm, type, device) checked: ValueError naming it otherwise."""
+    if not isinstance(value, str) or (choices is not None and value not in choices):
+        expected = "one of " + ", ".join(repr(c) for c in choices) if choices else "a str"
+        raise ValueError("%s: %s, got %r" % (name, expected, value))
+    return value
+
+
+def _device(device):
+    return _text("device", device, ("auto", "cpu", "cuda"))
+
+
+def _numpy_bool(value):
+    return type(value).__module__ == "numpy" and getattr(getattr(value, "dtype", None), "kind", None) == "b"
+
+
+def _flag(name, value):
+    if isinstance(value, bool) or _numpy_bool(value):
+        return bool(value)
+    raise ValueError("%s: True or False, got %r" % (name, value))
+
+
+def _run_arguments(algorithm, all_possible_states, all_possible_transitions, device, threads, min_freq, type,
+                   max_memory, verbose):
+    """The settings the extension takes by type, checked here so that a bad one is a ValueError
+    naming it."""
+    return {"algorithm": _text("algorithm", algorithm), "type": _text("type", type),
+            "all_states": _flag("all_possible_states", all_possible_states),
+            "all_transitions": _flag("all_possible_transitions", all_possible_transitions),
+            "device": _device(device), "threads": _count("threads", threads, 0),
+            "min_freq": _count("min_freq", min_freq, 0), "max_memory": _bytes(max_memory),
+            "verbose": _flag("verbose", verbose)}
+
+
 def train_file(data, model, template=None, format="conll", algorithm="lbfgs", all_possible_states=False,
                all_possible_transitions=False, min_freq=1, device="auto", threads=0, type="crf", max_memory=None,
-               **params):
+               verbose=False, **params):
     """``crfx train``: trains on one or more files (CoNLL columns with a CRF++ template, or CRFsuite
     attribute lines) and writes the model to ``model``. Returns a CRF holding it. With
     type="maxent" a template's B lines are ignored, with a UserWarning (crfx train's note)."""
     files = [str(data)] if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else [str(d) for d in data]
-    trained = _crfx.train_file(files, format, "" if template is None else str(template), algorithm, params,
-                               all_possible_states, all_possible_transitions, device, threads, min_freq, type,
-                               _bytes(max_memory))
+    run = _run_arguments(algorithm, all_possible_states, all_possible_transitions, device, threads, min_freq, type,
+                         max_memory, verbose)
+    trained = _crfx.train_file(files, _text("format", format, ("conll", "crfsuite")),
+                               "" if template is None else str(template), run["algorithm"],
+                               {name: _plain(value) for name, value in params.items()}, run["all_states"],
+                               run["all_transitions"], run["device"], run["threads"], run["min_freq"], run["type"],
+                               run["max_memory"], run["verbose"])
     trained.save(str(model))
     crf = CRF(algorithm=algorithm, device=device, threads=threads, type=type, max_memory=max_memory, **params)
-    crf._model = trained
+    crf._model, crf._log = trained, TrainingLog(trained)
     return crf
 
 
@@ -209,4 +368,8 @@ def tag_file(model, inputs, output=None, output_dir=None, suffix="", recursive=F
     files = [str(inputs)] if isinstance(inputs, (str, bytes)) or hasattr(inputs, "__fspath__") else [str(i) for i in inputs]
     return _crfx.tag_file(str(model), files, "" if output is None else str(output),
                           "" if output_dir is None else str(output_dir), suffix, recursive, keep_going,
-                          probability, marginals, nbest, device, threads)
+                          probability, marginals, _count("nbest", nbest, 1), _device(device),
+                          _count("threads", threads, 0))
+
+
+from . import metrics  # noqa: E402  (crfx.metrics, as sklearn_crfsuite.metrics)

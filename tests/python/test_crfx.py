@@ -99,7 +99,8 @@ def test_the_estimator_trains_the_model_crfx_train_trains(chunking, tmp_path):
     crf = crfx.CRF(algorithm="lbfgs", c1=0.1, c2=0.1, max_iterations=20, threads=2)
     crf.fit(X, y)
     # lbfgs with c1 > 0 is OWL-QN (as in CRFsuite), and says why it stopped.
-    assert crf.training_log_ == {"stop_reason": "--max-iterations 20 reached", "iterations": 20}
+    assert crf.training_log_.stop_reason == "--max-iterations 20 reached"
+    assert [r["iteration"] for r in crf.training_log_] == list(range(1, 21))
     crf.save(tmp_path / "py.model")
     write_crfsuite(tmp_path / "train.txt", X, y)
     write_crfsuite(tmp_path / "test.txt", Xt, yt)
@@ -122,7 +123,7 @@ def test_marginals_weights_save_and_load(chunking, tmp_path):
     assert crf.get_params()["max_iterations"] == 30 and crf.params == {"delta": 1e-4, "period": 5}
     crf.set_params(delta=1e-5)
     crf.fit(X, y)
-    assert crf.training_log_["iterations"] <= 30
+    assert 0 < len(crf.training_log_) <= 30
     marginals = crf.predict_marginals(Xt[:5])
     best = crf.predict(Xt[:5])
     for seq_m, seq_y in zip(marginals, best):
