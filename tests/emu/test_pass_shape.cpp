@@ -182,6 +182,12 @@ TEST(PassShape, GatherWalkIsBoundedWhateverTheSkew) {
           occurrences += p.corpus.edge_offsets[t + 1] - p.corpus.edge_offsets[t];
         EXPECT_LE(counters.visits, occurrences);
         EXPECT_GE(counters.visits, p.corpus.state_ids.size());
+        if (run == 0 && layout == Layout::dense) {  // for RESULTS.md, via --gtest_output=xml
+          const std::string at = "_L" + std::to_string(L);
+          RecordProperty("attribute0_occurrences" + at, std::to_string(N));
+          RecordProperty("longest_walk" + at, std::to_string(counters.longest_walk));
+          RecordProperty("longest_combine" + at, std::to_string(counters.longest_combine));
+        }
         if (run == 0)
           first = g;
         else
