@@ -129,7 +129,13 @@ MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options
   const std::size_t buffers = backend.workspace_bytes(corpus, options.loss);
   const double needed = double(m.weights) + double(m.optimizer) + double(upload) + double(buffers);
   double available = double(backend.memory_available());
-  if (limit > 0 && (available <= 0 || limit < available)) available = limit;
+  // The limit that decides, where it is the process's (ulimit, cgroup) rather than the free memory.
+  const HostMemory host = host_memory();
+  std::string why = !host.limit.empty() && double(host.bytes) == available ? " (" + host.limit + ")" : "";
+  if (limit > 0 && (available <= 0 || limit < available)) {
+    available = limit;
+    why = " (the limit given)";
+  }
   const std::string state = "optimizer state " + bytes_text(double(m.optimizer)) + " (" + std::to_string(m.vectors) +
                             " weight vectors" + (trainer.stored_marginals ? " and stored marginals" : "") + ")";
   MemoryCheck c;
@@ -137,13 +143,13 @@ MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options
   c.figures = "weights " + bytes_text(double(m.weights)) + ", " + state + ", corpus " +
               bytes_text(double(m.corpus) + double(upload)) + ", buffers " + bytes_text(double(buffers)) + "; " +
               bytes_text(double(m.total()) + double(upload) + double(buffers)) + " estimated, " +
-              (available > 0 ? bytes_text(available) + " available" : "availability unknown");
+              (available > 0 ? bytes_text(available) + " available" + why : "availability unknown");
   c.fits = available <= 0 || needed <= available;
   if (!c.fits)
     c.shortfall = "needs an estimated " + bytes_text(needed) + " more (weights " + bytes_text(double(m.weights)) +
                   ", " + state + (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) +
                   (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) + ") but " +
-                  bytes_text(available) + " is available on " + backend.name();
+                  bytes_text(available) + " is available on " + backend.name() + why;
   return c;
 }
 

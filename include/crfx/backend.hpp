@@ -112,7 +112,17 @@ void save_lazy_steps(const LazyStepHistory& h, const std::vector<std::uint32_t>&
 void load_lazy_steps(const std::vector<double>& m, std::size_t at, LazyStepHistory& h,
                      std::vector<std::uint32_t>& stamps);
 
-/// Host memory that can be allocated without swapping (Linux MemAvailable), 0 when unknown.
+/// Host memory a run may still allocate: the least of what the machine has free without
+/// swapping (Linux MemAvailable) and what the process's limits leave it — the address space
+/// (RLIMIT_AS, ulimit -v) and data segment (RLIMIT_DATA) less what it uses, the cgroup's memory
+/// limit (v2 memory.max, v1 memory.limit_in_bytes, the tightest up to the root) less its usage.
+/// `limit` names the limit that decides, "" when it is the free memory; bytes 0 when unknown.
+struct HostMemory {
+  std::size_t bytes = 0;
+  std::string limit;
+};
+HostMemory host_memory();
+/// host_memory().bytes.
 std::size_t host_memory_available();
 
 /// The weight indices of `groups` (each group's whole range, in the groups' order).
