@@ -67,6 +67,7 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
   const std::size_t rows_limit = G && pointwise_loss(loss_kind) ? pointwise_rows(c)
                                                                 : std::numeric_limits<std::size_t>::max();
   for (std::size_t begin = 0; begin < span.count;) {
+    if (stop_requested()) throw PassStopped();  // between chunks: nothing of a chunk is pending
     const std::size_t end = plan(c, span, begin, rows_limit);
     const std::size_t n = end - begin, rows = h_slots_[n];
     try {

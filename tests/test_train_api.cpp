@@ -3,6 +3,7 @@
 // (so sentences in memory are refused as files are); a model trained in memory tags in memory.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,51 @@ TEST(TrainApi, MemoryRefusalCarriesTheFigures) {
     EXPECT_EQ(std::string(e.what()).rfind("this training run needs an estimated ", 0), 0u) << e.what();
     EXPECT_FALSE(e.dense_layout());
   }
+}
+
+}  // namespace
+}  // namespace crfx
+
+namespace crfx {
+namespace {
+
+TrainConfig stop_config() {
+  TrainConfig config;
+  config.templ = FeatureTemplate::load(test::data_path("chunking.template"));
+  config.backend.device = DeviceKind::cpu;
+  config.backend.threads = 2;
+  config.options.max_iterations = 30;
+  return config;
+}
+
+// A stop inside a pass of a batch trainer whose iterations are slow (here: every one, with
+// abandon_seconds 0) abandons the pass; the model is the last completed iteration's — the model
+// a run bounded at that iteration gives, bit for bit. A stop before any iteration ended: none.
+TEST(TrainApi, AStopInsideAPassEndsWithTheLastCompletedIteration) {
+  TrainConfig config = stop_config();
+  config.abandon_seconds = 0;
+  std::atomic<int> polls{0};
+  config.stop = [&] { return ++polls > 2000; };  // mid-pass, some iterations in
+  TrainingRun run(config);
+  run.compile(read_text(run.features(), test::data_path("conll2000.train300.txt")));
+  const TrainResult stopped = run.run();
+  ASSERT_TRUE(stopped.stopped_in_pass);
+  ASSERT_GE(stopped.iterations, 1);
+  EXPECT_LT(stopped.iterations, 30);
+  EXPECT_EQ(stopped.stop_reason, "stopped inside iteration " + std::to_string(stopped.iterations + 1) +
+                                     "; the model of iteration " + std::to_string(stopped.iterations));
+
+  TrainConfig bounded = stop_config();
+  bounded.options.max_iterations = stopped.iterations;
+  TrainingRun again(bounded);
+  again.compile(read_text(again.features(), test::data_path("conll2000.train300.txt")));
+  EXPECT_TRUE(again.run().model.weights == stopped.model.weights);
+
+  TrainConfig at_once = stop_config();
+  at_once.stop = [] { return true; };
+  TrainingRun first(at_once);
+  first.compile(read_text(first.features(), test::data_path("conll2000.train300.txt")));
+  EXPECT_THROW(first.run(), TrainingStopped);
 }
 
 }  // namespace

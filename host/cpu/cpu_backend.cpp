@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -657,7 +658,9 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
   double* G = grad ? V(*grad).data() : nullptr;
   double loss = 0;
 
+  std::atomic<bool> stopped{false};
   for (std::size_t begin = 0; begin < span.count;) {
+    if (stop_requested()) throw PassStopped();
     // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens and
     // kChunkBytes of buffers: per token L node deltas (and L² edge deltas), per sentence L² pair
     // deltas — with thousands of labels the per-sentence L² dominate (2,000 labels: 32 MB each).
@@ -686,6 +689,10 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
 
     // Phase 1: per sentence.
     pool_.run(n, [&](std::size_t i, unsigned worker) {
+      if (stopped.load(std::memory_order_relaxed) || stop_requested()) {  // the rest of the chunk skipped
+        stopped.store(true, std::memory_order_relaxed);
+        return;
+      }
       Work& work = *work_[worker];
       const std::size_t s = span[begin + i];
       const std::size_t tok0 = c.sentence_offsets[s];
@@ -730,6 +737,7 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
       }
       if (edge) std::fill(edge, edge + LL, 0.0);  // no edge features at t = 0
     });
+    if (stopped) throw PassStopped();
     for (std::size_t i = 0; i < n; ++i) loss += losses_[i];
 
     // Phase 2: the marginal reduction g += scale · Xᵀ·delta.

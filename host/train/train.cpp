@@ -3,9 +3,11 @@
 #include "crfx/train.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -207,7 +209,13 @@ Backend& TrainingRun::prepare() {
                                            config_.options.loss);
   const TrainOptions& o = config_.options;
   if (config_.note && info_->uses_objective) {
-    std::string line = "training: " + std::string(info_->name) + ", c1 = " + number(o.c1) + ", c2 = " + number(o.c2);
+    // Say what runs: lbfgs with an L1 term dispatches to OWL-QN (host/optim/lbfgs.cpp), as
+    // CRFsuite's lbfgs does with c1 > 0.
+    const std::string name(info_->name);
+    const std::string what = name == "lbfgs" && o.c1 > 0
+                                 ? "lbfgs with c1 > 0, i.e. OWL-QN (Andrew & Gao 2007), the L1 variant of L-BFGS"
+                                 : name;
+    std::string line = "training: " + what + ", c1 = " + number(o.c1) + ", c2 = " + number(o.c2);
     if (o.loss != SequenceLoss::seq_log) line += std::string(", loss ") + sequence_loss_name(o.loss);
     // The batch trainers (those with iterations) minimise seq-exp's log (crfx/trainer.hpp).
     if (objective_->log_scale() && info_->takes("max-iterations"))
@@ -236,24 +244,63 @@ TrainResult TrainingRun::run(const ProgressFn& progress) {
   if (!backend_) prepare();
   if (!algorithm_) throw Error("internal: TrainingRun::run called twice");
   Backend& b = *backend_;
-  VectorPtr w = b.vector(dims().num_weights());
+  const std::size_t W = dims().num_weights();
+  VectorPtr w = b.vector(W);
   if (config_.stop) algorithm_->stop_when(config_.stop);
   TrainResult r;
   double callback_seconds = 0;
   const double start = now_seconds();
+  // A stop inside a batch trainer's pass: the pass is abandoned while the iterations are slow (or
+  // none has ended), keeping a copy of the last slow iteration's weights to end with; where they
+  // are quick the stop waits for the iteration's end, the trainer's own report. (The stochastic
+  // trainers stop between mini-batches through stop_when.)
+  const bool batch = !info_->takes("epochs") && !info_->takes("max-epochs") && !info_->takes("sgd-epochs");
+  std::atomic<bool> abandon{true};
+  VectorPtr kept;
+  int kept_iteration = 0;
+  double last_report = start;
+  if (config_.stop && batch)
+    b.set_stop_poll([this, &abandon] { return abandon.load(std::memory_order_relaxed) && config_.stop(); });
   const ProgressFn& report = progress ? progress : config_.progress;
-  r.objective = algorithm_->train(*objective_, *w, config_.options, [&](const Progress& p, const Vector& v) {
-    if (!p.within_iteration()) r.iterations = p.iteration;
-    if (!report) return true;
-    const double t = now_seconds();
-    const bool go_on = report(p, v);
-    callback_seconds += now_seconds() - t;
-    return go_on;
-  });
+  try {
+    r.objective = algorithm_->train(*objective_, *w, config_.options, [&](const Progress& p, const Vector& v) {
+      if (!p.within_iteration()) {
+        r.iterations = p.iteration;
+        const double now = now_seconds();
+        const bool slow = now - last_report > config_.abandon_seconds;
+        if (slow) {
+          if (!kept) kept = b.vector(W);
+          b.copy(v, *kept);
+          kept_iteration = p.iteration;
+        }
+        abandon.store(slow, std::memory_order_relaxed);
+        last_report = now;
+      }
+      if (!report) return !(config_.stop && config_.stop());
+      const double t = now_seconds();
+      const bool go_on = report(p, v);
+      callback_seconds += now_seconds() - t;
+      last_report += now_seconds() - t;  // the report's own time is not the iteration's
+      return go_on && !(config_.stop && config_.stop());
+    });
+  } catch (const PassStopped&) {
+    b.set_stop_poll({});
+    if (!kept)
+      throw TrainingStopped("stopped inside iteration " + std::to_string(r.iterations + 1) +
+                            (r.iterations ? ", and no slow iteration's weights were kept" : ", the first") +
+                            ": no model");
+    b.copy(*kept, *w);
+    r.iterations = kept_iteration;
+    r.stopped_in_pass = true;
+    r.objective = std::numeric_limits<double>::quiet_NaN();
+  }
+  b.set_stop_poll({});
   r.seconds = now_seconds() - start - callback_seconds;
   r.passes = objective_->passes();
   r.active_features = b.count_nonzero(*w);
-  r.stop_reason = algorithm_->stop_reason();
+  r.stop_reason = r.stopped_in_pass ? "stopped inside iteration " + std::to_string(r.iterations + 1) +
+                                          "; the model of iteration " + std::to_string(r.iterations)
+                                    : algorithm_->stop_reason();
   r.device = b.name();
   model_.weights = to_host(b, *w);
   for (double x : model_.weights)  // never a model of NaN (the trainers stop before; this is the last guard)

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -408,9 +409,25 @@ class Backend {
   /// order — the result must not depend on the thread count).
   virtual double sparse_penalty(const SparseVector& x, double c1, double c2) = 0;
 
+  // ---- stopping inside a pass ----------------------------------------------------------------
+  /// A poll that evaluate() asks between sentences (from its worker threads: it must be cheap and
+  /// thread-safe); when it answers true the call is abandoned with PassStopped and its outputs
+  /// are undefined. None by default: every call runs to its end.
+  void set_stop_poll(std::function<bool()> poll) { stop_poll_ = std::move(poll); }
+
  protected:
   explicit Backend(const Dims& dims) : dims_(dims) {}
+  bool stop_requested() const { return stop_poll_ && stop_poll_(); }
   Dims dims_;
+
+ private:
+  std::function<bool()> stop_poll_;
+};
+
+/// A batch primitive abandoned because its stop poll answered true (Backend::set_stop_poll).
+class PassStopped : public Error {
+ public:
+  PassStopped() : Error("the pass was stopped") {}
 };
 using BackendPtr = std::unique_ptr<Backend>;
 

@@ -43,8 +43,13 @@ struct TrainConfig {
   double max_memory = 0;            // bytes the run may use; 0: what the backend has
   /// After every iteration (epoch); returning false stops training there. May be empty.
   ProgressFn progress;
-  /// Polled by the stochastic trainers inside an epoch; true stops them there. May be empty.
+  /// Asked after every iteration, by the stochastic trainers inside an epoch, and by the batch
+  /// trainers' passes: true stops training there. May be empty. A batch trainer's pass is
+  /// abandoned where its iterations are slow (over `abandon_seconds`, or before the first has
+  /// ended): the model is then the last completed iteration's (TrainResult::stopped_in_pass), or
+  /// there is none (TrainingStopped). Where they are quick, the stop waits for the iteration's end.
   std::function<bool()> stop;
+  double abandon_seconds = 1.0;
   /// The run's report lines ("data: …", "memory: …", "training: …"), each without its newline.
   std::function<void(const std::string&)> note;
 };
@@ -59,6 +64,15 @@ struct TrainResult {
   double seconds = 0;          // in the trainer (without the progress callback's own time)
   std::string stop_reason;
   std::string device;          // the backend's name
+  /// A stop (TrainConfig::stop) abandoned the pass of iteration `iterations` + 1: the model is
+  /// iteration `iterations`'s.
+  bool stopped_in_pass = false;
+};
+
+/// A stop (TrainConfig::stop) inside the first iteration of a batch trainer: no model.
+class TrainingStopped : public Error {
+ public:
+  using Error::Error;
 };
 
 /// Sentences in memory as CoNLL columns: each token its columns, the label last when training.
