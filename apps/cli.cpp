@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -74,15 +75,63 @@ std::string quoted(const std::string& msg) {
   return msg.substr(open + 3, close - open - 3);
 }
 
-/// What crfx calls an option that CRF++ (crf_learn, crf_test) or CRFsuite users type, from
-/// cxxopts' "Option ‘c’ does not exist"; "" for any other option.
+/// What crfx calls an option that CRF++ (crf_learn, crf_test), CRFsuite or conlleval users type,
+/// from cxxopts' "Option ‘c’ does not exist"; "" for any other option.
 std::string foreign_option_hint(const std::string& program, const std::string& msg) {
   const std::string name = quoted(msg);
-  const bool train = program == "crfx train";
+  const bool train = program == "crfx train" || program == "crfx learn", learn = program == "crfx learn";
+  const bool tag = program == "crfx tag";
   if (name == "c" && train) return "; CRF++'s -c C is --c2 here, with c2 = 1/(2·C) (-c 4 → --c2 0.125)";
-  if (name == "p" && train) return "; CRF++'s -p N (threads) is --threads N here";
+  if (name == "p" && train)
+    return "; CRF++'s -p N (threads) is --threads N here; CRFsuite's -p NAME=VALUE is understood by 'crfx learn'";
+  // CRFsuite's learn.
+  if ((name == "H" || name == "help-parameters") && train)
+    return "; CRFsuite's -H (the algorithm's parameters) is 'crfx train --algo list' here";
+  if ((name == "e" || name == "holdout" || name == "g" || name == "split" || name == "x" ||
+       name == "cross-validate") && learn)
+    return "; crfx has no groups of instances (CRFsuite's -g, -e, -x): the data files are read as one, and "
+           "--dev FILE scores held-out data after every iteration";
+  if ((name == "l" || name == "log-to-file" || name == "L" || name == "logbase") && learn)
+    return "; CRFsuite's -l/-L (log to a file) is --log FILE here (CSV, one row an iteration)";
+  // CRFsuite's tag.
+  if ((name == "t" || name == "test") && tag)
+    return "; CRFsuite's tag -t (evaluate) is crfx eval on the tagged output (crfx tag … | crfx eval -)";
+  if ((name == "i" || name == "marginal" || name == "l" || name == "marginal-all") && tag)
+    return "; CRFsuite's tag -i/-l (marginal probabilities) is --marginals here (LABEL:p for every label)";
+  if (name == "reference" && tag)
+    return "; CRFsuite's tag -r (the reference labels) is what crfx tag does anyway: the input's gold label is "
+           "kept before the predicted one";
+  if (name == "R" && tag) return "; crfx tag's recursive option is -r";
+  // conlleval's -r; -r means recursive in crfx (tag -r, eval -R).
+  if (name == "r" && program == "crfx eval")
+    return "; conlleval's -r (raw labels) is --raw here, and -R/--recursive reads directories (crfx tag's -r)";
   if (name == "v") return "; CRF++'s -v 1 is -p/--probability here, -v 2 is --marginals";
   if (name == "version") return "; the version is 'crfx --version'";
+  return "";
+}
+
+std::string trainer_names() {
+  std::string names;
+  for (const auto& t : trainer_registry()) names += (names.empty() ? "" : ", ") + std::string(t.name);
+  return names;
+}
+
+/// For a CRF++ (crf_learn -a) or CRFsuite (learn -a) algorithm that crfx does not have under that
+/// name: what crfx has instead; "" for any other name.
+std::string foreign_algorithm_hint(const std::string& name) {
+  std::string lower = name;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const std::string list = " (crfx's trainers: " + trainer_names() + "; 'crfx train --algo list' describes them)";
+  if (lower == "crf-l2" || lower == "crf")
+    return "CRF++'s -a " + name + " is -a lbfgs here, the default (CRF++'s -c C is --c2 1/(2·C))";
+  if (lower == "crf-l1") return "CRF++'s -a " + name + " is -a owlqn --c1 1/C --c2 0 here (CRF++'s -c C)";
+  if (lower == "mira") return "crfx has no MIRA (CRF++'s -a MIRA); its online trainers are ap, sgd-l1, adf" + list;
+  if (lower == "l2sgd")
+    return "crfx has no CRFsuite l2sgd (SGD with L2 and a calibrated rate); the nearest are -a sgd-l1 --c1 0 "
+           "(SGD, rate eta0·alpha^(k/N)), -a adf (per-feature rates, L2 prior c2), or -a lbfgs for the same "
+           "objective" + list;
+  if (lower == "pa") return "crfx does not have CRFsuite's pa (passive aggressive) yet" + list;
+  if (lower == "arow") return "crfx does not have CRFsuite's arow (AROW) yet" + list;
   return "";
 }
 

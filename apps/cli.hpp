@@ -1,7 +1,8 @@
 // crfx — what the crfx tool's commands share (apps/cli.cpp) and the commands themselves: train
-// (apps/cmd_train.cpp), tag (apps/cmd_tag.cpp), eval and dump (apps/cmd_eval.cpp), bench
-// (apps/cmd_bench.cpp); apps/main.cpp dispatches. Each command parses and checks its own
-// options and calls the library (training: crfx::TrainingRun; tagging: crfx::tag_inputs).
+// (apps/cmd_train.cpp), learn (CRFsuite's command line translated to train's: apps/cmd_learn.cpp),
+// tag (apps/cmd_tag.cpp), eval and dump (apps/cmd_eval.cpp), bench (apps/cmd_bench.cpp);
+// apps/main.cpp dispatches. Each command parses and checks its own options and calls the library
+// (training: crfx::TrainingRun; tagging: crfx::tag_inputs).
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,14 @@ __attribute__((format(printf, 1, 2))) std::string fmt(const char* format, ...);
 /// An objective as the progress lines print it: %.6f, or %.6e where %f would run to hundreds of
 /// digits (boost's H before it fits a double is reported as DBL_MAX).
 std::string objective_text(double v);
+/// What crfx calls an option that CRF++ (crf_learn, crf_test), CRFsuite or conlleval users type,
+/// from cxxopts' "Option ‘c’ does not exist" ("; CRF++'s -c C is --c2 …"); "" for any other option.
+std::string foreign_option_hint(const std::string& program, const std::string& msg);
+/// For a CRF++ or CRFsuite algorithm name that is not crfx's (CRF-L2, CRF-L1, MIRA, l2sgd, pa,
+/// arow): what crfx has instead ("CRF++'s -a CRF-L2 is -a lbfgs here …"); "" for any other name.
+std::string foreign_algorithm_hint(const std::string& name);
+/// The trainers' names, comma-separated.
+std::string trainer_names();
 /// Parses a subcommand's options; prints help and returns false for --help.
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& result);
 template <class T>
@@ -62,6 +71,10 @@ void add_feature_options(cxxopts::Options& o);
 FeatureSet feature_set(const cxxopts::ParseResult& r);
 
 int cmd_train(int argc, char** argv);
+/// crfx train, or (learn) crfx learn once apps/cmd_learn.cpp has translated CRFsuite's options:
+/// the program name "crfx learn" and CRFsuite's data format by default.
+int train_command(int argc, char** argv, bool learn);
+int cmd_learn(int argc, char** argv);
 int cmd_tag(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_dump(int argc, char** argv);

@@ -49,6 +49,86 @@ namespace crfx::cli {
 
 // ---- eval ----------------------------------------------------------------------------------
 
+namespace {
+
+/// `s` as a JSON string: quotes, backslashes and control characters escaped; other bytes as they
+/// are (labels and paths are taken to be UTF-8).
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt("\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+/// A percentage as a JSON number, to more digits than the text report's two.
+std::string json_number(double v) { return fmt("%.10g", v); }
+
+/// One ChunkCounts (a chunk type, a label, or the chunks overall): counts and percentages.
+std::string json_counts(const ChunkCounts& c) {
+  return "\"gold\": " + std::to_string(c.gold) + ", \"guessed\": " + std::to_string(c.guessed) +
+         ", \"correct\": " + std::to_string(c.correct) + ", \"precision\": " + json_number(c.precision()) +
+         ", \"recall\": " + json_number(c.recall()) + ", \"f1\": " + json_number(c.f1());
+}
+
+/// The figures of the text report of `ev` (the chunk report or the item report, as ev.mode says),
+/// as the members of a JSON object; confusion: every (gold, guessed) pair that differs, with its
+/// count.
+std::string json_members(const Evaluation& ev, bool confusion) {
+  std::string out;
+  if (ev.mode == EvalMode::item) {
+    const ItemEvaluator& e = ev.item;
+    out += "\"mode\": \"item\", \"tokens\": " + std::to_string(e.tokens()) +
+           ", \"correct_tokens\": " + std::to_string(e.correct_tokens()) +
+           ", \"sentences\": " + std::to_string(e.sentences()) +
+           ", \"correct_sentences\": " + std::to_string(e.correct_sentences()) +
+           ", \"accuracy\": " + json_number(e.accuracy()) +
+           ", \"sentence_accuracy\": " + json_number(e.sentence_accuracy()) + ", \"labels\": {";
+    bool first = true;
+    for (const auto& [label, c] : e.by_label()) {
+      out += std::string(first ? "" : ", ") + json_string(label) + ": {" + json_counts(c) + "}";
+      first = false;
+    }
+    out += "}, \"macro_average\": {\"precision\": " + json_number(e.macro_precision()) +
+           ", \"recall\": " + json_number(e.macro_recall()) + ", \"f1\": " + json_number(e.macro_f1()) +
+           "}, \"micro_average\": {\"precision\": " + json_number(e.accuracy()) +
+           ", \"recall\": " + json_number(e.accuracy()) + ", \"f1\": " + json_number(e.accuracy()) + "}";
+  } else {
+    const ChunkEvaluator& e = ev.chunk;
+    out += "\"mode\": \"chunk\", \"tokens\": " + std::to_string(e.tokens()) +
+           ", \"correct_tokens\": " + std::to_string(e.correct_tokens()) +
+           ", \"accuracy\": " + json_number(e.accuracy()) + ", \"chunks\": {" + json_counts(e.overall()) +
+           "}, \"types\": {";
+    bool first = true;
+    for (const auto& [type, c] : e.by_type()) {
+      if (c.gold == 0 && c.guessed == 0) continue;  // as the text report
+      out += std::string(first ? "" : ", ") + json_string(type) + ": {" + json_counts(c) + "}";
+      first = false;
+    }
+    out += "}";
+  }
+  if (confusion) {
+    out += ", \"confusions\": [";
+    bool first = true;
+    for (const auto& [pair, n] : ev.item.confusions()) {
+      out += std::string(first ? "" : ", ") + "{\"gold\": " + json_string(pair.first) +
+             ", \"guessed\": " + json_string(pair.second) + ", \"count\": " + std::to_string(n) + "}";
+      first = false;
+    }
+    out += "]";
+  }
+  return out;
+}
+
+}  // namespace
+
 int cmd_eval(int argc, char** argv) {
   cxxopts::Options o("crfx eval",
                      "Scores labelled output. Chunk tags (IOB1, IOB2, IOE, IOBES: B-, I-, E-, S- prefixes and\n"
@@ -56,16 +136,21 @@ int cmd_eval(int argc, char** argv) {
                      "F1. Any other tag set (POS, morphology, classes) gets token and sentence accuracy and\n"
                      "per-label precision / recall / F1 with macro and micro averages (CRFsuite's tag -qt).\n"
                      "Input: one token per line, the last two columns gold and predicted label\n"
-                     "(what 'crfx tag' writes for data with gold labels). Several files (or directories, -r)\n"
+                     "(what 'crfx tag' writes for data with gold labels). Several files (or directories, -R)\n"
                      "get a report each, under a '== FILE' line, then one over them all under '== total'.");
   o.positional_help("FILE...");
   o.add_options()
       ("file", "labelled output to score", cxxopts::value<std::vector<std::string>>())
       ("R,recursive", "score every file below a directory argument")
+      ("total-only", "with several files: the report over them all, not each file's")
+      ("json", "the report's figures as one JSON object (several files: {\"files\": [...], \"total\": {...}}; "
+       "one file, or --total-only: that report's object)")
       ("mode", "auto | chunk | item: the report (auto: chunk when every label is a chunk tag)",
        cxxopts::value<std::string>()->default_value("auto"))
-      ("confusion", "also print the confusion matrix of the labels with the most errors")
-      ("r,raw", "chunk report over labels without B-/I- prefixes: each token is a chunk (conlleval -r)")
+      ("confusion", "also print the confusion matrix of the labels with the most errors (--json: every "
+       "confused pair)")
+      ("raw", "chunk report over labels without B-/I- prefixes: each token is a chunk (conlleval -r; crfx's "
+       "-r means recursive, and is refused here)")
       ("o,outside", "the outside label (conlleval -o)", cxxopts::value<std::string>()->default_value("O"))
       ("h,help", "show this help");
   o.parse_positional({"file"});
@@ -85,18 +170,39 @@ int cmd_eval(int argc, char** argv) {
   if (!r.count("file")) throw UsageError("missing a file to evaluate (crfx eval FILE...)");
   const std::vector<InputFile> files =
       list_inputs(get<std::vector<std::string>>(r, "file"), r.count("recursive") > 0);
-  const bool confusion = r.count("confusion") > 0;
-  if (files.size() == 1) {  // conlleval's report alone, byte for byte
-    std::cout << evaluate_labels_file(files[0].path, eo).report(confusion) << std::flush;
+  const bool confusion = r.count("confusion") > 0, json = r.count("json") > 0;
+  const bool total_only = r.count("total-only") > 0;
+  if (files.size() == 1 && !total_only) {  // conlleval's report alone, byte for byte
+    const Evaluation ev = evaluate_labels_file(files[0].path, eo);
+    if (json)
+      std::cout << "{\"file\": " << json_string(files[0].path) << ", " << json_members(ev, confusion) << "}\n";
+    else
+      std::cout << ev.report(confusion);
+    std::cout << std::flush;
     return 0;
   }
   Evaluation total{ChunkEvaluator(eo), ItemEvaluator(), {}, EvalMode::chunk};
+  bool first = true;
+  if (json && !total_only) std::cout << "{\"files\": [";
   for (const InputFile& f : files) {
     const Evaluation ev = evaluate_labels_file(f.path, eo);
-    std::cout << "== " << f.path << "\n" << ev.report(confusion) << "\n" << std::flush;
+    if (json && !total_only)
+      std::cout << (first ? "" : ",\n") << "{\"file\": " << json_string(f.path) << ", " << json_members(ev, confusion)
+                << "}" << std::flush;
+    else if (!total_only)
+      std::cout << "== " << f.path << "\n" << ev.report(confusion) << "\n" << std::flush;
+    first = false;
     total.merge(ev, eo);
   }
-  std::cout << "== total: " << files.size() << " files\n" << total.report(confusion) << std::flush;
+  const std::string total_json =
+      "{\"files\": " + std::to_string(files.size()) + ", " + json_members(total, confusion) + "}";
+  if (json && total_only)
+    std::cout << total_json << "\n";
+  else if (json)
+    std::cout << "],\n\"total\": " << total_json << "}\n";
+  else
+    std::cout << "== total: " << files.size() << " files\n" << total.report(confusion);
+  std::cout << std::flush;
   return 0;
 }
 

@@ -148,7 +148,8 @@ void add_tag_options(cxxopts::Options& o) {
       ("O,output-dir", "write one output per input under DIR, named as the input (its path below a directory "
        "argument, else its file name; a .gz ending dropped), each atomically", cxxopts::value<std::string>())
       ("suffix", "with -O: append this to every output's name (e.g. .tagged)", cxxopts::value<std::string>())
-      ("r,recursive", "tag every file below a directory argument")
+      ("r,recursive", "tag every file below a directory argument (not CRFsuite's tag -r: crfx keeps the gold "
+       "label anyway)")
       ("skip-existing", "with -O: leave out the inputs whose output exists (an interrupted run continues)")
       ("keep-going", "with -O: report a bad input and go on with the others (exit status 1 at the end, the "
        "failures listed); default: stop at the first")
@@ -262,6 +263,16 @@ int cmd_tag(int argc, char** argv) {
                             : ""));
   const std::string output = r.count("output") ? get<std::string>(r, "output") : "-";  // "-": standard output
 
+  // CRFsuite's tag -r prints the reference labels; crfx's -r recurses into directories. With no
+  // directory to recurse into, the user likely meant CRFsuite's: say what crfx does.
+  if (r.count("recursive") && !quiet &&
+      std::none_of(data.begin(), data.end(), [](const std::string& p) {
+        std::error_code ec;
+        return std::filesystem::is_directory(p, ec);
+      }))
+    std::cerr << "crfx tag: note: -r (recursive) applies to directory arguments and none is given; CRFsuite's "
+                 "tag -r (the reference labels) is what crfx tag does anyway: the input's gold label is kept "
+                 "before the predicted one\n";
   std::vector<InputFile> inputs = list_inputs(data, r.count("recursive") > 0);
   const Outputs outputs = plan_outputs(r, inputs, model_path, to_dir, output);
   TagOptions options;

@@ -94,22 +94,26 @@ std::string takers(const char* name) {
   return n_no < n_yes ? "all but " + no + ": " : yes + ": ";
 }
 
-/// Which weights a model has (train, bench): FeatureSet.
-void add_train_options(cxxopts::Options& o) {
+/// crfx train's options; learn: crfx learn's (CRFsuite's data format by default, and -p).
+void add_train_options(cxxopts::Options& o, bool learn) {
   const TrainOptions d;
   o.positional_help("DATA...");
   o.add_options()
-      ("data", "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok); "
-       "several files are read one after the other, as one",
+      ("data", learn ? "training data (CRFsuite attributes, or CoNLL columns with --format conll; .gz ok); "
+                       "several files are read one after the other, as one"
+                     : "training data (CoNLL columns, or CRFsuite attributes with --format crfsuite; .gz ok); "
+                       "several files are read one after the other, as one",
        cxxopts::value<std::vector<std::string>>())
       ("m,model", "model file to write", cxxopts::value<std::string>())
       ("force", "replace a read-only model or log file")
       ("t,template", "CRF++ feature template (CoNLL data)", cxxopts::value<std::string>())
-      ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value("conll"))
+      ("format", "conll | crfsuite", cxxopts::value<std::string>()->default_value(learn ? "crfsuite" : "conll"))
       ("type", "crf | maxent: a linear-chain CRF, or a Maxent classifier labelling every token on its own from "
        "the same attributes (no transitions; a template's B lines are ignored)",
        cxxopts::value<std::string>()->default_value("crf"))
-      ("a,algo", "training algorithm ('list' shows them with their settings)",
+      ("a,algo", learn ? "training algorithm ('list' shows them with their settings); CRFsuite's lbfgs and ap are "
+                         "crfx's, l2sgd, pa and arow are refused with what crfx has instead"
+                       : "training algorithm ('list' shows them with their settings)",
        cxxopts::value<std::string>()->default_value("lbfgs"))
       ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
       ("max-memory", "refuse to start a run whose estimated memory exceeds this (e.g. 512M, 8G; default: "
@@ -123,6 +127,11 @@ void add_train_options(cxxopts::Options& o) {
       const std::string choices = kind.find('|') != std::string::npos ? kind + "; " : "";
       o.add_options()(spec.name, takers(spec.name) + choices + spec.help, value);
     }
+  if (learn)
+    o.add_options()("p,set", "CRFsuite's NAME=VALUE, translated to crfx's option and said in a note: c1, c2, "
+                             "max_iterations, epsilon, delta, period, num_memories, max_linesearch, "
+                             "feature.minfreq, feature.possible_states, feature.possible_transitions",
+                    cxxopts::value<std::vector<std::string>>());
   o.add_options()
       ("dev", "development data: report its chunk F1 (chunk tags) or token accuracy after every iteration", cxxopts::value<std::string>())
       ("log", "write per-iteration progress as CSV to this file ('-': standard output)",
@@ -239,6 +248,26 @@ void list_trainers() {
   }
 }
 
+/// "12 s", "3.5 min", "2.1 h".
+std::string eta_text(double seconds) {
+  if (seconds < 99.5) return fmt("%.0f s", seconds);
+  if (seconds < 5970) return fmt("%.1f min", seconds / 60);
+  return fmt("%.1f h", seconds / 3600);
+}
+
+/// The last iteration (epoch) a run of `trainer` can reach with `opt`: the epochs of sgd-l1, adf
+/// and ap, sag's and saga's --max-epochs, --max-iterations (boost: 1000 rounds when 0; two-stage:
+/// after its --sgd-epochs); 0 when there is no cap (--max-iterations 0).
+int iteration_cap(const TrainerInfo& trainer, const TrainOptions& opt) {
+  if (trainer.takes("epochs")) return opt.epochs;
+  if (trainer.takes("max-epochs")) return opt.max_epochs;
+  if (!trainer.takes("max-iterations")) return 0;
+  int cap = opt.max_iterations;
+  if (cap <= 0 && std::string(trainer.name) == "boost") cap = 1000;  // host/optim/boost.hpp, kDefaultRounds
+  if (cap > 0 && trainer.takes("sgd-epochs")) cap += opt.sgd_epochs;  // two-stage numbers stage 2 on from there
+  return cap;
+}
+
 /// crfx train's per-iteration report: a line on stderr, a CSV row in --log (rewritten atomically
 /// each time), with --dev the dev figure (chunk F1 for chunk tags, else token accuracy, as crfx
 /// eval chooses). Its own time is kept out of the reported seconds.
@@ -261,6 +290,7 @@ struct TrainProgress {
   double last_log_write = now_seconds();
   int iterations = 0;
   double callback_seconds = 0;
+  int iteration_cap = 0;  // the run's last iteration (epoch) at the latest; 0: unbounded (no ETA)
   // --checkpoint: where, how often (0: by time), and what a resume must match.
   std::string checkpoint_path{};  // empty without --checkpoint
   int checkpoint_every = 0;
@@ -323,10 +353,15 @@ struct TrainProgress {
       char line[256];
       const std::string gnorm = std::isnan(p.gradient_norm) ? "-" : fmt("%.3e", p.gradient_norm);
       const std::string obj = objective_text(p.objective);
+      // To the cap at the mean iteration time so far (callbacks included: they take wall time too).
+      const std::string eta =
+          iteration_cap > p.iteration && p.iteration > 0
+              ? "  eta " + eta_text(reported.seconds / p.iteration * (iteration_cap - p.iteration))
+              : "";
       std::snprintf(line, sizeof line,
-                    "iter %4d  passes %6.1f  obj %s  |g| %s  active %zu  step %.3g  %.2f s%s%s\n",
-                    p.iteration, p.passes, obj.c_str(), gnorm.c_str(), p.active_features, p.step,
-                    p.seconds, dev_f1.empty() ? "" : dev_mode == EvalMode::item ? "  dev accuracy " : "  dev F1 ",
+                    "iter %4d  passes %6.1f  obj %s  |g| %s  active %zu  step %.3g  %.2f s%s%s%s\n",
+                    p.iteration, p.passes, obj.c_str(), gnorm.c_str(), p.active_features, p.step, p.seconds,
+                    eta.c_str(), dev_f1.empty() ? "" : dev_mode == EvalMode::item ? "  dev accuracy " : "  dev F1 ",
                     dev_f1.c_str());
       std::cerr << line << std::flush;
     }
@@ -418,6 +453,7 @@ struct TrainArgs {
   int checkpoint_every = 0;
   std::unique_ptr<Checkpoint> resume;  // --resume: read (and its checksum verified) before the data
   bool quiet = false;
+  std::string program = "crfx train";  // or "crfx learn"
 };
 
 /// The outputs (-m, --log, --checkpoint) checked before minutes of training, not after: each
@@ -492,12 +528,13 @@ TrainConfig train_config(const cxxopts::ParseResult& r, const TrainerInfo& train
 }
 
 /// The command line of crfx train, checked (usage errors before any data is read).
-TrainArgs train_args(const cxxopts::ParseResult& r, const TrainerInfo& trainer) {
+TrainArgs train_args(const cxxopts::ParseResult& r, const TrainerInfo& trainer, bool learn) {
   TrainArgs a;
+  a.program = learn ? "crfx learn" : "crfx train";
   model_type(r, trainer);
-  if (!r.count("data")) throw UsageError("missing training data (crfx train DATA -m MODEL ...)");
+  if (!r.count("data")) throw UsageError("missing training data (" + a.program + " DATA -m MODEL ...)");
   a.data_paths = get<std::vector<std::string>>(r, "data");
-  if (a.data_paths.size() == 3 && !r.count("model") && !r.count("template"))
+  if (!learn && a.data_paths.size() == 3 && !r.count("model") && !r.count("template"))
     throw UsageError("crfx train reads DATA -t TEMPLATE -m MODEL; crf_learn's order TEMPLATE DATA MODEL is not "
                      "crfx's (see 'crfx train --help')");
   a.model_path = required(r, "model", "-m/--model: where to write the model");
@@ -551,7 +588,7 @@ void resume_training(TrainArgs& a, TrainingRun& run, TrainProgress& progress) {
   const std::string made_on = resume.note("device");
   auto kind = [](const std::string& device) { return device.substr(0, device.find_first_of(" :")); };
   if (kind(made_on) != kind(run.backend().name()))
-    std::cerr << "crfx train: note: the checkpoint was made on " << made_on << ", this run uses "
+    std::cerr << a.program << ": note: the checkpoint was made on " << made_on << ", this run uses "
               << run.backend().name() << ": the model will not be bit-identical to an uninterrupted run\n";
   if (!a.quiet) {
     const std::string within = resume.note("within");
@@ -565,7 +602,7 @@ void resume_training(TrainArgs& a, TrainingRun& run, TrainProgress& progress) {
 
 /// How a run stopped by a signal ends: the message, exit status 3.
 int stopped_by_signal(int signal, const TrainArgs& a, const TrainProgress& progress) {
-  std::cerr << "crfx train: stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+  std::cerr << a.program << ": stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
             << (progress.stopped_within.empty() ? " at iteration " + std::to_string(progress.iterations)
                                                  : " in " + progress.stopped_within)
             << "; model written to " << a.model_path;
@@ -608,14 +645,22 @@ FeatureSet feature_set(const cxxopts::ParseResult& r) {
   return set;
 }
 
-int cmd_train(int argc, char** argv) {
-  cxxopts::Options o("crfx train", "Train a linear-chain CRF.");
-  add_train_options(o);
+int cmd_train(int argc, char** argv) { return train_command(argc, argv, false); }
+
+int train_command(int argc, char** argv, bool learn) {
+  cxxopts::Options o(learn ? "crfx learn" : "crfx train",
+                     learn ? "Train a linear-chain CRF with CRFsuite's command line: crfx train, reading CRFsuite\n"
+                             "attribute files by default, with CRFsuite's -p NAME=VALUE and -a NAME translated to\n"
+                             "crfx's options (each said in a note line)."
+                           : "Train a linear-chain CRF.");
+  add_train_options(o, learn);
   add_feature_options(o);
   add_device_options(o);
   o.parse_positional({"data"});
   cxxopts::ParseResult r;
   if (!parse(o, argc, argv, r)) return 0;
+  if (learn && r.count("set"))  // (apps/cmd_learn.cpp takes every -p standing on its own)
+    throw UsageError("-p NAME=VALUE: give it on its own, not grouped with other letters (-p c2=1)");
   const std::string algo = get<std::string>(r, "algo");
   if (algo == "list") {
     list_trainers();
@@ -625,13 +670,15 @@ int cmd_train(int argc, char** argv) {
   try {
     trainer = &find_trainer(algo);
   } catch (const Error& e) {
-    throw UsageError(std::string("-a: ") + e.what() + " (crfx train --algo list describes them)");
+    const std::string hint = foreign_algorithm_hint(algo);
+    throw UsageError("-a: " + (hint.empty() ? std::string(e.what()) + " (crfx train --algo list describes them)"
+                                            : "unknown training algorithm '" + algo + "': " + hint));
   }
-  TrainArgs a = train_args(r, *trainer);
+  TrainArgs a = train_args(r, *trainer, learn);
   const double t0 = now_seconds();
-  a.config.note = [quiet = a.quiet](const std::string& line) {
+  a.config.note = [quiet = a.quiet, program = a.program](const std::string& line) {
     if (line.rfind("note: ", 0) == 0)
-      std::cerr << "crfx train: " << line << "\n";
+      std::cerr << program << ": " << line << "\n";
     else if (!quiet)
       std::cerr << line << "\n";
   };
@@ -659,6 +706,7 @@ int cmd_train(int argc, char** argv) {
   progress.checkpoint_path = a.checkpoint_path;
   progress.checkpoint_every = a.checkpoint_every;
   progress.checkpoint_keys = keys;
+  progress.iteration_cap = iteration_cap(*trainer, a.config.options);
   if (a.resume) resume_training(a, run, progress);
   TrainResult result;
   set_graceful_stop(true);

@@ -1,4 +1,4 @@
-// crfx — the command-line tool: train, tag, eval, bench, dump.
+// crfx — the command-line tool: train (and learn, CRFsuite's command line), tag, eval, bench, dump.
 //
 // Library code throws crfx::Error; this file alone turns errors into messages and exit codes:
 //   0 success, 1 failure (bad input, I/O, numerical), 2 usage error, 3 training stopped by a
@@ -59,6 +59,7 @@ void usage(std::ostream& os) {
         "usage: crfx COMMAND [options]   (crfx COMMAND --help for its options)\n\n"
         "commands:\n"
         "  train   train a model from CoNLL (with a CRF++ template) or CRFsuite data\n"
+        "  learn   train with CRFsuite's command line: CRFsuite data, -p NAME=VALUE, -a NAME\n"
         "  tag     label data with a model\n"
         "  eval    conlleval chunk P/R/F1, or accuracy and per-label P/R/F1, of labelled output\n"
         "  bench   time objective+gradient passes over a data set\n"
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
   try {
     int status = -1;
     if (cmd == "train") status = cmd_train(argc - 1, argv + 1);
+    else if (cmd == "learn") status = cmd_learn(argc - 1, argv + 1);
     else if (cmd == "tag") status = cmd_tag(argc - 1, argv + 1);
     else if (cmd == "eval") status = cmd_eval(argc - 1, argv + 1);
     else if (cmd == "bench") status = cmd_bench(argc - 1, argv + 1);

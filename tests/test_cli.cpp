@@ -168,7 +168,7 @@ TEST(Cli, PosTagsGetTheItemReportAndDevAccuracy) {
   EXPECT_NE(out.find("confusion of the 10 labels with the most errors"), std::string::npos) << out;
   EXPECT_EQ(run(crfx() + " eval " + q(tagged) + " --mode tokens", &out), 2);
   EXPECT_NE(out.find("--mode: 'tokens' is none of auto, chunk, item"), std::string::npos) << out;
-  EXPECT_EQ(run(crfx() + " eval " + q(tagged) + " --mode item -r", &out), 2);
+  EXPECT_EQ(run(crfx() + " eval " + q(tagged) + " --mode item --raw", &out), 2);
   EXPECT_NE(out.find("--raw gives the chunk report"), std::string::npos) << out;
 }
 
