@@ -48,10 +48,42 @@ flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs crfx) || fai
   show "$work/pc.log" "building with pkg-config's flags ($flags) failed"
 "$work/example-pc" "$train" "$data/chunking.template" 5 "$work/pc.model" "$test" > "$work/pc.tagged"
 cmp "$work/pc.tagged" "$work/cli.tagged" || fail "the pkg-config build's tagging differs from crfx tag's"
-# The Python package, where this build has it: importable from the installed tree alone.
-python_dir=$(find "$prefix" -type d -name crfx -path "*-packages/crfx" -print -quit)
-if [ -n "$python_dir" ]; then
-  PYTHONPATH=$(dirname "$python_dir") /usr/bin/python3 -c "import crfx; assert 'lbfgs' in crfx.algorithms()" ||
-    fail "the installed Python package does not import"
+# The Python package, where this build has it (CMakeLists.txt: installed where the build's
+# interpreter looks below the prefix, as its sysconfig says): installed, on that interpreter's own
+# sys.path below the build's install prefix (/usr/local: /usr/bin/python3 imports it with no
+# PYTHONPATH), and importable from the temporary prefix by that interpreter.
+python_note=""
+if compgen -G "$build/python/crfx/_crfx*.so" > /dev/null; then
+  python=$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  install_prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:[A-Z]*=//p' "$build/CMakeCache.txt")
+  [ -x "$python" ] || fail "no Python_EXECUTABLE in $build/CMakeCache.txt"
+  so=$(find "$prefix" -name '_crfx*.so' -path '*/crfx/_crfx*' -print -quit)
+  [ -n "$so" ] || fail "the build has the Python module, the installed tree has no crfx/_crfx*.so"
+  python_dir=$(dirname "$(dirname "$so")")
+  for file in __init__.py metrics.py; do
+    [ -f "$python_dir/crfx/$file" ] || fail "no crfx/$file next to the installed $so"
+  done
+  rel=${python_dir#"$prefix"/}
+  env -u PYTHONPATH "$python" -c '
+import sys
+prefix, rel = sys.argv[1:]
+wanted = prefix + "/" + rel
+if wanted in sys.path:
+    print("on the path")
+elif any(p.startswith(prefix + "/") for p in sys.path):
+    sys.exit("%s: %s is not on its sys.path, which searches %s" % (sys.executable, wanted,
+             ", ".join(p for p in sys.path if p.startswith(prefix + "/"))))
+else:
+    print("not searched")' "$install_prefix" "$rel" > "$work/python-path.txt" 2>&1 ||
+    show "$work/python-path.txt" "the Python package is not installed where $python looks"
+  [ "$(cat "$work/python-path.txt")" = "on the path" ] ||
+    python_note=" (${install_prefix} is not a prefix $python searches: its path there not checked)"
+  (cd "$work" && env -u PYTHONPATH "$python" -c '
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import crfx
+assert os.path.dirname(crfx.__file__) == os.path.join(sys.argv[1], "crfx"), crfx.__file__
+assert "lbfgs" in crfx.algorithms()' "$python_dir") > "$work/python-import.txt" 2>&1 ||
+    show "$work/python-import.txt" "the installed Python package does not import"
 fi
-echo "installed crfx: find_package(crfx) and pkg-config builds train and tag as the crfx tool does${python_dir:+; the Python package imports}"
+echo "installed crfx: find_package(crfx) and pkg-config builds train and tag as the crfx tool does${python_dir:+; the Python package, in <prefix>/$rel, imports$python_note}"
