@@ -601,11 +601,15 @@ void resume_training(TrainArgs& a, TrainingRun& run, TrainProgress& progress) {
 }
 
 /// How a run stopped by a signal ends: the message, exit status 3.
-int stopped_by_signal(int signal, const TrainArgs& a, const TrainProgress& progress) {
-  std::cerr << a.program << ": stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
-            << (progress.stopped_within.empty() ? " at iteration " + std::to_string(progress.iterations)
-                                                 : " in " + progress.stopped_within)
-            << "; model written to " << a.model_path;
+int stopped_by_signal(int signal, const TrainArgs& a, const TrainProgress& progress, const TrainResult& result) {
+  std::cerr << a.program << ": stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM");
+  if (result.stopped_in_pass)  // a slow iteration's pass abandoned
+    std::cerr << " inside iteration " << result.iterations + 1 << "; the model of iteration " << result.iterations
+              << " written to " << a.model_path;
+  else
+    std::cerr << (progress.stopped_within.empty() ? " at iteration " + std::to_string(progress.iterations)
+                                                   : " in " + progress.stopped_within)
+              << "; model written to " << a.model_path;
   if (progress.within_checkpoint ||
       (progress.stopped_within.empty() && progress.checkpoint_iteration == progress.iterations &&
        progress.iterations > 0))
@@ -692,6 +696,10 @@ int train_command(int argc, char** argv, bool learn) {
   if (!a.checkpoint_path.empty() || a.resume) keys = checkpoint_keys(r, *trainer, a.config.options, fs, run.corpus());
   if (a.resume) a.resume->check(keys);
   const DevData dev = read_dev(a.dev_path, fs);
+  // The first Ctrl-C or kill from here on stops training (TrainConfig::stop) instead of ending
+  // the process: inside a slow iteration's pass, after a quick one, after a stochastic trainer's
+  // mini-batch; a second ends it at once.
+  set_graceful_stop(true);
   try {
     run.prepare();
   } catch (const MemoryRefusal& e) {
@@ -709,9 +717,14 @@ int train_command(int argc, char** argv, bool learn) {
   progress.iteration_cap = iteration_cap(*trainer, a.config.options);
   if (a.resume) resume_training(a, run, progress);
   TrainResult result;
-  set_graceful_stop(true);
   try {
     result = run.run(std::ref(progress));
+  } catch (const TrainingStopped& e) {  // a signal before the first iteration ended: no model
+    progress.flush_log();
+    const int signal = stop_signal();
+    std::cerr << a.program << ": stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << " inside iteration "
+              << progress.iterations + 1 << ", before any iteration ended: no model written\n";
+    return kExitStoppedBySignal;
   } catch (const Error& e) {  // no model of this run; say where the last good state is
     try {
       progress.flush_log();  // the rows up to the failure
@@ -727,7 +740,7 @@ int train_command(int argc, char** argv, bool learn) {
   progress.flush_log();
   save_model(result.model, a.model_path);
   set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
-  if (stopped_by) return stopped_by_signal(stopped_by, a, progress);
+  if (stopped_by) return stopped_by_signal(stopped_by, a, progress, result);
   if (!a.quiet)
     std::cerr << "stopped: " << result.stop_reason << "\n"
               << "done: " << progress.iterations << " iterations, " << fmt("%.1f", result.passes)
