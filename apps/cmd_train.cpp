@@ -271,6 +271,18 @@ int iteration_cap(const TrainerInfo& trainer, const TrainOptions& opt) {
 /// crfx train's per-iteration report: a line on stderr, a CSV row in --log (rewritten atomically
 /// each time), with --dev the dev figure (chunk F1 for chunk tags, else token accuracy, as crfx
 /// eval chooses). Its own time is kept out of the reported seconds.
+/// Writes the --log FILE (atomically); a failure (a full disk, an I/O error) costs the log, not
+/// the training: a warning, once, and the log is not written again (`broken`).
+void write_log_file(const std::string& path, const std::string& text, bool& broken) {
+  if (broken) return;
+  try {
+    write_file_atomic(path, text);
+  } catch (const Error& e) {
+    broken = true;
+    std::cerr << "crfx train: warning: " << e.what() << "; training goes on, the log is no longer written\n";
+  }
+}
+
 struct TrainProgress {
   Backend& backend;
   const BackendCorpus* dev;  // null without --dev
@@ -287,6 +299,7 @@ struct TrainProgress {
   // flush_log() writes what is left (at the end of training, or when an error ends it).
   static constexpr double kLogSeconds = 1;
   std::size_t log_written = 0;  // log_text's size at the last write
+  bool log_broken = false;      // a write of the log failed: warned once, not written again
   double last_log_write = now_seconds();
   int iterations = 0;
   double callback_seconds = 0;
@@ -333,7 +346,7 @@ struct TrainProgress {
 
   void flush_log() {
     if (log_path.empty() || log_path == "-" || log_written == log_text.size()) return;
-    write_file_atomic(log_path, log_text);
+    write_log_file(log_path, log_text, log_broken);
     log_written = log_text.size();
     last_log_write = now_seconds();
   }
@@ -570,14 +583,14 @@ DevData read_dev(const std::string& path, const FeatureSpace& fs) {
 }
 
 /// The log's rows so far: its header, or the rows a resumed checkpoint kept; written at once.
-std::string start_log(const TrainArgs& a, EvalMode dev_mode) {
+std::string start_log(const TrainArgs& a, EvalMode dev_mode, bool& broken) {
   std::string text = std::string("iteration,passes,objective,gradient_norm,active_features,seconds,") +
                      (dev_mode == EvalMode::item ? "dev_accuracy\n" : "dev_f1\n");
   if (a.resume && !a.resume->note("log").empty()) text = a.resume->note("log");  // the rows before the checkpoint
   if (a.log_path == "-") {
     if (!(std::cout << text << std::flush)) throw Error("cannot write the log to standard output: " + stdout_error());
   } else if (!a.log_path.empty()) {
-    write_file_atomic(a.log_path, text);
+    write_log_file(a.log_path, text, broken);
   }
   return text;
 }
@@ -707,10 +720,12 @@ int train_command(int argc, char** argv, bool learn) {
   }
   release_free_memory();  // the training text, before the trainer's vectors are mapped
   BackendCorpusPtr dev_up = a.dev_path.empty() ? nullptr : run.backend().upload(dev.corpus);
-  const std::string log_text = start_log(a, dev.mode);
+  bool log_broken = false;
+  const std::string log_text = start_log(a, dev.mode, log_broken);
   TrainProgress progress{run.backend(), dev_up.get(), dev.corpus, dev.gold, dev.mode, fs.labels, a.quiet, a.log_path,
                          log_text};
   progress.log_written = log_text.size();  // written by start_log
+  progress.log_broken = log_broken;
   progress.checkpoint_path = a.checkpoint_path;
   progress.checkpoint_every = a.checkpoint_every;
   progress.checkpoint_keys = keys;
