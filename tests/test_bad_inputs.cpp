@@ -108,6 +108,20 @@ const char* const kTrainCrfsuite =
     "B-NP\tw=He\tpos=PRP\nB-VP\tw=reckons\tpos=VBZ\nB-NP\tw=the\tpos=DT\nI-NP\tw=deficit\tpos=NN\n\n"
     "O\tw=Chancellor\tpos=NNP\nB-PP\tw=of\tpos=IN\nB-NP\tw=the\tpos=DT\nI-NP\tw=Exchequer\tpos=NNP\n";
 
+/// train.txt with tabs between its columns (CoNLL all the same, read as CRFsuite lines it parses).
+const char* const kTrainTabs =
+    "He\tPRP\tB-NP\nreckons\tVBZ\tB-VP\nthe\tDT\tB-NP\ndeficit\tNN\tI-NP\n\n"
+    "Chancellor\tNNP\tO\nof\tIN\tB-PP\nthe\tDT\tB-NP\nExchequer\tNNP\tI-NP\n";
+/// train.txt's words and chunk tags, without the POS column, 7 times (56 tokens: enough for the
+/// column check, which needs 50).
+const std::string kWordChunk7 = [] {
+  const std::string one =
+      "He B-NP\nreckons B-VP\nthe B-NP\ndeficit I-NP\n\nChancellor O\nof B-PP\nthe B-NP\nExchequer I-NP\n\n";
+  std::string all;
+  for (int i = 0; i < 7; ++i) all += one;
+  return all;
+}();
+
 /// The training run the signal cases interrupt: 300 sentences, a million epochs of SGD (no other
 /// stopping rule), one thread (so that two signals sent together are handled one after the other).
 #define LONG_TRAINING "crfx train big.txt -t t.tpl -m out.model --log log.csv -a sgd-l1 --epochs 1000000 --threads 1 -q"
@@ -148,6 +162,15 @@ const std::vector<BadInput> kCases = {
      {{Make::Text, "bad.txt", "B-NP\tw=He\tpos=PRP\tw[1]=reckons\nB-VP\tw=reckons\tpos=VBZ\tw[-1]=He\n"}},
      "crfx tag: bad.txt:1: expected 2 or 3 columns, got 4 (this looks like CRFsuite attribute lines, LABEL<TAB>attr…: "
      "read them with --format crfsuite, or tag them with a model trained on CRFsuite data)",
+     1, {{"out.txt", Expect::Kept}}},
+    {"TagMissingFeatureColumn",
+     "bad.txt: word and chunk tag (train.txt without its POS column, 7 times); m.model reads word and POS",
+     "crfx tag bad.txt -m m.model -o out.txt -q", {{Make::Text, "bad.txt", kWordChunk7}},
+     "crfx tag: bad.txt:1: column 1 does not hold what the model was trained on: 56 of the first 56 tokens have a "
+     "value there that the model never saw in that column (B-NP, B-VP, I-NP, …; 5 distinct values), where it learnt "
+     "values such as PRP, VBZ, DT, … (template line 2, U01:%x[0,1]). The model reads 2 feature columns, then "
+     "optionally the gold label, and this data has 2 columns: is a column missing or out of order (e.g. the gold "
+     "labels where a feature column belongs)?",
      1, {{"out.txt", Expect::Kept}}},
     {"DevLabelUnseenInTrainingIsAccepted", "dev.txt: a gold label (B-XX) the training data lacks (scored as a miss)",
      "crfx train train.txt -t t.tpl --dev dev.txt -m out.model -q", {{Make::Text, "dev.txt", "He PRP B-XX\n"}}, "", 0,
@@ -199,6 +222,28 @@ const std::vector<BadInput> kCases = {
      "crfx train train.txt --format crfsuite -m out.model -q", {},
      "crfx train: train.txt:1: 'He PRP B-NP' has spaces before its first tab: CRFsuite lines are LABEL<TAB>attr<TAB>…; "
      "for CoNLL columns train with --format conll and a --template (a model keeps its training format)",
+     1, {{"out.model", Expect::Kept}}},
+    {"CrfsuiteReadingTabSeparatedConll",
+     "train.tsv: train.txt with tabs between its columns, read with --format crfsuite",
+     "crfx train train.tsv --format crfsuite -m out.model -q", {{Make::Text, "train.tsv", kTrainTabs}},
+     "crfx train: train.tsv:1: lines 1–9 look like CoNLL columns, not CRFsuite attribute lines: each has 3 "
+     "tab-separated fields, the attributes are not written name=value or name:value, and the last field looks like a "
+     "tag (B-NP, B-VP, I-NP, …) where a CRFsuite line has its label first ('He' would be a label); for CoNLL columns "
+     "train with --format conll and a --template (a model keeps its training format)",
+     1, {{"out.model", Expect::Kept}}},
+    {"CrfsuiteTagTabSeparatedConll",
+     "test.tsv: train.txt with tabs between its columns, tagged with cs.model (CRFsuite)",
+     "crfx tag test.tsv -m cs.model -o out.txt -q", {{Make::Text, "test.tsv", kTrainTabs}},
+     "crfx tag: test.tsv:1: lines 1–9 look like CoNLL columns, not CRFsuite attribute lines: each has 3 "
+     "tab-separated fields, the attributes are not written name=value or name:value, and the last field looks like a "
+     "tag (B-NP, B-VP, I-NP, …) where a CRFsuite line has its label first ('He' would be a label); 16 of 16 "
+     "attributes are unknown to the model, which was trained on CRFsuite attribute lines (a model keeps its training "
+     "format): tag CoNLL columns with a model trained with --format conll and a --template",
+     1, {{"out.txt", Expect::Kept}}},
+    {"CrfsuiteColonInName", "bad.cs: attribute w=a:b:c (colons meant in the name)",
+     "crfx train bad.cs --format crfsuite -m out.model -q", {{Make::Text, "bad.cs", "B-NP\tw=a:b:c\n"}},
+     "crfx train: bad.cs:1: attribute 'w=a:b:c': value 'c' is not a finite number (write \\: for a colon inside an "
+     "attribute name, as in 'w=a\\:b\\:c'; the value, when there is one, follows the last unescaped ':')",
      1, {{"out.model", Expect::Kept}}},
     {"CrfsuiteTagWithNanValue", "bad.cs: w=He:NaN, tagged with a CRFsuite model",
      "crfx tag bad.cs -m cs.model -o out.txt -q",
@@ -268,7 +313,8 @@ const std::vector<BadInput> kCases = {
      "crfx dump: missing.model: cannot open model file: No such file or directory", 1, {}},
     // Not detected: three tab-separated fields read as 2 feature columns and a gold label.
     {"ModelOfTheOtherFormatIsNotDetected",
-     "train.cs (CRFsuite lines, 2 attributes each) tagged with m.model (CoNLL, 2 feature columns): tagged as columns",
+     "train.cs (CRFsuite lines, 2 attributes each) tagged with m.model (CoNLL, 2 feature columns): tagged as columns "
+     "(8 tokens: too few for the column check, which needs 50)",
      "crfx tag train.cs -m m.model -o out.txt -q", {}, "", 0, {{"out.txt", Expect::Replaced}}},
     // ---- options ------------------------------------------------------------------------------------
     {"UnknownAlgorithm", "", "crfx train train.txt -t t.tpl -m out.model -a foo -q", {},

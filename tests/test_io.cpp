@@ -344,6 +344,93 @@ TEST(Crfsuite, EscapedColonAloneIsAName) {
   EXPECT_EQ(s[0][0].attributes[1].value, 4.0);
 }
 
+// An unescaped ':' meant inside a name (issue 42): the error says to write \: and shows the field
+// escaped — where the value text is empty, or not a number while the name holds another ':'.
+TEST(Crfsuite, UnescapedColonInANameIsHinted) {
+  const std::string p = temp_path("colon.crfsuite");
+  auto message = [&](const std::string& field) {
+    write_text(p, "B-NP\tw=x\t" + field + "\n");
+    try {
+      read_crfsuite(p);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(message("w=a:b:c"),
+            p + ":1: attribute 'w=a:b:c': value 'c' is not a finite number (write \\: for a colon inside an "
+                "attribute name, as in 'w=a\\:b\\:c'; the value, when there is one, follows the last unescaped ':')");
+  EXPECT_EQ(message("w=Note:"),
+            p + ":1: attribute 'w=Note:': value '' is not a finite number (write \\: for a colon inside an "
+                "attribute name, as in 'w=Note\\:'; the value, when there is one, follows the last unescaped ':')");
+  // An escaped colon is kept as written in the suggestion.
+  EXPECT_NE(message("t=1\\:30:pm").find("as in 't=1\\:30\\:pm'"), std::string::npos) << message("t=1\\:30:pm");
+  // One colon and a value that is not a number: a value may have been meant; no hint.
+  EXPECT_EQ(message("w=He:abc"), p + ":1: attribute 'w=He:abc': value 'abc' is not a finite number");
+  // The escaped form reads as the name the hint says.
+  write_text(p, "B-NP\tw=a\\:b\\:c\tw=Note\\:\n");
+  const auto s = read_crfsuite(p);
+  EXPECT_EQ(s[0][0].attributes[0].name, "w=a:b:c");
+  EXPECT_EQ(s[0][0].attributes[1].name, "w=Note:");
+}
+
+/// The reader's verdict (conll_shape) on `text`, after reading all of it.
+ConllShape shape_of(const std::string& text) {
+  const std::string p = temp_path("shape.txt");
+  write_text(p, text);
+  CrfsuiteReader r(p);
+  CrfsuiteSentence s;
+  while (r.next(s)) {
+  }
+  return r.conll_shape();
+}
+
+TEST(Crfsuite, ConllShapeOfTheFirstLines) {
+  // Real CRFsuite files: varying field counts, '=' in every attribute.
+  EXPECT_FALSE(shape_of(read_text(data_path("conll2000.train60.crfsuite.txt"))).found());
+  EXPECT_FALSE(shape_of(read_text(data_path("conll2000.test30.crfsuite.txt"))).found());
+  // Fixed count, name=value attributes (condition 2).
+  EXPECT_FALSE(shape_of("B-NP\tw=He\tpos=PRP\nB-VP\tw=reckons\tpos=VBZ\nB-NP\tw=the\tpos=DT\n").found());
+  // Plain attributes with a fixed count, but the label first (condition 4).
+  EXPECT_FALSE(shape_of("B-NP\tHe\tPRP\nB-VP\treckons\tVBZ\nB-NP\tthe\tDT\nI-NP\tdeficit\tNN\n").found());
+  // name:value attributes (condition 2).
+  EXPECT_FALSE(shape_of("he\tx:1\tB:2\nreckons\tx:2\tB:1\nthe\tx:1\tB:1\n").found());
+  // A last field with a lower-case letter is no tag (condition 3).
+  EXPECT_FALSE(shape_of("He\tPRP\tb-np\nreckons\tVBZ\tB-VP\n").found());
+  // One line is too few (condition 1); so is a varying count.
+  EXPECT_FALSE(shape_of("He\tPRP\tB-NP\n").found());
+  EXPECT_FALSE(shape_of("He\tPRP\tB-NP\nreckons\tB-VP\n").found());
+  // Tab-separated CoNLL columns.
+  const ConllShape conll = shape_of("He\tPRP\tB-NP\nreckons\tVBZ\tB-VP\n\nthe\tDT\tB-NP\ndeficit\tNN\tI-NP\n");
+  ASSERT_TRUE(conll.found());
+  EXPECT_EQ(conll.line, 1u);
+  EXPECT_EQ(conll.why,
+            "lines 1–5 look like CoNLL columns, not CRFsuite attribute lines: each has 3 tab-separated fields, the "
+            "attributes are not written name=value or name:value, and the last field looks like a tag (B-NP, B-VP, "
+            "I-NP) where a CRFsuite line has its label first ('He' would be a label)");
+  // Words without lower-case ASCII letters: many distinct first fields against few last ones.
+  EXPECT_TRUE(shape_of("中国\tNR\tB-NP\n经济\tNN\tI-NP\n发展\tNN\tI-NP\n很\tAD\tB-VP\n快\tVA\tI-VP\n"
+                       "。\tPU\tO\n\n我们\tPN\tB-NP\n走\tVV\tB-VP\n了\tAS\tI-VP\n路\tNN\tB-NP\n。\tPU\tO\n")
+                  .found());
+  // Only the first kShapeLines lines are judged.
+  std::string many;
+  for (std::size_t i = 0; i < CrfsuiteReader::kShapeLines; ++i) many += "B-NP\tw=x\n";
+  EXPECT_FALSE(shape_of(many + "He\tPRP\tB-NP\nreckons\tVBZ\tB-VP\n").found());
+}
+
+TEST(Crfsuite, AnAttributeErrorInConllColumnsNamesTheCause) {
+  // The POS tag ':' is no attribute (an empty name); in lines that look like CoNLL columns the
+  // error says what they are.
+  const std::string p = temp_path("conll.tsv");
+  write_text(p, "He\tPRP\tB-NP\nreckons\tVBZ\tB-VP\n:\t:\tO\n");
+  EXPECT_TRUE(throws_input_error([&] { read_crfsuite(p); }, p + ":3: lines 1–3 look like CoNLL columns",
+                                 "CoNLL columns are trained with --format conll and a --template, and tagged with a "
+                                 "model so trained (a model keeps its training format). Read as CRFsuite, this line "
+                                 "fails: empty attribute name in ':'"));
+  write_text(p, "B-NP\tw=He\nB-VP\t:\n");  // CRFsuite lines: the error alone
+  EXPECT_TRUE(throws_input_error([&] { read_crfsuite(p); }, p + ":2: empty attribute name in ':'"));
+}
+
 // ---- AtomicFile / write_file_atomic ------------------------------------------------------
 
 std::vector<std::string> dir_entries(const std::string& dir) {

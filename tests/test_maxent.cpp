@@ -725,7 +725,8 @@ TEST(MaxentCli, RefusalsAndTheAlgorithmList) {
   EXPECT_EQ(test::run(base + " --type hmm", &out), 2);
   EXPECT_EQ(out, "crfx train: --type: unknown model type 'hmm' (known: crf, maxent)\n");
   EXPECT_EQ(test::run(base + " --type maxent -a iis --c1 1", &out), 1);
-  EXPECT_NE(out.find("iis minimises NLL + c2·‖w‖² (seed 001's objective): c1 = 1 (L1) is not supported; use owlqn"),
+  EXPECT_NE(out.find("iis minimises NLL + c2·‖w‖² (the objective of Huang, Hsieh, Chang & Lin 2009): c1 = 1 (L1) "
+                     "is not supported; use owlqn"),
             std::string::npos)
       << out;
   // CRFsuite attributes with a negative value: named by iterative scaling, taken by cd.

@@ -14,6 +14,32 @@
 //   - an empty attribute name is an error.
 // The label (first field) is taken verbatim: no escapes, no value. A line holding only spaces and
 // tabs counts as blank.
+//
+// An attribute whose value text is empty ("w=Note:"), or not a number while the name holds another
+// ':' ("w=a:b:c", "t=1\:30:pm"), is most likely a colon meant inside the name: the error says to
+// write `\:` and shows the field so escaped. (One ':' and a value that is not a number, "w=He:abc",
+// may be a value meant: no hint.)
+//
+// CoNLL columns read as CRFsuite lines (issue 42). A space before the first tab is refused at once
+// (below, in next()). Tab-separated columns parse as CRFsuite lines — the word becomes the label,
+// POS and chunk tag two attributes — so the reader keeps evidence over the first kShapeLines
+// (100) non-blank lines and conll_shape() judges it. They look like CoNLL columns when ALL of:
+//   1. at least 2 lines, each with the same number (≥ 2) of tab-separated fields — CRFsuite lines
+//      usually vary (fewer context attributes at a sentence's ends);
+//   2. at most 1 in 20 of the fields after the first is written name=value or name:number —
+//      CRFsuite's convention (w[0]=He, pos[0]=PRP) puts '=' in nearly every attribute;
+//   3. the LAST field looks like a tag on every line: 1 to 12 bytes, no lower-case ASCII letter,
+//      no '=' (B-NP, I-PER, O, NN, PRP$, ",");
+//   4. the FIRST field looks like a word, not a label: it holds a lower-case ASCII letter on at
+//      least a quarter of the lines, or it takes at least twice as many distinct values as the
+//      last field (and at least 5).
+// Real CRFsuite files fail 1 and 2 (tests/data/conll2000.train60.crfsuite.txt, CoNLL-2000's
+// crfsuite/*.txt.gz: 5 to 20 fields a line, '=' in every attribute), and a CRFsuite file of plain
+// attributes with a fixed count still has its label first, failing 4. The reader refuses nothing
+// on this verdict (a CRFsuite model may meet any text at tag time): compile_training refuses such
+// data, compile refuses it when most of its attributes are unknown to the model
+// (host/features/compile.cpp); an attribute error in such a file names the likely cause instead.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +58,54 @@ constexpr const char* kBeyondRange = " is beyond ±1e10, the range crfx accepts 
 
 bool blank(const std::string& line) {
   return line.find_first_not_of(" \t") == std::string::npos;
+}
+
+/// " (… write \: …)": the hint for a value that is most likely part of the name (the header), with
+/// the field's unescaped ':'s escaped.
+std::string colon_hint(const char* raw, std::size_t n) {
+  std::string escaped;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (raw[i] == '\\' && i + 1 < n && (raw[i + 1] == ':' || raw[i + 1] == '\\')) {
+      escaped.push_back(raw[i]);
+      escaped.push_back(raw[++i]);
+    } else {
+      if (raw[i] == ':') escaped.push_back('\\');
+      escaped.push_back(raw[i]);
+    }
+  }
+  return " (write \\: for a colon inside an attribute name, as in '" + escaped +
+         "'; the value, when there is one, follows the last unescaped ':')";
+}
+
+/// Condition 3 of the CoNLL-shape rule (the header): 1 to 12 bytes, no lower-case ASCII letter, no '='.
+bool looks_like_tag(const std::string& f) {
+  if (f.empty() || f.size() > 12) return false;
+  for (const char c : f)
+    if ((c >= 'a' && c <= 'z') || c == '=') return false;
+  return true;
+}
+
+/// Condition 2's "written name=value or name:number".
+bool named_attribute(const std::string& f) {
+  if (f.find('=') != std::string::npos) return true;
+  const std::size_t colon = f.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == f.size()) return false;
+  const char* text = f.c_str() + colon + 1;
+  if (std::isspace(static_cast<unsigned char>(*text))) return false;
+  char* end = nullptr;
+  std::strtod(text, &end);
+  return end == f.c_str() + f.size();
+}
+
+/// At most `n` bytes of `s`, not cutting a UTF-8 sequence ("…" added when cut).
+std::string utf8_prefix(const std::string& s, std::size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n) + "…";
+}
+
+void add_distinct(std::vector<std::string>& values, const std::string& v) {
+  if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
 }
 
 /// Decodes one attribute field `raw` (non-empty) into `attr`; throws with `path`:`line`.
@@ -68,8 +142,10 @@ void parse_attribute(const char* raw, std::size_t n, const std::string& path, st
       ok = end == text.c_str() + text.size() && std::isfinite(v);
     }
     if (!ok)
-      throw InputError(path, line, "attribute '" + std::string(raw, n) +
-                                       "': value '" + text + "' is not a finite number");
+      throw InputError(path, line, "attribute '" + std::string(raw, n) + "': value '" + text +
+                                       "' is not a finite number" +
+                                       (text.empty() || name.find(':') != std::string::npos ? colon_hint(raw, n)
+                                                                                           : std::string()));
     if (std::fabs(v) > kMaxAttributeValue)
       throw InputError(path, line, "attribute '" + std::string(raw, n) + "': value " + text + kBeyondRange);
     attr.value = v;
@@ -88,6 +164,7 @@ bool CrfsuiteReader::next(CrfsuiteSentence& out) {
       continue;
     }
     const std::string& line = line_;
+    if (shape_.lines < kShapeLines) observe(line);
     CrfsuiteToken token;
     token.line = reader_.line_number();
     std::size_t tab = line.find('\t');
@@ -106,11 +183,76 @@ bool CrfsuiteReader::next(CrfsuiteSentence& out) {
       const std::size_t e = tab == std::string::npos ? line.size() : tab;
       if (e == b) continue;  // empty field: skipped, as CRFsuite does
       token.attributes.emplace_back();
-      parse_attribute(line.data() + b, e - b, reader_.path(), token.line, token.attributes.back());
+      try {
+        parse_attribute(line.data() + b, e - b, reader_.path(), token.line, token.attributes.back());
+      } catch (const InputError& error) {
+        const ConllShape shape = conll_shape();
+        if (!shape.found()) throw;
+        throw InputError(reader_.path(), token.line,
+                         shape.why + "; CoNLL columns are trained with --format conll and a --template, and "
+                                     "tagged with a model so trained (a model keeps its training format). "
+                                     "Read as CRFsuite, this line fails: " +
+                             error.problem());
+      }
     }
     out.push_back(std::move(token));
   }
   return !out.empty();
+}
+
+void CrfsuiteReader::observe(const std::string& line) {
+  ShapeStats& s = shape_;
+  if (s.lines == 0) s.first_line = reader_.line_number();
+  s.last_line = reader_.line_number();
+  std::size_t fields = 0;
+  std::string first, last;
+  for (std::size_t b = 0;;) {  // the fields as next() takes them: the label, then non-empty ones
+    const std::size_t tab = line.find('\t', b);
+    const std::size_t e = tab == std::string::npos ? line.size() : tab;
+    if (fields == 0 || e > b) {
+      std::string f = line.substr(b, e - b);
+      if (fields == 0) {
+        first = f;
+      } else {
+        ++s.attributes;
+        s.named += named_attribute(f);
+      }
+      last = std::move(f);
+      ++fields;
+    }
+    if (tab == std::string::npos) break;
+    b = tab + 1;
+  }
+  if (s.lines == 0) s.fields = fields;
+  s.same_fields = s.same_fields && fields == s.fields;
+  s.first_words += std::any_of(first.begin(), first.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+  s.last_not_tags += !looks_like_tag(last);
+  add_distinct(s.first_values, first);
+  add_distinct(s.last_values, last);
+  ++s.lines;
+}
+
+ConllShape CrfsuiteReader::conll_shape() const {
+  // The rule, with its numbers, is in the header.
+  const ShapeStats& s = shape_;
+  ConllShape shape;
+  shape.path = reader_.path();
+  shape.line = s.first_line;
+  const std::size_t D_first = s.first_values.size(), D_last = s.last_values.size();
+  const bool word_first = 4 * s.first_words >= s.lines || (D_first >= 2 * D_last && D_first >= 5);
+  if (s.lines < 2 || !s.same_fields || s.fields < 2 || 20 * s.named > s.attributes || s.last_not_tags > 0 ||
+      !word_first)
+    return shape;
+  std::string tags;
+  for (std::size_t i = 0; i < s.last_values.size() && i < 3; ++i) tags += (i ? ", " : "") + s.last_values[i];
+  if (s.last_values.size() > 3) tags += ", …";
+  shape.why = "lines " + std::to_string(s.first_line) + "–" +
+              std::to_string(s.last_line) +
+              " look like CoNLL columns, not CRFsuite attribute lines: each has " + std::to_string(s.fields) +
+              " tab-separated fields, the attributes are not written name=value or name:value, and the "
+              "last field looks like a tag (" + tags + ") where a CRFsuite line has its label first ('" +
+              utf8_prefix(s.first_values.front(), 40) + "' would be a label)";
+  return shape;
 }
 
 std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path) {

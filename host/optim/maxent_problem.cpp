@@ -285,8 +285,8 @@ class MaxentTrainer final : public Trainer {
       throw Error(std::string(algo_) + ": " + kMaxentCpuOnly + " (this run's device is " + b.name() +
                   "); use --device cpu");
     if (obj.c1() > 0)
-      throw Error(std::string(algo_) + " minimises NLL + c2·‖w‖² (seed 001's objective): c1 = " + number(obj.c1()) +
-                  " (L1) is not supported; use owlqn for an L1 penalty");
+      throw Error(std::string(algo_) + " minimises NLL + c2·‖w‖² (the objective of Huang, Hsieh, Chang & Lin 2009): c1 = " +
+                  number(obj.c1()) + " (L1) is not supported; use owlqn for an L1 penalty");
     const Corpus* host = b.host_corpus(obj.corpus());
     if (!host) throw Error(std::string(algo_) + ": the backend (" + b.name() + ") keeps no host copy of the corpus");
     if (non_negative_) MaxentProblem::require_non_negative(algo_, *host);

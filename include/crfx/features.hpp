@@ -53,6 +53,10 @@ struct TextData {
   std::vector<ConllSentence> conll;
   std::vector<CrfsuiteSentence> crfsuite;
   std::size_t feature_columns = 0;  // conll: fs.feature_columns when read (0: last column = label)
+  /// crfsuite data read from a file: whether its first lines look like CoNLL columns
+  /// (CrfsuiteReader::conll_shape). compile_training refuses such data; compile refuses it when
+  /// most of its attributes are unknown to the model. Empty for data made in memory.
+  ConllShape conll_shape;
   std::size_t num_sentences() const;
 };
 
@@ -88,7 +92,8 @@ class TextReader {
 /// Compiles training data: adds labels and attributes to the (unfrozen) dictionaries, drops
 /// attributes seen fewer than `min_freq` times (CRF++ -f), then freezes all dictionaries.
 /// CoNLL: the last column is the label, the others are feature columns; fs.feature_columns is
-/// set from the data. Every token must carry a non-empty label.
+/// set from the data. Every token must carry a non-empty label. CRFsuite data that looks like
+/// CoNLL columns (data.conll_shape) is refused (InputError naming --format conll).
 Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_freq);
 
 /// Which weights a model has: every (attribute, label) pair and label bigram, as CRF++ and Wapiti
@@ -114,7 +119,12 @@ std::uint64_t fingerprint(const FeatureSpace& fs);
 std::uint64_t fingerprint(const std::string& text);
 
 /// Compiles data with the frozen dictionaries (dev, test, tagging). Unknown attributes are
-/// skipped; unknown or absent labels become Corpus::kNoLabel.
+/// skipped; unknown or absent labels become Corpus::kNoLabel. Refuses (InputError) data that is
+/// evidently not what the model reads — the rules are in host/features/compile.cpp:
+///   - CoNLL: a feature column whose values are mostly ones the model never saw there, from a
+///     small set (a tag set: chunk tags where POS tags were trained, a column missing or moved);
+///   - CRFsuite: lines that look like CoNLL columns (data.conll_shape) with most attributes
+///     unknown to the model.
 Corpus compile(const FeatureSpace& fs, const TextData& data);
 
 /// The gold label string of every token in sentence order (empty when the data has none).

@@ -92,6 +92,15 @@ struct CrfsuiteToken {
 };
 using CrfsuiteSentence = std::vector<CrfsuiteToken>;
 
+/// Why lines read as CRFsuite data look like CoNLL columns (CrfsuiteReader::conll_shape): `why`
+/// is empty when they do not; `path` and `line` (the first line looked at) say where.
+struct ConllShape {
+  std::string path;
+  std::size_t line = 0;
+  std::string why;  // "lines 1–100 look like CoNLL columns, not CRFsuite attribute lines: …"
+  bool found() const { return !why.empty(); }
+};
+
 /// Reads a CRFsuite attribute file one sequence at a time (the rules of read_crfsuite below).
 class CrfsuiteReader {
  public:
@@ -101,14 +110,38 @@ class CrfsuiteReader {
   const std::string& path() const { return reader_.path(); }
   std::uint64_t bytes_read() const { return reader_.bytes_read(); }
 
+  /// Whether the file's first lines (up to kShapeLines non-blank ones, those read so far) look
+  /// like CoNLL columns rather than CRFsuite lines — the rule is at its definition in
+  /// host/io/crfsuite.cpp. The reader refuses nothing on it (a CRFsuite model may be given
+  /// anything at tag time); compile_training and compile (features.hpp) do. An error in an
+  /// attribute of such a file says so.
+  ConllShape conll_shape() const;
+  static constexpr std::size_t kShapeLines = 100;
+
  private:
+  /// What the first lines were like (conll_shape's evidence).
+  struct ShapeStats {
+    std::size_t lines = 0, first_line = 0, last_line = 0;
+    std::size_t fields = 0;         // the tab-separated fields of every line (label included)
+    bool same_fields = true;        // every line has `fields` fields
+    std::size_t attributes = 0;     // fields after the first
+    std::size_t named = 0;          // of those, written name=value or name:number
+    std::size_t first_words = 0;    // first fields holding a lower-case ASCII letter
+    std::size_t last_not_tags = 0;  // last fields that do not look like a tag
+    std::vector<std::string> first_values, last_values;  // distinct (at most kShapeLines each)
+  };
+
+  void observe(const std::string& line);
+
   LineReader reader_;
   std::string line_;
+  ShapeStats shape_;
 };
 
 /// Reads a CRFsuite attribute file: `LABEL<TAB>attr[:value]<TAB>…`, a blank line between
 /// sequences. In attribute names `\:` stands for ':' and `\\` for '\'; the value follows the last
-/// unescaped ':' and must be a finite number. Empty attribute names are errors.
+/// unescaped ':' and must be a finite number (an error where that text is empty, or not a number
+/// and the name holds another ':', suggests `\:`). Empty attribute names are errors.
 std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path);
 
 /// The largest attribute value magnitude crfx accepts: scores are Σ value · weight, and values

@@ -40,21 +40,24 @@ inline constexpr double kGradTol = 1e-9;
 inline constexpr double kMargTol = 1e-9;
 inline constexpr double kVecRel = 1e-12;
 
-/// The library's own answer (gpu_unavailable, as --device auto and cuda use it).
+/// Why no GPU test can run here ("" when a device is usable): the library's own answer
+/// (gpu_unavailable, as --device auto and cuda use it). Every GPU test skips through this one
+/// function (REQUIRE_GPU, or a test's own check calling it), so all give the same reason —
+/// "no NVIDIA driver on this machine", not the CUDA runtime's "driver version is insufficient".
 inline std::string no_gpu_reason() { return gpu_unavailable(); }
 
 // On the emulated device (label gpu-emu) nothing may skip: a missing device is a failure there.
 #ifdef CRFX_EMULATED_CUDA
 #define REQUIRE_GPU()                                                      \
   do {                                                                     \
-    const std::string reason_ = no_gpu_reason();                           \
+    const std::string reason_ = ::crfx::test::no_gpu_reason();             \
     if (!reason_.empty()) FAIL() << "the emulated device is unusable: " << reason_; \
   } while (0)
 #else
-#define REQUIRE_GPU()                                        \
-  do {                                                       \
-    const std::string reason_ = no_gpu_reason();             \
-    if (!reason_.empty()) GTEST_SKIP() << reason_;           \
+#define REQUIRE_GPU()                                          \
+  do {                                                         \
+    const std::string reason_ = ::crfx::test::no_gpu_reason(); \
+    if (!reason_.empty()) GTEST_SKIP() << reason_;             \
   } while (0)
 #endif
 

@@ -6,6 +6,7 @@
 
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
+#include "gpu_check.hpp"  // REQUIRE_GPU, no_gpu_reason: the one skip reason of every GPU test
 
 #ifdef CRFX_HAVE_CUDA
 #include "../kernels/cuda_api.hpp"
@@ -14,24 +15,10 @@
 namespace crfx {
 namespace {
 
-/// The reason no GPU test can run here, or "" when a device is usable.
-std::string no_gpu_reason() {
-#ifdef CRFX_HAVE_CUDA
-  std::string why;
-  if (cuda::device_count(&why) == 0) return "no usable CUDA device: " + why;
-  return "";
-#else
-  return "built without CUDA";
-#endif
-}
+using test::no_gpu_reason;
 
 TEST(Gpu, KernelLaunchSelfTest) {
-  const std::string reason = no_gpu_reason();
-#ifdef CRFX_EMULATED_CUDA
-  ASSERT_TRUE(reason.empty()) << "the emulated device is unusable: " << reason;
-#else
-  if (!reason.empty()) GTEST_SKIP() << reason;
-#endif
+  REQUIRE_GPU();
 #ifdef CRFX_HAVE_CUDA
   std::string why;
   EXPECT_TRUE(cuda::self_test(0, &why)) << why;
