@@ -166,6 +166,9 @@ void add_tag_options(cxxopts::Options& o) {
        cxxopts::value<std::size_t>()->default_value("1"))
       ("batch-tokens", "tokens of whole sentences per batch (bounds memory: threads × batch in flight)",
        cxxopts::value<std::size_t>()->default_value("262144"))
+      ("batch-bytes", "… and at most about this many bytes of input per batch (with --batch-tokens and the threads, "
+       "what bounds memory; CRFsuite attribute lines are long)",
+       cxxopts::value<std::size_t>()->default_value("4194304"))
       ("q,quiet", "no messages on standard error (failures and errors still)")
       ("h,help", "show this help");
 }
@@ -285,6 +288,8 @@ int cmd_tag(int argc, char** argv) {
   TagRunOptions run;
   run.batch_tokens = get<std::size_t>(r, "batch-tokens");
   if (run.batch_tokens == 0) throw UsageError("--batch-tokens must be at least 1");
+  run.batch_bytes = get<std::size_t>(r, "batch-bytes");
+  if (run.batch_bytes == 0) throw UsageError("--batch-bytes must be at least 1");
   run.keep_going = r.count("keep-going") > 0;
 
   const double load_start = now_seconds();

@@ -598,18 +598,29 @@ bool TextReader::next(TextData& batch, std::size_t max_tokens) {
   return append(batch, max_tokens) > 0;
 }
 
-std::size_t TextReader::append(TextData& batch, std::size_t max_tokens) {
+std::size_t TextReader::append(TextData& batch, std::size_t max_tokens, std::uint64_t max_bytes) {
   if (batch.format != format_) throw Error("internal: a batch of another format");
   std::size_t tokens = 0;
+  const std::uint64_t bytes_end = max_bytes > ~std::uint64_t(0) - bytes_read() ? ~std::uint64_t(0)
+                                                                               : bytes_read() + max_bytes;
+  auto room = [&] { return tokens < max_tokens && (tokens == 0 || bytes_read() < bytes_end); };
   if (conll_) {
     ConllSentence s;
-    while (tokens < max_tokens && conll_->next(s)) {
+    while (room()) {
+      if (!conll_->next(s)) {
+        exhausted_ = true;
+        break;
+      }
       tokens += s.size();
       batch.conll.push_back(std::move(s));
     }
   } else {
     CrfsuiteSentence s;
-    while (tokens < max_tokens && crfsuite_->next(s)) {
+    while (room()) {
+      if (!crfsuite_->next(s)) {
+        exhausted_ = true;
+        break;
+      }
       tokens += s.size();
       batch.crfsuite.push_back(std::move(s));
     }

@@ -137,6 +137,7 @@ struct Batch {
   TextData text;
   std::vector<Piece> pieces;
   std::size_t tokens = 0;
+  std::uint64_t bytes = 0;  // of the inputs, read into this batch
   Tagged tagged;
   std::string out;
   std::vector<std::size_t> ends;  // out's size after each sentence
@@ -147,6 +148,7 @@ struct Batch {
     text.crfsuite.clear();
     pieces.clear();
     tokens = 0;
+    bytes = 0;
   }
 };
 
@@ -253,7 +255,8 @@ class Run {
     b.seq = next_seq_++;
     // n copies of every sentence: batches of about batch_tokens / n tokens keep memory as bounded.
     const std::size_t limit = std::max<std::size_t>(1, options_.batch_tokens / tagger_.options().nbest);
-    while (b.tokens < limit && (reader_ || next_input_ < inputs_.size())) {
+    const std::uint64_t byte_limit = std::max<std::uint64_t>(1, options_.batch_bytes / tagger_.options().nbest);
+    while (b.tokens < limit && b.bytes < byte_limit && (reader_ || next_input_ < inputs_.size())) {
       Piece piece;
       if (!reader_) {
         piece.input = next_input_++;
@@ -265,11 +268,13 @@ class Run {
       if (b.pieces.empty()) b.text.path = inputs_[piece.input].path;
       try {
         if (!reader_) reader_ = std::make_unique<TextReader>(fs, inputs_[piece.input].path);
-        const std::size_t got = reader_->append(b.text, limit - b.tokens);
+        const std::uint64_t bytes_before = reader_->bytes_read();
+        const std::size_t got = reader_->append(b.text, limit - b.tokens, byte_limit - std::min(byte_limit, b.bytes));
         b.tokens += got;
+        b.bytes += reader_->bytes_read() - bytes_before;
         piece.tokens = got;
         piece.end = b.text.num_sentences();
-        if (got == 0 || b.tokens < limit) {  // the input is exhausted (a short read is its end)
+        if (reader_->exhausted()) {
           piece.ends = true;
           finish_input(piece.input);
         }

@@ -76,8 +76,11 @@ class TextReader {
   /// The next batch into `batch` (replacing it); false when the input is exhausted.
   bool next(TextData& batch, std::size_t max_tokens);
   /// Appends whole sentences to `batch` (of the same format) until `max_tokens` tokens were
-  /// appended (at least one sentence); returns how many (0: the input is exhausted).
-  std::size_t append(TextData& batch, std::size_t max_tokens);
+  /// appended or `max_bytes` bytes of the file read (at least one sentence); returns how many
+  /// tokens. exhausted() says whether the input has ended.
+  std::size_t append(TextData& batch, std::size_t max_tokens, std::uint64_t max_bytes = ~std::uint64_t(0));
+  /// The input has no more sentences (append found its end).
+  bool exhausted() const { return exhausted_; }
   /// Bytes taken from the file so far (LineReader::bytes_read).
   std::uint64_t bytes_read() const;
 
@@ -87,6 +90,7 @@ class TextReader {
   std::string path_;
   std::unique_ptr<ConllReader> conll_;
   std::unique_ptr<CrfsuiteReader> crfsuite_;
+  bool exhausted_ = false;
 };
 
 /// Compiles training data: adds labels and attributes to the (unfrozen) dictionaries, drops

@@ -128,6 +128,9 @@ struct TagRunStats : TagProgress {
 struct TagRunOptions {
   /// Tokens of whole sentences per batch (the last sentence may overshoot); ≥ 1.
   std::size_t batch_tokens = std::size_t(1) << 18;
+  /// … and at most about this many bytes of input (a CRFsuite attribute file holds ~300 bytes a
+  /// token: its batches are bounded by their text, so memory does not grow with the input).
+  std::uint64_t batch_bytes = std::uint64_t(4) << 20;
   /// Threads that read, compile and format (the caller's own thread is one of them); ≥ 1.
   /// Reading is one at a time, and so is decoding, on the tagger's backend with its own threads.
   unsigned workers = 1;
