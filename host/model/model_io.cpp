@@ -134,6 +134,44 @@ std::string weight_text(double w) {
 namespace {
 
 /// The model in the file format, to `out` (see the format at the top of this file).
+/// What a model file keeps: the attributes with a non-zero weight, renumbered in their old order
+/// (old id → new id, kNone when dropped; the dictionaries are not copied), and the kept weight
+/// groups in order — their weights are the compact layout's, in index order.
+struct Kept {
+  Dims dims;                               // the file's: A and E counting the kept attributes
+  std::vector<std::uint32_t> state_id, edge_id;
+  std::vector<std::uint32_t> groups;
+};
+
+Kept kept_of(const Dims& d, const std::vector<double>& w) {
+  const WeightGroups wg = d.groups();
+  std::vector<bool> keep_state(d.A, false), keep_edge(d.E, false);
+  auto any_nonzero = [&](std::uint32_t gid) {
+    for (std::size_t k = wg.begin(gid), e = k + wg.size(gid); k < e; ++k)
+      if (w[k] != 0.0) return true;
+    return false;
+  };
+  for (std::uint32_t a = 0; a < d.A; ++a) keep_state[a] = any_nonzero(a);
+  for (std::uint32_t e = 0; e < d.E; ++e) keep_edge[e] = any_nonzero(wg.edge(e));
+  auto renumber = [](const std::vector<bool>& keep, std::uint32_t& kept) {
+    std::vector<std::uint32_t> id(keep.size(), Dictionary::kNone);
+    kept = 0;
+    for (std::size_t i = 0; i < keep.size(); ++i)
+      if (keep[i]) id[i] = kept++;
+    return id;
+  };
+  Kept k;
+  k.dims = d;
+  k.state_id = renumber(keep_state, k.dims.A);
+  k.edge_id = renumber(keep_edge, k.dims.E);
+  for (std::uint32_t a = 0; a < d.A; ++a)
+    if (keep_state[a]) k.groups.push_back(a);
+  k.groups.push_back(wg.transitions());
+  for (std::uint32_t e = 0; e < d.E; ++e)
+    if (keep_edge[e]) k.groups.push_back(wg.edge(e));
+  return k;
+}
+
 void write_model(const Model& model, Writer& out) {
   const FeatureSpace& fs = model.features;
   check_model(model, "cannot save model");
@@ -145,34 +183,9 @@ void write_model(const Model& model, Writer& out) {
       throw Error("cannot save model: weight " + std::to_string(i) + " is not finite");
   }
   const WeightGroups wg = d.groups();
-
-  // Attributes with a non-zero weight, renumbered in their old order.
-  std::vector<bool> keep_state(d.A, false), keep_edge(d.E, false);
-  auto any_nonzero = [&](std::uint32_t gid) {
-    for (std::size_t k = wg.begin(gid), e = k + wg.size(gid); k < e; ++k)
-      if (w[k] != 0.0) return true;
-    return false;
-  };
-  for (std::uint32_t a = 0; a < d.A; ++a) keep_state[a] = any_nonzero(a);
-  for (std::uint32_t e = 0; e < d.E; ++e) keep_edge[e] = any_nonzero(wg.edge(e));
-  // Old id → new id (kNone when dropped), without copying the dictionaries.
-  auto renumber = [](const std::vector<bool>& keep, std::uint32_t& kept) {
-    std::vector<std::uint32_t> id(keep.size(), Dictionary::kNone);
-    kept = 0;
-    for (std::size_t i = 0; i < keep.size(); ++i)
-      if (keep[i]) id[i] = kept++;
-    return id;
-  };
-  Dims nd = d;
-  const std::vector<std::uint32_t> state_id = renumber(keep_state, nd.A);
-  const std::vector<std::uint32_t> edge_id = renumber(keep_edge, nd.E);
-  // The kept groups in order: their weights are the compact layout's, in index order.
-  std::vector<std::uint32_t> kept_groups;
-  for (std::uint32_t a = 0; a < d.A; ++a)
-    if (keep_state[a]) kept_groups.push_back(a);
-  kept_groups.push_back(wg.transitions());
-  for (std::uint32_t e = 0; e < d.E; ++e)
-    if (keep_edge[e]) kept_groups.push_back(wg.edge(e));
+  const Kept kept = kept_of(d, w);
+  const Dims& nd = kept.dims;
+  const std::vector<std::uint32_t>& kept_groups = kept.groups;
 
   // Every weight of the compact layout, in index order (old order = new order): `f` is called
   // with (index, bits). Stored sparsely: those whose bit pattern is not +0.0.
@@ -212,8 +225,8 @@ void write_model(const Model& model, Writer& out) {
     out.end();
   }
   out.dictionary("LABL", fs.labels);
-  out.dictionary("ATTR", fs.state_attrs, &state_id);
-  out.dictionary("EDGE", fs.edge_attrs, &edge_id);
+  out.dictionary("ATTR", fs.state_attrs, &kept.state_id);
+  out.dictionary("EDGE", fs.edge_attrs, &kept.edge_id);
   if (!wg.dense()) {  // the kept groups' rows
     out.begin("ROWS", 8 + 4 * kept_groups.size() + 8 + 4 * total);
     out.u64(kept_groups.size());
