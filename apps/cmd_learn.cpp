@@ -62,7 +62,10 @@ void translate_parameter(const std::string& setting, const TrainerInfo* trainer,
   static const std::pair<const char*, const char*> kSame[] = {
       {"c1", "--c1"},         {"c2", "--c2"},         {"epsilon", "--epsilon"},
       {"delta", "--delta"},   {"period", "--period"}, {"num_memories", "--memory"},
-      {"max_linesearch", "--max-linesearch"}};
+      {"max_linesearch", "--max-linesearch"},
+      // pa's and arow's (crfx's names for them: CRFsuite's type and c are pa's alone there).
+      {"type", "--pa-type"},  {"c", "--pa-c"},        {"error_sensitive", "--error-sensitive"},
+      {"averaging", "--averaging"}, {"variance", "--variance"}, {"gamma", "--gamma"}};
   for (const auto& [crfsuite, crfx] : kSame)
     if (name == crfsuite) {
       note(std::string(crfx) + " " + value);
@@ -108,8 +111,8 @@ void translate_parameter(const std::string& setting, const TrainerInfo* trainer,
                      "MoreThuente); --max-linesearch bounds its trials");
   }
   throw UsageError("-p " + name + ": not a CRFsuite setting crfx learn translates (c1, c2, max_iterations, epsilon, "
-                   "delta, period, num_memories, max_linesearch, feature.minfreq, feature.possible_states, "
-                   "feature.possible_transitions); crfx's own are in 'crfx train --algo list'");
+                   "delta, period, num_memories, max_linesearch, type, c, error_sensitive, averaging, variance, gamma, "
+                   "feature.minfreq, feature.possible_states, feature.possible_transitions); crfx's own are in 'crfx train --algo list'");
 }
 
 }  // namespace
@@ -126,7 +129,7 @@ int cmd_learn(int argc, char** argv) {
   } catch (const Error&) {  // refused by train_command, with what crfx has instead
   }
   std::vector<std::string> out = {argv[0]};
-  bool epochs_set = false;  // for the note on ap's default
+  bool epochs_set = false;  // for the note on the default of ap, pa and arow
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string arg = args[i];
     std::string value;
@@ -153,8 +156,10 @@ int cmd_learn(int argc, char** argv) {
       out.push_back(arg);
     }
   }
-  if (trainer && std::string(trainer->name) == "ap" && !epochs_set)
-    std::cerr << "crfx learn: note: -a ap runs --epochs 30 by default (CRFsuite's ap: max_iterations=100)\n";
+  const std::string name = trainer ? trainer->name : "";
+  if ((name == "ap" || name == "pa" || name == "arow") && !epochs_set)
+    std::cerr << "crfx learn: note: -a " << name << " runs --epochs 30 by default (CRFsuite's " << name
+              << ": max_iterations=100)\n";
   std::vector<char*> translated;
   for (std::string& a : out) translated.push_back(a.data());
   translated.push_back(nullptr);

@@ -200,12 +200,13 @@ TEST(CliHabits, EachHabitGetsTheCrfxWay) {
       {"train DATA -m OUT -a CRF-L2", 2, "CRF++'s -a CRF-L2 is -a lbfgs here"},
       {"train DATA -m OUT -a crf-l1", 2, "is -a owlqn --c1 1/C --c2 0 here"},
       {"train DATA -m OUT -a MIRA", 2, "crfx has no MIRA"},
-      {"train DATA -m OUT -a pa", 2, "crfx does not have CRFsuite's pa"},
+      {"train DATA -m OUT -q -a pa --epochs 1", 0, ""},  // CRFsuite's pa and arow are crfx's (issue 41)
       {"train DATA -m OUT -p c2=1", 2, "CRFsuite's -p NAME=VALUE is understood by 'crfx learn'"},
       // CRFsuite's learn.
       {"learn CS -m OUT -a l2sgd", 2, "the nearest are -a sgd-l1 --c1 0"},
-      {"learn CS -m OUT -a pa", 2, "'crfx train --algo list'"},
-      {"learn CS -m OUT -a arow", 2, "crfx does not have CRFsuite's arow (AROW) yet"},
+      {"learn CS -m OUT -a mira", 2, "'crfx train --algo list'"},
+      {"learn CS -m OUT -q -a pa -p type=0 -p c=2 -p max_iterations=2", 0, "-p type=0 is --pa-type 0"},
+      {"learn CS -m OUT -q -a arow -p variance=0.5 -p gamma=2 -p max_iterations=2", 0, "-p gamma=2 is --gamma 2"},
       {"learn CS -m OUT -p linesearch=Backtracking", 2, "one line search, strong Wolfe"},
       {"learn CS -m OUT -p calibration.eta=0.1", 2, "not a CRFsuite setting crfx learn translates"},
       {"learn CS -m OUT -p c2", 2, "CRFsuite's -p takes NAME=VALUE"},

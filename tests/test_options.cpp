@@ -53,6 +53,8 @@ TEST(TrainerSettings, BadValuesAreRefused) {
       {"max-iterations", "-5"}, {"period", "2.5"},   {"epochs", "0"},      {"batch-size", "0"},
       {"seed", "-1"},        {"seed", "18446744073709551616"}, {"alpha", "0"}, {"line-search", "bogus"},
       {"sampling", "random"}, {"adf-beta", "-1"},    {"eta0", "x"},        {"sgd-epochs", "99999999999"},
+      {"pa-type", "3"},      {"pa-c", "0"},          {"error-sensitive", "2"}, {"averaging", "yes"},
+      {"variance", "0"},     {"gamma", "-1"},
   };
   for (const auto& [name, text] : bad) {
     const OptionSpec* s = find_option(name);
@@ -70,6 +72,8 @@ std::string other_value(const OptionSpec& s) {
   if (n == "seed") return "12345";
   if (n == "eta0") return "0.0123";
   if (n == "alpha" || n == "adf-alpha" || n == "adf-beta") return "0.5";
+  if (n == "pa-type") return "2";
+  if (n == "error-sensitive" || n == "averaging") return "0";
   if (std::string(s.kind) == "integer") return "3";
   return "0.25";
 }

@@ -73,6 +73,13 @@ OptionSpec real(const char* name, const char* help) {
           }};
 }
 
+/// A 0 | 1 field (CRFsuite's flags).
+template <bool TrainOptions::*F>
+OptionSpec flag(const char* name, const char* help) {
+  return {name, "0 | 1", help, [](const TrainOptions& o) { return std::string(o.*F ? "1" : "0"); },
+          [](TrainOptions& o, const std::string& t) { o.*F = parse_integer(t, 0, 1) == 1; }};
+}
+
 template <int TrainOptions::*F, int Lo>
 OptionSpec integer(const char* name, const char* help) {
   return {name, "integer", help, [](const TrainOptions& o) { return text_of(o.*F); },
@@ -104,7 +111,8 @@ const std::vector<OptionSpec>& trainer_options() {
       real<&TrainOptions::delta, false>(
           "delta", "stop when the objective improved less than this (relative) over --period iterations"),
       real<&TrainOptions::epsilon, false>(
-          "epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does)"),
+          "epsilon", "stop when |g| / max(1, |w|) falls below this (sag, saga: when |d/n + lambda w|_inf does; pa, arow: when an "
+          "epoch's mean loss does)"),
       integer<&TrainOptions::memory, 1>("memory", "quasi-Newton history pairs"),
       integer<&TrainOptions::max_linesearch, 1>("max-linesearch", "line-search trials per iteration (cd: per feature)"),
       {"seed", "seed", "random seed (shuffling, sampling): same seed, same model",
@@ -133,6 +141,15 @@ const std::vector<OptionSpec>& trainer_options() {
       real<&TrainOptions::adf_alpha, true>("adf-alpha", "rate decay factor for rare features"),
       real<&TrainOptions::adf_beta, true>("adf-beta", "rate decay factor for frequent features"),
       integer<&TrainOptions::adf_windows, 1>("adf-windows", "rate updates per epoch (every n/windows samples)"),
+      {"pa-type", "0 | 1 | 2", "passive-aggressive variant: 0 PA, 1 PA-I (step at most pa-c), 2 PA-II (CRFsuite's type)",
+       [](const TrainOptions& o) { return text_of(o.pa_type); },
+       [](TrainOptions& o, const std::string& t) { o.pa_type = int(parse_integer(t, 0, 2)); }},
+      real<&TrainOptions::pa_c, true>("pa-c", "aggressiveness C of PA-I and PA-II (CRFsuite's c)"),
+      flag<&TrainOptions::error_sensitive>(
+          "error-sensitive", "1: the loss counts the mislabeled tokens (sqrt of their number), 0: a mistake costs 1"),
+      flag<&TrainOptions::averaging>("averaging", "1: the model is the average of the weights (as ap's)"),
+      real<&TrainOptions::arow_variance, true>("variance", "AROW's initial variance of every weight"),
+      real<&TrainOptions::arow_gamma, true>("gamma", "AROW's trade-off: larger, smaller steps"),
   };
   return table;
 }

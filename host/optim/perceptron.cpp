@@ -14,7 +14,9 @@
 // Objective's c1 and c2 (the perceptron does not use them). Passes: a Viterbi decode is counted as
 // a forward-only evaluation (m/N per batch).
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
@@ -22,88 +24,120 @@
 #include "optim/trainers.hpp"
 
 namespace crfx {
-namespace {
 
-class PerceptronTrainer final : public Trainer {
- public:
-  double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
-    check_loss("ap", obj.loss());  // the perceptron minimises no loss
-    Backend& b = obj.backend();
-    const BackendCorpus& corpus = obj.corpus();
-    const std::size_t n = corpus.num_sentences();
-    const double N = double(n);
-    validate_stochastic_options(opt, opt.epochs);
-    const std::size_t nw = w.size();
-    VectorPtr u = b.vector(nw), avg = b.vector(nw);
-    SparseVectorPtr delta = b.sparse_vector();
-    std::vector<std::uint32_t> labels(corpus.num_tokens());  // ≥ the tokens of any span
-    EpochShuffler shuffler(n, opt.seed);
-    Stopwatch clock;
-    double t = 0;  // update steps so far
-    double f = std::numeric_limits<double>::quiet_NaN();
-    bool have_avg = false;
+double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) {
+  check_loss(name_, obj.loss());  // no loss of the Objective is minimised
+  Backend& b = obj.backend();
+  const BackendCorpus& corpus = obj.corpus();
+  const std::size_t n = corpus.num_sentences();
+  const double N = double(n);
+  validate_stochastic_options(opt, opt.epochs);
+  const std::size_t nw = w.size();
+  const bool averaging = averaged(opt);
+  VectorPtr u = averaging ? b.vector(nw) : nullptr, avg = averaging ? b.vector(nw) : nullptr;
+  Vector& model = averaging ? *avg : w;  // what is reported and returned
+  prepare(b, nw, opt);
+  SparseVectorPtr delta = b.sparse_vector();
+  std::vector<std::uint32_t> labels(corpus.num_tokens());  // ≥ the tokens of any span
+  EpochShuffler shuffler(n, opt.seed);
+  Stopwatch clock;
+  double t = 0;  // update steps so far
+  double f = std::numeric_limits<double>::quiet_NaN();
+  double loss = 0;  // the loss summed over the epoch so far (has_loss)
+  bool have_avg = false;
 
-    int epoch = 0;
-    auto average = [&] {  // w_avg = w − u/T
-      b.copy(w, *avg);
-      b.axpy(-1.0 / t, *u, *avg);
-      have_avg = true;
-    };
-    std::size_t done = 0;  // sentences of epoch `epoch` processed: 0 after an epoch's end
-    // The state after an epoch's report (which shows the averaged weights; w and u go on), or
-    // inside epoch `epoch` after `done` sentences (a stop requested by the poll; the shuffler holds
-    // the epoch's permutation). The average is derived: restoring recomputes it.
-    const StateFn state = [&](StateArchive& ar) {
-      common_state(ar, epoch, obj, clock);
-      ar.value("epoch.sentences_done", done);
-      if (ar.restoring() && done >= n) throw Error("checkpoint: ap's position in the epoch is beyond the corpus");
-      ar.value("f", f);
-      ar.value("t", t);
-      shuffler.state(ar);
-      ar.vector("w", b, w);
-      ar.vector("u", b, *u);
-      if (ar.restoring()) average();
-    };
-    restore(state);
+  int epoch = 0;
+  auto average = [&] {  // w_avg = w − u/T
+    if (!averaging) return;
+    b.copy(w, *avg);
+    b.axpy(-1.0 / t, *u, *avg);
+    have_avg = true;
+  };
+  std::size_t done = 0;  // sentences of epoch `epoch` processed: 0 after an epoch's end
+  // The state after an epoch's report (which shows the model; w and u go on), or inside epoch
+  // `epoch` after `done` sentences (a stop requested by the poll; the shuffler holds the epoch's
+  // permutation). The average is derived: restoring recomputes it.
+  const StateFn state = [&](StateArchive& ar) {
+    common_state(ar, epoch, obj, clock);
+    ar.value("epoch.sentences_done", done);
+    if (ar.restoring() && done >= n)
+      throw Error(std::string("checkpoint: ") + name_ + "'s position in the epoch is beyond the corpus");
+    ar.value("f", f);
+    ar.value("t", t);
+    if (has_loss()) ar.value("epoch.loss", loss);
+    shuffler.state(ar);
+    ar.vector("w", b, w);
+    if (averaging) ar.vector("u", b, *u);
+    own_state(ar, b);
+    if (ar.restoring()) average();
+  };
+  restore(state);
 
-    stop_reason_ = stop_at_limit("epochs", opt.epochs);
-    for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
-      if (done == 0) shuffler.next();  // (resumed inside the epoch: its permutation is restored)
-      const std::vector<std::uint32_t>& perm = shuffler.permutation();
-      for (std::size_t start = done; start < n; start += opt.batch_size) {
-        const std::size_t m = std::min(opt.batch_size, n - start);
-        const SentenceSpan span{perm.data() + start, m};
-        b.viterbi(corpus, w, span, labels.data(), nullptr);
-        obj.add_passes(double(m) / N);
-        t += 1;
-        if (b.feature_difference(corpus, span, labels.data(), *delta, 1.0) != 0) {
-          b.sparse_axpy(1.0, *delta, w);
-          if (t > 1) b.sparse_axpy(t - 1, *delta, *u);
-        }
-        done = start + m;
-        if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
-          average();
-          Progress pr = progress_within(epoch, done, n, obj, *avg, 0.0, clock);
-          pr.state = &state;
-          if (progress) progress(pr, *avg);
-          b.copy(*avg, w);
-          stop_reason_ = stop_by_caller();
-          return std::numeric_limits<double>::quiet_NaN();
-        }
-      }
-      done = 0;
-      average();
-      f = monitor_objective(obj, *avg);
-      require_finite("ap", "epoch", epoch, f);
-      Progress pr = progress_at(epoch, obj, *avg, f, kNoGradientNorm, 0.0, clock);
-      pr.state = &state;
-      if (progress && !progress(pr, *avg)) {
-        stop_reason_ = stop_by_caller();
+  stop_reason_ = stop_at_limit("epochs", opt.epochs);
+  for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
+    if (done == 0) {  // (resumed inside the epoch: its permutation and loss are restored)
+      // The stop test of the last epoch's mean loss, here so that a resume from its report stops too.
+      if (epoch > 1 && has_loss() && converged(loss / N, opt.epsilon)) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "the mean loss of epoch %d, %.6g, reached --epsilon %g", epoch - 1,
+                      loss / N, opt.epsilon);
+        stop_reason_ = buf;
         break;
       }
+      shuffler.next();
+      loss = 0;
     }
-    if (have_avg) b.copy(*avg, w);
-    return f;
+    const std::vector<std::uint32_t>& perm = shuffler.permutation();
+    for (std::size_t start = done; start < n; start += opt.batch_size) {
+      const std::size_t m = std::min(opt.batch_size, n - start);
+      const SentenceSpan span{perm.data() + start, m};
+      b.viterbi(corpus, w, span, labels.data(), nullptr);
+      obj.add_passes(double(m) / N);
+      t += 1;
+      if (const std::size_t wrong = b.feature_difference(corpus, span, labels.data(), *delta, 1.0)) {
+        double tau = 0;
+        loss += update(b, w, *delta, wrong, opt, tau);
+        if (averaging && t > 1 && tau != 0) b.sparse_axpy((t - 1) * tau, *delta, *u);
+      }
+      done = start + m;
+      if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
+        average();
+        Progress pr = progress_within(epoch, done, n, obj, model, 0.0, clock);
+        pr.state = &state;
+        if (progress) progress(pr, model);
+        if (averaging) b.copy(*avg, w);
+        stop_reason_ = stop_by_caller();
+        return std::numeric_limits<double>::quiet_NaN();
+      }
+    }
+    done = 0;
+    average();
+    f = monitor_objective(obj, model);
+    require_finite(name_, "epoch", epoch, f);
+    Progress pr = progress_at(epoch, obj, model, f, kNoGradientNorm, 0.0, clock);
+    pr.state = &state;
+    if (progress && !progress(pr, model)) {
+      stop_reason_ = stop_by_caller();
+      break;
+    }
+  }
+  if (have_avg) b.copy(*avg, w);
+  return f;
+}
+
+namespace {
+
+class PerceptronTrainer final : public MistakeDrivenTrainer {
+ public:
+  PerceptronTrainer() : MistakeDrivenTrainer("ap") {}
+
+ protected:
+  bool averaged(const TrainOptions&) const override { return true; }
+  double update(Backend& b, Vector& w, const SparseVector& delta, std::size_t, const TrainOptions&,
+                double& tau) override {
+    tau = 1.0;  // w ← w + Δ
+    b.sparse_axpy(1.0, delta, w);
+    return 0.0;
   }
 };
 

@@ -31,6 +31,8 @@ std::size_t sgd_vectors(const TrainOptions& o) { return 1 + (o.c1 > 0) + (o.c2 >
 std::size_t two_stage_vectors(const TrainOptions& o) { return std::max(sgd_vectors(o), owlqn_vectors(o)); }
 std::size_t adf_vectors(const TrainOptions& o) { return 3 + (o.c2 > 0); }    // rate, count (stamp); the dense gradient
 std::size_t ap_vectors(const TrainOptions&) { return 3; }                    // u, avg; the dense difference
+std::size_t pa_vectors(const TrainOptions& o) { return o.averaging ? 3 : 1; }  // (u, avg;) the dense difference
+std::size_t arow_vectors(const TrainOptions&) { return 2; }                  // the variances; the dense difference
 std::size_t boost_vectors(const TrainOptions&) { return 5; }  // r; on the host w, r and the bounds U, L
 // gis, iis, scgis, cd: w and P̃ on the host, E (parallel) or the gradient; S_w, T_w per token as
 // "stored marginals" (iis also keeps f#(x, y) per token and label).
@@ -64,6 +66,15 @@ const std::vector<TrainerInfo>& trainer_registry() {
        adf_vectors},
       {"ap", "averaged structured perceptron on Viterbi (Collins 2002); ignores c1, c2",
        make_perceptron_trainer, {"batch-size", "epochs", "seed"}, /*uses_objective=*/false, ap_vectors},
+      {"pa", "passive-aggressive on Viterbi (Crammer et al. 2006), CRFsuite's pa: PA, PA-I, PA-II, cost-sensitive, "
+             "averaged; ignores c1, c2",
+       make_passive_aggressive_trainer,
+       {"pa-type", "pa-c", "error-sensitive", "averaging", "epochs", "epsilon", "batch-size", "seed"},
+       /*uses_objective=*/false, pa_vectors},
+      {"arow", "AROW on Viterbi (Mejer & Crammer 2010), CRFsuite's arow: confidence-weighted steps per weight; "
+               "ignores c1, c2",
+       make_arow_trainer, {"variance", "gamma", "epochs", "epsilon", "batch-size", "seed"}, /*uses_objective=*/false,
+       arow_vectors},
       {"boost", "sequence boosting (Altun, Hofmann & Johnson 2002): one feature a round minimising a bound on the "
                 "seq-exp loss, sparse models; --max-iterations 0 = 1000 rounds; no c1, c2",
        make_boost_trainer, {"max-iterations", "period", "delta"}, /*uses_objective=*/false, boost_vectors},
@@ -161,7 +172,8 @@ std::string loss_refusal(const TrainerInfo& trainer, SequenceLoss loss) {
     return name + " minimises the sequential exponential loss (seq-exp) by construction and takes no --loss (--loss " +
            loss_name + " given)" + others;
   if (!trainer.uses_objective)
-    return name + " minimises no loss (the perceptron updates on its Viterbi mistakes): --loss " + loss_name +
+    return name + " minimises no loss (" + (name == "ap" ? "the perceptron updates" : "it updates") +
+           " on its Viterbi mistakes): --loss " + loss_name +
            " does not apply" + others;
   if (trainer.stored_marginals && !trainer.maxent_only)
     return name + " stores each sentence's gradient as the marginals of the log-loss, so it trains --loss seq-log only, not " +

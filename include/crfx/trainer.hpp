@@ -100,7 +100,7 @@ struct TrainOptions {
 
   // ---- stochastic trainers (sgd-l1, two-stage, sag, saga, adf, ap) -------------------------
   std::size_t batch_size = 1;         // sentences per update (1 = online)
-  int epochs = 30;                    // sgd-l1, adf, ap: passes over the shuffled data
+  int epochs = 30;                    // sgd-l1, adf, ap, pa, arow: passes over the shuffled data
   /// sgd-l1: η₀ in η_k = η₀·α^(k/N); adf: the initial rate γ. Unset: the trainer's default,
   /// kDefaultEta0, or kDefaultEta0Heuristic with the heuristic line search (so for two-stage).
   std::optional<double> eta0;
@@ -112,6 +112,14 @@ struct TrainOptions {
   double adf_alpha = 0.995;           // adf: rate decay for rare features
   double adf_beta = 0.6;              // adf: rate decay for frequent features
   int adf_windows = 10;               // adf: update the rates every n / adf_windows samples
+
+  // ---- CRFsuite's pa and arow (epochs, seed and epsilon as above) ------------------------------
+  int pa_type = 1;                    // pa: 0 PA, 1 PA-I, 2 PA-II (CRFsuite's type)
+  double pa_c = 1.0;                  // pa: the aggressiveness C of PA-I and PA-II (CRFsuite's c)
+  bool error_sensitive = true;        // pa: loss −w·Δ + √(mislabeled tokens), else −w·Δ + 1
+  bool averaging = true;              // pa: the model is the averaged weights
+  double arow_variance = 1.0;         // arow: the initial variance of every weight
+  double arow_gamma = 1.0;            // arow: the trade-off γ
 };
 
 /// What a trainer reports after every iteration (or epoch).
@@ -158,7 +166,7 @@ class Trainer {
   /// uninterrupted run gives, bit for bit, on the same backend. Null: start afresh.
   void resume_from(StateArchive* state) { resume_ = state; }
   /// A stop request for the next train()s, polled where reports are far apart: the stochastic
-  /// trainers (sgd-l1, two-stage's first stage, adf, ap, sag, saga) ask it after every mini-batch
+  /// trainers (sgd-l1, two-stage's first stage, adf, ap, pa, arow, sag, saga) ask it after every mini-batch
   /// that does not end an epoch. When it returns true they make one last report inside the epoch
   /// (Progress::within_iteration, with its state: a resume continues after that mini-batch and
   /// ends bit-identical to an uninterrupted run), stop whatever the ProgressFn returns
@@ -218,7 +226,7 @@ struct TrainerInfo {
   const char* summary;
   std::unique_ptr<Trainer> (*make)();
   /// The trainer's own settings (names in trainer_options()), the ones it reads; the objective's
-  /// c1 and c2 apply to every trainer but ap.
+  /// c1 and c2 apply to every trainer but ap, pa and arow.
   std::vector<const char*> options;
   bool uses_objective = true;
   /// Weight-sized vectors the trainer holds besides w — its own and those the backend keeps for

@@ -25,6 +25,7 @@
 #include "optim/rules/adf_update.hpp"
 #include "optim/rules/lazy_decay.hpp"
 #include "optim/rules/owlqn_update.hpp"
+#include "optim/rules/peer_update.hpp"
 #include "optim/rules/rprop_update.hpp"
 #include "optim/rules/sgd_l1_update.hpp"
 
@@ -35,7 +36,8 @@ struct RuleList {};
 
 /// Every rule Backend::apply_rule can run (its id is its position here).
 using AllRules = RuleList<SgdL1Rule, LazyDecayRule, AdfStepRule, AdfRateRule, OwlqnPseudoGradientRule,
-                          OwlqnConstrainRule, OwlqnProjectRule, RpropRule>;
+                          OwlqnConstrainRule, OwlqnProjectRule, RpropRule, SparseDotRule, ArowVarianceRule,
+                          ArowUpdateRule>;
 
 namespace rule_detail {
 template <class R, class List>
