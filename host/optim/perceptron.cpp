@@ -35,7 +35,7 @@ class PerceptronTrainer final : public Trainer {
     validate_stochastic_options(opt, opt.epochs);
     const std::size_t nw = w.size();
     VectorPtr u = b.vector(nw), avg = b.vector(nw);
-    SparseVectorPtr delta = b.sparse_vector();
+    SparseVectorPtr delta = sparse_gradients(b).sparse_vector();
     std::vector<std::uint32_t> labels(corpus.num_tokens());  // ≥ the tokens of any span
     EpochShuffler shuffler(n, opt.seed);
     Stopwatch clock;
@@ -76,9 +76,9 @@ class PerceptronTrainer final : public Trainer {
         b.viterbi(corpus, w, span, labels.data(), nullptr);
         obj.add_passes(double(m) / N);
         t += 1;
-        if (b.feature_difference(corpus, span, labels.data(), *delta, 1.0) != 0) {
-          b.sparse_axpy(1.0, *delta, w);
-          if (t > 1) b.sparse_axpy(t - 1, *delta, *u);
+        if (sparse_gradients(b).feature_difference(corpus, span, labels.data(), *delta, 1.0) != 0) {
+          sparse_gradients(b).sparse_axpy(1.0, *delta, w);
+          if (t > 1) sparse_gradients(b).sparse_axpy(t - 1, *delta, *u);
         }
         done = start + m;
         if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
