@@ -211,12 +211,14 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
 
 // ---- the backend ---------------------------------------------------------------------------
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public IncrementalGradients, public SparseGradients {
  public:
   // backend.cu
   CudaBackend(const Dims& dims, const CudaBackendConfig& cfg);
   ~CudaBackend() override;
   std::string name() const override;
+  IncrementalGradients* incremental() override { return this; }
+  SparseGradients* sparse() override { return this; }
   /// Free device memory (cudaMemGetInfo), and the bytes upload(c) copies to the device (a bound:
   /// edge items at a sentence's first token, which the upload drops, counted).
   std::size_t memory_available() override;

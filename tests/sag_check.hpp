@@ -26,7 +26,7 @@ inline double max_abs_diff(const std::vector<double>& a, const std::vector<doubl
 inline void check_sag_against_explicit(Backend& b, const RandomProblem& p, bool with_coef, bool tiny_a) {
   auto corpus = b.upload(p.corpus);
   const std::size_t W = p.dims.num_weights(), n = p.corpus.num_sentences();
-  auto state = b.incremental_create(*corpus);
+  auto state = incremental_gradients(b).incremental_create(*corpus);
   auto w = to_backend(b, test::random_weights(W, 0.3, 5));
   auto d = b.vector(W);
   std::vector<double> we = to_host(b, *w), de(W, 0.0);
@@ -37,9 +37,9 @@ inline void check_sag_against_explicit(Backend& b, const RandomProblem& p, bool 
   for (std::size_t k = 0; k < spans.size(); ++k) {
     const auto& sp = spans[k];
     const SentenceSpan span{sp.data(), sp.size()};
-    b.incremental_sync(*state, span, *w, *d);
+    incremental_gradients(b).incremental_sync(*state, span, *w, *d);
     double g2 = 0;
-    const double loss = b.incremental_evaluate(*state, *w, &g2);
+    const double loss = incremental_gradients(b).incremental_evaluate(*state, *w, &g2);
 
     // Explicit: per-sentence gradients at the explicit (dense) w.
     auto wv = to_backend(b, we);
@@ -59,16 +59,16 @@ inline void check_sag_against_explicit(Backend& b, const RandomProblem& p, bool 
 
     // The line-search trial point restores bit-exactly.
     const auto before = to_host(b, *w);
-    b.incremental_trial(*state, *w, 0.37);
+    incremental_gradients(b).incremental_trial(*state, *w, 0.37);
     const auto moved = to_host(b, *w);
     for (std::size_t j = 0; j < W; ++j) EXPECT_NEAR(moved[j], before[j] - 0.37 * gsum[j], 1e-12);
-    b.incremental_restore(*state, *w);
+    incremental_gradients(b).incremental_restore(*state, *w);
     const auto after = to_host(b, *w);
     EXPECT_EQ(std::memcmp(before.data(), after.data(), W * sizeof(double)), 0);
 
     std::vector<double> coef(sp.size(), 0.0);
     for (std::size_t i = 0; i < sp.size(); ++i) coef[i] = with_coef ? 0.05 * double(i + 1) : 0.0;
-    b.incremental_commit(*state, *d, *w, with_coef ? coef.data() : nullptr);
+    incremental_gradients(b).incremental_commit(*state, *d, *w, with_coef ? coef.data() : nullptr);
     for (std::size_t i = 0; i < sp.size(); ++i) {
       auto& old = stored[sp[i]];
       for (std::size_t j = 0; j < W; ++j) {
@@ -80,10 +80,10 @@ inline void check_sag_against_explicit(Backend& b, const RandomProblem& p, bool 
     }
     // tiny_a drives P = Π a below 1e-150 so that incremental_step flushes by itself mid-sequence.
     const double a = tiny_a ? 1e-40 : 1.0 - 0.01 * double(k % 3), bb = 0.02 + 0.01 * double(k % 2);
-    b.incremental_step(*state, a, bb, 0.0, *w, *d);
+    incremental_gradients(b).incremental_step(*state, a, bb, 0.0, *w, *d);
     for (std::size_t j = 0; j < W; ++j) we[j] = a * we[j] - bb * de[j];
   }
-  b.incremental_flush(*state, *w, *d);
+  incremental_gradients(b).incremental_flush(*state, *w, *d);
   EXPECT_LT(max_abs_diff(to_host(b, *d), de), 1e-10);
   EXPECT_LT(max_abs_diff(to_host(b, *w), we), 1e-10);
 }
@@ -93,7 +93,7 @@ inline void check_sag_against_explicit(Backend& b, const RandomProblem& p, bool 
 inline void check_sag_lazy_prox(Backend& b, const RandomProblem& p) {
   auto corpus = b.upload(p.corpus);
   const std::size_t W = p.dims.num_weights();
-  auto state = b.incremental_create(*corpus);
+  auto state = incremental_gradients(b).incremental_create(*corpus);
   std::vector<double> w0(W);
   for (std::size_t j = 0; j < W; ++j) w0[j] = (j % 3 == 0) ? 0.0 : (j % 2 ? 5.0 : -5.0);
   auto w = to_backend(b, w0);
@@ -103,13 +103,13 @@ inline void check_sag_lazy_prox(Backend& b, const RandomProblem& p) {
   std::vector<double> we = w0;
   for (int k = 0; k < 6; ++k) {
     const double a = 0.99, bb = 0.1, tau = 0.05;
-    b.incremental_step(*state, a, bb, tau, *w, *d);
+    incremental_gradients(b).incremental_step(*state, a, bb, tau, *w, *d);
     for (std::size_t j = 0; j < W; ++j) {
       const double x = a * we[j] - bb * dh[j];
       we[j] = std::fabs(x) > tau ? std::copysign(std::fabs(x) - tau, x) : 0.0;
     }
   }
-  b.incremental_flush(*state, *w, *d);
+  incremental_gradients(b).incremental_flush(*state, *w, *d);
   EXPECT_LT(max_abs_diff(to_host(b, *w), we), 1e-12);
 }
 
@@ -120,30 +120,30 @@ inline void check_sag_lazy_prox(Backend& b, const RandomProblem& p) {
 inline void check_refused_spans(Backend& b, const RandomProblem& p) {
   auto corpus = b.upload(p.corpus);
   const std::size_t W = p.dims.num_weights(), n = p.corpus.num_sentences();
-  auto state = b.incremental_create(*corpus);
+  auto state = incremental_gradients(b).incremental_create(*corpus);
   auto w = to_backend(b, test::random_weights(W, 0.3, 5));
   auto d = b.vector(W);
   const std::vector<std::uint32_t> good = {2, 0}, beyond = {1, std::uint32_t(n)}, repeated = {3, 1, 3};
-  b.incremental_sync(*state, {good.data(), good.size()}, *w, *d);
+  incremental_gradients(b).incremental_sync(*state, {good.data(), good.size()}, *w, *d);
   double g2_first = 0;
-  const double loss_first = b.incremental_evaluate(*state, *w, &g2_first);
+  const double loss_first = incremental_gradients(b).incremental_evaluate(*state, *w, &g2_first);
   for (const auto* bad : {&beyond, &repeated}) {
-    EXPECT_THROW(b.incremental_sync(*state, {bad->data(), bad->size()}, *w, *d), Error);
+    EXPECT_THROW(incremental_gradients(b).incremental_sync(*state, {bad->data(), bad->size()}, *w, *d), Error);
     double g2 = 0;
-    EXPECT_THROW(b.incremental_evaluate(*state, *w, &g2), Error);
-    EXPECT_THROW(b.incremental_trial(*state, *w, 0.1), Error);
+    EXPECT_THROW(incremental_gradients(b).incremental_evaluate(*state, *w, &g2), Error);
+    EXPECT_THROW(incremental_gradients(b).incremental_trial(*state, *w, 0.1), Error);
   }
-  b.incremental_sync(*state, {good.data(), good.size()}, *w, *d);
+  incremental_gradients(b).incremental_sync(*state, {good.data(), good.size()}, *w, *d);
   double g2 = 0;
-  EXPECT_EQ(b.incremental_evaluate(*state, *w, &g2), loss_first);
+  EXPECT_EQ(incremental_gradients(b).incremental_evaluate(*state, *w, &g2), loss_first);
   EXPECT_EQ(g2, g2_first);
 
-  auto s = b.sparse_vector();
-  b.support(*corpus, {good.data(), good.size()}, *s);
+  auto s = sparse_gradients(b).sparse_vector();
+  sparse_gradients(b).support(*corpus, {good.data(), good.size()}, *s);
   const std::size_t whole = s->nnz();
-  EXPECT_THROW(b.support(*corpus, {beyond.data(), beyond.size()}, *s), Error);
-  EXPECT_THROW(b.evaluate_sparse(*corpus, *w, {beyond.data(), beyond.size()}, *s, 1.0, false), Error);
-  b.support(*corpus, {good.data(), good.size()}, *s);
+  EXPECT_THROW(sparse_gradients(b).support(*corpus, {beyond.data(), beyond.size()}, *s), Error);
+  EXPECT_THROW(sparse_gradients(b).evaluate_sparse(*corpus, *w, {beyond.data(), beyond.size()}, *s, 1.0, false), Error);
+  sparse_gradients(b).support(*corpus, {good.data(), good.size()}, *s);
   EXPECT_EQ(s->nnz(), whole);
 }
 

@@ -120,12 +120,12 @@ TEST(Losses, EvaluateIsTheSumOfSequenceLoss) {
           const std::vector<std::uint32_t> ids = {3, 0, 9, 3};
           std::vector<double> want_span;
           const double span_value = reference(p, w, ids, loss, 0.25, want_span);
-          auto sg = b.sparse_vector();
-          const double sparse = b.evaluate_sparse(*corpus, *wv, SentenceSpan{ids.data(), ids.size()}, *sg, 0.25,
+          auto sg = sparse_gradients(b).sparse_vector();
+          const double sparse = sparse_gradients(b).evaluate_sparse(*corpus, *wv, SentenceSpan{ids.data(), ids.size()}, *sg, 0.25,
                                                   false, loss);
           expect_close(sparse, span_value, 1e-11, "sparse loss");
           auto dense = b.vector(w.size());
-          b.sparse_axpy(1.0, *sg, *dense);
+          sparse_gradients(b).sparse_axpy(1.0, *sg, *dense);
           const std::vector<double> sh = to_host(b, *dense);
           for (std::size_t k = 0; k < w.size(); ++k)
             expect_close(sh[k], want_span[k], 1e-10, "sparse weight " + std::to_string(k));

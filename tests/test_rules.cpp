@@ -59,8 +59,8 @@ TEST(ElementRules, SparseMapsVisitExactlyTheirEntries) {
   CpuBackend b(p.dims, 2);
   auto corpus = b.upload(p.corpus);
   const std::vector<std::uint32_t> ids = {2, 7};
-  auto g = b.sparse_vector();
-  b.support(*corpus, {ids.data(), ids.size()}, *g);
+  auto g = sparse_gradients(b).sparse_vector();
+  sparse_gradients(b).support(*corpus, {ids.data(), ids.size()}, *g);
   const std::size_t n = p.dims.num_weights();
   ASSERT_GT(g->nnz(), 0u);
   ASSERT_LT(g->nnz(), n);
@@ -69,10 +69,10 @@ TEST(ElementRules, SparseMapsVisitExactlyTheirEntries) {
   map(b, AdfStepRule{}, {*w, *rate, *count}, g.get());
   map(b, AdfStepRule{}, {*w, *rate, *count}, g.get());
   // count is 2 on the support, 0 elsewhere; the support's values are 0, so w did not move.
-  auto sup = b.sparse_vector();
-  b.sparse_copy(*g, *sup);
-  b.gather(*count, *sup);
-  EXPECT_EQ(b.sparse_penalty(*sup, 1.0, 0.0), 2.0 * double(g->nnz()));
+  auto sup = sparse_gradients(b).sparse_vector();
+  sparse_gradients(b).sparse_copy(*g, *sup);
+  sparse_gradients(b).gather(*count, *sup);
+  EXPECT_EQ(sparse_gradients(b).sparse_penalty(*sup, 1.0, 0.0), 2.0 * double(g->nnz()));
   EXPECT_EQ(b.norm1(*count), 2.0 * double(g->nnz()));
   EXPECT_EQ(b.norm1(*w), 0.0);
 }
@@ -145,8 +145,8 @@ TEST(ElementRules, MisuseIsRefused) {
   auto p = test::random_problem(2, 5, 2, 6, 3, 4);
   CpuBackend big(p.dims, 1);
   auto corpus = big.upload(p.corpus);
-  auto g = big.sparse_vector();
-  big.support(*corpus, all_sentences(*corpus), *g);
+  auto g = sparse_gradients(big).sparse_vector();
+  sparse_gradients(big).support(*corpus, all_sentences(*corpus), *g);
   auto tiny = big.vector(1);
   EXPECT_THROW(map(big, SgdL1Rule{}, {*tiny, nullptr}, g.get()), Error);
 }

@@ -65,7 +65,7 @@ double full_objective(const test::RandomProblem& p, const std::vector<double>& w
 std::vector<double> dense(Backend& b, const SparseVector& x, std::size_t n, double fill = 0.0) {
   auto v = b.vector(n);
   b.fill(*v, fill);
-  b.scatter(x, *v);
+  sparse_gradients(b).scatter(x, *v);
   return to_host(b, *v);
 }
 
@@ -121,8 +121,8 @@ TEST(SgdPrimitives, EvaluateSparseEqualsDenseOnSupport) {
     auto g = b.vector(n);
     const double loss = b.evaluate(*corpus, *w, span, g.get(), 0.7);
     const auto gd = to_host(b, *g);
-    auto gs = b.sparse_vector();
-    const double loss_s = b.evaluate_sparse(*corpus, *w, span, *gs, 0.7, false);
+    auto gs = sparse_gradients(b).sparse_vector();
+    const double loss_s = sparse_gradients(b).evaluate_sparse(*corpus, *w, span, *gs, 0.7, false);
     EXPECT_EQ(loss, loss_s);
     const auto sup = expected_support(p, ids);
     EXPECT_EQ(gs->nnz(), sup.size());
@@ -137,28 +137,28 @@ TEST(SgdPrimitives, EvaluateSparseEqualsDenseOnSupport) {
     std::vector<double> iota(n);
     for (std::size_t i = 0; i < n; ++i) iota[i] = double(i + 1);
     auto iv = to_backend(b, iota);
-    b.gather(*iv, *gs);
+    sparse_gradients(b).gather(*iv, *gs);
     const auto marks = dense(b, *gs, n);
     for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(marks[i] != 0.0, sup.count(i) == 1) << i;
     // support() gives the same indices with zero values.
-    auto s2 = b.sparse_vector();
-    b.support(*corpus, span, *s2);
+    auto s2 = sparse_gradients(b).sparse_vector();
+    sparse_gradients(b).support(*corpus, span, *s2);
     EXPECT_EQ(s2->nnz(), sup.size());
-    b.gather(*iv, *s2);
+    sparse_gradients(b).gather(*iv, *s2);
     EXPECT_EQ(dense(b, *s2, n), marks);
     // The scratch is left all-zero: a second, different span is not polluted by the first.
     const std::vector<std::uint32_t> ids2 = {1};
     auto g2 = b.vector(n);
     b.evaluate(*corpus, *w, {ids2.data(), 1}, g2.get(), 1.0);
-    b.evaluate_sparse(*corpus, *w, {ids2.data(), 1}, *gs, 1.0, false);
+    sparse_gradients(b).evaluate_sparse(*corpus, *w, {ids2.data(), 1}, *gs, 1.0, false);
     EXPECT_EQ(dense(b, *gs, n), to_host(b, *g2));
     // With the support given (support() of the same span, as adf and sgd-l1 call it before the
     // lazy decay): the same loss and the same entries, bit for bit; values stale from an earlier
     // use of the vector are overwritten.
-    auto given = b.sparse_vector();
-    b.support(*corpus, span, *given);
-    b.gather(*iv, *given);  // stale values
-    EXPECT_EQ(b.evaluate_sparse(*corpus, *w, span, *given, 0.7, true), loss);
+    auto given = sparse_gradients(b).sparse_vector();
+    sparse_gradients(b).support(*corpus, span, *given);
+    sparse_gradients(b).gather(*iv, *given);  // stale values
+    EXPECT_EQ(sparse_gradients(b).evaluate_sparse(*corpus, *w, span, *given, 0.7, true), loss);
     EXPECT_EQ(given->nnz(), sup.size());
     EXPECT_EQ(dense(b, *given, n), gd);
   }
@@ -169,16 +169,16 @@ TEST(SgdPrimitives, ARefusedSpanLeavesLaterSupportsWhole) {
   CpuBackend b(p.dims, 1);
   auto corpus = b.upload(p.corpus);
   const std::vector<std::uint32_t> good = {5, 2, 17}, bad = {5, 2, 999};  // 999: no such sentence
-  auto s = b.sparse_vector();
-  b.support(*corpus, {good.data(), good.size()}, *s);
+  auto s = sparse_gradients(b).sparse_vector();
+  sparse_gradients(b).support(*corpus, {good.data(), good.size()}, *s);
   const std::size_t whole = s->nnz();
   ASSERT_EQ(whole, expected_support(p, good).size());
-  EXPECT_THROW(b.support(*corpus, {bad.data(), bad.size()}, *s), Error);
-  auto g = b.sparse_vector();
-  EXPECT_THROW(b.evaluate_sparse(*corpus, *to_backend(b, std::vector<double>(p.dims.num_weights())),
+  EXPECT_THROW(sparse_gradients(b).support(*corpus, {bad.data(), bad.size()}, *s), Error);
+  auto g = sparse_gradients(b).sparse_vector();
+  EXPECT_THROW(sparse_gradients(b).evaluate_sparse(*corpus, *to_backend(b, std::vector<double>(p.dims.num_weights())),
                                  {bad.data(), bad.size()}, *g, 1.0, false),
                Error);
-  b.support(*corpus, {good.data(), good.size()}, *s);
+  sparse_gradients(b).support(*corpus, {good.data(), good.size()}, *s);
   EXPECT_EQ(s->nnz(), whole);  // no attribute left marked by the refused spans
 }
 
@@ -201,12 +201,12 @@ TEST(SgdPrimitives, FeatureDifferenceIsGoldMinusPredicted) {
   std::vector<double> expect(n, 0.0);
   add_features(p, ids, gold.data(), 2.0, expect);
   add_features(p, ids, pred.data(), -2.0, expect);
-  auto d = b.sparse_vector();
-  EXPECT_EQ(b.feature_difference(*corpus, {ids.data(), ids.size()}, pred.data(), *d, 2.0), wrong);
+  auto d = sparse_gradients(b).sparse_vector();
+  EXPECT_EQ(sparse_gradients(b).feature_difference(*corpus, {ids.data(), ids.size()}, pred.data(), *d, 2.0), wrong);
   const auto got = dense(b, *d, n);
   for (std::size_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], expect[i], 1e-12) << i;
   // A correct prediction gives exact zeros.
-  EXPECT_EQ(b.feature_difference(*corpus, {ids.data(), ids.size()}, gold.data(), *d, 1.0), 0u);
+  EXPECT_EQ(sparse_gradients(b).feature_difference(*corpus, {ids.data(), ids.size()}, gold.data(), *d, 1.0), 0u);
   for (double x : dense(b, *d, n)) EXPECT_EQ(x, 0.0);
 }
 
@@ -232,12 +232,12 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   CpuBackend b(p.dims, 1);
   auto corpus = b.upload(p.corpus);
   const std::size_t n = p.dims.num_weights();  // 8
-  auto g = b.sparse_vector();
-  b.support(*corpus, all_sentences(*corpus), *g);
+  auto g = sparse_gradients(b).sparse_vector();
+  sparse_gradients(b).support(*corpus, all_sentences(*corpus), *g);
   ASSERT_EQ(g->nnz(), 6u);
   // Gradient values on the support {0, 1, 4, 5, 6, 7}; weights 2, 3 are untouched.
   const std::vector<double> gv = {1.0, -2.0, 0, 0, 0.5, -0.25, 3.0, 0.0};
-  b.gather(*to_backend(b, gv), *g);
+  sparse_gradients(b).gather(*to_backend(b, gv), *g);
   const std::vector<double> w0 = {0.3, -0.1, 9.0, -9.0, 0.05, 0.2, 0.0, -0.4};
   const std::vector<double> q0 = {-0.02, 0.01, 0.5, 0.5, 0.0, 0.03, 0.0, -0.1};
   const double eta = 0.1, u = 0.07;
@@ -252,10 +252,10 @@ TEST(SgdPrimitives, CumulativePenaltyClippingEqualsFormula) {
   EXPECT_EQ(pen_trial, pen);
   EXPECT_NE(qr, q0);  // the real step does move q
   // The returned penalty is gather + sparse_penalty over g's entries at the new weights, bit for bit.
-  auto at = b.sparse_vector();
-  b.sparse_copy(*g, *at);
-  b.gather(*w, *at);
-  EXPECT_EQ(pen, b.sparse_penalty(*at, 0.3, 0.2));
+  auto at = sparse_gradients(b).sparse_vector();
+  sparse_gradients(b).sparse_copy(*g, *at);
+  sparse_gradients(b).gather(*w, *at);
+  EXPECT_EQ(pen, sparse_gradients(b).sparse_penalty(*at, 0.3, 0.2));
   double want_pen = 0;
   for (std::size_t i = 0; i < n; ++i) {
     double wi = w0[i], qi = q0[i];
@@ -296,8 +296,8 @@ TEST(SgdPrimitives, LazyDecayAndGatherScatterRestoreExactly) {
   auto p = tiny();
   CpuBackend b(p.dims, 1);
   auto corpus = b.upload(p.corpus);
-  auto sup = b.sparse_vector();
-  b.support(*corpus, all_sentences(*corpus), *sup);
+  auto sup = sparse_gradients(b).sparse_vector();
+  sparse_gradients(b).support(*corpus, all_sentences(*corpus), *sup);
   const std::vector<double> w0 = {0.3, -0.1, 9.0, -9.0, 0.05, 0.2, 0.0, -0.4};
   const std::vector<double> s0 = {0, -0.5, 0, 0, -1, -2, -3, -0.25};
   auto w = to_backend(b, w0), st = to_backend(b, s0);
@@ -318,16 +318,16 @@ TEST(SgdPrimitives, LazyDecayAndGatherScatterRestoreExactly) {
   wr = to_host(b, *w1);
   for (std::size_t i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(wr[i], w0[i] * std::pow(1 - 0.5 * rates[i], 3.0)) << i;
   // gather → modify → scatter restores bit for bit.
-  auto saved = b.sparse_vector();
-  b.sparse_copy(*sup, *saved);
-  b.gather(*w1, *saved);
+  auto saved = sparse_gradients(b).sparse_vector();
+  sparse_gradients(b).sparse_copy(*sup, *saved);
+  sparse_gradients(b).gather(*w1, *saved);
   map(b, SgdL1Rule{0.123456789, 0.0, 0.0, 0.0, false}, {*w1, nullptr}, saved.get());
-  b.scatter(*saved, *w1);
+  sparse_gradients(b).scatter(*saved, *w1);
   EXPECT_EQ(to_host(b, *w1), wr);
   // sparse_penalty over the support's values.
   double expect = 0;
   for (std::size_t i : {0, 1, 4, 5, 6, 7}) expect += 0.3 * std::fabs(wr[i]) + 0.2 * wr[i] * wr[i];
-  EXPECT_NEAR(b.sparse_penalty(*saved, 0.3, 0.2), expect, 1e-15);
+  EXPECT_NEAR(sparse_gradients(b).sparse_penalty(*saved, 0.3, 0.2), expect, 1e-15);
 }
 
 TEST(AdfPrimitives, RatesFollowTheFormulaOnAHandBuiltCase) {
@@ -354,11 +354,11 @@ TEST(AdfPrimitives, RatesFollowTheFormulaOnAHandBuiltCase) {
   const std::size_t n = p.dims.num_weights();  // 3·2 + 4 = 10
   auto w = b.vector(n), rate = b.vector(n), count = b.vector(n);
   b.fill(*rate, 0.1);
-  auto g = b.sparse_vector();
+  auto g = sparse_gradients(b).sparse_vector();
   std::vector<double> w_expect(n, 0.0);
   for (std::uint32_t s = 0; s < 3; ++s) {
     const std::vector<std::uint32_t> ids = {s};
-    b.evaluate_sparse(*corpus, *w, {ids.data(), 1}, *g, 1.0, false);
+    sparse_gradients(b).evaluate_sparse(*corpus, *w, {ids.data(), 1}, *g, 1.0, false);
     const auto gd = dense(b, *g, n);
     for (std::size_t i = 0; i < n; ++i) w_expect[i] -= 0.1 * gd[i];
     map(b, AdfStepRule{}, {*w, *rate, *count}, g.get());

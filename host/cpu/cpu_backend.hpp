@@ -47,12 +47,16 @@ class HostArray {
   std::size_t mapped_ = 0;  // bytes of the mapping, 0 when from calloc
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public IncrementalGradients, public SparseGradients {
  public:
   CpuBackend(const Dims& dims, unsigned threads, bool log_space_only = false);
   ~CpuBackend() override;
 
   std::string name() const override;
+
+  IncrementalGradients* incremental() override { return this; }
+
+  SparseGradients* sparse() override { return this; }
   unsigned threads() const { return pool_.size(); }
 
   BackendCorpusPtr upload(const Corpus& corpus) override;

@@ -57,7 +57,7 @@ class AdfTrainer final : public Trainer {
     VectorPtr rate = b.vector(nw), count = b.vector(nw);
     VectorPtr stamp = c2 > 0 ? b.vector(nw) : nullptr;
     b.fill(*rate, eta0);
-    SparseVectorPtr g = b.sparse_vector();
+    SparseVectorPtr g = sparse_gradients(b).sparse_vector();
     const std::size_t window = std::max<std::size_t>(1, n / std::size_t(opt.adf_windows));
     std::size_t in_window = 0, steps_in_window = 0;
     double steps = 0;  // the lazy-decay clock
@@ -94,10 +94,10 @@ class AdfTrainer final : public Trainer {
         const std::size_t m = std::min(opt.batch_size, n - start);
         const SentenceSpan span{perm.data() + start, m};
         if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
-          b.support(corpus, span, *g);
+          sparse_gradients(b).support(corpus, span, *g);
           map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate}, g.get());
         }
-        b.evaluate_sparse(corpus, w, span, *g, 1.0 / double(m), c2 > 0, obj.loss());
+        sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0 / double(m), c2 > 0, obj.loss());
         obj.add_passes(double(m) / N);
         map(b, AdfStepRule{}, {w, *rate, *count}, g.get());
         steps += 1;

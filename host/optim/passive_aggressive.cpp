@@ -47,8 +47,8 @@ class PassiveAggressiveTrainer final : public MistakeDrivenTrainer {
                 double& tau) override {
     const double margin = map_reduce(b, SparseDotRule{}, {w}, &delta);  // w·Δ ≤ 0: ŷ is the best path
     const double loss = -margin + (opt.error_sensitive ? std::sqrt(double(wrong)) : 1.0);
-    tau = passive_aggressive_tau(opt.pa_type, loss, b.sparse_penalty(delta, 0.0, 1.0), opt.pa_c);
-    if (tau != 0) b.sparse_axpy(tau, delta, w);
+    tau = passive_aggressive_tau(opt.pa_type, loss, sparse_gradients(b).sparse_penalty(delta, 0.0, 1.0), opt.pa_c);
+    if (tau != 0) sparse_gradients(b).sparse_axpy(tau, delta, w);
     return loss;
   }
 };

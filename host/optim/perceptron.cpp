@@ -37,7 +37,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   VectorPtr u = averaging ? b.vector(nw) : nullptr, avg = averaging ? b.vector(nw) : nullptr;
   Vector& model = averaging ? *avg : w;  // what is reported and returned
   prepare(b, nw, opt);
-  SparseVectorPtr delta = b.sparse_vector();
+  SparseVectorPtr delta = sparse_gradients(b).sparse_vector();
   std::vector<std::uint32_t> labels(corpus.num_tokens());  // ≥ the tokens of any span
   EpochShuffler shuffler(n, opt.seed);
   Stopwatch clock;
@@ -94,10 +94,10 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       b.viterbi(corpus, w, span, labels.data(), nullptr);
       obj.add_passes(double(m) / N);
       t += 1;
-      if (const std::size_t wrong = b.feature_difference(corpus, span, labels.data(), *delta, 1.0)) {
+      if (const std::size_t wrong = sparse_gradients(b).feature_difference(corpus, span, labels.data(), *delta, 1.0)) {
         double tau = 0;
         loss += update(b, w, *delta, wrong, opt, tau);
-        if (averaging && t > 1 && tau != 0) b.sparse_axpy((t - 1) * tau, *delta, *u);
+        if (averaging && t > 1 && tau != 0) sparse_gradients(b).sparse_axpy((t - 1) * tau, *delta, *u);
       }
       done = start + m;
       if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
@@ -136,7 +136,7 @@ class PerceptronTrainer final : public MistakeDrivenTrainer {
   double update(Backend& b, Vector& w, const SparseVector& delta, std::size_t, const TrainOptions&,
                 double& tau) override {
     tau = 1.0;  // w ← w + Δ
-    b.sparse_axpy(1.0, delta, w);
+    sparse_gradients(b).sparse_axpy(1.0, delta, w);
     return 0.0;
   }
 };

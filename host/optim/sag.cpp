@@ -247,9 +247,9 @@ double lipschitz_line_search(Objective& obj, IncrementalState& state, Vector& w,
   double Lb = L0;
   if (!(g2 / (Bd * Bd) > 1e-8)) return Lb;
   for (int tries = 0; tries < 200; ++tries) {
-    b.incremental_trial(state, w, 1.0 / (Lb * Bd));
+    incremental_gradients(b).incremental_trial(state, w, 1.0 / (Lb * Bd));
     const double ft = b.evaluate(obj.corpus(), w, span, nullptr, 1.0);
-    b.incremental_restore(state, w);
+    incremental_gradients(b).incremental_restore(state, w);
     obj.add_passes(Bd / nd);
     if (std::isfinite(ft) && ft < fb - g2 / (2.0 * Lb * Bd)) break;
     Lb *= 2.0;
@@ -278,7 +278,7 @@ class SagTrainer final : public Trainer {
     const double lambda = 2.0 * obj.c2() / nd, mu1 = obj.c1() / nd;  // seed 004's units (f = n·F)
     const double lip_mult = saga_ ? 3.0 : 1.0;
 
-    IncrementalStatePtr state = b.incremental_create(corpus);
+    IncrementalStatePtr state = incremental_gradients(b).incremental_create(corpus);
     VectorPtr d = b.vector(W), G = b.vector(W), pg = mu1 > 0 ? b.vector(W) : nullptr;
     SagSampler sampler(n, sampling, opt.seed);
     const double decay = std::pow(2.0, -double(B) / nd);
@@ -304,9 +304,9 @@ class SagTrainer final : public Trainer {
       ar.vector("w", b, w);
       ar.vector("d", b, *d);
       std::vector<double> marginals;
-      if (!ar.restoring()) marginals = b.incremental_save(*state);
+      if (!ar.restoring()) marginals = incremental_gradients(b).incremental_save(*state);
       ar.doubles("stored_marginals", marginals);
-      if (ar.restoring()) b.incremental_load(*state, marginals);
+      if (ar.restoring()) incremental_gradients(b).incremental_load(*state, marginals);
     };
     const bool resumed = restore(save);
     if (!resumed) {
@@ -321,9 +321,9 @@ class SagTrainer final : public Trainer {
           const SentenceSpan span{batch.data(), B};
 
           // ---- evaluate and Lipschitz line search (Algorithm 2) on the batch mean
-          b.incremental_sync(*state, span, w, *d);
+          incremental_gradients(b).incremental_sync(*state, span, w, *d);
           double g2 = 0;
-          const double fb = b.incremental_evaluate(*state, w, &g2);
+          const double fb = incremental_gradients(b).incremental_evaluate(*state, w, &g2);
           obj.add_passes(double(B) / nd);
           const double L0 = sampler.batch_lipschitz(batch);
           sampler.found_lipschitz(batch, L0, lipschitz_line_search(obj, *state, w, span, fb, g2, L0));
@@ -334,11 +334,11 @@ class SagTrainer final : public Trainer {
           if (saga_) {
             for (std::size_t i = 0; i < B; ++i)
               coef[i] = alpha * (1.0 / (double(B) * prob[i] * nd) - 1.0 / nd) / a;
-            b.incremental_commit(*state, *d, w, coef.data());
-            b.incremental_step(*state, a, alpha / nd, alpha * mu1, w, *d);
+            incremental_gradients(b).incremental_commit(*state, *d, w, coef.data());
+            incremental_gradients(b).incremental_step(*state, a, alpha / nd, alpha * mu1, w, *d);
           } else {
-            b.incremental_commit(*state, *d, w, nullptr);
-            b.incremental_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
+            incremental_gradients(b).incremental_commit(*state, *d, w, nullptr);
+            incremental_gradients(b).incremental_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
           }
           sampler.decay(decay);
           steps_done = step + 1;
@@ -346,7 +346,7 @@ class SagTrainer final : public Trainer {
             Progress pr = progress_within(epoch, steps_done * B, steps_per_epoch * B, obj, w, alpha, clock);
             pr.state = &save;
             if (progress) progress(pr, w);
-            b.incremental_flush(*state, w, *d);  // the model: every lazy step applied
+            incremental_gradients(b).incremental_flush(*state, w, *d);  // the model: every lazy step applied
             stop_reason_ = stop_by_caller();
             return std::numeric_limits<double>::quiet_NaN();
           }
@@ -354,7 +354,7 @@ class SagTrainer final : public Trainer {
         steps_done = 0;
 
         // ---- end of epoch: flush, measure, report
-        b.incremental_flush(*state, w, *d);
+        incremental_gradients(b).incremental_flush(*state, w, *d);
         b.copy(w, *G);
         b.axpby(1.0 / nd, *d, lambda, *G);  // G = d/n + λw
         if (mu1 > 0) {

@@ -118,8 +118,8 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   const std::size_t nw = w.size();
   VectorPtr q = c1 > 0 ? b.vector(nw) : nullptr;      // penalty each weight has received
   VectorPtr stamp = c2 > 0 ? b.vector(nw) : nullptr;  // Λ at each weight's last catch-up
-  SparseVectorPtr g = b.sparse_vector();
-  SparseVectorPtr saved_w = heuristic ? b.sparse_vector() : nullptr;  // line search: w restored
+  SparseVectorPtr g = sparse_gradients(b).sparse_vector();
+  SparseVectorPtr saved_w = heuristic ? sparse_gradients(b).sparse_vector() : nullptr;  // line search: w restored
   double u = 0;       // total L1 penalty per weight so far (Eq. 10)
   double Lambda = 0;  // cumulative log L2 decay since the last flush
   std::size_t k = 0;  // sentences processed
@@ -162,17 +162,17 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       const double M = double(m);
       eta = eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
       if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
-        b.support(corpus, span, *g);
+        sparse_gradients(b).support(corpus, span, *g);
         map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, g.get());
       }
-      const double nll = b.evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0, obj.loss());
+      const double nll = sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0, obj.loss());
       obj.add_passes(M / N);
 
       double rate = eta;
       if (heuristic) {
-        b.sparse_copy(*g, *saved_w);
-        b.gather(w, *saved_w);
-        const double init = nll / M + b.sparse_penalty(*saved_w, c1 / N, c2 / N);  // Eq. 14
+        sparse_gradients(b).sparse_copy(*g, *saved_w);
+        sparse_gradients(b).gather(w, *saved_w);
+        const double init = nll / M + sparse_gradients(b).sparse_penalty(*saved_w, c1 / N, c2 / N);  // Eq. 14
         double r = eta, best = std::numeric_limits<double>::infinity();
         bool worse_seen = false;
         for (int trial = 0; trial < kTrials; ++trial) {
@@ -181,7 +181,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
           const double loss = b.evaluate(corpus, w, span, nullptr, 1.0, obj.loss()) / M;
           obj.add_passes(M / N);
           const double value = loss + penalty;
-          b.scatter(*saved_w, w);  // exact restore
+          sparse_gradients(b).scatter(*saved_w, w);  // exact restore
           if (value < best) {  // NaN never wins
             best = value;
             rate = r;

@@ -139,8 +139,8 @@ std::size_t add_feature_difference(const Corpus& corpus, const Dims& dims, Sente
 
 /// A sparse vector over the flat weight layout, resident on a backend: a list of nnz() pairs
 /// (index, value) with strictly increasing 64-bit indices < Dims::num_weights(). Created empty by
-/// Backend::sparse_vector(); filled by the primitives of the section "stochastic trainers" of
-/// Backend (which say what they set). Move-only owner.
+/// SparseGradients::sparse_vector(); filled by SparseGradients' primitives (which say what they
+/// set). Move-only owner.
 class SparseVector {
  public:
   virtual ~SparseVector() = default;
@@ -155,6 +155,156 @@ struct MapRule {
   static constexpr std::size_t kMaxBytes = 64;
   std::uint32_t id = 0;
   alignas(double) unsigned char params[kMaxBytes] = {};
+};
+
+/// The incremental-gradient primitives, a capability a Backend may offer (Backend::incremental):
+/// the CRF side of SAG and SAGA. Both backends offer it.
+class IncrementalGradients {
+ public:
+  virtual ~IncrementalGradients() = default;
+
+  // ---- incremental aggregated gradients: stored marginals and lazy steps ----
+  // The CRF primitives of the incremental-gradient trainers (SAG, Schmidt et al. 2015; SAGA,
+  // Defazio et al. 2014; any method that keeps a gradient per sentence and moves along their sum):
+  // per-sentence gradients kept as marginals, their sum d maintained under changes, and the
+  // composite steps w ← soft(a·w − b·d, τ) applied lazily, group by group.
+  // Notation. w the weights and d the aggregated direction, both Vectors of dims().num_weights() owned
+  // by the caller; d = Σ_i g_i is the sum of the stored per-sentence NLL gradients
+  //     g_i = X_iᵀ(μ_i − gold_i),
+  // where X_iᵀ maps marginals to weights exactly as evaluate()'s gradient does: state weight
+  // w[a·L + y] gets Σ_t x_{t,a}·μ_t(y); transition w[A·L + y'·L + y] gets Σ_{t≥1} μ_t(y', y)
+  // (only when dims().transitions; otherwise the block is never written); edge block e gets
+  // Σ_{t≥1} x_{t,e}·μ_t(y', y) at w[edge_offset + (e·L + y')·L + y].
+  //
+  // Stored marginals ("Mixed" memory of Schmidt et al. 2015 §4.2, independent of the number of features):
+  // per token its node marginals [L]; per sentence the pairwise marginals summed over t ≥ 1
+  // [L][L] (for the transitions); and, when E > 0, per position t ≥ 1 at which edge items fire,
+  // that position's own pairwise marginals [L][L] (edge weights need them per position). All are
+  // initialised to the gold indicators (node: 1 at the gold label; pair sum: counts of gold label
+  // bigrams; per position: 1 at the gold bigram), so the first commit of a sentence adds exactly
+  // its NLL gradient to d.
+  //
+  // Weight groups: per state attribute a the L weights [a·L, a·L + L); the L² transitions; per
+  // edge attribute e its L² block. A sentence touches the groups of the attributes on its tokens
+  // and the transitions.
+  //
+  // Lazy steps. incremental_step(a, b, τ) appends step k (k = 1, 2, … since the last
+  // incremental_flush) meaning
+  //     w ← soft(a_k·w − b_k·d, τ_k),     soft(x, τ) = sign(x)·max(|x| − τ, 0), element-wise,
+  // for ALL weights. It is deferred: each group has a stamp k0 (the step count when it was last
+  // brought up to date) and is brought to the current count k only by incremental_sync (the
+  // groups of a span) or incremental_flush (all), with the composite map, for every weight j of
+  // the group:
+  //     P_k = Π_{t≤k} a_t,  S_k = Σ_{t≤k} b_t / P_t,  R_k = Σ_{t≤k} τ_t / P_t   (P_0 = 1, S_0 = R_0 = 0)
+  //     w_j ← (P_k / P_{k0}) · soft(w_j − d_j·P_{k0}·(S_k − S_{k0}),  P_{k0}·(R_k − R_{k0}))
+  // then stamp = k. d_j is constant over the lag (d changes only on synced groups, in
+  // incremental_commit), so with τ = 0 this is the steps one by one (up to rounding); with τ > 0
+  // it is exact unless w_j changes sign within the lag (then it is the soft-threshold of the
+  // accumulated move, with the same fixed points). Backends must implement this formula (not eager dense steps) so that
+  // all backends give the same model.
+  //
+  // Call order of one step on a span B of distinct sentences:
+  //   incremental_sync(B) → incremental_evaluate →
+  //   [incremental_trial → evaluate(B, nullptr) → incremental_restore]* →
+  //   incremental_commit → incremental_step.
+  // incremental_flush before anything reads all of w (objective, saving).
+
+  /// New incremental state for `corpus` (kept by reference: it must outlive the state; every
+  /// sentence labeled, Error otherwise): stored marginals at the gold indicators, step count 0, P_0 = 1.
+  virtual IncrementalStatePtr incremental_create(const BackendCorpus& corpus) = 0;
+  /// Brings every group touched by `sentences` (distinct ids) up to the current step count with
+  /// the composite map (reads d), and makes `sentences` the state's current span (copied), the
+  /// one incremental_evaluate, incremental_trial, incremental_restore and incremental_commit work
+  /// on. A span it refuses (an id beyond the corpus, a repeated id: Error) changes nothing and
+  /// leaves no current span: incremental_evaluate throws until an incremental_sync succeeds.
+  virtual void incremental_sync(IncrementalState& state, SentenceSpan sentences, Vector& w,
+                                const Vector& d) = 0;
+  /// Forward-backward on every sentence of the current span at w (its groups synced). Keeps the
+  /// new marginals μ_new of each sentence in the state (pending, not yet stored), forms in the
+  /// state g = Σ_{i∈span} X_iᵀ(μ_new,i − gold_i) (the span's summed NLL gradient; zero outside
+  /// the touched groups), writes ‖g‖² to `*grad_norm2` and returns Σ_{i∈span} NLL_i(w).
+  virtual double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) = 0;
+  /// Line-search trial point: saves the current span's touched groups of w (bit-exact), then
+  /// sets w ← w − step·g on them (g from the last incremental_evaluate).
+  virtual void incremental_trial(IncrementalState& state, Vector& w, double step) = 0;
+  /// Writes back exactly the values saved by the last incremental_trial.
+  virtual void incremental_restore(IncrementalState& state, Vector& w) = 0;
+  /// For each sentence i of the current span, in span order: Δ_i = X_iᵀ(μ_new,i − μ_stored,i);
+  /// d += Δ_i; when `w_coef` is non-null (host array, one entry per span sentence)
+  /// w −= w_coef[i]·Δ_i; then μ_stored,i ← μ_new,i. Requires a preceding incremental_evaluate.
+  virtual void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) = 0;
+  /// Appends the lazy step w ← soft(a·w − b·d, τ) (0 < a ≤ 1, b ≥ 0, τ ≥ 0); O(1). When P_k
+  /// would fall below 1e-150 it first runs incremental_flush(state, w, d) (so P stays representable).
+  virtual void incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w,
+                        const Vector& d) = 0;
+  /// Brings every group up to the current step count (w exact), then restarts the bookkeeping:
+  /// step count 0, P = 1, S = R = 0, every stamp 0.
+  virtual void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) = 0;
+  /// The state as one host array, for a checkpoint: the stored marginals — node, pair sums,
+  /// per-position pairs — and, when lazy steps are pending (step count k > 0: saved between two
+  /// steps, inside an epoch), the step history and every group's stamp after them
+  /// (save_lazy_steps), so that a restored state brings each group up to date as the saved one
+  /// would have, bit for bit (w and d are saved by the caller as they are).
+  virtual std::vector<double> incremental_save(IncrementalState& state) = 0;
+  /// Restores a state saved by incremental_save over the same corpus (Error for another size)
+  /// into a flushed state (a new one).
+  virtual void incremental_load(IncrementalState& state, const std::vector<double>& marginals) = 0;
+};
+
+/// The sparse batch gradients, a capability a Backend may offer (Backend::sparse): the CRF side of
+/// the stochastic trainers. Both backends offer it.
+class SparseGradients {
+ public:
+  virtual ~SparseGradients() = default;
+
+  // ---- sparse batch gradients: the stochastic trainers' CRF primitives ----
+  // For sgd-l1 / two-stage (Tsuruoka et al. 2009), adf (Sun et al. 2012), ap (Collins 2002): a
+  // mini-batch step must cost O(batch tokens × L + support size), never O(num_weights); their
+  // per-weight steps are element rules run over these supports (apply_rule).
+  // Indices in a SparseVector are distinct, so the element-wise primitives below may process
+  // its entries in any order or in parallel. Every primitive is deterministic (no atomics whose
+  // order changes a result; sums in a fixed order).
+  //
+  // The support of a span of sentences, S(span), is the sorted set of weight indices the span
+  // can touch:
+  //   · the state row a·L … a·L + L − 1 of every state attribute a occurring in the span;
+  //   · all L² transitions A·L … A·L + L² − 1 when Dims::transitions and the span is non-empty;
+  //   · the block edge_offset() + e·L² … + L² − 1 of every edge attribute e occurring in it.
+
+  /// A new, empty sparse vector.
+  virtual SparseVectorPtr sparse_vector() = 0;
+  /// Sets x to S(sentences), every value 0.
+  virtual void support(const BackendCorpus& corpus, SentenceSpan sentences, SparseVector& x) = 0;
+  /// The NLL Σ_i −log p(y_i | x_i; w) over `sentences` (forward-backward, as evaluate()), and
+  /// sets grad to S(sentences) with values scale · (E_p[f] − f(x, y)) — exactly the entries
+  /// evaluate(corpus, w, sentences, g, scale) would add to a zero g, up to summation order
+  /// (entries outside the support would be zero). Overwrites grad (indices and values); with
+  /// `support_given` grad already holds S(sentences) — support() of the same span, as the lazy
+  /// L2 decay of adf and sgd-l1 needs it just before — and only its values are written.
+  /// `loss` as in evaluate(): the sum of that loss, and scale · its gradient on S(sentences).
+  virtual double evaluate_sparse(const BackendCorpus& corpus, const Vector& w,
+                                 SentenceSpan sentences, SparseVector& grad, double scale,
+                                 bool support_given, SequenceLoss loss = SequenceLoss::seq_log) = 0;
+  /// Sets out to S(sentences) with values scale · (f(x, gold) − f(x, labels)): the perceptron
+  /// update (Collins 2002). `labels` is host memory in span order, token after token (as
+  /// viterbi() writes it). Values are exactly 0 where gold and predicted features agree
+  /// (a token's state features contribute only where y_t ≠ ŷ_t, a transition or edge block only
+  /// where (y_{t−1}, y_t) ≠ (ŷ_{t−1}, ŷ_t)). Returns the number of tokens with ŷ_t ≠ y_t.
+  virtual std::size_t feature_difference(const BackendCorpus& corpus, SentenceSpan sentences,
+                                         const std::uint32_t* labels, SparseVector& out,
+                                         double scale) = 0;
+  /// dst = src (indices and values).
+  virtual void sparse_copy(const SparseVector& src, SparseVector& dst) = 0;
+  /// x.value[j] = w[x.index[j]] for every entry j (x's indices unchanged): saves the weights of a
+  /// support, for an exact restore by scatter().
+  virtual void gather(const Vector& w, SparseVector& x) = 0;
+  /// w[x.index[j]] = x.value[j] for every entry j (other entries of w untouched).
+  virtual void scatter(const SparseVector& x, Vector& w) = 0;
+  /// y[x.index[j]] += a · x.value[j] for every entry j.
+  virtual void sparse_axpy(double a, const SparseVector& x, Vector& y) = 0;
+  /// Σ_j c1·|x.value[j]| + c2·x.value[j]² (summed in index order, or in fixed blocks combined in
+  /// order — the result must not depend on the thread count).
+  virtual double sparse_penalty(const SparseVector& x, double c1, double c2) = 0;
 };
 
 /// The vectors a rule works on, slot by slot (a null slot: the rule sees a null element pointer).
@@ -245,93 +395,6 @@ class Backend {
   virtual double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
                             bool sum) = 0;
 
-  // ---- incremental aggregated gradients: stored marginals and lazy steps ----
-  // The CRF primitives of the incremental-gradient trainers (SAG, Schmidt et al. 2015; SAGA,
-  // Defazio et al. 2014; any method that keeps a gradient per sentence and moves along their sum):
-  // per-sentence gradients kept as marginals, their sum d maintained under changes, and the
-  // composite steps w ← soft(a·w − b·d, τ) applied lazily, group by group.
-  // Notation. w the weights and d the aggregated direction, both Vectors of dims().num_weights() owned
-  // by the caller; d = Σ_i g_i is the sum of the stored per-sentence NLL gradients
-  //     g_i = X_iᵀ(μ_i − gold_i),
-  // where X_iᵀ maps marginals to weights exactly as evaluate()'s gradient does: state weight
-  // w[a·L + y] gets Σ_t x_{t,a}·μ_t(y); transition w[A·L + y'·L + y] gets Σ_{t≥1} μ_t(y', y)
-  // (only when dims().transitions; otherwise the block is never written); edge block e gets
-  // Σ_{t≥1} x_{t,e}·μ_t(y', y) at w[edge_offset + (e·L + y')·L + y].
-  //
-  // Stored marginals ("Mixed" memory of Schmidt et al. 2015 §4.2, independent of the number of features):
-  // per token its node marginals [L]; per sentence the pairwise marginals summed over t ≥ 1
-  // [L][L] (for the transitions); and, when E > 0, per position t ≥ 1 at which edge items fire,
-  // that position's own pairwise marginals [L][L] (edge weights need them per position). All are
-  // initialised to the gold indicators (node: 1 at the gold label; pair sum: counts of gold label
-  // bigrams; per position: 1 at the gold bigram), so the first commit of a sentence adds exactly
-  // its NLL gradient to d.
-  //
-  // Weight groups: per state attribute a the L weights [a·L, a·L + L); the L² transitions; per
-  // edge attribute e its L² block. A sentence touches the groups of the attributes on its tokens
-  // and the transitions.
-  //
-  // Lazy steps. incremental_step(a, b, τ) appends step k (k = 1, 2, … since the last
-  // incremental_flush) meaning
-  //     w ← soft(a_k·w − b_k·d, τ_k),     soft(x, τ) = sign(x)·max(|x| − τ, 0), element-wise,
-  // for ALL weights. It is deferred: each group has a stamp k0 (the step count when it was last
-  // brought up to date) and is brought to the current count k only by incremental_sync (the
-  // groups of a span) or incremental_flush (all), with the composite map, for every weight j of
-  // the group:
-  //     P_k = Π_{t≤k} a_t,  S_k = Σ_{t≤k} b_t / P_t,  R_k = Σ_{t≤k} τ_t / P_t   (P_0 = 1, S_0 = R_0 = 0)
-  //     w_j ← (P_k / P_{k0}) · soft(w_j − d_j·P_{k0}·(S_k − S_{k0}),  P_{k0}·(R_k − R_{k0}))
-  // then stamp = k. d_j is constant over the lag (d changes only on synced groups, in
-  // incremental_commit), so with τ = 0 this is the steps one by one (up to rounding); with τ > 0
-  // it is exact unless w_j changes sign within the lag (then it is the soft-threshold of the
-  // accumulated move, with the same fixed points). Backends must implement this formula (not eager dense steps) so that
-  // all backends give the same model.
-  //
-  // Call order of one step on a span B of distinct sentences:
-  //   incremental_sync(B) → incremental_evaluate →
-  //   [incremental_trial → evaluate(B, nullptr) → incremental_restore]* →
-  //   incremental_commit → incremental_step.
-  // incremental_flush before anything reads all of w (objective, saving).
-
-  /// New incremental state for `corpus` (kept by reference: it must outlive the state; every
-  /// sentence labeled, Error otherwise): stored marginals at the gold indicators, step count 0, P_0 = 1.
-  virtual IncrementalStatePtr incremental_create(const BackendCorpus& corpus) = 0;
-  /// Brings every group touched by `sentences` (distinct ids) up to the current step count with
-  /// the composite map (reads d), and makes `sentences` the state's current span (copied), the
-  /// one incremental_evaluate, incremental_trial, incremental_restore and incremental_commit work
-  /// on. A span it refuses (an id beyond the corpus, a repeated id: Error) changes nothing and
-  /// leaves no current span: incremental_evaluate throws until an incremental_sync succeeds.
-  virtual void incremental_sync(IncrementalState& state, SentenceSpan sentences, Vector& w,
-                                const Vector& d) = 0;
-  /// Forward-backward on every sentence of the current span at w (its groups synced). Keeps the
-  /// new marginals μ_new of each sentence in the state (pending, not yet stored), forms in the
-  /// state g = Σ_{i∈span} X_iᵀ(μ_new,i − gold_i) (the span's summed NLL gradient; zero outside
-  /// the touched groups), writes ‖g‖² to `*grad_norm2` and returns Σ_{i∈span} NLL_i(w).
-  virtual double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) = 0;
-  /// Line-search trial point: saves the current span's touched groups of w (bit-exact), then
-  /// sets w ← w − step·g on them (g from the last incremental_evaluate).
-  virtual void incremental_trial(IncrementalState& state, Vector& w, double step) = 0;
-  /// Writes back exactly the values saved by the last incremental_trial.
-  virtual void incremental_restore(IncrementalState& state, Vector& w) = 0;
-  /// For each sentence i of the current span, in span order: Δ_i = X_iᵀ(μ_new,i − μ_stored,i);
-  /// d += Δ_i; when `w_coef` is non-null (host array, one entry per span sentence)
-  /// w −= w_coef[i]·Δ_i; then μ_stored,i ← μ_new,i. Requires a preceding incremental_evaluate.
-  virtual void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) = 0;
-  /// Appends the lazy step w ← soft(a·w − b·d, τ) (0 < a ≤ 1, b ≥ 0, τ ≥ 0); O(1). When P_k
-  /// would fall below 1e-150 it first runs incremental_flush(state, w, d) (so P stays representable).
-  virtual void incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w,
-                        const Vector& d) = 0;
-  /// Brings every group up to the current step count (w exact), then restarts the bookkeeping:
-  /// step count 0, P = 1, S = R = 0, every stamp 0.
-  virtual void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) = 0;
-  /// The state as one host array, for a checkpoint: the stored marginals — node, pair sums,
-  /// per-position pairs — and, when lazy steps are pending (step count k > 0: saved between two
-  /// steps, inside an epoch), the step history and every group's stamp after them
-  /// (save_lazy_steps), so that a restored state brings each group up to date as the saved one
-  /// would have, bit for bit (w and d are saved by the caller as they are).
-  virtual std::vector<double> incremental_save(IncrementalState& state) = 0;
-  /// Restores a state saved by incremental_save over the same corpus (Error for another size)
-  /// into a flushed state (a new one).
-  virtual void incremental_load(IncrementalState& state, const std::vector<double>& marginals) = 0;
-
   // ---- batch primitives --------------------------------------------------------------------
   /// Negative log-likelihood Σ_i −log p(y_i | x_i) over `sentences` (all labeled; a sentence
   /// named twice counts twice, in the loss and in the gradient). When `grad`
@@ -360,54 +423,11 @@ class Backend {
   virtual void marginals(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                          double* node_marginals, double* log_z) = 0;
 
-  // ---- sparse batch gradients: the stochastic trainers' CRF primitives ----
-  // For sgd-l1 / two-stage (Tsuruoka et al. 2009), adf (Sun et al. 2012), ap (Collins 2002): a
-  // mini-batch step must cost O(batch tokens × L + support size), never O(num_weights); their
-  // per-weight steps are element rules run over these supports (apply_rule).
-  // Indices in a SparseVector are distinct, so the element-wise primitives below may process
-  // its entries in any order or in parallel. Every primitive is deterministic (no atomics whose
-  // order changes a result; sums in a fixed order).
-  //
-  // The support of a span of sentences, S(span), is the sorted set of weight indices the span
-  // can touch:
-  //   · the state row a·L … a·L + L − 1 of every state attribute a occurring in the span;
-  //   · all L² transitions A·L … A·L + L² − 1 when Dims::transitions and the span is non-empty;
-  //   · the block edge_offset() + e·L² … + L² − 1 of every edge attribute e occurring in it.
-
-  /// A new, empty sparse vector.
-  virtual SparseVectorPtr sparse_vector() = 0;
-  /// Sets x to S(sentences), every value 0.
-  virtual void support(const BackendCorpus& corpus, SentenceSpan sentences, SparseVector& x) = 0;
-  /// The NLL Σ_i −log p(y_i | x_i; w) over `sentences` (forward-backward, as evaluate()), and
-  /// sets grad to S(sentences) with values scale · (E_p[f] − f(x, y)) — exactly the entries
-  /// evaluate(corpus, w, sentences, g, scale) would add to a zero g, up to summation order
-  /// (entries outside the support would be zero). Overwrites grad (indices and values); with
-  /// `support_given` grad already holds S(sentences) — support() of the same span, as the lazy
-  /// L2 decay of adf and sgd-l1 needs it just before — and only its values are written.
-  /// `loss` as in evaluate(): the sum of that loss, and scale · its gradient on S(sentences).
-  virtual double evaluate_sparse(const BackendCorpus& corpus, const Vector& w,
-                                 SentenceSpan sentences, SparseVector& grad, double scale,
-                                 bool support_given, SequenceLoss loss = SequenceLoss::seq_log) = 0;
-  /// Sets out to S(sentences) with values scale · (f(x, gold) − f(x, labels)): the perceptron
-  /// update (Collins 2002). `labels` is host memory in span order, token after token (as
-  /// viterbi() writes it). Values are exactly 0 where gold and predicted features agree
-  /// (a token's state features contribute only where y_t ≠ ŷ_t, a transition or edge block only
-  /// where (y_{t−1}, y_t) ≠ (ŷ_{t−1}, ŷ_t)). Returns the number of tokens with ŷ_t ≠ y_t.
-  virtual std::size_t feature_difference(const BackendCorpus& corpus, SentenceSpan sentences,
-                                         const std::uint32_t* labels, SparseVector& out,
-                                         double scale) = 0;
-  /// dst = src (indices and values).
-  virtual void sparse_copy(const SparseVector& src, SparseVector& dst) = 0;
-  /// x.value[j] = w[x.index[j]] for every entry j (x's indices unchanged): saves the weights of a
-  /// support, for an exact restore by scatter().
-  virtual void gather(const Vector& w, SparseVector& x) = 0;
-  /// w[x.index[j]] = x.value[j] for every entry j (other entries of w untouched).
-  virtual void scatter(const SparseVector& x, Vector& w) = 0;
-  /// y[x.index[j]] += a · x.value[j] for every entry j.
-  virtual void sparse_axpy(double a, const SparseVector& x, Vector& y) = 0;
-  /// Σ_j c1·|x.value[j]| + c2·x.value[j]² (summed in index order, or in fixed blocks combined in
-  /// order — the result must not depend on the thread count).
-  virtual double sparse_penalty(const SparseVector& x, double c1, double c2) = 0;
+  // ---- optional capabilities ---------------------------------------------------------------
+  /// The incremental-gradient primitives (SAG, SAGA), or null where the backend has none.
+  virtual IncrementalGradients* incremental() { return nullptr; }
+  /// The sparse batch gradients (sgd-l1, two-stage, adf, ap), or null where the backend has none.
+  virtual SparseGradients* sparse() { return nullptr; }
 
   // ---- stopping inside a pass ----------------------------------------------------------------
   /// A poll that evaluate() asks between sentences (from its worker threads: it must be cheap and
@@ -430,6 +450,11 @@ class PassStopped : public Error {
   PassStopped() : Error("the pass was stopped") {}
 };
 using BackendPtr = std::unique_ptr<Backend>;
+
+/// The backend's capabilities, or Error naming the backend and what it lacks (for the trainers
+/// that need them).
+IncrementalGradients& incremental_gradients(Backend& b);
+SparseGradients& sparse_gradients(Backend& b);
 
 enum class DeviceKind { auto_select, cpu, cuda };
 

@@ -337,26 +337,26 @@ void check_sparse_primitives(Layout layout) {
   auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
   std::vector<std::uint32_t> ids = {4, 9, 1, 22};
   const SentenceSpan span{ids.data(), ids.size()};
-  auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
+  auto sc = cpu.sparse_vector(), sg = gpu->sparse()->sparse_vector();
   const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.5, false);
-  const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.5, false);
+  const double lg = gpu->sparse()->evaluate_sparse(*gc, *wg, span, *sg, 0.5, false);
   EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
   ASSERT_EQ(sg->nnz(), sc->nnz());
   {  // the support given (support() first, stale values in it): the same on the GPU
-    auto given = gpu->sparse_vector();
-    gpu->support(*gc, span, *given);
-    gpu->gather(*wg, *given);
-    const double lgiven = gpu->evaluate_sparse(*gc, *wg, span, *given, 0.5, true);
+    auto given = gpu->sparse()->sparse_vector();
+    gpu->sparse()->support(*gc, span, *given);
+    gpu->sparse()->gather(*wg, *given);
+    const double lgiven = gpu->sparse()->evaluate_sparse(*gc, *wg, span, *given, 0.5, true);
     EXPECT_EQ(lgiven, lg);
     ASSERT_EQ(given->nnz(), sc->nnz());
     auto dg = gpu->vector(w.size()), dc = cpu.vector(w.size());
-    gpu->sparse_axpy(1.0, *given, *dg);
+    gpu->sparse()->sparse_axpy(1.0, *given, *dg);
     cpu.sparse_axpy(1.0, *sc, *dc);
     expect_close_vec(to_host(*gpu, *dg), to_host(cpu, *dc), kGradTol, "evaluate_sparse, support given");
-    auto other = gpu->sparse_vector();  // a support of another span is refused
+    auto other = gpu->sparse()->sparse_vector();  // a support of another span is refused
     const std::uint32_t one = 7;
-    gpu->support(*gc, {&one, 1}, *other);
-    EXPECT_THROW(gpu->evaluate_sparse(*gc, *wg, span, *other, 0.5, true), Error);
+    gpu->sparse()->support(*gc, {&one, 1}, *other);
+    EXPECT_THROW(gpu->sparse()->evaluate_sparse(*gc, *wg, span, *other, 0.5, true), Error);
   }
   // Apply the sparse gradient through both backends and compare the dense results.
   auto qc = cpu.vector(w.size()), qg = gpu->vector(w.size());
@@ -377,9 +377,9 @@ void check_sparse_primitives(Layout layout) {
   expect_close_vec(to_host(*gpu, *wg), to_host(cpu, *wc), kGradTol, "SgdL1Rule w");
   expect_close_vec(to_host(*gpu, *qg), to_host(cpu, *qc), kGradTol, "SgdL1Rule q");
   const double pen = cpu.sparse_penalty(*sc, 0.3, 0.2);
-  EXPECT_NEAR(gpu->sparse_penalty(*sg, 0.3, 0.2), pen, 1e-10 * std::max(1.0, pen));
+  EXPECT_NEAR(gpu->sparse()->sparse_penalty(*sg, 0.3, 0.2), pen, 1e-10 * std::max(1.0, pen));
   cpu.sparse_axpy(-2.0, *sc, *wc);
-  gpu->sparse_axpy(-2.0, *sg, *wg);
+  gpu->sparse()->sparse_axpy(-2.0, *sg, *wg);
   auto rc = to_backend(cpu, std::vector<double>(w.size(), 0.1)), nc = cpu.vector(w.size());
   auto rg = to_backend(*gpu, std::vector<double>(w.size(), 0.1)), ng = gpu->vector(w.size());
   map(cpu, AdfStepRule{}, {*wc, *rc, *nc}, sc.get());
@@ -403,21 +403,21 @@ void check_sparse_primitives(Layout layout) {
   for (auto s : ids) tokens += p.corpus.length(s);
   std::vector<std::uint32_t> pred(tokens);
   gpu->viterbi(*gc, *wg, span, pred.data(), nullptr);
-  auto dc = cpu.sparse_vector(), dg = gpu->sparse_vector();
-  EXPECT_EQ(gpu->feature_difference(*gc, span, pred.data(), *dg, 1.0),
+  auto dc = cpu.sparse_vector(), dg = gpu->sparse()->sparse_vector();
+  EXPECT_EQ(gpu->sparse()->feature_difference(*gc, span, pred.data(), *dg, 1.0),
             cpu.feature_difference(*cc, span, pred.data(), *dc, 1.0));
   auto zc = cpu.vector(w.size()), zg = gpu->vector(w.size());
   cpu.sparse_axpy(1.0, *dc, *zc);
-  gpu->sparse_axpy(1.0, *dg, *zg);
+  gpu->sparse()->sparse_axpy(1.0, *dg, *zg);
   EXPECT_EQ(to_host(*gpu, *zg), to_host(cpu, *zc));
-  auto kg = gpu->sparse_vector(), kg2 = gpu->sparse_vector();
-  gpu->sparse_copy(*sg, *kg);
-  gpu->gather(*wg, *kg);
+  auto kg = gpu->sparse()->sparse_vector(), kg2 = gpu->sparse()->sparse_vector();
+  gpu->sparse()->sparse_copy(*sg, *kg);
+  gpu->sparse()->gather(*wg, *kg);
   gpu->fill(*wg, 0.0);
-  gpu->scatter(*kg, *wg);  // restores exactly the support's weights
-  gpu->sparse_copy(*kg, *kg2);
-  gpu->gather(*wg, *kg2);
-  EXPECT_EQ(gpu->sparse_penalty(*kg2, 0.0, 1.0), gpu->sparse_penalty(*kg, 0.0, 1.0));
+  gpu->sparse()->scatter(*kg, *wg);  // restores exactly the support's weights
+  gpu->sparse()->sparse_copy(*kg, *kg2);
+  gpu->sparse()->gather(*wg, *kg2);
+  EXPECT_EQ(gpu->sparse()->sparse_penalty(*kg2, 0.0, 1.0), gpu->sparse()->sparse_penalty(*kg, 0.0, 1.0));
   auto sup = cpu.sparse_vector();
   cpu.support(*cc, span, *sup);
   EXPECT_EQ(sup->nnz(), kg->nnz());
@@ -454,9 +454,9 @@ TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
         const std::vector<std::vector<std::uint32_t>> spans = {{3}, {7, 0, 21, 12}, {29, 1, 2, 3, 4, 5, 6}, {}};
         for (const auto& ids : spans) {
           const SentenceSpan span{ids.data(), ids.size()};
-          auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
+          auto sc = cpu.sparse_vector(), sg = gpu->sparse()->sparse_vector();
           const double lc = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.25, false);
-          const double lg = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.25, false);
+          const double lg = gpu->sparse()->evaluate_sparse(*gc, *wg, span, *sg, 0.25, false);
           EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc)));
           ASSERT_EQ(sg->nnz(), sc->nnz());
           auto support = cpu.sparse_vector();
@@ -464,7 +464,7 @@ TEST(CudaBackend, SparseGradientMatchesCpuWithChunksAndWithoutTransitions) {
           EXPECT_EQ(support->nnz(), sg->nnz()) << "S(span)";
           auto zc = cpu.vector(w.size()), zg = gpu->vector(w.size());
           cpu.sparse_axpy(1.0, *sc, *zc);
-          gpu->sparse_axpy(1.0, *sg, *zg);
+          gpu->sparse()->sparse_axpy(1.0, *sg, *zg);
           expect_close_vec(to_host(*gpu, *zg), to_host(cpu, *zc), kGradTol, "sparse gradient");
         }
       }
@@ -675,29 +675,29 @@ TEST(CudaBackend, FullRowsGiveTheDenseResultsBitwise) {
       // evaluate_sparse (span plans) and SAG's span gradient, commit and lazy steps.
       const std::vector<std::uint32_t> ids = {7, 2, 19};
       const SentenceSpan span{ids.data(), ids.size()};
-      auto xd = bd->sparse_vector(), xf = bf->sparse_vector();
-      EXPECT_EQ(bf->evaluate_sparse(*cf, *wfv, span, *xf, 0.5, false),
-                bd->evaluate_sparse(*cd, *wdv, span, *xd, 0.5, false));
+      auto xd = bd->sparse()->sparse_vector(), xf = bf->sparse()->sparse_vector();
+      EXPECT_EQ(bf->sparse()->evaluate_sparse(*cf, *wfv, span, *xf, 0.5, false),
+                bd->sparse()->evaluate_sparse(*cd, *wdv, span, *xd, 0.5, false));
       auto zd = bd->vector(Wd), zf = bf->vector(Wf);
-      bd->sparse_axpy(1.0, *xd, *zd);
-      bf->sparse_axpy(1.0, *xf, *zf);
+      bd->sparse()->sparse_axpy(1.0, *xd, *zd);
+      bf->sparse()->sparse_axpy(1.0, *xf, *zf);
       EXPECT_TRUE(spread(to_host(*bf, *zf)) == to_host(*bd, *zd)) << "evaluate_sparse";
-      auto sd = bd->incremental_create(*cd), sf = bf->incremental_create(*cf);
+      auto sd = bd->incremental()->incremental_create(*cd), sf = bf->incremental()->incremental_create(*cf);
       auto dd = bd->vector(Wd), df = bf->vector(Wf);
       for (const SentenceSpan sp : {span, SentenceSpan{ids.data() + 1, 1}}) {
-        bd->incremental_sync(*sd, sp, *wdv, *dd);
-        bf->incremental_sync(*sf, sp, *wfv, *df);
+        bd->incremental()->incremental_sync(*sd, sp, *wdv, *dd);
+        bf->incremental()->incremental_sync(*sf, sp, *wfv, *df);
         double g2d = 0, g2f = 0;
-        EXPECT_EQ(bf->incremental_evaluate(*sf, *wfv, &g2f), bd->incremental_evaluate(*sd, *wdv, &g2d));
+        EXPECT_EQ(bf->incremental()->incremental_evaluate(*sf, *wfv, &g2f), bd->incremental()->incremental_evaluate(*sd, *wdv, &g2d));
         EXPECT_EQ(g2f, g2d);
         const double coef[3] = {0.1, 0.2, 0.3};
-        bd->incremental_commit(*sd, *dd, *wdv, coef);
-        bf->incremental_commit(*sf, *df, *wfv, coef);
-        bd->incremental_step(*sd, 0.9, 0.05, 0.01, *wdv, *dd);
-        bf->incremental_step(*sf, 0.9, 0.05, 0.01, *wfv, *df);
+        bd->incremental()->incremental_commit(*sd, *dd, *wdv, coef);
+        bf->incremental()->incremental_commit(*sf, *df, *wfv, coef);
+        bd->incremental()->incremental_step(*sd, 0.9, 0.05, 0.01, *wdv, *dd);
+        bf->incremental()->incremental_step(*sf, 0.9, 0.05, 0.01, *wfv, *df);
       }
-      bd->incremental_flush(*sd, *wdv, *dd);
-      bf->incremental_flush(*sf, *wfv, *df);
+      bd->incremental()->incremental_flush(*sd, *wdv, *dd);
+      bf->incremental()->incremental_flush(*sf, *wfv, *df);
       EXPECT_TRUE(spread(to_host(*bf, *df)) == to_host(*bd, *dd)) << "SAG d";
       EXPECT_TRUE(spread(to_host(*bf, *wfv)) == to_host(*bd, *wdv)) << "SAG w";
     }

@@ -60,13 +60,13 @@ TEST(CudaBackend, RepeatedSentencesAgreeWithCpu) {
   EXPECT_NEAR(lg, lc, kLossRel * std::max(1.0, std::fabs(lc))) << "loss";
   expect_close_vec(to_host(*gpu, *ggv), to_host(cpu, *gcv), kGradTol, "gradient");
   {  // evaluate_sparse: the entries evaluate adds, so the repeats count twice there too
-    auto sc = cpu.sparse_vector(), sg = gpu->sparse_vector();
+    auto sc = cpu.sparse_vector(), sg = gpu->sparse()->sparse_vector();
     const double sl_c = cpu.evaluate_sparse(*cc, *wc, span, *sc, 1.0, false);
-    const double sl_g = gpu->evaluate_sparse(*gc, *wg, span, *sg, 1.0, false);
+    const double sl_g = gpu->sparse()->evaluate_sparse(*gc, *wg, span, *sg, 1.0, false);
     EXPECT_NEAR(sl_g, sl_c, kLossRel * std::max(1.0, std::fabs(sl_c))) << "evaluate_sparse loss";
     EXPECT_NEAR(sl_c, lc, kLossRel * std::max(1.0, std::fabs(lc))) << "evaluate_sparse against evaluate";
     auto dg = gpu->vector(w.size()), dc = cpu.vector(w.size());
-    gpu->sparse_axpy(1.0, *sg, *dg);
+    gpu->sparse()->sparse_axpy(1.0, *sg, *dg);
     cpu.sparse_axpy(1.0, *sc, *dc);
     expect_close_vec(to_host(*gpu, *dg), to_host(cpu, *dc), kGradTol, "evaluate_sparse gradient");
     expect_close_vec(to_host(cpu, *dc), to_host(cpu, *gcv), kGradTol, "evaluate_sparse against evaluate");
@@ -173,21 +173,21 @@ TEST(CudaBackend, LazyStepHistoryRegrowthRetryAfterFailedAllocation) {
   for (int k = 0; k < 2; ++k) {
     BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 1)) : gpu_backend(p.dims);
     auto corpus = b->upload(p.corpus);
-    auto state = b->incremental_create(*corpus);
+    auto state = b->incremental()->incremental_create(*corpus);
     auto w = to_backend(*b, w0);
     auto d = to_backend(*b, d0);
     const std::uint32_t id = 2;
-    b->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d);  // the span's plan buffers exist from here
-    for (int step = 0; step < 70000; ++step) b->incremental_step(*state, 0.99999, 1e-6, 0.0, *w, *d);  // > 2^16 steps
+    b->incremental()->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d);  // the span's plan buffers exist from here
+    for (int step = 0; step < 70000; ++step) b->incremental()->incremental_step(*state, 0.99999, 1e-6, 0.0, *w, *d);  // > 2^16 steps
     if (k == 1) {
       Budget bud(0);
       for (int attempt = 0; attempt < 2; ++attempt) {  // the second, then the third buffer fails
         emu::fail_allocation(2);
-        EXPECT_THROW(b->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d), Error) << "attempt " << attempt;
+        EXPECT_THROW(b->incremental()->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d), Error) << "attempt " << attempt;
       }
     }
-    b->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d);
-    b->incremental_flush(*state, *w, *d);
+    b->incremental()->incremental_sync(*state, SentenceSpan{&id, 1}, *w, *d);
+    b->incremental()->incremental_flush(*state, *w, *d);
     result[k] = to_host(*b, *w);
   }
   expect_close_vec(result[1], result[0], 1e-12, "weights after the catch-up");

@@ -54,19 +54,19 @@ void compare_loss(const RandomProblem& p, double weight_scale, std::size_t max_c
 
   // evaluate_sparse: the same entries (on the support, spread into a dense vector).
   auto sc = cpu.sparse_vector();
-  auto sg = gpu->sparse_vector();
+  auto sg = gpu->sparse()->sparse_vector();
   const double sl_c = cpu.evaluate_sparse(*cc, *wc, span, *sc, 0.5, false, loss);
-  const double sl_g = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.5, false, loss);
+  const double sl_g = gpu->sparse()->evaluate_sparse(*gc, *wg, span, *sg, 0.5, false, loss);
   EXPECT_NEAR(sl_g, sl_c, kLossRel * std::max(1.0, std::fabs(sl_c))) << "sparse loss";
   EXPECT_EQ(sg->nnz(), sc->nnz());
   auto dc = cpu.vector(w.size());
   auto dg = gpu->vector(w.size());
   cpu.sparse_axpy(1.0, *sc, *dc);
-  gpu->sparse_axpy(1.0, *sg, *dg);
+  gpu->sparse()->sparse_axpy(1.0, *sg, *dg);
   expect_close_vec(to_host(*gpu, *dg), to_host(cpu, *dc), grad_tol, "sparse gradient");
   // With the support given (as sgd-l1 and adf call it after their lazy decay).
-  gpu->support(*gc, span, *sg);
-  const double sl_g2 = gpu->evaluate_sparse(*gc, *wg, span, *sg, 0.5, true, loss);
+  gpu->sparse()->support(*gc, span, *sg);
+  const double sl_g2 = gpu->sparse()->evaluate_sparse(*gc, *wg, span, *sg, 0.5, true, loss);
   EXPECT_NEAR(sl_g2, sl_c, kLossRel * std::max(1.0, std::fabs(sl_c))) << "sparse loss, support given";
 }
 
