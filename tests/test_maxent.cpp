@@ -339,6 +339,7 @@ TEST(MaxentTrainers, ASettingTheyDoNotListChangesNothing) {
                : s.name == std::string("line-search") ? "heuristic"
                : s.name == std::string("sampling")    ? "uniform"
                : kind == "integer" || kind == "seed"  ? "3"
+               : kind.find(" | ") != std::string::npos ? kind.substr(kind.rfind(" | ") + 3)  // a choice: the last
                                                       : "0.5");
       EXPECT_EQ(train(p, algo, o).w, want) << algo << " changed with --" << s.name;
     }

@@ -23,7 +23,10 @@ namespace {
 // kColumnMinTokens (50), else no verdict — column c is refused when
 //   1. at least 67% (two thirds) of the tokens have there a value the model never saw in that
 //      column, and
-//   2. the column holds few distinct values: each at least 4 times on average (a tag set).
+//   2. the column holds few distinct values: each at least 4 times on average (a tag set), and
+//   3. the model keeps at least half as many values for the column as the data shows, or else
+//      (a sparse model, L1 or boosting, kept few) at least 67% of the tokens have there a value
+//      the model knows elsewhere: a label or another column's value.
 // Chunk tags read as POS tags are 100% unknown, 7 to 12 distinct values in 50 to 2000 tokens (7 to
 // 190 tokens each); POS tags read as words (columns swapped) are 76% unknown with the 300-sentence
 // model of the tests (punctuation is its own POS tag: ',' is a word and a tag), 34 distinct values
@@ -120,13 +123,32 @@ void check_feature_columns(const FeatureSpace& fs, const TextData& data, std::si
       else (in_after ? after : before) += p.text;
     }
     std::vector<std::string> seen;
-    for (std::size_t id = 0; id < fs.state_attrs.size() && seen.size() < 4; ++id) {
+    std::size_t vocabulary = 0;  // the values the model keeps for this column
+    for (std::size_t id = 0; id < fs.state_attrs.size(); ++id) {
       const std::string& a = fs.state_attrs.at(std::uint32_t(id));
       if (a.size() <= before.size() + after.size() || a.compare(0, before.size(), before) != 0 ||
           a.compare(a.size() - after.size(), after.size(), after) != 0)
         continue;
       std::string v = a.substr(before.size(), a.size() - before.size() - after.size());
-      if (v.compare(0, 2, "_B") != 0) seen.push_back(std::move(v));  // not a boundary (_B-1, _B+1)
+      if (v.compare(0, 2, "_B") == 0) continue;  // a boundary (_B-1, _B+1)
+      ++vocabulary;
+      if (seen.size() < 4) seen.push_back(std::move(v));
+    }
+    // A model keeps only the attributes with a non-zero weight: a sparse one (L1, boosting) has
+    // forgotten most values of a column, and new-looking values prove nothing. Refused then only
+    // where the values belong elsewhere: the model's labels (gold labels in a feature column) or
+    // another column's values (columns out of order).
+    if (2 * vocabulary < known.size()) {
+      std::size_t elsewhere = 0;
+      for (const ConllToken* tok : sample) {
+        if (tok->columns.size() <= c) continue;
+        const std::string& v = tok->columns[c];
+        bool other = fs.labels.find(v) != Dictionary::kNone;
+        for (std::size_t o = 0; o < F && !other; ++o)
+          other = o != c && probe[o] && fs.state_attrs.find(attribute_of(*probe[o], v)) != Dictionary::kNone;
+        elsewhere += other;
+      }
+      if (100 * elsewhere < kColumnUnknownPercent * n) continue;
     }
     const std::string line_text = text_line(fs.templ.source(), probe[c]->source_line);
     const std::size_t columns = sample.front()->columns.size();

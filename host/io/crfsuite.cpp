@@ -136,16 +136,21 @@ void parse_attribute(const char* raw, std::size_t n, const std::string& path, st
     // strtod would skip leading white space; the whole text must be the number.
     bool ok = !text.empty() && !std::isspace(static_cast<unsigned char>(text[0]));
     double v = 0.0;
+    bool parsed = false;  // the whole text is a number, finite or not
     if (ok) {
       char* end = nullptr;
       v = std::strtod(text.c_str(), &end);
-      ok = end == text.c_str() + text.size() && std::isfinite(v);
+      parsed = end == text.c_str() + text.size();
+      ok = parsed && std::isfinite(v);
     }
     if (!ok)
       throw InputError(path, line, "attribute '" + std::string(raw, n) + "': value '" + text +
                                        "' is not a finite number" +
-                                       (text.empty() || name.find(':') != std::string::npos ? colon_hint(raw, n)
-                                                                                           : std::string()));
+                                       // nothing after the last ':', or a ':' in the name and after it
+                                       // no number at all (inf, nan are numbers: values meant)
+                                       (text.empty() || (name.find(':') != std::string::npos && !parsed)
+                                            ? colon_hint(raw, n)
+                                            : std::string()));
     if (std::fabs(v) > kMaxAttributeValue)
       throw InputError(path, line, "attribute '" + std::string(raw, n) + "': value " + text + kBeyondRange);
     attr.value = v;
