@@ -111,7 +111,7 @@ run_all() {
     summary "$t" "$dir/$t.log" "$corpora/$t" "$dir/findings/$t" "$seconds" "$status"
     if [ "$status" -ne 0 ] || [ -n "$(find "$dir/findings/$t" -maxdepth 1 -type f)" ]; then bad=1; fi
   done
-  echo "logs: $dir"
+  [ "$bad" -eq 0 ] && [ "${FUZZ_KEEP_LOGS:-keep}" = drop ] || echo "logs: $dir"
   return $bad
 }
 
@@ -126,8 +126,9 @@ case "$mode" in
     mkdir -p "$work"
     dir=$(mktemp -d "$work/smoke.XXXXXX")
     secs=${FUZZ_SMOKE_SECONDS:-15}
-    echo "fuzz smoke: ${#all_targets[@]} targets, $secs s each (libFuzzer, ASan + UBSan), in $dir"
-    if run_all "$secs" "$dir/corpus" "$dir" "${all_targets[@]}"; then
+    echo "fuzz smoke: ${#all_targets[@]} targets, $secs s each (libFuzzer, ASan + UBSan)"
+    # Its folder is removed when clean: named only where it stays (findings).
+    if FUZZ_KEEP_LOGS=drop run_all "$secs" "$dir/corpus" "$dir" "${all_targets[@]}"; then
       rm -rf "$dir"
       echo "fuzz smoke: clean ($((SECONDS - start)) s with the build)"
     else
