@@ -44,14 +44,14 @@ class CRF:
 
     algorithm: lbfgs (default), owlqn, rprop, sgd-l1, two-stage, sag, saga, adf, ap (the names
     of ``crfx train --algo``; sklearn-crfsuite's "l2sgd", "pa" and "arow" are not crfx's); for
-    Maxent models also gis, iis, scgis and cd (seed 001's; CPU only).
+    Maxent models also gis, iis, scgis and cd (Huang, Hsieh, Chang & Lin 2009; CPU only).
     type: "crf" (the default, a linear-chain CRF) or "maxent" (``crfx train --type``: every token
     labelled on its own, Wapiti's ``-T maxent``; no transition features).
     c1, c2: the L1 and L2 penalties (CRFsuite's convention). max_iterations and any other
     setting of the algorithm (``period``, ``delta``, ``epsilon``, ``epochs``, ``seed``, …, as
     ``crfx train --algo list`` shows them with dashes for underscores) go by keyword.
     loss: "seq-log" (the default, the NLL), "seq-exp", "point-log" or "point-exp" (``crfx train
-    --loss``; seed 002's losses, the point ones not convex): lbfgs, owlqn, rprop, sgd-l1, two-stage
+    --loss``; the losses of Altun, Johnson & Hofmann 2003, the point ones not convex): lbfgs, owlqn, rprop, sgd-l1, two-stage
     and adf take every loss, sag and saga seq-log only.
     all_possible_states / all_possible_transitions: every attribute × label pair / every label
     bigram gets a weight (CRFsuite's feature.possible_states / possible_transitions).
