@@ -66,8 +66,11 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
   double loss = 0;
   const std::size_t rows_limit = G && pointwise_loss(loss_kind) ? pointwise_rows(c)
                                                                 : std::numeric_limits<std::size_t>::max();
+  std::size_t done_before = 0;  // sentences reported to the stop poll
   for (std::size_t begin = 0; begin < span.count;) {
-    if (stop_requested()) throw PassStopped();  // between chunks: nothing of a chunk is pending
+    // Between chunks (nothing of a chunk is pending); the previous chunk's sentences are done.
+    if (stop_requested(begin - done_before)) throw PassStopped();
+    done_before = begin;
     const std::size_t end = plan(c, span, begin, rows_limit);
     const std::size_t n = end - begin, rows = h_slots_[n];
     try {

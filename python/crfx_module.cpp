@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -299,11 +300,16 @@ std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function
   config.note = [&](const std::string& line) {
     if (line.rfind("note: ", 0) == 0) notes.push_back(line.substr(6));
   };
-  bool interrupted = false;
-  config.stop = [&] {  // the stochastic trainers ask after every mini-batch
+  std::atomic<bool> interrupted{false};
+  const std::thread::id main_thread = std::this_thread::get_id();
+  // The stochastic trainers ask after every mini-batch, a slow pass as each sentence starts (from
+  // the backend's workers too): signals are Python's to check on the main thread only, so the
+  // others read the flag it sets.
+  config.stop = [&interrupted, main_thread] {
+    if (std::this_thread::get_id() != main_thread) return interrupted.load();
     py::gil_scoped_acquire acquire;
     if (PyErr_CheckSignals() != 0) interrupted = true;  // (the error stays set)
-    return interrupted;
+    return interrupted.load();
   };
   const bool all_states = config.features.all_states;
   std::string refused;

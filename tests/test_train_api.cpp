@@ -209,3 +209,30 @@ TEST(TrainApi, AStopInsideAPassEndsWithTheLastCompletedIteration) {
 
 }  // namespace
 }  // namespace crfx
+
+namespace crfx {
+namespace {
+
+// Inside an iteration that lasts longer than progress_seconds (here 0: any), note lines say it
+// is alive: "iteration N in progress: S sentences evaluated, T s".
+TEST(TrainApi, ASlowIterationSaysItIsInProgress) {
+  TrainConfig config = stop_config();
+  config.options.max_iterations = 2;
+  config.progress_seconds = 0;
+  std::vector<std::string> notes;
+  config.note = [&](const std::string& line) { notes.push_back(line); };
+  TrainingRun run(config);
+  run.compile(read_text(run.features(), test::data_path("conll2000.train300.txt")));
+  run.run();
+  std::size_t progress = 0;
+  for (const std::string& n : notes)
+    if (n.rfind("iteration ", 0) == 0) {
+      ++progress;
+      EXPECT_NE(n.find(" in progress: "), std::string::npos) << n;
+      EXPECT_NE(n.find(" sentences evaluated, "), std::string::npos) << n;
+    }
+  EXPECT_GT(progress, 0u);
+}
+
+}  // namespace
+}  // namespace crfx

@@ -370,7 +370,6 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
 
   std::atomic<bool> stopped{false};
   for (std::size_t begin = 0; begin < span.count;) {
-    if (stop_requested()) throw PassStopped();
     // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens and
     // kChunkBytes of buffers: per token L node deltas (and L² edge deltas), per sentence L² pair
     // deltas — with thousands of labels the per-sentence L² dominate (2,000 labels: 32 MB each).
@@ -399,7 +398,7 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
 
     // Phase 1: per sentence.
     pool_.run(n, [&](std::size_t i, unsigned worker) {
-      if (stopped.load(std::memory_order_relaxed) || stop_requested()) {  // the rest of the chunk skipped
+      if (stopped.load(std::memory_order_relaxed) || stop_requested(1)) {  // the rest of the chunk skipped
         stopped.store(true, std::memory_order_relaxed);
         return;
       }

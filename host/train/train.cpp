@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -259,8 +260,26 @@ TrainResult TrainingRun::run(const ProgressFn& progress) {
   VectorPtr kept;
   int kept_iteration = 0;
   double last_report = start;
-  if (config_.stop && batch)
-    b.set_stop_poll([this, &abandon] { return abandon.load(std::memory_order_relaxed) && config_.stop(); });
+  // The poll also counts the sentences evaluated in the iteration, and one worker at a time says
+  // so in a note line every progress_seconds (a slow iteration shows it is alive).
+  std::atomic<std::uint64_t> evaluated{0};
+  std::atomic<double> iteration_start{start}, next_note{start + config_.progress_seconds};
+  std::mutex note_mutex;
+  auto poll = [&](std::size_t finished) {
+    evaluated.fetch_add(finished, std::memory_order_relaxed);
+    if (config_.note) {
+      const double now = now_seconds();
+      double due = next_note.load(std::memory_order_relaxed);
+      if (now >= due && next_note.compare_exchange_strong(due, now + config_.progress_seconds)) {
+        std::lock_guard<std::mutex> lock(note_mutex);
+        config_.note("iteration " + std::to_string(r.iterations + 1) + " in progress: " +
+                     std::to_string(evaluated.load(std::memory_order_relaxed)) + " sentences evaluated, " +
+                     fixed2(now - iteration_start.load(std::memory_order_relaxed)) + " s");
+      }
+    }
+    return abandon.load(std::memory_order_relaxed) && config_.stop && config_.stop();
+  };
+  if (batch && (config_.stop || config_.note)) b.set_stop_poll(poll);
   const ProgressFn& report = progress ? progress : config_.progress;
   try {
     r.objective = algorithm_->train(*objective_, *w, config_.options, [&](const Progress& p, const Vector& v) {
@@ -275,6 +294,9 @@ TrainResult TrainingRun::run(const ProgressFn& progress) {
         }
         abandon.store(slow, std::memory_order_relaxed);
         last_report = now;
+        evaluated.store(0, std::memory_order_relaxed);
+        iteration_start.store(now, std::memory_order_relaxed);
+        next_note.store(now + config_.progress_seconds, std::memory_order_relaxed);
       }
       if (!report) return !(config_.stop && config_.stop());
       const double t = now_seconds();

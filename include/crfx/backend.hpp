@@ -430,18 +430,20 @@ class Backend {
   virtual SparseGradients* sparse() { return nullptr; }
 
   // ---- stopping inside a pass ----------------------------------------------------------------
-  /// A poll that evaluate() asks between sentences (from its worker threads: it must be cheap and
-  /// thread-safe); when it answers true the call is abandoned with PassStopped and its outputs
-  /// are undefined. None by default: every call runs to its end.
-  void set_stop_poll(std::function<bool()> poll) { stop_poll_ = std::move(poll); }
+  /// A poll that evaluate() asks as it goes, with the number of sentences it took on since the
+  /// last ask (the CPU backend: as each sentence starts, 1; CUDA: before each chunk, the previous
+  /// chunk's), from its worker threads (it must be cheap and thread-safe).
+  /// When it answers true the call is abandoned with PassStopped and its outputs are undefined.
+  /// None by default: every call runs to its end.
+  void set_stop_poll(std::function<bool(std::size_t)> poll) { stop_poll_ = std::move(poll); }
 
  protected:
   explicit Backend(const Dims& dims) : dims_(dims) {}
-  bool stop_requested() const { return stop_poll_ && stop_poll_(); }
+  bool stop_requested(std::size_t finished) const { return stop_poll_ && stop_poll_(finished); }
   Dims dims_;
 
  private:
-  std::function<bool()> stop_poll_;
+  std::function<bool(std::size_t)> stop_poll_;
 };
 
 /// A batch primitive abandoned because its stop poll answered true (Backend::set_stop_poll).

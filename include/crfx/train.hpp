@@ -50,6 +50,9 @@ struct TrainConfig {
   /// there is none (TrainingStopped). Where they are quick, the stop waits for the iteration's end.
   std::function<bool()> stop;
   double abandon_seconds = 1.0;
+  /// Inside an iteration of a batch trainer that lasts longer than this, a note line (`note`)
+  /// every so often: "iteration N in progress: S sentences evaluated, T s".
+  double progress_seconds = 5.0;
   /// The run's report lines ("data: …", "memory: …", "training: …"), each without its newline.
   std::function<void(const std::string&)> note;
 };
