@@ -48,7 +48,8 @@ TEST(MemoryLimits, HostMemoryNamesTheLimitThatDecides) {
   ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
   const HostMemory limited = host_memory();
   ASSERT_EQ(setrlimit(RLIMIT_AS, &old), 0);
-  EXPECT_LE(limited.bytes, room);
+  // (The process's mapped size moves a little between the two reads: a margin of 1 MB.)
+  EXPECT_LE(limited.bytes, room + (std::size_t(1) << 20));
   EXPECT_GT(limited.bytes, room / 2);
   EXPECT_EQ(limited.limit, "the address-space limit, ulimit -v");
   EXPECT_EQ(host_memory_available() > room, true) << "the limit lifted, the free memory again";
