@@ -66,7 +66,6 @@ __attribute__((format(printf, 1, 2))) std::string fmt(const char* format, ...) {
 
 /// An objective as the progress lines print it: %.6f, or %.6e where %f would run to hundreds of
 /// digits (boost's H before it fits a double is reported as DBL_MAX).
-std::string objective_text(double v) { return std::fabs(v) < 1e15 ? fmt("%.6f", v) : fmt("%.6e", v); }
 
 /// The text between cxxopts' quotes ‘…’ in one of its messages ("" when there is none).
 std::string quoted(const std::string& msg) {

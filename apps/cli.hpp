@@ -31,9 +31,6 @@ double now_seconds();
 /// printf into a string; the compiler checks each call's arguments against its format (a
 /// fingerprint once went through a double here and printed a register's leftovers).
 __attribute__((format(printf, 1, 2))) std::string fmt(const char* format, ...);
-/// An objective as the progress lines print it: %.6f, or %.6e where %f would run to hundreds of
-/// digits (boost's H before it fits a double is reported as DBL_MAX).
-std::string objective_text(double v);
 /// What crfx calls an option that CRF++ (crf_learn, crf_test), CRFsuite or conlleval users type,
 /// from cxxopts' "Option ‘c’ does not exist" ("; CRF++'s -c C is --c2 …"); "" for any other option.
 std::string foreign_option_hint(const std::string& program, const std::string& msg);

@@ -363,20 +363,14 @@ struct TrainProgress {
       dev_f1 = fmt("%.2f", score(predicted, dev_gold, dev_mode).headline());
     }
     if (!quiet) {
-      char line[256];
-      const std::string gnorm = std::isnan(p.gradient_norm) ? "-" : fmt("%.3e", p.gradient_norm);
-      const std::string obj = objective_text(p.objective);
       // To the cap at the mean iteration time so far (callbacks included: they take wall time too).
       const std::string eta =
           iteration_cap > p.iteration && p.iteration > 0
               ? "  eta " + eta_text(reported.seconds / p.iteration * (iteration_cap - p.iteration))
               : "";
-      std::snprintf(line, sizeof line,
-                    "iter %4d  passes %6.1f  obj %s  |g| %s  active %zu  step %.3g  %.2f s%s%s%s\n",
-                    p.iteration, p.passes, obj.c_str(), gnorm.c_str(), p.active_features, p.step, p.seconds,
-                    eta.c_str(), dev_f1.empty() ? "" : dev_mode == EvalMode::item ? "  dev accuracy " : "  dev F1 ",
-                    dev_f1.c_str());
-      std::cerr << line << std::flush;
+      std::cerr << progress_text(p) << eta
+                << (dev_f1.empty() ? "" : dev_mode == EvalMode::item ? "  dev accuracy " : "  dev F1 ") << dev_f1
+                << "\n" << std::flush;
     }
     if (!log_path.empty()) {
       char row[256];

@@ -260,24 +260,6 @@ crfx::TrainConfig train_config(const std::string& algorithm, const py::dict& par
   return c;
 }
 
-/// The objective as crfx train prints it.
-std::string objective_text(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e15 ? "%.6f" : "%.6e", v);
-  return buf;
-}
-
-/// crfx train's progress line for one iteration.
-std::string progress_line(const IterationRecord& r) {
-  char gnorm[32] = "-";
-  if (!std::isnan(r.gradient_norm)) std::snprintf(gnorm, sizeof gnorm, "%.3e", r.gradient_norm);
-  char line[256];
-  std::snprintf(line, sizeof line, "iter %4d  passes %6.1f  obj %s  |g| %s  active %zu  step %.3g  %.2f s\n",
-                r.iteration, r.passes, objective_text(r.objective).c_str(), gnorm, r.active_features, r.step,
-                r.seconds);
-  return line;
-}
-
 /// Writes `text` to Python's sys.stderr (the GIL held).
 void to_stderr(const std::string& text) {
   py::object err = py::module_::import("sys").attr("stderr");
@@ -341,6 +323,7 @@ std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function
       if (!p.within_iteration())
         result->log.push_back({p.iteration, p.passes, p.objective, p.gradient_norm, p.active_features, p.step,
                                p.seconds});
+      const std::string line = verbose && !p.within_iteration() ? crfx::progress_text(p) + "\n" : "";
       py::gil_scoped_acquire acquire;
       if (PyErr_CheckSignals() != 0) {  // Ctrl-C: stop here (the error stays set)
         interrupted = true;
@@ -348,7 +331,7 @@ std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function
       }
       if (verbose && !p.within_iteration()) {
         try {
-          to_stderr(progress_line(result->log.back()));
+          to_stderr(line);
         } catch (py::error_already_set& e) {  // stop here and raise it (the error set again)
           e.restore();
           interrupted = true;

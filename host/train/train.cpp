@@ -332,6 +332,22 @@ TrainResult TrainingRun::run(const ProgressFn& progress) {
   return r;
 }
 
+std::string objective_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e15 ? "%.6f" : "%.6e", v);
+  return buf;
+}
+
+std::string progress_text(const Progress& p) {
+  char gnorm[32] = "-";
+  if (!std::isnan(p.gradient_norm)) std::snprintf(gnorm, sizeof gnorm, "%.3e", p.gradient_norm);
+  char line[256];
+  std::snprintf(line, sizeof line, "iter %4d  passes %6.1f  obj %s  |g| %s  active %zu  step %.3g  %.2f s",
+                p.iteration, p.passes, objective_text(p.objective).c_str(), gnorm, p.active_features, p.step,
+                p.seconds);
+  return line;
+}
+
 TrainResult train(const TrainConfig& config, const TextData& data) {
   TrainingRun run(config);
   run.compile(data);

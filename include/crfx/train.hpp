@@ -145,6 +145,13 @@ class TrainingRun {
   std::unique_ptr<Trainer> algorithm_;
 };
 
+/// An objective as the progress lines print it: %.6f, or %.6e where %f would run to hundreds of
+/// digits (boosting's H before it fits a double is reported as DBL_MAX).
+std::string objective_text(double v);
+/// One iteration as crfx train's progress line shows it (and Python's verbose fit), without a
+/// newline: "iter    3  passes    4.0  obj 123.456789  |g| 1.234e+00  active 42  step 1  0.12 s".
+std::string progress_text(const Progress& p);
+
 /// Trains a model on `data` in one call: TrainingRun's stages one after the other.
 TrainResult train(const TrainConfig& config, const TextData& data);
 
