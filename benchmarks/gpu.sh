@@ -17,7 +17,7 @@
 #   DEVICE      auto | cuda | cpu [auto]: cuda fails without a usable GPU, cpu never uses one
 #   STEPS       [table train passes]        SHAPES  comma list [all of the above; CoNLL-2002 when found]
 #   TOKENS      synthetic corpus size [200000]      REPEAT / CPU_REPEAT  timed passes [5 / 3]
-#   PEAK_GFLOPS / PEAK_GBS  the roofline's peaks [34000 / 3350: H100 SXM fp64, HBM3]
+#   PEAK_GFLOPS / PEAK_GBS  the roofline's peaks [34000 / 3350: H100 SXM fp64, HBM3; 4800 GB/s on an H200]
 #   BUILD_DIR [build-cuda]  DATA  the CoNLL-2000 folder  DATA2002  the CoNLL-2002 folder
 # Usage: benchmarks/gpu.sh      DEVICE=cpu SHAPES=zipf-L8,conll2000 TOKENS=20000 BUILD_DIR=build benchmarks/gpu.sh
 set -Eeuo pipefail

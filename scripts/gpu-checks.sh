@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # The checks the CUDA backend owes, in as few device calls as possible (for the lent GPU machine:
-# nvcc, CMake, ninja, compute-sanitizer; no apt, no network). Steps, in order, any subset:
+# nvcc, CMake, ninja, compute-sanitizer, ncu; no apt, no network). Steps, in order, any subset:
 #   build     configure + build into $BUILD_DIR (default build-cuda) for sm_90, with the packed
 #             dependencies in .carry/deps when there (scripts/pack-deps.sh here, then carry .carry)
-#   test      ctest -L gpu (must run, not skip), then the whole suite, then the same tagging
-#             (3-best lists, marginals) on both backends, compared byte for byte
-#   sanitize  compute-sanitizer memcheck, racecheck, initcheck and synccheck over crfx_gpu_tests
-#   bench     DEVICE=cuda benchmarks/gpu.sh (per shape: GPU and CPU pass, roofline, RESULT lines),
-#             then DEVICE=cuda benchmarks/tag.sh (and the CPU run beside it)
-# Logs go to $BUILD_DIR/gpu-checks; one line per step is printed last. Usage:  scripts/gpu-checks.sh build test      scripts/gpu-checks.sh sanitize
+#   test      ctest -L gpu (must run, not skip), then the same tagging (3-best lists, marginals)
+#             on both backends, compared byte for byte
+#   suite     the whole ctest suite (the CLI's tests pick the GPU under --device auto)
+#   bench     DEVICE=cuda benchmarks/gpu.sh (per shape: GPU and CPU pass, roofline, RESULT lines;
+#             L-BFGS on CoNLL-2000; the other losses), after the device's measured copy rate
+#   profile   ncu (--clock-control none, the SpeedOfLight section) over one pass per shape of
+#             PROFILE_SHAPES [conll2000,zipf-L8,zipf-L128]: each kernel's time, memory and SM
+#             throughput (benchmarks/ncu_summary.py), to say where a pass's time goes
+#   sanitize  compute-sanitizer (SANITIZE_TOOLS [memcheck racecheck initcheck synccheck]) over
+#             crfx_gpu_tests without its two largest sweeps, and over crfx train and crfx tag on
+#             the 300-sentence slice; each tool at most SANITIZE_SECONDS [120]
+#   tag       DEVICE=cuda benchmarks/tag.sh, then the CPU run beside it
+# Logs go to $BUILD_DIR/gpu-checks; one line per step is printed last. Usage:
+#   GPU_CHECKS_BUDGET=540 scripts/gpu-checks.sh build test bench profile sanitize tag
 # Each step's exit status is recorded; the script exits non-zero if any step failed.
 # GPU_CHECKS_BUDGET=S bounds the whole run to S seconds (a lease is short): each command runs under
 # `timeout` with what is left, a step cut short is recorded as such, and later steps are not run.
@@ -21,7 +29,7 @@ logs=$build/gpu-checks
 rm -rf "$logs"
 mkdir -p "$logs"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(build test sanitize bench)
+[ ${#steps[@]} -gt 0 ] || steps=(build test bench profile sanitize tag)
 summary=()
 failed=0
 budget=${GPU_CHECKS_BUDGET:-0}
@@ -31,6 +39,7 @@ left() {  # seconds left of the budget (a large number without one; 0 once spent
 bounded() {  # bounded CMD...: CMD under timeout with the budget's remainder (124 when cut)
   local t
   t=$(left)
+  [ -z "${cap:-}" ] || [ "$cap" -ge "$t" ] || t=$cap  # a step's own limit, when lower
   [ "$t" -gt 0 ] || return 124
   timeout --kill-after=10 "$t" "$@"
 }
@@ -60,7 +69,7 @@ for step in "${steps[@]}"; do
       deps=()
       [ -d .carry/deps ] && deps=(-DCRFX_DEPS_DIR="$PWD/.carry/deps")
       bounded cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-        -DCRFX_CUDA_EMULATION=OFF "${deps[@]}" > "$logs/build.log" 2>&1 &&
+        -DCRFX_CUDA_EMULATION=OFF -DCRFX_PYTHON=OFF "${deps[@]}" > "$logs/build.log" 2>&1 &&
         bounded cmake --build "$build" -j "$(nproc)" >> "$logs/build.log" 2>&1
       status=$?
       if [ $status -eq 0 ] && ! grep -q "CUDA backend ON" "$logs/build.log"; then
@@ -75,9 +84,7 @@ for step in "${steps[@]}"; do
       ran=$(grep -oE 'out of [0-9]+' "$logs/test-gpu.log" | tail -1 | grep -oE '[0-9]+' || echo 0)
       [ "$skipped" -eq 0 ] || status=1  # on the GPU machine a skip means the device was not usable
       [ "${ran:-0}" -gt 0 ] || status=1
-      record test-gpu $status "$(grep -E 'tests passed|tests failed' "$logs/test-gpu.log" | tail -1); $skipped skipped"
-      bounded ctest --test-dir "$build" -j "$(nproc)" --output-on-failure > "$logs/test-all.log" 2>&1
-      record test-all $? "$(grep -E 'tests passed|tests failed' "$logs/test-all.log" | tail -1)"
+      record test-gpu $status "$((SECONDS - start)) s, $(grep -E 'tests passed|tests failed' "$logs/test-gpu.log" | tail -1); $skipped skipped"
       # End to end: one model, tagged on both backends with 3-best lists and marginals (labels,
       # ranks, probabilities to six decimals). Identical output expected; a difference is
       # reported with its line count (a probability's last decimal may differ by rounding).
@@ -96,23 +103,69 @@ for step in "${steps[@]}"; do
       fi
       record e2e-tag $status "crfx tag -n 3 --marginals, cpu vs cuda: $(tail -1 "$logs/e2e-tag.log" 2>/dev/null || true)"
       ;;
+    suite)
+      bounded ctest --test-dir "$build" -j "$(nproc)" --output-on-failure > "$logs/test-all.log" 2>&1
+      record test-all $? "$((SECONDS - start)) s, $(grep -E 'tests passed|tests failed' "$logs/test-all.log" | tail -1)"
+      ;;
     sanitize)
-      for tool in memcheck racecheck initcheck synccheck; do
+      # The GPU suite without its two largest sweeps (every primitive over 40 shapes, label counts
+      # to 4096: minutes under the tools), then a training run (L-BFGS, observed pairs with edge
+      # features: the warp forward-backward, the segmented gather) and a tagging run.
+      slice=tests/data/conll2000.train300.txt
+      filter='-CudaBackend.PrimitivesMatchCpuOverShapes:CudaBackend.LabelCountsFromOneTo4096'
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
         t0=$SECONDS
-        bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/crfx_gpu_tests" \
-          > "$logs/sanitize-$tool.log" 2>&1
+        cap=${SANITIZE_SECONDS:-120}
+        {
+          bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/crfx_gpu_tests" \
+            --gtest_filter="$filter" &&
+            bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/crfx" train "$slice" \
+              -t tests/data/chunking.template --device cuda --max-iterations 5 -q -m "$logs/san.model" &&
+            bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/crfx" tag \
+              tests/data/conll2000.test100.txt -m "$logs/san.model" --device cuda -q -n 2 --marginals \
+              -o "$logs/san-tag.txt"
+        } > "$logs/sanitize-$tool.log" 2>&1
         status=$?
-        record "$tool" $status "$((SECONDS - t0)) s, $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$logs/sanitize-$tool.log" | tail -1)"
+        unset cap
+        record "$tool" $status "$((SECONDS - t0)) s, $(grep -E 'ERROR SUMMARY' "$logs/sanitize-$tool.log" | tr '\n' ' ')"
       done
+      ;;
+    profile)
+      # One pass per shape under ncu (no clock control: the card's settings stay as found).
+      t0=$SECONDS
+      [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
+      [ -d .carry/data/conll2002 ] && export DATA2002="$PWD/.carry/data/conll2002"
+      status=0
+      for shape in $(echo "${PROFILE_SHAPES:-conll2000,zipf-L8,zipf-L128}" | tr , ' '); do
+        bounded ncu --clock-control none --section SpeedOfLight --csv \
+          "$build/crfx_gpu_bench" --shapes "$shape" --gpu require --repeat 1 --cpu-repeat 1 \
+          --conll2000 "${DATA:-../shared/data/conll2000}" --conll2002 "${DATA2002:-../shared/data/conll2002}" \
+          --ner-template benchmarks/ner.template > "$logs/ncu-$shape.csv" 2> "$logs/ncu-$shape.err" || status=$?
+        python3 benchmarks/ncu_summary.py "$logs/ncu-$shape.csv" > "$logs/ncu-$shape.txt" 2>&1 || status=$?
+        { echo "== $shape"; cat "$logs/ncu-$shape.txt"; } >> "$logs/profile.txt"
+      done
+      record profile $status "$((SECONDS - t0)) s, profile.txt"
       ;;
     bench)
       # The data travels in .carry/data (scripts/pack-deps.sh); ../shared does not.
       [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
       [ -d .carry/data/conll2002 ] && export DATA2002="$PWD/.carry/data/conll2002"
+      # The ceiling the memory-bound shapes meet: a device-to-device copy, bytes read + written.
+      bounded python3 -c 'import torch
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+a.record()
+for _ in range(20): y.copy_(x)
+b.record(); torch.cuda.synchronize()
+print("device-to-device copy: %.0f GB/s (read + written, 1 GiB x 20)" % (2 * 20 * x.numel() / (a.elapsed_time(b) / 1e3) / 1e9))' \
+        > "$logs/copy-rate.txt" 2>&1 || echo "copy rate not measured (python3 with torch?)" >> "$logs/copy-rate.txt"
       DEVICE=cuda BUILD_DIR="$build" OUT="$logs" bounded benchmarks/gpu.sh > "$logs/bench-gpu.log" 2>&1
       status=$?
-      record bench-gpu $status "$((SECONDS - start)) s, $(grep -c '^RESULT' "$logs/gpu-bench.txt" 2>/dev/null || true) RESULT lines in gpu-bench.txt"
-      t0=$SECONDS
+      record bench-gpu $status "$((SECONDS - start)) s, $(grep -c '^RESULT' "$logs/gpu-bench.txt" 2>/dev/null || true) RESULT lines; $(tail -1 "$logs/copy-rate.txt")"
+      ;;
+    tag)
+      [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
       for device in cuda cpu; do
         BUILD_DIR="$build" DEVICE=$device OUT_DIR="$build/bench-tag" bounded benchmarks/tag.sh > "$logs/bench-tag-$device.log" 2>&1
         status=$?
@@ -120,7 +173,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     *)
-      record "$step" 1 "unknown step (build, test, sanitize, bench)"
+      record "$step" 1 "unknown step (build, test, suite, bench, profile, sanitize, tag)"
       ;;
   esac
 done
@@ -131,6 +184,7 @@ if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   cp "$logs/summary.txt" "$logs/machine.txt" "$OUT/"
   [ -f "$logs/gpu-bench.txt" ] && cp "$logs/gpu-bench.txt" "$OUT/"
+  [ -f "$logs/profile.txt" ] && cp "$logs/profile.txt" "$OUT/"
   tar czf "$OUT/gpu-checks-logs.tgz" -C "$logs" --exclude '*.model' . 2>/dev/null
 fi
 exit $failed
