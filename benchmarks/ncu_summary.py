@@ -10,16 +10,20 @@ import csv
 import sys
 from collections import OrderedDict
 
-UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def short(name):
-    """The kernel's name without its template arguments and parameter list."""
+    """The kernel's name without namespaces, template arguments and parameter list."""
+    for anon in ("(anonymous namespace)::", "<unnamed>::"):
+        name = name.replace(anon, "")
+    if name.startswith("void "):
+        name = name[5:]
     for stop in ("<", "("):
         cut = name.find(stop)
         if cut > 0:
             name = name[:cut]
-    return name.replace("void ", "").strip()
+    return name.split("::")[-1].strip()
 
 
 def main(path):
@@ -33,7 +37,8 @@ def main(path):
             if fields and fields[0] == "ID":
                 header = fields
                 continue
-            if header and len(fields) == len(header):
+            # A metric's row stops after its value (the rule columns stay empty or are cut off).
+            if header and len(fields) >= header.index("Metric Value") + 1:
                 rows.append(dict(zip(header, fields)))
     if not rows:
         print(f"{path}: no ncu rows (did the program run a kernel?)")
@@ -48,7 +53,9 @@ def main(path):
         except ValueError:
             continue
         if r["Metric Name"] == "Duration":
-            v *= UNITS.get(r["Metric Unit"], float("nan"))
+            if r["Metric Unit"] not in UNITS:
+                sys.exit(f"{path}: unknown duration unit '{r['Metric Unit']}'")
+            v *= UNITS[r["Metric Unit"]]
         entry[3][r["Metric Name"]] = v
     kernels = OrderedDict()
     for kernel, grid, block, m in launches.values():

@@ -12,8 +12,9 @@
 #             PROFILE_SHAPES [conll2000,zipf-L8,zipf-L128]: each kernel's time, memory and SM
 #             throughput (benchmarks/ncu_summary.py), to say where a pass's time goes
 #   sanitize  compute-sanitizer (SANITIZE_TOOLS [memcheck racecheck initcheck synccheck]) over
-#             crfx_gpu_tests without its two largest sweeps, and over crfx train and crfx tag on
-#             the 300-sentence slice; each tool at most SANITIZE_SECONDS [120]
+#             small runs that reach every kernel of a pass: crfx train (observed pairs, every
+#             pair) and crfx tag on the 300-sentence slice, one L = 45 pass; each tool at most
+#             SANITIZE_SECONDS [120]
 #   tag       DEVICE=cuda benchmarks/tag.sh, then the CPU run beside it
 # Logs go to $BUILD_DIR/gpu-checks; one line per step is printed last. Usage:
 #   GPU_CHECKS_BUDGET=540 scripts/gpu-checks.sh build test bench profile sanitize tag
@@ -108,22 +109,24 @@ for step in "${steps[@]}"; do
       record test-all $? "$((SECONDS - start)) s, $(grep -E 'tests passed|tests failed' "$logs/test-all.log" | tail -1)"
       ;;
     sanitize)
-      # The GPU suite without its two largest sweeps (every primitive over 40 shapes, label counts
-      # to 4096: minutes under the tools), then a training run (L-BFGS, observed pairs with edge
-      # features: the warp forward-backward, the segmented gather) and a tagging run.
+      # Small runs that reach every kernel of a pass (the GPU suite takes minutes under the tools):
+      # L-BFGS with observed pairs (sparse emission rows, the warp forward-backward, the segmented
+      # gather) and with every pair (dense rows), a synthetic L = 45 pass (the block
+      # forward-backward), tagging with 2-best lists and marginals. SANITIZE_SECONDS per tool.
       slice=tests/data/conll2000.train300.txt
-      filter='-CudaBackend.PrimitivesMatchCpuOverShapes:CudaBackend.LabelCountsFromOneTo4096'
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
         t0=$SECONDS
-        cap=${SANITIZE_SECONDS:-120}
+        tool_end=$((SECONDS + ${SANITIZE_SECONDS:-120}))
+        san() { cap=$((tool_end > SECONDS ? tool_end - SECONDS : 0)); [ "$cap" -gt 0 ] || return 124
+          bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$@"; }
         {
-          bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/crfx_gpu_tests" \
-            --gtest_filter="$filter" &&
-            bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/crfx" train "$slice" \
-              -t tests/data/chunking.template --device cuda --max-iterations 5 -q -m "$logs/san.model" &&
-            bounded compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/crfx" tag \
-              tests/data/conll2000.test100.txt -m "$logs/san.model" --device cuda -q -n 2 --marginals \
-              -o "$logs/san-tag.txt"
+          san "$build/crfx" train "$slice" -t tests/data/chunking.template --device cuda --max-iterations 4 -q \
+            -m "$logs/san.model" &&
+            san "$build/crfx" train "$slice" -t tests/data/chunking.template --device cuda --max-iterations 2 -q \
+              --features all -m "$logs/san-all.model" &&
+            san "$build/crfx_gpu_bench" --shapes zipf-L45 --tokens 3000 --repeat 1 --cpu-repeat 1 --gpu require &&
+            san "$build/crfx" tag tests/data/conll2000.test100.txt -m "$logs/san.model" --device cuda -q -n 2 \
+              --marginals -o "$logs/san-tag.txt"
         } > "$logs/sanitize-$tool.log" 2>&1
         status=$?
         unset cap
