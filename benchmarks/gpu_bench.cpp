@@ -255,8 +255,10 @@ constexpr double kExpFlops = 20;
 ///               the head of a Zipf vocabulary is in nearly every token and stays in L2, and
 ///               once is the floor for the tail), 8·T·L scores S written
 ///   chain       flops P·(2·2L² + 2·L·X): per position one L×L mat-vec and L exps forward and
-///               one backward; + P·L²·(X + 1): pairwise marginals, an exp and an add into the
-///               sentence's pair sum each; + T·L·X: node marginals;
+///               one backward; + P·(3·L² + L·X): pairwise marginals as (a(y')·E(y', y))·v(y),
+///               two multiplies and an add into the sentence's pair sum per entry and an exp per
+///               row factor a(y') (v is the backward step's; an exp per entry is not needed);
+///               + T·L·X: node marginals;
 ///               bytes 8·T·L S read, 16·T·L α and 16·T·L β (written and read), 8·T·L node
 ///               marginals written
 ///   reduction   flops 2·R (the gradient rows' multiply-adds over the items, as the emissions)
@@ -279,7 +281,7 @@ PassWork pass_work(const crfx::Corpus& c, const crfx::Dims& dims) {
   PassWork w;
   w.emissions.flops = 2 * R;
   w.emissions.bytes = item_bytes + 8 * W + 8 * T * L + 16 * LL * edge_positions;
-  w.chain.flops = P * (2 * 2 * LL + 2 * L * X) + P * LL * (X + 1) + T * L * X;
+  w.chain.flops = P * (2 * 2 * LL + 2 * L * X) + P * (3 * LL + L * X) + T * L * X;
   w.chain.bytes = 8 * T * L + 16 * T * L + 16 * T * L + 8 * T * L;
   w.reduction.flops = 2 * R + LL * S;
   w.reduction.bytes = 8 * T * L + item_bytes + 16 * LL * S + 8 * W;

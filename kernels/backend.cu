@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -90,7 +91,8 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
       CRFX_CUDA_CHECK(cudaMemsetAsync(gather_counters_.get(), 0, sizeof(GatherCountersDevice), stream_));
     }
     threads_ = int(std::min<std::size_t>(512, (dims.L + 31) / 32 * 32));
-    shared_E_ = forward_backward_smem(int(dims.L), true) <= kSharedLimit;
+    shared_E_ = forward_backward_smem(int(dims.L), true, false) <= kSharedLimit;
+    shared_pair_ = dims.L <= 32 && forward_backward_smem(int(dims.L), shared_E_, true) <= kSharedLimit;
     sync();
   } catch (...) {
     cudaStreamSynchronize(stream_);
@@ -153,7 +155,9 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
   for (auto y : in.labels)
     if (y != Corpus::kNoLabel && y >= dims_.L) throw Error("internal: corpus label beyond the model");
   auto up = std::make_unique<CudaCorpus>();
+  static std::atomic<std::uint64_t> uploads{0};
   up->owner = this;
+  up->serial = ++uploads;
   up->S = S;
   up->N = N;
   up->host = std::move(in);
@@ -256,6 +260,8 @@ void CudaBackend::size_workspace(const CudaCorpus& c) {
   // allocation fail, the whole workspace is released so that nothing runs on a half-sized one
   // (plan() then refuses), and the error propagates.
   const std::size_t L = dims_.L, LL = L * L;
+  plan_key_.corpus = 0;  // new caps: the next chunk is planned and copied afresh
+  plan_on_device_ = false;
   try {
     if (rows != rows_cap_) {
       rows_cap_ = 0;
@@ -288,6 +294,8 @@ void CudaBackend::size_workspace(const CudaCorpus& c) {
 
 void CudaBackend::release_workspace() noexcept {
   rows_cap_ = sents_cap_ = 0;
+  plan_key_.corpus = 0;
+  plan_on_device_ = false;
   S_.clear();
   la_.clear();
   lb_.clear();
@@ -312,6 +320,17 @@ std::size_t CudaBackend::plan(const CudaCorpus& c, SentenceSpan span, std::size_
                               std::size_t rows_limit) {
   if (rows_cap_ == 0 || sents_cap_ == 0)
     throw Error("CUDA backend: no device workspace (a device allocation failed earlier)");
+  // The same chunk as the last plan's: its inputs decide it — the span's ids from `begin` up to
+  // and including the one that ended it (or the span's end there), the limits and the corpus.
+  PlanKey& k = plan_key_;
+  if (k.corpus == c.serial && k.begin == begin && k.rows_limit == rows_limit &&
+      (k.end == k.count ? span.count == k.count : span.count > k.end)) {
+    bool same = true;
+    for (std::size_t i = 0; i < k.ids.size() && same; ++i) same = span[begin + i] == k.ids[i];
+    if (same) return k.end;
+  }
+  k.corpus = 0;  // invalid until this plan is complete
+  plan_on_device_ = false;
   h_sent_.clear();
   h_slots_.assign(1, 0);
   // A sentence twice in one chunk would have two blocks race on its token slots: a repeat ends
@@ -348,6 +367,13 @@ std::size_t CudaBackend::plan(const CudaCorpus& c, SentenceSpan span, std::size_
   std::stable_sort(h_order_.begin(), h_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
     return h_slots_[a + 1] - h_slots_[a] > h_slots_[b + 1] - h_slots_[b];
   });
+  k.begin = begin;
+  k.rows_limit = rows_limit;
+  k.end = end;
+  k.count = span.count;
+  k.ids.resize(std::min(end + 1, span.count) - begin);
+  for (std::size_t i = 0; i < k.ids.size(); ++i) k.ids[i] = span[begin + i];
+  k.corpus = c.serial;
   return end;
 }
 
@@ -375,12 +401,15 @@ void CudaBackend::prepare(const Vector& w) {
 
 void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows,
                                   bool slots) {
-  CRFX_CUDA_CHECK(cudaMemcpyAsync(sent_.get(), h_sent_.data(), n * sizeof(std::uint32_t),
-                                  cudaMemcpyHostToDevice, stream_));
-  CRFX_CUDA_CHECK(cudaMemcpyAsync(order_.get(), h_order_.data(), n * sizeof(std::uint32_t),
-                                  cudaMemcpyHostToDevice, stream_));
-  CRFX_CUDA_CHECK(cudaMemcpyAsync(slots_.get(), h_slots_.data(), (n + 1) * sizeof(std::size_t),
-                                  cudaMemcpyHostToDevice, stream_));
+  if (!plan_on_device_) {  // a plan reused (plan()) is still in the device's copies
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(sent_.get(), h_sent_.data(), n * sizeof(std::uint32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(order_.get(), h_order_.data(), n * sizeof(std::uint32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(slots_.get(), h_slots_.data(), (n + 1) * sizeof(std::size_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    plan_on_device_ = true;
+  }
   if (n == 0) return;
   const bool edges = c.edge_off.get() != nullptr;
   launch_fill_rows(n, chunk_view(), c.sent_off.get(), c.edge_off.get(), row_token_.get(), row_edge_.get(),
@@ -413,6 +442,7 @@ FbParams CudaBackend::fb_params(const CudaCorpus& c, const Vector& w) const {
   fp.lb = lb_.get();
   fp.result = losses_.get();
   fp.shared_E = shared_E_;
+  fp.shared_pair = shared_pair_;
   fp.independent = !dims_.transitions && !c.edge_off.get();
   return fp;
 }

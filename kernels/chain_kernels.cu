@@ -60,6 +60,61 @@ __global__ void __launch_bounds__(256) emission_kernel(int L, std::size_t rows, 
   }
 }
 
+/// Emissions by row: a group of G lanes (8, 16 or 32, the least ≥ L) per row, 256 / G rows a
+/// block, the same sums in the same order as emission_kernel (bitwise). Dense layout: lane y sums
+/// labels y, y + G, … in a register over the token's items, each item's row read coalesced. Sparse
+/// layout: per item the group walks the attribute's row (no search) and lane q adds x · W[q] to
+/// its slot's sum in shared memory [256 / G][L]; a row's slots are distinct, and the warp steps
+/// through items together (its groups' longest item list, a __syncwarp after each), so each
+/// slot's sum is taken in item order.
+template <int G>
+__global__ void __launch_bounds__(256) emission_rows_kernel(int L, std::size_t rows, const std::size_t* row_token,
+                                                            const std::size_t* state_off, const std::uint32_t* ids,
+                                                            const double* vals, const double* W, WeightGroups gl,
+                                                            double* S) {
+  constexpr unsigned kRows = 256 / G;
+  const unsigned lane = threadIdx.x % G, grp = threadIdx.x / G;
+  const std::size_t r = blockIdx.x * std::size_t(kRows) + grp;
+  const bool live = r < rows;
+  std::size_t k0 = 0, k1 = 0;
+  if (live) {
+    const std::size_t tok = row_token[r];
+    k0 = state_off[tok];
+    k1 = state_off[tok + 1];
+  }
+  const unsigned UL = unsigned(L);
+  if (gl.dense()) {
+    if (!live) return;
+    for (unsigned y0 = 0; y0 < UL; y0 += G) {
+      const unsigned y = y0 + lane;
+      if (y >= UL) break;
+      double acc = 0;
+      for (std::size_t k = k0; k < k1; ++k)
+        acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[std::size_t(ids[k]) * UL + y]));
+      S[r * UL + y] = acc;
+    }
+    return;
+  }
+  CRFX_DYNAMIC_SHARED(double, smem);
+  double* acc = smem + std::size_t(grp) * UL;
+  for (unsigned y = lane; y < UL; y += G) acc[y] = 0;
+  unsigned most = unsigned(k1 - k0);  // the warp's longest item list
+  for (int o = 16; o > 0; o >>= 1) most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
+  __syncwarp(0xffffffffu);
+  for (unsigned i = 0; i < most; ++i) {
+    if (k0 + i < k1) {
+      const std::size_t k = k0 + i;
+      const std::uint32_t a = ids[k];
+      const double x = vals ? vals[k] : 1.0;
+      const std::size_t b = gl.begin(a), e = b + gl.size(a);
+      for (std::size_t q = b + lane; q < e; q += G) acc[gl.slots[q]] = __dadd_rn(acc[gl.slots[q]], __dmul_rn(x, W[q]));
+    }
+    __syncwarp(0xffffffffu);
+  }
+  if (live)
+    for (unsigned y = lane; y < UL; y += G) S[r * UL + y] = acc[y];
+}
+
 /// Block per row with edge items: τ_t = τ + Σ_k x_k · W_e[k] (CPU order, no FMA contraction); a
 /// sparse layout adds x_k · W[find(edge(e_k), j)] where the row lists pair j. CPU twin: the
 /// enriched-edge loop of CpuBackend::scores (host/cpu/cpu_backend.cpp).
@@ -165,6 +220,8 @@ struct FbSentence {
   int L;
   std::size_t LL, T, tok0, r0;
   double* vec;       // [L] shared scratch
+  double* rowa;      // [L] shared: per row y', the pairwise factor a(y') or −1 (see pairwise)
+  double* pacc;      // [L][L] shared: the sentence's pair sums, or null (summed in p->pair)
   const double* E;   // exp(τ − τ_max), [L][L] (shared memory when it fits)
   const double* Et;  // Eᵀ
   double tmax;
@@ -240,9 +297,11 @@ __device__ double backward_step(const FbSentence<Group>& f, std::size_t t) {
       for (int y = 0; y < L; ++y) sum += f.Et[std::size_t(y) * L + yp] * f.vec[y];
       if (sum > kTinySum && finite) {
         bp[yp] = f.tmax + log(sum);
+        f.rowa[yp] = 1.0;  // pairwise may factor this row
       } else {
         const double* row = f.p->trans + std::size_t(yp) * L;
         bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
+        f.rowa[yp] = -1.0;
       }
     }
   }
@@ -251,26 +310,48 @@ __device__ double backward_step(const FbSentence<Group>& f, std::size_t t) {
 }
 
 /// Pairwise marginals of position t ≥ 1, minus the gold pair: p_t(y', y) = exp(â_{t−1}(y') +
-/// τ_t(y', y) + s_t(y) + b̂_t(y) − q) with q = z_{t−1} + (backward_step(t)'s shift), since
-/// Σ_{y', y} of the numerators is Σ_y' exp(â_{t−1}(y') + b̂_{t−1}(y') + shift). Added to `pair`
-/// [L][L]; at a position with edge items also written over τ_t (the edge deltas).
+/// τ_t(y', y) + s_t(y) + b̂_t(y) − q) with q = z_{t−1} + m (m: backward_step(t)'s shift), since
+/// Σ_{y', y} of the numerators is Σ_y' exp(â_{t−1}(y') + b̂_{t−1}(y') + m). Where τ_t is the shared
+/// matrix and backward_step summed row y' in exp space, the row factors: p_t(y', y) = (a(y') ·
+/// E(y', y)) · v(y), with a(y') = exp(â_{t−1}(y') + τ_max − z_{t−1}) and v(y) = exp(s_t(y) + b̂_t(y)
+/// − m) still in f.vec — L exps a position, not L² (a(y') = p_{t−1}(y') / Σ_y E(y', y) v(y) ≤
+/// 1/kTinySum, so the product under/overflows only where p_t itself is below the double range);
+/// other rows (and a per-position matrix) exactly, an exp per entry. Added to `acc` [L][L]; at a
+/// position with edge items also written over τ_t (the edge deltas). Entry j = y'·L + y goes to
+/// thread j mod size() at every t, so `acc` needs no atomics.
 template <class Group>
-__device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double q, double* pair) {
-  const int L = f.L;
+__device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double z, double m, double* acc) {
+  const unsigned L = unsigned(f.L), LL = unsigned(f.LL), tid = unsigned(f.g.tid()), nth = unsigned(f.g.size());
   const std::uint32_t* labels = f.p->labels;
-  const std::size_t gj = f.p->gold ? std::size_t(labels[f.tok0 + t - 1]) * L + labels[f.tok0 + t] : f.LL;
+  const unsigned gj = f.p->gold ? labels[f.tok0 + t - 1] * L + labels[f.tok0 + t] : LL;
   const double* ap = f.la + (t - 1) * L;
   const double* bt = f.lb + t * L;
   const double* st = f.S + t * L;
   double* M = f.edge_at(t);
-  for (std::size_t j = f.g.tid(); j < f.LL; j += f.g.size()) {
-    const std::size_t yp = j / L, y = j - yp * L;
-    const double tau = M ? M[j] : f.p->trans[j];
-    const double pr = exp(ap[yp] + tau + st[y] + bt[y] - q);
+  if (!M) {
+    for (unsigned yp = tid; yp < L; yp += nth) f.rowa[yp] = f.rowa[yp] > 0 ? exp(ap[yp] + f.tmax - z) : -1.0;
+    f.g.sync();
+  }
+  const double q = z + m;
+  double* pair_at = f.p->pair_at ? f.p->pair_at + (f.r0 + t) * f.LL : nullptr;
+  const unsigned dyp = nth / L, dy = nth % L;  // j = y'·L + y advanced by nth without a division
+  unsigned yp = tid / L, y = tid % L;
+  for (unsigned j = tid; j < LL; j += nth) {
+    const double a = M ? -1.0 : f.rowa[yp];
+    double pr;
+    if (a >= 0) {
+      pr = (a * f.E[j]) * f.vec[y];
+    } else {
+      const double tau = M ? M[j] : f.p->trans[j];
+      pr = exp(ap[yp] + tau + st[y] + bt[y] - q);
+    }
     const double d = j == gj ? pr - 1.0 : pr;
-    pair[j] += d;
+    acc[j] += d;
     if (M) M[j] = d;
-    if (f.p->pair_at) f.p->pair_at[(f.r0 + t) * f.LL + j] = pr;
+    if (pair_at) pair_at[j] = pr;
+    y += dy;
+    yp += dyp;
+    if (y >= L) y -= L, ++yp;
   }
 }
 
@@ -287,18 +368,16 @@ __device__ void node_marginals(const FbSentence<Group>& f, std::size_t t, double
   }
 }
 
-/// Score of the gold path, Σ_t s_t(y_t) + Σ_{t≥1} τ_t(y_{t−1}, y_t), in t order (one thread; read
-/// before the backward pass overwrites τ_t with the deltas).
+/// The gold path's score at position t, added to `score` in t order: s_t(y_t), then τ_t(y_{t−1},
+/// y_t) for t ≥ 1 (read before the backward pass overwrites τ_t with the deltas). One thread
+/// carries it through the forward loop, where its loads wait beside the recursion's.
 template <class Group>
-__device__ double gold_score(const FbSentence<Group>& f) {
+__device__ double gold_step(const FbSentence<Group>& f, std::size_t t, double score) {
   const std::uint32_t* g = f.p->labels + f.tok0;
-  double score = 0;
-  for (std::size_t t = 0; t < f.T; ++t) {
-    score += f.S[t * f.L + g[t]];
-    if (t > 0) {
-      const double* M = f.edge_at(t);
-      score += (M ? M : f.p->trans)[std::size_t(g[t - 1]) * f.L + g[t]];
-    }
+  score += f.S[t * f.L + g[t]];
+  if (t > 0) {
+    const double* M = f.edge_at(t);
+    score += (M ? M : f.p->trans)[std::size_t(g[t - 1]) * f.L + g[t]];
   }
   return score;
 }
@@ -340,7 +419,7 @@ __device__ void independent_sentence(const FbSentence<Group>& f, std::size_t i) 
 /// two O(T) logs is ever exponentiated). The inner sums are max-shifted exp-space products
 /// (L exps + L² FMAs per position) with an exact log-space redo of an entry whose sum falls below
 /// kTinySum; pairwise marginals are exact per entry. The steps: forward_step, backward_step,
-/// pairwise, node_marginals, gold_score above.
+/// pairwise, node_marginals, gold_step above.
 template <class Group>
 __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
   const FbParams& p = *f.p;
@@ -365,22 +444,30 @@ __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
     return;
   }
 
-  // Forward, from â_0 = s_0; c accumulates the shifts (the same in every thread).
+  // Forward, from â_0 = s_0; c accumulates the shifts (the same in every thread); thread 0 the
+  // gold path's score.
   for (int y = tid; y < f.L; y += nth) f.la[y] = f.S[y];
+  const bool scorer = p.gold && tid == 0;
+  double gold = scorer ? gold_step(f, 0, 0.0) : 0.0;
   f.g.sync();
   double c = 0;
-  for (std::size_t t = 1; t < T; ++t) c += forward_step(f, t);
+  for (std::size_t t = 1; t < T; ++t) {
+    c += forward_step(f, t);
+    if (scorer) gold = gold_step(f, t, gold);
+  }
 
   // log Z = c_{T−1} + log Σ_y exp â_{T−1}(y); z_{T−1} (the last position's normaliser) is the sum.
   const double* aT = f.la + (T - 1) * f.L;
   const double z_last = group_log_sum_exp(f.g, f.L, [&](int y) { return aT[y]; });
   const double log_z = isfinite(z_last) ? c + z_last : z_last;
-  if (tid == 0) p.result[i] = log_z - (p.gold ? gold_score(f) : 0.0);
+  if (tid == 0) p.result[i] = log_z - gold;
   if (!p.backward) return;
 
-  // Backward, from b̂_{T−1} = 0, with the marginals of each position.
-  if (pair)
-    for (std::size_t j = tid; j < f.LL; j += nth) pair[j] = 0;
+  // Backward, from b̂_{T−1} = 0, with the marginals of each position; the pair sums in shared
+  // memory when the launch gave room (copied out at the end by the threads that summed them).
+  double* acc = pair && f.pacc ? f.pacc : pair;
+  if (acc)
+    for (std::size_t j = tid; j < f.LL; j += nth) acc[j] = 0;
   for (int y = tid; y < f.L; y += nth) f.lb[(T - 1) * f.L + y] = 0;
   f.g.sync();
   node_marginals(f, T - 1, z_last);
@@ -389,10 +476,12 @@ __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
     const double* ap = f.la + (t - 1) * f.L;
     const double* bp = f.lb + (t - 1) * f.L;
     const double z = group_log_sum_exp(f.g, f.L, [&](int y) { return ap[y] + bp[y]; });  // z_{t−1}
-    if (pair) pairwise(f, t, z + shift, pair);
+    if (acc) pairwise(f, t, z, shift, acc);
     node_marginals(f, t - 1, z);
     f.g.sync();
   }
+  if (acc != pair)
+    for (std::size_t j = tid; j < f.LL; j += nth) pair[j] = acc[j];
 }
 
 /// E and Eᵀ into shared memory (`to`, 2·L² doubles) by the whole block.
@@ -405,7 +494,7 @@ __device__ void copy_E(const FbParams& p, std::size_t LL, double* to) {
 }
 
 /// One block per sentence (L > 32), longest sentences first. Dynamic shared memory: vec [L],
-/// red [32], then E, Eᵀ [L][L] each when shared_E.
+/// red [32], rowa [L], then E, Eᵀ [L][L] each when shared_E (the pair sums stay in p.pair).
 __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
   CRFX_DYNAMIC_SHARED(double, smem);
   FbSentence<BlockGroup> f;
@@ -413,12 +502,14 @@ __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
   f.LL = std::size_t(p.L) * p.L;
   f.vec = smem;
   f.g.red = smem + p.L;
+  f.rowa = f.g.red + 32;
+  f.pacc = nullptr;
   f.E = p.E;
   f.Et = p.Et;
   f.p = &p;
   if (p.shared_E) {
-    copy_E(p, f.LL, f.g.red + 32);
-    f.E = f.g.red + 32;
+    copy_E(p, f.LL, f.rowa + p.L);
+    f.E = f.rowa + p.L;
     f.Et = f.E + f.LL;
   }
   f.tmax = *p.tmax;
@@ -427,7 +518,8 @@ __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
 
 /// A sentence per warp (L ≤ 32), kFbWarps warps a block, the longest sentences first; the same
 /// arithmetic in the same order as forward_backward_kernel with one warp. Dynamic shared memory:
-/// E, Eᵀ [L][L] each when shared_E, then vec [L] per warp.
+/// E, Eᵀ [L][L] each when shared_E, then per warp vec [L], rowa [L] and, when shared_pair, the
+/// sentence's pair sums [L][L].
 __global__ void __launch_bounds__(kFbWarps * 32) forward_backward_warp_kernel(FbParams p, unsigned n) {
   CRFX_DYNAMIC_SHARED(double, smem);
   FbSentence<WarpGroup> f;
@@ -445,7 +537,10 @@ __global__ void __launch_bounds__(kFbWarps * 32) forward_backward_warp_kernel(Fb
   }
   const unsigned v = threadIdx.x / 32, k = blockIdx.x * kFbWarps + v;
   if (k >= n) return;  // warp-uniform, after the block's only barrier
-  f.vec = rest + std::size_t(v) * p.L;
+  const std::size_t per_warp = 2 * std::size_t(p.L) + (p.shared_pair ? f.LL : 0);
+  f.vec = rest + std::size_t(v) * per_warp;
+  f.rowa = f.vec + p.L;
+  f.pacc = p.shared_pair ? f.rowa + p.L : nullptr;
   f.tmax = *p.tmax;
   fb_sentence(f, p.ch.order[k]);
 }
@@ -587,8 +682,21 @@ void launch_reset_slots(std::size_t rows, const std::size_t* row_token, int* tok
 void launch_emission(int L, std::size_t rows, const std::size_t* row_token, const std::size_t* state_off,
                      const std::uint32_t* ids, const double* vals, const double* W, const WeightGroups& gl,
                      double* S, cudaStream_t s) {
-  CRFX_LAUNCH(emission_kernel, grid_for(rows * L, 256), 256, 0, s, L, rows, row_token, state_off, ids, vals, W, gl,
-              S);
+  if (L > kEmissionRowsMaxL) {  // the sparse sums [8][L] would pass 32 KB of shared memory
+    CRFX_LAUNCH(emission_kernel, grid_for(rows * L, 256), 256, 0, s, L, rows, row_token, state_off, ids, vals, W,
+                gl, S);
+    return;
+  }
+  const unsigned G = L <= 8 ? 8 : L <= 16 ? 16 : 32, per_block = 256 / G;
+  const unsigned grid = unsigned((rows + per_block - 1) / per_block);
+  const std::size_t smem = gl.dense() ? 0 : std::size_t(per_block) * L * sizeof(double);
+  if (grid == 0) return;
+  if (G == 8)
+    CRFX_LAUNCH(emission_rows_kernel<8>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S);
+  else if (G == 16)
+    CRFX_LAUNCH(emission_rows_kernel<16>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S);
+  else
+    CRFX_LAUNCH(emission_rows_kernel<32>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S);
 }
 
 void launch_edge_matrix(int L, std::size_t rows, const std::size_t* row_token, const std::uint8_t* row_edge,
@@ -607,18 +715,23 @@ void launch_prepare(int L, const double* trans, double* E, double* Et, double* t
   CRFX_LAUNCH(prepare_kernel, 1, 1024, 0, s, L, trans, E, Et, tmax_out);
 }
 
-std::size_t forward_backward_smem(int L, bool shared_E) {
+std::size_t forward_backward_smem(int L, bool shared_E, bool shared_pair) {
   const std::size_t LL = std::size_t(L) * L, E = shared_E ? 2 * LL : 0;
-  return (L <= 32 ? E + std::size_t(kFbWarps) * L : L + 32 + E) * sizeof(double);
+  if (L > 32) return (L + 32 + L + E) * sizeof(double);
+  return (E + std::size_t(kFbWarps) * (2 * std::size_t(L) + (shared_pair ? LL : 0))) * sizeof(double);
 }
 
 void launch_forward_backward(const FbParams& p, std::size_t n, int threads, cudaStream_t s) {
-  const std::size_t smem = forward_backward_smem(p.L, p.shared_E);
+  const std::size_t smem = forward_backward_smem(p.L, p.shared_E, p.shared_pair);
   if (p.L <= 32)
     CRFX_LAUNCH(forward_backward_warp_kernel, unsigned((n + kFbWarps - 1) / kFbWarps), kFbWarps * 32, smem, s, p,
                 unsigned(n));
-  else
+  else {
+    if (smem > kSharedLimit)  // L beyond ~3000: vec, red and rowa pass the default 48 KB
+      CRFX_CUDA_CHECK(cudaFuncSetAttribute(forward_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(smem)));
     CRFX_LAUNCH(forward_backward_kernel, unsigned(n), threads, smem, s, p);
+  }
 }
 
 }  // namespace crfx::cuda::detail

@@ -36,6 +36,7 @@ struct FbParams {
   bool gold;            // labels known: loss and deltas
   bool backward;        // run the backward pass (node/pair outputs)
   bool shared_E;        // copy E, Eᵀ into shared memory (when 2·L² doubles fit)
+  bool shared_pair = false;  // a sentence's pair sums in shared memory (L ≤ 32, when they fit)
   double* pair_at = nullptr;  // [rows][L][L] out: p_t(y', y) at every row t ≥ 1 (pair mode; the
                               // pointwise losses), or null; may be `edge` (written after its last read)
   /// Independent positions — no transitions and no edge attributes (a Maxent model, or a CRF
@@ -67,11 +68,12 @@ void launch_dense_row(const WeightGroups& gl, std::uint32_t gid, std::size_t wid
 void launch_prepare(int L, const double* trans, double* E, double* Et, double* tmax_out, cudaStream_t s);
 /// Forward-backward on the chunk's n sentences, longest first: a warp per sentence (kFbWarps a
 /// block) when L ≤ 32, else a block of `threads` per sentence; with
-/// forward_backward_smem(L, p.shared_E) bytes of dynamic shared memory.
+/// forward_backward_smem(L, p.shared_E, p.shared_pair) bytes of dynamic shared memory.
 void launch_forward_backward(const FbParams& p, std::size_t n, int threads, cudaStream_t s);
 /// The dynamic shared memory of launch_forward_backward: E, Eᵀ when shared_E, and per sentence
-/// of a block vec [L] (and red [32] at L > 32).
-std::size_t forward_backward_smem(int L, bool shared_E);
+/// of a block vec [L] and rowa [L] (and red [32] at L > 32; the pair sums [L][L] at L ≤ 32 when
+/// shared_pair).
+std::size_t forward_backward_smem(int L, bool shared_E, bool shared_pair);
 /// The sequential exponential loss (seed 002's seq-exp, crfx/loss.hpp) from a gold-mode
 /// forward-backward's output: per chunk sentence i, with ℓ = p.result[i] = log Z − score(gold),
 /// result[i] = exp(ℓ) and — where p.node / p.pair / p.edge are given — its deltas (node rows,

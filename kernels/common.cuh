@@ -11,6 +11,15 @@
 
 #include "crfx/host_device.hpp"  // kTinySum, kGoldFloor, kMaxLossWeight, exp_scaled
 
+// Unrolls the next loop by n under nvcc (several independent loads in flight before the first
+// use); nothing under the emulation's g++.
+#if defined(__CUDACC__)
+#define CRFX_PRAGMA(x) _Pragma(#x)
+#define CRFX_UNROLL(n) CRFX_PRAGMA(unroll n)
+#else
+#define CRFX_UNROLL(n)
+#endif
+
 namespace crfx::cuda::detail {
 
 constexpr std::uint32_t kMaxLabels = 4096;  // the forward-backward block keeps [L] in shared memory
@@ -21,6 +30,7 @@ constexpr int kGatherWarps = 8;             // warps per block in the gathers
 constexpr int kFbWarps = 4;                 // sentences (warps) per block of forward-backward at L ≤ 32
 constexpr unsigned kTransGroup = 32;        // sentences per leaf of the transition tree
 constexpr std::size_t kSharedLimit = 48 * 1024;
+constexpr int kEmissionRowsMaxL = 512;     // emission by row groups up to here (emission_rows_kernel)
 constexpr std::uint32_t kNone = 0xffffffffu;  // SAG: a position without an edge slot
 
 // ---- block helpers (blockDim.x a multiple of 32, ≤ 1024) -------------------------------------

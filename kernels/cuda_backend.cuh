@@ -124,6 +124,7 @@ struct CudaVector final : Vector {
 
 struct CudaCorpus final : BackendCorpus {
   const void* owner = nullptr;
+  std::uint64_t serial = 0;  // unique per upload in the process (the chunk plan's cache key)
   Corpus host;  // host copy: support sets, feature differences, SAG span plans
   std::size_t S = 0, N = 0, max_len = 0;
   std::vector<std::size_t> h_sent_off;  // [S+1] host copy (chunk planning)
@@ -432,6 +433,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   std::string name_;
   int threads_ = 32;         // forward-backward / Viterbi block size
   bool shared_E_ = false;    // E, Eᵀ in shared memory (forward-backward)
+  bool shared_pair_ = false; // a sentence's pair sums in shared memory (forward-backward, L ≤ 32)
   // Per backend: transition factors and the reduction partials.
   DeviceBuffer<double> E_, Et_, zeros_, tmax_, red_;
   // The weight layout on the device (sparse layout only, uploaded once by the constructor): the
@@ -484,6 +486,16 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   std::vector<std::uint32_t> plan_mark_;  // [S] generation of a chunk's sentences (repeat check)
   std::uint32_t plan_gen_ = 0;
   std::vector<std::size_t> h_slots_;
+  // The last plan's inputs: a pass over the same span (every pass of a batch trainer) reuses the
+  // plan, and its device copies while plan_on_device_ (run_chunk_front).
+  struct PlanKey {
+    std::uint64_t corpus = 0;
+    std::size_t begin = 0, rows_limit = 0, end = 0;
+    std::vector<std::uint32_t> ids;  // the span's ids from begin; empty: the identity span
+    std::size_t count = 0;
+    bool identity = false;
+  } plan_key_;
+  bool plan_on_device_ = false;
   std::vector<double> h_losses_;
 };
 

@@ -73,9 +73,13 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
   const std::size_t kw = gl.begin(gid) + c;  // this lane's weight (when mine)
   const std::size_t col = mine ? gl.slot(kw, gid) : 0;
   std::size_t b = seg_off[sg], e = seg_off[sg + 1];
-  if (!ch.token_slot) {  // warp-uniform
-    b = lower_bound_token(occ_tok, b, e, ch.t_lo);
-    e = lower_bound_token(occ_tok, b, e, ch.t_hi);
+  if (!ch.token_slot && b < e) {  // warp-uniform; a segment inside the range (a whole-corpus
+                                  // chunk's every segment) needs no search
+    const bool inside = occ_tok[b] >= ch.t_lo && occ_tok[e - 1] < ch.t_hi;
+    if (!inside) {
+      b = lower_bound_token(occ_tok, b, e, ch.t_lo);
+      e = lower_bound_token(occ_tok, b, e, ch.t_hi);
+    }
   }
   if (counters && threadIdx.x % 32 == 0) {
     atomicAdd(&counters->visits, static_cast<unsigned long long>(c0 == 0 ? e - b : 0));
@@ -83,6 +87,7 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
   }
   double acc = 0;
   bool touched = false;
+  CRFX_UNROLL(4)
   for (std::size_t k = b + ls.g; k < e; k += ls.groups) {
     const int s = ch.token_slot ? ch.token_slot[occ_tok[k]] : int(occ_tok[k] - ch.t_lo);
     if (s < 0) continue;
@@ -152,6 +157,7 @@ __global__ void __launch_bounds__(256) trans_partial_kernel(std::size_t LL, unsi
   for (unsigned g = blockIdx.y; g < groups; g += gridDim.y) {
     const unsigned b = g * kTransGroup, e = min(n, b + kTransGroup);
     double s = 0;
+    CRFX_UNROLL(8)
     for (unsigned i = b; i < e; ++i) s += pair[std::size_t(i) * LL + j];
     partial[std::size_t(g) * LL + j] = s;
   }
@@ -165,6 +171,7 @@ __global__ void __launch_bounds__(256) trans_final_kernel(std::size_t LL, unsign
   if (k >= count) return;
   const std::size_t j = slots ? slots[k] : k;
   double s = 0;
+  CRFX_UNROLL(8)
   for (unsigned g = 0; g < groups; ++g) s += partial[std::size_t(g) * LL + j];
   G[k] += scale * s;
 }

@@ -2,7 +2,7 @@
 // that decide its overhead and its critical path, whatever the device's clock.
 //   - Kernel launches, host synchronisations and copies of one objective+gradient pass (and of
 //     one Viterbi pass), and of a quasi-Newton iteration, do not grow with the number of
-//     sentences.
+//     sentences; a pass over the span of the pass before copies nothing to the device.
 //   - The gradient gather's serial work (the occurrences one warp walks in turn) does not grow
 //     with an attribute's frequency: a corpus where one attribute is in every token.
 #include <gtest/gtest.h>
@@ -66,6 +66,11 @@ TEST(PassShape, LaunchesSyncsAndCopiesDoNotGrowWithSentences) {
       EXPECT_EQ(large.evaluate.to_host, 1u);
       EXPECT_EQ(large.loss_only.syncs, 1u);
       EXPECT_EQ(large.viterbi.syncs, 1u);
+      // A pass over the span of the pass before reuses its chunk plan and the plan's device
+      // copies: nothing goes to the device (was 3 copies a chunk, and the host's sort).
+      EXPECT_EQ(large.evaluate.to_device, 0u);
+      EXPECT_EQ(large.loss_only.to_device, 0u);
+      EXPECT_EQ(large.viterbi.to_device, 0u);
       // prepare (+ the sparse τ), fill_rows, emission, (edge matrix), forward-backward, state
       // gather and its combine, (edge gather and combine), the transition tree's two levels.
       EXPECT_LE(large.evaluate.launches, 12u);
