@@ -26,15 +26,17 @@
 // maths):
 //
 //   span ──plan (host)──▶ chunk: sentences [begin, end), rows = their tokens in span order
+//                      (a pass over the span of the pass before reuses the plan and its copies)
 //     fill_rows        row → token, row has edge items, token → row (token_slot: gradient of a
 //                      chunk whose sentences are not consecutive; else rows = a token range)
-//     emissions        S [rows][L] = X·W                     (thread per (row, y))
+//     emissions        S [rows][L] = X·W                     (8/16/32 lanes per row, L ≤ 512)
 //     edge_matrices    τ_t [rows][L][L] = τ + Σ_e x_e·W_e    (rows with edge items, E > 0)
 //     forward_backward a warp per sentence (L ≤ 32, 4 a block) or a block per sentence, threads
 //                      over labels, longest sentences first:
 //                      log α, log Z, loss, log β, node marginals − 1(gold) [rows][L],
-//                      Σ_t pairwise marginals − gold counts [sentences][L][L], and at rows with
-//                      edge items p_t(y', y) − 1(gold) written over τ_t
+//                      Σ_t pairwise marginals − gold counts [sentences][L][L] (factored:
+//                      (a(y')·E(y', y))·v(y), L exps a position), and at rows with edge items
+//                      p_t(y', y) − 1(gold) written over τ_t
 //     gather_state     g[a·L + y] += scale · Σ_{occurrences of a, token order} x · delta, a
 //                      warp per segment of ≤ 256 occurrences, then the segments' partial rows
 //                      combined in order (GatherSegments, gather_kernels.cuh)

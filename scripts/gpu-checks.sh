@@ -130,7 +130,9 @@ for step in "${steps[@]}"; do
         } > "$logs/sanitize-$tool.log" 2>&1
         status=$?
         unset cap
-        record "$tool" $status "$((SECONDS - t0)) s, $(grep -E 'ERROR SUMMARY' "$logs/sanitize-$tool.log" | tr '\n' ' ')"
+        cut=""
+        [ $status -eq 124 ] || [ $status -eq 137 ] && cut="cut at its ${SANITIZE_SECONDS:-120} s before the runs ended; "
+        record "$tool" $status "$((SECONDS - t0)) s, $cut$(grep -E 'ERROR SUMMARY' "$logs/sanitize-$tool.log" | tr '\n' ' ')"
       done
       ;;
     profile)
