@@ -486,5 +486,86 @@ TEST(CompileErrors, TrainingTwiceIsRefused) {
   EXPECT_THROW(compile_training(fs, d, 1), Error);
 }
 
+// The streamed compile of training files (crfx train's path) gives the whole text's corpus and
+// dictionaries: batches of a few KB (many sentences cut at batch ends), two files read as one,
+// min_freq 1 and 2, both formats.
+void expect_same_compile(const FeatureSpace& a, const Corpus& ca, const FeatureSpace& b, const Corpus& cb,
+                         bool one_file = true) {
+  EXPECT_EQ(a.labels.strings(), b.labels.strings());
+  EXPECT_EQ(a.state_attrs.strings(), b.state_attrs.strings());
+  EXPECT_EQ(a.edge_attrs.strings(), b.edge_attrs.strings());
+  EXPECT_EQ(a.feature_columns, b.feature_columns);
+  EXPECT_EQ(ca.sentence_offsets, cb.sentence_offsets);
+  if (one_file) {  // else each file's own line numbers
+    EXPECT_EQ(ca.source_lines, cb.source_lines);
+  }
+  EXPECT_EQ(ca.labels, cb.labels);
+  EXPECT_EQ(ca.state_offsets, cb.state_offsets);
+  EXPECT_EQ(ca.state_ids, cb.state_ids);
+  EXPECT_EQ(ca.state_values, cb.state_values);
+  EXPECT_EQ(ca.edge_offsets, cb.edge_offsets);
+  EXPECT_EQ(ca.edge_ids, cb.edge_ids);
+  EXPECT_EQ(ca.edge_values, cb.edge_values);
+}
+
+/// `path`'s sentences split into two files (at a blank line near the middle).
+Strings split_in_two(const std::string& path, const std::string& stem) {
+  const std::string text = read_text(path);
+  std::size_t cut = text.find("\n\n", text.size() / 2);
+  EXPECT_NE(cut, std::string::npos);
+  cut += 2;
+  const Strings parts{temp_path(stem + ".1"), temp_path(stem + ".2")};
+  write_text(parts[0], text.substr(0, cut));
+  write_text(parts[1], text.substr(cut));
+  return parts;
+}
+
+TEST(Compile, StreamedFilesEqualTheWholeText) {
+  const std::string templ = read_text(data_path("chunking.template"));
+  for (const std::size_t min_freq : {std::size_t(1), std::size_t(2)}) {
+    SCOPED_TRACE(::testing::Message() << "min_freq " << min_freq);
+    {  // CoNLL, with edge attributes (a B line with a macro)
+      const std::string p = data_path("conll2000.train300.txt");
+      FeatureSpace whole = conll_space(templ + "\nB10:%x[-1,1]/%x[0,1]\n");
+      const Corpus cw = compile_training(whole, read_text(whole, p), min_freq);
+      FeatureSpace streamed = conll_space(templ + "\nB10:%x[-1,1]/%x[0,1]\n");
+      const Corpus cs = compile_training(streamed, Strings{p}, min_freq, 4096);
+      expect_same_compile(whole, cw, streamed, cs);
+      const Strings two = split_in_two(p, "conll-part");
+      FeatureSpace parts = conll_space(templ + "\nB10:%x[-1,1]/%x[0,1]\n");
+      const Corpus cp = compile_training(parts, two, min_freq, 3000);
+      expect_same_compile(whole, cw, parts, cp, false);
+      EXPECT_GT(cw.edge_ids.size(), 0u);
+    }
+    {  // CRFsuite attributes
+      const std::string p = data_path("conll2000.train60.crfsuite.txt");
+      FeatureSpace whole;
+      whole.format = InputFormat::crfsuite;
+      const Corpus cw = compile_training(whole, read_text(whole, p), min_freq);
+      FeatureSpace streamed;
+      streamed.format = InputFormat::crfsuite;
+      const Corpus cs = compile_training(streamed, Strings{p}, min_freq, 2000);
+      expect_same_compile(whole, cw, streamed, cs);
+      FeatureSpace parts;
+      parts.format = InputFormat::crfsuite;
+      const Corpus cp = compile_training(parts, split_in_two(p, "crfsuite-part"), min_freq, 2000);
+      expect_same_compile(whole, cw, parts, cp, false);
+    }
+  }
+}
+
+TEST(Compile, StreamedFilesMustAgreeOnColumns) {
+  const std::string a = temp_path("cols-a.txt"), b = temp_path("cols-b.txt");
+  write_text(a, "He PRP B-NP\nran VBD B-VP\n\n");
+  write_text(b, "She PRP extra B-NP\n\n");
+  FeatureSpace fs = conll_space("U00:%x[0,0]\n");
+  EXPECT_TRUE(throws_input_error([&] { compile_training(fs, Strings{a, b}, 1, 16); }, b + ":1:",
+                                 "training files are read as one, so their columns must agree"));
+  FeatureSpace one = conll_space("U00:%x[0,0]\n");
+  write_text(a, "He PRP B-NP\n\nran VBD x B-VP\n\n");
+  EXPECT_TRUE(throws_input_error([&] { compile_training(one, Strings{a}, 1, 4); }, a + ":3:",
+                                 "inconsistent column count: expected 3 columns"));
+}
+
 }  // namespace
 }  // namespace crfx::test

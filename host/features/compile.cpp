@@ -247,6 +247,7 @@ template <class Label>
 void expand_conll(const FeatureTemplate& templ, std::size_t F,
                   const std::vector<ConllSentence>& sentences, const std::string& path,
                   Corpus& c, const Sink& state, const Sink& edge, bool edges, Label label) {
+  const std::size_t first = c.labels.size();  // tokens already in `c` (a streamed compile's batches)
   std::size_t tokens = 0;
   for (const auto& s : sentences) tokens += s.size();
 
@@ -355,7 +356,7 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F,
         c.edge_offsets.push_back(c.edge_ids.size());
       }
       base += sentence.size();
-      c.sentence_offsets.push_back(base);
+      c.sentence_offsets.push_back(first + base);
     }
   } catch (const InputError& e) {
     rethrow_with_path(e, path);
@@ -437,7 +438,12 @@ std::size_t TextData::num_sentences() const {
 }
 
 TextReader::TextReader(const FeatureSpace& fs, const std::string& path)
-    : format_(fs.format), feature_columns_(fs.feature_columns), path_(path) {
+    : TextReader(fs.format, fs.feature_columns, path) {}
+
+TextReader::TextReader(InputFormat format, const std::string& path) : TextReader(format, 0, path) {}
+
+TextReader::TextReader(InputFormat format, std::size_t feature_columns, const std::string& path)
+    : format_(format), feature_columns_(feature_columns), path_(path) {
   if (format_ == InputFormat::conll)
     conll_ = std::make_unique<ConllReader>(path, feature_columns_, feature_columns_ > 0);
   else
@@ -518,13 +524,16 @@ TextData read_text(const FeatureSpace& fs, const std::vector<std::string>& paths
   return all;
 }
 
-Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_freq) {
-  check_format(fs, data);
+TrainingCompiler::TrainingCompiler(FeatureSpace& fs) : fs_(fs) {
   if (fs.labels.frozen() || fs.state_attrs.frozen() || fs.edge_attrs.frozen())
     throw Error("internal: compile_training needs empty, unfrozen dictionaries");
-  Corpus c;
-  std::vector<std::uint32_t> state_count, edge_count;  // [A], [E] occurrences (for min_freq)
+}
 
+void TrainingCompiler::add(const TextData& data) {
+  if (finished_) throw Error("internal: TrainingCompiler::add after finish");
+  check_format(fs_, data);
+  FeatureSpace& fs = fs_;
+  Corpus& c = c_;
   if (data.format == InputFormat::conll) {
     const ConllToken* first = nullptr;
     for (const auto& s : data.conll)
@@ -532,60 +541,96 @@ Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_
         first = &s.front();
         break;
       }
-    if (first) {
-      const std::size_t columns = first->columns.size();
+    if (!first) return;
+    const std::size_t columns = first->columns.size();
+    if (columns_ == 0) {  // the first token of the training data fixes the columns
       if (columns < 2)
         throw InputError(data.path, first->line,
                          "training data needs feature columns and a label column (the last); "
-                         "this token has " + std::to_string(columns) + " " +
-                             columns_word(columns));
+                         "this token has " + std::to_string(columns) + " " + columns_word(columns));
       fs.feature_columns = columns - 1;
       check_template_columns(fs.templ, fs.feature_columns, data.path, first->line);
-      expand_conll(
-          fs.templ, fs.feature_columns, data.conll, data.path, c,
-          Sink{&fs.state_attrs, nullptr, &state_count}, Sink{&fs.edge_attrs, nullptr, &edge_count},
-          fs.type == ModelType::crf, [&](const ConllToken& tok) {
-            if (tok.columns.size() != columns)
-              throw InputError(data.path, tok.line,
-                               "inconsistent column count: expected " + std::to_string(columns) +
-                                   " " + columns_word(columns) + ", got " +
-                                   std::to_string(tok.columns.size()));
-            return fs.labels.add(tok.columns.back());
-          });
+      columns_ = columns;
+      first_path_ = data.path;
+      first_line_ = first->line;
+    } else if (data.path != first_path_ && columns != columns_) {
+      throw InputError(data.path, first->line,
+                       std::to_string(columns) + " columns, but " + first_path_ + ":" +
+                           std::to_string(first_line_) + " has " + std::to_string(columns_) +
+                           ": training files are read as one, so their columns must agree");
     }
-  } else {
-    if (data.conll_shape.found())  // CoNLL columns read as CRFsuite lines (host/io/crfsuite.cpp)
-      throw InputError(data.conll_shape.path, data.conll_shape.line,
-                       data.conll_shape.why +
-                           "; for CoNLL columns train with --format conll and a --template (a model keeps "
-                           "its training format)");
-    for (const CrfsuiteSentence& sentence : data.crfsuite) {
-      if (sentence.empty()) continue;
-      c.source_lines.push_back(sentence.front().line);
-      for (const CrfsuiteToken& tok : sentence) {
-        if (tok.label.empty())
-          throw InputError(data.path, tok.line, "missing label (the first field) in training data");
-        c.labels.push_back(fs.labels.add(tok.label));
-        for (const CrfsuiteAttribute& a : tok.attributes) {
-          const std::uint32_t id = fs.state_attrs.add(a.name);
-          bump(state_count, id);
-          c.state_ids.push_back(id);
-          c.state_values.push_back(finite_value(a, data.path, tok.line));
-        }
-        c.state_offsets.push_back(c.state_ids.size());
-        c.edge_offsets.push_back(c.edge_ids.size());
+    const std::size_t expected = columns_;
+    expand_conll(
+        fs.templ, fs.feature_columns, data.conll, data.path, c,
+        Sink{&fs.state_attrs, nullptr, &state_count_}, Sink{&fs.edge_attrs, nullptr, &edge_count_},
+        fs.type == ModelType::crf, [&](const ConllToken& tok) {
+          if (tok.columns.size() != expected)
+            throw InputError(data.path, tok.line,
+                             "inconsistent column count: expected " + std::to_string(expected) + " " +
+                                 columns_word(expected) + ", got " + std::to_string(tok.columns.size()));
+          return fs.labels.add(tok.columns.back());
+        });
+    return;
+  }
+  if (data.conll_shape.found())  // CoNLL columns read as CRFsuite lines (host/io/crfsuite.cpp)
+    throw InputError(data.conll_shape.path, data.conll_shape.line,
+                     data.conll_shape.why +
+                         "; for CoNLL columns train with --format conll and a --template (a model keeps "
+                         "its training format)");
+  for (const CrfsuiteSentence& sentence : data.crfsuite) {
+    if (sentence.empty()) continue;
+    c.source_lines.push_back(sentence.front().line);
+    for (const CrfsuiteToken& tok : sentence) {
+      if (tok.label.empty())
+        throw InputError(data.path, tok.line, "missing label (the first field) in training data");
+      c.labels.push_back(fs.labels.add(tok.label));
+      for (const CrfsuiteAttribute& a : tok.attributes) {
+        const std::uint32_t id = fs.state_attrs.add(a.name);
+        bump(state_count_, id);
+        c.state_ids.push_back(id);
+        c.state_values.push_back(finite_value(a, data.path, tok.line));
       }
-      c.sentence_offsets.push_back(c.labels.size());
+      c.state_offsets.push_back(c.state_ids.size());
+      c.edge_offsets.push_back(c.edge_ids.size());
+    }
+    c.sentence_offsets.push_back(c.labels.size());
+  }
+}
+
+Corpus TrainingCompiler::finish(std::size_t min_freq) {
+  if (finished_) throw Error("internal: TrainingCompiler::finish twice");
+  finished_ = true;
+  Corpus& c = c_;
+  prune(fs_.state_attrs, state_count_, min_freq, c.state_offsets, c.state_ids, c.state_values);
+  prune(fs_.edge_attrs, edge_count_, min_freq, c.edge_offsets, c.edge_ids, c.edge_values);
+  drop_unit_values(c);
+  fs_.labels.freeze();
+  fs_.state_attrs.freeze();
+  fs_.edge_attrs.freeze();
+  return std::move(c_);
+}
+
+Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_freq) {
+  TrainingCompiler tc(fs);
+  tc.add(data);
+  return tc.finish(min_freq);
+}
+
+Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
+                        std::uint64_t batch_bytes) {
+  if (paths.empty()) throw Error("no data files to read");
+  TrainingCompiler tc(fs);
+  for (const std::string& path : paths) {
+    TextReader reader(fs.format, path);  // every file's columns checked by the compiler
+    while (!reader.exhausted()) {
+      TextData batch;
+      batch.format = fs.format;
+      batch.path = path;
+      if (reader.append(batch, ~std::size_t(0), batch_bytes) == 0 && reader.exhausted()) break;
+      tc.add(batch);
     }
   }
-
-  prune(fs.state_attrs, state_count, min_freq, c.state_offsets, c.state_ids, c.state_values);
-  prune(fs.edge_attrs, edge_count, min_freq, c.edge_offsets, c.edge_ids, c.edge_values);
-  drop_unit_values(c);
-  fs.labels.freeze();
-  fs.state_attrs.freeze();
-  fs.edge_attrs.freeze();
-  return c;
+  return tc.finish(min_freq);
 }
 
 Corpus compile(const FeatureSpace& fs, const TextData& data) {

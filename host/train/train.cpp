@@ -166,8 +166,21 @@ void TrainingRun::compile(const TextData& data) {
   const double t0 = now_seconds();
   source_ = data.path.empty() ? "the training data" : data.path;
   check_text(data);
+  corpus_ = compile_training(model_.features, data, config_.min_freq);
+  compiled(t0);
+}
+
+void TrainingRun::compile(const std::vector<std::string>& paths) {
+  if (compiled_) throw Error("internal: TrainingRun::compile called twice");
+  if (paths.empty()) throw Error("no data files to read");
+  const double t0 = now_seconds();
+  source_ = paths.front();
+  corpus_ = compile_training(model_.features, paths, config_.min_freq);
+  compiled(t0);
+}
+
+void TrainingRun::compiled(double t0) {
   FeatureSpace& fs = model_.features;
-  corpus_ = compile_training(fs, data, config_.min_freq);
   if (corpus_.num_sentences() == 0) throw InputError(source_, 0, "no sentences in the training data");
   if (fs.state_attrs.size() == 0 && fs.edge_attrs.size() == 0) {
     // Nothing to learn from but the label bigrams: a template without U lines, or data that is

@@ -73,6 +73,8 @@ TextData read_text(const FeatureSpace& fs, const std::vector<std::string>& paths
 class TextReader {
  public:
   TextReader(const FeatureSpace& fs, const std::string& path);
+  /// Training data: CoNLL columns not fixed by a model (the first token sets them).
+  TextReader(InputFormat format, const std::string& path);
   /// The next batch into `batch` (replacing it); false when the input is exhausted.
   bool next(TextData& batch, std::size_t max_tokens);
   /// Appends whole sentences to `batch` (of the same format) until `max_tokens` tokens were
@@ -91,6 +93,7 @@ class TextReader {
   std::unique_ptr<ConllReader> conll_;
   std::unique_ptr<CrfsuiteReader> crfsuite_;
   bool exhausted_ = false;
+  TextReader(InputFormat format, std::size_t feature_columns, const std::string& path);
 };
 
 /// Compiles training data: adds labels and attributes to the (unfrozen) dictionaries, drops
@@ -99,6 +102,36 @@ class TextReader {
 /// set from the data. Every token must carry a non-empty label. CRFsuite data that looks like
 /// CoNLL columns (data.conll_shape) is refused (InputError naming --format conll).
 Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_freq);
+
+/// The text a streamed compile holds at a time (compile_training over files): a batch of whole
+/// sentences from about this many bytes of a file.
+constexpr std::uint64_t kCompileBatchBytes = std::uint64_t(4) << 20;
+
+/// compile_training over training files read one after the other (as read_text(paths) joins
+/// them), a batch of about `batch_bytes` of text at a time: the same corpus and dictionaries, with
+/// one batch's strings in memory instead of the whole text (a token's strings take several times
+/// its compiled items). CoNLL files must agree on their column count.
+Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
+                        std::uint64_t batch_bytes = kCompileBatchBytes);
+
+/// compile_training in parts: add() each batch of the training text in order, then finish() —
+/// the same corpus and dictionaries as compile_training over the whole text at once (ids in
+/// order of first occurrence, min_freq applied at the end).
+class TrainingCompiler {
+ public:
+  explicit TrainingCompiler(FeatureSpace& fs);
+  void add(const TextData& batch);
+  Corpus finish(std::size_t min_freq);
+
+ private:
+  FeatureSpace& fs_;
+  Corpus c_;
+  std::vector<std::uint32_t> state_count_, edge_count_;  // [A], [E] occurrences (for min_freq)
+  std::size_t columns_ = 0;  // CoNLL: the first token's column count
+  std::string first_path_;
+  std::size_t first_line_ = 0;
+  bool finished_ = false;
+};
 
 /// Which weights a model has: every (attribute, label) pair and label bigram, as CRF++ and Wapiti
 /// build them (`all`), or only those seen in the training data, as CRFsuite does by default

@@ -117,6 +117,9 @@ class TrainingRun {
   /// Compiles training data (read with features(), or made by conll_data / attribute_data) into
   /// the model's dictionaries and layout; every check of the input. `data` may be released after.
   void compile(const TextData& data);
+  /// The same from training files (read one after the other, as one), a batch of text at a time
+  /// (compile_training over files): the run holds the compiled corpus, never the whole text.
+  void compile(const std::vector<std::string>& paths);
   const Corpus& corpus() const { return corpus_; }
   Dims dims() const { return model_.features.dims(); }
 
@@ -139,6 +142,7 @@ class TrainingRun {
   Corpus corpus_;
   std::string source_;  // the data's name for messages
   bool compiled_ = false;
+  void compiled(double t0);  // the checks and the note after either compile
   BackendPtr backend_;
   BackendCorpusPtr uploaded_;
   std::unique_ptr<Objective> objective_;
