@@ -274,7 +274,7 @@ void to_stderr(const std::string& text) {
 /// has (or max_memory) is refused with MemoryError before anything large is allocated; the run's
 /// notes ("note: …") become UserWarnings. Every iteration is recorded in the model's log; with
 /// `verbose` its progress line, and at the end why training stopped, go to sys.stderr.
-std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function<crfx::TextData(const crfx::FeatureSpace&)>& read,
+std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function<void(crfx::TrainingRun&)>& compile,
                                    bool verbose) {
   auto result = std::make_shared<PyModel>();
   result->backend = config.backend;
@@ -299,7 +299,7 @@ std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function
   {
     py::gil_scoped_release release;
     run = std::make_unique<crfx::TrainingRun>(config);
-    run->compile(read(run->features()));
+    compile(*run);
     try {
       run->prepare();
     } catch (const crfx::MemoryRefusal& e) {
@@ -356,7 +356,7 @@ std::shared_ptr<PyModel> fit(py::handle X, py::handle y, const std::string& algo
       train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory);
   config.format = crfx::InputFormat::crfsuite;
   crfx::TextData data = read_sequences(X, y);
-  return train_run(std::move(config), [&](const crfx::FeatureSpace&) { return std::move(data); }, verbose);
+  return train_run(std::move(config), [&](crfx::TrainingRun& run) { run.compile(data); }, verbose);
 }
 
 std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const std::string& format,
@@ -378,8 +378,8 @@ std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const 
       throw crfx::Error("format '" + format + "': conll or crfsuite");
     }
   }
-  return train_run(std::move(config), [&](const crfx::FeatureSpace& fs) { return crfx::read_text(fs, data); },
-                   verbose);
+  // The files streamed, a batch of text at a time (TrainingRun::compile(paths)).
+  return train_run(std::move(config), [&](crfx::TrainingRun& run) { run.compile(data); }, verbose);
 }
 
 crfx::TextData unlabelled(PyModel& m, py::handle X) {

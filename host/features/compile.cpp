@@ -500,30 +500,6 @@ TextData read_text(const FeatureSpace& fs, const std::string& path) {
   return d;
 }
 
-TextData read_text(const FeatureSpace& fs, const std::vector<std::string>& paths) {
-  if (paths.empty()) throw Error("no data files to read");
-  TextData all = read_text(fs, paths.front());
-  auto first_token = [](const TextData& t) -> const ConllToken* {
-    for (const auto& sentence : t.conll)
-      if (!sentence.empty()) return &sentence.front();
-    return nullptr;
-  };
-  for (std::size_t i = 1; i < paths.size(); ++i) {
-    TextData more = read_text(fs, paths[i]);
-    const ConllToken* a = first_token(all);
-    const ConllToken* b = first_token(more);
-    if (a && b && a->columns.size() != b->columns.size())
-      throw InputError(paths[i], b->line,
-                       std::to_string(b->columns.size()) + " columns, but " + paths.front() + ":" +
-                           std::to_string(a->line) + " has " + std::to_string(a->columns.size()) +
-                           ": training files are read as one, so their columns must agree");
-    if (!all.conll_shape.found()) all.conll_shape = std::move(more.conll_shape);
-    for (auto& sentence : more.conll) all.conll.push_back(std::move(sentence));
-    for (auto& sentence : more.crfsuite) all.crfsuite.push_back(std::move(sentence));
-  }
-  return all;
-}
-
 TrainingCompiler::TrainingCompiler(FeatureSpace& fs) : fs_(fs) {
   if (fs.labels.frozen() || fs.state_attrs.frozen() || fs.edge_attrs.frozen())
     throw Error("internal: compile_training needs empty, unfrozen dictionaries");

@@ -63,9 +63,6 @@ struct TextData {
 /// Reads `path` in `fs.format`. For CoNLL data whose feature columns are already fixed
 /// (fs.feature_columns > 0) a token must have that many columns, or one more (a gold label).
 TextData read_text(const FeatureSpace& fs, const std::string& path);
-/// Training files read one after the other into one TextData (as CRFsuite's learn takes several);
-/// CoNLL files must agree on their column count (InputError naming the file that differs).
-TextData read_text(const FeatureSpace& fs, const std::vector<std::string>& paths);
 
 /// Reads `path` like read_text, a batch of whole sentences at a time, so that data larger than
 /// memory can be tagged: each batch holds sentences until it reaches `max_tokens` tokens (at
@@ -107,10 +104,11 @@ Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_
 /// sentences from about this many bytes of a file.
 constexpr std::uint64_t kCompileBatchBytes = std::uint64_t(4) << 20;
 
-/// compile_training over training files read one after the other (as read_text(paths) joins
-/// them), a batch of about `batch_bytes` of text at a time: the same corpus and dictionaries, with
-/// one batch's strings in memory instead of the whole text (a token's strings take several times
-/// its compiled items). CoNLL files must agree on their column count.
+/// compile_training over training files read one after the other, as one (CRFsuite's learn takes
+/// several), a batch of about `batch_bytes` of text at a time: the corpus and dictionaries of
+/// their whole text, with one batch's strings in memory (a token's strings take several times its
+/// compiled items). CoNLL files must agree on their column count (InputError naming the file
+/// that differs).
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
                         std::uint64_t batch_bytes = kCompileBatchBytes);
 
