@@ -225,6 +225,7 @@ struct FbSentence {
   const double* E;   // exp(τ − τ_max), [L][L] (shared memory when it fits)
   const double* Et;  // Eᵀ
   double tmax;
+  bool single;       // L ≤ the group's threads: thread y keeps label y's â and b̂ in registers
   const double* S;   // [T][L] emissions
   double* la;        // [T][L] â
   double* lb;        // [T][L] b̂
@@ -236,34 +237,46 @@ struct FbSentence {
 };
 
 /// Forward step t ≥ 1: â_t(y) = s_t(y) + log Σ_y' exp(â_{t−1}(y') − m + τ_t(y', y)); returns the
-/// shift m = max â_{t−1} (0 when no path reaches t − 1), which c_t adds to c_{t−1}.
+/// shift m = max â_{t−1} (0 when no path reaches t − 1), which c_t adds to c_{t−1}. With one label
+/// a thread (f.single), `own` carries thread y's â_{t−1}(y) in and â_t(y) out, and s_t(y) is loaded
+/// before the reductions wait: the recursion's chain never waits on memory for its own row (the
+/// rows in memory serve the exact paths and the backward pass). The same arithmetic either way.
 template <class Group>
-__device__ double forward_step(const FbSentence<Group>& f, std::size_t t) {
+__device__ double forward_step(const FbSentence<Group>& f, std::size_t t, double& own) {
   const int L = f.L, tid = f.g.tid(), nth = f.g.size();
   const double* ap = f.la + (t - 1) * L;
   double* at = f.la + t * L;
   const double* st = f.S + t * L;
   const double* M = f.edge_at(t);
+  const double s_own = f.single && tid < L ? st[tid] : 0.0;
+  auto prev = [&](int y) { return f.single ? own : ap[y]; };  // y is the thread's own label
+  auto score = [&](int y) { return f.single ? s_own : st[y]; };
   double mloc = -CUDART_INF;
-  for (int y = tid; y < L; y += nth) mloc = fmax(mloc, ap[y]);
+  for (int y = tid; y < L; y += nth) mloc = fmax(mloc, prev(y));
   double m = f.g.max(mloc);
   const bool finite = isfinite(m);
   if (!finite) m = 0;  // no path reaches position t − 1: nothing to shift
   if (M) {             // per-position matrix: exact log space
-    for (int y = tid; y < L; y += nth)
-      at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + M[std::size_t(yp) * L + y]; });
+    for (int y = tid; y < L; y += nth) {
+      const double v = score(y) + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + M[std::size_t(yp) * L + y]; });
+      at[y] = v;
+      own = v;
+    }
   } else {  // shared matrix: τ_max + log Σ_y' exp(â_{t−1} − m) · E(y', y)
-    for (int y = tid; y < L; y += nth) f.vec[y] = exp(ap[y] - m);
+    for (int y = tid; y < L; y += nth) f.vec[y] = exp(prev(y) - m);
     f.g.sync();
     for (int y = tid; y < L; y += nth) {
       double sum = 0;
       for (int yp = 0; yp < L; ++yp) sum += f.vec[yp] * f.E[std::size_t(yp) * L + y];
+      double v;
       if (sum > kTinySum && finite) {
-        at[y] = st[y] + (f.tmax + log(sum));
+        v = score(y) + (f.tmax + log(sum));
       } else {
         const double* tr = f.p->trans;
-        at[y] = st[y] + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + tr[std::size_t(yp) * L + y]; });
+        v = score(y) + log_sum_exp_seq(L, [&](int yp) { return ap[yp] - m + tr[std::size_t(yp) * L + y]; });
       }
+      at[y] = v;
+      own = v;
     }
   }
   f.g.sync();
@@ -271,38 +284,46 @@ __device__ double forward_step(const FbSentence<Group>& f, std::size_t t) {
 }
 
 /// Backward step t ≥ 1: b̂_{t−1}(y') = log Σ_y exp(τ_t(y', y) + s_t(y) + b̂_t(y) − m); returns the
-/// shift m = max_y s_t(y) + b̂_t(y) (0 when no path continues from t).
+/// shift m = max_y s_t(y) + b̂_t(y) (0 when no path continues from t). With one label a thread,
+/// `own` carries b̂_t(y) in and b̂_{t−1}(y) out, as forward_step's.
 template <class Group>
-__device__ double backward_step(const FbSentence<Group>& f, std::size_t t) {
+__device__ double backward_step(const FbSentence<Group>& f, std::size_t t, double& own) {
   const int L = f.L, tid = f.g.tid(), nth = f.g.size();
   const double* bt = f.lb + t * L;
   const double* st = f.S + t * L;
   double* bp = f.lb + (t - 1) * L;
   const double* M = f.edge_at(t);
+  const double s_own = f.single && tid < L ? st[tid] : 0.0;
+  auto next = [&](int y) { return f.single ? s_own + own : st[y] + bt[y]; };  // y: the thread's own
   double ml = -CUDART_INF;
-  for (int y = tid; y < L; y += nth) ml = fmax(ml, st[y] + bt[y]);
+  for (int y = tid; y < L; y += nth) ml = fmax(ml, next(y));
   double m = f.g.max(ml);
   const bool finite = isfinite(m);
   if (!finite) m = 0;
   if (M) {
     for (int yp = tid; yp < L; yp += nth) {
       const double* row = M + std::size_t(yp) * L;
-      bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
+      const double v = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
+      bp[yp] = v;
+      own = v;
     }
   } else {
-    for (int y = tid; y < L; y += nth) f.vec[y] = exp(st[y] + bt[y] - m);
+    for (int y = tid; y < L; y += nth) f.vec[y] = exp(next(y) - m);
     f.g.sync();
     for (int yp = tid; yp < L; yp += nth) {
       double sum = 0;
       for (int y = 0; y < L; ++y) sum += f.Et[std::size_t(y) * L + yp] * f.vec[y];
+      double v;
       if (sum > kTinySum && finite) {
-        bp[yp] = f.tmax + log(sum);
+        v = f.tmax + log(sum);
         f.rowa[yp] = 1.0;  // pairwise may factor this row
       } else {
         const double* row = f.p->trans + std::size_t(yp) * L;
-        bp[yp] = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
+        v = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
         f.rowa[yp] = -1.0;
       }
+      bp[yp] = v;
+      own = v;
     }
   }
   f.g.sync();  // b̂_{t−1} complete; every read of τ_t for it is done
@@ -320,7 +341,7 @@ __device__ double backward_step(const FbSentence<Group>& f, std::size_t t) {
 /// position with edge items also written over τ_t (the edge deltas). Entry j = y'·L + y goes to
 /// thread j mod size() at every t, so `acc` needs no atomics.
 template <class Group>
-__device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double z, double m, double* acc) {
+__device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double z, double m, double a_own, double* acc) {
   const unsigned L = unsigned(f.L), LL = unsigned(f.LL), tid = unsigned(f.g.tid()), nth = unsigned(f.g.size());
   const std::uint32_t* labels = f.p->labels;
   const unsigned gj = f.p->gold ? labels[f.tok0 + t - 1] * L + labels[f.tok0 + t] : LL;
@@ -329,7 +350,8 @@ __device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double z, do
   const double* st = f.S + t * L;
   double* M = f.edge_at(t);
   if (!M) {
-    for (unsigned yp = tid; yp < L; yp += nth) f.rowa[yp] = f.rowa[yp] > 0 ? exp(ap[yp] + f.tmax - z) : -1.0;
+    for (unsigned yp = tid; yp < L; yp += nth)  // (a_own: â_{t−1} of the thread's own label)
+      f.rowa[yp] = f.rowa[yp] > 0 ? exp((f.single ? a_own : ap[yp]) + f.tmax - z) : -1.0;
     f.g.sync();
   }
   const double q = z + m;
@@ -355,31 +377,33 @@ __device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double z, do
   }
 }
 
-/// Node marginals of position t, p_t(y) = exp(â_t + b̂_t − z_t), minus 1 at the gold label.
+/// Node marginals of position t, p_t(y) = exp(â_t + b̂_t − z_t), minus 1 at the gold label
+/// (a_own, b_own: the thread's own label's â_t, b̂_t when f.single).
 template <class Group>
-__device__ void node_marginals(const FbSentence<Group>& f, std::size_t t, double z) {
+__device__ void node_marginals(const FbSentence<Group>& f, std::size_t t, double z, double a_own, double b_own) {
   const FbParams& p = *f.p;
   if (!p.node) return;
   const std::uint32_t g = p.gold ? p.labels[f.tok0 + t] : 0xffffffffu;
   double* out = p.node + (f.r0 + t) * f.L;
   for (int y = f.g.tid(); y < f.L; y += f.g.size()) {
-    const double v = exp(f.la[t * f.L + y] + f.lb[t * f.L + y] - z);
+    const double v = exp((f.single ? a_own + b_own : f.la[t * f.L + y] + f.lb[t * f.L + y]) - z);
     out[y] = std::uint32_t(y) == g ? v - 1.0 : v;
   }
 }
 
-/// The gold path's score at position t, added to `score` in t order: s_t(y_t), then τ_t(y_{t−1},
-/// y_t) for t ≥ 1 (read before the backward pass overwrites τ_t with the deltas). One thread
-/// carries it through the forward loop, where its loads wait beside the recursion's.
+/// The gold path's terms at position t: s_t(y_t) and, for t ≥ 1, τ_t(y_{t−1}, y_t) (else 0; read
+/// before the backward pass overwrites τ_t with the deltas). One thread loads them before the
+/// forward step and adds them, s then τ, in t order after it: the loads wait beside the
+/// recursion's instead of on its path.
 template <class Group>
-__device__ double gold_step(const FbSentence<Group>& f, std::size_t t, double score) {
+__device__ void gold_terms(const FbSentence<Group>& f, std::size_t t, double& s, double& tau) {
   const std::uint32_t* g = f.p->labels + f.tok0;
-  score += f.S[t * f.L + g[t]];
+  s = f.S[t * f.L + g[t]];
+  tau = 0;
   if (t > 0) {
     const double* M = f.edge_at(t);
-    score += (M ? M : f.p->trans)[std::size_t(g[t - 1]) * f.L + g[t]];
+    tau = (M ? M : f.p->trans)[std::size_t(g[t - 1]) * f.L + g[t]];
   }
-  return score;
 }
 
 /// Independent positions (FbParams::independent): per position t, z_t = log Σ_y exp s_t(y), log Z
@@ -419,7 +443,7 @@ __device__ void independent_sentence(const FbSentence<Group>& f, std::size_t i) 
 /// two O(T) logs is ever exponentiated). The inner sums are max-shifted exp-space products
 /// (L exps + L² FMAs per position) with an exact log-space redo of an entry whose sum falls below
 /// kTinySum; pairwise marginals are exact per entry. The steps: forward_step, backward_step,
-/// pairwise, node_marginals, gold_step above.
+/// pairwise, node_marginals, gold_terms above.
 template <class Group>
 __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
   const FbParams& p = *f.p;
@@ -445,20 +469,29 @@ __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
   }
 
   // Forward, from â_0 = s_0; c accumulates the shifts (the same in every thread); thread 0 the
-  // gold path's score.
-  for (int y = tid; y < f.L; y += nth) f.la[y] = f.S[y];
+  // gold path's score. With one label a thread, a_own is â_t of the thread's label (f.single).
+  double a_own = 0;
+  for (int y = tid; y < f.L; y += nth) f.la[y] = a_own = f.S[y];
   const bool scorer = p.gold && tid == 0;
-  double gold = scorer ? gold_step(f, 0, 0.0) : 0.0;
+  double gold = 0, gs = 0, gt = 0;
+  if (scorer) {
+    gold_terms(f, 0, gs, gt);
+    gold += gs;
+  }
   f.g.sync();
   double c = 0;
   for (std::size_t t = 1; t < T; ++t) {
-    c += forward_step(f, t);
-    if (scorer) gold = gold_step(f, t, gold);
+    if (scorer) gold_terms(f, t, gs, gt);
+    c += forward_step(f, t, a_own);
+    if (scorer) {
+      gold += gs;
+      gold += gt;
+    }
   }
 
   // log Z = c_{T−1} + log Σ_y exp â_{T−1}(y); z_{T−1} (the last position's normaliser) is the sum.
   const double* aT = f.la + (T - 1) * f.L;
-  const double z_last = group_log_sum_exp(f.g, f.L, [&](int y) { return aT[y]; });
+  const double z_last = group_log_sum_exp(f.g, f.L, [&](int y) { return f.single ? a_own : aT[y]; });
   const double log_z = isfinite(z_last) ? c + z_last : z_last;
   if (tid == 0) p.result[i] = log_z - gold;
   if (!p.backward) return;
@@ -469,15 +502,18 @@ __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
   if (acc)
     for (std::size_t j = tid; j < f.LL; j += nth) acc[j] = 0;
   for (int y = tid; y < f.L; y += nth) f.lb[(T - 1) * f.L + y] = 0;
+  double b_own = 0;  // b̂_t of the thread's label (f.single)
   f.g.sync();
-  node_marginals(f, T - 1, z_last);
+  node_marginals(f, T - 1, z_last, a_own, b_own);
+  const bool mine = f.single && tid < f.L;
   for (std::size_t t = T - 1; t > 0; --t) {
-    const double shift = backward_step(f, t);
     const double* ap = f.la + (t - 1) * f.L;
     const double* bp = f.lb + (t - 1) * f.L;
-    const double z = group_log_sum_exp(f.g, f.L, [&](int y) { return ap[y] + bp[y]; });  // z_{t−1}
-    if (acc) pairwise(f, t, z, shift, acc);
-    node_marginals(f, t - 1, z);
+    const double a_prev = mine ? ap[tid] : 0.0;  // â_{t−1}: the forward pass's, loaded ahead
+    const double shift = backward_step(f, t, b_own);
+    const double z = group_log_sum_exp(f.g, f.L, [&](int y) { return f.single ? a_prev + b_own : ap[y] + bp[y]; });
+    if (acc) pairwise(f, t, z, shift, a_prev, acc);
+    node_marginals(f, t - 1, z, a_prev, b_own);
     f.g.sync();
   }
   if (acc != pair)
@@ -495,7 +531,7 @@ __device__ void copy_E(const FbParams& p, std::size_t LL, double* to) {
 
 /// One block per sentence (L > 32), longest sentences first. Dynamic shared memory: vec [L],
 /// red [32], rowa [L], then E, Eᵀ [L][L] each when shared_E (the pair sums stay in p.pair).
-__global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
+__global__ void __launch_bounds__(512, 1) forward_backward_kernel(FbParams p) {
   CRFX_DYNAMIC_SHARED(double, smem);
   FbSentence<BlockGroup> f;
   f.L = p.L;
@@ -513,6 +549,7 @@ __global__ void __launch_bounds__(512) forward_backward_kernel(FbParams p) {
     f.Et = f.E + f.LL;
   }
   f.tmax = *p.tmax;
+  f.single = f.L <= f.g.size();
   fb_sentence(f, p.ch.order[blockIdx.x]);
 }
 
@@ -542,6 +579,7 @@ __global__ void __launch_bounds__(kFbWarps * 32) forward_backward_warp_kernel(Fb
   f.rowa = f.vec + p.L;
   f.pacc = p.shared_pair ? f.rowa + p.L : nullptr;
   f.tmax = *p.tmax;
+  f.single = f.L <= f.g.size();
   fb_sentence(f, p.ch.order[k]);
 }
 
