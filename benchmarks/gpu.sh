@@ -10,6 +10,9 @@
 #            pair), wall time and test F1;
 #   passes   one pass over CoNLL-2000 as a Maxent model and with each of the other losses
 #            (crfx bench), GPU and CPU;
+#   stochastic (only when named) one epoch of sag, sgd-l1, adf and ap on CoNLL-2000 at batch sizes
+#            1 and 256, GPU and CPU (all cores), each run bounded by EPOCH_SECONDS [60]: the
+#            mini-batch trainers' epoch time (issue 37's baseline);
 #   pytorch  (only when named) pure-PyTorch log-space forward, pytorch-crf's algorithm.
 # Without a usable GPU the GPU columns read NA, `train` is skipped and `passes` runs on the CPU.
 # Figures go to stdout and to $OUT/gpu-bench.txt (or benchmarks/results/gpu-<date>.txt).
@@ -36,8 +39,8 @@ case "${DEVICE:-auto}" in
   *) echo "gpu.sh: DEVICE must be auto, cuda or cpu, not '$DEVICE'" >&2; exit 2 ;;
 esac
 for step in $steps; do
-  case "$step" in table | train | passes | pytorch) ;;
-    *) echo "gpu.sh: unknown step '$step' in STEPS (table, train, passes, pytorch)" >&2; exit 2 ;;
+  case "$step" in table | train | passes | stochastic | pytorch) ;;
+    *) echo "gpu.sh: unknown step '$step' in STEPS (table, train, passes, stochastic, pytorch)" >&2; exit 2 ;;
   esac
 done
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; result=$OUT/gpu-bench.txt
@@ -114,6 +117,24 @@ if [[ $steps == *" passes "* ]]; then
       "$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" "${opts[@]}" --device cuda --thread-list 1 --repeat 5
     "$build/crfx" bench "$data/train.txt" -t "$data/chunking.template" "${opts[@]}" --device cpu --thread-list "$(nproc)" \
       --repeat 2
+  done
+fi
+
+if [[ $steps == *" stochastic "* ]]; then
+  echo "== stochastic: one epoch on CoNLL-2000 (observed pairs, c2 = 1), GPU and CPU, at most ${EPOCH_SECONDS:-60} s a run"
+  devices="cpu"
+  [ $gpu -eq 0 ] || devices="cuda cpu"
+  for algo in sag sgd-l1 adf ap; do
+    case $algo in sag) one="--max-epochs 1" ;; *) one="--epochs 1" ;; esac
+    for batch in 1 256; do
+      for device in $devices; do
+        read -r -a opts <<< "$one"
+        line=$(timeout "${EPOCH_SECONDS:-60}" "$build/crfx" train "$data/train.txt" -t "$data/chunking.template" \
+          -a $algo "${opts[@]}" --batch-size $batch --device $device -m "$work/epoch.model" 2>&1 | grep '^done:' ||
+          echo "not finished in ${EPOCH_SECONDS:-60} s")
+        printf '%-7s batch %-4s %-5s %s\n' "$algo" "$batch" "$device" "$line"
+      done
+    done
   done
 fi
 
