@@ -125,10 +125,6 @@ std::string foreign_algorithm_hint(const std::string& name) {
     return "CRF++'s -a " + name + " is -a lbfgs here, the default (CRF++'s -c C is --c2 1/(2·C))";
   if (lower == "crf-l1") return "CRF++'s -a " + name + " is -a owlqn --c1 1/C --c2 0 here (CRF++'s -c C)";
   if (lower == "mira") return "crfx has no MIRA (CRF++'s -a MIRA); its online trainers are ap, pa, arow, sgd-l1, adf" + list;
-  if (lower == "l2sgd")
-    return "crfx has no CRFsuite l2sgd (SGD with L2 and a calibrated rate); the nearest are -a sgd-l1 --c1 0 "
-           "(SGD, rate eta0·alpha^(k/N)), -a adf (per-feature rates, L2 prior c2), or -a lbfgs for the same "
-           "objective" + list;
   return "";
 }
 

@@ -65,7 +65,11 @@ void translate_parameter(const std::string& setting, const TrainerInfo* trainer,
       {"max_linesearch", "--max-linesearch"},
       // pa's and arow's (crfx's names for them: CRFsuite's type and c are pa's alone there).
       {"type", "--pa-type"},  {"c", "--pa-c"},        {"error_sensitive", "--error-sensitive"},
-      {"averaging", "--averaging"}, {"variance", "--variance"}, {"gamma", "--gamma"}};
+      {"averaging", "--averaging"}, {"variance", "--variance"}, {"gamma", "--gamma"},
+      // l2sgd's rate calibration.
+      {"calibration.eta", "--calibration-eta"}, {"calibration.rate", "--calibration-rate"},
+      {"calibration.samples", "--calibration-samples"}, {"calibration.candidates", "--calibration-candidates"},
+      {"calibration.max_trials", "--calibration-max-trials"}};
   for (const auto& [crfsuite, crfx] : kSame)
     if (name == crfsuite) {
       note(std::string(crfx) + " " + value);
@@ -112,7 +116,9 @@ void translate_parameter(const std::string& setting, const TrainerInfo* trainer,
   }
   throw UsageError("-p " + name + ": not a CRFsuite setting crfx learn translates (c1, c2, max_iterations, epsilon, "
                    "delta, period, num_memories, max_linesearch, type, c, error_sensitive, averaging, variance, gamma, "
-                   "feature.minfreq, feature.possible_states, feature.possible_transitions); crfx's own are in 'crfx train --algo list'");
+                   "calibration.eta, calibration.rate, calibration.samples, calibration.candidates, "
+                   "calibration.max_trials, feature.minfreq, feature.possible_states, feature.possible_transitions); "
+                   "crfx's own are in 'crfx train --algo list'");
 }
 
 }  // namespace
@@ -129,7 +135,7 @@ int cmd_learn(int argc, char** argv) {
   } catch (const Error&) {  // refused by train_command, with what crfx has instead
   }
   std::vector<std::string> out = {argv[0]};
-  bool epochs_set = false;  // for the note on the default of ap, pa and arow
+  bool epochs_set = false, delta_set = false;  // for the notes on the defaults of ap, pa, arow and l2sgd
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string arg = args[i];
     std::string value;
@@ -141,6 +147,7 @@ int cmd_learn(int argc, char** argv) {
       out.insert(out.end(), {"--algo", value});
     } else if (option_value(args, i, {"-p", "--set"}, value)) {
       epochs_set |= value.rfind("max_iterations=", 0) == 0;
+      delta_set |= value.rfind("delta=", 0) == 0;
       translate_parameter(value, trainer, out);
     } else if (option_value(args, i, {"-t", "--type"}, value)) {
       const bool type = arg.rfind("--type", 0) == 0;
@@ -153,6 +160,7 @@ int cmd_learn(int argc, char** argv) {
       }
     } else {
       epochs_set |= arg.rfind("--epochs", 0) == 0;
+      delta_set |= arg.rfind("--delta", 0) == 0;
       out.push_back(arg);
     }
   }
@@ -160,6 +168,12 @@ int cmd_learn(int argc, char** argv) {
   if ((name == "ap" || name == "pa" || name == "arow") && !epochs_set)
     std::cerr << "crfx learn: note: -a " << name << " runs --epochs 30 by default (CRFsuite's " << name
               << ": max_iterations=100)\n";
+  if (name == "l2sgd" && !epochs_set)
+    std::cerr << "crfx learn: note: -a l2sgd runs --epochs " << TrainOptions{}.epochs
+              << " by default (CRFsuite's l2sgd: max_iterations=1000)\n";
+  if (name == "l2sgd" && !delta_set)
+    std::cerr << "crfx learn: note: -a l2sgd stops at --delta " << TrainOptions{}.delta
+              << " by default (CRFsuite's l2sgd: delta=1e-6)\n";
   std::vector<char*> translated;
   for (std::string& a : out) translated.push_back(a.data());
   translated.push_back(nullptr);

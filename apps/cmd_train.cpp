@@ -111,8 +111,8 @@ void add_train_options(cxxopts::Options& o, bool learn) {
       ("type", "crf | maxent: a linear-chain CRF, or a Maxent classifier labelling every token on its own from "
        "the same attributes (no transitions; a template's B lines are ignored)",
        cxxopts::value<std::string>()->default_value("crf"))
-      ("a,algo", learn ? "training algorithm ('list' shows them with their settings); CRFsuite's lbfgs, ap, pa and "
-                         "arow are crfx's, l2sgd is refused with what crfx has instead"
+      ("a,algo", learn ? "training algorithm ('list' shows them with their settings); CRFsuite's lbfgs, l2sgd, ap, "
+                         "pa and arow are crfx's"
                        : "training algorithm ('list' shows them with their settings)",
        cxxopts::value<std::string>()->default_value("lbfgs"))
       ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))

@@ -113,7 +113,7 @@ TEST(Checkpoint, StopPollIsAskedPerMiniBatchOnlyByTheStochasticTrainers) {
     const std::string algo = info.name;
     SCOPED_TRACE(algo);
     const bool stochastic = algo == "sgd-l1" || algo == "two-stage" || algo == "adf" || algo == "ap" ||
-                            algo == "pa" || algo == "arow" || algo == "sag" || algo == "saga";
+                            algo == "pa" || algo == "arow" || algo == "l2sgd" || algo == "sag" || algo == "saga";
     TrainOptions o = test::resume_options(algo);
     const std::string path = test::temp_path("poll-" + algo + ".ckpt");
     const test::StoppedRun polled = test::train_stopped(cpu, p, info, o, 0, path, false);
@@ -230,7 +230,7 @@ std::vector<std::string> cli_run(const std::string& algo) {
   for (const char* setting : {"delta", "epsilon"})
     if (find_trainer(algo).takes(setting)) a.insert(a.end(), {std::string("--") + setting, "0"});
   if (algo == "owlqn" || algo == "two-stage" || algo == "sgd-l1" || algo == "sag") a.insert(a.end(), {"--c1", "0.5"});
-  if (algo == "sgd-l1" || algo == "adf" || algo == "ap" || algo == "pa" || algo == "arow")
+  if (algo == "sgd-l1" || algo == "adf" || algo == "ap" || algo == "pa" || algo == "arow" || algo == "l2sgd")
     a.insert(a.end(), {"--epochs", "25"});
   else if (algo == "sag" || algo == "saga") a.insert(a.end(), {"--max-epochs", "25"});
   else if (algo == "two-stage") a.insert(a.end(), {"--sgd-epochs", "3", "--max-iterations", "40"});

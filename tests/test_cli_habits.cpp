@@ -203,12 +203,15 @@ TEST(CliHabits, EachHabitGetsTheCrfxWay) {
       {"train DATA -m OUT -q -a pa --epochs 1", 0, ""},  // CRFsuite's pa and arow are crfx's (issue 41)
       {"train DATA -m OUT -p c2=1", 2, "CRFsuite's -p NAME=VALUE is understood by 'crfx learn'"},
       // CRFsuite's learn.
-      {"learn CS -m OUT -a l2sgd", 2, "the nearest are -a sgd-l1 --c1 0"},
+      {"learn CS -m OUT -q -a l2sgd -p max_iterations=2", 0, "-p max_iterations=2 is --epochs 2"},  // (issue 41)
       {"learn CS -m OUT -a mira", 2, "'crfx train --algo list'"},
       {"learn CS -m OUT -q -a pa -p type=0 -p c=2 -p max_iterations=2", 0, "-p type=0 is --pa-type 0"},
       {"learn CS -m OUT -q -a arow -p variance=0.5 -p gamma=2 -p max_iterations=2", 0, "-p gamma=2 is --gamma 2"},
       {"learn CS -m OUT -p linesearch=Backtracking", 2, "one line search, strong Wolfe"},
-      {"learn CS -m OUT -p calibration.eta=0.1", 2, "not a CRFsuite setting crfx learn translates"},
+      {"learn CS -m OUT -q -a l2sgd -p calibration.eta=0.2 -p max_iterations=2", 0,
+       "-p calibration.eta=0.2 is --calibration-eta 0.2"},
+      {"learn CS -m OUT -p calibration.eta=0.1", 2, "--calibration-eta is not a setting of lbfgs"},
+      {"learn CS -m OUT -p stop=10", 2, "not a CRFsuite setting crfx learn translates"},
       {"learn CS -m OUT -p c2", 2, "CRFsuite's -p takes NAME=VALUE"},
       {"learn CS -m OUT -p feature.possible_states=2", 2, "0 or 1 (1 is --possible-states)"},
       {"learn CS -m OUT -p feature.minfreq=0.5", 2, "--min-freq counts occurrences"},

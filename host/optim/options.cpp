@@ -150,6 +150,17 @@ const std::vector<OptionSpec>& trainer_options() {
       flag<&TrainOptions::averaging>("averaging", "1: the model is the average of the weights (as ap's)"),
       real<&TrainOptions::arow_variance, true>("variance", "AROW's initial variance of every weight"),
       real<&TrainOptions::arow_gamma, true>("gamma", "AROW's trade-off: larger, smaller steps"),
+      // CRFsuite's l2sgd calibration (calibration.eta, .rate, .samples, .candidates, .max_trials).
+      real<&TrainOptions::calibration_eta, true>("calibration-eta", "the first rate eta the rate calibration tries"),
+      real<&TrainOptions::calibration_rate, true>(
+          "calibration-rate", "the calibration multiplies eta by this while it lowers the loss, then divides it"),
+      integer<&TrainOptions::calibration_samples, 1>(
+          "calibration-samples", "sentences the calibration's trials train on (the first of the shuffled data)"),
+      integer<&TrainOptions::calibration_candidates, 1>(
+          "calibration-candidates", "rates that lower the loss the calibration looks for, upwards then downwards"),
+      integer<&TrainOptions::calibration_max_trials, 1>(
+          "calibration-max-trials", "CRFsuite's bound on the calibration's trials: it runs at most this minus 1 (at "
+                                    "least 1)"),
   };
   return table;
 }

@@ -30,6 +30,7 @@ std::size_t sag_vectors(const TrainOptions& o) { return 3 + (o.c1 > 0); }    // 
 std::size_t sgd_vectors(const TrainOptions& o) { return 1 + (o.c1 > 0) + (o.c2 > 0); }  // q, stamp; the dense gradient
 std::size_t two_stage_vectors(const TrainOptions& o) { return std::max(sgd_vectors(o), owlqn_vectors(o)); }
 std::size_t adf_vectors(const TrainOptions& o) { return 3 + (o.c2 > 0); }    // rate, count (stamp); the dense gradient
+std::size_t l2sgd_vectors(const TrainOptions&) { return 3; }                 // stamp, the best epoch's w; the dense gradient
 std::size_t ap_vectors(const TrainOptions&) { return 3; }                    // u, avg; the dense difference
 std::size_t pa_vectors(const TrainOptions& o) { return o.averaging ? 3 : 1; }  // (u, avg;) the dense difference
 std::size_t arow_vectors(const TrainOptions&) { return 2; }                  // the variances; the dense difference
@@ -64,6 +65,12 @@ const std::vector<TrainerInfo>& trainer_registry() {
       {"adf", "online SGD with frequency-adaptive per-feature rates (Sun et al. 2012); L2 prior c2",
        make_adf_trainer, {"batch-size", "epochs", "eta0", "adf-alpha", "adf-beta", "adf-windows", "seed"}, true,
        adf_vectors},
+      {"l2sgd", "CRFsuite's l2sgd: online SGD on NLL + c2·‖w‖², rate 1/(λ·(t0 + t)) with λ = 2·c2/N (Pegasos, "
+                "Shalev-Shwartz et al. 2007), t0 calibrated on a sample (Bottou's sgd); the model is the best epoch's",
+       make_l2sgd_trainer,
+       {"epochs", "period", "delta", "calibration-eta", "calibration-rate", "calibration-samples",
+        "calibration-candidates", "calibration-max-trials", "seed"},
+       true, l2sgd_vectors},
       {"ap", "averaged structured perceptron on Viterbi (Collins 2002); ignores c1, c2",
        make_perceptron_trainer, {"batch-size", "epochs", "seed"}, /*uses_objective=*/false, ap_vectors},
       {"pa", "passive-aggressive on Viterbi (Crammer et al. 2006), CRFsuite's pa: PA, PA-I, PA-II, cost-sensitive, "
@@ -180,6 +187,9 @@ std::string loss_refusal(const TrainerInfo& trainer, SequenceLoss loss) {
            loss_name + others;
   if (trainer.maxent_only)
     return name + " minimises the Maxent log-loss only (--loss seq-log), not " + loss_name + others;
+  if (name == "l2sgd")
+    return name + " is CRFsuite's SGD on the L2-regularised log-likelihood (its rate calibration and stopping test "
+           "are CRFsuite's, on that loss): --loss seq-log only, not " + loss_name + others;
   return "";
 }
 

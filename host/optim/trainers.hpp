@@ -21,6 +21,8 @@ std::unique_ptr<Trainer> make_perceptron_trainer();
 // CRFsuite's mistake-driven trainers: passive_aggressive.cpp (pa), arow.cpp (arow).
 std::unique_ptr<Trainer> make_passive_aggressive_trainer();
 std::unique_ptr<Trainer> make_arow_trainer();
+// CRFsuite's l2sgd: l2sgd.cpp (SGD on the L2-regularised NLL with its calibrated Pegasos rate).
+std::unique_ptr<Trainer> make_l2sgd_trainer();
 
 /// The loop of the mistake-driven online trainers ap, pa and arow (perceptron.cpp): epochs over
 /// the corpus shuffled with the seed; per batch (batch_size sentences, 1 by default) a Viterbi

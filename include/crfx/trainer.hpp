@@ -98,9 +98,9 @@ struct TrainOptions {
   int max_linesearch = 20;
   std::uint64_t seed = 1;   // shuffling / sampling; same seed → same model
 
-  // ---- stochastic trainers (sgd-l1, two-stage, sag, saga, adf, ap) -------------------------
+  // ---- stochastic trainers (sgd-l1, two-stage, sag, saga, adf, ap, l2sgd) ------------------
   std::size_t batch_size = 1;         // sentences per update (1 = online)
-  int epochs = 30;                    // sgd-l1, adf, ap, pa, arow: passes over the shuffled data
+  int epochs = 30;                    // sgd-l1, adf, ap, pa, arow, l2sgd: passes over the shuffled data
   /// sgd-l1: η₀ in η_k = η₀·α^(k/N); adf: the initial rate γ. Unset: the trainer's default,
   /// kDefaultEta0, or kDefaultEta0Heuristic with the heuristic line search (so for two-stage).
   std::optional<double> eta0;
@@ -120,6 +120,13 @@ struct TrainOptions {
   bool averaging = true;              // pa: the model is the averaged weights
   double arow_variance = 1.0;         // arow: the initial variance of every weight
   double arow_gamma = 1.0;            // arow: the trade-off γ
+
+  // ---- CRFsuite's l2sgd (epochs, period, delta and seed as above): its rate calibration --------
+  double calibration_eta = 0.1;       // the first rate tried (CRFsuite's calibration.eta)
+  double calibration_rate = 2.0;      // the factor the rate is multiplied, then divided by
+  int calibration_samples = 1000;     // the sentences the trials train on
+  int calibration_candidates = 10;    // the rates that lower the loss sought in each direction
+  int calibration_max_trials = 20;    // CRFsuite's bound on the trials (max_trials − 1 run, at least 1)
 };
 
 /// What a trainer reports after every iteration (or epoch).
@@ -166,13 +173,15 @@ class Trainer {
   /// uninterrupted run gives, bit for bit, on the same backend. Null: start afresh.
   void resume_from(StateArchive* state) { resume_ = state; }
   /// A stop request for the next train()s, polled where reports are far apart: the stochastic
-  /// trainers (sgd-l1, two-stage's first stage, adf, ap, pa, arow, sag, saga) ask it after every mini-batch
-  /// that does not end an epoch. When it returns true they make one last report inside the epoch
+  /// trainers (sgd-l1, two-stage's first stage, adf, ap, pa, arow, l2sgd, sag, saga) ask it after
+  /// every mini-batch that does not end an epoch (l2sgd: not in its rate calibration, before its
+  /// first epoch). When it returns true they make one last report inside the epoch
   /// (Progress::within_iteration, with its state: a resume continues after that mini-batch and
   /// ends bit-identical to an uninterrupted run), stop whatever the ProgressFn returns
   /// (stop_reason: the caller) and return NaN, leaving in `w` the model's weights as an epoch's
   /// end would give them (sgd-l1, adf: the lazy L2 decay applied; sag, saga: the lazy steps
-  /// applied; ap: the averaged weights). That last report is handed the working weights, their
+  /// applied; ap: the averaged weights; l2sgd: its model, the best epoch's weights, or in its first
+  /// epoch the lazy L2 decay applied). That last report is handed the working weights, their
   /// lazy updates still pending (ap: the averaged weights, as at every report). After the batch
   /// that ends an epoch the epoch's report follows, and there, as for every trainer at each of its
   /// reports, the ProgressFn decides (a caller stopping at the next safe point returns false

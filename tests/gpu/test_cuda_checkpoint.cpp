@@ -5,6 +5,9 @@
 // stamps on the device). (On the emulated device in CI, label gpu-emu.)
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "checkpoint_check.hpp"
 #include "gpu_check.hpp"
 
@@ -30,7 +33,7 @@ TEST(CudaCheckpoint, EveryTrainerResumesBitExact) {
 }
 
 /// The stochastic trainers stopped by their poll inside an epoch and resumed there on the device:
-/// sgd-l1's and adf's stamps, ap's sums and SAG's lazy-step history and per-group stamps (kept on
+/// sgd-l1's, adf's and l2sgd's stamps, ap's sums and SAG's lazy-step history and per-group stamps (kept on
 /// the device, saved and restored by incremental_save / incremental_load) and stored marginals.
 TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
   REQUIRE_GPU();
@@ -44,7 +47,8 @@ TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
     };
     for (const Case& c : {Case{"sag", 1, Sampling::mixed}, Case{"sag", 3, Sampling::uniform},
                           Case{"saga", 2, Sampling::lipschitz}, Case{"sgd-l1", 2, Sampling::mixed},
-                          Case{"adf", 3, Sampling::mixed}, Case{"ap", 2, Sampling::mixed}}) {
+                          Case{"adf", 3, Sampling::mixed}, Case{"ap", 2, Sampling::mixed},
+                          Case{"l2sgd", 1, Sampling::mixed}}) {
       SCOPED_TRACE(::testing::Message() << c.algo << " batch " << c.batch << " " << name_of(c.sampling) << " "
                                         << layout);
       TrainOptions o = test::resume_options(c.algo);
@@ -52,8 +56,12 @@ TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
       o.sampling = c.sampling;
       o.epochs = o.max_epochs = 2;
       o.adf_windows = 3;
+      std::vector<std::size_t> stops = test::within_stops(c.algo, o, n);
+      // l2sgd decays before its step: after its first sentence from w = 0 no decay is pending on a
+      // weight that moved, and the model is the working weights (tests/test_l2sgd.cpp).
+      if (std::string(c.algo) == "l2sgd") stops.front() = 2;
       test::check_stop_within_is_exact([](const Dims& d) { return test::gpu_backend(d); }, p, find_trainer(c.algo),
-                                       o, test::within_stops(c.algo, o, n));
+                                       o, stops);
     }
   }
 }
