@@ -697,7 +697,11 @@ int train_command(int argc, char** argv, bool learn) {
   // trainers after the current mini-batch (their poll), with the checkpoint of that point.
   a.config.stop = [] { return stop_signal() != 0; };
   TrainingRun run(a.config);
-  run.compile(a.data_paths);  // streamed: a batch of text at a time, never the whole text
+  try {
+    run.compile(a.data_paths);  // streamed: a batch of text at a time, never the whole text
+  } catch (const MemoryRefusal& e) {
+    refuse_memory(e);
+  }
   const FeatureSpace& fs = run.features();
   CheckpointKeys keys;
   if (!a.checkpoint_path.empty() || a.resume) keys = checkpoint_keys(r, *trainer, a.config.options, fs, run.corpus());

@@ -592,8 +592,25 @@ Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_
   return tc.finish(min_freq);
 }
 
+std::size_t TrainingCompiler::corpus_bytes() const {
+  auto b = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  return b(c_.sentence_offsets) + b(c_.source_lines) + b(c_.labels) + b(c_.state_offsets) + b(c_.state_ids) +
+         b(c_.state_values) + b(c_.edge_offsets) + b(c_.edge_ids) + b(c_.edge_values) +
+         (state_count_.capacity() + edge_count_.capacity()) * sizeof(std::uint32_t);
+}
+
+std::size_t TrainingCompiler::strings_bytes() const {
+  // Each entry: its characters, the string object, and the index's node and bucket (about 64 B).
+  std::size_t bytes = 0;
+  for (const Dictionary* d : {&fs_.labels, &fs_.state_attrs, &fs_.edge_attrs}) {
+    bytes += d->size() * (sizeof(std::string) + 64);
+    for (const std::string& s : d->strings()) bytes += s.capacity() > 15 ? s.capacity() + 1 : 0;
+  }
+  return bytes;
+}
+
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
-                        std::uint64_t batch_bytes) {
+                        std::uint64_t batch_bytes, const std::function<void(const CompileProgress&)>& after_batch) {
   if (paths.empty()) throw Error("no data files to read");
   TrainingCompiler tc(fs);
   for (const std::string& path : paths) {
@@ -604,6 +621,17 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
       batch.path = path;
       if (reader.append(batch, ~std::size_t(0), batch_bytes) == 0 && reader.exhausted()) break;
       tc.add(batch);
+      if (!after_batch) continue;
+      CompileProgress p;
+      p.path = path;
+      if (batch.format == InputFormat::conll && !batch.conll.empty() && !batch.conll.back().empty())
+        p.line = batch.conll.back().front().line;
+      else if (batch.format == InputFormat::crfsuite && !batch.crfsuite.empty() && !batch.crfsuite.back().empty())
+        p.line = batch.crfsuite.back().front().line;
+      p.sentences = tc.sentences();
+      p.corpus_bytes = tc.corpus_bytes();
+      p.strings_bytes = tc.strings_bytes();
+      after_batch(p);
     }
   }
   return tc.finish(min_freq);

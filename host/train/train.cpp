@@ -175,7 +175,27 @@ void TrainingRun::compile(const std::vector<std::string>& paths) {
   if (paths.empty()) throw Error("no data files to read");
   const double t0 = now_seconds();
   source_ = paths.front();
-  corpus_ = compile_training(model_.features, paths, config_.min_freq);
+  // The reading checks the memory as it grows: the compiled data alone past what the process may
+  // allocate is refused where it is found, with the figures (prepare() checks the whole run).
+  const HostMemory host = host_memory();
+  double budget = double(host.bytes);
+  std::string why = host.limit.empty() ? "" : " (" + host.limit + ")";
+  if (config_.max_memory > 0 && (budget <= 0 || config_.max_memory < budget)) {
+    budget = config_.max_memory;
+    why = " (the limit given)";
+  }
+  auto check = [&](const CompileProgress& p) {
+    const double used = double(p.corpus_bytes) + double(p.strings_bytes);
+    if (budget <= 0 || used <= budget) return;
+    MemoryCheck c;
+    c.fits = false;
+    c.shortfall = "cannot fit: reading " + p.path + " (" + std::to_string(p.sentences) + " sentences, to line " +
+                  std::to_string(p.line) + "), the compiled data alone takes " + bytes_text(used) + " (corpus " +
+                  bytes_text(double(p.corpus_bytes)) + ", attribute strings " + bytes_text(double(p.strings_bytes)) +
+                  ") but " + bytes_text(budget) + " was available" + why;
+    throw MemoryRefusal(c, false);
+  };
+  corpus_ = compile_training(model_.features, paths, config_.min_freq, kCompileBatchBytes, check);
   compiled(t0);
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,8 +110,18 @@ constexpr std::uint64_t kCompileBatchBytes = std::uint64_t(4) << 20;
 /// their whole text, with one batch's strings in memory (a token's strings take several times its
 /// compiled items). CoNLL files must agree on their column count (InputError naming the file
 /// that differs).
+/// What a streamed compile has built after a batch (compile_training over files): for a check of
+/// the memory the run will need at least, as the reading goes.
+struct CompileProgress {
+  std::string path;             // the file being read
+  std::size_t line = 0;         // the line of the batch's last sentence
+  std::size_t sentences = 0;    // so far, every file
+  std::size_t corpus_bytes = 0; // the compiled corpus's arrays (their capacity)
+  std::size_t strings_bytes = 0;  // the dictionaries' strings and index, estimated
+};
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
-                        std::uint64_t batch_bytes = kCompileBatchBytes);
+                        std::uint64_t batch_bytes = kCompileBatchBytes,
+                        const std::function<void(const CompileProgress&)>& after_batch = {});
 
 /// compile_training in parts: add() each batch of the training text in order, then finish() —
 /// the same corpus and dictionaries as compile_training over the whole text at once (ids in
@@ -120,6 +131,10 @@ class TrainingCompiler {
   explicit TrainingCompiler(FeatureSpace& fs);
   void add(const TextData& batch);
   Corpus finish(std::size_t min_freq);
+  /// The corpus so far and the dictionaries' estimated bytes (CompileProgress).
+  std::size_t corpus_bytes() const;
+  std::size_t strings_bytes() const;
+  std::size_t sentences() const { return c_.num_sentences(); }
 
  private:
   FeatureSpace& fs_;
