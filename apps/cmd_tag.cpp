@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -293,7 +294,13 @@ int cmd_tag(int argc, char** argv) {
   run.keep_going = r.count("keep-going") > 0;
 
   const double load_start = now_seconds();
+  // The device starts (the CUDA context and the kernels' module, a fifth of a second) while the
+  // model loads; the backend is made once both are done (its own check then finds the device up).
+  std::future<std::string> device_start;
+  if (backend_options(r).device != DeviceKind::cpu)
+    device_start = std::async(std::launch::async, [] { return gpu_unavailable(); });
   Model model = load_model(model_path);
+  if (device_start.valid()) device_start.wait();
   const Dims dims = model.features.dims();
   Tagger tagger(std::move(model), backend_from(r, dims, quiet), options);
   const double load_seconds = now_seconds() - load_start;
