@@ -80,9 +80,13 @@ std::string foreign_option_hint(const std::string& program, const std::string& m
   const std::string name = quoted(msg);
   const bool train = program == "crfx train" || program == "crfx learn", learn = program == "crfx learn";
   const bool tag = program == "crfx tag";
-  if (name == "c" && train) return "; CRF++'s -c C is --c2 here, with c2 = 1/(2·C) (-c 4 → --c2 0.125)";
+  if (name == "c" && train)
+    return "; CRF++'s -c C is --c2 here, with c2 = 1/(2·C) (-c 4 → --c2 0.125); with -a MIRA it is --mira-c C";
   if (name == "p" && train)
     return "; CRF++'s -p N (threads) is --threads N here; CRFsuite's -p NAME=VALUE is understood by 'crfx learn'";
+  if (name == "H" && !learn && train)  // crf_learn's -H, CRFsuite's too (below)
+    return "; CRF++'s -H N (MIRA's shrinking size) is --shrinking-size N here; CRFsuite's -H (the algorithm's "
+           "parameters) is 'crfx train --algo list'";
   // CRFsuite's learn.
   if ((name == "H" || name == "help-parameters") && train)
     return "; CRFsuite's -H (the algorithm's parameters) is 'crfx train --algo list' here";
@@ -109,22 +113,23 @@ std::string foreign_option_hint(const std::string& program, const std::string& m
   return "";
 }
 
-std::string trainer_names() {
-  std::string names;
-  for (const auto& t : trainer_registry()) names += (names.empty() ? "" : ", ") + std::string(t.name);
-  return names;
+namespace {
+std::string lowercase(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
+}  // namespace
+
+/// crf_learn lowercases its -a (encoder.cpp, crfpp_learn): its MIRA, in any case, is crfx's mira.
+std::string algorithm_name(const std::string& name) { return lowercase(name) == "mira" ? "mira" : name; }
 
 /// For a CRF++ (crf_learn -a) or CRFsuite (learn -a) algorithm that crfx does not have under that
 /// name: what crfx has instead; "" for any other name.
 std::string foreign_algorithm_hint(const std::string& name) {
-  std::string lower = name;
-  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-  const std::string list = " (crfx's trainers: " + trainer_names() + "; 'crfx train --algo list' describes them)";
+  const std::string lower = lowercase(name);
   if (lower == "crf-l2" || lower == "crf")
     return "CRF++'s -a " + name + " is -a lbfgs here, the default (CRF++'s -c C is --c2 1/(2·C))";
   if (lower == "crf-l1") return "CRF++'s -a " + name + " is -a owlqn --c1 1/C --c2 0 here (CRF++'s -c C)";
-  if (lower == "mira") return "crfx has no MIRA (CRF++'s -a MIRA); its online trainers are ap, pa, arow, sgd-l1, adf" + list;
   return "";
 }
 

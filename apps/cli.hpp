@@ -34,11 +34,12 @@ __attribute__((format(printf, 1, 2))) std::string fmt(const char* format, ...);
 /// What crfx calls an option that CRF++ (crf_learn, crf_test), CRFsuite or conlleval users type,
 /// from cxxopts' "Option ‘c’ does not exist" ("; CRF++'s -c C is --c2 …"); "" for any other option.
 std::string foreign_option_hint(const std::string& program, const std::string& msg);
-/// For a CRF++ or CRFsuite algorithm name that is not crfx's (CRF-L2, CRF-L1, MIRA):
+/// For a CRF++ or CRFsuite algorithm name that is not crfx's (CRF-L2, CRF-L1):
 /// what crfx has instead ("CRF++'s -a CRF-L2 is -a lbfgs here …"); "" for any other name.
 std::string foreign_algorithm_hint(const std::string& name);
-/// The trainers' names, comma-separated.
-std::string trainer_names();
+/// The crfx name of an -a value: CRF++'s MIRA, in any case (crf_learn lowercases it), is mira;
+/// any other name as given.
+std::string algorithm_name(const std::string& name);
 /// Parses a subcommand's options; prints help and returns false for --help.
 bool parse(cxxopts::Options& options, int argc, char** argv, cxxopts::ParseResult& result);
 template <class T>

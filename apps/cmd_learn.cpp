@@ -129,6 +129,7 @@ int cmd_learn(int argc, char** argv) {
   std::string algo = "lbfgs";
   for (std::size_t i = 0; i < args.size() && args[i] != "--"; ++i)
     option_value(args, i, {"-a", "--algorithm", "--algo"}, algo);
+  algo = algorithm_name(algo);
   const TrainerInfo* trainer = nullptr;
   try {
     trainer = &find_trainer(algo);

@@ -113,7 +113,7 @@ void add_train_options(cxxopts::Options& o, bool learn) {
        cxxopts::value<std::string>()->default_value("crf"))
       ("a,algo", learn ? "training algorithm ('list' shows them with their settings); CRFsuite's lbfgs, l2sgd, ap, "
                          "pa and arow are crfx's"
-                       : "training algorithm ('list' shows them with their settings)",
+                       : "training algorithm ('list' shows them with their settings); CRF++'s -a MIRA is mira",
        cxxopts::value<std::string>()->default_value("lbfgs"))
       ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
       ("max-memory", "refuse to start a run whose estimated memory exceeds this (e.g. 512M, 8G; default: "
@@ -672,7 +672,7 @@ int train_command(int argc, char** argv, bool learn) {
   if (!parse(o, argc, argv, r)) return 0;
   if (learn && r.count("set"))  // (apps/cmd_learn.cpp takes every -p standing on its own)
     throw UsageError("-p NAME=VALUE: give it on its own, not grouped with other letters (-p c2=1)");
-  const std::string algo = get<std::string>(r, "algo");
+  const std::string algo = algorithm_name(get<std::string>(r, "algo"));
   if (algo == "list") {
     list_trainers();
     return 0;
@@ -686,6 +686,9 @@ int train_command(int argc, char** argv, bool learn) {
                                             : "unknown training algorithm '" + algo + "': " + hint));
   }
   TrainArgs a = train_args(r, *trainer, learn);
+  if (std::string(trainer->name) == "mira" && !r.count("epochs"))  // CRF++'s -m is 100000: its own test stops it
+    std::cerr << a.program << ": note: -a mira runs at most --epochs " << a.config.options.epochs
+              << " by default (CRF++'s crf_learn -m 100000: until its convergence test)\n";
   const double t0 = now_seconds();
   a.config.note = [quiet = a.quiet, program = a.program](const std::string& line) {
     if (line.rfind("note: ", 0) == 0)

@@ -318,7 +318,7 @@ const std::vector<BadInput> kCases = {
      "crfx tag train.cs -m m.model -o out.txt -q", {}, "", 0, {{"out.txt", Expect::Replaced}}},
     // ---- options ------------------------------------------------------------------------------------
     {"UnknownAlgorithm", "", "crfx train train.txt -t t.tpl -m out.model -a foo -q", {},
-     "crfx train: -a: unknown training algorithm 'foo' (known: lbfgs, owlqn, rprop, sag, saga, sgd-l1, two-stage, adf, l2sgd, ap, pa, arow, boost, gis, iis, scgis, cd) (crfx train --algo list describes them)",
+     "crfx train: -a: unknown training algorithm 'foo' (known: lbfgs, owlqn, rprop, sag, saga, sgd-l1, two-stage, adf, l2sgd, ap, pa, arow, mira, boost, gis, iis, scgis, cd) (crfx train --algo list describes them)",
      2, {{"out.model", Expect::Kept}}},
     {"NegativeC2", "", "crfx train train.txt -t t.tpl -m out.model --c2 -1 -q", {},
      "crfx train: --c2: must be ≥ 0, got -1", 2, {{"out.model", Expect::Kept}}},
@@ -331,8 +331,8 @@ const std::vector<BadInput> kCases = {
     {"UnknownOption", "", "crfx train train.txt -t t.tpl -m out.model --bogus -q", {},
      "crfx train: Option ‘bogus’ does not exist (see 'crfx train --help')", 2, {{"out.model", Expect::Kept}}},
     {"CrfppOption", "CRF++'s -c", "crfx train train.txt -t t.tpl -m out.model -c 4 -q", {},
-     "crfx train: Option ‘c’ does not exist; CRF++'s -c C is --c2 here, with c2 = 1/(2·C) (-c 4 → --c2 0.125) (see "
-     "'crfx train --help')",
+     "crfx train: Option ‘c’ does not exist; CRF++'s -c C is --c2 here, with c2 = 1/(2·C) (-c 4 → --c2 0.125); with "
+     "-a MIRA it is --mira-c C (see 'crfx train --help')",
      2, {{"out.model", Expect::Kept}}},
     {"UnknownFormat", "", "crfx train train.txt -m out.model --format xml -q", {},
      "crfx train: unknown --format 'xml' (expected conll or crfsuite)", 2, {{"out.model", Expect::Kept}}},

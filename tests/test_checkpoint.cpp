@@ -81,6 +81,7 @@ TEST(Checkpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
       {"adf", 4, LineSearch::none, Sampling::mixed, 0.0},
       {"ap", 1},
       {"ap", 5},
+      {"mira", 1},
       {"sag", 1, LineSearch::none, Sampling::mixed},
       {"sag", 1, LineSearch::none, Sampling::uniform},
       {"sag", 4, LineSearch::none, Sampling::lipschitz},
@@ -113,7 +114,8 @@ TEST(Checkpoint, StopPollIsAskedPerMiniBatchOnlyByTheStochasticTrainers) {
     const std::string algo = info.name;
     SCOPED_TRACE(algo);
     const bool stochastic = algo == "sgd-l1" || algo == "two-stage" || algo == "adf" || algo == "ap" ||
-                            algo == "pa" || algo == "arow" || algo == "l2sgd" || algo == "sag" || algo == "saga";
+                            algo == "pa" || algo == "arow" || algo == "l2sgd" || algo == "mira" || algo == "sag" ||
+                            algo == "saga";
     TrainOptions o = test::resume_options(algo);
     const std::string path = test::temp_path("poll-" + algo + ".ckpt");
     const test::StoppedRun polled = test::train_stopped(cpu, p, info, o, 0, path, false);
@@ -131,7 +133,8 @@ TEST(Checkpoint, StopPollIsAskedPerMiniBatchOnlyByTheStochasticTrainers) {
     EXPECT_TRUE(stopped.reports.empty());
     EXPECT_EQ(stopped.within[0].iteration, 1);
     EXPECT_EQ(stopped.within[0].sentences, 3 * plan.batch);
-    if (algo == "sgd-l1" || algo == "adf" || algo == "ap" || algo == "pa" || algo == "arow") {  // a pass per sentence
+    if (algo == "sgd-l1" || algo == "adf" || algo == "ap" || algo == "pa" || algo == "arow" ||
+        algo == "mira") {  // a pass per sentence (mira: none skipped in the first epoch)
       EXPECT_DOUBLE_EQ(stopped.within[0].passes, double(3 * plan.batch) / double(p.corpus.num_sentences()));
     }
   }
@@ -230,7 +233,8 @@ std::vector<std::string> cli_run(const std::string& algo) {
   for (const char* setting : {"delta", "epsilon"})
     if (find_trainer(algo).takes(setting)) a.insert(a.end(), {std::string("--") + setting, "0"});
   if (algo == "owlqn" || algo == "two-stage" || algo == "sgd-l1" || algo == "sag") a.insert(a.end(), {"--c1", "0.5"});
-  if (algo == "sgd-l1" || algo == "adf" || algo == "ap" || algo == "pa" || algo == "arow" || algo == "l2sgd")
+  if (algo == "sgd-l1" || algo == "adf" || algo == "ap" || algo == "pa" || algo == "arow" || algo == "l2sgd" ||
+      algo == "mira")
     a.insert(a.end(), {"--epochs", "25"});
   else if (algo == "sag" || algo == "saga") a.insert(a.end(), {"--max-epochs", "25"});
   else if (algo == "two-stage") a.insert(a.end(), {"--sgd-epochs", "3", "--max-iterations", "40"});

@@ -199,12 +199,15 @@ TEST(CliHabits, EachHabitGetsTheCrfxWay) {
       // CRF++'s crf_learn -a, in crfx train.
       {"train DATA -m OUT -a CRF-L2", 2, "CRF++'s -a CRF-L2 is -a lbfgs here"},
       {"train DATA -m OUT -a crf-l1", 2, "is -a owlqn --c1 1/C --c2 0 here"},
-      {"train DATA -m OUT -a MIRA", 2, "crfx has no MIRA"},
+      {"train DATA -m OUT -q -a MIRA --epochs 2", 0, ""},  // CRF++'s MIRA is crfx's mira, in any case (issue 41)
+      {"train DATA -m OUT -q -a Mira", 0, "-a mira runs at most --epochs 30 by default (CRF++'s crf_learn -m 100000"},
+      {"train DATA -m OUT -H 5", 2, "CRF++'s -H N (MIRA's shrinking size) is --shrinking-size N here"},
       {"train DATA -m OUT -q -a pa --epochs 1", 0, ""},  // CRFsuite's pa and arow are crfx's (issue 41)
       {"train DATA -m OUT -p c2=1", 2, "CRFsuite's -p NAME=VALUE is understood by 'crfx learn'"},
       // CRFsuite's learn.
       {"learn CS -m OUT -q -a l2sgd -p max_iterations=2", 0, "-p max_iterations=2 is --epochs 2"},  // (issue 41)
-      {"learn CS -m OUT -a mira", 2, "'crfx train --algo list'"},
+      {"learn CS -m OUT -a crf-l1", 2, "CRF++'s -a crf-l1 is -a owlqn --c1 1/C --c2 0 here"},
+      {"learn CS -m OUT -q -a MIRA -p max_iterations=2", 0, "-p max_iterations=2 is --epochs 2"},
       {"learn CS -m OUT -q -a pa -p type=0 -p c=2 -p max_iterations=2", 0, "-p type=0 is --pa-type 0"},
       {"learn CS -m OUT -q -a arow -p variance=0.5 -p gamma=2 -p max_iterations=2", 0, "-p gamma=2 is --gamma 2"},
       {"learn CS -m OUT -p linesearch=Backtracking", 2, "one line search, strong Wolfe"},

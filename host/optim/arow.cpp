@@ -25,7 +25,7 @@ class ArowTrainer final : public MistakeDrivenTrainer {
   bool averaged(const TrainOptions&) const override { return false; }
   bool has_loss() const override { return true; }
   bool converged(double mean, double epsilon) const override { return mean <= epsilon; }
-  void prepare(Backend& b, std::size_t num_weights, const TrainOptions& opt) override {
+  void prepare(Backend& b, std::size_t num_weights, std::size_t, const TrainOptions& opt) override {
     variance_ = b.vector(num_weights);
     b.fill(*variance_, opt.arow_variance);
   }

@@ -123,7 +123,8 @@ const std::vector<OptionSpec>& trainer_options() {
        [](TrainOptions& o, const std::string& t) {
          o.batch_size = std::size_t(parse_integer(t, 1, std::numeric_limits<long long>::max()));
        }},
-      integer<&TrainOptions::epochs, 1>("epochs", "epochs over the shuffled data"),
+      integer<&TrainOptions::epochs, 1>("epochs", "epochs over the data, shuffled anew each epoch (mira: in corpus "
+                                                  "order, as CRF++)"),
       {"eta0", "real",
        "initial (per-feature) learning rate (default 0.1; 0.025 with the heuristic line search and for "
        "two-stage, whose trials grow the rate up to 4x)",
@@ -161,6 +162,14 @@ const std::vector<OptionSpec>& trainer_options() {
       integer<&TrainOptions::calibration_max_trials, 1>(
           "calibration-max-trials", "CRFsuite's bound on the calibration's trials: it runs at most this minus 1 (at "
                                     "least 1)"),
+      // CRF++'s MIRA (crf_learn -a MIRA -c C -H N). Not --pa-c: pa's C caps each step, MIRA's the sum
+      // of a sentence's steps over the whole run (the box of its dual variable, Crammer & Singer 2003).
+      real<&TrainOptions::mira_c, true>(
+          "mira-c", "MIRA's C (CRF++'s -c with -a MIRA): the most the steps on one sentence may add up to over "
+                    "the run"),
+      integer<&TrainOptions::shrinking_size, 1>(
+          "shrinking-size", "MIRA's shrinking (CRF++'s -H): a sentence decoded right this many epochs running is "
+                            "skipped, until an epoch without a margin violation below its bound"),
   };
   return table;
 }

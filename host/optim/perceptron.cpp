@@ -32,14 +32,14 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   const std::size_t n = corpus.num_sentences();
   const double N = double(n);
   validate_stochastic_options(opt, opt.epochs);
-  const std::size_t nw = w.size();
-  const bool averaging = averaged(opt);
+  const std::size_t nw = w.size(), batch = batch_size(opt);
+  const bool averaging = averaged(opt), shuffling = shuffles();
   VectorPtr u = averaging ? b.vector(nw) : nullptr, avg = averaging ? b.vector(nw) : nullptr;
   Vector& model = averaging ? *avg : w;  // what is reported and returned
-  prepare(b, nw, opt);
+  prepare(b, nw, n, opt);
   SparseVectorPtr delta = sparse_gradients(b).sparse_vector();
   std::vector<std::uint32_t> labels(corpus.num_tokens());  // ≥ the tokens of any span
-  EpochShuffler shuffler(n, opt.seed);
+  EpochShuffler shuffler(n, opt.seed);  // (without shuffles(): the corpus order it starts with)
   Stopwatch clock;
   double t = 0;  // update steps so far
   double f = std::numeric_limits<double>::quiet_NaN();
@@ -65,7 +65,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
     ar.value("f", f);
     ar.value("t", t);
     if (has_loss()) ar.value("epoch.loss", loss);
-    shuffler.state(ar);
+    if (shuffling) shuffler.state(ar);
     ar.vector("w", b, w);
     if (averaging) ar.vector("u", b, *u);
     own_state(ar, b);
@@ -84,20 +84,29 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
         stop_reason_ = buf;
         break;
       }
-      shuffler.next();
+      std::string why;
+      if (epoch > 1 && finished(epoch - 1, why)) {
+        stop_reason_ = why;
+        break;
+      }
+      if (shuffling) shuffler.next();
       loss = 0;
     }
     const std::vector<std::uint32_t>& perm = shuffler.permutation();
-    for (std::size_t start = done; start < n; start += opt.batch_size) {
-      const std::size_t m = std::min(opt.batch_size, n - start);
+    for (std::size_t start = done; start < n; start += batch) {
+      const std::size_t m = std::min(batch, n - start);
       const SentenceSpan span{perm.data() + start, m};
-      b.viterbi(corpus, w, span, labels.data(), nullptr);
-      obj.add_passes(double(m) / N);
-      t += 1;
-      if (const std::size_t wrong = sparse_gradients(b).feature_difference(corpus, span, labels.data(), *delta, 1.0)) {
-        double tau = 0;
-        loss += update(b, w, *delta, wrong, opt, tau);
-        if (averaging && t > 1 && tau != 0) sparse_gradients(b).sparse_axpy((t - 1) * tau, *delta, *u);
+      if (visits(span)) {
+        b.viterbi(corpus, w, span, labels.data(), nullptr);
+        obj.add_passes(double(m) / N);
+        t += 1;
+        const std::size_t wrong = sparse_gradients(b).feature_difference(corpus, span, labels.data(), *delta, 1.0);
+        decoded(span, wrong);
+        if (wrong) {
+          double tau = 0;
+          loss += update(b, w, *delta, wrong, opt, tau);
+          if (averaging && t > 1 && tau != 0) sparse_gradients(b).sparse_axpy((t - 1) * tau, *delta, *u);
+        }
       }
       done = start + m;
       if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
@@ -111,6 +120,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       }
     }
     done = 0;
+    end_epoch();
     average();
     f = monitor_objective(obj, model);
     require_finite(name_, "epoch", epoch, f);

@@ -34,6 +34,7 @@ std::size_t l2sgd_vectors(const TrainOptions&) { return 3; }                 // 
 std::size_t ap_vectors(const TrainOptions&) { return 3; }                    // u, avg; the dense difference
 std::size_t pa_vectors(const TrainOptions& o) { return o.averaging ? 3 : 1; }  // (u, avg;) the dense difference
 std::size_t arow_vectors(const TrainOptions&) { return 2; }                  // the variances; the dense difference
+std::size_t mira_vectors(const TrainOptions&) { return 1; }                  // the dense difference (bounds: per sentence)
 std::size_t boost_vectors(const TrainOptions&) { return 5; }  // r; on the host w, r and the bounds U, L
 // gis, iis, scgis, cd: w and P̃ on the host, E (parallel) or the gradient; S_w, T_w per token as
 // "stored marginals" (iis also keeps f#(x, y) per token and label).
@@ -82,6 +83,9 @@ const std::vector<TrainerInfo>& trainer_registry() {
                "ignores c1, c2",
        make_arow_trainer, {"variance", "gamma", "epochs", "epsilon", "batch-size", "seed"}, /*uses_objective=*/false,
        arow_vectors},
+      {"mira", "CRF++'s MIRA (-a MIRA): 1-best MIRA on Viterbi (Crammer & Singer 2003), a sentence's steps summed at "
+               "most --mira-c, sentences right --shrinking-size epochs running skipped; corpus order; ignores c1, c2",
+       make_mira_trainer, {"mira-c", "shrinking-size", "epochs"}, /*uses_objective=*/false, mira_vectors},
       {"boost", "sequence boosting (Altun, Hofmann & Johnson 2002): one feature a round minimising a bound on the "
                 "seq-exp loss, sparse models; --max-iterations 0 = 1000 rounds; no c1, c2",
        make_boost_trainer, {"max-iterations", "period", "delta"}, /*uses_objective=*/false, boost_vectors},

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "crfx/trainer.hpp"
 
@@ -23,18 +24,23 @@ std::unique_ptr<Trainer> make_passive_aggressive_trainer();
 std::unique_ptr<Trainer> make_arow_trainer();
 // CRFsuite's l2sgd: l2sgd.cpp (SGD on the L2-regularised NLL with its calibrated Pegasos rate).
 std::unique_ptr<Trainer> make_l2sgd_trainer();
+// CRF++'s MIRA: mira.cpp (1-best MIRA with CRF++'s per-sentence bound and shrinking).
+std::unique_ptr<Trainer> make_mira_trainer();
 
-/// The loop of the mistake-driven online trainers ap, pa and arow (perceptron.cpp): epochs over
-/// the corpus shuffled with the seed; per batch (batch_size sentences, 1 by default) a Viterbi
-/// decode with the current weights w and, when a token is mislabeled, the feature difference
+/// The loop of the mistake-driven online trainers ap, pa, arow and mira (perceptron.cpp): epochs
+/// over the corpus shuffled with the seed (mira: in corpus order, shuffles()); per batch
+/// (batch_size sentences, 1 by default; mira: always 1) a Viterbi decode with the current weights w
+/// and, when a token is mislabeled, the feature difference
 ///     Δ = Σ_{i∈B} f(x_i, y_i) − f(x_i, ŷ_i)        (Backend::feature_difference)
-/// handed to update(), which changes w and returns the batch's loss. With averaged() the model is
-/// the average of the weights after every batch, with the lazy trick (perceptron.cpp): an update
-/// w += τ·Δ at step t adds (t − 1)·τ·Δ to u, and w_avg = w − u/t. Per epoch: the report (the model's
-/// full objective f, as monitor_objective computes it; passes: a decode is a forward-only
-/// evaluation), then, for a trainer with a loss (has_loss), the stop test converged() on the
-/// epoch's mean loss against --epsilon. Stops inside an epoch (Trainer::stop_when), checkpoints
-/// and bit-exact resumes as Trainer says; the trainer's own state goes through own_state().
+/// handed to update(), which changes w and returns the batch's loss. A batch visits() refuses is
+/// skipped: no decode, no pass, no step (mira's shrinking). With averaged() the model is the
+/// average of the weights after every batch, with the lazy trick (perceptron.cpp): an update
+/// w += τ·Δ at step t adds (t − 1)·τ·Δ to u, and w_avg = w − u/t. Per epoch: end_epoch(), the report
+/// (the model's full objective f, as monitor_objective computes it; passes: a decode is a
+/// forward-only evaluation), then, before the next epoch, for a trainer with a loss (has_loss) the
+/// stop test converged() on the epoch's mean loss against --epsilon, and finished(). Stops inside an
+/// epoch (Trainer::stop_when), checkpoints and bit-exact resumes as Trainer says; the trainer's own
+/// state goes through own_state().
 class MistakeDrivenTrainer : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) final;
@@ -43,10 +49,23 @@ class MistakeDrivenTrainer : public Trainer {
   explicit MistakeDrivenTrainer(const char* name) : name_(name) {}
   /// Whether the model is the averaged weights (ap: always; pa: --averaging).
   virtual bool averaged(const TrainOptions& opt) const = 0;
-  /// Once per train(), before a checkpoint is restored: the trainer's own vectors (arow's variances).
-  virtual void prepare(Backend& b, std::size_t num_weights, const TrainOptions& opt) {
-    (void)b, (void)num_weights, (void)opt;
+  /// Whether each epoch visits the sentences in a new order drawn with the seed (ap, pa, arow:
+  /// CRFsuite's shuffle), or in corpus order, every epoch alike (mira: CRF++'s).
+  virtual bool shuffles() const { return true; }
+  /// The sentences of a step: --batch-size (ap, pa, arow), or one (mira, whose bounds are a sentence's).
+  virtual std::size_t batch_size(const TrainOptions& opt) const { return opt.batch_size; }
+  /// Once per train(), before a checkpoint is restored: the trainer's own vectors (arow's
+  /// variances; mira's bounds and counts, one per sentence).
+  virtual void prepare(Backend& b, std::size_t num_weights, std::size_t num_sentences, const TrainOptions& opt) {
+    (void)b, (void)num_weights, (void)num_sentences, (void)opt;
   }
+  /// Whether the batch `span` is decoded in this epoch (mira: not a sentence its shrinking skips).
+  virtual bool visits(const SentenceSpan& span) const {
+    (void)span;
+    return true;
+  }
+  /// After every decoded batch, before its update (if any): `wrong` its mislabeled tokens.
+  virtual void decoded(const SentenceSpan& span, std::size_t wrong) { (void)span, (void)wrong; }
   /// After a batch with `wrong` > 0 mislabeled tokens and difference Δ: updates w, returns the
   /// batch's loss, and sets tau to τ where the update was w += τ·Δ (what the averaging adds).
   virtual double update(Backend& b, Vector& w, const SparseVector& delta, std::size_t wrong,
@@ -56,6 +75,15 @@ class MistakeDrivenTrainer : public Trainer {
   /// Whether an epoch of mean loss `mean` stops training (CRFsuite: pa below epsilon, arow at most).
   virtual bool converged(double mean, double epsilon) const {
     (void)mean, (void)epsilon;
+    return false;
+  }
+  /// After an epoch's last batch, before its report (and its state): the trainer's own epoch-end
+  /// bookkeeping (mira: its convergence count and the shrinking's reset).
+  virtual void end_epoch() {}
+  /// Before each epoch after the first (so that a run resumed from an epoch's report stops there
+  /// too): whether the epochs up to `last` end training, with the reason (mira: CRF++'s test).
+  virtual bool finished(int last, std::string& reason) const {
+    (void)last, (void)reason;
     return false;
   }
   /// The trainer's own checkpoint state (saved last; restored after prepare()).

@@ -98,9 +98,9 @@ struct TrainOptions {
   int max_linesearch = 20;
   std::uint64_t seed = 1;   // shuffling / sampling; same seed → same model
 
-  // ---- stochastic trainers (sgd-l1, two-stage, sag, saga, adf, ap, l2sgd) ------------------
+  // ---- stochastic trainers (sgd-l1, two-stage, sag, saga, adf, ap, l2sgd, mira) ------------
   std::size_t batch_size = 1;         // sentences per update (1 = online)
-  int epochs = 30;                    // sgd-l1, adf, ap, pa, arow, l2sgd: passes over the shuffled data
+  int epochs = 30;                    // sgd-l1, adf, ap, pa, arow, l2sgd, mira: passes over the data
   /// sgd-l1: η₀ in η_k = η₀·α^(k/N); adf: the initial rate γ. Unset: the trainer's default,
   /// kDefaultEta0, or kDefaultEta0Heuristic with the heuristic line search (so for two-stage).
   std::optional<double> eta0;
@@ -127,6 +127,10 @@ struct TrainOptions {
   int calibration_samples = 1000;     // the sentences the trials train on
   int calibration_candidates = 10;    // the rates that lower the loss sought in each direction
   int calibration_max_trials = 20;    // CRFsuite's bound on the trials (max_trials − 1 run, at least 1)
+
+  // ---- CRF++'s MIRA (epochs as above; corpus order, so no seed) -------------------------------
+  double mira_c = 1.0;                // the bound C on the steps of a sentence summed over the run (CRF++'s -c)
+  int shrinking_size = 20;            // a sentence decoded right this many epochs running is skipped (CRF++'s -H)
 };
 
 /// What a trainer reports after every iteration (or epoch).
@@ -173,9 +177,9 @@ class Trainer {
   /// uninterrupted run gives, bit for bit, on the same backend. Null: start afresh.
   void resume_from(StateArchive* state) { resume_ = state; }
   /// A stop request for the next train()s, polled where reports are far apart: the stochastic
-  /// trainers (sgd-l1, two-stage's first stage, adf, ap, pa, arow, l2sgd, sag, saga) ask it after
+  /// trainers (sgd-l1, two-stage's first stage, adf, ap, pa, arow, l2sgd, mira, sag, saga) ask it after
   /// every mini-batch that does not end an epoch (l2sgd: not in its rate calibration, before its
-  /// first epoch). When it returns true they make one last report inside the epoch
+  /// first epoch; mira: after every sentence, one its shrinking skips too). When it returns true they make one last report inside the epoch
   /// (Progress::within_iteration, with its state: a resume continues after that mini-batch and
   /// ends bit-identical to an uninterrupted run), stop whatever the ProgressFn returns
   /// (stop_reason: the caller) and return NaN, leaving in `w` the model's weights as an epoch's
@@ -235,7 +239,7 @@ struct TrainerInfo {
   const char* summary;
   std::unique_ptr<Trainer> (*make)();
   /// The trainer's own settings (names in trainer_options()), the ones it reads; the objective's
-  /// c1 and c2 apply to every trainer but ap, pa and arow.
+  /// c1 and c2 apply to every trainer but ap, pa, arow, mira and boost.
   std::vector<const char*> options;
   bool uses_objective = true;
   /// Weight-sized vectors the trainer holds besides w — its own and those the backend keeps for

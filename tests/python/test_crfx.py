@@ -194,7 +194,7 @@ def test_bad_input_raises_clear_exceptions(chunking, tmp_path):
     with pytest.raises(ValueError, match="'epochs' is not a setting of lbfgs"):
         crfx.CRF(epochs=3).fit(X, y)
     with pytest.raises(ValueError, match="unknown"):
-        crfx.CRF(algorithm="mira").fit(X, y)
+        crfx.CRF(algorithm="crf-l3").fit(X, y)
     # The checks of crfx train (one library entry point): values the CLI refuses, in its words.
     with pytest.raises(ValueError, match=r"sequence 1, token 0: attribute 'a': value 1e\+11 is beyond ±1e10, "
                                          r"the range crfx accepts \(scale the values down\)"):
