@@ -299,14 +299,16 @@ std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function
   {
     py::gil_scoped_release release;
     run = std::make_unique<crfx::TrainingRun>(config);
-    compile(*run);
     try {
+      compile(*run);  // files: refused while reading where the data alone cannot fit
       run->prepare();
     } catch (const crfx::MemoryRefusal& e) {
+      const bool weights_counted = e.check().estimate.weights > 0;  // (not a refusal while reading)
       refused = std::string(e.what()) + "; " +
-                (all_states ? "all_possible_states gives every attribute × label pair a weight, the default keeps "
-                              "the pairs seen in training"
-                            : "raise min_freq to drop rare attributes");
+                (all_states && weights_counted
+                     ? "all_possible_states gives every attribute × label pair a weight, the default keeps "
+                       "the pairs seen in training"
+                     : "raise min_freq to drop rare attributes");
     }
   }
   for (const std::string& note : notes)

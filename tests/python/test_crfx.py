@@ -217,10 +217,16 @@ def test_a_run_that_cannot_fit_is_refused_before_it_allocates(chunking, tmp_path
     with pytest.raises(MemoryError, match=r"this training run needs an estimated .* more \(weights .*"
                                           r"optimizer state .*\) but 100.0 KB is available on cpu.*; raise min_freq"):
         crfx.CRF(max_memory=100e3, device="cpu").fit(X, y)
-    with pytest.raises(MemoryError, match=r"but 100.0 KB is available on cpu.*; all_possible_states gives"):
+    with pytest.raises(MemoryError, match=r"but 20.0 MB is available on cpu.*; all_possible_states gives"):
         crfx.train_file(os.path.join(DATA, "conll2000.train300.txt"), tmp_path / "x.model",
                         template=os.path.join(DATA, "chunking.template"), all_possible_states=True,
-                        max_memory=100e3, device="cpu", max_iterations=2)
+                        max_memory=20e6, device="cpu", max_iterations=2)
+    # Files are compiled streamed, the memory checked as they are read: data that alone cannot fit.
+    with pytest.raises(MemoryError, match=r"this training run cannot fit: reading .*conll2000.train300.txt "
+                                          r"\(300 sentences, to line \d+\), the compiled data alone takes .* but "
+                                          r"1.0 MB was available \(the limit given\); raise min_freq"):
+        crfx.train_file(os.path.join(DATA, "conll2000.train300.txt"), tmp_path / "x.model",
+                        template=os.path.join(DATA, "chunking.template"), max_memory=1e6, device="cpu")
     assert not (tmp_path / "x.model").exists()
     with pytest.raises(ValueError, match="max_memory: a number of bytes > 0"):
         crfx.CRF(max_memory="8G").fit(X, y)
