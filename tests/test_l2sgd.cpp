@@ -19,12 +19,16 @@
 #include "crfx/trainer.hpp"
 #include "optim/sgd_l1.hpp"
 #include "random_problem.hpp"
+#include "trainer_check.hpp"
 #include "test_util.hpp"
 
 namespace crfx {
 namespace {
 
+using test::expect_close;
+using test::learnable;
 using test::random_problem;
+using test::two_tokens;
 
 BackendPtr cpu(const Dims& d) { return std::make_unique<CpuBackend>(d, 2); }
 
@@ -53,24 +57,6 @@ Trained train(const char* algo, const test::RandomProblem& p, double c1, double 
   r.w = to_host(b, *w);
   r.stop_reason = trainer->stop_reason();
   return r;
-}
-
-/// random_problem's sentences labelled by a linear rule of their attributes (argmax_y Σ_a
-/// x_a·U[a][y], U random), as test::beyond_the_doubles does: labels a model can learn. (Random
-/// labels teach nothing that carries to the next sentence: CRFsuite's calibration then finds every
-/// rate worse than a smaller one, and takes the smallest it tries.)
-test::RandomProblem learnable(std::uint32_t L, std::uint32_t A, std::uint32_t E, std::size_t sentences,
-                              std::size_t max_len, std::uint64_t seed) {
-  test::RandomProblem p = random_problem(L, A, E, sentences, max_len, seed);
-  const std::vector<double> U = test::random_weights(std::size_t(A) * L, 1.0, seed + 1);
-  std::vector<double> score(L);
-  for (std::size_t t = 0; t < p.corpus.num_tokens(); ++t) {
-    std::fill(score.begin(), score.end(), 0.0);
-    for (std::size_t k = p.corpus.state_offsets[t]; k < p.corpus.state_offsets[t + 1]; ++k)
-      for (std::size_t y = 0; y < L; ++y) score[y] += p.corpus.state_value(k) * U[p.corpus.state_ids[k] * L + y];
-    p.corpus.labels[t] = std::uint32_t(std::max_element(score.begin(), score.end()) - score.begin());
-  }
-  return p;
 }
 
 /// Σ NLL + c2‖w‖² at w, on a fresh backend.
@@ -190,32 +176,7 @@ Naive naive(const test::RandomProblem& p, const TrainOptions& o, double c2, cons
   return r;
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  double scale = 1;
-  for (double x : want) scale = std::max(scale, std::fabs(x));
-  for (std::size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], want[j], tol * scale) << "weight " << j;
-}
-
 // ---- two steps by hand -----------------------------------------------------------------------
-
-/// One sentence of 2 tokens, L = 2, A = 2: token 1 fires attribute 0, token 2 attribute 1, gold
-/// labels (1, 1). Weights: state a·2 + y (0 … 3), transitions 4 + y'·2 + y (4 … 7).
-test::RandomProblem two_tokens() {
-  test::RandomProblem p;
-  p.dims.L = 2;
-  p.dims.A = 2;
-  p.dims.E = 0;
-  p.dims.transitions = true;
-  Corpus& c = p.corpus;
-  c.state_ids = {0, 1};
-  c.state_offsets = {0, 1, 2};
-  c.edge_offsets = {0, 0, 0};
-  c.labels = {1, 1};
-  c.sentence_offsets = {0, 2};
-  c.source_lines = {1};
-  return p;
-}
 
 /// −log p((1, 1)) of two_tokens at w and its gradient E[f] − f(gold), from the four paths.
 double hand_nll(const std::vector<double>& w, std::vector<double>& g) {

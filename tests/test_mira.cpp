@@ -16,55 +16,27 @@
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "random_problem.hpp"
+#include "trainer_check.hpp"
 #include "test_util.hpp"
 
 namespace crfx {
 namespace {
 
 using test::random_problem;
-
-BackendPtr cpu(const Dims& d) { return std::make_unique<CpuBackend>(d, 2); }
-
-struct Trained {
-  std::vector<double> w;
-  std::vector<Progress> reports;
-  std::string stop_reason;
-};
+using test::add_path;
+using test::conll_f1;
+using test::expect_close;
+using test::learnable;
+using test::Trained;
+using test::two_tokens;
 
 /// mira trained on p from w0 (zeros when empty) with `o`, on the CPU with `threads` threads.
 Trained train(const test::RandomProblem& p, const TrainOptions& o, const std::vector<double>& w0 = {},
               unsigned threads = 1) {
-  CpuBackend b(p.dims, threads);
-  auto corpus = b.upload(p.corpus);
-  Objective obj(b, *corpus, 0.0, 0.0);
-  auto w = w0.empty() ? b.vector(p.dims.num_weights()) : to_backend(b, w0);
-  auto trainer = find_trainer("mira").make();
-  Trained r;
-  trainer->train(obj, *w, o, [&](const Progress& pr, const Vector&) {
-    r.reports.push_back(pr);
-    return true;
-  });
-  r.w = to_host(b, *w);
-  r.stop_reason = trainer->stop_reason();
-  return r;
+  return test::train_on_cpu("mira", p, o, w0, threads);
 }
 
-/// f(x, y) of sentence `id` (scaled) added to `out`, from the feature definitions.
-void add_path(const test::RandomProblem& p, std::uint32_t id, const std::uint32_t* y, double scale,
-              std::vector<double>& out) {
-  const Corpus& c = p.corpus;
-  const std::size_t L = p.dims.L, t0 = c.sentence_offsets[id];
-  for (std::size_t t = t0; t < c.sentence_offsets[id + 1]; ++t) {
-    const std::uint32_t yt = y[t - t0];
-    for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k)
-      out[std::size_t(c.state_ids[k]) * L + yt] += scale * c.state_value(k);
-    if (t == t0) continue;
-    const std::size_t pair = std::size_t(y[t - t0 - 1]) * L + yt;
-    out[p.dims.transition_offset() + pair] += scale;
-    for (std::size_t k = c.edge_offsets[t]; k < c.edge_offsets[t + 1]; ++k)
-      out[p.dims.edge_offset() + c.edge_ids[k] * L * L + pair] += scale * c.edge_value(k);
-  }
-}
+BackendPtr cpu(const Dims& d) { return std::make_unique<CpuBackend>(d, 2); }
 
 /// CRF++'s runMIRA (encoder.cpp, lines 95–189) with collins() and eval() (tagger.cpp) written
 /// plainly, in its types: a dense difference, float C and bounds, unsigned char counts, corpus order.
@@ -137,47 +109,7 @@ Plain crfpp_mira(const test::RandomProblem& p, const TrainOptions& o) {
   return r;
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  double scale = 1;
-  for (double x : want) scale = std::max(scale, std::fabs(x));
-  for (std::size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], want[j], tol * scale) << "weight " << j;
-}
-
-/// random_problem's sentences labelled by a linear rule of their attributes (as tests/test_l2sgd.cpp
-/// does): labels a model fits, so that sentences come out right, shrink and the test converges.
-test::RandomProblem learnable(std::uint32_t L, std::uint32_t A, std::size_t sentences, std::size_t max_len,
-                              std::uint64_t seed) {
-  test::RandomProblem p = random_problem(L, A, 0, sentences, max_len, seed);
-  const std::vector<double> U = test::random_weights(std::size_t(A) * L, 1.0, seed + 1);
-  std::vector<double> score(L);
-  for (std::size_t t = 0; t < p.corpus.num_tokens(); ++t) {
-    std::fill(score.begin(), score.end(), 0.0);
-    for (std::size_t k = p.corpus.state_offsets[t]; k < p.corpus.state_offsets[t + 1]; ++k)
-      for (std::size_t y = 0; y < L; ++y) score[y] += p.corpus.state_value(k) * U[p.corpus.state_ids[k] * L + y];
-    p.corpus.labels[t] = std::uint32_t(std::max_element(score.begin(), score.end()) - score.begin());
-  }
-  return p;
-}
-
 // ---- steps by hand -------------------------------------------------------------------------
-
-/// One sentence of 2 tokens, L = 2, A = 2: token 1 fires attribute 0, token 2 attribute 1, gold
-/// labels (1, 1). Weights: state a·2 + y (0 … 3), transitions 4 + y'·2 + y (4 … 7).
-test::RandomProblem two_tokens() {
-  test::RandomProblem p;
-  p.dims.L = 2;
-  p.dims.A = 2;
-  p.dims.E = 0;
-  Corpus& c = p.corpus;
-  c.state_ids = {0, 1};
-  c.state_offsets = {0, 1, 2};
-  c.edge_offsets = {0, 0, 0};
-  c.labels = {1, 1};
-  c.sentence_offsets = {0, 2};
-  c.source_lines = {1};
-  return p;
-}
 
 // Δ = f(y) − f(ŷ) for ŷ = (0, 0), y = (1, 1): +1 at 1, 3, 7 and −1 at 0, 2, 4; ‖Δ‖² = 6.
 const std::vector<double> kDelta = {-1, 1, -1, 1, -1, 0, 0, 1};
@@ -252,7 +184,7 @@ TEST(Mira, RunsEqualCrfppsAlgorithmWrittenPlainly) {
                         Case{100.0, 1, false}}) {
     SCOPED_TRACE(::testing::Message() << "C " << k.c << " shrinking " << k.shrinking_size << " learnable "
                                       << k.learnable);
-    const auto p = k.learnable ? learnable(4, 25, 30, 8, 41) : random_problem(4, 25, 2, 30, 8, 41);
+    const auto p = k.learnable ? learnable(4, 25, 0, 30, 8, 41) : random_problem(4, 25, 2, 30, 8, 41);
     TrainOptions o;
     o.epochs = 12;
     o.mira_c = k.c;
@@ -274,7 +206,7 @@ TEST(Mira, RunsEqualCrfppsAlgorithmWrittenPlainly) {
 }
 
 TEST(Mira, ShrinkingSkipsSentencesRightNEpochsRunningUntilAnEpochWithoutViolation) {
-  const auto p = learnable(4, 25, 40, 8, 7);
+  const auto p = learnable(4, 25, 0, 40, 8, 7);
   const std::size_t n = p.corpus.num_sentences();
   TrainOptions o;
   o.epochs = 30;
@@ -347,7 +279,7 @@ void check_every_stop_within(const test::RandomProblem& p, const TrainOptions& o
 
 TEST(Mira, ResumesBitExactAtEpochsAtTheStopAndInsideEpochs) {
   const auto random = random_problem(4, 30, 2, 23, 8, 17);
-  const auto fits = learnable(4, 25, 23, 8, 19);
+  const auto fits = learnable(4, 25, 0, 23, 8, 19);
   struct Case {
     const test::RandomProblem* p;
     double c;
@@ -413,31 +345,6 @@ TEST(Mira, BadSettingsAndLossesAreRefused) {
 
 // ---- CoNLL-2000 and the command line -------------------------------------------------------
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-/// F1 of `args` trained on the 300-sentence slice and tagged on the 100-sentence test slice; the
-/// training run's stderr in `err`.
-double conll_f1(const std::string& name, const std::string& args, std::string* err = nullptr) {
-  const std::string model = test::temp_path(name + ".model"), tagged = test::temp_path(name + ".tagged");
-  std::string out;
-  const std::string train = test::crfx_binary() + " train " + q(test::data_path("conll2000.train300.txt")) + " -t " +
-                            q(test::data_path("chunking.template")) + " --threads 2 --quiet -m " + q(model) + " " + args;
-  EXPECT_EQ(test::run(train, &out), 0) << out;
-  if (err) *err = out;
-  EXPECT_EQ(test::run(test::crfx_binary() + " tag " + q(test::data_path("conll2000.test100.txt")) + " -m " + q(model) +
-                          " -o " + q(tagged) + " --quiet",
-                      &out),
-            0)
-      << out;
-  EXPECT_EQ(test::run(test::crfx_binary() + " eval " + q(tagged), &out), 0) << out;
-  const std::size_t at = out.find("FB1:");
-  if (at == std::string::npos) {
-    ADD_FAILURE() << out;
-    return 0;
-  }
-  return std::stod(out.substr(at + 4));
-}
-
 TEST(Mira, ConllF1NextToTheAveragedPerceptronAndCrfppsSpellings) {
   const double ap = conll_f1("mira-ap", "-a ap --epochs 10");
   std::string err;
@@ -455,9 +362,9 @@ TEST(Mira, ConllF1NextToTheAveragedPerceptronAndCrfppsSpellings) {
   conll_f1("mira-lower", "-a mira --epochs 3", &out);
   EXPECT_EQ(out.find("note: -a mira"), std::string::npos) << out;
   // pa's setting is pa's: mira refuses it, naming its own.
-  EXPECT_EQ(test::run(test::crfx_binary() + " train " + q(test::data_path("conll2000.train300.txt")) + " -t " +
-                          q(test::data_path("chunking.template")) + " -q -a mira --pa-c 2 -m " +
-                          q(test::temp_path("mira-refused.model")),
+  EXPECT_EQ(test::run(test::crfx_binary() + " train " + test::quoted(test::data_path("conll2000.train300.txt")) + " -t " +
+                          test::quoted(test::data_path("chunking.template")) + " -q -a mira --pa-c 2 -m " +
+                          test::quoted(test::temp_path("mira-refused.model")),
                       &out),
             2);
   EXPECT_NE(out.find("--pa-c is not a setting of mira"), std::string::npos) << out;

@@ -16,55 +16,26 @@
 #include "crfx/trainer.hpp"
 #include "optim/sgd_l1.hpp"
 #include "random_problem.hpp"
+#include "trainer_check.hpp"
 #include "test_util.hpp"
 
 namespace crfx {
 namespace {
 
 using test::random_problem;
-
-BackendPtr cpu(const Dims& d) { return std::make_unique<CpuBackend>(d, 2); }
-
-struct Trained {
-  std::vector<double> w;
-  std::vector<Progress> reports;
-  std::string stop_reason;
-};
+using test::add_path;
+using test::conll_f1;
+using test::expect_close;
+using test::Trained;
+using test::two_tokens;
 
 /// `algo` trained on p from w0 (zeros when empty) with `o`, on the CPU with `threads` threads.
 Trained train(const char* algo, const test::RandomProblem& p, const TrainOptions& o,
               const std::vector<double>& w0 = {}, unsigned threads = 1) {
-  CpuBackend b(p.dims, threads);
-  auto corpus = b.upload(p.corpus);
-  Objective obj(b, *corpus, 0.0, 0.0);
-  auto w = w0.empty() ? b.vector(p.dims.num_weights()) : to_backend(b, w0);
-  auto trainer = find_trainer(algo).make();
-  Trained r;
-  trainer->train(obj, *w, o, [&](const Progress& pr, const Vector&) {
-    r.reports.push_back(pr);
-    return true;
-  });
-  r.w = to_host(b, *w);
-  r.stop_reason = trainer->stop_reason();
-  return r;
+  return test::train_on_cpu(algo, p, o, w0, threads);
 }
 
-/// f(x, y) of sentence `id` (scaled) added to `out`, from the feature definitions.
-void add_path(const test::RandomProblem& p, std::uint32_t id, const std::uint32_t* y, double scale,
-              std::vector<double>& out) {
-  const Corpus& c = p.corpus;
-  const std::size_t L = p.dims.L, t0 = c.sentence_offsets[id];
-  for (std::size_t t = t0; t < c.sentence_offsets[id + 1]; ++t) {
-    const std::uint32_t yt = y[t - t0];
-    for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k)
-      out[std::size_t(c.state_ids[k]) * L + yt] += scale * c.state_value(k);
-    if (t == t0) continue;
-    const std::size_t pair = std::size_t(y[t - t0 - 1]) * L + yt;
-    out[p.dims.transition_offset() + pair] += scale;
-    for (std::size_t k = c.edge_offsets[t]; k < c.edge_offsets[t + 1]; ++k)
-      out[p.dims.edge_offset() + c.edge_ids[k] * L * L + pair] += scale * c.edge_value(k);
-  }
-}
+BackendPtr cpu(const Dims& d) { return std::make_unique<CpuBackend>(d, 2); }
 
 /// CRFsuite's train_passive_aggressive.c / train_arow.c written plainly on the host (per
 /// sentence, the same shuffles): the model they give, averaged as crfx averages (w_1 … w_T).
@@ -126,31 +97,7 @@ std::vector<double> naive(bool arow, const test::RandomProblem& p, const TrainOp
   return w;
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  double scale = 1;
-  for (double x : want) scale = std::max(scale, std::fabs(x));
-  for (std::size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], want[j], tol * scale) << "weight " << j;
-}
-
 // ---- one step by hand ----------------------------------------------------------------------
-
-/// One sentence of 2 tokens, L = 2, A = 2: token 1 fires attribute 0, token 2 attribute 1, gold
-/// labels (1, 1). Weights: state a·2 + y (0 … 3), transitions 4 + y'·2 + y (4 … 7).
-test::RandomProblem two_tokens() {
-  test::RandomProblem p;
-  p.dims.L = 2;
-  p.dims.A = 2;
-  p.dims.E = 0;
-  Corpus& c = p.corpus;
-  c.state_ids = {0, 1};
-  c.state_offsets = {0, 1, 2};
-  c.edge_offsets = {0, 0, 0};
-  c.labels = {1, 1};
-  c.sentence_offsets = {0, 2};
-  c.source_lines = {1};
-  return p;
-}
 
 TEST(PassiveAggressive, OneStepEqualsTheHandComputation) {
   const auto p = two_tokens();
@@ -327,29 +274,6 @@ TEST(PassiveAggressive, ResumeAtTheStoppingEpochStopsToo) {
 
 // ---- CoNLL-2000 and the command line -------------------------------------------------------
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-/// F1 of `args` trained on the 300-sentence slice and tagged on the 100-sentence test slice.
-double conll_f1(const std::string& name, const std::string& args) {
-  const std::string model = test::temp_path(name + ".model"), tagged = test::temp_path(name + ".tagged");
-  std::string out;
-  const std::string train = test::crfx_binary() + " train " + q(test::data_path("conll2000.train300.txt")) + " -t " +
-                            q(test::data_path("chunking.template")) + " --threads 2 --quiet -m " + q(model) + " " + args;
-  EXPECT_EQ(test::run(train, &out), 0) << out;
-  EXPECT_EQ(test::run(test::crfx_binary() + " tag " + q(test::data_path("conll2000.test100.txt")) + " -m " + q(model) +
-                          " -o " + q(tagged) + " --quiet",
-                      &out),
-            0)
-      << out;
-  EXPECT_EQ(test::run(test::crfx_binary() + " eval " + q(tagged), &out), 0) << out;
-  const std::size_t at = out.find("FB1:");
-  if (at == std::string::npos) {
-    ADD_FAILURE() << out;
-    return 0;
-  }
-  return std::stod(out.substr(at + 4));
-}
-
 TEST(PassiveAggressive, ConllF1NextToTheAveragedPerceptrons) {
   const double ap = conll_f1("peer-ap", "-a ap --epochs 10");
   const double pa = conll_f1("peer-pa", "-a pa --epochs 10");
@@ -371,7 +295,7 @@ TEST(PassiveAggressive, CrfsuiteLearnTrainsPaAndArowWithTheirSettings) {
                    "B-NP\tw=She\tpos=PRP\nB-VP\tw=sees\tpos=VBZ\nB-NP\tw=a\tpos=DT\nI-NP\tw=cat\tpos=NN\n\n");
   const std::string model = test::temp_path("peer-learn.model");
   std::string out;
-  ASSERT_EQ(test::run(test::crfx_binary() + " learn " + q(data) + " -m " + q(model) +
+  ASSERT_EQ(test::run(test::crfx_binary() + " learn " + test::quoted(data) + " -m " + test::quoted(model) +
                           " -a pa -p type=2 -p c=0.5 -p error_sensitive=0 -p averaging=0 -p max_iterations=3",
                       &out),
             0)
@@ -379,7 +303,7 @@ TEST(PassiveAggressive, CrfsuiteLearnTrainsPaAndArowWithTheirSettings) {
   for (const char* note : {"-p type=2 is --pa-type 2", "-p c=0.5 is --pa-c 0.5", "-p error_sensitive=0 is "
                            "--error-sensitive 0", "-p averaging=0 is --averaging 0", "-p max_iterations=3 is --epochs 3"})
     EXPECT_NE(out.find(note), std::string::npos) << note << "\n" << out;
-  ASSERT_EQ(test::run(test::crfx_binary() + " learn " + q(data) + " -m " + q(model) +
+  ASSERT_EQ(test::run(test::crfx_binary() + " learn " + test::quoted(data) + " -m " + test::quoted(model) +
                           " -a arow -p variance=0.5 -p gamma=2",
                       &out),
             0)
@@ -387,7 +311,7 @@ TEST(PassiveAggressive, CrfsuiteLearnTrainsPaAndArowWithTheirSettings) {
   EXPECT_NE(out.find("-p gamma=2 is --gamma 2"), std::string::npos) << out;
   EXPECT_NE(out.find("-a arow runs --epochs 30 by default"), std::string::npos) << out;
   // pa's settings are pa's: arow refuses them, as crfx train refuses any setting a trainer lacks.
-  EXPECT_NE(test::run(test::crfx_binary() + " learn " + q(data) + " -m " + q(model) + " -a arow -p type=1", &out), 0);
+  EXPECT_NE(test::run(test::crfx_binary() + " learn " + test::quoted(data) + " -m " + test::quoted(model) + " -a arow -p type=1", &out), 0);
   // The list names them.
   ASSERT_EQ(test::run(test::crfx_binary() + " train --algo list", &out), 0) << out;
   for (const char* name : {"pa", "arow", "pa-type", "error-sensitive", "variance"})
