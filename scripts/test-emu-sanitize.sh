@@ -8,7 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 build=${SANITIZE_BUILD_DIR:-build-asan}
-flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# -Wno-maybe-uninitialized: GCC 12 under the sanitizers reports libstdc++'s own <regex> (which
+# cxxopts includes in apps/cli.cpp) as maybe-uninitialized, 196 lines of it; no crfx code is named.
+flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wno-maybe-uninitialized"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCRFX_CUDA=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target crfx crfx_gpu_emu_tests
