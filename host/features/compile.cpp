@@ -580,6 +580,12 @@ Corpus TrainingCompiler::finish(std::size_t min_freq) {
   prune(fs_.state_attrs, state_count_, min_freq, c.state_offsets, c.state_ids, c.state_values);
   prune(fs_.edge_attrs, edge_count_, min_freq, c.edge_offsets, c.edge_ids, c.edge_values);
   drop_unit_values(c);
+  // The arrays grew by doubling over the batches: the run keeps them for its whole length, at their
+  // size (one array copied at a time).
+  for (auto* v : {&c.sentence_offsets, &c.state_offsets, &c.edge_offsets}) v->shrink_to_fit();
+  for (auto* v : {&c.labels, &c.state_ids, &c.edge_ids}) v->shrink_to_fit();
+  for (auto* v : {&c.state_values, &c.edge_values}) v->shrink_to_fit();
+  c.source_lines.shrink_to_fit();
   fs_.labels.freeze();
   fs_.state_attrs.freeze();
   fs_.edge_attrs.freeze();
