@@ -493,9 +493,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   struct PlanKey {
     std::uint64_t corpus = 0;
     std::size_t begin = 0, rows_limit = 0, end = 0;
-    std::vector<std::uint32_t> ids;  // the span's ids from begin; empty: the identity span
+    std::vector<std::uint32_t> ids;  // the span's ids from begin through the one that ended the chunk
     std::size_t count = 0;
-    bool identity = false;
   } plan_key_;
   bool plan_on_device_ = false;
   std::vector<double> h_losses_;
