@@ -13,6 +13,9 @@
 #   stochastic (only when named) one epoch of sag, sgd-l1, adf and ap on CoNLL-2000 at batch sizes
 #            1 and 256, GPU and CPU (all cores), each run bounded by EPOCH_SECONDS [60]: the
 #            mini-batch trainers' epoch time (issue 37's baseline);
+#   fb       (only when named) the table's pass with the fused and with the split forward-backward
+#            (CRFX_FB=fused, split; the shapes of L ≤ 32 with CoNLL-2002's long sentences by
+#            default): which to run when, on this GPU;
 #   pytorch  (only when named) pure-PyTorch log-space forward, pytorch-crf's algorithm.
 # Without a usable GPU the GPU columns read NA, `train` is skipped and `passes` runs on the CPU.
 # Figures go to stdout and to $OUT/gpu-bench.txt (or benchmarks/results/gpu-<date>.txt).
@@ -39,8 +42,8 @@ case "${DEVICE:-auto}" in
   *) echo "gpu.sh: DEVICE must be auto, cuda or cpu, not '$DEVICE'" >&2; exit 2 ;;
 esac
 for step in $steps; do
-  case "$step" in table | train | passes | stochastic | pytorch) ;;
-    *) echo "gpu.sh: unknown step '$step' in STEPS (table, train, passes, stochastic, pytorch)" >&2; exit 2 ;;
+  case "$step" in table | train | passes | stochastic | fb | pytorch) ;;
+    *) echo "gpu.sh: unknown step '$step' in STEPS (table, train, passes, stochastic, fb, pytorch)" >&2; exit 2 ;;
   esac
 done
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; result=$OUT/gpu-bench.txt
@@ -88,6 +91,17 @@ if [[ $steps == *" table "* ]]; then
   [ -z "${PEAK_GFLOPS:-}" ] || args+=(--peak-gflops "$PEAK_GFLOPS")
   [ -z "${PEAK_GBS:-}" ] || args+=(--peak-gbs "$PEAK_GBS")
   "$build/crfx_gpu_bench" "${args[@]}"
+fi
+
+if [[ $steps == *" fb "* ]]; then
+  echo "== fb: one pass per shape with the fused and with the split forward-backward (CRFX_FB)"
+  fb_shapes=${SHAPES:-zipf-L5,zipf-L23,conll2000,conll2002-esp,conll2002-ned}
+  for mode in fused split; do
+    echo "-- CRFX_FB=$mode"
+    CRFX_FB=$mode "$build/crfx_gpu_bench" --shapes "$fb_shapes" --gpu "$gpu_mode" --tokens "${TOKENS:-200000}" \
+      --repeat "${REPEAT:-5}" --cpu-repeat 1 --conll2000 "$data" --conll2002 "$data2002" \
+      --ner-template benchmarks/ner.template | sed "s/^RESULT /RESULT fb=$mode /"
+  done
 fi
 
 if [[ $steps == *" train "* ]]; then

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -55,6 +56,14 @@ void transpose_csr(std::size_t num_attrs, const std::vector<std::size_t>& off,
 
 CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backend(dims), cfg_(cfg) {
   if (dims.L == 0) throw Error("a model needs at least one label");
+  fb_mode_ = cfg.forward_backward;
+  if (fb_mode_ == CudaBackendConfig::ForwardBackward::automatic)
+    if (const char* env = std::getenv("CRFX_FB")) {
+      const std::string v = env;
+      if (v == "fused") fb_mode_ = CudaBackendConfig::ForwardBackward::fused;
+      else if (v == "split") fb_mode_ = CudaBackendConfig::ForwardBackward::split;
+      else if (v != "auto" && !v.empty()) throw Error("CRFX_FB: fused, split or auto, not \"" + v + "\"");
+    }
   if (dims.L > kMaxLabels)
     throw Error("the CUDA backend supports up to " + std::to_string(kMaxLabels) + " labels (model has " +
                 std::to_string(dims.L) + "); use --device cpu");
@@ -216,14 +225,18 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
 
 std::size_t CudaBackend::row_bytes(bool edges) const {
   const std::size_t L = dims_.L;
+  // The split forward-backward (L ≤ 32): per row a bound of its share of the segments' partial
+  // pair sums (a sentence of T > kFbSegment positions has < 2T / kFbSegment segments) and entries.
+  const std::size_t split = L <= 32 ? (2 * L * L * sizeof(double) + sizeof(FbSegment)) / kFbSegment + 1 : 0;
   return 4 * L * sizeof(double) + (L + 1) * sizeof(std::uint32_t) + sizeof(std::size_t) + 1 +
-         (edges ? L * L * sizeof(double) : 0);  // S, log α, log β, node; back, labels; row_token, row_edge; τ_t
+         (edges ? L * L * sizeof(double) : 0) + split;  // S, log α, log β, node; back, labels; row_token, row_edge; τ_t
 }
 
 std::size_t CudaBackend::sentence_bytes() const {
   const std::size_t LL = std::size_t(dims_.L) * dims_.L;
   return LL * sizeof(double) + (LL * sizeof(double)) / kTransGroup + sizeof(double) * 2 +
-         2 * sizeof(std::uint32_t) + sizeof(std::size_t);  // pair, tree, losses, sent/order, slots
+         2 * sizeof(std::uint32_t) + sizeof(std::size_t) +  // pair, tree, losses, sent/order, slots
+         (dims_.L <= 32 ? sizeof(FbSegment) + sizeof(FbMulti) : 0);  // the split's work list
 }
 
 void CudaBackend::size_workspace(const CudaCorpus& c) {
@@ -306,6 +319,9 @@ void CudaBackend::release_workspace() noexcept {
   row_edge_.clear();
   edge_.clear();
   pt_pair_.clear();
+  seg_pair_.clear();
+  seg_.clear();
+  multi_.clear();
   pair_.clear();
   partial_.clear();
   losses_.clear();
@@ -367,6 +383,7 @@ std::size_t CudaBackend::plan(const CudaCorpus& c, SentenceSpan span, std::size_
   std::stable_sort(h_order_.begin(), h_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
     return h_slots_[a + 1] - h_slots_[a] > h_slots_[b + 1] - h_slots_[b];
   });
+  plan_segments();
   k.begin = begin;
   k.rows_limit = rows_limit;
   k.end = end;
@@ -375,6 +392,26 @@ std::size_t CudaBackend::plan(const CudaCorpus& c, SentenceSpan span, std::size_
   for (std::size_t i = 0; i < k.ids.size(); ++i) k.ids[i] = span[begin + i];
   k.corpus = c.serial;
   return end;
+}
+
+void CudaBackend::plan_segments() {
+  const std::size_t n = h_sent_.size();
+  h_seg_.clear();
+  h_multi_.clear();
+  h_longest_ = 0;
+  std::uint32_t first = 0;
+  for (const std::uint32_t i : h_order_) {  // the longest sentences' segments first
+    const std::size_t T = h_slots_[i + 1] - h_slots_[i];
+    h_longest_ = std::max(h_longest_, T);
+    const std::uint32_t count = std::uint32_t(std::max<std::size_t>(1, (T + kFbSegment - 1) / kFbSegment));
+    if (count == 1) {
+      h_seg_.push_back({i, 0, i});
+      continue;
+    }
+    h_multi_.push_back({i, first, count});
+    for (std::uint32_t k = 0; k < count; ++k) h_seg_.push_back({i, k * kFbSegment, std::uint32_t(n) + first + k});
+    first += count;
+  }
 }
 
 DecodeInputs CudaBackend::decode_inputs(const CudaCorpus& c, const Vector& w) const {
@@ -408,6 +445,16 @@ void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::siz
                                     cudaMemcpyHostToDevice, stream_));
     CRFX_CUDA_CHECK(cudaMemcpyAsync(slots_.get(), h_slots_.data(), (n + 1) * sizeof(std::size_t),
                                     cudaMemcpyHostToDevice, stream_));
+    if (split_fb()) {  // the split forward-backward's work list (never needed otherwise)
+      reserve_device(seg_, h_seg_.size());
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(seg_.get(), h_seg_.data(), h_seg_.size() * sizeof(FbSegment),
+                                      cudaMemcpyHostToDevice, stream_));
+      if (!h_multi_.empty()) {
+        reserve_device(multi_, h_multi_.size());
+        CRFX_CUDA_CHECK(cudaMemcpyAsync(multi_.get(), h_multi_.data(), h_multi_.size() * sizeof(FbMulti),
+                                        cudaMemcpyHostToDevice, stream_));
+      }
+    }
     plan_on_device_ = true;
   }
   if (n == 0) return;
@@ -447,9 +494,26 @@ FbParams CudaBackend::fb_params(const CudaCorpus& c, const Vector& w) const {
   return fp;
 }
 
+bool CudaBackend::split_fb() const {
+  if (dims_.L > 32) return false;
+  switch (fb_mode_) {
+    case CudaBackendConfig::ForwardBackward::fused: return false;
+    case CudaBackendConfig::ForwardBackward::split: return true;
+    default: return h_longest_ >= kFbSplitLength;
+  }
+}
+
 void CudaBackend::launch_fb(const FbParams& fp, std::size_t n) {
   if (n == 0) return;
-  launch_forward_backward(fp, n, threads_, stream_);
+  if (!fp.backward || (fp.independent && !fp.pair) || !split_fb()) {
+    launch_forward_backward(fp, n, threads_, stream_);
+    return;
+  }
+  std::size_t partial_rows = 0;
+  for (const FbMulti& m : h_multi_) partial_rows += m.count;
+  if (fp.pair) reserve_device(seg_pair_, partial_rows * dims_.L * dims_.L);
+  const FbSegments sg{seg_.get(), h_seg_.size(), multi_.get(), h_multi_.size(), seg_pair_.get()};
+  launch_forward_backward_split(fp, n, sg, stream_);
 }
 
 }  // namespace detail

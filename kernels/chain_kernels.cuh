@@ -45,6 +45,25 @@ struct FbParams {
   bool independent = false;
 };
 
+/// The split forward-backward's work list (fb_split_kernels.cu), planned with the chunk: a
+/// segment is positions [t0, t0 + kFbSegment) of chunk sentence i (clipped to its length; one
+/// empty segment for an empty sentence), its pair sums written to pair row `out` when out < n
+/// (the sentence's only segment), else to partial row out − n; a sentence of several segments
+/// has an FbMulti naming its partial rows [first, first + count).
+struct FbSegment {
+  std::uint32_t i, t0, out;
+};
+struct FbMulti {
+  std::uint32_t i, first, count;
+};
+struct FbSegments {
+  const FbSegment* seg;
+  std::size_t count;
+  const FbMulti* multi;
+  std::size_t multis;
+  double* partial;  // [Σ count of the multis][L][L]
+};
+
 /// Block per chunk sentence (n blocks): row → token, row has edge items, and token → row
 /// (token_slot null: not written).
 void launch_fill_rows(std::size_t n, ChunkView ch, const std::size_t* sent_off, const std::size_t* edge_off,
@@ -70,6 +89,11 @@ void launch_prepare(int L, const double* trans, double* E, double* Et, double* t
 /// block) when L ≤ 32, else a block of `threads` per sentence; with
 /// forward_backward_smem(L, p.shared_E, p.shared_pair) bytes of dynamic shared memory.
 void launch_forward_backward(const FbParams& p, std::size_t n, int threads, cudaStream_t s);
+/// The same outputs as launch_forward_backward (L ≤ 32 only; the pair sums of a sentence of
+/// several segments in another order), in three kernels: the forward and backward recursions
+/// on two warps a sentence, the marginals a warp per segment of `sg`, the segments' pair sums
+/// (fb_split_kernels.cu). The same dynamic shared memory as launch_forward_backward.
+void launch_forward_backward_split(const FbParams& p, std::size_t n, const FbSegments& sg, cudaStream_t s);
 /// The dynamic shared memory of launch_forward_backward: E, Eᵀ when shared_E, and per sentence
 /// of a block vec [L] and rowa [L] (and red [32] at L > 32; the pair sums [L][L] at L ≤ 32 when
 /// shared_pair).

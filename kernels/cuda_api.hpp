@@ -26,6 +26,13 @@ struct CudaBackendConfig {
   /// as the device memory budget allows). Tests lower it to exercise chunking; the results do
   /// not depend on it except through the order of the gradient additions between chunks.
   std::size_t max_chunk_tokens = 0;
+  /// Forward-backward at L ≤ 32: `fused` (a warp a sentence, the marginals inside its backward
+  /// loop), `split` (the recursions on two warps a sentence, then the marginals a warp per
+  /// segment of positions: a long sentence's serial chain holds only the recursions), or
+  /// `automatic`: split for a chunk whose longest sentence has 128 positions or more. Under
+  /// `automatic` the environment variable CRFX_FB=fused|split|auto decides (benchmarks).
+  enum class ForwardBackward { automatic, fused, split };
+  ForwardBackward forward_backward = ForwardBackward::automatic;
   /// Tests: when set, evaluate() counts here what its gradient gathers did — the work, to check
   /// that it does not grow with the number of chunks, and the serial work of one warp, to check
   /// that it does not grow with an attribute's frequency. Costs two atomics per warp.

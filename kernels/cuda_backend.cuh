@@ -11,6 +11,8 @@
 //   backend_sag.cu       SAG / SAGA; span plans (shared with evaluate_sparse)
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
+//   fb_device.cuh        one sentence's forward-backward steps (fused and split kernels share them)
+//   fb_split_kernels.cu  the split forward-backward: recursions, marginals by segment, pair sums
 //   decode_kernels.cu    viterbi, viterbi_nbest
 //   gather_kernels.cu    the segmented gather and its combine, trans_partial, trans_final
 //   sag_kernels.cu       the sag_* kernels
@@ -32,7 +34,9 @@
 //     emissions        S [rows][L] = X·W                     (8/16/32 lanes per row, L ≤ 512)
 //     edge_matrices    τ_t [rows][L][L] = τ + Σ_e x_e·W_e    (rows with edge items, E > 0)
 //     forward_backward a warp per sentence (L ≤ 32, 4 a block) or a block per sentence, threads
-//                      over labels, longest sentences first:
+//                      over labels, longest sentences first (L ≤ 32 with a sentence of ≥ 128
+//                      positions: split, fb_split_kernels.cu — the recursions, then the
+//                      marginals a warp per 64 positions, planned with the chunk):
 //                      log α, log Z, loss, log β, node marginals − 1(gold) [rows][L],
 //                      Σ_t pairwise marginals − gold counts [sentences][L][L] (factored:
 //                      (a(y')·E(y', y))·v(y), L exps a position), and at rows with edge items
@@ -350,7 +354,13 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots);
   /// The forward-backward inputs of the chunk run_chunk_front(c, w, …) just scored.
   FbParams fb_params(const CudaCorpus& c, const Vector& w) const;
+  /// Forward-backward on the planned chunk's n sentences: fused, or split (fb_mode_; the split
+  /// needs L ≤ 32, the backward pass and the recursions: not the independent positions' path).
   void launch_fb(const FbParams& fp, std::size_t n);
+  /// Fills h_seg_ and h_multi_, the split forward-backward's work list of the planned chunk.
+  void plan_segments();
+  /// Whether the planned chunk's forward-backward is split (fb_mode_, L, h_longest_).
+  bool split_fb() const;
 
   // ---- the marginal reduction (backend_chain.cu) -------------------------------------------
   /// g += scale · Xᵀ·delta (state and edge attributes) and the transition sums; then the
@@ -484,6 +494,15 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   SpanGroups support_groups_;  // support_host's planner
   // Host staging of the chunk plan.
   std::vector<std::uint32_t> h_sent_, h_order_;
+  // The split forward-backward's work list of the planned chunk (chain_kernels.cuh: FbSegments)
+  // and its device copies; the chunk's longest sentence (the automatic choice of the split).
+  std::vector<FbSegment> h_seg_;
+  std::vector<FbMulti> h_multi_;
+  std::size_t h_longest_ = 0;
+  DeviceBuffer<FbSegment> seg_;
+  DeviceBuffer<FbMulti> multi_;
+  DeviceBuffer<double> seg_pair_;  // the partial pair sums of sentences of several segments
+  CudaBackendConfig::ForwardBackward fb_mode_ = CudaBackendConfig::ForwardBackward::automatic;
   bool h_consecutive_ = false;  // the planned chunk's sentence ids are consecutive, ascending
   std::vector<std::uint32_t> plan_mark_;  // [S] generation of a chunk's sentences (repeat check)
   std::uint32_t plan_gen_ = 0;

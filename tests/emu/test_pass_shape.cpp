@@ -77,10 +77,31 @@ TEST(PassShape, LaunchesSyncsAndCopiesDoNotGrowWithSentences) {
       // L = 5: forward-backward runs a sentence per warp (no block barrier on its critical path).
       EXPECT_GT(emu::launch_counts()["forward_backward_warp_kernel"], 0u);
       EXPECT_EQ(emu::launch_counts().count("forward_backward_kernel"), 0u);
+      EXPECT_EQ(emu::launch_counts().count("fb_recursions_kernel"), 0u);  // sentences ≤ 12: fused
       RecordProperty(std::string("evaluate_launches_E") + std::to_string(E) +
                          (layout == Layout::dense ? "_dense" : "_observed"),
                      std::to_string(large.evaluate.launches));
     }
+}
+
+// A chunk whose longest sentence has 128 positions or more runs the split forward-backward
+// (the recursions, the marginals a warp per 64 positions, the pair sums of sentences of several
+// segments): two launches more, still as many for 30 sentences as for 300, and one
+// synchronisation a pass.
+TEST(PassShape, SplitForwardBackwardDoesNotGrowWithSentences) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "E=" << E);
+    const PassCounts small = count_passes(random_problem(5, 30, E, 30, 200, 73));
+    const PassCounts large = count_passes(random_problem(5, 30, E, 300, 200, 73));
+    expect_same(small.evaluate, large.evaluate, "evaluate with gradient");
+    EXPECT_EQ(large.evaluate.syncs, 1u);
+    EXPECT_EQ(large.evaluate.to_device, 0u);
+    EXPECT_LE(large.evaluate.launches, 14u);
+    EXPECT_GT(emu::launch_counts()["fb_recursions_kernel"], 0u);
+    EXPECT_GT(emu::launch_counts()["fb_marginals_kernel"], 0u);
+    EXPECT_GT(emu::launch_counts()["fb_pair_segments_kernel"], 0u);
+  }
 }
 
 // Six iterations of L-BFGS and of OWL-QN (the same evaluations on both problems: no line-search
