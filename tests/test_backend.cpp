@@ -320,6 +320,26 @@ TEST(CpuBackend, DeterministicAcrossThreadsAndChunks) {
   }
 }
 
+// evaluate's delta buffers are chunked at 32 MB (or 4 sentences' L² a thread, when more): a
+// corpus whose whole pass would hold ~78 MB of deltas counts 32 MB of them, whatever its size,
+// and one of thousands of labels still gets several sentences a thread. (The chunks do not change
+// the result: DeterministicAcrossThreadsAndChunks.)
+TEST(CpuBackend, EvaluateBuffersAreBoundedByTheChunkNotTheCorpus) {
+  const auto p = random_problem(22, 50, 0, 20000, 2, 5);  // 20,000 sentences: 77 MB of pair deltas
+  CpuBackend b(p.dims, 2);
+  const std::size_t per_thread = (4 * 2 * 22 + 8 * 22 * 22) * sizeof(double);  // its scratch (≤ 2 tokens)
+  EXPECT_LE(b.workspace_bytes(p.corpus), (std::size_t(32) << 20) + 2 * per_thread + (1u << 20));
+  EXPECT_GE(b.workspace_bytes(p.corpus), std::size_t(32) << 20);
+  Dims wide;
+  wide.L = 1000;
+  wide.A = 3;
+  CpuBackend many(wide, 8);
+  const std::size_t pair = std::size_t(1000) * 1000 * sizeof(double);  // 8 MB a sentence
+  // 8 threads × 4 sentences × 8 MB (under the 256 MiB cap); besides, each thread's scratch (8 L²).
+  EXPECT_GE(many.workspace_bytes(p.corpus), 4 * 8 * pair + 8 * 8 * pair);
+  EXPECT_LT(many.workspace_bytes(p.corpus), 4 * 8 * pair + 8 * 9 * pair);
+}
+
 TEST(CpuBackend, ATokenOfTensOfThousandsOfItemsOnSeveralThreads) {
   // With several threads each worker of the marginal reduction reads its own list of items, whose
   // count per token is 16 bits; a token of more than 65,535 items (here) makes the backend test

@@ -114,7 +114,17 @@ std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids
   return bounds;
 }
 
-constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
+// evaluate's chunk buffers (node, pair and edge deltas): 32 MB, or room for 4 sentences' L² pair
+// deltas a thread where that is more (thousands of labels), at most 256 MB. Chunks do not change
+// the result — every gradient entry is summed over the span's sentences in span order whatever
+// the chunks — only the memory (a whole CoNLL-2000 pass held 72 MB of deltas) and how often the
+// pool starts.
+constexpr std::size_t kChunkMinBytes = std::size_t(32) << 20;
+constexpr std::size_t kChunkMaxBytes = std::size_t(256) << 20;
+std::size_t chunk_bytes(const Dims& dims, unsigned threads) {
+  const std::size_t pair = std::size_t(dims.L) * dims.L * sizeof(double);
+  return std::min(kChunkMaxBytes, std::max(kChunkMinBytes, 4 * std::size_t(threads) * pair));
+}
 // Below this many tokens the marginal reduction runs on the calling thread (see evaluate).
 constexpr std::size_t kSerialReduceTokens = 1024;
 // n-best decoding: the most a worker's [T][L][n] tables may take (a policy, not a measurement).
@@ -138,7 +148,7 @@ CpuBackend::CpuBackend(const Dims& dims, unsigned threads, bool log_space_only)
   if (dims.L == 0) throw Error("a model needs at least one label");
   for (unsigned i = 0; i < pool_.size(); ++i) work_.push_back(std::make_unique<Work>());
   const std::size_t per_token = dims.L + (dims.E ? std::size_t(dims.L) * dims.L : 0);
-  chunk_tokens_ = std::max<std::size_t>(1, kChunkBytes / (sizeof(double) * per_token));
+  chunk_tokens_ = std::max<std::size_t>(1, chunk_bytes(dims, pool_.size()) / (sizeof(double) * per_token));
   const WeightGroups wg = dims.groups();
   if (!wg.dense() && dims.L <= kRowMaxLabels && cpu_rows_avx512()) row_masks_ = row_lane_masks(wg);
 }
@@ -162,10 +172,10 @@ std::size_t CpuBackend::workspace_bytes(const Corpus& corpus, SequenceLoss loss)
   const std::size_t L = dims_.L, LL = L * L, T = corpus.num_tokens(), S = corpus.num_sentences();
   std::size_t longest = 0;
   for (std::size_t s = 0; s < S; ++s) longest = std::max(longest, corpus.length(s));
-  // evaluate's chunk (bounded by kChunkBytes, or the whole corpus when smaller; at least the
+  // evaluate's chunk (bounded by chunk_bytes, or the whole corpus when smaller; at least the
   // longest sentence's) — the pointwise losses hold per-position pairwise marginals, as edges do …
   const bool per_position = dims_.E || pointwise_loss(loss);
-  const std::size_t chunk = std::max(std::min(kChunkBytes, (T * (L + (per_position ? LL : 0)) + S * LL) * sizeof(double)),
+  const std::size_t chunk = std::max(std::min(chunk_bytes(dims_, pool_.size()), (T * (L + (per_position ? LL : 0)) + S * LL) * sizeof(double)),
                                      (longest * (L + (per_position ? LL : 0)) + LL) * sizeof(double));
   // … and each worker's scratch: scores, α, β, scaled emissions of its longest sentence (and
   // per-position edge matrices), the transition factors and pair buffers (about 8 L²); a loss
@@ -371,11 +381,11 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
   std::atomic<bool> stopped{false};
   for (std::size_t begin = 0; begin < span.count;) {
     // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens and
-    // kChunkBytes of buffers: per token L node deltas (and L² edge deltas), per sentence L² pair
+    // chunk_bytes of buffers: per token L node deltas (and L² edge deltas), per sentence L² pair
     // deltas — with thousands of labels the per-sentence L² dominate (2,000 labels: 32 MB each).
     // A pointwise loss's gradient needs each position's pairwise marginals (L² per token), as
     // edge features do: the same per-token buffer.
-    const std::size_t budget = kChunkBytes / sizeof(double);
+    const std::size_t budget = chunk_bytes(dims_, pool_.size()) / sizeof(double);
     const bool per_position = dims_.E || pointwise_loss(loss_kind);
     const std::size_t per_token = L + (per_position ? LL : 0);
     std::size_t end = begin, tokens = 0;
