@@ -488,8 +488,9 @@ TEST(Cli, FeatureSetsAndTheMemoryCheck) {
   const std::string before = read_text(all);
   EXPECT_EQ(run(base + " --features all --max-memory 20M --device cpu -m " + q(all), &out), 1);
   // (On two threads the corpus's copy is the reduction's per-thread item lists, cpu_backend.cpp.)
-  EXPECT_NE(out.find("this training run needs an estimated 80.3 MB more (weights 4.6 MB, optimizer state 73.1 MB "
-                     "(16 weight vectors), the corpus's copy 579.9 KB, buffers 2.1 MB) but 20.0 MB is available on cpu"),
+  EXPECT_NE(out.find("this training run needs an estimated 81.9 MB more (weights 4.6 MB, optimizer state 73.1 MB "
+                     "(16 weight vectors), the corpus's copy 579.9 KB, buffers 2.1 MB, dictionaries 1.7 MB) but "
+                     "20.0 MB is available on cpu"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("--features observed"), std::string::npos) << out;

@@ -130,6 +130,14 @@ constexpr std::size_t kSerialReduceTokens = 1024;
 // n-best decoding: the most a worker's [T][L][n] tables may take (a policy, not a measurement).
 constexpr double kNbestMaxGiB = 4.0;
 
+/// v holds at least n entries, its contents dropped: a larger need frees v first and allocates n
+/// exactly (a vector's resize would allocate up to twice its old size, beside the old block).
+void grow_exact(std::vector<double>& v, std::size_t n) {
+  if (v.size() >= n) return;
+  std::vector<double>().swap(v);
+  v.resize(n);
+}
+
 /// Where each sentence of `span` starts in span-ordered per-token outputs: [span.count + 1].
 std::vector<std::size_t> span_offsets(const Corpus& c, SentenceSpan span) {
   std::vector<std::size_t> offset(span.count + 1, 0);
@@ -219,16 +227,25 @@ void plan_reduction(const CpuCorpus& cc, const Dims& dims, unsigned parts) {
       most_items = std::max(most_items, corpus.state_offsets[t + 1] - corpus.state_offsets[t]);
     if (parts == 1 || most_items > 0xffff) return;
     const auto& bounds = cc.state_bounds;
+    auto part_of = [&](std::uint32_t a) { return std::upper_bound(bounds.begin() + 1, bounds.end(), a) - bounds.begin() - 1; };
+    // Each part's items counted first, so that its lists are allocated at their size once (grown
+    // item by item they would hold up to twice the corpus's items: CpuBackend::upload_bytes).
+    std::vector<std::size_t> items(parts, 0);
+    for (const std::uint32_t a : corpus.state_ids) ++items[part_of(a)];
     cc.parts.resize(parts);
-    for (auto& part : cc.parts) {
+    for (unsigned q = 0; q < parts; ++q) {
+      CpuCorpus::PartItems& part = cc.parts[q];
+      part.ids.reserve(items[q]);
+      if (!corpus.state_values.empty()) part.values.reserve(items[q]);
       part.counts.assign(corpus.num_tokens(), 0);
+      part.sentence_offsets.reserve(corpus.num_sentences() + 1);
       part.sentence_offsets.assign(1, 0);
     }
     for (std::size_t s = 0; s < corpus.num_sentences(); ++s) {
       for (std::size_t t = corpus.sentence_offsets[s]; t < corpus.sentence_offsets[s + 1]; ++t)
         for (std::size_t k = corpus.state_offsets[t]; k < corpus.state_offsets[t + 1]; ++k) {
           const std::uint32_t a = corpus.state_ids[k];
-          auto& part = cc.parts[std::upper_bound(bounds.begin() + 1, bounds.end(), a) - bounds.begin() - 1];
+          auto& part = cc.parts[part_of(a)];
           part.ids.push_back(a);
           if (!corpus.state_values.empty()) part.values.push_back(corpus.state_values[k]);
           ++part.counts[t];
@@ -401,9 +418,9 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
     const std::size_t n = end - begin;
     losses_.resize(n);
     if (grad) {
-      if (node_delta_.size() < tokens * L) node_delta_.resize(tokens * L);
-      if (pair_delta_.size() < n * LL) pair_delta_.resize(n * LL);
-      if (per_position && edge_delta_.size() < tokens * LL) edge_delta_.resize(tokens * LL);
+      grow_exact(node_delta_, tokens * L);
+      grow_exact(pair_delta_, n * LL);
+      if (per_position) grow_exact(edge_delta_, tokens * LL);
     }
 
     // Phase 1: per sentence.

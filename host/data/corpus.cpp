@@ -36,6 +36,15 @@ std::size_t table_for(std::size_t n) {
 }
 }  // namespace
 
+std::size_t Dictionary::bytes() const {
+  std::size_t b = strings_.capacity() * sizeof(std::string) + hashes_.capacity() * sizeof(std::size_t) +
+                  slots_.capacity() * sizeof(std::uint32_t);
+  const std::size_t inline_chars = std::string().capacity();  // the small-string buffer
+  for (const std::string& s : strings_)
+    if (s.capacity() > inline_chars) b += s.capacity() + 1;
+  return b;
+}
+
 void Dictionary::reserve(std::size_t n) {
   strings_.reserve(n);
   hashes_.reserve(n);

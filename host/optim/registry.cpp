@@ -144,12 +144,14 @@ std::string bytes_text(double bytes) {
 }
 
 MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options, const Dims& dims,
-                         const Corpus& corpus, Backend& backend, double limit) {
-  const MemoryEstimate m = estimate_memory(trainer, options, dims, corpus);
+                         const Corpus& corpus, Backend& backend, double limit, std::size_t dictionaries) {
+  MemoryEstimate m = estimate_memory(trainer, options, dims, corpus);
+  m.dictionaries = dictionaries;
   // The CPU backend takes the compiled corpus over (already in memory); the CUDA backend copies it.
   const std::size_t upload = backend.upload_bytes(corpus);
   const std::size_t buffers = backend.workspace_bytes(corpus, options.loss);
-  const double needed = double(m.weights) + double(m.optimizer) + double(upload) + double(buffers);
+  const double needed = double(m.weights) + double(m.optimizer) + double(upload) + double(buffers) +
+                        double(m.dictionaries);
   double available = double(backend.memory_available());
   // The limit that decides, where it is the process's (ulimit, cgroup) rather than the free memory.
   const HostMemory host = host_memory();
@@ -163,14 +165,16 @@ MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options
   MemoryCheck c;
   c.estimate = m;
   c.figures = "weights " + bytes_text(double(m.weights)) + ", " + state + ", corpus " +
-              bytes_text(double(m.corpus) + double(upload)) + ", buffers " + bytes_text(double(buffers)) + "; " +
+              bytes_text(double(m.corpus) + double(upload)) + ", buffers " + bytes_text(double(buffers)) +
+              (m.dictionaries ? ", dictionaries " + bytes_text(double(m.dictionaries)) : std::string()) + "; " +
               bytes_text(double(m.total()) + double(upload) + double(buffers)) + " estimated, " +
               (available > 0 ? bytes_text(available) + " available" + why : "availability unknown");
   c.fits = available <= 0 || needed <= available;
   if (!c.fits)
     c.shortfall = "needs an estimated " + bytes_text(needed) + " more (weights " + bytes_text(double(m.weights)) +
                   ", " + state + (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) +
-                  (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) + ") but " +
+                  (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) +
+                  (m.dictionaries ? ", dictionaries " + bytes_text(double(m.dictionaries)) : std::string()) + ") but " +
                   bytes_text(available) + " is available on " + backend.name() + why;
   return c;
 }

@@ -234,7 +234,9 @@ Backend& TrainingRun::prepare() {
   std::string note;
   backend_ = make_backend(d, config_.backend, &note);
   if (config_.note) config_.note(note);
-  const MemoryCheck memory = check_memory(*info_, config_.options, d, corpus_, *backend_, config_.max_memory);
+  const FeatureSpace& fs = model_.features;
+  const MemoryCheck memory = check_memory(*info_, config_.options, d, corpus_, *backend_, config_.max_memory,
+                                          fs.labels.bytes() + fs.state_attrs.bytes() + fs.edge_attrs.bytes());
   if (config_.note) config_.note("memory: " + memory.figures);
   if (!memory.fits) throw MemoryRefusal(memory, d.dense());
   uploaded_ = backend_->upload(std::move(corpus_));  // resident on the backend now

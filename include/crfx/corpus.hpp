@@ -34,6 +34,9 @@ class Dictionary {
   std::uint32_t find(const std::string& s) const;
   const std::string& at(std::uint32_t id) const { return strings_[id]; }
   std::size_t size() const { return strings_.size(); }
+  /// The heap bytes it holds: the strings (their vector's capacity and the characters beyond the
+  /// small-string buffer), the hashes and the slot table (the training run's memory estimate).
+  std::size_t bytes() const;
   const std::vector<std::string>& strings() const { return strings_; }
   void freeze() { frozen_ = true; }
   bool frozen() const { return frozen_; }

@@ -262,13 +262,15 @@ struct MemoryEstimate {
   std::size_t optimizer = 0;  // the trainer's vectors and backend state (SAG's stored marginals)
   std::size_t corpus = 0;     // the compiled training data
   std::size_t vectors = 0;    // weight-sized vectors in `optimizer`
-  std::size_t total() const { return weights + optimizer + corpus; }
+  std::size_t dictionaries = 0;  // the feature space's strings and indexes (check_memory's argument)
+  std::size_t total() const { return weights + optimizer + corpus + dictionaries; }
 };
 MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& options, const Dims& dims,
                                const Corpus& corpus);
 /// A run's memory on the backend it will train on: estimate_memory, the backend's copy of the
 /// corpus (upload_bytes) and its evaluate buffers (workspace_bytes), against the memory available
-/// there (Backend::memory_available) or `limit` bytes where that is smaller and > 0.
+/// there (Backend::memory_available) or `limit` bytes where that is smaller and > 0; with the
+/// `dictionaries` bytes the run holds beside (the feature space: Dictionary::bytes).
 struct MemoryCheck {
   MemoryEstimate estimate;  // estimate_memory's
   std::string figures;    // "weights 8.2 MB, optimizer state 58.4 MB (16 weight vectors), corpus …,
@@ -277,7 +279,7 @@ struct MemoryCheck {
   std::string shortfall;  // where !fits: "needs an estimated 79.7 MB more (…) but 20.0 MB is available on cpu"
 };
 MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options, const Dims& dims,
-                         const Corpus& corpus, Backend& backend, double limit = 0);
+                         const Corpus& corpus, Backend& backend, double limit = 0, std::size_t dictionaries = 0);
 /// Bytes as "512 B", "8.2 MB", "24.5 GB" (powers of 1000).
 std::string bytes_text(double bytes);
 /// Every algorithm, in listing order.
