@@ -239,6 +239,44 @@ std::size_t CudaBackend::sentence_bytes() const {
          (dims_.L <= 32 ? sizeof(FbSegment) + sizeof(FbMulti) : 0);  // the split's work list
 }
 
+void CudaBackend::workspace_caps(std::size_t N, std::size_t S, std::size_t max_len, std::size_t usable,
+                                 std::size_t& rows, std::size_t& sents) const {
+  const std::size_t per_row = row_bytes(dims_.E > 0), per_sent = sentence_bytes();
+  const std::size_t min_rows = std::max<std::size_t>(1, max_len);
+  const std::size_t need_min = min_rows * per_row + per_sent;
+  rows = std::max<std::size_t>(1, N);
+  sents = std::max<std::size_t>(1, S);
+  const std::size_t budget = std::max(need_min, usable / 2);
+  if (rows * per_row + sents * per_sent > budget) {
+    // Rows get half the budget but at least the longest sentence; sentences what rows leave
+    // (at least per_sent, since budget ≥ need_min), so the total stays within the budget.
+    rows = std::min(rows, std::max(min_rows, (budget / 2) / per_row));
+    sents = std::max<std::size_t>(1, std::min(sents, (budget - rows * per_row) / per_sent));
+  }
+  if (cfg_.max_chunk_tokens) rows = std::max(min_rows, std::min(rows, cfg_.max_chunk_tokens));
+}
+
+std::size_t CudaBackend::workspace_bytes(const Corpus& c, SequenceLoss loss) const {
+  // What size_workspace will allocate once the corpus's copy (upload_bytes) is made, with the
+  // pointwise losses' per-position pairwise marginals (pointwise_rows: ≤ 256 MiB) and the split
+  // forward-backward's partial pair sums (counted in row_bytes).
+  std::size_t free_b = 0, total_b = 0;
+  CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
+  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const std::size_t upload = upload_bytes(c), usable = free_b > upload ? free_b - upload : 0;
+  std::size_t longest = 0;
+  for (std::size_t s = 0; s < c.num_sentences(); ++s) longest = std::max(longest, c.length(s));
+  std::size_t rows = 0, sents = 0;
+  workspace_caps(c.num_tokens(), c.num_sentences(), longest, usable, rows, sents);
+  std::size_t bytes = rows * row_bytes(dims_.E > 0) + sents * sentence_bytes();
+  if (pointwise_loss(loss) && dims_.E == 0) {
+    const std::size_t LL = std::size_t(dims_.L) * dims_.L;
+    const std::size_t pt = std::min(rows, std::max<std::size_t>(longest, (std::size_t(256) << 20) / (LL * sizeof(double))));
+    bytes += pt * LL * sizeof(double);
+  }
+  return bytes;
+}
+
 void CudaBackend::size_workspace(const CudaCorpus& c) {
   const bool edges = dims_.E > 0;
   const std::size_t per_row = row_bytes(edges), per_sent = sentence_bytes();
@@ -253,15 +291,8 @@ void CudaBackend::size_workspace(const CudaCorpus& c) {
                 std::to_string(dims_.L) + (edges ? " and edge features" : "") + " needs " +
                 fmt_mib(need_min) + " of device workspace; only " + fmt_mib(free_b) + " free on " + name_ +
                 "; use --device cpu");
-  std::size_t rows = std::max<std::size_t>(1, c.N), sents = std::max<std::size_t>(1, c.S);
-  const std::size_t budget = std::max(need_min, usable / 2);
-  if (rows * per_row + sents * per_sent > budget) {
-    // Rows get half the budget but at least the longest sentence; sentences what rows leave
-    // (at least per_sent, since budget ≥ need_min), so the total stays within the budget.
-    rows = std::min(rows, std::max(min_rows, (budget / 2) / per_row));
-    sents = std::max<std::size_t>(1, std::min(sents, (budget - rows * per_row) / per_sent));
-  }
-  if (cfg_.max_chunk_tokens) rows = std::max(min_rows, std::min(rows, cfg_.max_chunk_tokens));
+  std::size_t rows = 0, sents = 0;
+  workspace_caps(c.N, c.S, c.max_len, usable, rows, sents);
   rows = std::max(rows, rows_cap_);
   sents = std::max(sents, sents_cap_);
   if (rows == rows_cap_ && sents == sents_cap_) return;

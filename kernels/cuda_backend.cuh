@@ -230,6 +230,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// edge items at a sentence's first token, which the upload drops, counted).
   std::size_t memory_available() override;
   std::size_t upload_bytes(const Corpus& c) const override;
+  std::size_t workspace_bytes(const Corpus& c, SequenceLoss loss = SequenceLoss::seq_log) const override;
 
   // ---- data (backend.cu) -------------------------------------------------------------------
   BackendCorpusPtr upload(const Corpus& c) override;
@@ -329,6 +330,10 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// Grows the workspace (never shrinks) so that chunks of `c` fit: the whole corpus when the
   /// memory budget (half of what is free) allows, else chunks of whole sentences.
   void size_workspace(const CudaCorpus& c);
+  /// size_workspace's rows and sentences for a corpus of N tokens, S sentences, the longest of
+  /// max_len, with `usable` bytes of device memory.
+  void workspace_caps(std::size_t N, std::size_t S, std::size_t max_len, std::size_t usable, std::size_t& rows,
+                      std::size_t& sents) const;
   void release_workspace() noexcept;
 
   // ---- chunks (backend.cu) -----------------------------------------------------------------
