@@ -526,7 +526,9 @@ FbParams CudaBackend::fb_params(const CudaCorpus& c, const Vector& w) const {
 }
 
 bool CudaBackend::split_fb() const {
-  if (dims_.L > 32) return false;
+  // A chunk of one sentence (a stochastic step) stays fused: its plan may be written on the
+  // device without the work list, and a lone sentence has no other to wait for.
+  if (dims_.L > 32 || h_sent_.size() < 2) return false;
   switch (fb_mode_) {
     case CudaBackendConfig::ForwardBackward::fused: return false;
     case CudaBackendConfig::ForwardBackward::split: return true;
