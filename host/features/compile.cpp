@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -580,12 +581,14 @@ Corpus TrainingCompiler::finish(std::size_t min_freq) {
   prune(fs_.state_attrs, state_count_, min_freq, c.state_offsets, c.state_ids, c.state_values);
   prune(fs_.edge_attrs, edge_count_, min_freq, c.edge_offsets, c.edge_ids, c.edge_values);
   drop_unit_values(c);
-  // The arrays grew by doubling over the batches: the run keeps them for its whole length, at their
-  // size (one array copied at a time).
-  for (auto* v : {&c.sentence_offsets, &c.state_offsets, &c.edge_offsets}) v->shrink_to_fit();
-  for (auto* v : {&c.labels, &c.state_ids, &c.edge_ids}) v->shrink_to_fit();
-  for (auto* v : {&c.state_values, &c.edge_values}) v->shrink_to_fit();
-  c.source_lines.shrink_to_fit();
+  // The run keeps the arrays for its whole length: one that grew by doubling (no reserve_for, or
+  // more text than projected) is copied to its size, one array at a time; one reserved within
+  // 1/8 of its size is left as it is (the copy would hold both at once).
+  auto fit = [](auto& v) {
+    if (v.capacity() - v.size() > v.size() / 8) v.shrink_to_fit();
+  };
+  fit(c.sentence_offsets), fit(c.state_offsets), fit(c.edge_offsets), fit(c.labels), fit(c.state_ids);
+  fit(c.edge_ids), fit(c.state_values), fit(c.edge_values), fit(c.source_lines);
   fs_.labels.freeze();
   fs_.state_attrs.freeze();
   fs_.edge_attrs.freeze();
@@ -596,6 +599,16 @@ Corpus compile_training(FeatureSpace& fs, const TextData& data, std::size_t min_
   TrainingCompiler tc(fs);
   tc.add(data);
   return tc.finish(min_freq);
+}
+
+void TrainingCompiler::reserve_for(double scale) {
+  if (!(scale > 1)) return;
+  auto grow = [scale](auto& v) {
+    if (!v.empty()) v.reserve(std::size_t(double(v.size()) * scale) + 1);
+  };
+  Corpus& c = c_;
+  grow(c.sentence_offsets), grow(c.state_offsets), grow(c.edge_offsets), grow(c.labels), grow(c.state_ids);
+  grow(c.edge_ids), grow(c.state_values), grow(c.edge_values), grow(c.source_lines);
 }
 
 std::size_t TrainingCompiler::corpus_bytes() const {
@@ -619,6 +632,19 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
                         std::uint64_t batch_bytes, const std::function<void(const CompileProgress&)>& after_batch) {
   if (paths.empty()) throw Error("no data files to read");
   TrainingCompiler tc(fs);
+  // The files' bytes (0 when one is standard input or not a regular file): after the first batch
+  // the arrays are reserved for the whole text, projected from that batch (5% over).
+  std::uint64_t total = 0, done = 0;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    const auto size = path == "-" || !std::filesystem::is_regular_file(path, ec) ? 0 : std::filesystem::file_size(path, ec);
+    if (ec || size == 0) {
+      total = 0;
+      break;
+    }
+    total += size;
+  }
+  bool projected = total == 0;
   for (const std::string& path : paths) {
     TextReader reader(fs.format, path);  // every file's columns checked by the compiler
     while (!reader.exhausted()) {
@@ -627,6 +653,11 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
       batch.path = path;
       if (reader.append(batch, ~std::size_t(0), batch_bytes) == 0 && reader.exhausted()) break;
       tc.add(batch);
+      if (!projected) {  // (a gzip file's bytes read may be its text's: beyond `total`, no projection)
+        projected = true;
+        const std::uint64_t read = done + reader.bytes_read();
+        if (read > 0 && read < total) tc.reserve_for(1.05 * double(total) / double(read));
+      }
       if (!after_batch) continue;
       CompileProgress p;
       p.path = path;
@@ -639,6 +670,7 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
       p.strings_bytes = tc.strings_bytes();
       after_batch(p);
     }
+    done += reader.bytes_read();
   }
   return tc.finish(min_freq);
 }

@@ -135,6 +135,11 @@ class TrainingCompiler {
   std::size_t corpus_bytes() const;
   std::size_t strings_bytes() const;
   std::size_t sentences() const { return c_.num_sentences(); }
+  /// Makes room in every array for `scale` times what it holds (the text still to come,
+  /// projected from what was read so far), so that each is allocated about once instead of
+  /// doubling over the batches and being copied to its size at finish (which held the old and
+  /// the new array at once: the reading's peak).
+  void reserve_for(double scale);
 
  private:
   FeatureSpace& fs_;
