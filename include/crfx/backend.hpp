@@ -466,6 +466,9 @@ struct BackendOptions {
   /// Force the log-space forward-backward on every sentence (reference path for tests);
   /// by default the scaled exp-space path runs and falls back to log space on underflow.
   bool log_space_only = false;
+  /// The CUDA device (modulo the devices there are): a rank of a data-parallel run takes its
+  /// local rank's (TrainConfig::collective).
+  int cuda_device = 0;
 };
 
 /// Parses "auto" | "cpu" | "cuda".
