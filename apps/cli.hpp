@@ -65,7 +65,8 @@ void release_free_memory();
 void add_device_options(cxxopts::Options& o);
 /// --device and --threads.
 BackendOptions backend_options(const cxxopts::ParseResult& r);
-BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet);
+/// The backend --device and --threads ask for (`cuda_device`: BackendOptions::cuda_device).
+BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet, int cuda_device = 0);
 /// --features, --possible-states, --possible-transitions (crfx train, crfx bench).
 void add_feature_options(cxxopts::Options& o);
 FeatureSet feature_set(const cxxopts::ParseResult& r);

@@ -164,6 +164,35 @@ TEST_F(Mpi, ResumeNeedsTheSameProcessCount) {
   EXPECT_EQ(read_text(temp_path("resumed.model")), read_text(temp_path("straight.model")));
 }
 
+// crfx tag under mpirun: input i to process i mod N, each output written by its process; the
+// outputs are one process's, byte for byte (5 inputs over 3 processes, and over 7: two idle).
+TEST_F(Mpi, TaggingSharesTheInputs) {
+  train(q(CRFX_BINARY), q(kTrain) + " -t " + q(kTemplate) + " --max-iterations 10", "tagger");
+  const std::string model = q(temp_path("tagger.model"));
+  const std::string text = read_text(kTest);
+  std::string inputs;
+  for (int i = 1; i <= 5; ++i) {  // the first 20·i sentences of the test slice
+    std::size_t at = 0;
+    for (int k = 0; k < 20 * i && at != std::string::npos; ++k) at = text.find("\n\n", at + 1);
+    const std::string in = temp_path("in" + std::to_string(i) + ".txt");
+    test::write_text(in, text.substr(0, at == std::string::npos ? text.size() : at + 2));
+    inputs += q(in) + " ";
+  }
+  std::string out;
+  ASSERT_EQ(run(q(CRFX_BINARY) + " tag -m " + model + " " + inputs + "-O " + q(temp_path("one")), &out), 0) << out;
+  for (int np : {3, 7}) {
+    const std::string dir = temp_path("np" + std::to_string(np));
+    ASSERT_EQ(run(mpirun(np, CRFX_BINARY) + " tag -m " + model + " " + inputs + "-O " + q(dir), &out), 0) << out;
+    EXPECT_NE(out.find("crfx tag: 5 inputs"), std::string::npos) << out;  // the first process's sum of all
+    for (int i = 1; i <= 5; ++i) {
+      const std::string name = "/in" + std::to_string(i) + ".txt";
+      EXPECT_EQ(read_text(dir + name), read_text(temp_path("one") + name)) << np << name;
+    }
+  }
+  EXPECT_NE(run(mpirun(2, CRFX_BINARY) + " tag -m " + model + " " + inputs, &out), 0);
+  EXPECT_NE(out.find("across 2 processes each input needs an output of its own: -O DIR"), std::string::npos) << out;
+}
+
 // A rank killed mid-training (SIGKILL: no handler runs) ends the whole job with a failure status
 // and mpirun's message naming the rank, and no model (nor a temporary of one) is left.
 TEST_F(Mpi, KilledRankEndsTheJobWithoutAModel) {
