@@ -76,6 +76,8 @@ FeatureSet feature_set(const cxxopts::ParseResult& r);
 /// the first call (MPI_Init), ended at exit. Error under a launcher of several in a build
 /// without MPI.
 Collective* processes();
+/// The GPU ranks' device sum (NCCL) in a build with -DCRFX_NCCL=ON; else empty (through the host).
+DeviceSumMaker device_sum();
 /// After an error on this process: ends the job's other processes too (MPI_Abort), which would
 /// otherwise wait on this one for ever.
 void end_other_processes(int status);

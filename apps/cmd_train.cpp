@@ -692,6 +692,7 @@ int train_command(int argc, char** argv, bool learn) {
   const double t0 = now_seconds();
   // Under mpirun every process trains on its shard; the first (rank 0) alone reports and writes.
   a.config.collective = processes();
+  a.config.device_sum = device_sum();
   const int ranks = a.config.collective ? a.config.collective->size() : 1;
   const bool lead = !a.config.collective || a.config.collective->rank() == 0;
   if (!lead) {

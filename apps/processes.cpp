@@ -13,6 +13,9 @@
 #ifdef CRFX_HAVE_MPI
 #include "../host/dist/mpi/mpi_collective.hpp"
 #endif
+#ifdef CRFX_HAVE_NCCL
+#include "../kernels/nccl/nccl_sum.hpp"
+#endif
 
 namespace crfx::cli {
 namespace {
@@ -47,6 +50,15 @@ Collective* processes() {
               "work and write the same outputs; build it with MPI (cmake -DCRFX_MPI=ON, apt: libopenmpi-dev) "
               "or run one process");
 #endif
+}
+
+DeviceSumMaker device_sum() {
+  DeviceSumMaker m;
+#ifdef CRFX_HAVE_NCCL
+  m.usable = cuda::nccl_usable;
+  m.make = cuda::make_nccl_sum;
+#endif
+  return m;
 }
 
 void end_other_processes(int status) {

@@ -179,6 +179,62 @@ TEST(Dist, RanksSumTheirShardsToTheWholeCorpus) {
   }
 }
 
+/// A device sum of the tests: the host's sum in rank order, counting its calls.
+class CountingSum final : public DeviceSum {
+ public:
+  CountingSum(Backend& b, Collective& c, int& calls) : b_(b), c_(c), calls_(calls) {}
+  void sum(Vector& x) override {
+    ++calls_;
+    std::vector<double> h = to_host(b_, x);
+    c_.sum(h.data(), h.size());
+    b_.write(x, h.data());
+  }
+  std::string name() const override { return "counting sum"; }
+
+ private:
+  Backend& b_;
+  Collective& c_;
+  int& calls_;
+};
+
+// Where every rank's backend has a device sum the gradient goes through it (the loss through the
+// host), with the host path's result; where one rank's has none, no rank uses it.
+TEST(Dist, DeviceSumOnlyWhereEveryRankHasOne) {
+  const auto p = test::random_problem(3, 12, 1, 40, 7, 13);
+  const auto w = test::random_weights(p.dims.num_weights(), 0.3, 14);
+  constexpr int N = 2;
+  for (int without : {-1, 1}) {  // the rank whose backend has no device sum (-1: none)
+    SharedRanks shared(N);
+    int calls[N] = {0, 0};
+    std::vector<std::vector<double>> gs(N), host(N);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < N; ++r)
+      threads.emplace_back([&, r] {
+        ThreadRank rank(shared, r);
+        const auto [first, last] = shard_range(p.corpus, r, N);
+        DeviceSumMaker device;
+        device.usable = [&](Backend&) { return r != without; };
+        device.make = [&](Backend& b, int, int, const std::function<void(void*, std::size_t)>&) {
+          return std::unique_ptr<DeviceSum>(new CountingSum(b, rank, calls[r]));
+        };
+        for (bool with_device : {true, false}) {
+          BackendPtr b = distributed_backend(std::make_unique<CpuBackend>(p.dims, 1), rank,
+                                             with_device ? device : DeviceSumMaker{});
+          auto c = b->upload(shard_corpus(p.corpus, first, last));
+          auto bw = to_backend(*b, w);
+          auto bg = b->vector(w.size());
+          b->evaluate(*c, *bw, all_sentences(*c), bg.get(), 1.0);
+          (with_device ? gs : host)[std::size_t(r)] = to_host(*b, *bg);
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < N; ++r) {
+      EXPECT_EQ(calls[r], without < 0 ? 1 : 0) << "rank " << r << ", without " << without;
+      EXPECT_EQ(gs[std::size_t(r)], host[std::size_t(r)]) << "rank " << r;
+    }
+  }
+}
+
 TEST(Dist, TrainingRunRefusesTrainersThatDoNotSum) {
   SharedRanks shared(2);
   ThreadRank rank(shared, 0);

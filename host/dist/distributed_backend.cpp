@@ -13,6 +13,7 @@
 // exchange. What cannot be summed is refused: evaluate over part of a corpus (log_seq_exp's
 // per-sentence way where H overflows a double, a mini-batch), the stochastic and incremental
 // capabilities, host_corpus (the Maxent trainers would see one shard as the corpus).
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,10 +26,19 @@ namespace {
 
 class DistributedBackend final : public Backend {
  public:
-  DistributedBackend(BackendPtr inner, Collective& c) : Backend(inner->dims()), b_(std::move(inner)), c_(c) {}
+  DistributedBackend(BackendPtr inner, Collective& c, const DeviceSumMaker& device)
+      : Backend(inner->dims()), b_(std::move(inner)), c_(c) {
+    const char* env = std::getenv("CRFX_NCCL");
+    const bool wanted = device.usable && device.make && !(env && std::string(env) == "0");
+    // Every rank asks (a collective call), so that all or none of them take the device's way.
+    if (c_.all(wanted && device.usable(*b_)))
+      device_ = device.make(*b_, c_.rank(), c_.size(),
+                            [this](void* data, std::size_t bytes) { c_.broadcast(data, bytes, 0); });
+  }
 
   std::string name() const override {
-    return b_->name() + ", rank " + std::to_string(c_.rank()) + " of " + std::to_string(c_.size());
+    return b_->name() + ", rank " + std::to_string(c_.rank()) + " of " + std::to_string(c_.size()) +
+           (device_ ? ", gradients summed by " + device_->name() : "");
   }
   std::size_t memory_available() override { return b_->memory_available(); }
   std::size_t upload_bytes(const Corpus& corpus) const override { return b_->upload_bytes(corpus); }
@@ -75,6 +85,7 @@ class DistributedBackend final : public Backend {
       throw Error("across " + std::to_string(c_.size()) +
                   " processes only passes over the whole training data are summed; this run asked for part of it "
                   "(a sentence or a mini-batch: with --loss seq-exp, H beyond a double); run it as one process");
+    if (device_ && grad) return evaluate_on_device(corpus, w, sentences, *grad, scale, loss);
     const std::size_t W = grad ? grad->size() : 0;
     host_.resize(W + 1);
     if (grad) {
@@ -107,17 +118,32 @@ class DistributedBackend final : public Backend {
   }
 
  private:
+  /// evaluate with the gradient summed by the device sum, the loss through the host.
+  double evaluate_on_device(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences, Vector& grad,
+                            double scale, SequenceLoss loss) {
+    if (!scratch_ || scratch_->size() != grad.size())
+      scratch_ = b_->vector(grad.size());
+    else
+      b_->fill(*scratch_, 0.0);
+    double f = b_->evaluate(corpus, w, sentences, scratch_.get(), scale, loss);
+    device_->sum(*scratch_);
+    c_.sum(&f, 1);
+    b_->axpy(1.0, *scratch_, grad);
+    return f;
+  }
+
   BackendPtr b_;
   Collective& c_;
+  std::unique_ptr<DeviceSum> device_;  // null: the gradient goes through the host
   VectorPtr scratch_;         // [W] the rank's gradient contribution, then the sum
   std::vector<double> host_;  // [W + 1] its host copy, the loss last
 };
 
 }  // namespace
 
-BackendPtr distributed_backend(BackendPtr inner, Collective& collective) {
+BackendPtr distributed_backend(BackendPtr inner, Collective& collective, const DeviceSumMaker& device) {
   if (!inner) throw Error("internal: distributed_backend without a backend");
-  return std::make_unique<DistributedBackend>(std::move(inner), collective);
+  return std::make_unique<DistributedBackend>(std::move(inner), collective, device);
 }
 
 }  // namespace crfx

@@ -251,7 +251,10 @@ Backend& TrainingRun::prepare() {
   }
   std::string note;
   backend_ = make_backend(d, config_.backend, &note);
-  if (config_.collective) backend_ = distributed_backend(std::move(backend_), *config_.collective);
+  if (config_.collective) {
+    backend_ = distributed_backend(std::move(backend_), *config_.collective, config_.device_sum);
+    note += "; as " + backend_->name();
+  }
   if (config_.note) config_.note(note);
   const MemoryCheck memory = check_memory(*info_, config_.options, d, corpus_, *backend_, config_.max_memory);
   if (config_.note) config_.note("memory: " + memory.figures);

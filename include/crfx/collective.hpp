@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -61,6 +62,17 @@ std::pair<std::size_t, std::size_t> shard_range(const Corpus& corpus, int rank, 
 /// The corpus of those sentences alone (ids, labels and values as they were).
 Corpus shard_corpus(const Corpus& corpus, std::size_t first, std::size_t last);
 
+/// How a backend's vectors are summed on the device, where a program offers it (the crfx tool
+/// built with -DCRFX_NCCL=ON: kernels/nccl/nccl_sum.hpp): `usable(b)` says whether backend `b`
+/// can (no collective call); `make(b, rank, size, share)` makes the sum, `share(data, bytes)`
+/// copying bytes from rank 0 to every rank (NCCL's id over the host collective).
+struct DeviceSumMaker {
+  std::function<bool(Backend&)> usable;
+  std::function<std::unique_ptr<DeviceSum>(Backend&, int rank, int size,
+                                           const std::function<void(void*, std::size_t)>& share)>
+      make;
+};
+
 /// A backend that forwards every call to `inner` (the rank's own backend, holding the rank's
 /// shard) except evaluate over a whole uploaded corpus: its loss and gradient contribution are
 /// summed across the ranks of `collective` (the contribution made on a zeroed buffer of the
@@ -69,7 +81,9 @@ Corpus shard_corpus(const Corpus& corpus, std::size_t first, std::size_t last);
 /// the rank's own: its weights are the same on every rank, so norms, dots and steps are too.
 /// evaluate over part of a corpus (a sentence or a mini-batch, which only the rank holding it
 /// could make) is an Error, as are the incremental and sparse capabilities (none here).
-/// `collective` must outlive the backend.
-BackendPtr distributed_backend(BackendPtr inner, Collective& collective);
+/// With `device` usable on every rank's backend (agreed through the collective, and not turned
+/// off by CRFX_NCCL=0 in the environment), the gradient is summed by it on the device instead,
+/// the loss alone through the host. `collective` must outlive the backend.
+BackendPtr distributed_backend(BackendPtr inner, Collective& collective, const DeviceSumMaker& device = {});
 
 }  // namespace crfx

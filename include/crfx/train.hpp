@@ -63,6 +63,9 @@ struct TrainConfig {
   /// run (kDistributedTrainers), the stop (`stop`) is agreed by all ranks at an iteration's end
   /// (a pass is never abandoned), and --device cuda takes the device of the rank's local rank.
   Collective* collective = nullptr;
+  /// With `collective`: how the ranks' gradients may be summed on their devices (NCCL; the crfx
+  /// tool built with -DCRFX_NCCL=ON); empty: through the host.
+  DeviceSumMaker device_sum;
 };
 
 /// The trainers a run on several processes takes: their objective and gradient are sums over
