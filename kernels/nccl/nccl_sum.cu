@@ -14,6 +14,8 @@
 namespace crfx::cuda {
 namespace {
 
+using detail::CudaBackend;
+
 void nccl_check(ncclResult_t rc, const char* call) {
   if (rc != ncclSuccess) throw Error(std::string(call) + " failed: " + ncclGetErrorString(rc));
 }
