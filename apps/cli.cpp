@@ -218,8 +218,9 @@ BackendOptions backend_options(const cxxopts::ParseResult& r) {
   return bo;
 }
 
-BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet) {
-  const BackendOptions bo = backend_options(r);
+BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet, int cuda_device) {
+  BackendOptions bo = backend_options(r);
+  bo.cuda_device = cuda_device;
   std::string note;
   BackendPtr b = make_backend(dims, bo, &note);
   if (!quiet) std::cerr << note << "\n";

@@ -12,6 +12,8 @@
 #include <cxxopts.hpp>
 
 #include "crfx/backend.hpp"
+#include "crfx/checkpoint.hpp"
+#include "crfx/collective.hpp"
 #include "crfx/error.hpp"
 #include "crfx/features.hpp"
 
@@ -63,10 +65,25 @@ void release_free_memory();
 void add_device_options(cxxopts::Options& o);
 /// --device and --threads.
 BackendOptions backend_options(const cxxopts::ParseResult& r);
-BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet);
+/// The backend --device and --threads ask for (`cuda_device`: BackendOptions::cuda_device).
+BackendPtr backend_from(const cxxopts::ParseResult& r, const Dims& dims, bool quiet, int cuda_device = 0);
 /// --features, --possible-states, --possible-transitions (crfx train, crfx bench).
 void add_feature_options(cxxopts::Options& o);
 FeatureSet feature_set(const cxxopts::ParseResult& r);
+
+/// The processes of an MPI job this one belongs to (apps/processes.cpp), where mpirun or srun
+/// started it (OMPI_COMM_WORLD_SIZE or PMI_SIZE set) — even one alone; null otherwise. Made at
+/// the first call (MPI_Init), ended at exit. Error under a launcher of several in a build
+/// without MPI.
+Collective* processes();
+/// The GPU ranks' device sum (NCCL) in a build with -DCRFX_NCCL=ON; else empty (through the host).
+DeviceSumMaker device_sum();
+/// After an error on this process: ends the job's other processes too (MPI_Abort), which would
+/// otherwise wait on this one for ever.
+void end_other_processes(int status);
+/// --resume under `processes` processes: Error naming both counts unless the checkpoint was made
+/// on as many (a checkpoint without the key "processes" was made by one).
+void check_resume_processes(const Checkpoint& checkpoint, int processes);
 
 int cmd_train(int argc, char** argv);
 /// crfx train, or (learn) crfx learn once apps/cmd_learn.cpp has translated CRFsuite's options:

@@ -218,6 +218,37 @@ Outputs plan_outputs(const cxxopts::ParseResult& r, std::vector<InputFile>& inpu
   return out;
 }
 
+bool lead(const Collective* ranks) { return !ranks || ranks->rank() == 0; }
+
+/// Keeps this process's share of the inputs, and their outputs: input i goes to process i mod N,
+/// each output written by the process that tags its input (so -O DIR only: one stream cannot
+/// be written by several processes).
+void share_inputs(const Collective& ranks, bool to_dir, std::vector<InputFile>& inputs,
+                  std::vector<std::string>& outputs) {
+  if (!to_dir)
+    throw UsageError("across " + std::to_string(ranks.size()) +
+                     " processes each input needs an output of its own: -O DIR (not -o or standard output)");
+  std::vector<InputFile> mine;
+  std::vector<std::string> mine_out;
+  for (std::size_t i = std::size_t(ranks.rank()); i < inputs.size(); i += std::size_t(ranks.size())) {
+    mine.push_back(inputs[i]);
+    mine_out.push_back(outputs[i]);
+  }
+  inputs.swap(mine);
+  outputs.swap(mine_out);
+}
+
+/// The run's figures added up over the processes (for the first one's summary line).
+TagRunStats all_processes(Collective* ranks, TagRunStats stats) {
+  if (!ranks || ranks->size() == 1) return stats;
+  double n[] = {double(stats.inputs), double(stats.sentences), double(stats.tokens)};
+  ranks->sum(n, 3);
+  stats.inputs = std::size_t(n[0]);
+  stats.sentences = std::size_t(n[1]);
+  stats.tokens = std::size_t(n[2]);
+  return stats;
+}
+
 /// The summary line (and --timing's) on standard error.
 void report(const cxxopts::ParseResult& r, const TagRunStats& stats, const TagRunOptions& run, const Tagger& tagger,
             std::size_t skipped, double started, double load_seconds, bool quiet) {
@@ -278,7 +309,10 @@ int cmd_tag(int argc, char** argv) {
                  "tag -r (the reference labels) is what crfx tag does anyway: the input's gold label is kept "
                  "before the predicted one\n";
   std::vector<InputFile> inputs = list_inputs(data, r.count("recursive") > 0);
-  const Outputs outputs = plan_outputs(r, inputs, model_path, to_dir, output);
+  Outputs outputs = plan_outputs(r, inputs, model_path, to_dir, output);
+  // Under mpirun the inputs are shared out, input i to process i mod N, each writing their outputs.
+  Collective* ranks = processes();
+  if (ranks && ranks->size() > 1) share_inputs(*ranks, to_dir, inputs, outputs.paths);
   TagOptions options;
   options.marginals = r.count("marginals") > 0;
   options.probability = r.count("probability") > 0;
@@ -302,7 +336,8 @@ int cmd_tag(int argc, char** argv) {
   Model model = load_model(model_path);
   if (device_start.valid()) device_start.wait();
   const Dims dims = model.features.dims();
-  Tagger tagger(std::move(model), backend_from(r, dims, quiet), options);
+  Tagger tagger(std::move(model), backend_from(r, dims, quiet || !lead(ranks), ranks ? ranks->local_rank() : 0),
+                options);
   const double load_seconds = now_seconds() - load_start;
   const unsigned threads = get<unsigned>(r, "threads");
   run.workers = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
@@ -323,7 +358,7 @@ int cmd_tag(int argc, char** argv) {
   const TagRunStats stats = tag_inputs(tagger, inputs, *sink, run);  // (on an error, ~ProgressDisplay clears)
   if (run.progress) display.last(stats);
   display.clear();
-  report(r, stats, run, tagger, outputs.skipped, started, load_seconds, quiet);
+  report(r, all_processes(ranks, stats), run, tagger, outputs.skipped, started, load_seconds, quiet || !lead(ranks));
   if (!stats.failures.empty()) {
     std::cerr << "crfx tag: " << grouped(stats.failures.size()) << " of " << plural(stats.inputs, "input", "inputs")
               << " failed (no output written for them):\n";

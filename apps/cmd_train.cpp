@@ -690,7 +690,17 @@ int train_command(int argc, char** argv, bool learn) {
     std::cerr << a.program << ": note: -a mira runs at most --epochs " << a.config.options.epochs
               << " by default (CRF++'s crf_learn -m 100000: until its convergence test)\n";
   const double t0 = now_seconds();
-  a.config.note = [quiet = a.quiet, program = a.program](const std::string& line) {
+  // Under mpirun every process trains on its shard; the first (rank 0) alone reports and writes.
+  a.config.collective = processes();
+  a.config.device_sum = device_sum();
+  const int ranks = a.config.collective ? a.config.collective->size() : 1;
+  const bool lead = !a.config.collective || a.config.collective->rank() == 0;
+  if (!lead) {
+    a.log_path = a.checkpoint_path = a.dev_path = "";
+    a.quiet = true;
+  }
+  a.config.note = [quiet = a.quiet, lead, program = a.program](const std::string& line) {
+    if (!lead) return;
     if (line.rfind("note: ", 0) == 0)
       std::cerr << program << ": " << line << "\n";
     else if (!quiet)
@@ -708,6 +718,8 @@ int train_command(int argc, char** argv, bool learn) {
   const FeatureSpace& fs = run.features();
   CheckpointKeys keys;
   if (!a.checkpoint_path.empty() || a.resume) keys = checkpoint_keys(r, *trainer, a.config.options, fs, run.corpus());
+  if (ranks > 1) keys.emplace_back("processes", std::to_string(ranks));
+  if (a.resume) check_resume_processes(*a.resume, ranks);
   if (a.resume) a.resume->check(keys);
   const DevData dev = read_dev(a.dev_path, fs);
   // The first Ctrl-C or kill from here on stops training (TrainConfig::stop) instead of ending
@@ -754,6 +766,7 @@ int train_command(int argc, char** argv, bool learn) {
   a.resume.reset();
   const int stopped_by = stop_signal();
   progress.flush_log();
+  if (!lead) return stopped_by ? kExitStoppedBySignal : 0;
   save_model(result.model, a.model_path);
   set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
   if (stopped_by) return stopped_by_signal(stopped_by, a, progress, result);

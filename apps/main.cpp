@@ -124,12 +124,15 @@ int main(int argc, char** argv) {
     return status;
   } catch (const UsageError& e) {
     std::cerr << "crfx " << cmd << ": " << e.what() << "\n";
+    end_other_processes(2);  // under mpirun: the others would wait on this one for ever
     return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << "crfx " << cmd << ": out of memory\n";
+    end_other_processes(1);
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "crfx " << cmd << ": " << e.what() << "\n";
+    end_other_processes(1);
     return 1;
   }
 }

@@ -14,11 +14,13 @@
 #   cpu       host/cpu (the CPU backend)           → rules backend data base
 #   cuda      kernels/ (cuda_api.hpp and the rest)  → rules backend data base
 #   factory   host/backend_factory.cpp             → cpu cuda backend data base
+#   dist      collective.hpp, host/dist (data-parallel runs: the collective, shards, the summing
+#             backend; host/dist/mpi is built only with MPI)  → backend data base
 #   optim     trainer.hpp, host/optim              → rules backend data base
 #   eval      eval.hpp, host/eval                  → io base
 #   tag       tagger.hpp, tag_run.hpp, host/tag   → model features backend io data base
 #   api       train.hpp, host/train (a training run: the one entry point of the CLI and Python)
-#                                                  → tag eval optim model features backend io data base
+#                                                  → dist tag eval optim model features backend io data base
 # apps/ and tests/ may use every part and are not checked. So optimizers see the Backend interface,
 # never a backend; of host/ kernels see only host/optim/rules; the readers never see features or models.
 cmake_minimum_required(VERSION 3.24)
@@ -39,7 +41,8 @@ set(allowed_factory cpu cuda backend data base)
 set(allowed_optim rules backend data base)
 set(allowed_eval io base)
 set(allowed_tag model features backend io data base)
-set(allowed_api tag eval optim model features backend io data base)
+set(allowed_dist backend data base)
+set(allowed_api dist tag eval optim model features backend io data base)
 
 # The part a public header belongs to.
 set(header_error base)
@@ -58,6 +61,7 @@ set(header_checkpoint optim)
 set(header_eval eval)
 set(header_tagger tag)
 set(header_tag_run tag)
+set(header_collective dist)
 set(header_train api)
 # The part of a folder under host/.
 set(folder_util base)
@@ -70,6 +74,7 @@ set(folder_cpu cpu)
 set(folder_optim optim)
 set(folder_eval eval)
 set(folder_tag tag)
+set(folder_dist dist)
 set(folder_train api)
 
 # part_of_file(<path relative to ROOT> <out>): the part of a source file, or "" when unchecked.
@@ -104,8 +109,8 @@ function(part_of_include inc from out)
     set(part rules)
   elseif(inc MATCHES "^(\\.\\./)?kernels/")
     set(part cuda)
-  elseif(inc MATCHES "^([a-z0-9_]+)/[a-z0-9_]+\\.hpp$")
-    set(part "${folder_${CMAKE_MATCH_1}}")  # host/<folder>/… (empty: unknown)
+  elseif(inc MATCHES "^([a-z0-9_]+)/([a-z0-9_]+/)?[a-z0-9_]+\\.hpp$")
+    set(part "${folder_${CMAKE_MATCH_1}}")  # host/<folder>/[<subfolder>/]… (empty: unknown)
     if(part STREQUAL "" AND from STREQUAL "cuda")
       set(part cuda)  # kernels/emu/…
     endif()

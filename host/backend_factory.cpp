@@ -67,6 +67,9 @@ BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::st
       BackendPtr backend;
       try {
         cuda::CudaBackendConfig config;
+        std::string why;
+        const int devices = cuda::device_count(&why);
+        if (devices > 0 && options.cuda_device > 0) config.device = options.cuda_device % devices;
         backend = cuda::make_cuda_backend(dims, config);
       } catch (const Error& e) {  // e.g. more labels than the kernels handle
         if (options.device == DeviceKind::cuda)

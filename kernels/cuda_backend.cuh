@@ -231,6 +231,12 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   std::size_t memory_available() override;
   std::size_t upload_bytes(const Corpus& c) const override;
   std::size_t workspace_bytes(const Corpus& c, SequenceLoss loss = SequenceLoss::seq_log) const override;
+  /// For the NCCL sum (kernels/nccl/nccl_sum.cu): a vector's device memory, the backend's stream
+  /// and device, and a wait for the stream.
+  double* device_data(Vector& x) { return P(x); }
+  cudaStream_t stream() const { return stream_; }
+  int device() const { return cfg_.device; }
+  void synchronize() { sync(); }
 
   // ---- data (backend.cu) -------------------------------------------------------------------
   BackendCorpusPtr upload(const Corpus& c) override;

@@ -142,6 +142,15 @@ TrainingRun::TrainingRun(TrainConfig config) : config_(std::move(config)), info_
       throw Error("the algorithm " + config_.algorithm + ": " + t.cpu_only + "; use the CPU");
     config_.backend.device = DeviceKind::cpu;
   }
+  if (Collective* c = config_.collective) {
+    const std::string name(t.name);
+    if (c->size() > 1 && name != "lbfgs" && name != "owlqn" && name != "rprop")
+      throw Error("the algorithm " + name + " runs in one process only; across " + std::to_string(c->size()) +
+                  " processes the full-batch trainers run (" + kDistributedTrainers +
+                  "), whose objective and gradient are sums over the sentences; mini-batches, per-sentence "
+                  "steps and the Maxent-only trainers are not distributed");
+    config_.backend.cuda_device = c->local_rank();
+  }
   check_device(config_.backend);  // a GPU asked for and absent: now, not after the data is read
   FeatureSpace& fs = model_.features;
   fs.type = config_.type;
@@ -231,8 +240,21 @@ Backend& TrainingRun::prepare() {
   if (!compiled_) throw Error("internal: TrainingRun::prepare before compile");
   if (backend_) throw Error("internal: TrainingRun::prepare called twice");
   const Dims d = dims();
+  if (Collective* c = config_.collective) {  // this rank's shard: every rank compiled the whole data alike
+    const std::size_t S = corpus_.num_sentences(), T = corpus_.num_tokens();
+    const auto [first, last] = shard_range(corpus_, c->rank(), c->size());
+    corpus_ = shard_corpus(corpus_, first, last);
+    if (config_.note)
+      config_.note("processes: " + c->name() + "; rank " + std::to_string(c->rank()) + " holds sentences " +
+                   std::to_string(first + 1) + "–" + std::to_string(last) + " of " + std::to_string(S) + " (" +
+                   std::to_string(corpus_.num_tokens()) + " of " + std::to_string(T) + " tokens)");
+  }
   std::string note;
   backend_ = make_backend(d, config_.backend, &note);
+  if (config_.collective) {
+    backend_ = distributed_backend(std::move(backend_), *config_.collective, config_.device_sum);
+    note += "; as " + backend_->name();
+  }
   if (config_.note) config_.note(note);
   const FeatureSpace& fs = model_.features;
   const MemoryCheck memory = check_memory(*info_, config_.options, d, corpus_, *backend_, config_.max_memory,
@@ -282,7 +304,10 @@ TrainResult TrainingRun::run(const ProgressFn& progress) {
   Backend& b = *backend_;
   const std::size_t W = dims().num_weights();
   VectorPtr w = b.vector(W);
-  if (config_.stop) algorithm_->stop_when(config_.stop);
+  // Several processes stop together, at an iteration's end (below), never inside a pass: a rank
+  // that left a pass or an iteration alone would leave the others waiting on its sums.
+  Collective* const ranks = config_.collective;
+  if (config_.stop && !ranks) algorithm_->stop_when(config_.stop);
   TrainResult r;
   double callback_seconds = 0;
   const double start = now_seconds();
@@ -314,14 +339,14 @@ TrainResult TrainingRun::run(const ProgressFn& progress) {
     }
     return abandon.load(std::memory_order_relaxed) && config_.stop && config_.stop();
   };
-  if (batch && (config_.stop || config_.note)) b.set_stop_poll(poll);
+  if (batch && !ranks && (config_.stop || config_.note)) b.set_stop_poll(poll);
   const ProgressFn& report = progress ? progress : config_.progress;
   try {
     r.objective = algorithm_->train(*objective_, *w, config_.options, [&](const Progress& p, const Vector& v) {
       if (!p.within_iteration()) {
         r.iterations = p.iteration;
         const double now = now_seconds();
-        const bool slow = now - last_report > config_.abandon_seconds;
+        const bool slow = !ranks && now - last_report > config_.abandon_seconds;
         if (slow) {
           if (!kept) kept = b.vector(W);
           b.copy(v, *kept);
@@ -333,12 +358,15 @@ TrainResult TrainingRun::run(const ProgressFn& progress) {
         iteration_start.store(now, std::memory_order_relaxed);
         next_note.store(now + config_.progress_seconds, std::memory_order_relaxed);
       }
-      if (!report) return !(config_.stop && config_.stop());
-      const double t = now_seconds();
-      const bool go_on = report(p, v);
-      callback_seconds += now_seconds() - t;
-      last_report += now_seconds() - t;  // the report's own time is not the iteration's
-      return go_on && !(config_.stop && config_.stop());
+      bool go_on = true;
+      if (report) {
+        const double t = now_seconds();
+        go_on = report(p, v);
+        callback_seconds += now_seconds() - t;
+        last_report += now_seconds() - t;  // the report's own time is not the iteration's
+      }
+      go_on = go_on && !(config_.stop && config_.stop());
+      return ranks ? ranks->all(go_on) : go_on;
     });
   } catch (const PassStopped&) {
     b.set_stop_poll({});

@@ -458,6 +458,19 @@ using BackendPtr = std::unique_ptr<Backend>;
 IncrementalGradients& incremental_gradients(Backend& b);
 SparseGradients& sparse_gradients(Backend& b);
 
+/// A sum across the processes of a data-parallel run made where a backend keeps its vectors
+/// (NCCL between CUDA devices: kernels/nccl/), not through the host (crfx/collective.hpp).
+class DeviceSum {
+ public:
+  virtual ~DeviceSum() = default;
+  /// x ← Σ over the processes of each one's x, in place; every process calls it, with vectors of
+  /// one size. The order of the additions is the library's (NCCL's ring or tree for this process
+  /// count and topology): fixed run to run on the same machines, not the host path's rank order.
+  virtual void sum(Vector& x) = 0;
+  /// "NCCL 2.28.9".
+  virtual std::string name() const = 0;
+};
+
 enum class DeviceKind { auto_select, cpu, cuda };
 
 struct BackendOptions {
@@ -466,6 +479,9 @@ struct BackendOptions {
   /// Force the log-space forward-backward on every sentence (reference path for tests);
   /// by default the scaled exp-space path runs and falls back to log space on underflow.
   bool log_space_only = false;
+  /// The CUDA device (modulo the devices there are): a rank of a data-parallel run takes its
+  /// local rank's (TrainConfig::collective).
+  int cuda_device = 0;
 };
 
 /// Parses "auto" | "cpu" | "cuda".

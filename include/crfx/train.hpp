@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "crfx/backend.hpp"
+#include "crfx/collective.hpp"
 #include "crfx/features.hpp"
 #include "crfx/model.hpp"
 #include "crfx/template.hpp"
@@ -55,7 +56,21 @@ struct TrainConfig {
   double progress_seconds = 5.0;
   /// The run's report lines ("data: …", "memory: …", "training: …"), each without its newline.
   std::function<void(const std::string&)> note;
+  /// The processes of a data-parallel run (crfx/collective.hpp), or null: this process alone.
+  /// Every rank compiles the same data the same way, keeps its shard (prepare()), and every pass
+  /// over the data is summed across the ranks (distributed_backend); the weights, the steps and
+  /// the model are the same on every rank. With more than one rank only the full-batch trainers
+  /// run (kDistributedTrainers), the stop (`stop`) is agreed by all ranks at an iteration's end
+  /// (a pass is never abandoned), and --device cuda takes the device of the rank's local rank.
+  Collective* collective = nullptr;
+  /// With `collective`: how the ranks' gradients may be summed on their devices (NCCL; the crfx
+  /// tool built with -DCRFX_NCCL=ON); empty: through the host.
+  DeviceSumMaker device_sum;
 };
+
+/// The trainers a run on several processes takes: their objective and gradient are sums over
+/// the sentences, evaluated whole each iteration.
+inline constexpr const char* kDistributedTrainers = "lbfgs, owlqn, rprop";
 
 /// What a training run gives.
 struct TrainResult {
