@@ -12,7 +12,7 @@
 // Backend::apply_rule runs it over a dense range or a sparse support,
 // on every backend: the CPU in its blocks, the CUDA backend in a kernel instantiated for every
 // rule listed in AllRules below. So adding a trainer means: its rule header here, one entry in
-// AllRules, its loop in host/optim and its line in the registry — no backend changes.
+// OptimizerRules, its loop in host/optim and its line in the registry — no backend changes.
 #pragma once
 
 #include <cstddef>
