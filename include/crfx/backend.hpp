@@ -314,6 +314,10 @@ struct MapOperands {
   Vector* v[kMax] = {};
 };
 
+/// The seam (this file's first comment). A backend implements its 11 pure virtuals — name, upload,
+/// vector, write, read, swap, apply_rule and the CRF core (evaluate, viterbi, viterbi_nbest,
+/// marginals) — and may override the sizing and capability defaults; the vector algebra is Backend's
+/// own, element rules run by apply_rule (tests/test_backend_seam.cpp: a backend of host arrays).
 class Backend {
  public:
   virtual ~Backend() = default;
