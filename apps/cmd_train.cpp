@@ -424,6 +424,28 @@ int stopped_by_signal(int signal, const TrainArgs& a, const TrainProgress& progr
   return kExitStoppedBySignal;
 }
 
+/// The trainer named by -a (after algorithm_name), or the usage error naming the choices or, for
+/// another tool's algorithm, crfx's nearest.
+const TrainerInfo& chosen_trainer(const std::string& algo) {
+  try {
+    return find_trainer(algo);
+  } catch (const Error& e) {
+    const std::string hint = foreign_algorithm_hint(algo);
+    throw UsageError("-a: " + (hint.empty() ? std::string(e.what()) + " (crfx train --algo list describes them)"
+                                            : "unknown training algorithm '" + algo + "': " + hint));
+  }
+}
+
+/// The closing lines of a run that ended by itself (not with --quiet); t0: when the command started.
+void print_done(const TrainArgs& a, const TrainProgress& progress, const TrainResult& result, double t0) {
+  std::cerr << "stopped: " << result.stop_reason << "\n"
+            << "done: " << progress.iterations << " iterations, " << fmt("%.1f", result.passes)
+            << " passes, objective " << objective_text(result.objective) << ", " << result.active_features
+            << " active features, training " << fmt("%.2f", result.seconds) << " s, total "
+            << fmt("%.2f", now_seconds() - t0) << " s, peak resident memory " << bytes_text(peak_resident_bytes())
+            << "\nmodel written to " << a.model_path << "\n";
+}
+
 }  // namespace
 
 int cmd_train(int argc, char** argv) { return train_command(argc, argv, false); }
@@ -447,14 +469,7 @@ int train_command(int argc, char** argv, bool learn) {
     list_trainers();
     return 0;
   }
-  const TrainerInfo* trainer = nullptr;
-  try {
-    trainer = &find_trainer(algo);
-  } catch (const Error& e) {
-    const std::string hint = foreign_algorithm_hint(algo);
-    throw UsageError("-a: " + (hint.empty() ? std::string(e.what()) + " (crfx train --algo list describes them)"
-                                            : "unknown training algorithm '" + algo + "': " + hint));
-  }
+  const TrainerInfo* trainer = &chosen_trainer(algo);
   TrainArgs a = train_args(r, *trainer, learn);
   if (std::string(trainer->name) == "mira" && !r.count("epochs"))  // CRF++'s -m is 100000: its own test stops it
     std::cerr << a.program << ": note: -a mira runs at most --epochs " << a.config.options.epochs
@@ -540,13 +555,7 @@ int train_command(int argc, char** argv, bool learn) {
   save_model(result.model, a.model_path);
   set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
   if (stopped_by) return stopped_by_signal(stopped_by, a, progress, result);
-  if (!a.quiet)
-    std::cerr << "stopped: " << result.stop_reason << "\n"
-              << "done: " << progress.iterations << " iterations, " << fmt("%.1f", result.passes)
-              << " passes, objective " << objective_text(result.objective) << ", " << result.active_features
-              << " active features, training " << fmt("%.2f", result.seconds) << " s, total "
-              << fmt("%.2f", now_seconds() - t0) << " s, peak resident memory " << bytes_text(peak_resident_bytes())
-              << "\nmodel written to " << a.model_path << "\n";
+  if (!a.quiet) print_done(a, progress, result, t0);
   return 0;
 }
 

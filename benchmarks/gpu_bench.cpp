@@ -338,9 +338,8 @@ double parse_number(const std::string& option, const std::string& v) {
   return x;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+/// The command line (the file's first comment), with the default peaks' device.
+struct Options {
   std::string shapes = "zipf-L5,zipf-L8,zipf-L23,zipf-L45,zipf-L128,conll2000,conll2000-all,conll2002-esp,conll2002-ned";
   std::string gpu = "auto";
   std::size_t tokens = 200000;
@@ -350,107 +349,141 @@ int main(int argc, char** argv) {
   bool peaks_given = false;
   std::string peaks_label = "H100 SXM";  // the default peaks' device
   Paths paths{"/work/shared/data/conll2000", "/work/shared/data/conll2002", "benchmarks/ner.template"};
+};
+
+/// Reads the options into `o`; false when --help was printed instead.
+bool parse_options(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      std::printf("usage: crfx_gpu_bench [--shapes %s]\n"
+                  "  [--gpu auto|require|off] [--tokens 200000] [--repeat 5] [--cpu-repeat 3] [--seed 1]\n"
+                  "  [--peak-gflops 34000] [--peak-gbs 3350] [--conll2000 DIR] [--conll2002 DIR]\n"
+                  "  [--ner-template FILE]   (shapes: zipf-L<n>, uniform-L<n>, conll2000, conll2002-esp,\n"
+                  "  conll2002-ned; -all appended: every attribute x label pair)\n",
+                  o.shapes.c_str());
+      return false;
+    }
+    if (i + 1 >= argc) throw crfx::Error(k + ": a value is missing");
+    const std::string v = argv[i + 1];
+    if (k == "--shapes") o.shapes = v;
+    else if (k == "--gpu") o.gpu = v;
+    else if (k == "--tokens") o.tokens = std::size_t(parse_number(k, v));
+    else if (k == "--repeat") o.repeat = int(parse_number(k, v));
+    else if (k == "--cpu-repeat") o.cpu_repeat = int(parse_number(k, v));
+    else if (k == "--seed") o.seed = std::uint64_t(parse_number(k, v));
+    else if (k == "--peak-gflops") o.peak_gflops = parse_number(k, v), o.peaks_given = true;
+    else if (k == "--peak-gbs") o.peak_gbs = parse_number(k, v), o.peaks_given = true;
+    else if (k == "--conll2000") o.paths.conll2000 = v;
+    else if (k == "--conll2002") o.paths.conll2002 = v;
+    else if (k == "--ner-template") o.paths.ner_template = v;
+    else throw crfx::Error("unknown option " + k);
+  }
+  if (o.gpu != "auto" && o.gpu != "require" && o.gpu != "off") throw crfx::Error("--gpu: auto, require or off");
+  o.repeat = std::max(1, o.repeat);
+  o.cpu_repeat = std::max(1, o.cpu_repeat);
+  return true;
+}
+
+/// Whether the GPU runs (Error for --gpu require without one); prints the devices, the peaks
+/// (an H200's bandwidth where one is found and no peaks are given) and the table's header.
+bool start_table(Options& o, unsigned cpu_threads) {
+  const std::string why_not = o.gpu == "off" ? "--gpu off" : crfx::gpu_unavailable();
+  if (o.gpu == "require" && !why_not.empty()) throw crfx::Error("--gpu require: no usable GPU: " + why_not);
+  const bool use_gpu = why_not.empty();
+  std::printf("pass: objective + gradient (evaluate, seq-log) over the whole corpus; median of %d (GPU), %d (CPU) "
+              "after a warm-up\n", o.repeat, o.cpu_repeat);
+  if (use_gpu) {
+    crfx::Dims d;
+    d.L = 2;
+    crfx::BackendOptions bo;
+    bo.device = crfx::DeviceKind::cuda;
+    const std::string gpu_name = crfx::make_backend(d, bo)->name();
+    std::printf("GPU: %s\n", gpu_name.c_str());
+    // An H200 is an H100's chip with HBM3e: the same fp64 rate, 4.8 TB/s (datasheet figures).
+    if (!o.peaks_given && gpu_name.find("H200") != std::string::npos) o.peak_gbs = 4800, o.peaks_label = "H200";
+  } else {
+    std::printf("GPU: not used (%s): its columns read NA\n", why_not.c_str());
+  }
+  std::printf("CPU: %u threads, %s\n", cpu_threads, crfx::cpu_vector_code().c_str());
+  std::printf("roofline peaks: %.0f GFLOP/s fp64, %.0f GB/s%s; an exp or log counted as %.0f flops\n", o.peak_gflops,
+              o.peak_gbs,
+              o.peaks_given ? " (given)" : (" (" + o.peaks_label + "'s datasheet: fp64 without tensor cores, HBM)").c_str(),
+              kExpFlops);
+  std::printf("ratios are time over time (gpu/cpu < 1: the GPU is faster); bound: the roofline's limit\n\n");
+  std::printf("%-16s %8s %4s %9s %9s %5s %9s %9s %8s %8s %7s %9s %5s %9s %8s %8s\n", "shape", "tokens", "L", "A",
+              "weights", "it/tk", "GPU ms", "CPU ms", "GPU Mt/s", "CPU Mt/s", "gpu/cpu", "roof ms", "bound",
+              "gpu/roof", "GFLOP", "GB");
+  return use_gpu;
+}
+
+/// One shape measured: its table row printed, its roofline by stage and RESULT line kept.
+struct ShapeRun {
+  std::string parts, result;
+  bool losses_differ = false;  // the GPU's and the CPU's
+};
+
+ShapeRun run_shape(const std::string& name, const Options& o, bool use_gpu, unsigned cpu_threads) {
+  const Shape sh = make_shape(name, o.tokens, o.seed, o.paths);
+  const crfx::Corpus& c = sh.corpus;
+  const PassWork pw = pass_work(c, sh.dims);
+  const Work tw = pw.total();
+  const double t_flops = tw.flops / (o.peak_gflops * 1e9), t_bytes = tw.bytes / (o.peak_gbs * 1e9);
+  const double roof = std::max(t_flops, t_bytes);
+  Timing g, h;
+  if (use_gpu) g = time_pass(sh, crfx::DeviceKind::cuda, o.repeat);
+  h = time_pass(sh, crfx::DeviceKind::cpu, o.cpu_repeat);
+  const double N = double(c.num_tokens());
+  const double items = double(c.state_ids.size()) / N;
+  std::printf("%-16s %8zu %4u %9u %9zu %5.1f %9s %9s %8s %8s %7s %9.4f %5s %9s %8.3f %8.3f\n", name.c_str(),
+              c.num_tokens(), sh.dims.L, sh.dims.A, sh.dims.num_weights(), items,
+              fixed(g.seconds * 1e3, 3, g.ran).c_str(), fixed(h.seconds * 1e3, 3).c_str(),
+              fixed(N / g.seconds / 1e6, 2, g.ran).c_str(), fixed(N / h.seconds / 1e6, 2).c_str(),
+              fixed(g.seconds / h.seconds, 3, g.ran).c_str(), roof * 1e3, t_flops >= t_bytes ? "flops" : "bytes",
+              fixed(g.seconds / roof, 1, g.ran).c_str(), tw.flops / 1e9, tw.bytes / 1e9);
+  std::fflush(stdout);
+  ShapeRun run;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-16s %9.3f %8.3f %9.3f %8.3f %9.3f %8.3f", name.c_str(), pw.emissions.flops / 1e9,
+                pw.emissions.bytes / 1e9, pw.chain.flops / 1e9, pw.chain.bytes / 1e9, pw.reduction.flops / 1e9,
+                pw.reduction.bytes / 1e9);
+  run.parts = buf;
+  std::ostringstream r;
+  r << "RESULT shape=" << name << " tokens=" << c.num_tokens() << " sentences=" << c.num_sentences()
+    << " L=" << sh.dims.L << " A=" << sh.dims.A << " nnz=" << sh.dims.num_weights()
+    << " items=" << c.state_ids.size() << " gpu_ms=" << fixed(g.seconds * 1e3, 4, g.ran)
+    << " cpu_ms=" << fixed(h.seconds * 1e3, 4) << " cpu_threads=" << cpu_threads
+    << " gpu_over_cpu=" << fixed(g.seconds / h.seconds, 4, g.ran) << " roof_ms=" << fixed(roof * 1e3, 5)
+    << " gpu_over_roof=" << fixed(g.seconds / roof, 2, g.ran) << " flops=" << fixed(tw.flops, 0)
+    << " bytes=" << fixed(tw.bytes, 0) << " peak_gflops=" << fixed(o.peak_gflops, 0)
+    << " peak_gbs=" << fixed(o.peak_gbs, 0) << " gpu_loss=" << fixed(g.loss, 6, g.ran)
+    << " cpu_loss=" << fixed(h.loss, 6);
+  run.result = r.str();
+  // Both backends compute the same sum in different orders: far apart means a wrong pass.
+  if (g.ran && !(std::abs(g.loss - h.loss) <= 1e-6 * std::max(1.0, std::abs(h.loss)))) {
+    std::fprintf(stderr, "crfx_gpu_bench: %s: the GPU's loss %.9g differs from the CPU's %.9g\n", name.c_str(),
+                 g.loss, h.loss);
+    run.losses_differ = true;
+  }
+  return run;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   std::vector<std::string> results;  // the RESULT lines, printed after the table
   try {
-    for (int i = 1; i < argc; i += 2) {
-      const std::string k = argv[i];
-      if (k == "--help" || k == "-h") {
-        std::printf("usage: crfx_gpu_bench [--shapes %s]\n"
-                    "  [--gpu auto|require|off] [--tokens 200000] [--repeat 5] [--cpu-repeat 3] [--seed 1]\n"
-                    "  [--peak-gflops 34000] [--peak-gbs 3350] [--conll2000 DIR] [--conll2002 DIR]\n"
-                    "  [--ner-template FILE]   (shapes: zipf-L<n>, uniform-L<n>, conll2000, conll2002-esp,\n"
-                    "  conll2002-ned; -all appended: every attribute x label pair)\n",
-                    shapes.c_str());
-        return 0;
-      }
-      if (i + 1 >= argc) throw crfx::Error(k + ": a value is missing");
-      const std::string v = argv[i + 1];
-      if (k == "--shapes") shapes = v;
-      else if (k == "--gpu") gpu = v;
-      else if (k == "--tokens") tokens = std::size_t(parse_number(k, v));
-      else if (k == "--repeat") repeat = int(parse_number(k, v));
-      else if (k == "--cpu-repeat") cpu_repeat = int(parse_number(k, v));
-      else if (k == "--seed") seed = std::uint64_t(parse_number(k, v));
-      else if (k == "--peak-gflops") peak_gflops = parse_number(k, v), peaks_given = true;
-      else if (k == "--peak-gbs") peak_gbs = parse_number(k, v), peaks_given = true;
-      else if (k == "--conll2000") paths.conll2000 = v;
-      else if (k == "--conll2002") paths.conll2002 = v;
-      else if (k == "--ner-template") paths.ner_template = v;
-      else throw crfx::Error("unknown option " + k);
-    }
-    if (gpu != "auto" && gpu != "require" && gpu != "off") throw crfx::Error("--gpu: auto, require or off");
-    repeat = std::max(1, repeat);
-    cpu_repeat = std::max(1, cpu_repeat);
-
-    const std::string why_not = gpu == "off" ? "--gpu off" : crfx::gpu_unavailable();
-    if (gpu == "require" && !why_not.empty()) throw crfx::Error("--gpu require: no usable GPU: " + why_not);
-    const bool use_gpu = why_not.empty();
+    Options o;
+    if (!parse_options(argc, argv, o)) return 0;
     const unsigned cpu_threads = std::max(1u, std::thread::hardware_concurrency());
-    std::printf("pass: objective + gradient (evaluate, seq-log) over the whole corpus; median of %d (GPU), %d (CPU) "
-                "after a warm-up\n", repeat, cpu_repeat);
-    if (use_gpu) {
-      crfx::Dims d;
-      d.L = 2;
-      crfx::BackendOptions bo;
-      bo.device = crfx::DeviceKind::cuda;
-      const std::string gpu_name = crfx::make_backend(d, bo)->name();
-      std::printf("GPU: %s\n", gpu_name.c_str());
-      // An H200 is an H100's chip with HBM3e: the same fp64 rate, 4.8 TB/s (datasheet figures).
-      if (!peaks_given && gpu_name.find("H200") != std::string::npos) peak_gbs = 4800, peaks_label = "H200";
-    } else {
-      std::printf("GPU: not used (%s): its columns read NA\n", why_not.c_str());
-    }
-    std::printf("CPU: %u threads, %s\n", cpu_threads, crfx::cpu_vector_code().c_str());
-    std::printf("roofline peaks: %.0f GFLOP/s fp64, %.0f GB/s%s; an exp or log counted as %.0f flops\n", peak_gflops,
-                peak_gbs, peaks_given ? " (given)" : (" (" + peaks_label + "'s datasheet: fp64 without tensor cores, HBM)").c_str(),
-                kExpFlops);
-    std::printf("ratios are time over time (gpu/cpu < 1: the GPU is faster); bound: the roofline's limit\n\n");
-    std::printf("%-16s %8s %4s %9s %9s %5s %9s %9s %8s %8s %7s %9s %5s %9s %8s %8s\n", "shape", "tokens", "L", "A",
-                "weights", "it/tk", "GPU ms", "CPU ms", "GPU Mt/s", "CPU Mt/s", "gpu/cpu", "roof ms", "bound",
-                "gpu/roof", "GFLOP", "GB");
+    const bool use_gpu = start_table(o, cpu_threads);
     std::vector<std::string> parts;  // the roofline by stage, printed after the table
     int mismatches = 0;
-    for (const std::string& name : split(shapes)) {
-      const Shape sh = make_shape(name, tokens, seed, paths);
-      const crfx::Corpus& c = sh.corpus;
-      const PassWork pw = pass_work(c, sh.dims);
-      const Work tw = pw.total();
-      const double t_flops = tw.flops / (peak_gflops * 1e9), t_bytes = tw.bytes / (peak_gbs * 1e9);
-      const double roof = std::max(t_flops, t_bytes);
-      Timing g, h;
-      if (use_gpu) g = time_pass(sh, crfx::DeviceKind::cuda, repeat);
-      h = time_pass(sh, crfx::DeviceKind::cpu, cpu_repeat);
-      const double N = double(c.num_tokens());
-      const double items = double(c.state_ids.size()) / N;
-      std::printf("%-16s %8zu %4u %9u %9zu %5.1f %9s %9s %8s %8s %7s %9.4f %5s %9s %8.3f %8.3f\n", name.c_str(),
-                  c.num_tokens(), sh.dims.L, sh.dims.A, sh.dims.num_weights(), items,
-                  fixed(g.seconds * 1e3, 3, g.ran).c_str(), fixed(h.seconds * 1e3, 3).c_str(),
-                  fixed(N / g.seconds / 1e6, 2, g.ran).c_str(), fixed(N / h.seconds / 1e6, 2).c_str(),
-                  fixed(g.seconds / h.seconds, 3, g.ran).c_str(), roof * 1e3, t_flops >= t_bytes ? "flops" : "bytes",
-                  fixed(g.seconds / roof, 1, g.ran).c_str(), tw.flops / 1e9, tw.bytes / 1e9);
-      std::fflush(stdout);
-      char buf[256];
-      std::snprintf(buf, sizeof buf, "%-16s %9.3f %8.3f %9.3f %8.3f %9.3f %8.3f", name.c_str(),
-                    pw.emissions.flops / 1e9, pw.emissions.bytes / 1e9, pw.chain.flops / 1e9, pw.chain.bytes / 1e9,
-                    pw.reduction.flops / 1e9, pw.reduction.bytes / 1e9);
-      parts.push_back(buf);
-      std::ostringstream r;
-      r << "RESULT shape=" << name << " tokens=" << c.num_tokens() << " sentences=" << c.num_sentences()
-        << " L=" << sh.dims.L << " A=" << sh.dims.A << " nnz=" << sh.dims.num_weights()
-        << " items=" << c.state_ids.size() << " gpu_ms=" << fixed(g.seconds * 1e3, 4, g.ran)
-        << " cpu_ms=" << fixed(h.seconds * 1e3, 4) << " cpu_threads=" << cpu_threads
-        << " gpu_over_cpu=" << fixed(g.seconds / h.seconds, 4, g.ran) << " roof_ms=" << fixed(roof * 1e3, 5)
-        << " gpu_over_roof=" << fixed(g.seconds / roof, 2, g.ran) << " flops=" << fixed(tw.flops, 0)
-        << " bytes=" << fixed(tw.bytes, 0) << " peak_gflops=" << fixed(peak_gflops, 0)
-        << " peak_gbs=" << fixed(peak_gbs, 0) << " gpu_loss=" << fixed(g.loss, 6, g.ran)
-        << " cpu_loss=" << fixed(h.loss, 6);
-      results.push_back(r.str());
-      // Both backends compute the same sum in different orders: far apart means a wrong pass.
-      if (g.ran && !(std::abs(g.loss - h.loss) <= 1e-6 * std::max(1.0, std::abs(h.loss)))) {
-        std::fprintf(stderr, "crfx_gpu_bench: %s: the GPU's loss %.9g differs from the CPU's %.9g\n", name.c_str(),
-                     g.loss, h.loss);
-        ++mismatches;
-      }
+    for (const std::string& name : split(o.shapes)) {
+      ShapeRun run = run_shape(name, o, use_gpu, cpu_threads);
+      parts.push_back(run.parts);
+      results.push_back(run.result);
+      mismatches += run.losses_differ;
     }
     std::printf("\nroofline by stage (pass_work): GFLOP and GB\n%-16s %9s %8s %9s %8s %9s %8s\n", "shape",
                 "emis GF", "emis GB", "chain GF", "chain GB", "reduce GF", "reduce GB");

@@ -1,5 +1,6 @@
 // crfx — CudaBackend (cuda_backend.cuh): element rules (Backend::apply_rule), the generic layer the
-// optimizers' per-weight updates run on (host/optim/rules). dispatch_rule instantiates, for every
+// vector algebra (host/backend/vector_rules.hpp) and the optimizers' per-weight updates
+// (host/optim/rules) run on. dispatch_rule instantiates, for every
 // rule of AllRules, one map kernel and one reduction (vector_ops.cuh) whose element is the rule's
 // own host-device function — the same source the CPU backend runs (cpu_rules.cpp), so a rule is
 // written once and no backend file changes when a trainer adds one.
@@ -52,7 +53,10 @@ double CudaBackend::apply_rule(const MapRule& rule, const MapOperands& operands,
     for (int k = 0; k < R::kOperands; ++k)
       if (operands.v[k]) term.base[k] = P(*operands.v[k]);
     const std::size_t count = x ? x->n : n;
-    if (sum) return reduce(count, term, SumOp{}, 0.0, red_.get(), stream_);
+    if (sum) {
+      if constexpr (rule_folds_max<R>) return reduce(count, term, MaxOp{}, 0.0, red_.get(), stream_);
+      else return reduce(count, term, SumOp{}, 0.0, red_.get(), stream_);
+    }
     launch_map(count, RuleMapOp<R>{term}, stream_);
     return 0.0;
   });

@@ -6,7 +6,8 @@
 //   cuda_backend.cuh     this: the design notes below, the backend objects and the class
 //   backend.cu           construction, upload, workspace sizing, chunk planning and the chunk
 //                        front (prepare, fill_rows, emissions, edge matrices); make_cuda_backend
-//   backend_vectors.cu   vector algebra, OWL-QN, the fused quasi-Newton forms
+//   backend_vectors.cu   vectors: allocation, host copies, swap (the algebra: element rules)
+//   backend_rules.cu     apply_rule: the element rules, the vector algebra's and the optimizers'
 //   backend_chain.cu     evaluate, viterbi, viterbi_nbest, marginals; the gradient gathers
 //   backend_sag.cu       SAG / SAGA; span plans (shared with evaluate_sparse)
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
@@ -243,28 +244,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   BackendCorpusPtr upload(Corpus&& c) override;
   const Corpus* host_corpus(const BackendCorpus& c) const override { return &C(c).host; }
 
-  // ---- vectors (backend_vectors.cu) --------------------------------------------------------
+  // ---- vectors (backend_vectors.cu; their algebra: Backend's rules, run by apply_rule) ------
   VectorPtr vector(std::size_t n) override;
   void write(Vector& dst, const double* src) override;
   void read(const Vector& src, double* dst) override;
-  void fill(Vector& x, double value) override;
-  void copy(const Vector& src, Vector& dst) override;
-  void scale(double a, Vector& x) override;
-  void axpy(double a, const Vector& x, Vector& y) override;
-  void axpby(double a, const Vector& x, double b, Vector& y) override;
-  void sub(const Vector& x, const Vector& y, Vector& out) override;
-  double dot(const Vector& x, const Vector& y) override;
-  double norm1(const Vector& x) override;
-  double norm2sq(const Vector& x) override;
-  double norm_inf(const Vector& x) override;
-  std::size_t count_nonzero(const Vector& x) override;
   void swap(Vector& x, Vector& y) override;
-  void scaled_copy(double a, const Vector& x, Vector& y) override;
-  void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) override;
-  double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) override;
-  double scale_dot(double a, Vector& x, const Vector& z) override;
-  double axpy_norm2sq(double a, const Vector& x, Vector& y) override;
-  double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) override;
 
   // ---- element rules (backend_rules.cu) -----------------------------------------------------
   double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,

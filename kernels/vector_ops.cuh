@@ -1,8 +1,7 @@
-// crfx — the CUDA backend's vector algebra: element-wise maps over [0, n) (map_kernel with the op
-// structs of the vector algebra, the sparse primitives, the fused quasi-Newton forms and, through
-// backend_rules.cu, the optimizers' element rules) and the deterministic two-pass reduction
-// (reduce_pass1 / reduce_pass2, driven by reduce()). Templates: every backend file that launches
-// one includes this header.
+// crfx — the CUDA backend's element-wise maps over [0, n) (map_kernel with the op structs of the
+// sparse primitives and, through backend_rules.cu, the element rules: the vector algebra's and
+// the optimizers') and the deterministic two-pass reduction (reduce_pass1 / reduce_pass2, driven
+// by reduce()). Templates: every backend file that launches one includes this header.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,7 +18,7 @@
 
 namespace crfx::cuda::detail {
 
-// ---- element-wise maps (vector algebra, sparse primitives) -------------------------------------
+// ---- element-wise maps (element rules, sparse primitives) --------------------------------------
 
 template <class F>
 __global__ void map_kernel(std::size_t n, F f) {
@@ -34,34 +33,6 @@ void launch_map(std::size_t n, F f, cudaStream_t s) {
   CRFX_LAUNCH(map_kernel<F>, grid_for(n, kMapThreads), kMapThreads, 0, s, n, f);
 }
 
-struct FillOp {
-  double* x;
-  double v;
-  __device__ void operator()(std::size_t i) const { x[i] = v; }
-};
-struct ScaleOp {
-  double* x;
-  double a;
-  __device__ void operator()(std::size_t i) const { x[i] *= a; }
-};
-struct AxpyOp {
-  const double* x;
-  double* y;
-  double a;
-  __device__ void operator()(std::size_t i) const { y[i] += a * x[i]; }
-};
-struct AxpbyOp {
-  const double* x;
-  double* y;
-  double a, b;
-  __device__ void operator()(std::size_t i) const { y[i] = a * x[i] + b * y[i]; }
-};
-struct SubOp {
-  const double* x;
-  const double* y;
-  double* out;
-  __device__ void operator()(std::size_t i) const { out[i] = x[i] - y[i]; }
-};
 // Sparse primitives (entries distinct: no races), as CpuBackend.
 struct GatherOp {
   const std::size_t* idx;
@@ -99,79 +70,10 @@ struct SumOp {
 struct MaxOp {
   __device__ double operator()(double a, double b) const { return fmax(a, b); }
 };
-struct DotTerm {
+struct DotTerm {  // SAG's ‖g‖² (backend_sag.cu)
   const double* x;
   const double* y;
   __device__ double operator()(std::size_t i) const { return x[i] * y[i]; }
-};
-// Fused updates for the quasi-Newton trainers (Backend: "fused forms"): each term writes its
-// element with the expression of the unfused map op, then returns the dot term of the new value,
-// so a reduce over it equals the map followed by dot() bit for bit (same tree, same terms). The
-// reduction visits every index exactly once.
-struct ScaledCopyOp {
-  const double* x;
-  double* y;
-  double a;
-  __device__ void operator()(std::size_t i) const {
-    y[i] = x[i];
-    y[i] *= a;  // as copy, then ScaleOp
-  }
-};
-struct AddScaledOp {
-  const double* x;
-  const double* d;
-  double* out;
-  double a;
-  __device__ void operator()(std::size_t i) const {
-    out[i] = x[i];
-    out[i] += a * d[i];  // as copy, then AxpyOp
-  }
-};
-struct AxpyDotTerm {
-  const double* x;
-  double* y;
-  const double* z;
-  double a;
-  __device__ double operator()(std::size_t i) const {
-    y[i] += a * x[i];
-    return z[i] * y[i];
-  }
-};
-struct ScaleDotTerm {
-  double* x;
-  const double* z;
-  double a;
-  __device__ double operator()(std::size_t i) const {
-    x[i] *= a;
-    return z[i] * x[i];
-  }
-};
-struct AxpyNormTerm {
-  const double* x;
-  double* y;
-  double a;
-  __device__ double operator()(std::size_t i) const {
-    y[i] += a * x[i];
-    return x[i] * x[i];
-  }
-};
-struct SubDotTerm {
-  const double* x;
-  const double* y;
-  double* out;
-  const double* z;
-  __device__ double operator()(std::size_t i) const {
-    out[i] = x[i] - y[i];
-    return out[i] * z[i];
-  }
-};
-struct AbsTerm {
-  const double* x;
-  __device__ double operator()(std::size_t i) const { return fabs(x[i]); }
-};
-struct NonzeroTerm {
-  const double* x;
-  __device__ double operator()(std::size_t i) const { return x[i] != 0.0 ? 1.0 : 0.0; }
 };
 
 template <class F, class Op>

@@ -472,6 +472,41 @@ TEST(CpuBackend, VectorAlgebra) {
   EXPECT_EQ(b.norm1(*Z), 1.5 * double(n));
 }
 
+// The CPU's vector sums in their one order — kReduceBlock blocks combined in order, each block in 8
+// interleaved lanes added in order — on any thread count: models depend on these bits (the order
+// the hand-written loops had before the algebra became rules, host/backend/vector_rules.hpp).
+TEST(CpuBackend, VectorSumsKeepTheirBlockedLaneOrder) {
+  const std::size_t n = 2 * kReduceBlock + 1005;
+  const auto x = test::random_weights(n, 1.0, 21), y = test::random_weights(n, 1.0, 22);
+  auto lanes = [&](auto term) {
+    double total = 0;
+    for (std::size_t b = 0; b < n; b += kReduceBlock) {
+      const std::size_t e = std::min(n, b + kReduceBlock);
+      double acc[8] = {};
+      std::size_t i = b;
+      for (; i + 8 <= e; i += 8)
+        for (std::size_t l = 0; l < 8; ++l) acc[l] += term(i + l);
+      for (; i < e; ++i) acc[0] += term(i);
+      double s = 0;
+      for (double a : acc) s += a;
+      total += s;
+    }
+    return total;
+  };
+  const double dot = lanes([&](std::size_t i) { return x[i] * y[i]; });
+  const double norm1 = lanes([&](std::size_t i) { return std::fabs(y[i]); });
+  const double sub_dot = lanes([&](std::size_t i) { return (x[i] - y[i]) * x[i]; });
+  Dims d;
+  d.L = 1;
+  for (unsigned threads : {1u, 2u, 3u}) {
+    CpuBackend b(d, threads);
+    auto X = to_backend(b, x), Y = to_backend(b, y), O = b.vector(n);
+    EXPECT_EQ(b.dot(*X, *Y), dot) << threads << " threads";
+    EXPECT_EQ(b.norm1(*Y), norm1) << threads << " threads";
+    EXPECT_EQ(b.sub_dot(*X, *Y, *O, *X), sub_dot) << threads << " threads";
+  }
+}
+
 TEST(CpuBackend, FusedVectorOpsEqualTheSeparateCalls) {
   Dims d;
   d.L = 2;

@@ -39,11 +39,18 @@ TEST(ElementRules, SumsDoNotDependOnTheThreadCount) {
     if (threads == 1) {
       first = sum;
       first_w = to_host(b, *pg);
-      // The blocked order: per block a sequential sum, blocks combined in order.
+      // The blocked order of a dense sum: per block 8 interleaved lanes (element i of the block in
+      // lane i mod 8, a tail shorter than 8 in lane 0) added in order, blocks combined in order.
       double want = 0;
       for (std::size_t b0 = 0; b0 < n; b0 += kReduceBlock) {
+        const std::size_t e = std::min(n, b0 + kReduceBlock);
+        double lane[8] = {};
+        std::size_t i = b0;
+        for (; i + 8 <= e; i += 8)
+          for (std::size_t l = 0; l < 8; ++l) lane[l] += penalty_term(first_w[i + l], 0.3, 0.2);
+        for (; i < e; ++i) lane[0] += penalty_term(first_w[i], 0.3, 0.2);
         double s = 0;
-        for (std::size_t i = b0; i < std::min(n, b0 + kReduceBlock); ++i) s += penalty_term(first_w[i], 0.3, 0.2);
+        for (double l : lane) s += l;
         want += s;
       }
       EXPECT_EQ(sum, want);

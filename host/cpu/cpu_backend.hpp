@@ -63,27 +63,11 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   BackendCorpusPtr upload(Corpus&& corpus) override;
   const Corpus* host_corpus(const BackendCorpus& corpus) const override { return &corpus_of(corpus); }
 
+  // vectors: host/cpu/cpu_vectors.cpp (their algebra: Backend's rules, run by apply_rule)
   VectorPtr vector(std::size_t n) override;
   void write(Vector& dst, const double* src) override;
   void read(const Vector& src, double* dst) override;
-  void fill(Vector& x, double value) override;
-  void copy(const Vector& src, Vector& dst) override;
-  void scale(double a, Vector& x) override;
-  void axpy(double a, const Vector& x, Vector& y) override;
-  void axpby(double a, const Vector& x, double b, Vector& y) override;
-  void sub(const Vector& x, const Vector& y, Vector& out) override;
-  double dot(const Vector& x, const Vector& y) override;
-  double norm1(const Vector& x) override;
-  double norm2sq(const Vector& x) override;
-  double norm_inf(const Vector& x) override;
-  std::size_t count_nonzero(const Vector& x) override;
   void swap(Vector& x, Vector& y) override;
-  void scaled_copy(double a, const Vector& x, Vector& y) override;
-  void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) override;
-  double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) override;
-  double scale_dot(double a, Vector& x, const Vector& z) override;
-  double axpy_norm2sq(double a, const Vector& x, Vector& y) override;
-  double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) override;
 
   // element rules: host/cpu/cpu_rules.cpp
   double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,

@@ -334,141 +334,162 @@ RoundPolicy& round_policy() {
 
 namespace {
 
+/// One run: the corpus's bounds and index, the weights on the host, H and its gradient, the rounds'
+/// steps (full and incremental) and the state a checkpoint keeps.
+struct BoostRun {
+  BoostRun(Objective& obj_, Vector& w_, const TrainOptions& opt, const Corpus& host_)
+      : obj(obj_), b(obj_.backend()), corpus(obj_.corpus()), host(host_), w(w_), W(w_.size()),
+        bounds(boost::feature_bounds(host_, b.dims())), index(host_, b.dims()), policy(boost::round_policy()),
+        n(corpus.num_sentences()), r(b.vector(W)), g(b.vector(W)), wh(W), rh(W),
+        improvement(opt.period, opt.delta) {}
+
+  /// A full pass: H and ∇H over the corpus (or the log-space round where they overflow).
+  void full() {
+    b.fill(*g, 0.0);
+    const double v = b.evaluate(corpus, w, all_sentences(corpus), g.get(), 1.0, SequenceLoss::seq_exp);
+    passes += 1;
+    if (std::isfinite(v) && v > 0 && std::isfinite(b.norm_inf(*g))) {
+      h = mass = v;
+      since = 0;
+      overflowed = 0;
+      log_h = std::log(h);
+      b.scaled_copy(1.0 / h, *g, *r);
+      return;
+    }
+    log_h = log_seq_exp(b, corpus, w, r.get(), passes, true).log_h;
+    overflowed = 1;
+  }
+
+  /// The round's step w_j += d: re-evaluates only the sentences of j where it can (see the top).
+  void step(std::size_t j, double d) {
+    passes = 0;
+    bool all = false;
+    const SentenceSpan span = index.sentences(j, all);
+    bool done = false;
+    std::size_t span_tokens = 0;
+    if (!all)
+      for (std::size_t i = 0; i < span.count; ++i) span_tokens += host.length(span[i]);
+    // Two passes over the span (old and new weights) against one over the corpus.
+    if (policy.incremental && !overflowed && !all && n > 0 && 2 * span_tokens < host.num_tokens()) {
+      const double h_old = h;
+      const double before = b.evaluate(corpus, w, span, g.get(), -1.0, SequenceLoss::seq_exp);
+      wh[j] += d;
+      b.write(w, wh.data());
+      const double after = b.evaluate(corpus, w, span, g.get(), 1.0, SequenceLoss::seq_exp);
+      passes += 2.0 * double(span_tokens) / double(std::max<std::size_t>(host.num_tokens(), 1));
+      const double h_new = (h_old - before) + after;
+      mass += h_old + before + after;
+      ++since;
+      if (std::isfinite(before) && std::isfinite(after) && std::isfinite(mass) && h_new > 0 &&
+          mass <= policy.refresh_ratio * h_new && since < policy.refresh_period) {
+        h = h_new;
+        log_h = std::log(h);
+        b.scaled_copy(1.0 / h, *g, *r);
+        done = true;
+      }
+    } else {
+      wh[j] += d;
+      b.write(w, wh.data());
+    }
+    if (!done) full();
+    obj.add_passes(passes);
+  }
+
+  /// H itself where it is finite (exact at a full pass; the incremental sum otherwise).
+  double objective() const { return overflowed ? DBL_MAX : h; }
+
+  void state(StateArchive& ar) {
+    common_state(ar, k, obj, clock);
+    ar.value("log_h", log_h);
+    ar.value("overflowed", overflowed);
+    ar.value("feature", feature);
+    ar.value("delta", delta);
+    ar.value("h", h);
+    ar.value("mass", mass);
+    ar.value("since", since);
+    ar.vector("w", b, w);
+    ar.vector("r", b, *r);
+    ar.vector("g", b, *g);
+    improvement.state(ar);
+  }
+
+  Objective& obj;
+  Backend& b;
+  const BackendCorpus& corpus;
+  const Corpus& host;
+  Vector& w;
+  const std::size_t W;
+  const boost::Bounds bounds;
+  const boost::SentenceIndex index;
+  const boost::RoundPolicy policy;
+  const std::size_t n;
+  VectorPtr r;
+  VectorPtr g;  // ∇H, unscaled (meaningless after a log-space round: `overflowed`)
+  std::vector<double> wh, rh;
+  ImprovementTest improvement;
+  Stopwatch clock;
+  int k = 0;
+  double log_h = 0;
+  int overflowed = 0;
+  std::uint64_t feature = 0;  // the last round's feature and step (reports)
+  double delta = 0;
+  double passes = 0;
+  double h = 0;     // H, kept up to date by the incremental rounds (finite rounds only)
+  double mass = 0;  // H at the last full pass + Σ of the subsets' old and new contributions since
+  int since = 0;    // incremental rounds since the last full pass
+};
+
 class BoostTrainer final : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
     check_loss("boost", obj.loss());  // seq-exp by definition; an explicit other loss is refused
     Backend& b = obj.backend();
-    const BackendCorpus& corpus = obj.corpus();
-    const Corpus* host = b.host_corpus(corpus);
+    const Corpus* host = b.host_corpus(obj.corpus());
     if (!host) throw Error("boost: the backend keeps no host copy of the corpus (needed for the feature bounds)");
-    const std::size_t W = w.size();
-    if (W != b.dims().num_weights()) throw Error("boost: the weight vector does not have the model's size");
-    const boost::Bounds bounds = boost::feature_bounds(*host, b.dims());
-    const boost::SentenceIndex index(*host, b.dims());
-    const boost::RoundPolicy policy = boost::round_policy();
-    const double eps = boost::smoothing(corpus.num_sentences());
+    if (w.size() != b.dims().num_weights()) throw Error("boost: the weight vector does not have the model's size");
+    BoostRun run(obj, w, opt, *host);
+    const double eps = boost::smoothing(run.n);
     const int rounds = opt.max_iterations > 0 ? opt.max_iterations : boost::kDefaultRounds;
-    const std::size_t n = corpus.num_sentences();
-
-    VectorPtr r = b.vector(W);
-    VectorPtr g = b.vector(W);  // ∇H, unscaled (meaningless after a log-space round: `overflowed`)
-    std::vector<double> wh(W), rh(W);
-    ImprovementTest improvement(opt.period, opt.delta);
-    Stopwatch clock;
-    int k = 0;
-    double log_h = 0;
-    int overflowed = 0;
-    std::uint64_t feature = 0;  // the last round's feature and step (reports)
-    double delta = 0;
-    double passes = 0;
-    double h = 0;     // H, kept up to date by the incremental rounds (finite rounds only)
-    double mass = 0;  // H at the last full pass + Σ of the subsets' old and new contributions since
-    int since = 0;    // incremental rounds since the last full pass
-    const StateFn state = [&](StateArchive& ar) {
-      common_state(ar, k, obj, clock);
-      ar.value("log_h", log_h);
-      ar.value("overflowed", overflowed);
-      ar.value("feature", feature);
-      ar.value("delta", delta);
-      ar.value("h", h);
-      ar.value("mass", mass);
-      ar.value("since", since);
-      ar.vector("w", b, w);
-      ar.vector("r", b, *r);
-      ar.vector("g", b, *g);
-      improvement.state(ar);
-    };
-    // A full pass: H and ∇H over the corpus (or the log-space round where they overflow).
-    auto full = [&] {
-      b.fill(*g, 0.0);
-      const double v = b.evaluate(corpus, w, all_sentences(corpus), g.get(), 1.0, SequenceLoss::seq_exp);
-      passes += 1;
-      if (std::isfinite(v) && v > 0 && std::isfinite(b.norm_inf(*g))) {
-        h = mass = v;
-        since = 0;
-        overflowed = 0;
-        log_h = std::log(h);
-        b.scaled_copy(1.0 / h, *g, *r);
-        return;
-      }
-      log_h = log_seq_exp(b, corpus, w, r.get(), passes, true).log_h;
-      overflowed = 1;
-    };
-    // The round's step w_j += d: re-evaluates only the sentences of j where it can (see the top).
-    auto step = [&](std::size_t j, double d) {
-      passes = 0;
-      bool all = false;
-      const SentenceSpan span = index.sentences(j, all);
-      bool done = false;
-      std::size_t span_tokens = 0;
-      if (!all)
-        for (std::size_t i = 0; i < span.count; ++i) span_tokens += host->length(span[i]);
-      // Two passes over the span (old and new weights) against one over the corpus.
-      if (policy.incremental && !overflowed && !all && n > 0 && 2 * span_tokens < host->num_tokens()) {
-        const double h_old = h;
-        const double before = b.evaluate(corpus, w, span, g.get(), -1.0, SequenceLoss::seq_exp);
-        wh[j] += d;
-        b.write(w, wh.data());
-        const double after = b.evaluate(corpus, w, span, g.get(), 1.0, SequenceLoss::seq_exp);
-        passes += 2.0 * double(span_tokens) / double(std::max<std::size_t>(host->num_tokens(), 1));
-        const double h_new = (h_old - before) + after;
-        mass += h_old + before + after;
-        ++since;
-        if (std::isfinite(before) && std::isfinite(after) && std::isfinite(mass) && h_new > 0 &&
-            mass <= policy.refresh_ratio * h_new && since < policy.refresh_period) {
-          h = h_new;
-          log_h = std::log(h);
-          b.scaled_copy(1.0 / h, *g, *r);
-          done = true;
-        }
-      } else {
-        wh[j] += d;
-        b.write(w, wh.data());
-      }
-      if (!done) full();
-      obj.add_passes(passes);
-    };
-    // H itself where it is finite (exact at a full pass; the incremental sum otherwise).
-    auto objective = [&] { return overflowed ? DBL_MAX : h; };
+    int& k = run.k;
+    const StateFn state = [&](StateArchive& ar) { run.state(ar); };
 
     const bool resumed = restore(state);
     if (!resumed) {
-      passes = 0;
-      full();
-      obj.add_passes(passes);
+      run.passes = 0;
+      run.full();
+      obj.add_passes(run.passes);
       k = 1;
     }
-    b.read(w, wh.data());
+    b.read(w, run.wh.data());
     stop_reason_ = stop_at_limit("max-iterations", rounds);
     for (bool reported = resumed; k <= rounds; ++k, reported = false) {
       if (!reported) {
-        b.read(*r, rh.data());
-        const boost::Choice best = boost::choose(rh, bounds, eps);
+        b.read(*run.r, run.rh.data());
+        const boost::Choice best = boost::choose(run.rh, run.bounds, eps);
         if (best.feature == boost::Choice().feature) {
           stop_reason_ = "no feature lowers the bound on the loss (round " + std::to_string(k) + ")";
           break;
         }
-        feature = best.feature;
-        delta = best.step.delta;
-        step(best.feature, best.step.delta);
-        const double f = objective();
+        run.feature = best.feature;
+        run.delta = best.step.delta;
+        run.step(best.feature, best.step.delta);
+        const double f = run.objective();
         require_finite("boost", "round", k, f);
-        const double gnorm = overflowed ? kNoGradientNorm : f * std::sqrt(b.norm2sq(*r));
-        Progress pr = progress_at(k, obj, w, f, gnorm, delta, clock);
+        const double gnorm = run.overflowed ? kNoGradientNorm : f * std::sqrt(b.norm2sq(*run.r));
+        Progress pr = progress_at(k, obj, w, f, gnorm, run.delta, run.clock);
         pr.state = &state;
         if (progress && !progress(pr, w)) {
           stop_reason_ = stop_by_caller();
           break;
         }
       }
-      const double f = objective();
-      if (f < DBL_MAX && improvement.converged(f)) {
-        stop_reason_ = improvement.reason();
+      const double f = run.objective();
+      if (f < DBL_MAX && run.improvement.converged(f)) {
+        stop_reason_ = run.improvement.reason();
         break;
       }
     }
-    return objective();
+    return run.objective();
   }
 };
 

@@ -83,192 +83,216 @@ void validate_l2sgd(const TrainOptions& opt, double c2, std::size_t n) {
     throw Error("l2sgd: calibration_max_trials must be ≥ 1 (got " + std::to_string(opt.calibration_max_trials) + ")");
 }
 
+/// One run: its state and the steps of train_l2sgd.c — the lazy decay's flush, a step, the
+/// calibration, the epoch's end — and the state a checkpoint keeps.
+struct L2sgdRun {
+  L2sgdRun(Objective& obj_, Vector& w_, const TrainOptions& opt_)
+      : obj(obj_), b(obj_.backend()), corpus(obj_.corpus()), w(w_), opt(opt_), n(corpus.num_sentences()),
+        N(double(n)), c1(obj_.c1()), c2(obj_.c2()), lambda(2.0 * c2 / N),  // CRFsuite: opt.lambda = 2. * opt.c2 / N
+        stamp(b.vector(w_.size())), best(b.vector(w_.size())), g(sparse_gradients(b).sparse_vector()),
+        shuffler(n, opt_.seed), improvement(opt_.period, opt_.delta) {}
+
+  /// Every weight brought up to Λ; Λ and the stamps restart at 0.
+  void flush() {
+    map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});
+    b.fill(*stamp, 0.0);
+    Lambda = 0;
+  }
+
+  /// The step on the sentence *id, the k-th of a run with offset `offset`; returns its NLL.
+  double step(const std::uint32_t* id, double offset, double k) {
+    const SentenceSpan span{id, 1};
+    eta = 1 / (lambda * (offset + k));
+    const double factor = 1.0 - eta * lambda;
+    if (factor > 0) {
+      Lambda += std::log1p(-eta * lambda);
+    } else {  // t0 + k ≤ 1: a factor no log takes (CRFsuite's decay turns negative, or 0)
+      flush();
+      b.scale(factor, w);
+    }
+    sparse_gradients(b).support(corpus, span, *g);
+    map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, g.get());
+    const double nll = sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0, true, obj.loss());
+    obj.add_passes(1.0 / N);
+    sparse_gradients(b).sparse_axpy(-eta, *g, w);
+    return nll;
+  }
+
+  /// A calibration trial at `rate` over the first S sentences of `perm`, from the starting
+  /// weights (kept in `best`): its score.
+  double trial(const std::vector<std::uint32_t>& perm, std::size_t S, double rate) {
+    b.copy(*best, w);
+    b.fill(*stamp, 0.0);
+    Lambda = 0;
+    const double offset = 1.0 / (lambda * rate);
+    double sum = 0;
+    for (std::size_t i = 0; i < S; ++i) {
+      const double nll = step(perm.data() + i, offset, double(i));
+      if (!std::isfinite(nll)) return nll;  // overflowed: the trial is worse, however it would go on
+      sum += nll;
+    }
+    flush();
+    return sum + 0.5 * lambda * b.norm2sq(w) * double(S);
+  }
+
+  /// CRFsuite's l2sgd_calibration: the offset t0 of the best trial rate. Leaves w at the
+  /// starting weights (kept in `best`), Λ and the stamps at 0.
+  double calibrate() {
+    const std::vector<std::uint32_t>& perm = shuffler.next();
+    const std::size_t S = std::min(n, std::size_t(opt.calibration_samples));
+    b.copy(w, *best);
+    const double init = b.evaluate(corpus, w, {perm.data(), S}, nullptr, 1.0, obj.loss()) +
+                        0.5 * lambda * b.norm2sq(w) * double(S);
+    obj.add_passes(double(S) / N);
+    int num = opt.calibration_candidates, trials = 1;
+    bool dec = false;
+    double rate = opt.calibration_eta, best_rate = opt.calibration_eta, best_loss = DBL_MAX;
+    while (num > 0 || !dec) {
+      const double value = trial(perm, S, rate);
+      const bool ok = std::isfinite(value) && value < init;  // the rate lowers the loss
+      if (ok) --num;
+      if (std::isfinite(value) && value < best_loss) {
+        best_loss = value;
+        best_rate = rate;
+      }
+      if (!dec) {
+        if (ok && num > 0) {
+          rate *= opt.calibration_rate;
+        } else {  // from below the first rate, downwards
+          dec = true;
+          num = opt.calibration_candidates;
+          rate = opt.calibration_eta / opt.calibration_rate;
+        }
+      } else {
+        rate /= opt.calibration_rate;
+      }
+      if (opt.calibration_max_trials <= ++trials) break;
+    }
+    b.copy(*best, w);
+    b.fill(*stamp, 0.0);
+    Lambda = 0;
+    return 1.0 / (lambda * best_rate);
+  }
+
+  /// The epoch's end: the decay flushed, its loss f (CRFsuite's) and, when the least so far, its
+  /// weights kept as the best.
+  void end_epoch() {
+    done = 0;
+    flush();
+    loss += 0.5 * lambda * b.norm2sq(w) * N;  // c2·‖w‖², as CRFsuite writes it
+    if (c1 > 0) loss += c1 * b.norm1(w);
+    f = loss;
+    require_finite("l2sgd", "epoch", epoch, f, obj.loss());
+    if (f < best_f) {
+      best_f = f;
+      best_epoch = epoch;
+      b.copy(w, *best);
+    }
+  }
+
+  /// The state after an epoch's report, before its stopping test (every weight's decay flushed:
+  /// Λ and the stamps 0), or inside epoch `epoch` after `done` sentences (a stop requested by the
+  /// poll): then Λ, the stamps and the epoch's loss so far too, the shuffler holding the epoch's
+  /// permutation. The best epoch's weights are not saved where they are w's (at its own report).
+  void state(StateArchive& ar) {
+    common_state(ar, epoch, obj, clock);
+    ar.value("epoch.sentences_done", done);
+    if (ar.restoring() && done >= n) throw Error("checkpoint: l2sgd's position in the epoch is beyond the corpus");
+    ar.value("t0", t0);
+    ar.value("t", t);
+    ar.value("eta", eta);
+    ar.value("f", f);
+    ar.value("epoch.loss", loss);
+    ar.value("best.f", best_f);
+    ar.value("best.epoch", best_epoch);
+    improvement.state(ar);
+    shuffler.state(ar);
+    ar.vector("w", b, w);
+    if (best_epoch > 0 && !(done == 0 && best_epoch == epoch)) ar.vector("best.w", b, *best);
+    else if (ar.restoring() && best_epoch > 0) b.copy(w, *best);
+    if (done > 0) {
+      ar.value("Lambda", Lambda);
+      ar.vector("stamp", b, *stamp);
+    }
+  }
+
+  Objective& obj;
+  Backend& b;
+  const BackendCorpus& corpus;
+  Vector& w;
+  const TrainOptions& opt;
+  const std::size_t n;
+  const double N, c1, c2, lambda;
+  VectorPtr stamp;  // Λ at each weight's last catch-up
+  VectorPtr best;   // the best epoch's weights; during the calibration, the starting ones
+  SparseVectorPtr g;
+  EpochShuffler shuffler;
+  ImprovementTest improvement;
+  Stopwatch clock;
+  double Lambda = 0;  // Σ log(1 − η·λ) since the last flush
+  double t0 = 0;      // the rate's offset, from the calibration
+  double t = 0;       // steps of the run so far (CRFsuite's t)
+  double eta = 0;     // the last step's rate
+  double f = std::numeric_limits<double>::quiet_NaN();  // the last epoch's loss
+  double loss = 0;    // the epoch's loss so far
+  double best_f = std::numeric_limits<double>::infinity();
+  int best_epoch = 0;    // 0: no epoch ended yet
+  int epoch = 0;
+  std::size_t done = 0;  // sentences of epoch `epoch` processed: 0 after an epoch's end
+};
+
 class L2sgdTrainer final : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
     check_loss("l2sgd", obj.loss());
-    Backend& b = obj.backend();
-    const BackendCorpus& corpus = obj.corpus();
-    const std::size_t n = corpus.num_sentences();
-    const double N = double(n), c1 = obj.c1(), c2 = obj.c2();
-    validate_l2sgd(opt, c2, n);
-    const double lambda = 2.0 * c2 / N;  // CRFsuite: opt.lambda = 2. * opt.c2 / N
-
-    const std::size_t nw = w.size();
-    VectorPtr stamp = b.vector(nw);  // Λ at each weight's last catch-up
-    VectorPtr best = b.vector(nw);   // the best epoch's weights; during the calibration, the starting ones
-    SparseVectorPtr g = sparse_gradients(b).sparse_vector();
-    EpochShuffler shuffler(n, opt.seed);
-    ImprovementTest improvement(opt.period, opt.delta);
-    Stopwatch clock;
-    double Lambda = 0;  // Σ log(1 − η·λ) since the last flush
-    double t0 = 0;      // the rate's offset, from the calibration
-    double t = 0;       // steps of the run so far (CRFsuite's t)
-    double eta = 0;     // the last step's rate
-    double f = std::numeric_limits<double>::quiet_NaN();  // the last epoch's loss
-    double loss = 0;    // the epoch's loss so far
-    double best_f = std::numeric_limits<double>::infinity();
-    int best_epoch = 0;  // 0: no epoch ended yet
-
-    // Every weight brought up to Λ; Λ and the stamps restart at 0.
-    auto flush = [&] {
-      map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});
-      b.fill(*stamp, 0.0);
-      Lambda = 0;
-    };
-    // The step on the sentence *id, the k-th of a run with offset `offset`; returns its NLL.
-    auto step = [&](const std::uint32_t* id, double offset, double k) {
-      const SentenceSpan span{id, 1};
-      eta = 1 / (lambda * (offset + k));
-      const double factor = 1.0 - eta * lambda;
-      if (factor > 0) {
-        Lambda += std::log1p(-eta * lambda);
-      } else {  // t0 + k ≤ 1: a factor no log takes (CRFsuite's decay turns negative, or 0)
-        flush();
-        b.scale(factor, w);
-      }
-      sparse_gradients(b).support(corpus, span, *g);
-      map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, g.get());
-      const double nll = sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0, true, obj.loss());
-      obj.add_passes(1.0 / N);
-      sparse_gradients(b).sparse_axpy(-eta, *g, w);
-      return nll;
-    };
-
-    // CRFsuite's l2sgd_calibration: the offset t0 of the best trial rate. Leaves w at the
-    // starting weights (kept in `best`), Λ and the stamps at 0.
-    auto calibrate = [&] {
-      const std::vector<std::uint32_t>& perm = shuffler.next();
-      const std::size_t S = std::min(n, std::size_t(opt.calibration_samples));
-      b.copy(w, *best);
-      const double init = b.evaluate(corpus, w, {perm.data(), S}, nullptr, 1.0, obj.loss()) +
-                          0.5 * lambda * b.norm2sq(w) * double(S);
-      obj.add_passes(double(S) / N);
-      auto trial = [&](double rate) {
-        b.copy(*best, w);
-        b.fill(*stamp, 0.0);
-        Lambda = 0;
-        const double offset = 1.0 / (lambda * rate);
-        double sum = 0;
-        for (std::size_t i = 0; i < S; ++i) {
-          const double nll = step(perm.data() + i, offset, double(i));
-          if (!std::isfinite(nll)) return nll;  // overflowed: the trial is worse, however it would go on
-          sum += nll;
-        }
-        flush();
-        return sum + 0.5 * lambda * b.norm2sq(w) * double(S);
-      };
-      int num = opt.calibration_candidates, trials = 1;
-      bool dec = false;
-      double rate = opt.calibration_eta, best_rate = opt.calibration_eta, best_loss = DBL_MAX;
-      while (num > 0 || !dec) {
-        const double value = trial(rate);
-        const bool ok = std::isfinite(value) && value < init;  // the rate lowers the loss
-        if (ok) --num;
-        if (std::isfinite(value) && value < best_loss) {
-          best_loss = value;
-          best_rate = rate;
-        }
-        if (!dec) {
-          if (ok && num > 0) {
-            rate *= opt.calibration_rate;
-          } else {  // from below the first rate, downwards
-            dec = true;
-            num = opt.calibration_candidates;
-            rate = opt.calibration_eta / opt.calibration_rate;
-          }
-        } else {
-          rate /= opt.calibration_rate;
-        }
-        if (opt.calibration_max_trials <= ++trials) break;
-      }
-      b.copy(*best, w);
-      b.fill(*stamp, 0.0);
-      Lambda = 0;
-      return 1.0 / (lambda * best_rate);
-    };
-
-    int epoch = 0;
-    std::size_t done = 0;  // sentences of epoch `epoch` processed: 0 after an epoch's end
-    // The state after an epoch's report, before its stopping test (every weight's decay flushed:
-    // Λ and the stamps 0), or inside epoch `epoch` after `done` sentences (a stop requested by the
-    // poll): then Λ, the stamps and the epoch's loss so far too, the shuffler holding the epoch's
-    // permutation. The best epoch's weights are not saved where they are w's (at its own report).
-    const StateFn state = [&](StateArchive& ar) {
-      common_state(ar, epoch, obj, clock);
-      ar.value("epoch.sentences_done", done);
-      if (ar.restoring() && done >= n) throw Error("checkpoint: l2sgd's position in the epoch is beyond the corpus");
-      ar.value("t0", t0);
-      ar.value("t", t);
-      ar.value("eta", eta);
-      ar.value("f", f);
-      ar.value("epoch.loss", loss);
-      ar.value("best.f", best_f);
-      ar.value("best.epoch", best_epoch);
-      improvement.state(ar);
-      shuffler.state(ar);
-      ar.vector("w", b, w);
-      if (best_epoch > 0 && !(done == 0 && best_epoch == epoch)) ar.vector("best.w", b, *best);
-      else if (ar.restoring() && best_epoch > 0) b.copy(w, *best);
-      if (done > 0) {
-        ar.value("Lambda", Lambda);
-        ar.vector("stamp", b, *stamp);
-      }
-    };
-    if (!restore(state)) t0 = calibrate();
-    const std::string calibrated = "; the rate calibrated to eta " + number(1.0 / (lambda * t0)) + " (t0 " +
-                                   number(t0) + ")";
+    validate_l2sgd(opt, obj.c2(), obj.corpus().num_sentences());
+    L2sgdRun r(obj, w, opt);
+    const std::size_t n = r.n;
+    const StateFn state = [&](StateArchive& ar) { r.state(ar); };
+    if (!restore(state)) r.t0 = r.calibrate();
+    const std::string calibrated = "; the rate calibrated to eta " + number(1.0 / (r.lambda * r.t0)) + " (t0 " +
+                                   number(r.t0) + ")";
 
     for (;;) {
-      if (done == 0) {  // (resumed inside an epoch: its permutation, loss and stamps are restored)
+      if (r.done == 0) {  // (resumed inside an epoch: its permutation, loss and stamps are restored)
         // The stopping test of the last epoch's loss, here so that a resume from its report stops too.
-        if (epoch > 0 && improvement.converged(f)) {
-          stop_reason_ = improvement.reason() + calibrated;
+        if (r.epoch > 0 && r.improvement.converged(r.f)) {
+          stop_reason_ = r.improvement.reason() + calibrated;
           break;
         }
-        if (epoch >= opt.epochs) {
+        if (r.epoch >= opt.epochs) {
           stop_reason_ = stop_at_limit("epochs", opt.epochs) + calibrated;
           break;
         }
-        ++epoch;
-        shuffler.next();
-        loss = 0;
+        ++r.epoch;
+        r.shuffler.next();
+        r.loss = 0;
       }
-      const std::vector<std::uint32_t>& perm = shuffler.permutation();
-      for (std::size_t i = done; i < n; ++i) {
-        loss += step(perm.data() + i, t0, t);
-        t += 1;
-        done = i + 1;
-        if (done < n && stop_requested()) {  // stop inside the epoch
-          Progress pr = progress_within(epoch, done, n, obj, w, eta, clock);
+      const std::vector<std::uint32_t>& perm = r.shuffler.permutation();
+      for (std::size_t i = r.done; i < n; ++i) {
+        r.loss += r.step(perm.data() + i, r.t0, r.t);
+        r.t += 1;
+        r.done = i + 1;
+        if (r.done < n && stop_requested()) {  // stop inside the epoch
+          Progress pr = progress_within(r.epoch, r.done, n, obj, w, r.eta, r.clock);
           pr.state = &state;
           if (progress) progress(pr, w);
-          if (best_epoch > 0) b.copy(*best, w);  // the model: the best epoch's weights
-          else flush();                           // (none has ended: the decay applied)
+          if (r.best_epoch > 0) r.b.copy(*r.best, w);  // the model: the best epoch's weights
+          else r.flush();                               // (none has ended: the decay applied)
           stop_reason_ = stop_by_caller();
           return std::numeric_limits<double>::quiet_NaN();
         }
       }
-      done = 0;
-      flush();
-      loss += 0.5 * lambda * b.norm2sq(w) * N;  // c2·‖w‖², as CRFsuite writes it
-      if (c1 > 0) loss += c1 * b.norm1(w);
-      f = loss;
-      require_finite("l2sgd", "epoch", epoch, f, obj.loss());
-      if (f < best_f) {
-        best_f = f;
-        best_epoch = epoch;
-        b.copy(w, *best);
-      }
-      Progress pr = progress_at(epoch, obj, w, f, kNoGradientNorm, eta, clock);
+      r.end_epoch();
+      Progress pr = progress_at(r.epoch, obj, w, r.f, kNoGradientNorm, r.eta, r.clock);
       pr.state = &state;
       if (progress && !progress(pr, w)) {
         stop_reason_ = stop_by_caller();
         break;
       }
     }
-    if (best_epoch != epoch) b.copy(*best, w);  // CRFsuite: "Restore the best weights"
-    return best_f;
+    if (r.best_epoch != r.epoch) r.b.copy(*r.best, w);  // CRFsuite: "Restore the best weights"
+    return r.best_f;
   }
 };
 

@@ -150,7 +150,8 @@ using SparseVectorPtr = std::unique_ptr<SparseVector>;
 
 /// An element rule as it crosses the Backend seam: its id in the rule set (AllRules,
 /// host/optim/rules/rule_set.hpp; the id fixes its type and operands) and its parameters as bytes. Built by
-/// make_map_rule(); a backend decodes it with dispatch_rule() to the rule's own type.
+/// make_map_rule() (vector_rule() for the vector algebra's); a backend decodes it with dispatch_rule()
+/// to the rule's own type.
 struct MapRule {
   static constexpr std::size_t kMaxBytes = 64;
   std::uint32_t id = 0;
@@ -313,6 +314,10 @@ struct MapOperands {
   Vector* v[kMax] = {};
 };
 
+/// The seam (this file's first comment). A backend implements its 11 pure virtuals — name, upload,
+/// vector, write, read, swap, apply_rule and the CRF core (evaluate, viterbi, viterbi_nbest,
+/// marginals) — and may override the sizing and capability defaults; the vector algebra is Backend's
+/// own, element rules run by apply_rule (tests/test_backend_seam.cpp: a backend of host arrays).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -350,48 +355,56 @@ class Backend {
   }
 
   // ---- vectors (backend-resident) ----------------------------------------------------------
+  // What a backend must do with its vectors: allocate, copy to and from the host, swap.
   virtual VectorPtr vector(std::size_t n) = 0;  // zero-filled
   virtual void write(Vector& dst, const double* src) = 0;
   virtual void read(const Vector& src, double* dst) = 0;
-  virtual void fill(Vector& x, double value) = 0;
-  virtual void copy(const Vector& src, Vector& dst) = 0;
-  virtual void scale(double a, Vector& x) = 0;                        // x = a·x
-  virtual void axpy(double a, const Vector& x, Vector& y) = 0;        // y += a·x
-  virtual void axpby(double a, const Vector& x, double b, Vector& y) = 0;  // y = a·x + b·y
-  virtual void sub(const Vector& x, const Vector& y, Vector& out) = 0;     // out = x − y
-  virtual double dot(const Vector& x, const Vector& y) = 0;
-  virtual double norm1(const Vector& x) = 0;
-  virtual double norm2sq(const Vector& x) = 0;
-  virtual double norm_inf(const Vector& x) = 0;
-  virtual std::size_t count_nonzero(const Vector& x) = 0;
   /// Exchanges the contents of two vectors of one size without moving them (O(1)).
   virtual void swap(Vector& x, Vector& y) = 0;
+
+  // The vector algebra, the same on every backend: each member is an element rule
+  // (host/backend/vector_rules.hpp) run by apply_rule, so no backend writes it; a dense rule's
+  // terms are summed as apply_rule says. Operands of one size (Error otherwise).
+  void fill(Vector& x, double value);
+  void copy(const Vector& src, Vector& dst);
+  void scale(double a, Vector& x);                        // x = a·x
+  void axpy(double a, const Vector& x, Vector& y);        // y += a·x
+  void axpby(double a, const Vector& x, double b, Vector& y);  // y = a·x + b·y
+  void sub(const Vector& x, const Vector& y, Vector& out);     // out = x − y
+  double dot(const Vector& x, const Vector& y);
+  double norm1(const Vector& x);
+  double norm2sq(const Vector& x);  // dot(x, x)
+  double norm_inf(const Vector& x);
+  std::size_t count_nonzero(const Vector& x);
 
   // Fused forms for the quasi-Newton trainers, whose vector algebra over millions of weights is
   // memory-bound: each makes one pass where the separate calls make two or three, and gives bit
   // for bit what they give (the same per-element arithmetic, the same blocked summation).
-  virtual void scaled_copy(double a, const Vector& x, Vector& y) = 0;  // y = a·x
+  void scaled_copy(double a, const Vector& x, Vector& y);  // y = a·x
   /// out = x + a·d   (copy(x, out); axpy(a, d, out)); out must not be d (Error)
-  virtual void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) = 0;
+  void add_scaled(const Vector& x, double a, const Vector& d, Vector& out);
   /// y += a·x, then returns z·y   (axpy(a, x, y); dot(z, y))
-  virtual double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) = 0;
+  double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z);
   /// x = a·x, then returns z·x   (scale(a, x); dot(z, x))
-  virtual double scale_dot(double a, Vector& x, const Vector& z) = 0;
+  double scale_dot(double a, Vector& x, const Vector& z);
   /// y += a·x, then returns x·x   (axpy(a, x, y); norm2sq(x))
-  virtual double axpy_norm2sq(double a, const Vector& x, Vector& y) = 0;
+  double axpy_norm2sq(double a, const Vector& x, Vector& y);
   /// out = x − y, then returns out·z   (sub(x, y, out); dot(out, z))
-  virtual double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) = 0;
+  double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z);
 
   // ---- element rules: the generic layer under the optimizers ------------------------------
-  /// Runs an element rule (host/optim/rules: SGD-L1's clipping, ADF's rates, the lazy L2 decay,
+  /// Runs an element rule (the vector algebra above, host/backend/vector_rules.hpp; the
+  /// optimizers' rules, host/optim/rules: SGD-L1's clipping, ADF's rates, the lazy L2 decay,
   /// OWL-QN's projections …; written once, as host-device functors) on every element — every index
   /// i < n of the operands (over == nullptr; n their common size) or every entry (i, x) of `over`
   /// (indices below n). The rule reads and writes the operands' elements i and returns a term;
-  /// with `sum` the terms are summed and returned (deterministically: in kReduceBlock blocks
-  /// combined in order on the CPU, the two-pass tree on the GPU; never dependent on the thread
-  /// count), without it nothing is summed (no host round trip) and 0 is returned. Elements are
-  /// independent (a sparse vector's indices are distinct), so they run in any order, in parallel.
-  /// Optimizers call it through map / map_reduce (host/optim/rules/rule_set.hpp), never directly.
+  /// with `sum` the terms are summed and returned — or, for a rule with kFoldMax, their maximum
+  /// from 0 — deterministically, never dependent on the thread count: on the CPU in kReduceBlock
+  /// blocks combined in order, a dense block in 8 interleaved lanes added in order (vectorised), a
+  /// sparse one in entry order; on the GPU the two-pass tree. Without `sum` nothing is folded (no
+  /// host round trip) and 0 is returned. Elements are independent (a sparse vector's indices are
+  /// distinct), so they run in any order, in parallel. Optimizers call it through map /
+  /// map_reduce (host/optim/rules/rule_set.hpp), never directly.
   virtual double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
                             bool sum) = 0;
 

@@ -1,4 +1,5 @@
-// crfx — the optimizers' element rules as one set, and how an optimizer runs one.
+// crfx — the element rules as one set (the Backend's vector algebra, host/backend/vector_rules.hpp,
+// and the optimizers'), and how an optimizer runs one.
 //
 // A rule is a small trivially copyable struct with the parameters of one per-weight update and a
 // host-device element function
@@ -7,10 +8,11 @@
 // where v[k] points at the element of operand k (null for an absent operand: only those the
 // rule names in its kOptional bit mask may be absent) and x is the value
 // of the sparse entry being visited (0 in a dense map); it may write the elements and returns a
-// term that map_reduce sums. Backend::apply_rule runs it over a dense range or a sparse support,
+// term that map_reduce sums (or, for a rule with kFoldMax, of which it takes the largest).
+// Backend::apply_rule runs it over a dense range or a sparse support,
 // on every backend: the CPU in its blocks, the CUDA backend in a kernel instantiated for every
 // rule listed in AllRules below. So adding a trainer means: its rule header here, one entry in
-// AllRules, its loop in host/optim and its line in the registry — no backend changes.
+// OptimizerRules, its loop in host/optim and its line in the registry — no backend changes.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +22,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/vector_rules.hpp"
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
 #include "optim/rules/adf_update.hpp"
@@ -31,22 +34,18 @@
 
 namespace crfx {
 
-template <class... R>
-struct RuleList {};
-
-/// Every rule Backend::apply_rule can run (its id is its position here).
-using AllRules = RuleList<SgdL1Rule, LazyDecayRule, AdfStepRule, AdfRateRule, OwlqnPseudoGradientRule,
-                          OwlqnConstrainRule, OwlqnProjectRule, RpropRule, SparseDotRule, ArowVarianceRule,
-                          ArowUpdateRule>;
+/// The optimizers' rules.
+using OptimizerRules = RuleList<SgdL1Rule, LazyDecayRule, AdfStepRule, AdfRateRule, OwlqnPseudoGradientRule,
+                                OwlqnConstrainRule, OwlqnProjectRule, RpropRule, SparseDotRule, ArowVarianceRule,
+                                ArowUpdateRule>;
 
 namespace rule_detail {
-template <class R, class List>
-struct IndexOf;
-template <class R, class... Rs>
-struct IndexOf<R, RuleList<R, Rs...>> : std::integral_constant<std::uint32_t, 0> {};
-template <class R, class S, class... Rs>
-struct IndexOf<R, RuleList<S, Rs...>>
-    : std::integral_constant<std::uint32_t, 1 + IndexOf<R, RuleList<Rs...>>::value> {};
+template <class A, class B>
+struct Concat;
+template <class... A, class... B>
+struct Concat<RuleList<A...>, RuleList<B...>> {
+  using type = RuleList<A..., B...>;
+};
 
 struct NoMemo {};
 template <class R, class = void>
@@ -59,8 +58,27 @@ struct MemoOf<R, std::void_t<typename R::Memo>> {
 };
 }  // namespace rule_detail
 
+/// Every rule Backend::apply_rule can run (its id is its position here): the vector algebra's
+/// (host/backend/vector_rules.hpp, which Backend's vector members encode by their position in
+/// VectorRules), then the optimizers'.
+using AllRules = rule_detail::Concat<VectorRules, OptimizerRules>::type;
+
 template <class R>
-inline constexpr std::uint32_t rule_id = rule_detail::IndexOf<R, AllRules>::value;
+inline constexpr std::uint32_t rule_id = rule_index<R>(AllRules{});
+static_assert(rule_id<SubDotRule> == rule_index<SubDotRule>(VectorRules{}) &&
+                  rule_id<SgdL1Rule> == rule_index<void>(VectorRules{}),
+              "AllRules starts with VectorRules, so that vector_rule() gives a rule its AllRules id");
+
+namespace rule_detail {
+template <class R, class = void>
+struct FoldMaxOf : std::false_type {};
+template <class R>
+struct FoldMaxOf<R, std::void_t<decltype(R::kFoldMax)>> : std::bool_constant<R::kFoldMax> {};
+}  // namespace rule_detail
+
+/// Whether a backend folds rule R's terms by maximum (from 0) rather than by sum (R::kFoldMax).
+template <class R>
+inline constexpr bool rule_folds_max = rule_detail::FoldMaxOf<R>::value;
 
 namespace rule_detail {
 template <class R, class = void>
@@ -105,13 +123,8 @@ CRFX_HOST_DEVICE inline double apply_element(const R& r, double x, double* const
 /// The rule as Backend::apply_rule takes it (its id and bytes).
 template <class R>
 MapRule make_map_rule(const R& r) {
-  static_assert(std::is_trivially_copyable_v<R>, "a rule crosses the Backend seam as bytes");
-  static_assert(sizeof(R) <= MapRule::kMaxBytes && alignof(R) <= alignof(double), "rule too large");
-  static_assert(R::kOperands >= 1 && R::kOperands <= MapOperands::kMax, "operand count");
-  MapRule m;
-  m.id = rule_id<R>;
-  std::memcpy(m.params, &r, sizeof r);
-  return m;
+  static_assert(rule_id<R> < rule_index<void>(AllRules{}), "not a rule of AllRules");
+  return encode_rule(r, rule_id<R>);
 }
 
 namespace rule_detail {
@@ -169,7 +182,8 @@ void map(Backend& b, const R& rule, std::initializer_list<Operand> ops, const Sp
   b.apply_rule(make_map_rule(rule), rule_detail::operands<R>(ops), over, false);
 }
 
-/// map, returning the sum of the rule's terms (deterministic: the backend's fixed blocked order).
+/// map, returning the sum of the rule's terms (deterministic: the backend's fixed blocked order),
+/// or their maximum (from 0) for a rule with kFoldMax.
 template <class R>
 double map_reduce(Backend& b, const R& rule, std::initializer_list<Operand> ops,
                   const SparseVector* over = nullptr) {
