@@ -55,26 +55,9 @@ class DistributedBackend final : public Backend {
   VectorPtr vector(std::size_t n) override { return b_->vector(n); }
   void write(Vector& dst, const double* src) override { b_->write(dst, src); }
   void read(const Vector& src, double* dst) override { b_->read(src, dst); }
-  void fill(Vector& x, double value) override { b_->fill(x, value); }
-  void copy(const Vector& src, Vector& dst) override { b_->copy(src, dst); }
-  void scale(double a, Vector& x) override { b_->scale(a, x); }
-  void axpy(double a, const Vector& x, Vector& y) override { b_->axpy(a, x, y); }
-  void axpby(double a, const Vector& x, double b, Vector& y) override { b_->axpby(a, x, b, y); }
-  void sub(const Vector& x, const Vector& y, Vector& out) override { b_->sub(x, y, out); }
-  double dot(const Vector& x, const Vector& y) override { return b_->dot(x, y); }
-  double norm1(const Vector& x) override { return b_->norm1(x); }
-  double norm2sq(const Vector& x) override { return b_->norm2sq(x); }
-  double norm_inf(const Vector& x) override { return b_->norm_inf(x); }
-  std::size_t count_nonzero(const Vector& x) override { return b_->count_nonzero(x); }
+  // The vector algebra (Backend's non-virtual members) reaches the inner backend through
+  // apply_rule.
   void swap(Vector& x, Vector& y) override { b_->swap(x, y); }
-  void scaled_copy(double a, const Vector& x, Vector& y) override { b_->scaled_copy(a, x, y); }
-  void add_scaled(const Vector& x, double a, const Vector& d, Vector& out) override { b_->add_scaled(x, a, d, out); }
-  double axpy_dot(double a, const Vector& x, Vector& y, const Vector& z) override { return b_->axpy_dot(a, x, y, z); }
-  double scale_dot(double a, Vector& x, const Vector& z) override { return b_->scale_dot(a, x, z); }
-  double axpy_norm2sq(double a, const Vector& x, Vector& y) override { return b_->axpy_norm2sq(a, x, y); }
-  double sub_dot(const Vector& x, const Vector& y, Vector& out, const Vector& z) override {
-    return b_->sub_dot(x, y, out, z);
-  }
   double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over, bool sum) override {
     return b_->apply_rule(rule, operands, over, sum);
   }
