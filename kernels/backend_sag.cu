@@ -1,7 +1,10 @@
 // crfx — CudaBackend (cuda_backend.cuh): SAG / SAGA (seed 004) with their state on the device,
 // and the span plans they share with evaluate_sparse — planning a span on the host, its
 // forward-backward through the chunk workspace (span_marginals) and its compact gradient
-// (span_gradient). The kernels are in sag_kernels.cu.
+// (span_gradient). The kernels are in sag_kernels.cu. SAG plans every sentence alone once
+// (plan_sentences, at incremental_create): a step on one sentence (batch size 1, the default)
+// points its plan into those tables (select_sentence) instead of planning on the host and
+// copying, which a GPU paid for with a copy and a wait per step (issue 37).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -49,11 +53,7 @@ IncrementalStatePtr CudaBackend::incremental_create(const BackendCorpus& bc) {
   const std::size_t pending = T * L + LL + (slots ? T * LL : 0);  // a span of the longest sentence
   const std::size_t bytes = (N * L + c.S * LL + slots * LL + pending + 3 * (kLazyStepHistory + 1)) * sizeof(double) +
                             s.groups * sizeof(std::uint32_t);
-  std::size_t free_b = 0, total_b = 0;
-  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  if (bytes > free_b)
-    throw Error("CUDA backend: SAG's stored marginals need " + fmt_mib(bytes) + " of device memory, only " +
-                fmt_mib(free_b) + " free on " + name_ + "; use --device cpu");
+  plan_sentences(s, bytes);  // checks the free memory for both
   s.node.resize(N * L);
   s.pair.resize(c.S * LL);
   s.edge.resize(slots * LL);
@@ -68,6 +68,12 @@ IncrementalStatePtr CudaBackend::incremental_create(const BackendCorpus& bc) {
   s.P.reserve(kLazyStepHistory + 1);
   s.S.reserve(kLazyStepHistory + 1);
   s.R.reserve(kLazyStepHistory + 1);
+  // Step 0 of the history (P_0 = 1, S_0 = R_0 = 0) never changes: on the device from here on;
+  // later steps are appended there by incremental_step's kernel, not copied.
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dP.get(), s.P.data(), sizeof(double), cudaMemcpyHostToDevice, stream_));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dS.get(), s.S.data(), sizeof(double), cudaMemcpyHostToDevice, stream_));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dR.get(), s.R.data(), sizeof(double), cudaMemcpyHostToDevice, stream_));
+  s.uploaded = 1;
   // Pending marginals for a span of the longest sentence: batch-1 SAG never regrows them
   // (mini-batches grow them a few times, as the small plan, g and saved buffers grow during the
   // first steps; all are grow-only).
@@ -85,8 +91,11 @@ void CudaBackend::incremental_sync(IncrementalState& state, SentenceSpan span, V
   s.evaluated = false;  // before planning: a refused span leaves nothing to commit or restore
   s.tried = false;
   s.synced = false;
-  plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, true, s.plan);
-  sag_catch_up(s, s.plan.groups.size(), s.plan.d_groups.get(), w, d);
+  if (span.count == 1)  // batch size 1: the plan made once, nothing planned or copied
+    select_sentence(s, span[0]);
+  else
+    plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, true, s.plan);
+  sag_catch_up(s, s.plan.ng, s.plan.view().groups, w, d);
   s.synced = true;
 }
 
@@ -107,7 +116,7 @@ void CudaBackend::incremental_trial(IncrementalState& state, Vector& w, double s
   CudaSag& s = G(state);
   if (!s.evaluated) throw Error("internal: incremental_trial before incremental_evaluate");
   reserve_device(s.saved, s.plan.compact());
-  const std::size_t ng = s.plan.groups.size();
+  const std::size_t ng = s.plan.ng;
   if (ng) {
     launch_sag_trial(device_groups(), s.plan.view(), ng, true, step, s.g.get(), s.saved.get(), P(w), stream_);
   }
@@ -117,7 +126,7 @@ void CudaBackend::incremental_trial(IncrementalState& state, Vector& w, double s
 void CudaBackend::incremental_restore(IncrementalState& state, Vector& w) {
   CudaSag& s = G(state);
   if (!s.tried) throw Error("internal: incremental_restore without incremental_trial");
-  const std::size_t ng = s.plan.groups.size();
+  const std::size_t ng = s.plan.ng;
   if (ng) {
     launch_sag_trial(device_groups(), s.plan.view(), ng, false, 0.0, s.g.get(), s.saved.get(), P(w), stream_);
   }
@@ -127,11 +136,17 @@ void CudaBackend::incremental_commit(IncrementalState& state, Vector& d, Vector&
   CudaSag& s = G(state);
   if (!s.evaluated) throw Error("internal: incremental_commit before incremental_evaluate");
   const SpanPlan& pl = s.plan;
-  const std::size_t n = pl.sid.size(), ng = pl.groups.size();
+  const std::size_t n = pl.sid.size(), ng = pl.ng;
   const bool edges = !s.edge_slot.empty();
+  bool copied = false;  // w_coef is being copied from the caller's host array
   if (w_coef && n) {
     reserve_device(s.coef, n);
-    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.coef.get(), w_coef, n * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    if (n == 1) {  // a kernel argument: no copy, no wait
+      launch_sag_set(s.coef.get(), w_coef[0], stream_);
+    } else {
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(s.coef.get(), w_coef, n * sizeof(double), cudaMemcpyHostToDevice, stream_));
+      copied = true;
+    }
   }
   if (ng) {
     launch_sag_commit(device_groups(), pl.view(), ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
@@ -139,11 +154,11 @@ void CudaBackend::incremental_commit(IncrementalState& state, Vector& d, Vector&
                       w_coef ? s.coef.get() : nullptr, P(d), P(w), stream_);
   }
   if (pl.rows + n) {
-    launch_sag_store(dims_.L, pl.rows, n, pl.d_row_tok.get(), pl.d_row_slot.get(), pl.d_sid.get(), s.new_node.get(),
+    launch_sag_store(dims_.L, pl.rows, n, pl.dev_row_tok, pl.dev_row_slot, pl.view().sid, s.new_node.get(),
                      s.new_pair.get(), edges ? s.new_edge.get() : nullptr, s.node.get(),
                      dims_.transitions ? s.pair.get() : nullptr, edges ? s.edge.get() : nullptr, stream_);
   }
-  if (w_coef) sync();  // w_coef is the caller's host array
+  if (copied) sync();  // w_coef is the caller's host array
   s.evaluated = false;  // the pending marginals are stored now
 }
 
@@ -152,6 +167,14 @@ void CudaBackend::incremental_step(IncrementalState& state, double a, double b, 
   LazyStepHistory::check_step(a, b, tau);
   if (s.needs_flush(a)) incremental_flush(state, w, d);  // as the CPU
   s.push(a, b, tau);
+  // The device's copy of the history is appended to by a one-thread kernel with the host's
+  // arithmetic (the same bits): no copy per step. Where the device copy is behind (after a
+  // checkpoint's load) or full, the next catch-up copies what is missing instead.
+  const std::size_t k = s.k();
+  if (s.uploaded == k && k < std::min({s.dP.size(), s.dS.size(), s.dR.size()})) {
+    launch_sag_push(k, a, b, tau, s.dP.get(), s.dS.get(), s.dR.get(), stream_);
+    s.uploaded = k + 1;
+  }
 }
 
 void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Vector& d) {
@@ -161,7 +184,7 @@ void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Ve
   if (s.k() > 0) sag_catch_up(s, s.groups, nullptr, w, d);
   CRFX_CUDA_CHECK(cudaMemsetAsync(s.stamp.get(), 0, s.groups * sizeof(std::uint32_t), stream_));
   s.restart();
-  s.uploaded = 0;
+  s.uploaded = std::min<std::size_t>(s.uploaded, 1);  // step 0 (1, 0, 0) stays valid on the device
 }
 
 std::vector<double> CudaBackend::incremental_save(IncrementalState& state) {
@@ -212,6 +235,31 @@ void CudaBackend::incremental_load(IncrementalState& state, const std::vector<do
 
 void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,
                             bool sag, SpanPlan& pl) {
+  plan_span_host(c, span, edge_slot, sag, pl);
+  pl.valid = false;
+  auto up = [&](auto& dev, const auto& host_vec) {
+    reserve_device(dev, host_vec.size());
+    if (!host_vec.empty())
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(dev.get(), host_vec.data(), host_vec.size() * sizeof(host_vec[0]),
+                                      cudaMemcpyHostToDevice, stream_));
+  };
+  up(pl.d_sid, pl.sid);
+  up(pl.d_row_tok, pl.row_tok);
+  up(pl.d_row_slot, pl.row_slot);
+  up(pl.d_groups, pl.groups);
+  up(pl.d_gofs, pl.gofs);
+  up(pl.d_oofs, pl.oofs);
+  up(pl.d_onew, pl.onew);
+  up(pl.d_oold, pl.oold);
+  up(pl.d_osent, pl.osent);
+  up(pl.d_oval, pl.oval);
+  sync();  // the host plan is rewritten by the next call
+  pl.use_own_copies();
+  pl.valid = true;
+}
+
+void CudaBackend::plan_span_host(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,
+                                 bool sag, SpanPlan& pl) {
   const Corpus& h = c.host;
   const WeightGroups wg = dims_.groups();
   const std::size_t total = wg.count();
@@ -290,23 +338,79 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
     pl.oval[o] = v;
   });
   pl.rows = pl.row_tok.size();
-  auto up = [&](auto& dev, const auto& host_vec) {
-    reserve_device(dev, host_vec.size());
-    if (!host_vec.empty())
-      CRFX_CUDA_CHECK(cudaMemcpyAsync(dev.get(), host_vec.data(), host_vec.size() * sizeof(host_vec[0]),
-                                      cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::plan_sentences(CudaSag& s, std::size_t other_bytes) {
+  const CudaCorpus& c = *s.corpus;
+  const std::size_t S = c.S, N = c.N;
+  SentencePlans& sp = s.sentences;
+  const std::vector<std::uint32_t>* edge_slot = s.edge_slot.empty() ? nullptr : &s.edge_slot;
+  // On the host: each sentence planned as plan_span plans a span of it alone, appended.
+  std::vector<std::uint32_t> groups, oofs, onew, oold;
+  std::vector<std::size_t> gofs;
+  std::vector<double> oval;
+  sp.gbase.assign(1, 0);
+  sp.obase.assign(1, 0);
+  sp.compact.clear();
+  std::size_t longest = 0;  // occurrences of the sentence with the most
+  SpanPlan one;
+  for (std::uint32_t sid = 0; sid < S; ++sid) {
+    plan_span_host(c, SentenceSpan{&sid, 1}, edge_slot, true, one);
+    groups.insert(groups.end(), one.groups.begin(), one.groups.end());
+    gofs.insert(gofs.end(), one.gofs.begin(), one.gofs.end());
+    oofs.insert(oofs.end(), one.oofs.begin(), one.oofs.end());
+    onew.insert(onew.end(), one.onew.begin(), one.onew.end());
+    oold.insert(oold.end(), one.oold.begin(), one.oold.end());
+    oval.insert(oval.end(), one.oval.begin(), one.oval.end());
+    sp.gbase.push_back(groups.size());
+    sp.obase.push_back(onew.size());
+    sp.compact.push_back(one.gofs.back());
+    longest = std::max(longest, one.onew.size());
+  }
+  std::vector<std::uint32_t> iota(std::max(S, N)), slots(N, kNone);
+  std::iota(iota.begin(), iota.end(), 0u);
+  if (edge_slot) slots = *edge_slot;
+  const std::size_t u32 = sizeof(std::uint32_t);
+  const std::size_t bytes = (groups.size() + oofs.size() + onew.size() + oold.size() + longest + S + 2 * N) * u32 +
+                            gofs.size() * sizeof(std::size_t) + oval.size() * sizeof(double);
+  std::size_t free_b = 0, total_b = 0;
+  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (other_bytes + bytes > free_b)
+    throw Error("CUDA backend: SAG's stored marginals and sentence plans need " + fmt_mib(other_bytes + bytes) +
+                " of device memory, only " + fmt_mib(free_b) + " free on " + name_ + "; use --device cpu");
+  auto up = [&](auto& dev, const auto* src, std::size_t n) {
+    dev.resize(n);
+    if (n) CRFX_CUDA_CHECK(cudaMemcpyAsync(dev.get(), src, n * sizeof(src[0]), cudaMemcpyHostToDevice, stream_));
   };
-  up(pl.d_sid, pl.sid);
-  up(pl.d_row_tok, pl.row_tok);
-  up(pl.d_row_slot, pl.row_slot);
-  up(pl.d_groups, pl.groups);
-  up(pl.d_gofs, pl.gofs);
-  up(pl.d_oofs, pl.oofs);
-  up(pl.d_onew, pl.onew);
-  up(pl.d_oold, pl.oold);
-  up(pl.d_osent, pl.osent);
-  up(pl.d_oval, pl.oval);
-  sync();  // the host plan is rewritten by the next call
+  up(sp.groups, groups.data(), groups.size());
+  up(sp.gofs, gofs.data(), gofs.size());
+  up(sp.oofs, oofs.data(), oofs.size());
+  up(sp.onew, onew.data(), onew.size());
+  up(sp.oold, oold.data(), oold.size());
+  up(sp.oval, oval.data(), oval.size());
+  sp.osent.resize(longest);
+  if (longest) CRFX_CUDA_CHECK(cudaMemsetAsync(sp.osent.get(), 0, longest * u32, stream_));
+  up(sp.ids, iota.data(), S);
+  up(sp.tokens, iota.data(), N);
+  up(sp.slots, slots.data(), N);
+  sync();  // the host vectors go out of scope
+}
+
+void CudaBackend::select_sentence(CudaSag& s, std::uint32_t sid) {
+  SpanPlan& pl = s.plan;
+  pl.valid = false;
+  if (sid >= s.corpus->S) throw Error("internal: sentence id beyond the corpus");
+  const SentencePlans& sp = s.sentences;
+  const std::size_t g0 = sp.gbase[sid], o0 = sp.obase[sid], f0 = g0 + sid;
+  const std::size_t t0 = s.corpus->h_sent_off[sid];
+  pl.dev = {sp.groups.get() + g0, sp.gofs.get() + f0, sp.oofs.get() + f0, sp.onew.get() + o0,
+            sp.oold.get() + o0,   sp.osent.get(),     sp.oval.get() + o0, sp.ids.get() + sid, 1u};
+  pl.dev_row_tok = sp.tokens.get() + t0;
+  pl.dev_row_slot = sp.slots.get() + t0;
+  pl.ng = sp.gbase[sid + 1] - g0;
+  pl.compact_size = sp.compact[sid];
+  pl.rows = s.corpus->h_sent_off[sid + 1] - t0;
+  pl.sid.assign(1, sid);
   pl.valid = true;
 }
 
@@ -364,7 +468,7 @@ double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const S
 void CudaBackend::span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,
                                 const DeviceBuffer<double>& pair, const DeviceBuffer<double>& edge, double scale,
                                 double* out) {
-  const std::size_t ng = pl.groups.size();
+  const std::size_t ng = pl.ng;
   if (ng == 0) return;
   launch_sag_gradient(device_groups(), pl.view(), ng, node.get(), pair.get(), c.edge_off.get() ? edge.get() : nullptr,
                       scale, out, stream_);

@@ -54,8 +54,11 @@
 // kernels likewise. The dense paths keep their arithmetic and results.
 //
 // SAG / SAGA (seed 004) keep their state on the device: stored marginals, the lazy-step history
-// and per-group stamps; the host plans each span (groups, occurrences) and the sag_* kernels
-// (sag_kernels.cu) catch up, differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
+// and per-group stamps; the host plans a span of several sentences (groups, occurrences), while
+// every one-sentence span's plan is made once, at incremental_create (SentencePlans), and the
+// history is appended by a kernel, so a step of batch size 1 copies nothing to the device (issue
+// 37; tests/emu/test_stochastic_shape.cpp); the sag_* kernels (sag_kernels.cu) catch up,
+// differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
 //
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
 // the transposed CSR (attribute → occurrences, built once at upload in token order) in segments
@@ -171,7 +174,10 @@ struct CudaSparse final : SparseVector {
 /// offset of each group in the compact per-span arrays, and per group its occurrences in
 /// (sentence, token, item) order — span row of the token, stored row (token id for state groups,
 /// edge slot for edge groups; SAG only), value, span index of the sentence — plus per span row
-/// its token and edge slot. Host vectors are reused; device copies are grow-only.
+/// its token and edge slot. Host vectors are reused; device copies are grow-only. What the
+/// kernels read is `dev` (and ng, compact(), rows, sid): the plan's own copies after plan_span,
+/// or a sentence's entry in SAG's plans made once (SentencePlans::select), whose host vectors
+/// other than sid are then not filled.
 struct SpanPlan {
   std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, local;
   SpanGroups support;  // plans `groups`
@@ -184,11 +190,40 @@ struct SpanPlan {
   DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
   DeviceBuffer<std::size_t> d_gofs;
   DeviceBuffer<double> d_oval;
-  std::size_t compact() const { return gofs.empty() ? 0 : gofs.back(); }
-  SagSpanView view() const {
-    return {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
-            d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
+  // The device side the kernels read, and its sizes.
+  SagSpanView dev{};
+  const std::uint32_t* dev_row_tok = nullptr;   // [rows]
+  const std::uint32_t* dev_row_slot = nullptr;  // [rows]
+  std::size_t ng = 0, compact_size = 0;         // groups; Σ of their sizes
+  std::size_t compact() const { return compact_size; }
+  const SagSpanView& view() const { return dev; }
+  /// Points the device side at this plan's own copies (plan_span, after its upload).
+  void use_own_copies() {
+    dev = {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
+           d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
+    dev_row_tok = d_row_tok.get();
+    dev_row_slot = d_row_slot.get();
+    ng = groups.size();
+    compact_size = gofs.empty() ? 0 : gofs.back();
   }
+};
+
+/// SAG's span plans made once (incremental_create): every sentence's plan for a span of itself
+/// alone — exactly what plan_span makes for it — concatenated on the device, so that a step on
+/// one sentence (batch size 1, the default) plans and copies nothing: its plan is pointers into
+/// these tables. Sentence s's groups are [gbase[s], gbase[s + 1]); its gofs and oofs, ng + 1
+/// entries each, start at gbase[s] + s; its occurrences at obase[s] (stored rows absolute,
+/// span rows and offsets sentence-local, as a one-sentence plan's).
+struct SentencePlans {
+  std::vector<std::size_t> gbase, obase;  // [S + 1]
+  std::vector<std::size_t> compact;       // [S] Σ of the sentence's group sizes
+  DeviceBuffer<std::uint32_t> groups, oofs, onew, oold;
+  DeviceBuffer<std::size_t> gofs;
+  DeviceBuffer<double> oval;
+  DeviceBuffer<std::uint32_t> osent;      // [longest sentence's occurrences] zeros
+  DeviceBuffer<std::uint32_t> ids;        // [S] s at s (a span of sentence s is ids + s)
+  DeviceBuffer<std::uint32_t> tokens;     // [N] t at t (sentence s's rows' tokens)
+  DeviceBuffer<std::uint32_t> slots;      // [N] the edge slot of token t, or kNone
 };
 
 /// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
@@ -205,6 +240,7 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   DeviceBuffer<double> dP, dS, dR;          // [capacity ≥ k + 1], doubled when full
   DeviceBuffer<std::uint32_t> stamp;        // [groups]
   SpanPlan plan;                            // the current span
+  SentencePlans sentences;                  // every sentence's plan, made once
   DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
   // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
@@ -365,6 +401,15 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// sync do) but have no occurrences: no edge factor sits there.
   void plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot, bool sag,
                  SpanPlan& pl);
+  /// plan_span's host part: checks the span and fills pl's host vectors (no copy, no sync).
+  void plan_span_host(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot, bool sag,
+                      SpanPlan& pl);
+  /// SAG's plans of every sentence alone, into s.sentences (incremental_create): planned on the
+  /// host, then the free device memory checked for them and `other_bytes` (the stored
+  /// marginals), then uploaded once.
+  void plan_sentences(CudaSag& s, std::size_t other_bytes);
+  /// s.plan ← the plan of a span of sentence `sid` alone, from s.sentences: no copy.
+  void select_sentence(CudaSag& s, std::uint32_t sid);
   /// Forward-backward on the planned span at w through the chunk workspace; copies the span's
   /// node deltas [rows][L], summed pairwise deltas [n][L][L] (when there are transitions or edge
   /// features) and edge-position deltas [rows][L][L] (edge features) out of it, and returns the

@@ -137,6 +137,26 @@ __global__ void __launch_bounds__(256) sag_store_kernel(std::size_t L, std::size
   }
 }
 
+/// Step k of the lazy-step history from step k − 1: LazyStepHistory::push (backend.hpp), the
+/// host's arithmetic rounded alike (the host keeps its own copy; both must hold the same bits).
+__global__ void sag_push_kernel(std::size_t k, double a, double b, double tau, double* P, double* S, double* R) {
+  const double Pk = __dmul_rn(P[k - 1], a);
+  S[k] = __dadd_rn(S[k - 1], __ddiv_rn(b, Pk));
+  R[k] = __dadd_rn(R[k - 1], __ddiv_rn(tau, Pk));
+  P[k] = Pk;
+}
+
+__global__ void sag_set_kernel(double* dst, double v) { *dst = v; }
+
+/// The chunk plan of one sentence: sent = {s}, order = {0}, slots = {0, T}.
+__global__ void one_sentence_chunk_kernel(std::uint32_t s, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
+                                          std::size_t* slots) {
+  sent[0] = s;
+  order[0] = 0;
+  slots[0] = 0;
+  slots[1] = T;
+}
+
 int group_threads(std::size_t L) { return int(std::min<std::size_t>(256, (L + 31) / 32 * 32)); }
 unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); }
 
@@ -174,6 +194,17 @@ void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std:
                       double* old_edge, cudaStream_t s) {
   CRFX_LAUNCH(sag_store_kernel, grid_for(rows + n, 1, 1u << 20), group_threads(L), 0, s, L, rows,
               std::uint32_t(n), row_tok, row_slot, sid, new_node, new_pair, new_edge, old_node, old_pair, old_edge);
+}
+
+void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, double* S, double* R, cudaStream_t s) {
+  CRFX_LAUNCH(sag_push_kernel, 1, 1, 0, s, k, a, b, tau, P, S, R);
+}
+
+void launch_sag_set(double* dst, double v, cudaStream_t s) { CRFX_LAUNCH(sag_set_kernel, 1, 1, 0, s, dst, v); }
+
+void launch_one_sentence_chunk(std::uint32_t sid, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
+                               std::size_t* slots, cudaStream_t s) {
+  CRFX_LAUNCH(one_sentence_chunk_kernel, 1, 1, 0, s, sid, T, sent, order, slots);
 }
 
 }  // namespace crfx::cuda::detail

@@ -54,4 +54,14 @@ void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std:
                       const double* new_pair, const double* new_edge, double* old_node, double* old_pair,
                       double* old_edge, cudaStream_t s);
 
+/// P[k], S[k], R[k] from entry k − 1 and the step (a, b, τ): LazyStepHistory::push on the device
+/// (one thread), so the history needs no copy per step.
+void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, double* S, double* R, cudaStream_t s);
+/// *dst = v (one thread): a scalar of the host's as a kernel argument, not a copy to wait for.
+void launch_sag_set(double* dst, double v, cudaStream_t s);
+/// The chunk plan of sentence `sid` alone (T tokens): sent = {sid}, order = {0}, slots = {0, T},
+/// written by one thread instead of copied (run_chunk_front; a step of batch size 1).
+void launch_one_sentence_chunk(std::uint32_t sid, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
+                               std::size_t* slots, cudaStream_t s);
+
 }  // namespace crfx::cuda::detail
