@@ -112,13 +112,78 @@ double CudaBackend::incremental_evaluate(IncrementalState& state, const Vector& 
   return loss;
 }
 
+LipschitzFound CudaBackend::incremental_search(IncrementalState& state, Vector& w, double L0) {
+  CudaSag& s = G(state);
+  if (!s.synced || !s.plan.valid) throw Error("internal: incremental_search without a successful incremental_sync");
+  SpanPlan& pl = s.plan;
+  const CudaCorpus& c = *s.corpus;
+  const SentenceSpan span{pl.sid.data(), pl.sid.size()};
+  if (span.count != 1) return lipschitz_search_on_host(*this, *this, state, c, span, w, L0);
+  // One sentence (batch size 1): the loss, ‖g‖² and every trial's loss stay on the device, where
+  // one-thread kernels run SagLineSearch on them; the host reads back the result only.
+  span_marginals(c, w, pl, s.new_node, s.new_pair, s.new_edge, SequenceLoss::seq_log, false);
+  reserve_device(s.g, pl.compact());
+  span_gradient(c, pl, s.new_node, s.new_pair, s.new_edge, 1.0, s.g.get());
+  s.evaluated = true;
+  if (s.red.size() < std::size_t(kRedBlocks) + 1) s.red.resize(std::size_t(kRedBlocks) + 1);
+  if (s.search.size() < 1) s.search.resize(1);
+  double* g2 = s.red.get() + kRedBlocks;
+  if (pl.compact() == 0) {
+    launch_sag_set(g2, 0.0, stream_);
+  } else {  // reduce()'s two passes (vector_ops.cuh), the same sum, left on the device
+    const unsigned blocks = grid_for(pl.compact(), kRedThreads, kRedBlocks);
+    const DotTerm f{s.g.get(), s.g.get()};
+    CRFX_LAUNCH((reduce_pass1<DotTerm, SumOp>), blocks, kRedThreads, 0, stream_, pl.compact(), f, SumOp{}, 0.0,
+                s.red.get());
+    CRFX_LAUNCH(reduce_pass2<SumOp>, 1, kRedThreads, 0, stream_, blocks, s.red.get(), SumOp{}, 0.0, g2);
+  }
+  launch_sag_search_start(s.search.get(), losses_.get(), g2, 1.0, L0, stream_);
+  reserve_device(s.saved, pl.compact());
+  const std::size_t ng = pl.ng;
+  // Rounds of trial, forward-only loss, restore and the rule, each a no-op once the search is
+  // done: one round and a look (most steps accept their first trial), then four a look, so a
+  // step waits for the device once, rarely more, and a done search wastes at most a few
+  // forward-only passes of one sentence.
+  SagLineSearch h{};
+  for (int rounds = 1;; rounds = 4) {
+    for (int r = 0; r < rounds; ++r) {
+      if (ng)
+        launch_sag_trial(device_groups(), pl.view(), ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w),
+                         stream_);
+      sentence_loss_on_device(c, w, span);
+      if (ng)
+        launch_sag_trial(device_groups(), pl.view(), ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(),
+                         P(w), stream_);
+      launch_sag_search_tried(s.search.get(), losses_.get(), stream_);
+    }
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(&h, s.search.get(), sizeof h, cudaMemcpyDeviceToHost, stream_));
+    sync();
+    if (h.done) break;
+  }
+  s.tried = h.trials > 0;
+  return {h.L, h.trials};
+}
+
+void CudaBackend::sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span) {
+  // evaluate(c, w, span, nullptr, 1.0)'s chunk, without its copy of the loss to the host.
+  prepare(w);
+  const std::size_t end = plan(c, span, 0);
+  if (end != 1) throw Error("internal: a one-sentence span did not fit one chunk");
+  run_chunk_front(c, w, 1, h_slots_[1], false);
+  FbParams fp = fb_params(c, w);
+  fp.gold = true;
+  fp.backward = false;
+  launch_fb(fp, 1);
+}
+
 void CudaBackend::incremental_trial(IncrementalState& state, Vector& w, double step) {
   CudaSag& s = G(state);
   if (!s.evaluated) throw Error("internal: incremental_trial before incremental_evaluate");
   reserve_device(s.saved, s.plan.compact());
   const std::size_t ng = s.plan.ng;
   if (ng) {
-    launch_sag_trial(device_groups(), s.plan.view(), ng, true, step, s.g.get(), s.saved.get(), P(w), stream_);
+    launch_sag_trial(device_groups(), s.plan.view(), ng, true, step, nullptr, s.g.get(), s.saved.get(), P(w),
+                     stream_);
   }
   s.tried = true;
 }
@@ -128,7 +193,8 @@ void CudaBackend::incremental_restore(IncrementalState& state, Vector& w) {
   if (!s.tried) throw Error("internal: incremental_restore without incremental_trial");
   const std::size_t ng = s.plan.ng;
   if (ng) {
-    launch_sag_trial(device_groups(), s.plan.view(), ng, false, 0.0, s.g.get(), s.saved.get(), P(w), stream_);
+    launch_sag_trial(device_groups(), s.plan.view(), ng, false, 0.0, nullptr, s.g.get(), s.saved.get(), P(w),
+                     stream_);
   }
 }
 
@@ -416,7 +482,7 @@ void CudaBackend::select_sentence(CudaSag& s, std::uint32_t sid) {
 
 double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl,
                                    DeviceBuffer<double>& node, DeviceBuffer<double>& pair,
-                                   DeviceBuffer<double>& edge, SequenceLoss loss_kind) {
+                                   DeviceBuffer<double>& edge, SequenceLoss loss_kind, bool loss_to_host) {
   const std::size_t L = dims_.L, LL = L * L, n = pl.sid.size();
   const bool edges = c.edge_off.get() != nullptr, pairs = dims_.transitions || edges;
   reserve_device(node, pl.rows * L);
@@ -453,13 +519,18 @@ double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const S
     if (edges && rows)
       CRFX_CUDA_CHECK(cudaMemcpyAsync(edge.get() + row0 * LL, edge_.get(), rows * LL * sizeof(double),
                                       cudaMemcpyDeviceToDevice, stream_));
+    row0 += rows;
+    if (!loss_to_host) {  // a one-sentence span: its loss stays in losses_[0]
+      if (n != 1 || pointwise_loss(loss_kind)) throw Error("internal: a loss left on the device for a span of " +
+                                                          std::to_string(n) + " sentences");
+      return std::numeric_limits<double>::quiet_NaN();
+    }
     h_losses_.resize(m);
     CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), m * sizeof(double),
                                     cudaMemcpyDeviceToHost, stream_));
     sync();
     if (pointwise_loss(loss_kind)) check_pointwise(loss_kind, span, begin, m);
     for (std::size_t i = 0; i < m; ++i) loss += h_losses_[i];
-    row0 += rows;
     begin = end;
   }
   return loss;

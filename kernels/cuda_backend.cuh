@@ -242,6 +242,10 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   SpanPlan plan;                            // the current span
   SentencePlans sentences;                  // every sentence's plan, made once
   DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
+  // incremental_search on the device (a one-sentence span): the line search's state, and ‖g‖²
+  // (reduce()'s partials, then the sum at red[kRedBlocks]).
+  DeviceBuffer<SagLineSearch> search;       // [1]
+  DeviceBuffer<double> red;                 // [kRedBlocks + 1]
   // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
   bool synced = false;  // incremental_sync succeeded for the current span
@@ -314,6 +318,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   IncrementalStatePtr incremental_create(const BackendCorpus& bc) override;
   void incremental_sync(IncrementalState& state, SentenceSpan span, Vector& w, const Vector& d) override;
   double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) override;
+  LipschitzFound incremental_search(IncrementalState& state, Vector& w, double L0) override;
   void incremental_trial(IncrementalState& state, Vector& w, double step) override;
   void incremental_restore(IncrementalState& state, Vector& w) override;
   void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) override;
@@ -415,9 +420,14 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// features) and edge-position deltas [rows][L][L] (edge features) out of it, and returns the
   /// span's NLL (summed in span order, as the CPU). With `loss` seq_exp: the span's seq-exp loss
   /// and deltas (launch_seq_exp).
+  /// With `loss_to_host` false (a one-sentence span): the loss is left in losses_[0] on the
+  /// device, nothing is read back or waited for, and the return value is NaN.
   double span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl, DeviceBuffer<double>& node,
                         DeviceBuffer<double>& pair, DeviceBuffer<double>& edge,
-                        SequenceLoss loss = SequenceLoss::seq_log);
+                        SequenceLoss loss = SequenceLoss::seq_log, bool loss_to_host = true);
+  /// The NLL of a one-sentence span at w into losses_[0], as evaluate(…, nullptr) computes it
+  /// (the same kernels), left on the device.
+  void sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span);
   /// out (compact, per planned group) = scale · the span's NLL gradient, from span_marginals'
   /// deltas.
   void span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,

@@ -64,9 +64,14 @@ __global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagS
 }
 
 /// Line-search trial (save = true: saved ← w, w ← w − step·g) or restore (w ← saved) on the
-/// span's groups.
+/// span's groups. With `search` (the line search on the device): nothing once it is done, and
+/// the step its current one.
 __global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpanView v, std::size_t count, bool save, double step,
-                                 const double* g, double* saved, double* w) {
+                                 const SagLineSearch* search, const double* g, double* saved, double* w) {
+  if (search) {
+    if (search->done) return;  // grid-uniform
+    step = search->step();
+  }
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid), o = v.gofs[q];
@@ -148,6 +153,17 @@ __global__ void sag_push_kernel(std::size_t k, double a, double b, double tau, d
 
 __global__ void sag_set_kernel(double* dst, double v) { *dst = v; }
 
+/// The line search's start from the span's loss and ‖g‖² where the device left them.
+__global__ void sag_search_start_kernel(SagLineSearch* search, const double* f, const double* g2, double B,
+                                        double L0) {
+  *search = SagLineSearch(*f, *g2, B, L0);
+}
+
+/// A trial's loss taken (once the search is done, trials change nothing).
+__global__ void sag_search_tried_kernel(SagLineSearch* search, const double* ft) {
+  if (!search->done) search->tried(*ft);
+}
+
 /// The chunk plan of one sentence: sent = {s}, order = {0}, slots = {0, T}.
 __global__ void one_sentence_chunk_kernel(std::uint32_t s, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
                                           std::size_t* slots) {
@@ -176,8 +192,18 @@ void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size
 }
 
 void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
-                      const double* g, double* saved, double* w, cudaStream_t s) {
-  CRFX_LAUNCH(sag_trial_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, save, step, g, saved, w);
+                      const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s) {
+  CRFX_LAUNCH(sag_trial_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, save, step, search, g,
+              saved, w);
+}
+
+void launch_sag_search_start(SagLineSearch* search, const double* f, const double* g2, double B, double L0,
+                             cudaStream_t s) {
+  CRFX_LAUNCH(sag_search_start_kernel, 1, 1, 0, s, search, f, g2, B, L0);
+}
+
+void launch_sag_search_tried(SagLineSearch* search, const double* ft, cudaStream_t s) {
+  CRFX_LAUNCH(sag_search_tried_kernel, 1, 1, 0, s, search, ft);
 }
 
 void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,

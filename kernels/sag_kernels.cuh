@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "crfx/corpus.hpp"  // WeightGroups
+#include "optim/rules/sag_update.hpp"  // SagLineSearch
 
 namespace crfx::cuda::detail {
 
@@ -40,9 +41,15 @@ void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std:
 /// g (compact, per group) = scale · the span's gradient from its deltas.
 void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                          const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s);
-/// Line-search trial (save) or restore on the span's groups.
+/// Line-search trial (save) or restore on the span's groups; with `search` (on the device) at
+/// its step, and not at all once it is done.
 void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
-                      const double* g, double* saved, double* w, cudaStream_t s);
+                      const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s);
+/// *search = SagLineSearch(*f, *g2, B, L0) (one thread).
+void launch_sag_search_start(SagLineSearch* search, const double* f, const double* g2, double B, double L0,
+                             cudaStream_t s);
+/// search->tried(*ft) unless it is done (one thread).
+void launch_sag_search_tried(SagLineSearch* search, const double* ft, cudaStream_t s);
 /// d += Δ_i (and w −= coef_i·Δ_i when coef is given) on the span's groups.
 void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                        const double* old_node, const double* new_pair, const double* old_pair,

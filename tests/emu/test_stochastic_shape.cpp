@@ -82,5 +82,32 @@ TEST(StochasticShape, SagCopiesPerEpochDoNotGrowWithSteps) {
   }
 }
 
+// The line search decided on the device (incremental_search: SagLineSearch in one-thread
+// kernels) at batch size 1: a step waits for the device once — its search's result — and once
+// more where its first trial fails (about a third of the steps here), and launches a bounded
+// number of kernels; an epoch adds a few of each (the flush, the monitoring pass, the norms).
+// Before, a step waited 3.3 times on average (its loss, ‖g‖², each trial's loss). The waits per
+// epoch still grow with its steps: the sampler, whose next draw depends on the L found, is the
+// host's (issue 37).
+TEST(StochasticShape, SagWaitsForTheDeviceOncePerStep) {
+  REQUIRE_GPU();
+  for (const char* algo : {"sag", "saga"}) {
+    SCOPED_TRACE(algo);
+    for (std::size_t n : {30u, 300u}) {
+      SCOPED_TRACE(::testing::Message() << n << " sentences");
+      const EpochCounts c = count_epochs(algo, n, 1, 0.0, 3);
+      for (int e = 0; e < 2; ++e) {
+        EXPECT_GE(c.epoch[e].syncs, c.steps) << "epoch " << e + 1;  // the count is the one meant
+        EXPECT_LE(c.epoch[e].syncs, c.steps + c.steps / 2 + 8) << "epoch " << e + 1;
+        EXPECT_LE(c.epoch[e].launches, 40 * c.steps + 60) << "epoch " << e + 1;
+      }
+      RecordProperty(std::string(algo) + "_n" + std::to_string(n) + "_syncs_epoch2",
+                     std::to_string(c.epoch[1].syncs));
+      RecordProperty(std::string(algo) + "_n" + std::to_string(n) + "_launches_epoch2",
+                     std::to_string(c.epoch[1].launches));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace crfx::test
