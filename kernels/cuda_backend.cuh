@@ -8,7 +8,8 @@
 //                        front (prepare, fill_rows, emissions, edge matrices); make_cuda_backend
 //   backend_vectors.cu   vector algebra, OWL-QN, the fused quasi-Newton forms
 //   backend_chain.cu     evaluate, viterbi, viterbi_nbest, marginals; the gradient gathers
-//   backend_sag.cu       SAG / SAGA; span plans (shared with evaluate_sparse)
+//   backend_sag.cu       SAG / SAGA
+//   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
 //   decode_kernels.cu    viterbi, viterbi_nbest
@@ -176,7 +177,7 @@ struct CudaSparse final : SparseVector {
 /// edge slot for edge groups; SAG only), value, span index of the sentence — plus per span row
 /// its token and edge slot. Host vectors are reused; device copies are grow-only. What the
 /// kernels read is `dev` (and ng, compact(), rows, sid): the plan's own copies after plan_span,
-/// or a sentence's entry in SAG's plans made once (SentencePlans::select), whose host vectors
+/// or a sentence's entry in the plans made once (SentencePlans, select_sentence), whose host vectors
 /// other than sid are then not filled.
 struct SpanPlan {
   std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, local;
@@ -208,15 +209,17 @@ struct SpanPlan {
   }
 };
 
-/// SAG's span plans made once (incremental_create): every sentence's plan for a span of itself
-/// alone — exactly what plan_span makes for it — concatenated on the device, so that a step on
-/// one sentence (batch size 1, the default) plans and copies nothing: its plan is pointers into
-/// these tables. Sentence s's groups are [gbase[s], gbase[s + 1]); its gofs and oofs, ng + 1
-/// entries each, start at gbase[s] + s; its occurrences at obase[s] (stored rows absolute,
-/// span rows and offsets sentence-local, as a one-sentence plan's).
+/// The span plans made once per corpus (plan_sentences: by incremental_create, or by the first
+/// one-sentence evaluate_sparse / support): every sentence's plan for a span of itself alone —
+/// exactly what plan_span makes for it, with SAG's edge slots — concatenated on the device, so
+/// that a step on one sentence (batch size 1, the default) plans and copies nothing: its plan is
+/// pointers into these tables (select_sentence). Sentence s's groups are [gbase[s], gbase[s + 1]);
+/// its gofs and oofs, ng + 1 entries each, start at gbase[s] + s; its occurrences at obase[s]
+/// (stored rows absolute, span rows and offsets sentence-local, as a one-sentence plan's).
 struct SentencePlans {
   std::vector<std::size_t> gbase, obase;  // [S + 1]
   std::vector<std::size_t> compact;       // [S] Σ of the sentence's group sizes
+  std::vector<std::size_t> iend;          // [S] its support's last weight index + 1 (0: empty)
   DeviceBuffer<std::uint32_t> groups, oofs, onew, oold;
   DeviceBuffer<std::size_t> gofs;
   DeviceBuffer<double> oval;
@@ -240,7 +243,6 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   DeviceBuffer<double> dP, dS, dR;          // [capacity ≥ k + 1], doubled when full
   DeviceBuffer<std::uint32_t> stamp;        // [groups]
   SpanPlan plan;                            // the current span
-  SentencePlans sentences;                  // every sentence's plan, made once
   DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
   // incremental_search on the device (a one-sentence span): the line search's state, and ‖g‖²
   // (reduce()'s partials, then the sum at red[kRedBlocks]).
@@ -398,7 +400,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// token → row map is cleared for the next chunk.
   void reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_t rows, double scale, double* G);
 
-  // ---- span plans: SAG and evaluate_sparse (backend_sag.cu) --------------------------------
+  // ---- span plans: SAG and evaluate_sparse (backend_plans.cu) ------------------------------
   /// Plans `span` (distinct sentences) into `pl` and uploads it (see SpanPlan). `edge_slot`
   /// (SAG with edge features) gives the stored row of each edge position; without it the stored
   /// rows are unused.
@@ -409,12 +411,18 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// plan_span's host part: checks the span and fills pl's host vectors (no copy, no sync).
   void plan_span_host(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot, bool sag,
                       SpanPlan& pl);
-  /// SAG's plans of every sentence alone, into s.sentences (incremental_create): planned on the
-  /// host, then the free device memory checked for them and `other_bytes` (the stored
-  /// marginals), then uploaded once.
-  void plan_sentences(CudaSag& s, std::size_t other_bytes);
-  /// s.plan ← the plan of a span of sentence `sid` alone, from s.sentences: no copy.
-  void select_sentence(CudaSag& s, std::uint32_t sid);
+  /// Every sentence's plan alone into sentence_plans_ (unless made for `c` already): planned on
+  /// the host, the free device memory checked for them and `other_bytes` (SAG's stored
+  /// marginals), then uploaded once. (backend_plans.cu)
+  void plan_sentences(const CudaCorpus& c, std::size_t other_bytes);
+  /// pl ← the plan of a span of sentence `sid` alone, from sentence_plans_: no copy.
+  void select_sentence(const CudaCorpus& c, std::uint32_t sid, SpanPlan& pl);
+  /// x ← S({sid}) with zero values (support_host and upload_sparse's result) from the plans made
+  /// once: the indices expanded on the device, nothing copied. (backend_plans.cu)
+  void sentence_support(const CudaCorpus& c, std::uint32_t sid, CudaSparse& x);
+  /// SAG's stored row of each edge position: [N] its slot, or kNone (empty without edge
+  /// features); the number of slots into *count.
+  std::vector<std::uint32_t> edge_slots(const CudaCorpus& c, std::size_t* count) const;
   /// Forward-backward on the planned span at w through the chunk workspace; copies the span's
   /// node deltas [rows][L], summed pairwise deltas [n][L][L] (when there are transitions or edge
   /// features) and edge-position deltas [rows][L][L] (edge features) out of it, and returns the
@@ -532,6 +540,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<std::size_t> slots_;           // [sents + 1]
   // Stochastic trainers.
   SpanPlan sp_plan_;                     // evaluate_sparse: the span plan and its marginals
+  SentencePlans sentence_plans_;         // every sentence's plan alone, for one corpus
+  std::uint64_t sentence_plans_corpus_ = 0;  // its serial (0: none)
   DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging

@@ -173,6 +173,17 @@ __global__ void one_sentence_chunk_kernel(std::uint32_t s, std::size_t T, std::u
   slots[1] = T;
 }
 
+/// index[gofs[q] + c] = the c-th weight of group groups[q] (group_indices on the device).
+__global__ void __launch_bounds__(256) expand_groups_kernel(WeightGroups gl, const std::uint32_t* groups,
+                                                            const std::size_t* gofs, std::size_t count,
+                                                            std::size_t* index) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid);
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) index[gofs[q] + c] = b + c;
+  }
+}
+
 int group_threads(std::size_t L) { return int(std::min<std::size_t>(256, (L + 31) / 32 * 32)); }
 unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); }
 
@@ -231,6 +242,11 @@ void launch_sag_set(double* dst, double v, cudaStream_t s) { CRFX_LAUNCH(sag_set
 void launch_one_sentence_chunk(std::uint32_t sid, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
                                std::size_t* slots, cudaStream_t s) {
   CRFX_LAUNCH(one_sentence_chunk_kernel, 1, 1, 0, s, sid, T, sent, order, slots);
+}
+
+void launch_expand_groups(const WeightGroups& gl, const std::uint32_t* groups, const std::size_t* gofs,
+                          std::size_t count, std::size_t* index, cudaStream_t s) {
+  CRFX_LAUNCH(expand_groups_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, groups, gofs, count, index);
 }
 
 }  // namespace crfx::cuda::detail

@@ -64,6 +64,10 @@ void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std:
 /// P[k], S[k], R[k] from entry k − 1 and the step (a, b, τ): LazyStepHistory::push on the device
 /// (one thread), so the history needs no copy per step.
 void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, double* S, double* R, cudaStream_t s);
+/// index[gofs[q] + c] = the c-th weight index of group groups[q], q < count: a support's
+/// indices from its groups (group_indices, host/backend/span_groups.cpp, on the device).
+void launch_expand_groups(const WeightGroups& gl, const std::uint32_t* groups, const std::size_t* gofs,
+                          std::size_t count, std::size_t* index, cudaStream_t s);
 /// *dst = v (one thread): a scalar of the host's as a kernel argument, not a copy to wait for.
 void launch_sag_set(double* dst, double v, cudaStream_t s);
 /// The chunk plan of sentence `sid` alone (T tokens): sent = {sid}, order = {0}, slots = {0, T},

@@ -31,7 +31,8 @@ EpochCounts count_epochs(const char* algo, std::size_t n, std::size_t batch, dou
   o.c1 = c1;
   o.c2 = 0.5;
   o.epsilon = 0;
-  o.max_epochs = 2;
+  o.max_epochs = 2;  // sag, saga
+  o.epochs = 2;      // sgd-l1, adf
   o.batch_size = batch;
   o.seed = 5;
   BackendPtr b = gpu_backend(p.dims);
@@ -79,6 +80,25 @@ TEST(StochasticShape, SagCopiesPerEpochDoNotGrowWithSteps) {
                    std::to_string(double(large.epoch[1].syncs) / double(large.steps)));
     RecordProperty(std::string(k.algo) + "_E" + std::to_string(k.E) + "_launches_per_step",
                    std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+  }
+}
+
+// sgd-l1 (with its L2 decay: support() each step) and adf at batch size 1: evaluate_sparse and
+// support on one sentence point into the plans made once and expand the support's indices on the
+// device, so an epoch copies to the device the same for 300 steps as for 30 (before, each step
+// copied its span plan and its support's indices). Their waits per step are still the host's.
+TEST(StochasticShape, SparseTrainersCopiesPerEpochDoNotGrowWithSteps) {
+  REQUIRE_GPU();
+  for (const char* algo : {"sgd-l1", "adf"}) {
+    SCOPED_TRACE(algo);
+    const EpochCounts small = count_epochs(algo, 30, 1, 0.1, 3);
+    const EpochCounts large = count_epochs(algo, 300, 1, 0.1, 3);
+    for (int e = 0; e < 2; ++e)
+      EXPECT_EQ(small.epoch[e].to_device, large.epoch[e].to_device) << "host → device copies, epoch " << e + 1;
+    EXPECT_LE(large.epoch[1].to_device, 8u);
+    RecordProperty(std::string(algo) + "_copies_per_epoch", std::to_string(large.epoch[1].to_device));
+    RecordProperty(std::string(algo) + "_syncs_per_step",
+                   std::to_string(double(large.epoch[1].syncs) / double(large.steps)));
   }
 }
 
