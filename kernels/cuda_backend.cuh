@@ -334,6 +334,12 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) override;
   double evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
                          double scale, bool support_given, SequenceLoss loss = SequenceLoss::seq_log) override;
+  void evaluate_sparse_gradient(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
+                                double scale, bool support_given, SequenceLoss loss) override;
+  /// evaluate_sparse's work; without `loss_to_host` (a one-sentence span, a sequence loss) the
+  /// loss stays on the device and NaN is returned. (backend_sparse.cu)
+  double sparse_pass(const CudaCorpus& c, const Vector& w, SentenceSpan span, CudaSparse& x, double scale,
+                     bool support_given, SequenceLoss loss, bool loss_to_host);
   std::size_t feature_difference(const BackendCorpus& bc, SentenceSpan span, const std::uint32_t* labels,
                                  SparseVector& out, double scale) override;
   void sparse_copy(const SparseVector& src, SparseVector& dst) override;

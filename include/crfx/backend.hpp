@@ -299,6 +299,14 @@ class SparseGradients {
   virtual double evaluate_sparse(const BackendCorpus& corpus, const Vector& w,
                                  SentenceSpan sentences, SparseVector& grad, double scale,
                                  bool support_given, SequenceLoss loss = SequenceLoss::seq_log) = 0;
+  /// evaluate_sparse for a caller that does not read the loss (adf, sgd-l1 without its line
+  /// search): the same gradient, and a backend need not bring the loss back — the CUDA backend
+  /// then waits for nothing on a span of one sentence (issue 37). By default, evaluate_sparse.
+  virtual void evaluate_sparse_gradient(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
+                                        SparseVector& grad, double scale, bool support_given,
+                                        SequenceLoss loss = SequenceLoss::seq_log) {
+    evaluate_sparse(corpus, w, sentences, grad, scale, support_given, loss);
+  }
   /// Sets out to S(sentences) with values scale · (f(x, gold) − f(x, labels)): the perceptron
   /// update (Collins 2002). `labels` is host memory in span order, token after token (as
   /// viterbi() writes it). Values are exactly 0 where gold and predicted features agree

@@ -83,22 +83,30 @@ TEST(StochasticShape, SagCopiesPerEpochDoNotGrowWithSteps) {
   }
 }
 
-// sgd-l1 (with its L2 decay: support() each step) and adf at batch size 1: evaluate_sparse and
-// support on one sentence point into the plans made once and expand the support's indices on the
-// device, so an epoch copies to the device the same for 300 steps as for 30 (before, each step
-// copied its span plan and its support's indices). Their waits per step are still the host's.
-TEST(StochasticShape, SparseTrainersCopiesPerEpochDoNotGrowWithSteps) {
+// sgd-l1 (with its L2 decay: support() each step; without its heuristic line search) and adf at
+// batch size 1: evaluate_sparse and support on one sentence point into the plans made once and
+// expand the support's indices on the device, and the loss neither reads
+// (evaluate_sparse_gradient) stays there, so an epoch copies to the device and waits for it the
+// same for 300 steps as for 30: a few times, at its end (before, each step copied its span plan
+// and its support's indices, and waited for its loss).
+TEST(StochasticShape, SparseTrainersCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
   REQUIRE_GPU();
   for (const char* algo : {"sgd-l1", "adf"}) {
     SCOPED_TRACE(algo);
     const EpochCounts small = count_epochs(algo, 30, 1, 0.1, 3);
     const EpochCounts large = count_epochs(algo, 300, 1, 0.1, 3);
-    for (int e = 0; e < 2; ++e)
+    for (int e = 0; e < 2; ++e) {
       EXPECT_EQ(small.epoch[e].to_device, large.epoch[e].to_device) << "host → device copies, epoch " << e + 1;
+      EXPECT_EQ(small.epoch[e].syncs, large.epoch[e].syncs) << "host synchronisations, epoch " << e + 1;
+      EXPECT_EQ(small.epoch[e].to_host, large.epoch[e].to_host) << "device → host copies, epoch " << e + 1;
+    }
     EXPECT_LE(large.epoch[1].to_device, 8u);
+    EXPECT_LE(large.epoch[1].syncs, 8u) << "host synchronisations of an epoch of " << large.steps << " steps";
+    EXPECT_LE(large.epoch[1].launches, 30 * large.steps) << "launches per step bounded";
     RecordProperty(std::string(algo) + "_copies_per_epoch", std::to_string(large.epoch[1].to_device));
-    RecordProperty(std::string(algo) + "_syncs_per_step",
-                   std::to_string(double(large.epoch[1].syncs) / double(large.steps)));
+    RecordProperty(std::string(algo) + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
+    RecordProperty(std::string(algo) + "_launches_per_step",
+                   std::to_string(double(large.epoch[1].launches) / double(large.steps)));
   }
 }
 
