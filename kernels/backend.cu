@@ -469,6 +469,10 @@ void CudaBackend::prepare(const Vector& w) {
 
 void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows,
                                   bool slots) {
+  if (!plan_on_device_ && n == 1) {  // one sentence (a stochastic step): written, not copied
+    launch_one_sentence_chunk(h_sent_[0], h_slots_[1], sent_.get(), order_.get(), slots_.get(), stream_);
+    plan_on_device_ = true;
+  }
   if (!plan_on_device_) {  // a plan reused (plan()) is still in the device's copies
     CRFX_CUDA_CHECK(cudaMemcpyAsync(sent_.get(), h_sent_.data(), n * sizeof(std::uint32_t),
                                     cudaMemcpyHostToDevice, stream_));

@@ -1,7 +1,11 @@
 // crfx — CudaBackend (cuda_backend.cuh): SAG / SAGA (seed 004) with their state on the device,
 // and the span plans they share with evaluate_sparse — planning a span on the host, its
 // forward-backward through the chunk workspace (span_marginals) and its compact gradient
-// (span_gradient). The kernels are in sag_kernels.cu.
+// (span_gradient) are in backend_plans.cu; the kernels in sag_kernels.cu. A step on one
+// sentence (batch size 1, the default) points its plan into the plans made once at
+// incremental_create (select_sentence) instead of planning on the host and copying, which a GPU
+// paid for with a copy and a wait per step; and it decides its line search on the device
+// (incremental_search), so the host waits once per step, not per loss (issue 37).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -39,21 +44,12 @@ IncrementalStatePtr CudaBackend::incremental_create(const BackendCorpus& bc) {
   s.groups = dims_.groups().count();
   const std::size_t L = dims_.L, LL = L * L, N = c.N;
   std::size_t slots = 0;
-  if (c.edge_off.get()) {
-    s.edge_slot.assign(N, kNone);
-    for (std::size_t sid = 0; sid < c.S; ++sid)
-      for (std::size_t t = h.sentence_offsets[sid] + 1; t < h.sentence_offsets[sid + 1]; ++t)
-        if (h.edge_offsets[t + 1] > h.edge_offsets[t]) s.edge_slot[t] = std::uint32_t(slots++);
-  }
+  s.edge_slot = edge_slots(c, &slots);
   const std::size_t T = std::max<std::size_t>(1, c.max_len);
   const std::size_t pending = T * L + LL + (slots ? T * LL : 0);  // a span of the longest sentence
   const std::size_t bytes = (N * L + c.S * LL + slots * LL + pending + 3 * (kLazyStepHistory + 1)) * sizeof(double) +
                             s.groups * sizeof(std::uint32_t);
-  std::size_t free_b = 0, total_b = 0;
-  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  if (bytes > free_b)
-    throw Error("CUDA backend: SAG's stored marginals need " + fmt_mib(bytes) + " of device memory, only " +
-                fmt_mib(free_b) + " free on " + name_ + "; use --device cpu");
+  plan_sentences(c, bytes);  // checks the free memory for both
   s.node.resize(N * L);
   s.pair.resize(c.S * LL);
   s.edge.resize(slots * LL);
@@ -68,6 +64,12 @@ IncrementalStatePtr CudaBackend::incremental_create(const BackendCorpus& bc) {
   s.P.reserve(kLazyStepHistory + 1);
   s.S.reserve(kLazyStepHistory + 1);
   s.R.reserve(kLazyStepHistory + 1);
+  // Step 0 of the history (P_0 = 1, S_0 = R_0 = 0) never changes: on the device from here on;
+  // later steps are appended there by incremental_step's kernel, not copied.
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dP.get(), s.P.data(), sizeof(double), cudaMemcpyHostToDevice, stream_));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dS.get(), s.S.data(), sizeof(double), cudaMemcpyHostToDevice, stream_));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(s.dR.get(), s.R.data(), sizeof(double), cudaMemcpyHostToDevice, stream_));
+  s.uploaded = 1;
   // Pending marginals for a span of the longest sentence: batch-1 SAG never regrows them
   // (mini-batches grow them a few times, as the small plan, g and saved buffers grow during the
   // first steps; all are grow-only).
@@ -85,8 +87,11 @@ void CudaBackend::incremental_sync(IncrementalState& state, SentenceSpan span, V
   s.evaluated = false;  // before planning: a refused span leaves nothing to commit or restore
   s.tried = false;
   s.synced = false;
-  plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, true, s.plan);
-  sag_catch_up(s, s.plan.groups.size(), s.plan.d_groups.get(), w, d);
+  if (span.count == 1)  // batch size 1: the plan made once, nothing planned or copied
+    select_sentence(*s.corpus, span[0], s.plan);
+  else
+    plan_span(*s.corpus, span, s.edge_slot.empty() ? nullptr : &s.edge_slot, true, s.plan);
+  sag_catch_up(s, s.plan.ng, s.plan.view().groups, w, d);
   s.synced = true;
 }
 
@@ -103,13 +108,78 @@ double CudaBackend::incremental_evaluate(IncrementalState& state, const Vector& 
   return loss;
 }
 
+LipschitzFound CudaBackend::incremental_search(IncrementalState& state, Vector& w, double L0) {
+  CudaSag& s = G(state);
+  if (!s.synced || !s.plan.valid) throw Error("internal: incremental_search without a successful incremental_sync");
+  SpanPlan& pl = s.plan;
+  const CudaCorpus& c = *s.corpus;
+  const SentenceSpan span{pl.sid.data(), pl.sid.size()};
+  if (span.count != 1) return lipschitz_search_on_host(*this, *this, state, c, span, w, L0);
+  // One sentence (batch size 1): the loss, ‖g‖² and every trial's loss stay on the device, where
+  // one-thread kernels run SagLineSearch on them; the host reads back the result only.
+  span_marginals(c, w, pl, s.new_node, s.new_pair, s.new_edge, SequenceLoss::seq_log, false);
+  reserve_device(s.g, pl.compact());
+  span_gradient(c, pl, s.new_node, s.new_pair, s.new_edge, 1.0, s.g.get());
+  s.evaluated = true;
+  if (s.red.size() < std::size_t(kRedBlocks) + 1) s.red.resize(std::size_t(kRedBlocks) + 1);
+  if (s.search.size() < 1) s.search.resize(1);
+  double* g2 = s.red.get() + kRedBlocks;
+  if (pl.compact() == 0) {
+    launch_sag_set(g2, 0.0, stream_);
+  } else {  // reduce()'s two passes (vector_ops.cuh), the same sum, left on the device
+    const unsigned blocks = grid_for(pl.compact(), kRedThreads, kRedBlocks);
+    const DotTerm f{s.g.get(), s.g.get()};
+    CRFX_LAUNCH((reduce_pass1<DotTerm, SumOp>), blocks, kRedThreads, 0, stream_, pl.compact(), f, SumOp{}, 0.0,
+                s.red.get());
+    CRFX_LAUNCH(reduce_pass2<SumOp>, 1, kRedThreads, 0, stream_, blocks, s.red.get(), SumOp{}, 0.0, g2);
+  }
+  launch_sag_search_start(s.search.get(), losses_.get(), g2, 1.0, L0, stream_);
+  reserve_device(s.saved, pl.compact());
+  const std::size_t ng = pl.ng;
+  // Rounds of trial, forward-only loss, restore and the rule, each a no-op once the search is
+  // done: one round and a look (most steps accept their first trial), then four a look, so a
+  // step waits for the device once, rarely more, and a done search wastes at most a few
+  // forward-only passes of one sentence.
+  SagLineSearch h{};
+  for (int rounds = 1;; rounds = 4) {
+    for (int r = 0; r < rounds; ++r) {
+      if (ng)
+        launch_sag_trial(device_groups(), pl.view(), ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w),
+                         stream_);
+      sentence_loss_on_device(c, w, span);
+      if (ng)
+        launch_sag_trial(device_groups(), pl.view(), ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(),
+                         P(w), stream_);
+      launch_sag_search_tried(s.search.get(), losses_.get(), stream_);
+    }
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(&h, s.search.get(), sizeof h, cudaMemcpyDeviceToHost, stream_));
+    sync();
+    if (h.done) break;
+  }
+  s.tried = h.trials > 0;
+  return {h.L, h.trials};
+}
+
+void CudaBackend::sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span) {
+  // evaluate(c, w, span, nullptr, 1.0)'s chunk, without its copy of the loss to the host.
+  prepare(w);
+  const std::size_t end = plan(c, span, 0);
+  if (end != 1) throw Error("internal: a one-sentence span did not fit one chunk");
+  run_chunk_front(c, w, 1, h_slots_[1], false);
+  FbParams fp = fb_params(c, w);
+  fp.gold = true;
+  fp.backward = false;
+  launch_fb(fp, 1);
+}
+
 void CudaBackend::incremental_trial(IncrementalState& state, Vector& w, double step) {
   CudaSag& s = G(state);
   if (!s.evaluated) throw Error("internal: incremental_trial before incremental_evaluate");
   reserve_device(s.saved, s.plan.compact());
-  const std::size_t ng = s.plan.groups.size();
+  const std::size_t ng = s.plan.ng;
   if (ng) {
-    launch_sag_trial(device_groups(), s.plan.view(), ng, true, step, s.g.get(), s.saved.get(), P(w), stream_);
+    launch_sag_trial(device_groups(), s.plan.view(), ng, true, step, nullptr, s.g.get(), s.saved.get(), P(w),
+                     stream_);
   }
   s.tried = true;
 }
@@ -117,9 +187,10 @@ void CudaBackend::incremental_trial(IncrementalState& state, Vector& w, double s
 void CudaBackend::incremental_restore(IncrementalState& state, Vector& w) {
   CudaSag& s = G(state);
   if (!s.tried) throw Error("internal: incremental_restore without incremental_trial");
-  const std::size_t ng = s.plan.groups.size();
+  const std::size_t ng = s.plan.ng;
   if (ng) {
-    launch_sag_trial(device_groups(), s.plan.view(), ng, false, 0.0, s.g.get(), s.saved.get(), P(w), stream_);
+    launch_sag_trial(device_groups(), s.plan.view(), ng, false, 0.0, nullptr, s.g.get(), s.saved.get(), P(w),
+                     stream_);
   }
 }
 
@@ -127,11 +198,17 @@ void CudaBackend::incremental_commit(IncrementalState& state, Vector& d, Vector&
   CudaSag& s = G(state);
   if (!s.evaluated) throw Error("internal: incremental_commit before incremental_evaluate");
   const SpanPlan& pl = s.plan;
-  const std::size_t n = pl.sid.size(), ng = pl.groups.size();
+  const std::size_t n = pl.sid.size(), ng = pl.ng;
   const bool edges = !s.edge_slot.empty();
+  bool copied = false;  // w_coef is being copied from the caller's host array
   if (w_coef && n) {
     reserve_device(s.coef, n);
-    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.coef.get(), w_coef, n * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    if (n == 1) {  // a kernel argument: no copy, no wait
+      launch_sag_set(s.coef.get(), w_coef[0], stream_);
+    } else {
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(s.coef.get(), w_coef, n * sizeof(double), cudaMemcpyHostToDevice, stream_));
+      copied = true;
+    }
   }
   if (ng) {
     launch_sag_commit(device_groups(), pl.view(), ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
@@ -139,11 +216,11 @@ void CudaBackend::incremental_commit(IncrementalState& state, Vector& d, Vector&
                       w_coef ? s.coef.get() : nullptr, P(d), P(w), stream_);
   }
   if (pl.rows + n) {
-    launch_sag_store(dims_.L, pl.rows, n, pl.d_row_tok.get(), pl.d_row_slot.get(), pl.d_sid.get(), s.new_node.get(),
+    launch_sag_store(dims_.L, pl.rows, n, pl.dev_row_tok, pl.dev_row_slot, pl.view().sid, s.new_node.get(),
                      s.new_pair.get(), edges ? s.new_edge.get() : nullptr, s.node.get(),
                      dims_.transitions ? s.pair.get() : nullptr, edges ? s.edge.get() : nullptr, stream_);
   }
-  if (w_coef) sync();  // w_coef is the caller's host array
+  if (copied) sync();  // w_coef is the caller's host array
   s.evaluated = false;  // the pending marginals are stored now
 }
 
@@ -152,6 +229,14 @@ void CudaBackend::incremental_step(IncrementalState& state, double a, double b, 
   LazyStepHistory::check_step(a, b, tau);
   if (s.needs_flush(a)) incremental_flush(state, w, d);  // as the CPU
   s.push(a, b, tau);
+  // The device's copy of the history is appended to by a one-thread kernel with the host's
+  // arithmetic (the same bits): no copy per step. Where the device copy is behind (after a
+  // checkpoint's load) or full, the next catch-up copies what is missing instead.
+  const std::size_t k = s.k();
+  if (s.uploaded == k && k < std::min({s.dP.size(), s.dS.size(), s.dR.size()})) {
+    launch_sag_push(k, a, b, tau, s.dP.get(), s.dS.get(), s.dR.get(), stream_);
+    s.uploaded = k + 1;
+  }
 }
 
 void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Vector& d) {
@@ -161,7 +246,7 @@ void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Ve
   if (s.k() > 0) sag_catch_up(s, s.groups, nullptr, w, d);
   CRFX_CUDA_CHECK(cudaMemsetAsync(s.stamp.get(), 0, s.groups * sizeof(std::uint32_t), stream_));
   s.restart();
-  s.uploaded = 0;
+  s.uploaded = std::min<std::size_t>(s.uploaded, 1);  // step 0 (1, 0, 0) stays valid on the device
 }
 
 std::vector<double> CudaBackend::incremental_save(IncrementalState& state) {
@@ -206,168 +291,6 @@ void CudaBackend::incremental_load(IncrementalState& state, const std::vector<do
                                     cudaMemcpyHostToDevice, stream_));
   s.uploaded = 0;  // the history goes to the device at the next catch-up
   sync();
-}
-
-// ---- span plans: SAG and evaluate_sparse ---------------------------------------------------
-
-void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,
-                            bool sag, SpanPlan& pl) {
-  const Corpus& h = c.host;
-  const WeightGroups wg = dims_.groups();
-  const std::size_t total = wg.count();
-  // The span is checked before the plan is touched: a refused span leaves no half-made plan.
-  pl.valid = false;
-  for (std::size_t i = 0; i < span.count; ++i) {
-    const std::uint32_t sid = span[i];
-    if (sid >= c.S) throw Error("internal: sentence id beyond the corpus");
-    if (!c.h_labeled[sid]) throw Error("sentence " + std::to_string(sid) + " has tokens without a label");
-  }
-  if (sag) {  // distinct sentences (SAG would commit a repeated one twice; the CPU refuses too)
-    std::vector<std::uint32_t>& sorted = pl.scratch_ids;
-    sorted.resize(span.count);
-    for (std::size_t i = 0; i < span.count; ++i) sorted[i] = span[i];
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      throw Error("internal: span repeats a sentence");
-  }
-  if (pl.local.size() != total) pl.local.assign(total, 0);
-  const bool edges = c.edge_off.get() != nullptr;
-  // S(span) holds the transitions of a non-empty span; SAG syncs them for any span, as the CPU.
-  pl.support.plan(h, span, wg, dims_.transitions && (span.count || sag), pl.groups);
-  pl.sid.assign(span.count, 0);
-  pl.row_tok.clear();
-  pl.row_slot.clear();
-  for (std::size_t i = 0; i < span.count; ++i) {
-    const std::uint32_t sid = span[i];
-    pl.sid[i] = sid;
-    for (std::size_t t = h.sentence_offsets[sid]; t < h.sentence_offsets[sid + 1]; ++t) {
-      pl.row_tok.push_back(std::uint32_t(t));
-      pl.row_slot.push_back(edge_slot ? (*edge_slot)[t] : kNone);
-    }
-  }
-  // The occurrences of the groups (ascending ids: ascending weight indices), counted, offset and
-  // filled in (sentence, token, item) order.
-  const std::size_t ng = pl.groups.size();
-  for (std::size_t q = 0; q < ng; ++q) pl.local[pl.groups[q]] = std::uint32_t(q);
-  std::vector<std::size_t>& count = pl.scratch_count;
-  count.assign(ng + 1, 0);
-  auto each_occurrence = [&](auto&& f) {
-    std::size_t row = 0;
-    for (std::size_t i = 0; i < span.count; ++i) {
-      const std::size_t t0 = h.sentence_offsets[pl.sid[i]];
-      for (std::size_t t = t0; t < h.sentence_offsets[pl.sid[i] + 1]; ++t, ++row) {
-        for (std::size_t k = h.state_offsets[t]; k < h.state_offsets[t + 1]; ++k)
-          f(h.state_ids[k], row, std::uint32_t(t), i, h.state_value(k));
-        if (edges && t > t0 && h.edge_offsets[t + 1] > h.edge_offsets[t])
-          for (std::size_t k = h.edge_offsets[t]; k < h.edge_offsets[t + 1]; ++k)
-            f(wg.edge(h.edge_ids[k]), row, edge_slot ? (*edge_slot)[t] : 0u, i, h.edge_value(k));
-      }
-    }
-  };
-  each_occurrence([&](std::uint32_t gid, std::size_t, std::uint32_t, std::size_t, double) {
-    ++count[pl.local[gid] + 1];
-  });
-  pl.oofs.assign(ng + 1, 0);
-  pl.gofs.assign(ng + 1, 0);
-  for (std::size_t q = 0; q < ng; ++q) {
-    count[q + 1] += count[q];
-    pl.gofs[q + 1] = pl.gofs[q] + wg.size(pl.groups[q]);
-  }
-  if (count[ng] >= 0xffffffffu)  // the device offsets are 32-bit
-    throw Error("CUDA backend: a batch of " + std::to_string(count[ng]) +
-                " feature items exceeds 2^32 - 1; use a smaller --batch-size");
-  for (std::size_t q = 0; q <= ng; ++q) pl.oofs[q] = std::uint32_t(count[q]);
-  const std::size_t occ = count[ng];
-  pl.onew.resize(occ);
-  pl.oold.resize(occ);
-  pl.osent.resize(occ);
-  pl.oval.resize(occ);
-  each_occurrence([&](std::uint32_t gid, std::size_t row, std::uint32_t old_row, std::size_t i, double v) {
-    const std::size_t o = count[pl.local[gid]]++;
-    pl.onew[o] = std::uint32_t(row);
-    pl.oold[o] = old_row;
-    pl.osent[o] = std::uint32_t(i);
-    pl.oval[o] = v;
-  });
-  pl.rows = pl.row_tok.size();
-  auto up = [&](auto& dev, const auto& host_vec) {
-    reserve_device(dev, host_vec.size());
-    if (!host_vec.empty())
-      CRFX_CUDA_CHECK(cudaMemcpyAsync(dev.get(), host_vec.data(), host_vec.size() * sizeof(host_vec[0]),
-                                      cudaMemcpyHostToDevice, stream_));
-  };
-  up(pl.d_sid, pl.sid);
-  up(pl.d_row_tok, pl.row_tok);
-  up(pl.d_row_slot, pl.row_slot);
-  up(pl.d_groups, pl.groups);
-  up(pl.d_gofs, pl.gofs);
-  up(pl.d_oofs, pl.oofs);
-  up(pl.d_onew, pl.onew);
-  up(pl.d_oold, pl.oold);
-  up(pl.d_osent, pl.osent);
-  up(pl.d_oval, pl.oval);
-  sync();  // the host plan is rewritten by the next call
-  pl.valid = true;
-}
-
-double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl,
-                                   DeviceBuffer<double>& node, DeviceBuffer<double>& pair,
-                                   DeviceBuffer<double>& edge, SequenceLoss loss_kind) {
-  const std::size_t L = dims_.L, LL = L * L, n = pl.sid.size();
-  const bool edges = c.edge_off.get() != nullptr, pairs = dims_.transitions || edges;
-  reserve_device(node, pl.rows * L);
-  reserve_device(pair, n * LL);
-  if (edges) reserve_device(edge, pl.rows * LL);
-  prepare(w);
-  const SentenceSpan span{pl.sid.data(), n};
-  double loss = 0;
-  std::size_t row0 = 0;
-  const std::size_t rows_limit =
-      pointwise_loss(loss_kind) ? pointwise_rows(c) : std::numeric_limits<std::size_t>::max();
-  for (std::size_t begin = 0; begin < n;) {
-    const std::size_t end = plan(c, span, begin, rows_limit);
-    const std::size_t m = end - begin, rows = h_slots_[m];
-    run_chunk_front(c, w, m, rows, false);
-    FbParams fp = fb_params(c, w);
-    fp.gold = true;
-    fp.backward = true;
-    fp.node = node_.get();
-    fp.pair = pairs ? pair_.get() : nullptr;  // transitions, or edge deltas (written in the pair pass)
-    if (pointwise_loss(loss_kind)) {
-      pointwise_chunk(c, fp, m, loss_kind, true);
-    } else {
-      launch_fb(fp, m);
-      if (loss_kind == SequenceLoss::seq_exp) launch_seq_exp(fp, m, stream_);  // 1/p, its deltas times 1/p
-    }
-    // Chunk rows are the span's tokens in span order: copy the deltas out of the workspace.
-    if (rows)
-      CRFX_CUDA_CHECK(cudaMemcpyAsync(node.get() + row0 * L, node_.get(), rows * L * sizeof(double),
-                                      cudaMemcpyDeviceToDevice, stream_));
-    if (pairs && m)
-      CRFX_CUDA_CHECK(cudaMemcpyAsync(pair.get() + begin * LL, pair_.get(), m * LL * sizeof(double),
-                                      cudaMemcpyDeviceToDevice, stream_));
-    if (edges && rows)
-      CRFX_CUDA_CHECK(cudaMemcpyAsync(edge.get() + row0 * LL, edge_.get(), rows * LL * sizeof(double),
-                                      cudaMemcpyDeviceToDevice, stream_));
-    h_losses_.resize(m);
-    CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), m * sizeof(double),
-                                    cudaMemcpyDeviceToHost, stream_));
-    sync();
-    if (pointwise_loss(loss_kind)) check_pointwise(loss_kind, span, begin, m);
-    for (std::size_t i = 0; i < m; ++i) loss += h_losses_[i];
-    row0 += rows;
-    begin = end;
-  }
-  return loss;
-}
-
-void CudaBackend::span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,
-                                const DeviceBuffer<double>& pair, const DeviceBuffer<double>& edge, double scale,
-                                double* out) {
-  const std::size_t ng = pl.groups.size();
-  if (ng == 0) return;
-  launch_sag_gradient(device_groups(), pl.view(), ng, node.get(), pair.get(), c.edge_off.get() ? edge.get() : nullptr,
-                      scale, out, stream_);
 }
 
 // ---- the lazy catch-up ------------------------------------------------------------------

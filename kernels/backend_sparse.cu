@@ -22,26 +22,47 @@ namespace crfx::cuda::detail {
 SparseVectorPtr CudaBackend::sparse_vector() { return std::make_unique<CudaSparse>(this); }
 
 void CudaBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) {
-  support_host(C(bc).host, span);
+  const CudaCorpus& c = C(bc);
+  if (span.count == 1 && span[0] < c.S && c.h_labeled[span[0]]) {  // from the plans made once
+    sentence_support(c, span[0], X(xs));
+    return;
+  }
+  support_host(c.host, span);
   upload_sparse(X(xs), false);
 }
 
 double CudaBackend::evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
                                     SparseVector& grad, double scale, bool support_given,
                                     SequenceLoss loss_kind) {
+  return sparse_pass(C(bc), w, span, X(grad), scale, support_given, loss_kind, true);
+}
+
+void CudaBackend::evaluate_sparse_gradient(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
+                                           SparseVector& grad, double scale, bool support_given,
+                                           SequenceLoss loss_kind) {
+  // A pointwise loss is read back all the same: its check (check_pointwise) needs it.
+  const bool on_device = span.count == 1 && !pointwise_loss(loss_kind);
+  sparse_pass(C(bc), w, span, X(grad), scale, support_given, loss_kind, !on_device);
+}
+
+double CudaBackend::sparse_pass(const CudaCorpus& c, const Vector& w, SentenceSpan span, CudaSparse& x,
+                                double scale, bool support_given, SequenceLoss loss_kind, bool loss_to_host) {
   // Span-local: the plan's groups are S(span) in index order, so the span gradient lands
   // directly in the sparse vector's values (O(span items), not a scan of the corpus).
-  const CudaCorpus& c = C(bc);
-  CudaSparse& x = X(grad);
   if (w.size() != dims_.num_weights()) throw Error("internal: weight vector size mismatch");
-  plan_span(c, span, nullptr, false, sp_plan_);
-  const double loss = span_marginals(c, w, sp_plan_, sp_node_, sp_pair_, sp_edge_, loss_kind);
+  if (span.count == 1)  // batch size 1: the plan made once (plan_sentences), nothing copied
+    select_sentence(c, span[0], sp_plan_);
+  else
+    plan_span(c, span, nullptr, false, sp_plan_);
+  const double loss = span_marginals(c, w, sp_plan_, sp_node_, sp_pair_, sp_edge_, loss_kind, loss_to_host);
   if (support_given) {
     // grad's indices on the device are S(span) from support(); its length must be the plan's.
     if (x.n != sp_plan_.compact())
       throw Error("internal: evaluate_sparse given a support of " + std::to_string(x.n) +
                   " entries for a span whose support has " + std::to_string(sp_plan_.compact()));
     if (x.n) CRFX_CUDA_CHECK(cudaMemsetAsync(x.value.get(), 0, x.n * sizeof(double), stream_));
+  } else if (span.count == 1) {
+    sentence_support(c, span[0], x);
   } else {
     group_indices(dims_.groups(), sp_plan_.groups, h_index_);
     upload_sparse(x, false);

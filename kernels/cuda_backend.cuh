@@ -9,7 +9,8 @@
 //   backend_vectors.cu   vectors: allocation, host copies, swap (the algebra: element rules)
 //   backend_rules.cu     apply_rule: the element rules, the vector algebra's and the optimizers'
 //   backend_chain.cu     evaluate, viterbi, viterbi_nbest, marginals; the gradient gathers
-//   backend_sag.cu       SAG / SAGA; span plans (shared with evaluate_sparse)
+//   backend_sag.cu       SAG / SAGA
+//   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
 //   fb_device.cuh        one sentence's forward-backward steps (fused and split kernels share them)
@@ -59,8 +60,11 @@
 // kernels likewise. The dense paths keep their arithmetic and results.
 //
 // SAG / SAGA (seed 004) keep their state on the device: stored marginals, the lazy-step history
-// and per-group stamps; the host plans each span (groups, occurrences) and the sag_* kernels
-// (sag_kernels.cu) catch up, differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
+// and per-group stamps; the host plans a span of several sentences (groups, occurrences), while
+// every one-sentence span's plan is made once, at incremental_create (SentencePlans), and the
+// history is appended by a kernel, so a step of batch size 1 copies nothing to the device (issue
+// 37; tests/emu/test_stochastic_shape.cpp); the sag_* kernels (sag_kernels.cu) catch up,
+// differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
 //
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
 // the transposed CSR (attribute → occurrences, built once at upload in token order) in segments
@@ -176,7 +180,10 @@ struct CudaSparse final : SparseVector {
 /// offset of each group in the compact per-span arrays, and per group its occurrences in
 /// (sentence, token, item) order — span row of the token, stored row (token id for state groups,
 /// edge slot for edge groups; SAG only), value, span index of the sentence — plus per span row
-/// its token and edge slot. Host vectors are reused; device copies are grow-only.
+/// its token and edge slot. Host vectors are reused; device copies are grow-only. What the
+/// kernels read is `dev` (and ng, compact(), rows, sid): the plan's own copies after plan_span,
+/// or a sentence's entry in the plans made once (SentencePlans, select_sentence), whose host vectors
+/// other than sid are then not filled.
 struct SpanPlan {
   std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, local;
   SpanGroups support;  // plans `groups`
@@ -189,11 +196,42 @@ struct SpanPlan {
   DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
   DeviceBuffer<std::size_t> d_gofs;
   DeviceBuffer<double> d_oval;
-  std::size_t compact() const { return gofs.empty() ? 0 : gofs.back(); }
-  SagSpanView view() const {
-    return {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
-            d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
+  // The device side the kernels read, and its sizes.
+  SagSpanView dev{};
+  const std::uint32_t* dev_row_tok = nullptr;   // [rows]
+  const std::uint32_t* dev_row_slot = nullptr;  // [rows]
+  std::size_t ng = 0, compact_size = 0;         // groups; Σ of their sizes
+  std::size_t compact() const { return compact_size; }
+  const SagSpanView& view() const { return dev; }
+  /// Points the device side at this plan's own copies (plan_span, after its upload).
+  void use_own_copies() {
+    dev = {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
+           d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
+    dev_row_tok = d_row_tok.get();
+    dev_row_slot = d_row_slot.get();
+    ng = groups.size();
+    compact_size = gofs.empty() ? 0 : gofs.back();
   }
+};
+
+/// The span plans made once per corpus (plan_sentences: by incremental_create, or by the first
+/// one-sentence evaluate_sparse / support): every sentence's plan for a span of itself alone —
+/// exactly what plan_span makes for it, with SAG's edge slots — concatenated on the device, so
+/// that a step on one sentence (batch size 1, the default) plans and copies nothing: its plan is
+/// pointers into these tables (select_sentence). Sentence s's groups are [gbase[s], gbase[s + 1]);
+/// its gofs and oofs, ng + 1 entries each, start at gbase[s] + s; its occurrences at obase[s]
+/// (stored rows absolute, span rows and offsets sentence-local, as a one-sentence plan's).
+struct SentencePlans {
+  std::vector<std::size_t> gbase, obase;  // [S + 1]
+  std::vector<std::size_t> compact;       // [S] Σ of the sentence's group sizes
+  std::vector<std::size_t> iend;          // [S] its support's last weight index + 1 (0: empty)
+  DeviceBuffer<std::uint32_t> groups, oofs, onew, oold;
+  DeviceBuffer<std::size_t> gofs;
+  DeviceBuffer<double> oval;
+  DeviceBuffer<std::uint32_t> osent;      // [longest sentence's occurrences] zeros
+  DeviceBuffer<std::uint32_t> ids;        // [S] s at s (a span of sentence s is ids + s)
+  DeviceBuffer<std::uint32_t> tokens;     // [N] t at t (sentence s's rows' tokens)
+  DeviceBuffer<std::uint32_t> slots;      // [N] the edge slot of token t, or kNone
 };
 
 /// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
@@ -211,6 +249,10 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   DeviceBuffer<std::uint32_t> stamp;        // [groups]
   SpanPlan plan;                            // the current span
   DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
+  // incremental_search on the device (a one-sentence span): the line search's state, and ‖g‖²
+  // (reduce()'s partials, then the sum at red[kRedBlocks]).
+  DeviceBuffer<SagLineSearch> search;       // [1]
+  DeviceBuffer<double> red;                 // [kRedBlocks + 1]
   // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
   bool synced = false;  // incremental_sync succeeded for the current span
@@ -273,6 +315,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   IncrementalStatePtr incremental_create(const BackendCorpus& bc) override;
   void incremental_sync(IncrementalState& state, SentenceSpan span, Vector& w, const Vector& d) override;
   double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) override;
+  LipschitzFound incremental_search(IncrementalState& state, Vector& w, double L0) override;
   void incremental_trial(IncrementalState& state, Vector& w, double step) override;
   void incremental_restore(IncrementalState& state, Vector& w) override;
   void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) override;
@@ -286,6 +329,12 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) override;
   double evaluate_sparse(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
                          double scale, bool support_given, SequenceLoss loss = SequenceLoss::seq_log) override;
+  void evaluate_sparse_gradient(const BackendCorpus& bc, const Vector& w, SentenceSpan span, SparseVector& grad,
+                                double scale, bool support_given, SequenceLoss loss) override;
+  /// evaluate_sparse's work; without `loss_to_host` (a one-sentence span, a sequence loss) the
+  /// loss stays on the device and NaN is returned. (backend_sparse.cu)
+  double sparse_pass(const CudaCorpus& c, const Vector& w, SentenceSpan span, CudaSparse& x, double scale,
+                     bool support_given, SequenceLoss loss, bool loss_to_host);
   std::size_t feature_difference(const BackendCorpus& bc, SentenceSpan span, const std::uint32_t* labels,
                                  SparseVector& out, double scale) override;
   void sparse_copy(const SparseVector& src, SparseVector& dst) override;
@@ -362,7 +411,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// token → row map is cleared for the next chunk.
   void reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_t rows, double scale, double* G);
 
-  // ---- span plans: SAG and evaluate_sparse (backend_sag.cu) --------------------------------
+  // ---- span plans: SAG and evaluate_sparse (backend_plans.cu) ------------------------------
   /// Plans `span` (distinct sentences) into `pl` and uploads it (see SpanPlan). `edge_slot`
   /// (SAG with edge features) gives the stored row of each edge position; without it the stored
   /// rows are unused.
@@ -370,14 +419,34 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// sync do) but have no occurrences: no edge factor sits there.
   void plan_span(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot, bool sag,
                  SpanPlan& pl);
+  /// plan_span's host part: checks the span and fills pl's host vectors (no copy, no sync).
+  void plan_span_host(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot, bool sag,
+                      SpanPlan& pl);
+  /// Every sentence's plan alone into sentence_plans_ (unless made for `c` already): planned on
+  /// the host, the free device memory checked for them and `other_bytes` (SAG's stored
+  /// marginals), then uploaded once. (backend_plans.cu)
+  void plan_sentences(const CudaCorpus& c, std::size_t other_bytes);
+  /// pl ← the plan of a span of sentence `sid` alone, from sentence_plans_: no copy.
+  void select_sentence(const CudaCorpus& c, std::uint32_t sid, SpanPlan& pl);
+  /// x ← S({sid}) with zero values (support_host and upload_sparse's result) from the plans made
+  /// once: the indices expanded on the device, nothing copied. (backend_plans.cu)
+  void sentence_support(const CudaCorpus& c, std::uint32_t sid, CudaSparse& x);
+  /// SAG's stored row of each edge position: [N] its slot, or kNone (empty without edge
+  /// features); the number of slots into *count.
+  std::vector<std::uint32_t> edge_slots(const CudaCorpus& c, std::size_t* count) const;
   /// Forward-backward on the planned span at w through the chunk workspace; copies the span's
   /// node deltas [rows][L], summed pairwise deltas [n][L][L] (when there are transitions or edge
   /// features) and edge-position deltas [rows][L][L] (edge features) out of it, and returns the
   /// span's NLL (summed in span order, as the CPU). With `loss` seq_exp: the span's seq-exp loss
   /// and deltas (launch_seq_exp).
+  /// With `loss_to_host` false (a one-sentence span): the loss is left in losses_[0] on the
+  /// device, nothing is read back or waited for, and the return value is NaN.
   double span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl, DeviceBuffer<double>& node,
                         DeviceBuffer<double>& pair, DeviceBuffer<double>& edge,
-                        SequenceLoss loss = SequenceLoss::seq_log);
+                        SequenceLoss loss = SequenceLoss::seq_log, bool loss_to_host = true);
+  /// The NLL of a one-sentence span at w into losses_[0], as evaluate(…, nullptr) computes it
+  /// (the same kernels), left on the device.
+  void sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span);
   /// out (compact, per planned group) = scale · the span's NLL gradient, from span_marginals'
   /// deltas.
   void span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,
@@ -482,6 +551,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<std::size_t> slots_;           // [sents + 1]
   // Stochastic trainers.
   SpanPlan sp_plan_;                     // evaluate_sparse: the span plan and its marginals
+  SentencePlans sentence_plans_;         // every sentence's plan alone, for one corpus
+  std::uint64_t sentence_plans_corpus_ = 0;  // its serial (0: none)
   DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging

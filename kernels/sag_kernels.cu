@@ -64,9 +64,14 @@ __global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagS
 }
 
 /// Line-search trial (save = true: saved ← w, w ← w − step·g) or restore (w ← saved) on the
-/// span's groups.
+/// span's groups. With `search` (the line search on the device): nothing once it is done, and
+/// the step its current one.
 __global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpanView v, std::size_t count, bool save, double step,
-                                 const double* g, double* saved, double* w) {
+                                 const SagLineSearch* search, const double* g, double* saved, double* w) {
+  if (search) {
+    if (search->done) return;  // grid-uniform
+    step = search->step();
+  }
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid), o = v.gofs[q];
@@ -137,6 +142,48 @@ __global__ void __launch_bounds__(256) sag_store_kernel(std::size_t L, std::size
   }
 }
 
+/// Step k of the lazy-step history from step k − 1: LazyStepHistory::push (backend.hpp), the
+/// host's arithmetic rounded alike (the host keeps its own copy; both must hold the same bits).
+__global__ void sag_push_kernel(std::size_t k, double a, double b, double tau, double* P, double* S, double* R) {
+  const double Pk = __dmul_rn(P[k - 1], a);
+  S[k] = __dadd_rn(S[k - 1], __ddiv_rn(b, Pk));
+  R[k] = __dadd_rn(R[k - 1], __ddiv_rn(tau, Pk));
+  P[k] = Pk;
+}
+
+__global__ void sag_set_kernel(double* dst, double v) { *dst = v; }
+
+/// The line search's start from the span's loss and ‖g‖² where the device left them.
+__global__ void sag_search_start_kernel(SagLineSearch* search, const double* f, const double* g2, double B,
+                                        double L0) {
+  *search = SagLineSearch(*f, *g2, B, L0);
+}
+
+/// A trial's loss taken (once the search is done, trials change nothing).
+__global__ void sag_search_tried_kernel(SagLineSearch* search, const double* ft) {
+  if (!search->done) search->tried(*ft);
+}
+
+/// The chunk plan of one sentence: sent = {s}, order = {0}, slots = {0, T}.
+__global__ void one_sentence_chunk_kernel(std::uint32_t s, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
+                                          std::size_t* slots) {
+  sent[0] = s;
+  order[0] = 0;
+  slots[0] = 0;
+  slots[1] = T;
+}
+
+/// index[gofs[q] + c] = the c-th weight of group groups[q] (group_indices on the device).
+__global__ void __launch_bounds__(256) expand_groups_kernel(WeightGroups gl, const std::uint32_t* groups,
+                                                            const std::size_t* gofs, std::size_t count,
+                                                            std::size_t* index) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid);
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) index[gofs[q] + c] = b + c;
+  }
+}
+
 int group_threads(std::size_t L) { return int(std::min<std::size_t>(256, (L + 31) / 32 * 32)); }
 unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); }
 
@@ -156,8 +203,18 @@ void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size
 }
 
 void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
-                      const double* g, double* saved, double* w, cudaStream_t s) {
-  CRFX_LAUNCH(sag_trial_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, save, step, g, saved, w);
+                      const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s) {
+  CRFX_LAUNCH(sag_trial_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, save, step, search, g,
+              saved, w);
+}
+
+void launch_sag_search_start(SagLineSearch* search, const double* f, const double* g2, double B, double L0,
+                             cudaStream_t s) {
+  CRFX_LAUNCH(sag_search_start_kernel, 1, 1, 0, s, search, f, g2, B, L0);
+}
+
+void launch_sag_search_tried(SagLineSearch* search, const double* ft, cudaStream_t s) {
+  CRFX_LAUNCH(sag_search_tried_kernel, 1, 1, 0, s, search, ft);
 }
 
 void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
@@ -174,6 +231,22 @@ void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std:
                       double* old_edge, cudaStream_t s) {
   CRFX_LAUNCH(sag_store_kernel, grid_for(rows + n, 1, 1u << 20), group_threads(L), 0, s, L, rows,
               std::uint32_t(n), row_tok, row_slot, sid, new_node, new_pair, new_edge, old_node, old_pair, old_edge);
+}
+
+void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, double* S, double* R, cudaStream_t s) {
+  CRFX_LAUNCH(sag_push_kernel, 1, 1, 0, s, k, a, b, tau, P, S, R);
+}
+
+void launch_sag_set(double* dst, double v, cudaStream_t s) { CRFX_LAUNCH(sag_set_kernel, 1, 1, 0, s, dst, v); }
+
+void launch_one_sentence_chunk(std::uint32_t sid, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
+                               std::size_t* slots, cudaStream_t s) {
+  CRFX_LAUNCH(one_sentence_chunk_kernel, 1, 1, 0, s, sid, T, sent, order, slots);
+}
+
+void launch_expand_groups(const WeightGroups& gl, const std::uint32_t* groups, const std::size_t* gofs,
+                          std::size_t count, std::size_t* index, cudaStream_t s) {
+  CRFX_LAUNCH(expand_groups_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, groups, gofs, count, index);
 }
 
 }  // namespace crfx::cuda::detail

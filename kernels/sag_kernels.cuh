@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "crfx/corpus.hpp"  // WeightGroups
+#include "optim/rules/sag_update.hpp"  // SagLineSearch
 
 namespace crfx::cuda::detail {
 
@@ -40,9 +41,15 @@ void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std:
 /// g (compact, per group) = scale · the span's gradient from its deltas.
 void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                          const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s);
-/// Line-search trial (save) or restore on the span's groups.
+/// Line-search trial (save) or restore on the span's groups; with `search` (on the device) at
+/// its step, and not at all once it is done.
 void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
-                      const double* g, double* saved, double* w, cudaStream_t s);
+                      const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s);
+/// *search = SagLineSearch(*f, *g2, B, L0) (one thread).
+void launch_sag_search_start(SagLineSearch* search, const double* f, const double* g2, double B, double L0,
+                             cudaStream_t s);
+/// search->tried(*ft) unless it is done (one thread).
+void launch_sag_search_tried(SagLineSearch* search, const double* ft, cudaStream_t s);
 /// d += Δ_i (and w −= coef_i·Δ_i when coef is given) on the span's groups.
 void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                        const double* old_node, const double* new_pair, const double* old_pair,
@@ -53,5 +60,19 @@ void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std:
                       const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
                       const double* new_pair, const double* new_edge, double* old_node, double* old_pair,
                       double* old_edge, cudaStream_t s);
+
+/// P[k], S[k], R[k] from entry k − 1 and the step (a, b, τ): LazyStepHistory::push on the device
+/// (one thread), so the history needs no copy per step.
+void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, double* S, double* R, cudaStream_t s);
+/// index[gofs[q] + c] = the c-th weight index of group groups[q], q < count: a support's
+/// indices from its groups (group_indices, host/backend/span_groups.cpp, on the device).
+void launch_expand_groups(const WeightGroups& gl, const std::uint32_t* groups, const std::size_t* gofs,
+                          std::size_t count, std::size_t* index, cudaStream_t s);
+/// *dst = v (one thread): a scalar of the host's as a kernel argument, not a copy to wait for.
+void launch_sag_set(double* dst, double v, cudaStream_t s);
+/// The chunk plan of sentence `sid` alone (T tokens): sent = {sid}, order = {0}, slots = {0, T},
+/// written by one thread instead of copied (run_chunk_front; a step of batch size 1).
+void launch_one_sentence_chunk(std::uint32_t sid, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
+                               std::size_t* slots, cudaStream_t s);
 
 }  // namespace crfx::cuda::detail

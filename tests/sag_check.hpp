@@ -11,6 +11,7 @@
 
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
+#include "optim/rules/sag_update.hpp"
 #include "random_problem.hpp"
 
 namespace crfx::test {
@@ -86,6 +87,53 @@ inline void check_sag_against_explicit(Backend& b, const RandomProblem& p, bool 
   incremental_gradients(b).incremental_flush(*state, *w, *d);
   EXPECT_LT(max_abs_diff(to_host(b, *d), de), 1e-10);
   EXPECT_LT(max_abs_diff(to_host(b, *w), we), 1e-10);
+}
+
+/// incremental_search against the primitives it stands for (incremental_evaluate, then the
+/// trials of SagLineSearch through incremental_trial / evaluate / incremental_restore, each loss
+/// read by the host): two states stepped side by side, one through each, must give the same L,
+/// the same number of trials and, after the commit and a step, bitwise the same w and d. L0 from
+/// tiny (many doublings: several of a device's rounds) to large (the first trial accepted), and
+/// spans of one sentence (the CUDA backend's device path) and of several (its host path).
+inline void check_search_equals_primitives(Backend& b, const RandomProblem& p) {
+  auto corpus = b.upload(p.corpus);
+  const std::size_t W = p.dims.num_weights();
+  IncrementalGradients& ig = incremental_gradients(b);
+  auto sa = ig.incremental_create(*corpus), sb = ig.incremental_create(*corpus);
+  auto wa = to_backend(b, test::random_weights(W, 0.3, 5)), wb = to_backend(b, to_host(b, *wa));
+  auto da = b.vector(W), db = b.vector(W);
+  const std::vector<std::vector<std::uint32_t>> spans = {{0}, {3}, {2, 4}, {0}, {5}, {1, 6, 7}, {3}, {8}};
+  const double starts[] = {1e-6, 1e3, 0.25, 1e-3, 1.0, 1e-9, 2.0, 1e-4};
+  unsigned most = 0;
+  for (std::size_t k = 0; k < spans.size(); ++k) {
+    SCOPED_TRACE(::testing::Message() << "step " << k << " L0 " << starts[k]);
+    const SentenceSpan span{spans[k].data(), spans[k].size()};
+    ig.incremental_sync(*sa, span, *wa, *da);
+    ig.incremental_sync(*sb, span, *wb, *db);
+    const LipschitzFound found = ig.incremental_search(*sa, *wa, starts[k]);
+    double g2 = 0;
+    const double f = ig.incremental_evaluate(*sb, *wb, &g2);  // before g2 is read
+    SagLineSearch ls(f, g2, double(span.count), starts[k]);
+    while (!ls.done) {
+      ig.incremental_trial(*sb, *wb, ls.step());
+      ls.tried(b.evaluate(*corpus, *wb, span, nullptr, 1.0));
+      ig.incremental_restore(*sb, *wb);
+    }
+    EXPECT_EQ(found.L, ls.L);
+    EXPECT_EQ(found.trials, ls.trials);
+    most = std::max(most, found.trials);
+    EXPECT_TRUE(to_host(b, *wa) == to_host(b, *wb)) << "w after the search: not restored alike";
+    const double alpha = 1.0 / (found.L + 0.01);
+    ig.incremental_commit(*sa, *da, *wa, nullptr);
+    ig.incremental_commit(*sb, *db, *wb, nullptr);
+    ig.incremental_step(*sa, 1.0 - alpha * 0.01, alpha / 9, 0.0, *wa, *da);
+    ig.incremental_step(*sb, 1.0 - alpha * 0.01, alpha / 9, 0.0, *wb, *db);
+  }
+  ig.incremental_flush(*sa, *wa, *da);
+  ig.incremental_flush(*sb, *wb, *db);
+  EXPECT_TRUE(to_host(b, *wa) == to_host(b, *wb)) << "w: not bitwise equal";
+  EXPECT_TRUE(to_host(b, *da) == to_host(b, *db)) << "d: not bitwise equal";
+  EXPECT_GE(most, 6u) << "no search needed several rounds of trials";
 }
 
 /// One group lagging several steps with soft-thresholding (τ > 0): weights that stay on one side

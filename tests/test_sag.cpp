@@ -84,6 +84,15 @@ TEST(Sag, RefusedSpansLeaveNothingHalfDone) {
   }
 }
 
+TEST(Sag, SearchEqualsThePrimitivesItStandsFor) {
+  for (std::uint32_t E : {0u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "E=" << E);
+    auto p = random_problem(3, 12, E, 9, 6, 41 + E);
+    CpuBackend b(p.dims, 2);
+    test::check_search_equals_primitives(b, p);
+  }
+}
+
 TEST(Sag, LazyProximalStepWithoutSignChangeIsExact) {
   auto p = random_problem(3, 6, 0, 4, 4, 2);
   CpuBackend b(p.dims, 1);

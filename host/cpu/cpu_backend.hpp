@@ -77,6 +77,7 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   IncrementalStatePtr incremental_create(const BackendCorpus& corpus) override;
   void incremental_sync(IncrementalState& state, SentenceSpan sentences, Vector& w, const Vector& d) override;
   double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) override;
+  LipschitzFound incremental_search(IncrementalState& state, Vector& w, double L0) override;
   void incremental_trial(IncrementalState& state, Vector& w, double step) override;
   void incremental_restore(IncrementalState& state, Vector& w) override;
   void incremental_commit(IncrementalState& state, Vector& d, Vector& w, const double* w_coef) override;

@@ -33,6 +33,7 @@ namespace {
 constexpr std::size_t kNoSlot = ~std::size_t(0);
 
 struct CpuIncrementalState final : IncrementalState, LazyStepHistory {
+  const BackendCorpus* bc = nullptr;  // the corpus incremental_create was given (incremental_search)
   const Corpus* c = nullptr;
   std::size_t L = 0, LL = 0, A = 0, E = 0;
   bool transitions = true;
@@ -90,6 +91,7 @@ IncrementalStatePtr CpuBackend::incremental_create(const BackendCorpus& corpus) 
   if (!c.labeled()) throw Error("SAG needs every training token labeled");
   auto st = std::make_unique<CpuIncrementalState>();
   CpuIncrementalState& s = *st;
+  s.bc = &corpus;
   s.c = &c;
   s.L = dims_.L;
   s.LL = s.L * s.L;
@@ -159,6 +161,12 @@ void CpuBackend::incremental_sync(IncrementalState& state, SentenceSpan span, Ve
   s.planner.plan(c, span, s.wg, s.transitions, s.groups, false);
   for (std::uint32_t gid : s.groups) s.catch_up(gid, W, D);
   s.planned = true;
+}
+
+LipschitzFound CpuBackend::incremental_search(IncrementalState& state, Vector& w, double L0) {
+  CpuIncrementalState& s = St(state);
+  if (!s.planned) throw Error("internal: incremental_search without a successful incremental_sync");
+  return lipschitz_search_on_host(*this, *this, s, *s.bc, SentenceSpan{s.span.data(), s.span.size()}, w, L0);
 }
 
 double CpuBackend::incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) {

@@ -97,7 +97,7 @@ class AdfTrainer final : public Trainer {
           sparse_gradients(b).support(corpus, span, *g);
           map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate}, g.get());
         }
-        sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0 / double(m), c2 > 0, obj.loss());
+        sparse_gradients(b).evaluate_sparse_gradient(corpus, w, span, *g, 1.0 / double(m), c2 > 0, obj.loss());
         obj.add_passes(double(m) / N);
         map(b, AdfStepRule{}, {w, *rate, *count}, g.get());
         steps += 1;

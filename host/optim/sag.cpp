@@ -14,6 +14,8 @@
 //                 f̄(w − ḡ/L) ≥ f̄(w) − ‖ḡ‖²/(2L): L ← 2L (forward-only evaluate(…, nullptr) at
 //                 the trial point; incremental_trial/incremental_restore save and write back the gathered values,
 //                 so w is restored bit-exactly — never w + a − a); skipped when ‖ḡ‖² ≤ 1e-8;
+//                 the rule is SagLineSearch (optim/rules/sag_update.hpp), the evaluation and the
+//                 trials one incremental_search, so a GPU decides the trials on the device;
 //   incremental_commit    d += X_iᵀ(μ_new,i − μ_old,i) per sentence (stored marginals, initialised to the
 //                 gold indicators so that a first visit adds exactly the NLL gradient);
 //   incremental_step      SAG:  w ← soft((1 − αλ)w − (α/m)d, αμ₁)    (m = sentences seen so far)
@@ -238,25 +240,6 @@ class SagSampler {
   double L_global_ = 1.0;
 };
 
-/// Algorithm 2 on the batch mean: from L0, doubles L until the trial step 1/(L·B) decreases the
-/// batch loss f_B by at least g²/(2·L·B) (up to 200 times; not at all when g² is negligible).
-double lipschitz_line_search(Objective& obj, IncrementalState& state, Vector& w, SentenceSpan span, double fb, double g2,
-                             double L0) {
-  Backend& b = obj.backend();
-  const double Bd = double(span.count), nd = double(obj.corpus().num_sentences());
-  double Lb = L0;
-  if (!(g2 / (Bd * Bd) > 1e-8)) return Lb;
-  for (int tries = 0; tries < 200; ++tries) {
-    incremental_gradients(b).incremental_trial(state, w, 1.0 / (Lb * Bd));
-    const double ft = b.evaluate(obj.corpus(), w, span, nullptr, 1.0);
-    incremental_gradients(b).incremental_restore(state, w);
-    obj.add_passes(Bd / nd);
-    if (std::isfinite(ft) && ft < fb - g2 / (2.0 * Lb * Bd)) break;
-    Lb *= 2.0;
-  }
-  return Lb;
-}
-
 class SagTrainer final : public Trainer {
  public:
   explicit SagTrainer(bool saga) : saga_(saga) {}
@@ -322,11 +305,11 @@ class SagTrainer final : public Trainer {
 
           // ---- evaluate and Lipschitz line search (Algorithm 2) on the batch mean
           incremental_gradients(b).incremental_sync(*state, span, w, *d);
-          double g2 = 0;
-          const double fb = incremental_gradients(b).incremental_evaluate(*state, w, &g2);
-          obj.add_passes(double(B) / nd);
           const double L0 = sampler.batch_lipschitz(batch);
-          sampler.found_lipschitz(batch, L0, lipschitz_line_search(obj, *state, w, span, fb, g2, L0));
+          const LipschitzFound found = incremental_gradients(b).incremental_search(*state, w, L0);
+          obj.add_passes(double(B) / nd);                                     // the evaluation
+          for (unsigned t = 0; t < found.trials; ++t) obj.add_passes(double(B) / nd);  // each trial's
+          sampler.found_lipschitz(batch, L0, found.L);
           alpha = sampler.step_size(lip_mult, lambda);
           const double a = 1.0 - alpha * lambda;
 

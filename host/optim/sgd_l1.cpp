@@ -165,7 +165,11 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
         sparse_gradients(b).support(corpus, span, *g);
         map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, g.get());
       }
-      const double nll = sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0, obj.loss());
+      double nll = 0;  // read by the line search only: without it the backend need not bring it back
+      if (heuristic)
+        nll = sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0, obj.loss());
+      else
+        sparse_gradients(b).evaluate_sparse_gradient(corpus, w, span, *g, 1.0 / M, c2 > 0, obj.loss());
       obj.add_passes(M / N);
 
       double rate = eta;

@@ -160,6 +160,12 @@ struct MapRule {
 
 /// The incremental-gradient primitives, a capability a Backend may offer (Backend::incremental):
 /// the CRF side of SAG and SAGA. Both backends offer it.
+/// What incremental_search found: the Lipschitz estimate L accepted and the trials it took.
+struct LipschitzFound {
+  double L = 0;
+  unsigned trials = 0;
+};
+
 class IncrementalGradients {
  public:
   virtual ~IncrementalGradients() = default;
@@ -207,7 +213,8 @@ class IncrementalGradients {
   // Call order of one step on a span B of distinct sentences:
   //   incremental_sync(B) → incremental_evaluate →
   //   [incremental_trial → evaluate(B, nullptr) → incremental_restore]* →
-  //   incremental_commit → incremental_step.
+  //   incremental_commit → incremental_step
+  // (incremental_search: the evaluate and the trials as one call).
   // incremental_flush before anything reads all of w (objective, saving).
 
   /// New incremental state for `corpus` (kept by reference: it must outlive the state; every
@@ -225,6 +232,13 @@ class IncrementalGradients {
   /// state g = Σ_{i∈span} X_iᵀ(μ_new,i − gold_i) (the span's summed NLL gradient; zero outside
   /// the touched groups), writes ‖g‖² to `*grad_norm2` and returns Σ_{i∈span} NLL_i(w).
   virtual double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) = 0;
+  /// incremental_evaluate, then the Lipschitz line search of Schmidt et al. 2015 (Algorithm 2:
+  /// SagLineSearch, host/optim/rules/sag_update.hpp) on the current span from L0, its trials
+  /// incremental_trial, a forward-only evaluate of the span and incremental_restore (w is
+  /// restored bit-exactly). Returns the L accepted and the number of trials (forward-only passes
+  /// over the span). A backend may decide the trials on its device: the CUDA backend reads back
+  /// only the result, not each loss.
+  virtual LipschitzFound incremental_search(IncrementalState& state, Vector& w, double L0) = 0;
   /// Line-search trial point: saves the current span's touched groups of w (bit-exact), then
   /// sets w ← w − step·g on them (g from the last incremental_evaluate).
   virtual void incremental_trial(IncrementalState& state, Vector& w, double step) = 0;
@@ -286,6 +300,14 @@ class SparseGradients {
   virtual double evaluate_sparse(const BackendCorpus& corpus, const Vector& w,
                                  SentenceSpan sentences, SparseVector& grad, double scale,
                                  bool support_given, SequenceLoss loss = SequenceLoss::seq_log) = 0;
+  /// evaluate_sparse for a caller that does not read the loss (adf, sgd-l1 without its line
+  /// search): the same gradient, and a backend need not bring the loss back — the CUDA backend
+  /// then waits for nothing on a span of one sentence (issue 37). By default, evaluate_sparse.
+  virtual void evaluate_sparse_gradient(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
+                                        SparseVector& grad, double scale, bool support_given,
+                                        SequenceLoss loss = SequenceLoss::seq_log) {
+    evaluate_sparse(corpus, w, sentences, grad, scale, support_given, loss);
+  }
   /// Sets out to S(sentences) with values scale · (f(x, gold) − f(x, labels)): the perceptron
   /// update (Collins 2002). `labels` is host memory in span order, token after token (as
   /// viterbi() writes it). Values are exactly 0 where gold and predicted features agree

@@ -553,6 +553,19 @@ TEST(CudaBackend, SagPrimitivesEqualExplicitGradients) {
   }
 }
 
+// incremental_search decides a one-sentence span's line search on the device (one-thread
+// kernels, rounds that do nothing once it is done): the same L, trials, w and d as the
+// primitives with every loss read by the host. Several spans of one sentence need many rounds.
+TEST(CudaBackend, SagSearchOnTheDeviceEqualsThePrimitives) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : kAllLayouts) {
+      SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout);
+      const auto p = with_layout(test::random_problem(3, 12, E, 9, 6, 41 + E), layout);
+      test::check_search_equals_primitives(*gpu_backend(p.dims), p);
+    }
+}
+
 TEST(CudaBackend, SagReachesCpuOptimumAndRunsAreBitwiseEqual) {
   REQUIRE_GPU();
   // The problem and settings of the CPU test Sag/SagSampling.ReachesLbfgsOptimum (where SAG,

@@ -1,10 +1,60 @@
 // crfx — SAG / SAGA (Schmidt et al. 2015; Defazio et al. 2014): the lazy catch-up of a weight
-// through the steps it missed, from the step history the backends keep (LazyStepHistory, backend.hpp).
+// through the steps it missed, from the step history the backends keep (LazyStepHistory,
+// backend.hpp); and the step's Lipschitz line search (Schmidt et al. 2015, Algorithm 2) as the
+// scalar rule SagLineSearch, which the host runs between a backend's primitives
+// (lipschitz_search_on_host: the CPU backend) and the CUDA backend in one-thread kernels between
+// its own (kernels/sag_kernels.cu), so that the host need not read a loss back per trial (issue 37).
 #pragma once
 
+#include "crfx/backend.hpp"
 #include "crfx/host_device.hpp"
 
 namespace crfx {
+
+/// Algorithm 2 of Schmidt et al. 2015 on a span's mean loss f_B = (1/B)·Σ NLL_i: from L0, L is
+/// doubled until the trial step w − g/(L·B) decreases f_B by at least ‖g‖²/(2·L·B) — in the
+/// span's summed units, f(trial) < f − g²/(2·L·B) — at most kMaxTrials times; no trial at all
+/// when ‖g/B‖² ≤ 1e-8 (the gradient is negligible). A trial loss that is not finite fails.
+struct SagLineSearch {
+  static constexpr unsigned kMaxTrials = 200;
+  double f, g2, B, L;  // the span's loss and ‖g‖² at w, its size, the current L
+  unsigned trials;     // trial losses seen
+  bool done;           // L accepted (or the trials exhausted, or none needed)
+
+  SagLineSearch() = default;  // trivial: it crosses to and from the device as bytes
+  CRFX_HOST_DEVICE SagLineSearch(double f_, double g2_, double B_, double L0)
+      : f(f_), g2(g2_), B(B_), L(L0), trials(0), done(!(g2_ / (B_ * B_) > 1e-8)) {}
+  /// The trial step size 1/(L·B).
+  CRFX_HOST_DEVICE double step() const { return 1.0 / (L * B); }
+  /// The loss at the trial point w − step()·g: accept L, or double it.
+  CRFX_HOST_DEVICE void tried(double ft) {
+    ++trials;
+    if (fabs(ft) <= 1.7976931348623157e308 && ft < f - g2 / (2.0 * L * B)) {  // finite, enough decrease
+      done = true;
+    } else {
+      L *= 2.0;
+      done = trials >= kMaxTrials;
+    }
+  }
+};
+
+/// The line search on the host: incremental_evaluate, then per trial incremental_trial, a
+/// forward-only evaluate of the span and incremental_restore, each trial's loss read back — the
+/// CPU backend's incremental_search (and the CUDA backend's for a span of several sentences).
+inline LipschitzFound lipschitz_search_on_host(Backend& b, IncrementalGradients& ig, IncrementalState& state,
+                                               const BackendCorpus& corpus, SentenceSpan span, Vector& w,
+                                               double L0) {
+  double g2 = 0;
+  const double f = ig.incremental_evaluate(state, w, &g2);
+  SagLineSearch ls(f, g2, double(span.count), L0);
+  while (!ls.done) {
+    ig.incremental_trial(state, w, ls.step());
+    const double ft = b.evaluate(corpus, w, span, nullptr, 1.0);
+    ig.incremental_restore(state, w);
+    ls.tried(ft);
+  }
+  return {ls.L, ls.trials};
+}
 
 /// Steps stamp+1 … k applied at once to a weight whose gradient memory is d — the composite of
 /// w ← a·w − b·d and the L1 prox — from the cumulative products and sums P, S, R of the history.
