@@ -1,6 +1,6 @@
 // crfx — CudaBackend (cuda_backend.cuh): element rules (Backend::apply_rule), the generic layer the
 // vector algebra (host/backend/vector_rules.hpp) and the optimizers' per-weight updates
-// (host/optim/rules) run on. dispatch_rule instantiates, for every
+// (host/rules) run on. dispatch_rule instantiates, for every
 // rule of AllRules, one map kernel and one reduction (vector_ops.cuh) whose element is the rule's
 // own host-device function — the same source the CPU backend runs (cpu_rules.cpp), so a rule is
 // written once and no backend file changes when a trainer adds one.
@@ -11,7 +11,7 @@
 
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "vector_ops.cuh"
 
 namespace crfx::cuda::detail {

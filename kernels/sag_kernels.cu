@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "common.cuh"
-#include "optim/rules/sag_update.hpp"
+#include "rules/sag_update.hpp"
 #include "device_buffer.cuh"
 #include "launch.cuh"
 #include "sag_kernels.cuh"

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "crfx/corpus.hpp"  // WeightGroups
-#include "optim/rules/sag_update.hpp"  // SagLineSearch
+#include "rules/sag_update.hpp"  // SagLineSearch
 
 namespace crfx::cuda::detail {
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cub/block/block_reduce.cuh>
 
-#include "optim/rules/elastic_net.hpp"
+#include "rules/elastic_net.hpp"
 
 #include "common.cuh"
 #include "cuda_check.cuh"

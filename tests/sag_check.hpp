@@ -11,7 +11,7 @@
 
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
-#include "optim/rules/sag_update.hpp"
+#include "rules/sag_update.hpp"
 #include "random_problem.hpp"
 
 namespace crfx::test {

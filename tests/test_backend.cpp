@@ -19,7 +19,7 @@
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
 #include "fused_check.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "random_problem.hpp"
 
 namespace crfx {

@@ -16,7 +16,7 @@
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
 #include "fused_check.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "random_problem.hpp"
 
 namespace crfx {

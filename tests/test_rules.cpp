@@ -1,4 +1,4 @@
-// crfx — the generic element-rule layer (Backend::apply_rule, host/optim/rules/rule_set.hpp) on the
+// crfx — the generic element-rule layer (Backend::apply_rule, host/rules/rule_set.hpp) on the
 // CPU backend: dense and sparse maps visit exactly their elements, sums are deterministic and
 // independent of the thread count, a rule's memo never changes a value, and misuse is refused.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/thread_pool.hpp"
 #include "crfx/error.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "random_problem.hpp"
 
 namespace crfx {

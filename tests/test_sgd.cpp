@@ -11,7 +11,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "crfx/error.hpp"
 #include "crfx/trainer.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "optim/sgd_l1.hpp"
 #include "random_problem.hpp"
 

@@ -11,7 +11,7 @@
 //
 // Also here, because this part must name the rules without the optimizers' rule set above it: the
 // rule list (RuleList), a rule's id in a list and its encoding as a MapRule. The set every backend
-// decodes (AllRules, host/optim/rules/rule_set.hpp) starts with VectorRules, so a vector rule's id
+// decodes (AllRules, host/rules/rule_set.hpp) starts with VectorRules, so a vector rule's id
 // in VectorRules is its id in AllRules (checked there).
 #pragma once
 

@@ -1,5 +1,5 @@
 // crfx — CPU backend: element rules (Backend::apply_rule), the generic layer the vector algebra
-// (host/backend/vector_rules.hpp) and the optimizers' per-weight updates (host/optim/rules) run on.
+// (host/backend/vector_rules.hpp) and the optimizers' per-weight updates (host/rules) run on.
 // Each rule is decoded to its own type and run in cpu_sparse.hpp's blocks — one inlined call per
 // element, so a rule costs what the hand-written loop it replaced cost — over a dense range or
 // over the entries of a sparse vector.
@@ -12,7 +12,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_sparse.hpp"
 #include "crfx/error.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 
 namespace crfx {
 namespace {

@@ -25,7 +25,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "crfx/error.hpp"
-#include "optim/rules/sag_update.hpp"
+#include "rules/sag_update.hpp"
 
 namespace crfx {
 namespace {

@@ -15,7 +15,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_sparse.hpp"
 #include "crfx/error.hpp"
-#include "optim/rules/elastic_net.hpp"
+#include "rules/elastic_net.hpp"
 
 namespace crfx {
 

@@ -25,7 +25,7 @@
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "optim/sgd_l1.hpp"
 #include "optim/trainers.hpp"
 

@@ -10,8 +10,8 @@
 //     μ_j ← μ_j + α·Σ_jj·Δ_j,   Σ_jj ← 1 / (1/Σ_jj + Δ_j²/γ)     for every j with Δ_j ≠ 0
 // No averaging: the model is μ. An epoch's loss is Σ ℓ; training stops after an epoch whose mean
 // loss is at most --epsilon (CRFsuite's test) or after --epochs epochs. The sums and the update
-// are element rules over Δ's support (optim/rules/peer_update.hpp): both backends run it.
-#include "optim/rules/rule_set.hpp"
+// are element rules over Δ's support (host/rules/peer_update.hpp): both backends run it.
+#include "rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {

@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "crfx/error.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {

@@ -16,11 +16,11 @@
 // w = 0, which scales it by T/(T + 1) — the same decodes. An epoch's loss is Σ ℓ; training stops
 // after an epoch whose mean loss Σ ℓ / n is below --epsilon (CRFsuite's epsilon; with crfx's default
 // 1e-5: an epoch without mistakes) or after --epochs epochs. w·Δ is SparseDotRule over Δ's support
-// (optim/rules/peer_update.hpp), ‖Δ‖² Backend::sparse_penalty: both backends run it.
+// (host/rules/peer_update.hpp), ‖Δ‖² Backend::sparse_penalty: both backends run it.
 #include <algorithm>
 #include <cmath>
 
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {

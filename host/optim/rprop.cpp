@@ -14,7 +14,7 @@
 #include "crfx/error.hpp"
 #include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {

@@ -14,7 +14,7 @@
 //                 f̄(w − ḡ/L) ≥ f̄(w) − ‖ḡ‖²/(2L): L ← 2L (forward-only evaluate(…, nullptr) at
 //                 the trial point; incremental_trial/incremental_restore save and write back the gathered values,
 //                 so w is restored bit-exactly — never w + a − a); skipped when ‖ḡ‖² ≤ 1e-8;
-//                 the rule is SagLineSearch (optim/rules/sag_update.hpp), the evaluation and the
+//                 the rule is SagLineSearch (host/rules/sag_update.hpp), the evaluation and the
 //                 trials one incremental_search, so a GPU decides the trials on the device;
 //   incremental_commit    d += X_iᵀ(μ_new,i − μ_old,i) per sentence (stored marginals, initialised to the
 //                 gold indicators so that a first visit adds exactly the NLL gradient);
@@ -72,7 +72,7 @@
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "optim/sgd_l1.hpp"
 #include "optim/trainers.hpp"
 

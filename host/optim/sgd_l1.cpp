@@ -9,7 +9,7 @@
 // with η_k = η₀·α^(k/N) (Eq. 12; k = sentences processed before the batch, N = corpus size), so
 // batch_size = 1 is exactly Tsuruoka's online algorithm. L1: the total penalty per weight grows by
 // u += η_k·c1/N per step (Eq. 10) and the touched weights are clipped by SgdL1Rule
-// (optim/rules/sgd_l1_update.hpp).
+// (host/rules/sgd_l1_update.hpp).
 //
 // L2 (c2 > 0) without O(#weights) per step: per-weight last-update stamps with a cumulative
 // log-decay. Every step multiplies all weights by d_k = 1 − 2·η_k·c2/N; instead the trainer keeps
@@ -34,7 +34,7 @@
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
-#include "optim/rules/rule_set.hpp"
+#include "rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {

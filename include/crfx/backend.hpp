@@ -82,7 +82,7 @@ class SpanGroups {
 
 /// For backends: the lazy-step history (incremental_step): the running products P_k of the
 /// decays a and the sums S_k = Σ b/P, R_k = Σ τ/P, from which a catch-up composes any run of steps
-/// (SagCatchUp, host/optim/rules/sag_update.hpp). Both backends' incremental states keep one.
+/// (SagCatchUp, host/rules/sag_update.hpp). Both backends' incremental states keep one.
 struct LazyStepHistory {
   std::vector<double> P{1.0}, S{0.0}, R{0.0};  // [k + 1]
   std::size_t k() const { return P.size() - 1; }
@@ -149,7 +149,7 @@ class SparseVector {
 using SparseVectorPtr = std::unique_ptr<SparseVector>;
 
 /// An element rule as it crosses the Backend seam: its id in the rule set (AllRules,
-/// host/optim/rules/rule_set.hpp; the id fixes its type and operands) and its parameters as bytes. Built by
+/// host/rules/rule_set.hpp; the id fixes its type and operands) and its parameters as bytes. Built by
 /// make_map_rule() (vector_rule() for the vector algebra's); a backend decodes it with dispatch_rule()
 /// to the rule's own type.
 struct MapRule {
@@ -233,7 +233,7 @@ class IncrementalGradients {
   /// the touched groups), writes ‖g‖² to `*grad_norm2` and returns Σ_{i∈span} NLL_i(w).
   virtual double incremental_evaluate(IncrementalState& state, const Vector& w, double* grad_norm2) = 0;
   /// incremental_evaluate, then the Lipschitz line search of Schmidt et al. 2015 (Algorithm 2:
-  /// SagLineSearch, host/optim/rules/sag_update.hpp) on the current span from L0, its trials
+  /// SagLineSearch, host/rules/sag_update.hpp) on the current span from L0, its trials
   /// incremental_trial, a forward-only evaluate of the span and incremental_restore (w is
   /// restored bit-exactly). Returns the L accepted and the number of trials (forward-only passes
   /// over the span). A backend may decide the trials on its device: the CUDA backend reads back
@@ -416,7 +416,7 @@ class Backend {
 
   // ---- element rules: the generic layer under the optimizers ------------------------------
   /// Runs an element rule (the vector algebra above, host/backend/vector_rules.hpp; the
-  /// optimizers' rules, host/optim/rules: SGD-L1's clipping, ADF's rates, the lazy L2 decay,
+  /// optimizers' rules, host/rules: SGD-L1's clipping, ADF's rates, the lazy L2 decay,
   /// OWL-QN's projections …; written once, as host-device functors) on every element — every index
   /// i < n of the operands (over == nullptr; n their common size) or every entry (i, x) of `over`
   /// (indices below n). The rule reads and writes the operands' elements i and returns a term;
@@ -426,7 +426,7 @@ class Backend {
   /// sparse one in entry order; on the GPU the two-pass tree. Without `sum` nothing is folded (no
   /// host round trip) and 0 is returned. Elements are independent (a sparse vector's indices are
   /// distinct), so they run in any order, in parallel. Optimizers call it through map /
-  /// map_reduce (host/optim/rules/rule_set.hpp), never directly.
+  /// map_reduce (host/rules/rule_set.hpp), never directly.
   virtual double apply_rule(const MapRule& rule, const MapOperands& operands, const SparseVector* over,
                             bool sum) = 0;
 

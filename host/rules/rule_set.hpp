@@ -25,12 +25,12 @@
 #include "backend/vector_rules.hpp"
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
-#include "optim/rules/adf_update.hpp"
-#include "optim/rules/lazy_decay.hpp"
-#include "optim/rules/owlqn_update.hpp"
-#include "optim/rules/peer_update.hpp"
-#include "optim/rules/rprop_update.hpp"
-#include "optim/rules/sgd_l1_update.hpp"
+#include "rules/adf_update.hpp"
+#include "rules/lazy_decay.hpp"
+#include "rules/owlqn_update.hpp"
+#include "rules/peer_update.hpp"
+#include "rules/rprop_update.hpp"
+#include "rules/sgd_l1_update.hpp"
 
 namespace crfx {
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "crfx/host_device.hpp"
-#include "optim/rules/elastic_net.hpp"
+#include "rules/elastic_net.hpp"
 
 namespace crfx {
 
