@@ -23,6 +23,7 @@
 // Runs on the CPU only: the CUDA backend has no BlockStatistics yet.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "crfx/error.hpp"
 #include "optim/quasi_newton.hpp"
@@ -116,9 +117,11 @@ class BcdTrainer final : public Trainer {
     const auto [lo, hi] = std::minmax_element(window.begin(), window.end());
     const double spread = 100.0 * (double(*hi) - double(*lo)) / double(tokens);
     if (!(spread < opt.stop_epsilon)) return false;
-    stop_reason_ = "the training error rate of the last " + std::to_string(opt.stop_window) +
-                   " iterations spread " + std::to_string(spread) + " points, less than --stop-epsilon " +
-                   std::to_string(opt.stop_epsilon);
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "the training error rate of the last %d iterations spread %.3g points, less than --stop-epsilon %g",
+                  opt.stop_window, spread, opt.stop_epsilon);
+    stop_reason_ = text;
     return true;
   }
 
