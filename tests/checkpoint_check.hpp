@@ -272,7 +272,10 @@ inline std::vector<std::size_t> within_stops(const std::string& algo, const Trai
 inline TrainOptions resume_options(const std::string& algo) {
   TrainOptions o;
   o.c2 = 0.3;
-  o.c1 = (algo == "owlqn" || algo == "two-stage" || algo == "sgd-l1" || algo == "sag" || algo == "lbfgs-l1") ? 0.2 : 0;
+  o.c1 = (algo == "owlqn" || algo == "two-stage" || algo == "sgd-l1" || algo == "sag" || algo == "bcd" ||
+          algo == "lbfgs-l1")
+             ? 0.2
+             : 0;
   o.max_iterations = 12;
   o.epochs = 4;
   o.max_epochs = 4;

@@ -318,7 +318,7 @@ const std::vector<BadInput> kCases = {
      "crfx tag train.cs -m m.model -o out.txt -q", {}, "", 0, {{"out.txt", Expect::Replaced}}},
     // ---- options ------------------------------------------------------------------------------------
     {"UnknownAlgorithm", "", "crfx train train.txt -t t.tpl -m out.model -a foo -q", {},
-     "crfx train: -a: unknown training algorithm 'foo' (known: lbfgs, owlqn, rprop, sag, saga, sgd-l1, two-stage, adf, l2sgd, ap, pa, arow, mira, boost, gis, iis, scgis, cd) (crfx train --algo list describes them)",
+     "crfx train: -a: unknown training algorithm 'foo' (known: lbfgs, owlqn, rprop, sag, saga, sgd-l1, two-stage, adf, l2sgd, ap, pa, arow, mira, bcd, boost, gis, iis, scgis, cd) (crfx train --algo list describes them)",
      2, {{"out.model", Expect::Kept}}},
     {"NegativeC2", "", "crfx train train.txt -t t.tpl -m out.model --c2 -1 -q", {},
      "crfx train: --c2: must be ≥ 0, got -1", 2, {{"out.model", Expect::Kept}}},

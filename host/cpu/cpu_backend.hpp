@@ -47,7 +47,7 @@ class HostArray {
   std::size_t mapped_ = 0;  // bytes of the mapping, 0 when from calloc
 };
 
-class CpuBackend final : public Backend, public IncrementalGradients, public SparseGradients {
+class CpuBackend final : public Backend, public IncrementalGradients, public SparseGradients, public BlockStatistics {
  public:
   CpuBackend(const Dims& dims, unsigned threads, bool log_space_only = false);
   ~CpuBackend() override;
@@ -57,6 +57,7 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   IncrementalGradients* incremental() override { return this; }
 
   SparseGradients* sparse() override { return this; }
+  BlockStatistics* blockwise() override { return this; }
   unsigned threads() const { return pool_.size(); }
 
   BackendCorpusPtr upload(const Corpus& corpus) override;
@@ -111,6 +112,14 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   void sparse_axpy(double a, const SparseVector& x, Vector& y) override;
   double sparse_penalty(const SparseVector& x, double c1, double c2) override;
 
+  // blockwise coordinate descent (bcd): host/cpu/cpu_bcd.cpp
+  void block_index(const BackendCorpus& corpus, std::vector<std::size_t>& offsets,
+                   std::vector<std::uint32_t>& sentences) override;
+  void block_statistics(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
+                        std::uint32_t group, double* grad, double* curv) override;
+  void read_block(const Vector& w, std::uint32_t group, double* out) override;
+  void write_block(Vector& w, std::uint32_t group, const double* in) override;
+
   /// Largest number of tokens whose per-token buffers evaluate() holds at once (tests lower it
   /// to exercise chunking; the result does not depend on it).
   void set_chunk_tokens(std::size_t tokens) { chunk_tokens_ = tokens; }
@@ -127,6 +136,7 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
     std::vector<const double*> edge_ptr;  // [T]
     std::vector<std::uint32_t> gold;      // [T]
     LossScratch loss;                     // sequence_loss's, for the losses other than seq-log
+    std::vector<double> node, pair;       // block_statistics: [T][L] node, [T][L][L] pair marginals
   };
   struct Prepared {
     const double* W = nullptr;      // weights
@@ -161,6 +171,7 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   // are gathered from it and its support re-zeroed: O(support)), and attribute marks (all 0).
   VectorPtr sgd_dense_;
   SpanGroups sgd_groups_;                    // support(): the span's weight groups
+  std::vector<double> block_partial_;        // block_statistics: [parts][2·group size], grow-only
 };
 
 }  // namespace crfx

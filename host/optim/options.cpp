@@ -170,6 +170,15 @@ const std::vector<OptionSpec>& trainer_options() {
       integer<&TrainOptions::shrinking_size, 1>(
           "shrinking-size", "MIRA's shrinking (CRF++'s -H): a sentence decoded right this many epochs running is "
                             "skipped, until an epoch without a margin violation below its bound"),
+      // Wapiti's bcd (--kappa, --stopwin, --stopeps).
+      real<&TrainOptions::bcd_kappa, true>(
+          "bcd-kappa", "bcd's stability factor κ (Wapiti's --kappa): each block's curvature bound is multiplied by "
+                       "κ·max(1, max |g/h|); larger, shorter steps"),
+      integer<&TrainOptions::stop_window, 0>(
+          "stop-window", "bcd stops when the training token error rate of this many iterations running spreads "
+                         "less than --stop-epsilon (Wapiti's --stopwin; 0: no such test)"),
+      real<&TrainOptions::stop_epsilon, false>(
+          "stop-epsilon", "the spread of --stop-window's error rates, in percentage points (Wapiti's --stopeps)"),
   };
   return table;
 }

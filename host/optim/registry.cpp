@@ -35,6 +35,7 @@ std::size_t ap_vectors(const TrainOptions&) { return 3; }                    // 
 std::size_t pa_vectors(const TrainOptions& o) { return o.averaging ? 3 : 1; }  // (u, avg;) the dense difference
 std::size_t arow_vectors(const TrainOptions&) { return 2; }                  // the variances; the dense difference
 std::size_t mira_vectors(const TrainOptions&) { return 1; }                  // the dense difference (bounds: per sentence)
+std::size_t bcd_vectors(const TrainOptions&) { return 0; }  // a block's g, h, w on the host; the forward passes' none
 std::size_t boost_vectors(const TrainOptions&) { return 5; }  // r; on the host w, r and the bounds U, L
 // gis, iis, scgis, cd: w and P̃ on the host, E (parallel) or the gradient; S_w, T_w per token as
 // "stored marginals" (iis also keeps f#(x, y) per token and label).
@@ -86,6 +87,11 @@ const std::vector<TrainerInfo>& trainer_registry() {
       {"mira", "CRF++'s MIRA (-a MIRA): 1-best MIRA on Viterbi (Crammer & Singer 2003), a sentence's steps summed at "
                "most --mira-c, sentences right --shrinking-size epochs running skipped; corpus order; ignores c1, c2",
        make_mira_trainer, {"mira-c", "shrinking-size", "epochs"}, /*uses_objective=*/false, mira_vectors},
+      {"bcd", "Wapiti's bcd: blockwise coordinate descent on NLL + c1·‖w‖₁ + c2·‖w‖² (Lavergne, Cappé & Yvon "
+              "2010 §3.2): per block (an attribute's weights, the transitions) the gradient and a curvature bound "
+              "×κ over its sentences, a soft-thresholded step; stops on Wapiti's error-rate window; CPU only",
+       make_bcd_trainer, {"max-iterations", "bcd-kappa", "stop-window", "stop-epsilon"}, true, bcd_vectors,
+       /*stored_marginals=*/false, /*maxent_only=*/false, kBcdCpuOnly},
       {"boost", "sequence boosting (Altun, Hofmann & Johnson 2002): one feature a round minimising a bound on the "
                 "seq-exp loss, sparse models; --max-iterations 0 = 1000 rounds; no c1, c2",
        make_boost_trainer, {"max-iterations", "period", "delta"}, /*uses_objective=*/false, boost_vectors},
@@ -195,6 +201,9 @@ std::string loss_refusal(const TrainerInfo& trainer, SequenceLoss loss) {
            loss_name + others;
   if (trainer.maxent_only)
     return name + " minimises the Maxent log-loss only (--loss seq-log), not " + loss_name + others;
+  if (name == "bcd")
+    return name + " is Wapiti's blockwise coordinate descent: its curvature bound is the log-loss's (marginals "
+           "p·(1 − p)), so it trains --loss seq-log only, not " + loss_name + others;
   if (name == "l2sgd")
     return name + " is CRFsuite's SGD on the L2-regularised log-likelihood (its rate calibration and stopping test "
            "are CRFsuite's, on that loss): --loss seq-log only, not " + loss_name + others;

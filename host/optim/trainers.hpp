@@ -26,6 +26,10 @@ std::unique_ptr<Trainer> make_arow_trainer();
 std::unique_ptr<Trainer> make_l2sgd_trainer();
 // CRF++'s MIRA: mira.cpp (1-best MIRA with CRF++'s per-sentence bound and shrinking).
 std::unique_ptr<Trainer> make_mira_trainer();
+// Wapiti's bcd: bcd.cpp (blockwise coordinate descent for the elastic net, Lavergne et al. 2010).
+std::unique_ptr<Trainer> make_bcd_trainer();
+/// Why bcd runs on the CPU only (TrainerInfo::cpu_only, its error).
+extern const char* const kBcdCpuOnly;
 
 /// The loop of the mistake-driven online trainers ap, pa, arow and mira (perceptron.cpp): epochs
 /// over the corpus shuffled with the seed (mira: in corpus order, shuffles()); per batch

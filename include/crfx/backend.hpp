@@ -330,6 +330,36 @@ class SparseGradients {
   virtual double sparse_penalty(const SparseVector& x, double c1, double c2) = 0;
 };
 
+/// Blockwise coordinate descent's statistics (bcd; Lavergne, Cappé & Yvon 2010, §3.2, as
+/// Wapiti's bcd), a capability a Backend may offer (Backend::blockwise): the CPU backend offers it,
+/// the CUDA backend not yet (bcd runs on the CPU only). A block is a weight group (WeightGroups):
+/// a state attribute's row, the transitions, an edge attribute's block. Deterministic: sums in a
+/// fixed order, whatever the number of threads.
+class BlockStatistics {
+ public:
+  virtual ~BlockStatistics() = default;
+  /// The inverted index, built once: for each group g the sentences where it is active,
+  /// ascending, sentences[offsets[g] … offsets[g + 1]) (offsets: count() + 1 entries). A state
+  /// attribute is active at the tokens with an item of it, an edge attribute at the positions
+  /// t ≥ 1 with an item of it, the transitions (when Dims::transitions) at every t ≥ 1.
+  virtual void block_index(const BackendCorpus& corpus, std::vector<std::size_t>& offsets,
+                           std::vector<std::uint32_t>& sentences) = 0;
+  /// For the group `group` over `sentences` (those where it is active, all labeled), with
+  /// forward-backward on each sentence at w, per weight k of the group (slot j; host arrays of
+  /// WeightGroups::size(group) entries, overwritten):
+  ///   grad[k] = Σ_t x_t · (p_t(j) − 1[gold at t has j])   (the NLL's gradient, ∂/∂w_k)
+  ///   curv[k] = Σ_t x_t² · p_t(j) · (1 − p_t(j))          (its diagonal curvature, Wapiti's e(1 − e))
+  /// summed over the positions t where the group is active, x_t its value there (the items' sum),
+  /// p_t(j) the node marginal p(y_t = j | x) of a state row, the pair marginal
+  /// p(y_{t−1} = j / L, y_t = j mod L | x) of the others. Asks the stop poll (PassStopped).
+  virtual void block_statistics(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
+                                std::uint32_t group, double* grad, double* curv) = 0;
+  /// The weights of group `group` (WeightGroups::size(group) of them, in weight order) read from w
+  /// into host memory, or written into w from it (w's other weights untouched).
+  virtual void read_block(const Vector& w, std::uint32_t group, double* out) = 0;
+  virtual void write_block(Vector& w, std::uint32_t group, const double* in) = 0;
+};
+
 /// The vectors a rule works on, slot by slot (a null slot: the rule sees a null element pointer).
 struct MapOperands {
   static constexpr int kMax = 4;
@@ -463,6 +493,8 @@ class Backend {
   virtual IncrementalGradients* incremental() { return nullptr; }
   /// The sparse batch gradients (sgd-l1, two-stage, adf, ap), or null where the backend has none.
   virtual SparseGradients* sparse() { return nullptr; }
+  /// Blockwise coordinate descent's statistics (bcd), or null where the backend has none.
+  virtual BlockStatistics* blockwise() { return nullptr; }
 
   // ---- stopping inside a pass ----------------------------------------------------------------
   /// A poll that evaluate() asks as it goes, with the number of sentences it took on since the

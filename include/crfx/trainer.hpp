@@ -131,6 +131,11 @@ struct TrainOptions {
   // ---- CRF++'s MIRA (epochs as above; corpus order, so no seed) -------------------------------
   double mira_c = 1.0;                // the bound C on the steps of a sentence summed over the run (CRF++'s -c)
   int shrinking_size = 20;            // a sentence decoded right this many epochs running is skipped (CRF++'s -H)
+
+  // ---- Wapiti's bcd (max_iterations as above) -----------------------------------------------
+  double bcd_kappa = 1.5;             // the curvature bound's stability factor κ (Wapiti's --kappa)
+  int stop_window = 5;                // the error-rate window (Wapiti's --stopwin; 0: no test)
+  double stop_epsilon = 0.02;         // its spread in percentage points (Wapiti's --stopeps)
 };
 
 /// What a trainer reports after every iteration (or epoch).
