@@ -13,6 +13,16 @@
 
 namespace crfx::test {
 
+/// Dims whose weight vector is n plain entries (n attributes, one label, no transitions): the
+/// vector algebra's and the element rules' tests.
+inline Dims vector_dims(std::size_t n) {
+  Dims d;
+  d.A = static_cast<std::uint32_t>(n);
+  d.L = 1;
+  d.transitions = false;
+  return d;
+}
+
 struct RandomProblem {
   Dims dims;
   Corpus corpus;

@@ -79,18 +79,10 @@ class HostBackend final : public Backend {
 };
 static_assert(!std::is_abstract_v<HostBackend>, "Backend has a pure virtual beyond the narrow seam");
 
-Dims dims_for(std::size_t n) {
-  Dims d;
-  d.A = static_cast<std::uint32_t>(n);
-  d.L = 1;
-  d.transitions = false;
-  return d;
-}
-
 TEST(BackendSeam, TheVectorAlgebraComesWithApplyRule) {
   const std::size_t n = 70001;  // several of the CPU's reduction blocks, ragged end
-  HostBackend h(dims_for(n));
-  CpuBackend c(dims_for(n), 3);
+  HostBackend h(test::vector_dims(n));
+  CpuBackend c(test::vector_dims(n), 3);
   std::vector<double> x = test::random_weights(n, 1.0, 7), y = test::random_weights(n, 2.0, 8);
   for (std::size_t i = 0; i < n; i += 5) y[i] = 0.0;
   auto hx = to_backend(h, x), hy = to_backend(h, y), hz = h.vector(n);
@@ -128,13 +120,13 @@ TEST(BackendSeam, TheVectorAlgebraComesWithApplyRule) {
 TEST(BackendSeam, TheFusedFormsEqualTheSeparateCallsOnAnyBackend) {
   for (std::size_t n : {std::size_t(1), std::size_t(1000)}) {
     SCOPED_TRACE(::testing::Message() << "n=" << n);
-    HostBackend h(dims_for(n));
+    HostBackend h(test::vector_dims(n));
     test::check_fused_equals_unfused(h, n);
   }
 }
 
 TEST(BackendSeam, OperandsOfDifferentSizesAreRefused) {
-  HostBackend h(dims_for(4));
+  HostBackend h(test::vector_dims(4));
   auto a = h.vector(4), b = h.vector(3);
   EXPECT_THROW(h.axpy(1.0, *a, *b), Error);
   EXPECT_THROW(h.dot(*a, *b), Error);

@@ -15,14 +15,6 @@
 namespace crfx {
 namespace {
 
-Dims dims_for(std::size_t n) {
-  Dims d;
-  d.A = static_cast<std::uint32_t>(n);
-  d.L = 1;
-  d.transitions = false;
-  return d;
-}
-
 TEST(ElementRules, SumsDoNotDependOnTheThreadCount) {
   // Long enough for several kReduceBlock blocks; the penalty terms of a sparse SGD-L1 step.
   const std::size_t n = 3 * kReduceBlock + 123;
@@ -31,7 +23,7 @@ TEST(ElementRules, SumsDoNotDependOnTheThreadCount) {
   double first = 0;
   std::vector<double> first_w;
   for (unsigned threads : {1u, 2u, 3u}) {
-    CpuBackend b(dims_for(n), threads);
+    CpuBackend b(test::vector_dims(n), threads);
     auto w = to_backend(b, w0), g = to_backend(b, g0), pg = b.vector(n);
     // A dense rule (no term), then a summing one over every index.
     map(b, OwlqnPseudoGradientRule{0.25}, {*w, *g, *pg});
@@ -93,7 +85,7 @@ TEST(ElementRules, TheMemoNeverChangesAValue) {
     s0[i] = double((i / 3) % 5);
     r0[i] = 0.01 * double(1 + (i / 7) % 4);
   }
-  CpuBackend b(dims_for(n), 2);
+  CpuBackend b(test::vector_dims(n), 2);
   auto w = to_backend(b, w0), st = to_backend(b, s0), rt = to_backend(b, r0);
   map(b, LazyDecayRule{6.0, 0.5}, {*w, *st, *rt});
   const auto wr = to_host(b, *w), sr = to_host(b, *st);
@@ -107,7 +99,7 @@ TEST(ElementRules, TheMemoNeverChangesAValue) {
 // iRprop− by hand: the step grows while the sign holds (capped), a flip shrinks it (floored),
 // rests the weight and forgets the gradient; with L1 a move across zero stops at zero.
 TEST(ElementRules, RpropStepsBySign) {
-  CpuBackend b(dims_for(6), 1);
+  CpuBackend b(test::vector_dims(6), 1);
   //                          grow    flip    first   cap     floor   L1 cross
   auto w = to_backend(b, {1.0, 1.0, 1.0, 1.0, 1.0, 0.05});
   auto g = to_backend(b, {2.0, -2.0, 3.0, 1.0, -1.0, 1.0});
@@ -134,7 +126,7 @@ TEST(ElementRules, RpropStepsBySign) {
 
 TEST(ElementRules, MisuseIsRefused) {
   const std::size_t n = 8;
-  CpuBackend b(dims_for(n), 1);
+  CpuBackend b(test::vector_dims(n), 1);
   auto w = b.vector(n), q = b.vector(n), shorter = b.vector(n - 1);
   // Wrong operand count, operands of different sizes, a missing first operand.
   EXPECT_THROW(map(b, SgdL1Rule{}, {*w}), Error);

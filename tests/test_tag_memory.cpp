@@ -50,16 +50,15 @@ std::size_t tag_and_count(const std::string& input, const std::string& model, co
   return same;
 }
 
-TEST(TagMemory, AGigabyteAttributeFileTagsWithinTheModelAndAFixedBudget) {
-  std::string piece = test::read_text(test::data_path("conll2000.test30.crfsuite.txt"));
-  ASSERT_GT(piece.size(), 10000u);
-  if (piece.back() == '\n' && piece[piece.size() - 2] != '\n') piece += '\n';  // sentences apart
-  const std::string small = test::temp_path("piece.crfsuite.txt"), big = test::temp_path("big.crfsuite.txt");
-  const std::string model = test::temp_path("cs.model"), piece_out = test::temp_path("piece.tagged");
+/// Trains a model (`crfx train ` + train_args), tags `piece` with it, then tags `piece` repeated to
+/// a gigabyte within the model + kBudgetKiB: the piece's output, as many times over.
+void expect_a_gigabyte_tagged_as_its_pieces(const std::string& piece, const std::string& name,
+                                            const std::string& train_args) {
+  const std::string small = test::temp_path("piece." + name), big = test::temp_path("big." + name);
+  const std::string model = test::temp_path(name + ".model"), piece_out = test::temp_path("piece." + name + ".tagged");
   test::write_text(small, piece);
   std::string log;
-  ASSERT_EQ(test::run(test::crfx_binary() + " train " + test::data_path("conll2000.train60.crfsuite.txt") +
-                          " --format crfsuite --max-iterations 5 -q --device cpu -m " + model,
+  ASSERT_EQ(test::run(test::crfx_binary() + " train " + train_args + " --max-iterations 5 -q --device cpu -m " + model,
                       &log),
             0)
       << log;
@@ -71,6 +70,14 @@ TEST(TagMemory, AGigabyteAttributeFileTagsWithinTheModelAndAFixedBudget) {
   EXPECT_EQ(tag_and_count(big, model, test::read_text(piece_out), &exact), copies);
   EXPECT_TRUE(exact) << "output beyond the copies";
   std::remove(big.c_str());
+}
+
+TEST(TagMemory, AGigabyteAttributeFileTagsWithinTheModelAndAFixedBudget) {
+  std::string piece = test::read_text(test::data_path("conll2000.test30.crfsuite.txt"));
+  ASSERT_GT(piece.size(), 10000u);
+  if (piece.back() == '\n' && piece[piece.size() - 2] != '\n') piece += '\n';  // sentences apart
+  expect_a_gigabyte_tagged_as_its_pieces(
+      piece, "crfsuite.txt", test::data_path("conll2000.train60.crfsuite.txt") + " --format crfsuite");
 }
 
 // CoNLL columns with 300-character words (a gigabyte of text in 3 M tokens, not 100 M); the
@@ -90,25 +97,9 @@ TEST(TagMemory, AGigabyteConllFileTagsWithinTheModelAndAFixedBudget) {
     start = end + 1;
   }
   if (piece.size() < 2 || piece[piece.size() - 2] != '\n') piece += '\n';
-  const std::string small = test::temp_path("piece.conll.txt"), big = test::temp_path("big.conll.txt");
-  const std::string tmpl = test::temp_path("tag.template"), model = test::temp_path("conll.model");
-  const std::string piece_out = test::temp_path("piece.conll.tagged");
-  test::write_text(small, piece);
+  const std::string tmpl = test::temp_path("tag.template");
   test::write_text(tmpl, "U00:%x[0,1]\nU01:%x[-1,1]/%x[0,1]\nB\n");
-  std::string log;
-  ASSERT_EQ(test::run(test::crfx_binary() + " train " + test::data_path("conll2000.train300.txt") + " -t " + tmpl +
-                          " --max-iterations 5 -q --device cpu -m " + model,
-                      &log),
-            0)
-      << log;
-  ASSERT_EQ(test::run(test::crfx_binary() + " tag " + small + " -m " + model + " --device cpu -q -o " + piece_out, &log),
-            0)
-      << log;
-  const std::size_t copies = write_copies(piece, big);
-  bool exact = false;
-  EXPECT_EQ(tag_and_count(big, model, test::read_text(piece_out), &exact), copies);
-  EXPECT_TRUE(exact) << "output beyond the copies";
-  std::remove(big.c_str());
+  expect_a_gigabyte_tagged_as_its_pieces(piece, "conll.txt", test::data_path("conll2000.train300.txt") + " -t " + tmpl);
 }
 
 }  // namespace
