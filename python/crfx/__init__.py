@@ -43,8 +43,8 @@ class CRF:
     """A linear-chain CRF with sklearn-crfsuite's interface.
 
     algorithm: lbfgs (default), owlqn, rprop, sgd-l1, two-stage, sag, saga, adf, l2sgd, ap, pa,
-    arow, mira (the names of ``crfx train --algo``; sklearn-crfsuite's l2sgd, ap, pa and arow are crfx's,
-    and CRF++'s MIRA is mira); for
+    arow, mira, bcd (the names of ``crfx train --algo``; sklearn-crfsuite's l2sgd, ap, pa and arow
+    are crfx's, CRF++'s MIRA is mira, Wapiti's bcd is bcd, CPU only); for
     Maxent models also gis, iis, scgis and cd (Huang, Hsieh, Chang & Lin 2009; CPU only).
     type: "crf" (the default, a linear-chain CRF) or "maxent" (``crfx train --type``: every token
     labelled on its own, Wapiti's ``-T maxent``; no transition features).
