@@ -429,11 +429,10 @@ void CudaBackend::plan_segments() {
   const std::size_t n = h_sent_.size();
   h_seg_.clear();
   h_multi_.clear();
-  h_longest_ = 0;
+  h_longest_ = n ? h_slots_[h_order_[0] + 1] - h_slots_[h_order_[0]] : 0;  // (longest first)
   std::uint32_t first = 0;
   for (const std::uint32_t i : h_order_) {  // the longest sentences' segments first
     const std::size_t T = h_slots_[i + 1] - h_slots_[i];
-    h_longest_ = std::max(h_longest_, T);
     const std::uint32_t count = std::uint32_t(std::max<std::size_t>(1, (T + kFbSegment - 1) / kFbSegment));
     if (count == 1) {
       h_seg_.push_back({i, 0, i});
@@ -443,6 +442,7 @@ void CudaBackend::plan_segments() {
     for (std::uint32_t k = 0; k < count; ++k) h_seg_.push_back({i, k * kFbSegment, std::uint32_t(n) + first + k});
     first += count;
   }
+  h_partial_rows_ = first;
 }
 
 DecodeInputs CudaBackend::decode_inputs(const CudaCorpus& c, const Vector& w) const {
@@ -546,9 +546,7 @@ void CudaBackend::launch_fb(const FbParams& fp, std::size_t n) {
     launch_forward_backward(fp, n, threads_, stream_);
     return;
   }
-  std::size_t partial_rows = 0;
-  for (const FbMulti& m : h_multi_) partial_rows += m.count;
-  if (fp.pair) reserve_device(seg_pair_, partial_rows * dims_.L * dims_.L);
+  if (fp.pair) reserve_device(seg_pair_, h_partial_rows_ * dims_.L * dims_.L);
   const FbSegments sg{seg_.get(), h_seg_.size(), multi_.get(), h_multi_.size(), seg_pair_.get()};
   launch_forward_backward_split(fp, n, sg, stream_);
 }

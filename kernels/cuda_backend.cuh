@@ -564,7 +564,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   // and its device copies; the chunk's longest sentence (the automatic choice of the split).
   std::vector<FbSegment> h_seg_;
   std::vector<FbMulti> h_multi_;
-  std::size_t h_longest_ = 0;
+  std::size_t h_longest_ = 0, h_partial_rows_ = 0;  // h_partial_rows_: Σ count of h_multi_
   DeviceBuffer<FbSegment> seg_;
   DeviceBuffer<FbMulti> multi_;
   DeviceBuffer<double> seg_pair_;  // the partial pair sums of sentences of several segments

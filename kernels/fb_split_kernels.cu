@@ -98,10 +98,9 @@ __device__ void segment_marginals(FbSentence<WarpGroup>& f, std::size_t t0, std:
   double z = z_at(t1 - 1);
   for (std::size_t t = t1 - 1;; --t) {
     const double a_t = mine ? f.la[t * L + lane] : 0.0, b_t = mine ? f.lb[t * L + lane] : 0.0;
-    double z_prev = 0;
+    const double z_prev = t > 0 ? z_at(t - 1) : 0.0;
     if (t > 0 && acc) {
       const double a_prev = mine ? f.la[(t - 1) * L + lane] : 0.0;
-      z_prev = z_at(t - 1);
       // backward_step(t)'s shift m and v(y), and whether it summed row y' in exp space.
       const double next = mine ? f.S[t * L + lane] + b_t : -CUDART_INF;
       double m = f.g.max(next);
@@ -112,8 +111,6 @@ __device__ void segment_marginals(FbSentence<WarpGroup>& f, std::size_t t0, std:
         f.rowa[lane] = finite && f.lb[(t - 1) * L + lane] - f.tmax > log_tiny ? 1.0 : -1.0;
       }
       pairwise(f, t, z_prev, m, a_prev, acc);  // syncs before it reads vec and rowa
-    } else if (t > 0) {
-      z_prev = z_at(t - 1);
     }
     node_marginals(f, t, z, a_t, b_t);
     f.g.sync();  // vec and rowa are read by every lane before the next position writes them

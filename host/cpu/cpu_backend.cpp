@@ -396,13 +396,13 @@ double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSp
   double loss = 0;
 
   std::atomic<bool> stopped{false};
+  const std::size_t budget = chunk_bytes(dims_, pool_.size()) / sizeof(double);
   for (std::size_t begin = 0; begin < span.count;) {
     // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens and
     // chunk_bytes of buffers: per token L node deltas (and L² edge deltas), per sentence L² pair
     // deltas — with thousands of labels the per-sentence L² dominate (2,000 labels: 32 MB each).
     // A pointwise loss's gradient needs each position's pairwise marginals (L² per token), as
     // edge features do: the same per-token buffer.
-    const std::size_t budget = chunk_bytes(dims_, pool_.size()) / sizeof(double);
     const bool per_position = dims_.E || pointwise_loss(loss_kind);
     const std::size_t per_token = L + (per_position ? LL : 0);
     std::size_t end = begin, tokens = 0;

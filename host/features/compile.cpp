@@ -525,17 +525,12 @@ std::size_t TrainingCompiler::corpus_bytes() const {
 }
 
 std::size_t TrainingCompiler::strings_bytes() const {
-  // Each entry: its characters, the string object, and the index's node and bucket (about 64 B).
-  std::size_t bytes = 0;
-  for (const Dictionary* d : {&fs_.labels, &fs_.state_attrs, &fs_.edge_attrs}) {
-    bytes += d->size() * (sizeof(std::string) + 64);
-    for (const std::string& s : d->strings()) bytes += s.capacity() > 15 ? s.capacity() + 1 : 0;
-  }
-  return bytes;
+  return fs_.dictionary_bytes();
 }
 
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
-                        std::uint64_t batch_bytes, const std::function<void(const CompileProgress&)>& after_batch) {
+                        std::uint64_t batch_bytes, const std::function<void(const CompileProgress&)>& after_batch,
+                        double reserve_limit) {
   if (paths.empty()) throw Error("no data files to read");
   TrainingCompiler tc(fs);
   // The files' bytes (0 when one is standard input or not a regular file): after the first batch
@@ -550,7 +545,7 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
     }
     total += size;
   }
-  bool projected = total == 0;
+  bool projected = total == 0 || !(reserve_limit > 0);
   for (const std::string& path : paths) {
     TextReader reader(fs.format, path);  // every file's columns checked by the compiler
     while (!reader.exhausted()) {
@@ -562,7 +557,9 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
       if (!projected) {  // (a gzip file's bytes read may be its text's: beyond `total`, no projection)
         projected = true;
         const std::uint64_t read = done + reader.bytes_read();
-        if (read > 0 && read < total) tc.reserve_for(1.05 * double(total) / double(read));
+        const double scale = read > 0 ? 1.05 * double(total) / double(read) : 0;
+        if (read < total && double(tc.corpus_bytes()) * scale + double(tc.strings_bytes()) <= reserve_limit)
+          tc.reserve_for(scale);
       }
       if (!after_batch) continue;
       CompileProgress p;

@@ -23,6 +23,10 @@ Dims FeatureSpace::dims() const {
   return d;
 }
 
+std::size_t FeatureSpace::dictionary_bytes() const {
+  return labels.bytes() + state_attrs.bytes() + edge_attrs.bytes();
+}
+
 const char* name_of(ModelType type) { return type == ModelType::maxent ? "maxent" : "crf"; }
 
 ModelType parse_model_type(const std::string& name) {

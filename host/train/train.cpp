@@ -204,7 +204,7 @@ void TrainingRun::compile(const std::vector<std::string>& paths) {
                   ") but " + bytes_text(budget) + " was available" + why;
     throw MemoryRefusal(c, false);
   };
-  corpus_ = compile_training(model_.features, paths, config_.min_freq, kCompileBatchBytes, check);
+  corpus_ = compile_training(model_.features, paths, config_.min_freq, kCompileBatchBytes, check, budget);
   compiled(t0);
 }
 
@@ -256,9 +256,8 @@ Backend& TrainingRun::prepare() {
     note += "; as " + backend_->name();
   }
   if (config_.note) config_.note(note);
-  const FeatureSpace& fs = model_.features;
   const MemoryCheck memory = check_memory(*info_, config_.options, d, corpus_, *backend_, config_.max_memory,
-                                          fs.labels.bytes() + fs.state_attrs.bytes() + fs.edge_attrs.bytes());
+                                          model_.features.dictionary_bytes());
   if (config_.note) config_.note("memory: " + memory.figures);
   if (!memory.fits) throw MemoryRefusal(memory, d.dense());
   uploaded_ = backend_->upload(std::move(corpus_));  // resident on the backend now

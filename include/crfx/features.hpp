@@ -45,6 +45,8 @@ struct FeatureSpace {
   std::shared_ptr<const WeightLayout> layout;
 
   Dims dims() const;
+  /// The dictionaries' heap bytes (Dictionary::bytes of labels and attributes).
+  std::size_t dictionary_bytes() const;
 };
 
 /// Sentences as read from one file, in either format (one of the two vectors is used).
@@ -119,9 +121,13 @@ struct CompileProgress {
   std::size_t corpus_bytes = 0; // the compiled corpus's arrays (their capacity)
   std::size_t strings_bytes = 0;  // the dictionaries' strings and index, estimated
 };
+/// With `reserve_limit` > 0, the arrays are reserved after the first batch for the whole text
+/// (projected from the files' bytes) where that projection's bytes stay within it: a reading the
+/// memory cannot hold is refused by after_batch as before, never after reserving past its limit.
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
                         std::uint64_t batch_bytes = kCompileBatchBytes,
-                        const std::function<void(const CompileProgress&)>& after_batch = {});
+                        const std::function<void(const CompileProgress&)>& after_batch = {},
+                        double reserve_limit = 0);
 
 /// compile_training in parts: add() each batch of the training text in order, then finish() —
 /// the same corpus and dictionaries as compile_training over the whole text at once (ids in
