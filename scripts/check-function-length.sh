@@ -3,7 +3,8 @@
 # (ctest: Style.NoLongFunctions).
 #   scripts/check-function-length.sh ROOT
 # ROOT is the source tree. Read: the C++ and CUDA sources and headers of include/, host/, kernels/
-# (the emulation under kernels/emu/ too), apps/, python/, benchmarks/ and examples/; tests/ is not.
+# (the emulation under kernels/emu/ too), factory/, apps/, python/, benchmarks/ and examples/;
+# tests/ is not.
 # A function's length is its lines from the first of its signature to its closing brace, as
 # Universal Ctags (ctags --fields=+ne) finds them; a lambda counts within its function and on its
 # own. Prints each long function on a line, "path:line: name: N lines", and exits 1, or prints one
@@ -26,7 +27,7 @@ fi
 
 cd "$root"
 dirs=()
-for d in include host kernels apps python benchmarks examples; do
+for d in include host kernels factory apps python benchmarks examples; do
   [ -d "$d" ] && dirs+=("$d")
 done
 mapfile -t sources < <(find "${dirs[@]}" -type f \
