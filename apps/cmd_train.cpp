@@ -446,6 +446,50 @@ void print_done(const TrainArgs& a, const TrainProgress& progress, const TrainRe
             << "\nmodel written to " << a.model_path << "\n";
 }
 
+/// Under mpirun every process trains on its shard; the first (rank 0) alone reports and writes:
+/// joins the processes' collective (and the devices' sum) and quiets the others. Whether this
+/// process leads.
+bool join_processes(TrainArgs& a) {
+  a.config.collective = processes();
+  a.config.device_sum = device_sum();
+  const bool lead = !a.config.collective || a.config.collective->rank() == 0;
+  if (!lead) {
+    a.log_path = a.checkpoint_path = a.dev_path = "";
+    a.quiet = true;
+  }
+  a.config.note = [quiet = a.quiet, lead, program = a.program](const std::string& line) {
+    if (!lead) return;
+    if (line.rfind("note: ", 0) == 0)
+      std::cerr << program << ": " << line << "\n";
+    else if (!quiet)
+      std::cerr << line << "\n";
+  };
+  return lead;
+}
+
+/// Runs the trainer into `result`; false where a signal stopped it before its first iteration
+/// ended (said: no model). A failure is rethrown naming the last checkpoint, where there is one.
+bool run_training(TrainingRun& run, TrainProgress& progress, const TrainArgs& a, TrainResult& result) {
+  try {
+    result = run.run(std::ref(progress));
+    return true;
+  } catch (const TrainingStopped&) {  // a signal before the first iteration ended: no model
+    progress.flush_log();
+    const int signal = stop_signal();
+    std::cerr << a.program << ": stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << " inside iteration "
+              << progress.iterations + 1 << ", before any iteration ended: no model written\n";
+    return false;
+  } catch (const Error& e) {  // no model of this run; say where the last good state is
+    try {
+      progress.flush_log();  // the rows up to the failure
+    } catch (const Error&) {  // the log itself may be what failed: the first error is the one to tell
+    }
+    if (progress.checkpoint_iteration == 0) throw;
+    throw Error(std::string(e.what()) + "; the last checkpoint, of iteration " +
+                std::to_string(progress.checkpoint_iteration) + ", is " + a.checkpoint_path);
+  }
+}
+
 }  // namespace
 
 int cmd_train(int argc, char** argv) { return train_command(argc, argv, false); }
@@ -475,22 +519,8 @@ int train_command(int argc, char** argv, bool learn) {
     std::cerr << a.program << ": note: -a mira runs at most --epochs " << a.config.options.epochs
               << " by default (CRF++'s crf_learn -m 100000: until its convergence test)\n";
   const double t0 = now_seconds();
-  // Under mpirun every process trains on its shard; the first (rank 0) alone reports and writes.
-  a.config.collective = processes();
-  a.config.device_sum = device_sum();
+  const bool lead = join_processes(a);
   const int ranks = a.config.collective ? a.config.collective->size() : 1;
-  const bool lead = !a.config.collective || a.config.collective->rank() == 0;
-  if (!lead) {
-    a.log_path = a.checkpoint_path = a.dev_path = "";
-    a.quiet = true;
-  }
-  a.config.note = [quiet = a.quiet, lead, program = a.program](const std::string& line) {
-    if (!lead) return;
-    if (line.rfind("note: ", 0) == 0)
-      std::cerr << program << ": " << line << "\n";
-    else if (!quiet)
-      std::cerr << line << "\n";
-  };
   // The first Ctrl-C or kill ends training after the current iteration — for the stochastic
   // trainers after the current mini-batch (their poll), with the checkpoint of that point.
   a.config.stop = [] { return stop_signal() != 0; };
@@ -530,23 +560,7 @@ int train_command(int argc, char** argv, bool learn) {
   progress.iteration_cap = iteration_cap(*trainer, a.config.options);
   if (a.resume) resume_training(a, run, progress);
   TrainResult result;
-  try {
-    result = run.run(std::ref(progress));
-  } catch (const TrainingStopped& e) {  // a signal before the first iteration ended: no model
-    progress.flush_log();
-    const int signal = stop_signal();
-    std::cerr << a.program << ": stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << " inside iteration "
-              << progress.iterations + 1 << ", before any iteration ended: no model written\n";
-    return kExitStoppedBySignal;
-  } catch (const Error& e) {  // no model of this run; say where the last good state is
-    try {
-      progress.flush_log();  // the rows up to the failure
-    } catch (const Error&) {  // the log itself may be what failed: the first error is the one to tell
-    }
-    if (progress.checkpoint_iteration == 0) throw;
-    throw Error(std::string(e.what()) + "; the last checkpoint, of iteration " +
-                std::to_string(progress.checkpoint_iteration) + ", is " + a.checkpoint_path);
-  }
+  if (!run_training(run, progress, a, result)) return kExitStoppedBySignal;
   if (progress.resumed) progress.resumed->finish();  // stopped without a report (a test fired at once)
   a.resume.reset();
   const int stopped_by = stop_signal();

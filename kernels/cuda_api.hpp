@@ -1,4 +1,5 @@
-// crfx — the CUDA library's host-facing API. Plain C++: host/ includes this, never a CUDA header.
+// crfx — the CUDA library's host-facing API. Plain C++: the factory (factory/backend_factory.cpp)
+// includes this, never a CUDA header.
 #pragma once
 
 #include <cstddef>

@@ -125,21 +125,17 @@ LossValue sequence_level(bool exp_loss, const ChainScores& x, const std::uint32_
 
 // ---- the pointwise losses, exact log-space path -----------------------------------------------
 
-LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::uint32_t* gold,
-                              const LossGradient& out, LossScratch& sc) {
+/// log α, log β and log μ [T][L] (sc.la, sc.lb, sc.lmu) by the log-space recursions; returns log Z.
+double log_space_marginals(const ChainScores& x, LossScratch& sc) {
   const std::size_t T = x.T, L = x.L, LL = L * L;
-  ++sc.log_space_paths;
   sc.la.resize(T * L);
   sc.lb.resize(T * L);
   sc.lmu.resize(T * L);
   sc.tmp.resize(L);
   double* la = sc.la.data();
   double* lb = sc.lb.data();
-  double* lmu = sc.lmu.data();
   double* tmp = sc.tmp.data();
   const double* s = x.state;
-
-  // log α, log β, log Z, log μ.
   std::copy(s, s + L, la);
   for (std::size_t t = 1; t < T; ++t) {
     const double* M = x.trans_at(t);
@@ -159,27 +155,16 @@ LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::ui
     }
     sc.steps += LL;
   }
-  for (std::size_t i = 0; i < T * L; ++i) lmu[i] = la[i] + lb[i] - log_z;
+  for (std::size_t i = 0; i < T * L; ++i) sc.lmu[i] = la[i] + lb[i] - log_z;
+  return log_z;
+}
 
-  // The loss, and log w_t + log_scale.
-  sc.lw.resize(T);
-  double* lw = sc.lw.data();
-  LossValue v;
-  if (exp_loss) {
-    for (std::size_t t = 0; t < T; ++t) lw[t] = -lmu[t * L + gold[t]];
-    v.log_value = log_sum_exp(lw, T);
-    v.value = std::exp(v.log_value);
-  } else {
-    double sum = 0;
-    for (std::size_t t = 0; t < T; ++t) sum -= lmu[t * L + gold[t]];
-    v = log_loss_value(sum);
-    std::fill(lw, lw + T, 0.0);
-  }
-  if (!out.node && !out.pair_sum && !out.pair_at) return v;
-  for (std::size_t t = 0; t < T; ++t) lw[t] += out.log_scale;
-  const double lW = log_sum_exp(lw, T);
-
-  // Forward: log A_u [T][L] and log ρ_{u−1} [T−1][L].
+/// The forward sweep in log space: log A_u [T][L] (sc.fwd) and log ρ_{u−1} [T−1][L] (sc.rho), from
+/// the marginals and the weights log w_t (sc.lw).
+void log_space_forward_sweep(const ChainScores& x, const std::uint32_t* gold, double log_z, LossScratch& sc) {
+  const std::size_t T = x.T, L = x.L, LL = L * L;
+  const double *la = sc.la.data(), *lb = sc.lb.data(), *lmu = sc.lmu.data(), *lw = sc.lw.data(), *s = x.state;
+  double* tmp = sc.tmp.data();
   sc.fwd.resize(T * L);
   sc.rho.resize(T * L);
   double* lA = sc.fwd.data();
@@ -199,11 +184,17 @@ LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::ui
     }
     sc.steps += LL;
   }
+}
 
-  // Backward: log B_u, log κ_u, the gradients. Each entry is a difference of two terms of order
-  // W: formed relative to W (exp_diff(a − lW, b − lW), no overflow), pair_sum's sums over positions
-  // too, and only then multiplied by W = exp(lW) — so a W beyond the double range gives ±inf
-  // where the result is, never inf − inf.
+/// The backward sweep in log space: log B_u, log κ_u, and the gradients into `out`. Each entry is
+/// a difference of two terms of order W: formed relative to W (exp_diff(a − lW, b − lW), no
+/// overflow), pair_sum's sums over positions too, and only then multiplied by W = exp(lW) — so a
+/// W beyond the double range gives ±inf where the result is, never inf − inf.
+void log_space_backward_sweep(const ChainScores& x, const std::uint32_t* gold, double log_z, double lW,
+                              const LossGradient& out, LossScratch& sc) {
+  const std::size_t T = x.T, L = x.L, LL = L * L;
+  const double *la = sc.la.data(), *lb = sc.lb.data(), *lmu = sc.lmu.data(), *lw = sc.lw.data(), *s = x.state;
+  const double *lA = sc.fwd.data(), *lrho = sc.rho.data();
   const double eW = std::exp(lW);
   sc.bwd.resize(3 * L);
   double* lB = sc.bwd.data();
@@ -212,11 +203,9 @@ LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::ui
   for (std::size_t y = 0; y < L; ++y) lB[y] = y == gold[T - 1] ? lw[T - 1] : kNegInf;
   if (out.pair_at) std::fill(out.pair_at, out.pair_at + LL, 0.0);
   double* psum = nullptr;
-  if (out.pair_sum) {
-    sc.tmp.assign(L + LL, 0.0);
-    tmp = sc.tmp.data();
-    psum = tmp + L;
-  }
+  if (out.pair_sum) sc.tmp.assign(L + LL, 0.0);
+  double* tmp = sc.tmp.data();
+  if (out.pair_sum) psum = tmp + L;
   auto node_gradient = [&](std::size_t u) {
     if (!out.node) return;
     for (std::size_t y = 0; y < L; ++y)
@@ -248,10 +237,110 @@ LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::ui
   node_gradient(0);
   if (psum)
     for (std::size_t j = 0; j < LL; ++j) out.pair_sum[j] += exp_scaled(lW, eW, psum[j]);
+}
+
+LossValue pointwise_log_space(bool exp_loss, const ChainScores& x, const std::uint32_t* gold,
+                              const LossGradient& out, LossScratch& sc) {
+  const std::size_t T = x.T, L = x.L;
+  ++sc.log_space_paths;
+  const double log_z = log_space_marginals(x, sc);
+  const double* lmu = sc.lmu.data();
+  // The loss, and log w_t + log_scale.
+  sc.lw.resize(T);
+  double* lw = sc.lw.data();
+  LossValue v;
+  if (exp_loss) {
+    for (std::size_t t = 0; t < T; ++t) lw[t] = -lmu[t * L + gold[t]];
+    v.log_value = log_sum_exp(lw, T);
+    v.value = std::exp(v.log_value);
+  } else {
+    double sum = 0;
+    for (std::size_t t = 0; t < T; ++t) sum -= lmu[t * L + gold[t]];
+    v = log_loss_value(sum);
+    std::fill(lw, lw + T, 0.0);
+  }
+  if (!out.node && !out.pair_sum && !out.pair_at) return v;
+  for (std::size_t t = 0; t < T; ++t) lw[t] += out.log_scale;
+  const double lW = log_sum_exp(lw, T);
+  log_space_forward_sweep(x, gold, log_z, sc);
+  log_space_backward_sweep(x, gold, log_z, lW, out, sc);
   return v;
 }
 
 // ---- the pointwise losses, scaled path ----------------------------------------------------------
+
+/// The forward sweep: A_u [T][L] (sc.fwd) and ρ_{u−1} [T−1][L] (sc.rho), from the marginals μ
+/// [T][L], P [T][L][L] and the weights w_t (sc.lw).
+void forward_sweep(std::size_t T, std::size_t L, const std::uint32_t* gold, const double* mu, const double* P,
+                   LossScratch& sc) {
+  const std::size_t LL = L * L;
+  const double* w = sc.lw.data();
+  sc.fwd.resize(T * L);
+  sc.rho.resize(T * L);
+  double* A = sc.fwd.data();
+  double* rho = sc.rho.data();
+  std::fill(A, A + L, 0.0);
+  for (std::size_t u = 1; u < T; ++u) {
+    double* r = rho + (u - 1) * L;
+    const double* m = mu + (u - 1) * L;
+    const double* Ap = A + (u - 1) * L;
+    for (std::size_t yp = 0; yp < L; ++yp) {
+      const double a = Ap[yp] + (yp == gold[u - 1] ? w[u - 1] : 0.0);
+      r[yp] = m[yp] > 0 ? a / m[yp] : 0.0;
+    }
+    double* Au = A + u * L;
+    std::fill(Au, Au + L, 0.0);
+    const double* Pu = P + u * LL;
+    for (std::size_t yp = 0; yp < L; ++yp) {  // A_u += ρ(y')·P_u[y'][·]
+      const double c = r[yp];
+      const double* row = Pu + yp * L;
+      for (std::size_t y = 0; y < L; ++y) Au[y] += c * row[y];
+    }
+    sc.steps += LL;
+  }
+}
+
+/// The backward sweep: B_u, κ_u, and the gradients into `out`, written over μ (= out.node) and P
+/// (= out.pair_at, where the caller has them) as each entry is last read.
+void backward_sweep(std::size_t T, std::size_t L, const std::uint32_t* gold, const double* mu, double* P, double W,
+                    const LossGradient& out, LossScratch& sc) {
+  const std::size_t LL = L * L;
+  const double *w = sc.lw.data(), *A = sc.fwd.data(), *rho = sc.rho.data();
+  sc.bwd.resize(3 * L);
+  double* B = sc.bwd.data();
+  double* Bn = B + L;
+  double* k = B + 2 * L;
+  for (std::size_t y = 0; y < L; ++y) B[y] = y == gold[T - 1] ? w[T - 1] : 0.0;
+  auto node_gradient = [&](std::size_t u) {
+    if (!out.node) return;
+    double* d = out.node + u * L;  // = μ_u
+    for (std::size_t y = 0; y < L; ++y) d[y] = W * d[y] - A[u * L + y] - B[y];
+  };
+  for (std::size_t u = T - 1; u > 0; --u) {
+    const double* m = mu + u * L;
+    for (std::size_t y = 0; y < L; ++y) k[y] = m[y] > 0 ? B[y] / m[y] : 0.0;
+    node_gradient(u);
+    const double* r = rho + (u - 1) * L;
+    double* Pu = P + u * LL;
+    for (std::size_t yp = 0; yp < L; ++yp) {
+      double* row = Pu + yp * L;
+      double b = yp == gold[u - 1] ? w[u - 1] : 0.0;
+      const double Wr = W - r[yp];
+      for (std::size_t y = 0; y < L; ++y) {
+        const double p = row[y];
+        b += p * k[y];
+        const double g = p * (Wr - k[y]);
+        if (out.pair_at) row[y] = g;  // row is out.pair_at's
+        if (out.pair_sum) out.pair_sum[yp * L + y] += g;
+      }
+      Bn[yp] = b;
+    }
+    std::swap(B, Bn);
+    sc.steps += LL;
+  }
+  node_gradient(0);
+  if (out.pair_at) std::fill(out.pair_at, out.pair_at + LL, 0.0);
+}
 
 LossValue pointwise(bool exp_loss, const ChainScores& x, const std::uint32_t* gold, const LossGradient& out,
                     LossScratch& sc, bool log_only) {
@@ -296,67 +385,8 @@ LossValue pointwise(bool exp_loss, const ChainScores& x, const std::uint32_t* go
     c_sum += w[t] / m;
   }
   if (!(c_sum <= kMaxLossWeight)) return pointwise_log_space(exp_loss, x, gold, out, sc);
-
-  // Forward: A_u [T][L], ρ_{u−1} [T−1][L].
-  sc.fwd.resize(T * L);
-  sc.rho.resize(T * L);
-  double* A = sc.fwd.data();
-  double* rho = sc.rho.data();
-  std::fill(A, A + L, 0.0);
-  for (std::size_t u = 1; u < T; ++u) {
-    double* r = rho + (u - 1) * L;
-    const double* m = mu + (u - 1) * L;
-    const double* Ap = A + (u - 1) * L;
-    for (std::size_t yp = 0; yp < L; ++yp) {
-      const double a = Ap[yp] + (yp == gold[u - 1] ? w[u - 1] : 0.0);
-      r[yp] = m[yp] > 0 ? a / m[yp] : 0.0;
-    }
-    double* Au = A + u * L;
-    std::fill(Au, Au + L, 0.0);
-    const double* Pu = P + u * LL;
-    for (std::size_t yp = 0; yp < L; ++yp) {  // A_u += ρ(y')·P_u[y'][·]
-      const double c = r[yp];
-      const double* row = Pu + yp * L;
-      for (std::size_t y = 0; y < L; ++y) Au[y] += c * row[y];
-    }
-    sc.steps += LL;
-  }
-
-  // Backward: B_u, κ_u, the gradients (written over μ and P).
-  sc.bwd.resize(3 * L);
-  double* B = sc.bwd.data();
-  double* Bn = B + L;
-  double* k = B + 2 * L;
-  for (std::size_t y = 0; y < L; ++y) B[y] = y == gold[T - 1] ? w[T - 1] : 0.0;
-  auto node_gradient = [&](std::size_t u) {
-    if (!out.node) return;
-    double* d = out.node + u * L;  // = μ_u
-    for (std::size_t y = 0; y < L; ++y) d[y] = W * d[y] - A[u * L + y] - B[y];
-  };
-  for (std::size_t u = T - 1; u > 0; --u) {
-    const double* m = mu + u * L;
-    for (std::size_t y = 0; y < L; ++y) k[y] = m[y] > 0 ? B[y] / m[y] : 0.0;
-    node_gradient(u);
-    const double* r = rho + (u - 1) * L;
-    double* Pu = P + u * LL;
-    for (std::size_t yp = 0; yp < L; ++yp) {
-      double* row = Pu + yp * L;
-      double b = yp == gold[u - 1] ? w[u - 1] : 0.0;
-      const double Wr = W - r[yp];
-      for (std::size_t y = 0; y < L; ++y) {
-        const double p = row[y];
-        b += p * k[y];
-        const double g = p * (Wr - k[y]);
-        if (out.pair_at) row[y] = g;  // row is out.pair_at's
-        if (out.pair_sum) out.pair_sum[yp * L + y] += g;
-      }
-      Bn[yp] = b;
-    }
-    std::swap(B, Bn);
-    sc.steps += LL;
-  }
-  node_gradient(0);
-  if (out.pair_at) std::fill(out.pair_at, out.pair_at + LL, 0.0);
+  forward_sweep(T, L, gold, mu, P, sc);
+  backward_sweep(T, L, gold, mu, P, W, out, sc);
   return v;
 }
 

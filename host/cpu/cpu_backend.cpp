@@ -12,8 +12,6 @@
 #include "cpu/cpu_sparse.hpp"
 #include "cpu/cpu_vector.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -21,10 +19,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
 
 #include "crfx/error.hpp"
-#include "util/huge_pages.hpp"
 
 namespace crfx {
 
@@ -32,40 +28,7 @@ using cpu_detail::check_same;
 using cpu_detail::CpuVector;
 using cpu_detail::V;
 
-namespace {
-constexpr std::size_t kHugePage = std::size_t(2) << 20;
-}  // namespace
-
-HostArray::HostArray(std::size_t n) : n_(n) {
-  if (n == 0) return;
-  if (n > (std::size_t(-1) - kHugePage) / (2 * sizeof(double))) throw std::bad_alloc();
-  const std::size_t bytes = n * sizeof(double);
-  if (bytes < kHugePageAdviceFrom) {
-    p_ = static_cast<double*>(std::calloc(n, sizeof(double)));
-    if (!p_) throw std::bad_alloc();
-    return;
-  }
-  // Map one huge page more than needed, then trim to a 2 MiB-aligned range.
-  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage, len = rounded + kHugePage;
-  void* raw = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
-  const std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(raw) + kHugePage - 1) & ~(kHugePage - 1);
-  const std::size_t head = at - reinterpret_cast<std::uintptr_t>(raw), tail = len - head - rounded;
-  if (head) ::munmap(raw, head);
-  if (tail) ::munmap(reinterpret_cast<char*>(at) + rounded, tail);
-  advise_huge_pages(reinterpret_cast<void*>(at), rounded);  // a hint; ordinary pages without THP
-  p_ = reinterpret_cast<double*>(at);
-  mapped_ = rounded;
-}
-
-HostArray::~HostArray() {
-  if (mapped_)
-    ::munmap(p_, mapped_);
-  else
-    std::free(p_);
-}
-
-namespace {
+namespace cpu_detail {
 
 struct CpuCorpus final : BackendCorpus {
   Corpus c;
@@ -90,11 +53,19 @@ struct CpuCorpus final : BackendCorpus {
   std::size_t num_tokens() const override { return c.num_tokens(); }
 };
 
-const CpuCorpus& C(const BackendCorpus& b) {
+const CpuCorpus& cpu_corpus(const BackendCorpus& b) {
   auto* p = dynamic_cast<const CpuCorpus*>(&b);
   if (!p) throw Error("internal: corpus does not belong to the CPU backend");
   return *p;
 }
+
+}  // namespace cpu_detail
+
+using cpu_detail::cpu_corpus;
+using cpu_detail::CpuCorpus;
+
+namespace {
+
 
 /// Splits [0, n_ids) into `parts` ranges holding about equal numbers of occurrences.
 std::vector<std::uint32_t> balanced_bounds(const std::vector<std::uint32_t>& ids,
@@ -149,14 +120,15 @@ std::vector<std::size_t> span_offsets(const Corpus& c, SentenceSpan span) {
 
 HostArray& CpuBackend::data(Vector& v) { return V(v); }
 const HostArray& CpuBackend::data(const Vector& v) { return V(v); }
-const Corpus& CpuBackend::corpus_of(const BackendCorpus& c) { return C(c).c; }
+const Corpus& CpuBackend::corpus_of(const BackendCorpus& c) { return cpu_corpus(c).c; }
 
 CpuBackend::CpuBackend(const Dims& dims, unsigned threads, bool log_space_only)
     : Backend(dims), pool_(threads), log_space_only_(log_space_only) {
   if (dims.L == 0) throw Error("a model needs at least one label");
   for (unsigned i = 0; i < pool_.size(); ++i) work_.push_back(std::make_unique<Work>());
   const std::size_t per_token = dims.L + (dims.E ? std::size_t(dims.L) * dims.L : 0);
-  chunk_tokens_ = std::max<std::size_t>(1, chunk_bytes(dims, pool_.size()) / (sizeof(double) * per_token));
+  chunk_doubles_ = chunk_bytes(dims, pool_.size()) / sizeof(double);
+  chunk_tokens_ = std::max<std::size_t>(1, chunk_doubles_ / per_token);
   const WeightGroups wg = dims.groups();
   if (!wg.dense() && dims.L <= kRowMaxLabels && cpu_rows_avx512()) row_masks_ = row_lane_masks(wg);
 }
@@ -386,194 +358,255 @@ ChainScores CpuBackend::scores(const Corpus& c, const Prepared& p, std::size_t s
 
 double CpuBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
                             Vector* grad, double scale, SequenceLoss loss_kind) {
-  const CpuCorpus& cc = C(bc);
-  const Corpus& c = cc.c;
-  const std::size_t L = dims_.L, LL = L * L;
+  const CpuCorpus& cc = cpu_corpus(bc);
   if (grad && grad->size() != dims_.num_weights()) throw Error("internal: gradient size mismatch");
   Prepared p;
   prepare(w, p);
   double* G = grad ? V(*grad).data() : nullptr;
+  // A pointwise loss's gradient needs each position's pairwise marginals (L² per token), as edge
+  // features do: the same per-token buffer.
+  const bool per_position = dims_.E || pointwise_loss(loss_kind);
   double loss = 0;
-
-  std::atomic<bool> stopped{false};
-  const std::size_t budget = chunk_bytes(dims_, pool_.size()) / sizeof(double);
   for (std::size_t begin = 0; begin < span.count;) {
-    // The chunk: sentences [begin, end) of the span, holding at most chunk_tokens_ tokens and
-    // chunk_bytes of buffers: per token L node deltas (and L² edge deltas), per sentence L² pair
-    // deltas — with thousands of labels the per-sentence L² dominate (2,000 labels: 32 MB each).
-    // A pointwise loss's gradient needs each position's pairwise marginals (L² per token), as
-    // edge features do: the same per-token buffer.
-    const bool per_position = dims_.E || pointwise_loss(loss_kind);
-    const std::size_t per_token = L + (per_position ? LL : 0);
-    std::size_t end = begin, tokens = 0;
-    slots_.assign(1, 0);
-    while (end < span.count) {
-      const std::size_t T = c.length(span[end]);
-      const std::size_t held = (tokens + T) * per_token + (end - begin + 1) * LL;
-      if (end > begin && (tokens + T > chunk_tokens_ || held > budget)) break;
-      tokens += T;
-      slots_.push_back(tokens);
-      ++end;
-    }
-    const std::size_t n = end - begin;
-    losses_.resize(n);
-    if (grad) {
-      grow_exact(node_delta_, tokens * L);
-      grow_exact(pair_delta_, n * LL);
-      if (per_position) grow_exact(edge_delta_, tokens * LL);
-    }
-
-    // Phase 1: per sentence.
-    pool_.run(n, [&](std::size_t i, unsigned worker) {
-      if (stopped.load(std::memory_order_relaxed) || stop_requested(1)) {  // the rest of the chunk skipped
-        stopped.store(true, std::memory_order_relaxed);
-        return;
-      }
-      Work& work = *work_[worker];
-      const std::size_t s = span[begin + i];
-      const std::size_t tok0 = c.sentence_offsets[s];
-      ChainScores x = scores(c, p, s, work);
-      const std::size_t T = x.T;
-      work.gold.resize(T);
-      for (std::size_t t = 0; t < T; ++t) {
-        work.gold[t] = c.labels[tok0 + t];
-        if (work.gold[t] == Corpus::kNoLabel)
-          throw Error("sentence " + std::to_string(s) + " has tokens without a label");
-      }
-      const std::uint32_t* y = work.gold.data();
-      if (loss_kind != SequenceLoss::seq_log) {  // chain_loss.hpp: value and exact gradient
-        LossGradient g;
-        if (G) {
-          g.node = node_delta_.data() + slots_[i] * L;
-          double* pair = pair_delta_.data() + i * LL;
-          std::fill(pair, pair + LL, 0.0);
-          if (dims_.transitions) g.pair_sum = pair;
-          // Per position: the edge deltas, or the pointwise sweeps' pairwise marginals (unread).
-          if (x.edge || pointwise_loss(loss_kind)) g.pair_at = edge_delta_.data() + slots_[i] * LL;
-        }
-        losses_[i] = sequence_loss(loss_kind, x, y, g, work.loss, log_space_only_).value;
-        return;
-      }
-      if (!G) {
-        losses_[i] = log_partition(x, work.chain, log_space_only_) - path_score(x, y);
-        return;
-      }
-      double* node = node_delta_.data() + slots_[i] * L;
-      double* pair = pair_delta_.data() + i * LL;
-      double* edge = x.edge ? edge_delta_.data() + slots_[i] * LL : nullptr;
-      std::fill(pair, pair + LL, 0.0);
-      // Without transitions the pairwise sums feed no weight: not asked for (no L² per position).
-      ChainOutputs out{node, dims_.transitions ? pair : nullptr, edge};
-      losses_[i] = forward_backward(x, out, work.chain, log_space_only_) - path_score(x, y);
-      for (std::size_t t = 0; t < T; ++t) {
-        node[t * L + y[t]] -= 1.0;
-        if (t == 0) continue;
-        pair[y[t - 1] * L + y[t]] -= 1.0;
-        if (edge) edge[t * LL + y[t - 1] * L + y[t]] -= 1.0;
-      }
-      if (edge) std::fill(edge, edge + LL, 0.0);  // no edge features at t = 0
-    });
-    if (stopped) throw PassStopped();
-    for (std::size_t i = 0; i < n; ++i) loss += losses_[i];
-
-    // Phase 2: the marginal reduction g += scale · Xᵀ·delta.
-    if (G) {
-      plan_reduction(cc, dims_, pool_.size());
-      const WeightGroups wg = dims_.groups();
-      const unsigned parts = pool_.size();
-      auto reduce_part = [&](std::size_t part, unsigned) {
-        if (dims_.transitions) {  // the part's share of the transition weights: Σ over sentences in span order
-          const std::size_t b = wg.begin(wg.transitions()), size = wg.size(wg.transitions());
-          const std::size_t k0 = b + size * part / parts, k1 = b + size * (part + 1) / parts;
-          for (std::size_t i = 0; i < n; ++i) {
-            const double* d = pair_delta_.data() + i * LL;
-            if (wg.dense()) {
-              for (std::size_t k = k0; k < k1; ++k) G[k] += scale * d[k - b];
-            } else {
-              for (std::size_t k = k0; k < k1; ++k) G[k] += scale * d[wg.slots[k]];
-            }
-          }
-        }
-        // The part's state items: its own list (several parts: every item in range), or the
-        // corpus's, tested against the part's range.
-        const CpuCorpus::PartItems* own = cc.parts.empty() ? nullptr : &cc.parts[part];
-        const std::uint32_t* ids = own ? own->ids.data() : c.state_ids.data();
-        const std::vector<double>& value_list = own ? own->values : c.state_values;
-        const double* values = value_list.empty() ? nullptr : value_list.data();
-        const std::uint32_t lo = own ? 0 : cc.state_bounds[part], hi = own ? dims_.A : cc.state_bounds[part + 1];
-        const std::uint32_t elo = cc.edge_bounds[part], ehi = cc.edge_bounds[part + 1];
-        double* GE = G + dims_.edge_offset();
-        const bool avx512 = !row_masks_.empty();
-        SparseRows r;
-        if (avx512) {
-          r = rows(c);
-          r.ids = ids;
-          r.values = values;
-          r.counts = own ? own->counts.data() : nullptr;
-        }
-        for (std::size_t i = 0; i < n; ++i) {
-          const std::size_t s = span[begin + i], tok0 = c.sentence_offsets[s];
-          const std::size_t T = slots_[i + 1] - slots_[i];
-          const std::size_t first = own ? own->sentence_offsets[s] : c.state_offsets[tok0];
-          const std::size_t items_end = own ? own->sentence_offsets[s + 1] : c.state_offsets[tok0 + T];
-          // The state items of the whole sentence at once (sparse_rows.hpp), then its edge items
-          // below: the two write different weights, so the order between them does not matter.
-          if (avx512)
-            row_reduce_avx512(r, tok0, T, first, items_end, node_delta_.data() + slots_[i] * L, scale, lo, hi, G);
-          std::size_t token_end = first;  // the end of token t's items
-          for (std::size_t t = 0; t < T; ++t) {
-            const double* d = node_delta_.data() + (slots_[i] + t) * L;
-            const std::size_t token_begin = token_end;
-            token_end = own ? token_begin + own->counts[tok0 + t] : c.state_offsets[tok0 + t + 1];
-            for (std::size_t k = token_begin; k < token_end && !avx512; ++k) {
-              const std::uint32_t a = ids[k];
-              if (a < lo || a >= hi) continue;
-              const double f = scale * (values ? values[k] : 1.0);
-              if (!wg.dense()) {  // prefetched in two stages, as in scores()
-                if (k + 2 * kPrefetchItems < items_end) __builtin_prefetch(wg.offsets + ids[k + 2 * kPrefetchItems]);
-                if (k + kPrefetchItems < items_end) {
-                  const std::size_t ahead = wg.offsets[ids[k + kPrefetchItems]];
-                  __builtin_prefetch(G + ahead);
-                  __builtin_prefetch(wg.slots + ahead);
-                }
-                for (std::size_t q = wg.offsets[a]; q < wg.offsets[a + 1]; ++q) G[q] += f * d[wg.slots[q]];
-                continue;
-              }
-              double* g = G + std::size_t(a) * L;
-              for (std::size_t yy = 0; yy < L; ++yy) g[yy] += f * d[yy];
-            }
-            if (!dims_.E || t == 0) continue;
-            const double* de = edge_delta_.data() + (slots_[i] + t) * LL;
-            for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
-              const std::uint32_t e = c.edge_ids[k];
-              if (e < elo || e >= ehi) continue;
-              const double f = scale * c.edge_value(k);
-              if (!wg.dense()) {
-                for_each_weight(wg, wg.edge(e), [&](std::size_t q, std::size_t j) { G[q] += f * de[j]; });
-                continue;
-              }
-              double* g = GE + std::size_t(e) * LL;
-              for (std::size_t j = 0; j < LL; ++j) g[j] += f * de[j];
-            }
-          }
-        }
-      };
-      // A few sentences (a stochastic trainer's step) are reduced on this thread: waking the
-      // pool costs more than the work. The parts write disjoint ranges, so the result is the same.
-      if (tokens < kSerialReduceTokens) {
-        for (std::size_t part = 0; part < parts; ++part) reduce_part(part, 0);
-      } else {
-        pool_.run(parts, reduce_part);
-      }
-    }
-    begin = end;
+    const Chunk chunk = plan_chunk(cc.c, span, begin, per_position, G != nullptr);
+    chunk_sentences(cc.c, p, chunk, loss_kind, G != nullptr);  // phase 1
+    for (std::size_t i = 0; i < chunk.n; ++i) loss += losses_[i];
+    if (G) reduce_chunk(cc, chunk, scale, G);  // phase 2
+    begin += chunk.n;
   }
   return loss;
 }
 
+CpuBackend::Chunk CpuBackend::plan_chunk(const Corpus& c, SentenceSpan span, std::size_t begin,
+                                         bool per_position, bool gradient) {
+  // Sentences [begin, end) of the span, holding at most chunk_tokens_ tokens and chunk_bytes of
+  // buffers: per token L node deltas (and L² edge deltas), per sentence L² pair deltas — with
+  // thousands of labels the per-sentence L² dominate (2,000 labels: 32 MB each).
+  const std::size_t L = dims_.L, LL = L * L, per_token = L + (per_position ? LL : 0);
+  Chunk chunk{span, begin, 0, 0};
+  slots_.assign(1, 0);
+  for (std::size_t end = begin; end < span.count; ++end) {
+    const std::size_t T = c.length(span[end]);
+    const std::size_t held = (chunk.tokens + T) * per_token + (chunk.n + 1) * LL;
+    if (chunk.n > 0 && (chunk.tokens + T > chunk_tokens_ || held > chunk_doubles_)) break;
+    chunk.tokens += T;
+    slots_.push_back(chunk.tokens);
+    ++chunk.n;
+  }
+  losses_.resize(chunk.n);
+  if (gradient) {
+    grow_exact(node_delta_, chunk.tokens * L);
+    grow_exact(pair_delta_, chunk.n * LL);
+    if (per_position) grow_exact(edge_delta_, chunk.tokens * LL);
+  }
+  return chunk;
+}
+
+void CpuBackend::chunk_sentences(const Corpus& c, const Prepared& p, const Chunk& chunk,
+                                 SequenceLoss loss_kind, bool gradient) {
+  std::atomic<bool> stopped{false};
+  pool_.run(chunk.n, [&](std::size_t i, unsigned worker) {
+    if (stopped.load(std::memory_order_relaxed) || stop_requested(1)) {  // the rest of the chunk skipped
+      stopped.store(true, std::memory_order_relaxed);
+      return;
+    }
+    losses_[i] = sentence_deltas(c, p, chunk.sentence(i), i, loss_kind, gradient, *work_[worker]);
+  });
+  if (stopped) throw PassStopped();
+}
+
+double CpuBackend::sentence_deltas(const Corpus& c, const Prepared& p, std::size_t s, std::size_t i,
+                                   SequenceLoss loss_kind, bool gradient, Work& work) {
+  const std::size_t L = dims_.L, LL = L * L;
+  const ChainScores x = scores(c, p, s, work);
+  const std::uint32_t* y = gold_labels(c, s, work);
+  double* node = gradient ? node_delta_.data() + slots_[i] * L : nullptr;
+  double* pair = gradient ? pair_delta_.data() + i * LL : nullptr;
+  if (pair) std::fill(pair, pair + LL, 0.0);
+  if (loss_kind != SequenceLoss::seq_log) {  // chain_loss.hpp: value and exact gradient
+    LossGradient g;
+    if (gradient) {
+      g.node = node;
+      if (dims_.transitions) g.pair_sum = pair;
+      // Per position: the edge deltas, or the pointwise sweeps' pairwise marginals (unread).
+      if (x.edge || pointwise_loss(loss_kind)) g.pair_at = edge_delta_.data() + slots_[i] * LL;
+    }
+    return sequence_loss(loss_kind, x, y, g, work.loss, log_space_only_).value;
+  }
+  if (!gradient) return log_partition(x, work.chain, log_space_only_) - path_score(x, y);
+  double* edge = x.edge ? edge_delta_.data() + slots_[i] * LL : nullptr;
+  // Without transitions the pairwise sums feed no weight: not asked for (no L² per position).
+  ChainOutputs out{node, dims_.transitions ? pair : nullptr, edge};
+  const double loss = forward_backward(x, out, work.chain, log_space_only_) - path_score(x, y);
+  // The marginals less the gold path's indicators: node, pair and edge deltas.
+  for (std::size_t t = 0; t < x.T; ++t) {
+    node[t * L + y[t]] -= 1.0;
+    if (t == 0) continue;
+    pair[y[t - 1] * L + y[t]] -= 1.0;
+    if (edge) edge[t * LL + y[t - 1] * L + y[t]] -= 1.0;
+  }
+  if (edge) std::fill(edge, edge + LL, 0.0);  // no edge features at t = 0
+  return loss;
+}
+
+const std::uint32_t* CpuBackend::gold_labels(const Corpus& c, std::size_t s, Work& work) {
+  const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s);
+  work.gold.resize(T);
+  for (std::size_t t = 0; t < T; ++t) {
+    work.gold[t] = c.labels[tok0 + t];
+    if (work.gold[t] == Corpus::kNoLabel)
+      throw Error("sentence " + std::to_string(s) + " has tokens without a label");
+  }
+  return work.gold.data();
+}
+
+namespace {
+
+/// One worker's share of the marginal reduction: a range of state and of edge attribute ids, and
+/// the state items it scans — its own list (several workers), or the corpus's tested against the
+/// range (one worker, or tokens of too many items for the lists: CpuCorpus::parts).
+struct ReductionPart {
+  const CpuCorpus::PartItems* own = nullptr;
+  const std::uint32_t* ids = nullptr;
+  const double* values = nullptr;  // null: every value 1
+  std::uint32_t lo = 0, hi = 0;    // the state ids it tests against (all of them with its own list)
+  std::uint32_t elo = 0, ehi = 0;  // the edge ids it owns
+
+  ReductionPart(const CpuCorpus& cc, std::size_t part, std::uint32_t A)
+      : own(cc.parts.empty() ? nullptr : &cc.parts[part]),
+        ids(own ? own->ids.data() : cc.c.state_ids.data()),
+        lo(own ? 0 : cc.state_bounds[part]),
+        hi(own ? A : cc.state_bounds[part + 1]),
+        elo(cc.edge_bounds[part]),
+        ehi(cc.edge_bounds[part + 1]) {
+    const std::vector<double>& value_list = own ? own->values : cc.c.state_values;
+    values = value_list.empty() ? nullptr : value_list.data();
+  }
+  /// Sentence s's state items among ids: [first, end).
+  std::size_t first(const Corpus& c, std::size_t s) const {
+    return own ? own->sentence_offsets[s] : c.state_offsets[c.sentence_offsets[s]];
+  }
+  std::size_t end(const Corpus& c, std::size_t s) const {
+    return own ? own->sentence_offsets[s + 1] : c.state_offsets[c.sentence_offsets[s + 1]];
+  }
+  /// The number of token t's state items among ids.
+  std::size_t count(const Corpus& c, std::size_t t) const {
+    return own ? own->counts[t] : c.state_offsets[t + 1] - c.state_offsets[t];
+  }
+};
+
+/// The part's share of the transition weights, g += scale · Σ pair deltas, summed over the
+/// chunk's n sentences in span order.
+void reduce_transitions(const WeightGroups& wg, std::size_t L, const double* pair_delta, std::size_t n,
+                        std::size_t part, unsigned parts, double scale, double* G) {
+  const std::size_t LL = L * L, b = wg.begin(wg.transitions()), size = wg.size(wg.transitions());
+  const std::size_t k0 = b + size * part / parts, k1 = b + size * (part + 1) / parts;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double* d = pair_delta + i * LL;
+    if (wg.dense()) {
+      for (std::size_t k = k0; k < k1; ++k) G[k] += scale * d[k - b];
+    } else {
+      for (std::size_t k = k0; k < k1; ++k) G[k] += scale * d[wg.slots[k]];
+    }
+  }
+}
+
+/// The part's state items of sentence s (tokens from tok0, node deltas [T][L]): g += scale ·
+/// x · delta, token by token (the scalar code; sparse_rows.hpp's row_reduce_avx512 the vector).
+void reduce_state_items(const Corpus& c, const WeightGroups& wg, std::size_t L, const ReductionPart& part,
+                        std::size_t s, const double* node_delta, double scale, double* G) {
+  const std::size_t tok0 = c.sentence_offsets[s], T = c.length(s), items_end = part.end(c, s);
+  const std::uint32_t* ids = part.ids;
+  std::size_t token_end = part.first(c, s);  // the end of token t's items
+  for (std::size_t t = 0; t < T; ++t) {
+    const double* d = node_delta + t * L;
+    const std::size_t token_begin = token_end;
+    token_end = token_begin + part.count(c, tok0 + t);
+    for (std::size_t k = token_begin; k < token_end; ++k) {
+      const std::uint32_t a = ids[k];
+      if (a < part.lo || a >= part.hi) continue;
+      const double f = scale * (part.values ? part.values[k] : 1.0);
+      if (!wg.dense()) {  // prefetched in two stages, as in scores()
+        if (k + 2 * kPrefetchItems < items_end) __builtin_prefetch(wg.offsets + ids[k + 2 * kPrefetchItems]);
+        if (k + kPrefetchItems < items_end) {
+          const std::size_t ahead = wg.offsets[ids[k + kPrefetchItems]];
+          __builtin_prefetch(G + ahead);
+          __builtin_prefetch(wg.slots + ahead);
+        }
+        for (std::size_t q = wg.offsets[a]; q < wg.offsets[a + 1]; ++q) G[q] += f * d[wg.slots[q]];
+        continue;
+      }
+      double* g = G + std::size_t(a) * L;
+      for (std::size_t yy = 0; yy < L; ++yy) g[yy] += f * d[yy];
+    }
+  }
+}
+
+/// The part's edge items of sentence s (edge deltas [T][L][L]; none at t = 0): g += scale · x · delta.
+void reduce_edge_items(const Corpus& c, const WeightGroups& wg, const Dims& dims, const ReductionPart& part,
+                       std::size_t s, const double* edge_delta, double scale, double* G) {
+  const std::size_t LL = std::size_t(dims.L) * dims.L, tok0 = c.sentence_offsets[s], T = c.length(s);
+  double* GE = G + dims.edge_offset();
+  for (std::size_t t = 1; t < T; ++t) {
+    const double* de = edge_delta + t * LL;
+    for (std::size_t k = c.edge_offsets[tok0 + t]; k < c.edge_offsets[tok0 + t + 1]; ++k) {
+      const std::uint32_t e = c.edge_ids[k];
+      if (e < part.elo || e >= part.ehi) continue;
+      const double f = scale * c.edge_value(k);
+      if (!wg.dense()) {
+        for_each_weight(wg, wg.edge(e), [&](std::size_t q, std::size_t j) { G[q] += f * de[j]; });
+        continue;
+      }
+      double* g = GE + std::size_t(e) * LL;
+      for (std::size_t j = 0; j < LL; ++j) g[j] += f * de[j];
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::reduce_chunk(const CpuCorpus& cc, const Chunk& chunk, double scale, double* G) {
+  const Corpus& c = cc.c;
+  plan_reduction(cc, dims_, pool_.size());
+  const WeightGroups wg = dims_.groups();
+  const std::size_t L = dims_.L, LL = L * L;
+  const unsigned parts = pool_.size();
+  const bool avx512 = !row_masks_.empty();
+  auto reduce_part = [&](std::size_t part, unsigned) {
+    if (dims_.transitions) reduce_transitions(wg, L, pair_delta_.data(), chunk.n, part, parts, scale, G);
+    const ReductionPart own(cc, part, dims_.A);
+    SparseRows r;
+    if (avx512) {
+      r = rows(c);
+      r.ids = own.ids;
+      r.values = own.values;
+      r.counts = own.own ? own.own->counts.data() : nullptr;
+    }
+    // Sentence by sentence its state items, then its edge items: the two write different
+    // weights, so the order between them does not matter.
+    for (std::size_t i = 0; i < chunk.n; ++i) {
+      const std::size_t s = chunk.sentence(i);
+      const double* node = node_delta_.data() + slots_[i] * L;
+      if (avx512)
+        row_reduce_avx512(r, c.sentence_offsets[s], c.length(s), own.first(c, s), own.end(c, s), node, scale,
+                          own.lo, own.hi, G);
+      else
+        reduce_state_items(c, wg, L, own, s, node, scale, G);
+      if (dims_.E) reduce_edge_items(c, wg, dims_, own, s, edge_delta_.data() + slots_[i] * LL, scale, G);
+    }
+  };
+  // A few sentences (a stochastic trainer's step) are reduced on this thread: waking the pool
+  // costs more than the work. The parts write disjoint ranges, so the result is the same.
+  if (chunk.tokens < kSerialReduceTokens) {
+    for (std::size_t part = 0; part < parts; ++part) reduce_part(part, 0);
+  } else {
+    pool_.run(parts, reduce_part);
+  }
+}
+
 void CpuBackend::viterbi(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
                          std::uint32_t* labels, double* best_scores) {
-  const Corpus& c = C(bc).c;
+  const Corpus& c = cpu_corpus(bc).c;
   Prepared p;
   prepare(w, p);
   const std::vector<std::size_t> offset = span_offsets(c, span);
@@ -590,7 +623,7 @@ void CpuBackend::viterbi_nbest(const BackendCorpus& bc, const Vector& w, Sentenc
   if (n == 0) throw Error("internal: n-best decoding needs n ≥ 1");
   if (n > 0xffffffffu / std::max<std::size_t>(1, dims_.L))  // predecessor indices yp·n + k
     throw Error("n-best decoding: n = " + std::to_string(n) + " is too large");
-  const Corpus& c = C(bc).c;
+  const Corpus& c = cpu_corpus(bc).c;
   Prepared p;
   prepare(w, p);
   const std::vector<std::size_t> offset = span_offsets(c, span);
@@ -613,7 +646,7 @@ void CpuBackend::viterbi_nbest(const BackendCorpus& bc, const Vector& w, Sentenc
 
 void CpuBackend::marginals(const BackendCorpus& bc, const Vector& w, SentenceSpan span,
                            double* node_marginals, double* log_z) {
-  const Corpus& c = C(bc).c;
+  const Corpus& c = cpu_corpus(bc).c;
   Prepared p;
   prepare(w, p);
   const std::vector<std::size_t> offset = span_offsets(c, span);

@@ -14,6 +14,10 @@
 
 namespace crfx {
 
+namespace cpu_detail {
+struct CpuCorpus;  // the CPU-resident corpus behind a BackendCorpus (cpu_backend.cpp)
+}  // namespace cpu_detail
+
 /// The storage of a CPU backend Vector: a fixed-size array of doubles, zero at creation. From
 /// 4 MiB up it is an anonymous mapping, 2 MiB-aligned and marked for transparent huge pages
 /// (madvise): the kernel zero-fills its pages on first touch, so a new vector costs nothing until
@@ -151,10 +155,32 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   void prepare(const Vector& w, Prepared& p);
   /// State scores and per-position transition matrices of sentence s into `work`.
   ChainScores scores(const Corpus& c, const Prepared& p, std::size_t s, Work& work) const;
+  /// Sentence s's labels into work.gold; throws for a token without one.
+  static const std::uint32_t* gold_labels(const Corpus& c, std::size_t s, Work& work);
+
+  // evaluate()'s steps (the phases of cpu_backend.cpp's top comment), a chunk of the span at a time.
+  /// Sentences span[begin, begin + n): n sentences of `tokens` tokens, at slots_ within the chunk.
+  struct Chunk {
+    SentenceSpan span;
+    std::size_t begin = 0, n = 0, tokens = 0;
+    std::uint32_t sentence(std::size_t i) const { return span[begin + i]; }
+  };
+  /// The chunk from span[begin], its offsets into slots_ and room for its deltas (with a gradient).
+  Chunk plan_chunk(const Corpus& c, SentenceSpan span, std::size_t begin, bool per_position, bool gradient);
+  /// Phase 1, in parallel over the chunk's sentences: each one's loss into losses_ (and deltas).
+  void chunk_sentences(const Corpus& c, const Prepared& p, const Chunk& chunk, SequenceLoss loss,
+                       bool gradient);
+  /// Phase 1 for sentence s, the chunk's i-th: its loss, and with a gradient its deltas
+  /// p − 1(gold) into the chunk's node, pair and edge buffers.
+  double sentence_deltas(const Corpus& c, const Prepared& p, std::size_t s, std::size_t i, SequenceLoss loss,
+                         bool gradient, Work& work);
+  /// Phase 2: g += scale · Xᵀ·delta over the chunk, each worker on its attribute range.
+  void reduce_chunk(const cpu_detail::CpuCorpus& cc, const Chunk& chunk, double scale, double* G);
 
   ThreadPool pool_;
   bool log_space_only_;
   std::size_t chunk_tokens_;
+  std::size_t chunk_doubles_;  // evaluate's chunk buffers, at most (chunk_bytes in cpu_backend.cpp)
   std::vector<std::unique_ptr<Work>> work_;  // [threads] per-worker scratch
   // evaluate() buffers, grow-only (no allocation once training runs):
   std::vector<double> node_delta_;   // [chunk tokens][L]   p − 1(gold)

@@ -76,19 +76,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   stop_reason_ = stop_at_limit("epochs", opt.epochs);
   for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
     if (done == 0) {  // (resumed inside the epoch: its permutation and loss are restored)
-      // The stop test of the last epoch's mean loss, here so that a resume from its report stops too.
-      if (epoch > 1 && has_loss() && converged(loss / N, opt.epsilon)) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "the mean loss of epoch %d, %.6g, reached --epsilon %g", epoch - 1,
-                      loss / N, opt.epsilon);
-        stop_reason_ = buf;
-        break;
-      }
-      std::string why;
-      if (epoch > 1 && finished(epoch - 1, why)) {
-        stop_reason_ = why;
-        break;
-      }
+      if (epoch > 1 && stops_after(epoch - 1, loss / N, opt.epsilon)) break;
       if (shuffling) shuffler.next();
       loss = 0;
     }
@@ -97,16 +85,8 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       const std::size_t m = std::min(batch, n - start);
       const SentenceSpan span{perm.data() + start, m};
       if (visits(span)) {
-        b.viterbi(corpus, w, span, labels.data(), nullptr);
-        obj.add_passes(double(m) / N);
         t += 1;
-        const std::size_t wrong = sparse_gradients(b).feature_difference(corpus, span, labels.data(), *delta, 1.0);
-        decoded(span, wrong);
-        if (wrong) {
-          double tau = 0;
-          loss += update(b, w, *delta, wrong, opt, tau);
-          if (averaging && t > 1 && tau != 0) sparse_gradients(b).sparse_axpy((t - 1) * tau, *delta, *u);
-        }
+        learn(obj, w, span, *delta, labels.data(), u.get(), t, opt, loss);
       }
       done = start + m;
       if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
@@ -133,6 +113,35 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   }
   if (have_avg) b.copy(*avg, w);
   return f;
+}
+
+bool MistakeDrivenTrainer::stops_after(int last, double mean_loss, double epsilon) {
+  // Tested before the next epoch, not after this one, so that a resume from its report stops too.
+  if (has_loss() && converged(mean_loss, epsilon)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "the mean loss of epoch %d, %.6g, reached --epsilon %g", last, mean_loss,
+                  epsilon);
+    stop_reason_ = buf;
+    return true;
+  }
+  std::string why;
+  if (!finished(last, why)) return false;
+  stop_reason_ = why;
+  return true;
+}
+
+void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, SparseVector& delta,
+                                 std::uint32_t* labels, Vector* u, double t, const TrainOptions& opt,
+                                 double& loss) {
+  Backend& b = obj.backend();
+  b.viterbi(obj.corpus(), w, span, labels, nullptr);
+  obj.add_passes(double(span.count) / double(obj.corpus().num_sentences()));
+  const std::size_t wrong = sparse_gradients(b).feature_difference(obj.corpus(), span, labels, delta, 1.0);
+  decoded(span, wrong);
+  if (!wrong) return;
+  double tau = 0;
+  loss += update(b, w, delta, wrong, opt, tau);
+  if (u && t > 1 && tau != 0) sparse_gradients(b).sparse_axpy((t - 1) * tau, delta, *u);
 }
 
 namespace {

@@ -240,6 +240,13 @@ class SagSampler {
   double L_global_ = 1.0;
 };
 
+/// A step's batch: the sentences drawn, their draw probabilities and (SAGA) memory coefficients.
+struct Batch {
+  explicit Batch(std::size_t B) : ids(B), prob(B), coef(B) {}
+  std::vector<std::uint32_t> ids;
+  std::vector<double> prob, coef;
+};
+
 class SagTrainer final : public Trainer {
  public:
   explicit SagTrainer(bool saga) : saga_(saga) {}
@@ -247,11 +254,7 @@ class SagTrainer final : public Trainer {
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
     const char* algo = saga_ ? "saga" : "sag";
     check_loss(algo, obj.loss());  // the stored marginals are the log-loss's
-    const Sampling sampling = opt.sampling;
-    if (opt.batch_size < 1) throw Error(std::string(algo) + ": batch_size must be ≥ 1");
-    if (opt.max_epochs < 1) throw Error(std::string(algo) + ": max_epochs must be ≥ 1");
-    if (!(opt.epsilon >= 0) || !std::isfinite(opt.epsilon))
-      throw Error(std::string(algo) + ": epsilon must be finite and ≥ 0");
+    check_options(algo, opt);
 
     Backend& b = obj.backend();
     const BackendCorpus& corpus = obj.corpus();
@@ -259,15 +262,13 @@ class SagTrainer final : public Trainer {
     const double nd = double(n);
     const std::size_t B = std::min<std::size_t>(opt.batch_size, n);
     const double lambda = 2.0 * obj.c2() / nd, mu1 = obj.c1() / nd;  // seed 004's units (f = n·F)
-    const double lip_mult = saga_ ? 3.0 : 1.0;
 
     IncrementalStatePtr state = incremental_gradients(b).incremental_create(corpus);
     VectorPtr d = b.vector(W), G = b.vector(W), pg = mu1 > 0 ? b.vector(W) : nullptr;
-    SagSampler sampler(n, sampling, opt.seed);
+    SagSampler sampler(n, opt.sampling, opt.seed);
     const double decay = std::pow(2.0, -double(B) / nd);
     const std::size_t steps_per_epoch = (n + B - 1) / B;
-    std::vector<std::uint32_t> batch(B);
-    std::vector<double> prob(B), coef(B);
+    Batch batch(B);
     Stopwatch clock;
     double f = 0, alpha = 0, gnorm = 0;
     int epoch = 0;
@@ -300,29 +301,7 @@ class SagTrainer final : public Trainer {
     for (bool reported = resumed && steps_done == 0; epoch <= opt.max_epochs; ++epoch, reported = false) {
       if (!reported) {
         for (std::size_t step = steps_done; step < steps_per_epoch; ++step) {
-          sampler.draw_batch(batch, prob);
-          const SentenceSpan span{batch.data(), B};
-
-          // ---- evaluate and Lipschitz line search (Algorithm 2) on the batch mean
-          incremental_gradients(b).incremental_sync(*state, span, w, *d);
-          const double L0 = sampler.batch_lipschitz(batch);
-          const LipschitzFound found = incremental_gradients(b).incremental_search(*state, w, L0);
-          obj.add_passes(double(B) / nd);                                     // the evaluation
-          for (unsigned t = 0; t < found.trials; ++t) obj.add_passes(double(B) / nd);  // each trial's
-          sampler.found_lipschitz(batch, L0, found.L);
-          alpha = sampler.step_size(lip_mult, lambda);
-          const double a = 1.0 - alpha * lambda;
-
-          // ---- memory update and the (lazy) step
-          if (saga_) {
-            for (std::size_t i = 0; i < B; ++i)
-              coef[i] = alpha * (1.0 / (double(B) * prob[i] * nd) - 1.0 / nd) / a;
-            incremental_gradients(b).incremental_commit(*state, *d, w, coef.data());
-            incremental_gradients(b).incremental_step(*state, a, alpha / nd, alpha * mu1, w, *d);
-          } else {
-            incremental_gradients(b).incremental_commit(*state, *d, w, nullptr);
-            incremental_gradients(b).incremental_step(*state, a, alpha / double(sampler.seen()), alpha * mu1, w, *d);
-          }
+          alpha = take_step(obj, w, *d, *state, sampler, batch, lambda, mu1);
           sampler.decay(decay);
           steps_done = step + 1;
           if (steps_done < steps_per_epoch && stop_requested()) {  // stop inside the epoch
@@ -338,18 +317,8 @@ class SagTrainer final : public Trainer {
 
         // ---- end of epoch: flush, measure, report
         incremental_gradients(b).incremental_flush(*state, w, *d);
-        b.copy(w, *G);
-        b.axpby(1.0 / nd, *d, lambda, *G);  // G = d/n + λw
-        if (mu1 > 0) {
-          map(b, OwlqnPseudoGradientRule{mu1}, {w, *G, *pg});
-          gnorm = b.norm_inf(*pg);
-        } else {
-          gnorm = b.norm_inf(*G);
-        }
-        // Monitoring pass: the exact objective; deliberately not counted in passes.
-        f = b.evaluate(corpus, w, all_sentences(corpus), nullptr, 1.0);
-        if (obj.c2() > 0) f += obj.c2() * b.norm2sq(w);
-        f += obj.l1_term(w);
+        gnorm = gradient_norm(b, w, *d, *G, pg.get(), nd, lambda, mu1);
+        f = objective(obj, w);
         require_finite(algo, "epoch", epoch, f);
         Progress pr = progress_at(epoch, obj, w, f, gnorm, alpha, clock);
         pr.state = &save;
@@ -367,6 +336,59 @@ class SagTrainer final : public Trainer {
   }
 
  private:
+  static void check_options(const char* algo, const TrainOptions& opt) {
+    if (opt.batch_size < 1) throw Error(std::string(algo) + ": batch_size must be ≥ 1");
+    if (opt.max_epochs < 1) throw Error(std::string(algo) + ": max_epochs must be ≥ 1");
+    if (!(opt.epsilon >= 0) || !std::isfinite(opt.epsilon))
+      throw Error(std::string(algo) + ": epsilon must be finite and ≥ 0");
+  }
+
+  /// One step of Algorithm 2 on a batch it draws: the batch's gradients and the Lipschitz line
+  /// search on the batch mean, then the memory update and the (lazy) step. Returns the step size α.
+  double take_step(Objective& obj, Vector& w, Vector& d, IncrementalState& state, SagSampler& sampler, Batch& batch,
+                   double lambda, double mu1) const {
+    IncrementalGradients& inc = incremental_gradients(obj.backend());
+    const std::size_t B = batch.ids.size();
+    const double nd = double(obj.corpus().num_sentences());
+    sampler.draw_batch(batch.ids, batch.prob);
+    inc.incremental_sync(state, SentenceSpan{batch.ids.data(), B}, w, d);
+    const double L0 = sampler.batch_lipschitz(batch.ids);
+    const LipschitzFound found = inc.incremental_search(state, w, L0);
+    obj.add_passes(double(B) / nd);                                              // the evaluation
+    for (unsigned t = 0; t < found.trials; ++t) obj.add_passes(double(B) / nd);  // each trial's
+    sampler.found_lipschitz(batch.ids, L0, found.L);
+    const double alpha = sampler.step_size(saga_ ? 3.0 : 1.0, lambda);
+    const double a = 1.0 - alpha * lambda;
+    if (saga_) {
+      for (std::size_t i = 0; i < B; ++i)
+        batch.coef[i] = alpha * (1.0 / (double(B) * batch.prob[i] * nd) - 1.0 / nd) / a;
+      inc.incremental_commit(state, d, w, batch.coef.data());
+      inc.incremental_step(state, a, alpha / nd, alpha * mu1, w, d);
+    } else {
+      inc.incremental_commit(state, d, w, nullptr);
+      inc.incremental_step(state, a, alpha / double(sampler.seen()), alpha * mu1, w, d);
+    }
+    return alpha;
+  }
+
+  /// The epoch's measure of convergence: ‖G‖∞ for G = d/n + λw, or of its pseudo-gradient (L1).
+  static double gradient_norm(Backend& b, const Vector& w, const Vector& d, Vector& G, Vector* pg, double nd,
+                              double lambda, double mu1) {
+    b.copy(w, G);
+    b.axpby(1.0 / nd, d, lambda, G);  // G = d/n + λw
+    if (!(mu1 > 0)) return b.norm_inf(G);
+    map(b, OwlqnPseudoGradientRule{mu1}, {w, G, *pg});
+    return b.norm_inf(*pg);
+  }
+
+  /// Monitoring pass: the exact objective; deliberately not counted in passes.
+  static double objective(Objective& obj, const Vector& w) {
+    Backend& b = obj.backend();
+    double f = b.evaluate(obj.corpus(), w, all_sentences(obj.corpus()), nullptr, 1.0);
+    if (obj.c2() > 0) f += obj.c2() * b.norm2sq(w);
+    return f + obj.l1_term(w);
+  }
+
   bool saga_;
 };
 

@@ -102,13 +102,70 @@ void validate_sgd(const TrainOptions& opt, double eta0, int epochs, bool heurist
                 ", N = " + std::to_string(N) + "): lower eta0");
 }
 
+/// The batch's gradient, scaled by 1/m, into g; with L2 (stamps) the batch's weights are brought
+/// up to date first, and g's indices are then its support. Returns the batch's summed NLL where
+/// `need_nll` (the line search's; without it the backend need not bring it back), else 0.
+double batch_gradient(Objective& obj, Vector& w, Vector* stamp, double Lambda, SparseVector& g, SentenceSpan span,
+                      bool need_nll) {
+  Backend& b = obj.backend();
+  const double M = double(span.count);
+  if (stamp) {
+    sparse_gradients(b).support(obj.corpus(), span, g);
+    map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, &g);
+  }
+  double nll = 0;
+  if (need_nll)
+    nll = sparse_gradients(b).evaluate_sparse(obj.corpus(), w, span, g, 1.0 / M, stamp != nullptr, obj.loss());
+  else
+    sparse_gradients(b).evaluate_sparse_gradient(obj.corpus(), w, span, g, 1.0 / M, stamp != nullptr, obj.loss());
+  obj.add_passes(M / double(obj.corpus().num_sentences()));
+  return nll;
+}
+
+/// The heuristic line search's rate for one batch (Algorithm 1, Eq. 14): up to kTrials rates from
+/// eta, each applied to the batch's support, scored by the batch objective (forward-only) and
+/// undone exactly; the best of them. `g` holds the batch's gradient and `nll` its summed NLL at w;
+/// `u` is the L1 penalty per weight so far; `saved_w` is scratch.
+double search_rate(Objective& obj, Vector& w, const Vector* q, const SparseVector& g, SparseVector& saved_w,
+                   SentenceSpan span, double nll, double eta, double u) {
+  Backend& b = obj.backend();
+  const double N = double(obj.corpus().num_sentences()), M = double(span.count);
+  const double c1 = obj.c1(), c2 = obj.c2();
+  sparse_gradients(b).sparse_copy(g, saved_w);
+  sparse_gradients(b).gather(w, saved_w);
+  const double init = nll / M + sparse_gradients(b).sparse_penalty(saved_w, c1 / N, c2 / N);  // Eq. 14
+  double r = eta, best = std::numeric_limits<double>::infinity(), rate = eta;
+  bool worse_seen = false;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    // A trial moves w only (q is read, not written; its term the trial's penalty), so only w is restored.
+    const double penalty = map_reduce(b, SgdL1Rule{r, u + r * c1 / N, c1 / N, c2 / N, true}, {w, q}, &g);
+    const double loss = b.evaluate(obj.corpus(), w, span, nullptr, 1.0, obj.loss()) / M;
+    obj.add_passes(M / N);
+    const double value = loss + penalty;
+    sparse_gradients(b).scatter(saved_w, w);  // exact restore
+    if (value < best) {  // NaN never wins
+      best = value;
+      rate = r;
+    }
+    const bool worse = !(value <= init);
+    if (worse && !worse_seen) {  // the flag changes: restart below r(0)
+      worse_seen = true;
+      r = eta * kDecay;
+    } else if (!worse_seen) {
+      r /= kDecay;
+    } else {
+      r *= kDecay;
+    }
+  }
+  return rate;
+}
+
 }  // namespace
 
 double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs, bool heuristic,
                   const ProgressFn& progress, bool* stopped, StateArchive* resume, const StopPoll* poll) {
   Backend& b = obj.backend();
-  const BackendCorpus& corpus = obj.corpus();
-  const std::size_t n = corpus.num_sentences();
+  const std::size_t n = obj.corpus().num_sentences();
   const double N = double(n);
   const double c1 = obj.c1(), c2 = obj.c2();
   const double eta0 = opt.eta0.value_or(heuristic ? kDefaultEta0Heuristic : kDefaultEta0);
@@ -126,10 +183,6 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   EpochShuffler shuffler(n, opt.seed);
   Stopwatch clock;
   double f = std::numeric_limits<double>::quiet_NaN(), eta = eta0;
-  // A line-search trial at rate r: q read, not written; its term the trial's penalty.
-  auto trial_step = [&](double r, double u_trial) {
-    return SgdL1Rule{r, u_trial, c1 / N, c2 / N, true};
-  };
   int epoch = 0;
   std::size_t done = 0;  // sentences of epoch `epoch` processed: 0 after an epoch's end
   // The state after an epoch's report (`done` = 0; the lazy L2 decay is flushed there: Λ and the
@@ -159,48 +212,9 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
     for (std::size_t start = done; start < n; start += opt.batch_size) {
       const std::size_t m = std::min(opt.batch_size, n - start);
       const SentenceSpan span{perm.data() + start, m};
-      const double M = double(m);
       eta = eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
-      if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
-        sparse_gradients(b).support(corpus, span, *g);
-        map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, g.get());
-      }
-      double nll = 0;  // read by the line search only: without it the backend need not bring it back
-      if (heuristic)
-        nll = sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0 / M, c2 > 0, obj.loss());
-      else
-        sparse_gradients(b).evaluate_sparse_gradient(corpus, w, span, *g, 1.0 / M, c2 > 0, obj.loss());
-      obj.add_passes(M / N);
-
-      double rate = eta;
-      if (heuristic) {
-        sparse_gradients(b).sparse_copy(*g, *saved_w);
-        sparse_gradients(b).gather(w, *saved_w);
-        const double init = nll / M + sparse_gradients(b).sparse_penalty(*saved_w, c1 / N, c2 / N);  // Eq. 14
-        double r = eta, best = std::numeric_limits<double>::infinity();
-        bool worse_seen = false;
-        for (int trial = 0; trial < kTrials; ++trial) {
-          // A trial moves w only (q is read, not written), so only w is restored.
-          const double penalty = map_reduce(b, trial_step(r, u + r * c1 / N), {w, q.get()}, g.get());
-          const double loss = b.evaluate(corpus, w, span, nullptr, 1.0, obj.loss()) / M;
-          obj.add_passes(M / N);
-          const double value = loss + penalty;
-          sparse_gradients(b).scatter(*saved_w, w);  // exact restore
-          if (value < best) {  // NaN never wins
-            best = value;
-            rate = r;
-          }
-          const bool worse = !(value <= init);
-          if (worse && !worse_seen) {  // the flag changes: restart below r(0)
-            worse_seen = true;
-            r = eta * kDecay;
-          } else if (!worse_seen) {
-            r /= kDecay;
-          } else {
-            r *= kDecay;
-          }
-        }
-      }
+      const double nll = batch_gradient(obj, w, stamp.get(), Lambda, *g, span, heuristic);
+      const double rate = heuristic ? search_rate(obj, w, q.get(), *g, *saved_w, span, nll, eta, u) : eta;
       u += rate * c1 / N;
       map(b, SgdL1Rule{rate, u, 0.0, 0.0, false}, {w, q.get()}, g.get());
       if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);

@@ -94,6 +94,15 @@ class MistakeDrivenTrainer : public Trainer {
   virtual void own_state(StateArchive& ar, Backend& b) { (void)ar, (void)b; }
 
  private:
+  /// Before the epoch after `last`: whether the epochs so far end training, by the last one's
+  /// mean loss or the trainer's own test (finished()); the reason into stop_reason_.
+  bool stops_after(int last, double mean_loss, double epsilon);
+  /// One batch, step t: decode it with w, Δ = f(gold) − f(decoded) into `delta`, and where it has
+  /// mistakes the update, its loss added to `loss`, and its share (t − 1)·τ·Δ of the averaging's u
+  /// (null: no averaging).
+  void learn(Objective& obj, Vector& w, SentenceSpan span, SparseVector& delta, std::uint32_t* labels, Vector* u,
+             double t, const TrainOptions& opt, double& loss);
+
   const char* name_;
 };
 // Maxent trainers (seed 001; --type maxent, CPU only): gis.cpp, iis.cpp, scgis.cpp, cd.cpp, around

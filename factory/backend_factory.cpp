@@ -1,4 +1,6 @@
-// crfx — choosing a backend: --device auto | cpu | cuda.
+// crfx — choosing a backend: --device auto | cpu | cuda. The one file that knows both backends,
+// the CPU's (host/cpu) and the CUDA library's (kernels/), so it stands above both, outside host/:
+// host/ never includes kernels/ (cmake/check_layering.cmake), whose kernels include host/rules.
 #include "cpu/cpu_backend.hpp"
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
