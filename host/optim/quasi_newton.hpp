@@ -1,7 +1,6 @@
 // crfx — pieces shared by the quasi-Newton trainers (L-BFGS, OWL-QN).
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -116,7 +115,7 @@ inline constexpr const char* kPseudoGradientRatio = "‖pseudo-gradient‖ / max
 /// The gradient test of the full-batch trainers: gnorm / max(1, xnorm) ≤ epsilon. True when it
 /// holds, with `reason` in Trainer::stop_reason's words (`what` names the ratio).
 inline bool gradient_small(const char* what, double gnorm, double xnorm, double epsilon, std::string& reason) {
-  const double ratio = gnorm / std::max(1.0, xnorm);
+  const double ratio = gnorm / (xnorm > 1.0 ? xnorm : 1.0);
   if (!(ratio <= epsilon)) return false;
   reason = stop_at_gradient(what, ratio, epsilon);
   return true;
