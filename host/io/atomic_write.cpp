@@ -95,11 +95,13 @@ long long monotonic_ns() {  // async-signal-safe (clock_gettime)
 extern "C" void remove_temporaries_and_reraise(int sig) {
   if (g_graceful && sig != SIGHUP) {
     if (g_stop_signal == 0) {
+      // The time first: a repeat handled on another thread meanwhile must not read the 0 of
+      // "no time yet" (it would take the repeat for a second request and end the process).
+      g_stop_ns.store(monotonic_ns(), std::memory_order_seq_cst);
       g_stop_signal = sig;
-      g_stop_ns.store(monotonic_ns(), std::memory_order_relaxed);
       return;
     }
-    if (sig == g_stop_signal && monotonic_ns() - g_stop_ns.load(std::memory_order_relaxed) < kRepeatNs) return;
+    if (sig == g_stop_signal && monotonic_ns() - g_stop_ns.load(std::memory_order_seq_cst) < kRepeatNs) return;
   }
   for (auto& b : g_blocks) {
     SlotBlock* block = b.load(std::memory_order_acquire);
