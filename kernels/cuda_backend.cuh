@@ -133,6 +133,77 @@ struct CudaVector final : Vector {
   DeviceBuffer<double> buf;
 };
 
+/// The split forward-backward's work list of a planned chunk (device) and the sizes the host
+/// decides by: the resident plan's (planned_fb) or a streamed chunk's copy.
+struct FbWork {
+  std::size_t sentences = 0, longest = 0, partial_rows = 0, segs = 0, multis = 0;
+  const FbSegment* seg = nullptr;
+  const FbMulti* multi = nullptr;
+};
+
+/// The device arrays one chunk's kernels read: the resident corpus's (CudaBackend::arrays), or a
+/// streamed chunk's copy in a stream buffer (chunk-local sentence, token and item ids).
+struct CorpusArrays {
+  const std::size_t *sent_off = nullptr, *state_off = nullptr, *edge_off = nullptr;  // edge_off null: no edges
+  const std::uint32_t *state_ids = nullptr, *edge_ids = nullptr, *labels = nullptr;
+  const double *state_vals = nullptr, *edge_vals = nullptr;  // null: binary attributes
+  int* token_slot = nullptr;                                  // resident only
+  const std::uint32_t *st_tok = nullptr, *et_tok = nullptr;  // the transposes
+  const double *st_val = nullptr, *et_val = nullptr;
+  const GatherSegments *st_plan = nullptr, *et_plan = nullptr;
+  GatherChunk st_own, et_own;  // a streamed chunk's own segments (seg_id set), else unused
+  ChunkView ch{};
+  FbWork fb;
+  std::size_t t_lo = 0;  // the chunk's first token (consecutive sentences), in these arrays' ids
+  bool streamed = false;
+};
+
+/// One chunk of a streamed corpus: sentences [first, first + n), rows tokens from `token`, and
+/// its arrays in each typed region of the pinned copy (element offsets: the region starts at z0,
+/// u0, d0, g0, m0 there and at 0 in a stream buffer; the named fields are offsets in the region).
+struct StreamChunk {
+  std::size_t first = 0, n = 0, rows = 0, token = 0;
+  std::size_t z0 = 0, nz = 0, u0 = 0, nu = 0, d0 = 0, nd = 0, g0 = 0, ng = 0, m0 = 0, nm = 0;
+  // size_t: sentence, state and edge offsets (chunk-local), the rows' slots, the gathers' ranges
+  std::size_t sent_off = 0, state_off = 0, edge_off = 0, slots = 0, st_range = 0, et_range = 0;
+  // uint32: items, labels, the launch order, sentence ids (0..n−1), occurrences' tokens, segments
+  std::size_t state_ids = 0, edge_ids = 0, labels = 0, order = 0, sent = 0, st_tok = 0, et_tok = 0;
+  std::size_t st_seg = 0, et_seg = 0, st_segments = 0, et_segments = 0;
+  std::size_t state_vals = 0, edge_vals = 0, st_val = 0, et_val = 0;  // double
+  std::size_t longest = 0, partial_rows = 0;  // the split forward-backward's plan (ng, nm: its lists)
+};
+
+/// The device buffers of one half of the double buffering: a chunk's regions.
+struct StreamSlot {
+  DeviceBuffer<std::size_t> z;
+  DeviceBuffer<std::uint32_t> u;
+  DeviceBuffer<double> d;
+  DeviceBuffer<FbSegment> g;
+  DeviceBuffer<FbMulti> m;
+};
+
+/// A streamed corpus (see "Streaming" above): the chunks' arrays in pinned host memory, made once
+/// at upload with the chunk plan of every whole-corpus pass, two device slots, and the events that
+/// order the copy stream and the compute stream.
+struct CorpusStream {
+  std::vector<StreamChunk> chunks;
+  PinnedBuffer<std::size_t> z;
+  PinnedBuffer<std::uint32_t> u;
+  PinnedBuffer<double> d;
+  PinnedBuffer<FbSegment> g;
+  PinnedBuffer<FbMulti> m;
+  PinnedBuffer<double> losses;  // [S] the pass's per-sentence losses (read once, after the pass)
+  StreamSlot slot[2];
+  cudaEvent_t copied[2] = {nullptr, nullptr}, consumed[2] = {nullptr, nullptr};
+  bool state_vals = false, edge_vals = false, edges = false;
+  std::size_t max_rows = 0;
+  std::size_t device_bytes = 0, pinned_bytes = 0;  // the figures (slots and plans; the pinned copy)
+  CorpusStream();
+  ~CorpusStream();
+  CorpusStream(const CorpusStream&) = delete;
+  CorpusStream& operator=(const CorpusStream&) = delete;
+};
+
 struct CudaCorpus final : BackendCorpus {
   const void* owner = nullptr;
   std::uint64_t serial = 0;  // unique per upload in the process (the chunk plan's cache key)
@@ -149,6 +220,9 @@ struct CudaCorpus final : BackendCorpus {
   DeviceBuffer<double> st_val, et_val;
   GatherSegments st_plan, et_plan;
   DeviceBuffer<int> token_slot;  // [N] row of the token in the current chunk, −1 otherwise
+  // Streamed (set at upload when the copy does not fit): the arrays above other than the gather
+  // plans (without their seg_off) are left empty; the chunks come from here.
+  std::unique_ptr<CorpusStream> stream;
   std::size_t num_sentences() const override { return S; }
   std::size_t num_tokens() const override { return N; }
 };
@@ -274,6 +348,13 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   std::size_t memory_available() override;
   std::size_t upload_bytes(const Corpus& c) const override;
   std::size_t workspace_bytes(const Corpus& c, SequenceLoss loss = SequenceLoss::seq_log) const override;
+  void set_memory_limits(std::size_t limit, std::size_t reserved, std::size_t host_limit) override;
+  std::string corpus_note(const BackendCorpus& c) const override;
+  /// Tests: whether `c` is streamed, and into how many chunks (0: resident).
+  std::size_t stream_chunks(const BackendCorpus& c) const {
+    const CudaCorpus& cc = C(c);
+    return cc.stream ? cc.stream->chunks.size() : 0;
+  }
   /// For the NCCL sum (kernels/nccl/nccl_sum.cu): a vector's device memory, the backend's stream
   /// and device, and a wait for the stream.
   double* device_data(Vector& x) { return P(x); }
@@ -349,14 +430,15 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// position's pairwise marginals (into edge_, or pt_pair_ when E = 0), runs it and the loss's
   /// sweeps (launch_pointwise_loss): losses_ holds each sentence's loss, node_, pair_ and the
   /// per-position buffer its gradient.
-  void pointwise_chunk(const CudaCorpus& c, FbParams& fp, std::size_t n, SequenceLoss loss, bool gradient);
+  void pointwise_chunk(const CorpusArrays& a, FbParams& fp, std::size_t n, SequenceLoss loss, bool gradient);
   /// The chunk rows (plan's rows_limit) for a pointwise loss's gradient: without edge features
   /// pt_pair_ is allocated for min(workspace rows, max(longest sentence, 256 MiB of L² rows)) and
   /// that is the limit; with them edge_ holds the pairwise marginals (no limit).
   std::size_t pointwise_rows(const CudaCorpus& c);
   /// Throws for a sentence whose pointwise loss the device did not compute (a NaN in h_losses_,
   /// the chunk's n losses starting at span position `begin`).
-  void check_pointwise(SequenceLoss loss, SentenceSpan span, std::size_t begin, std::size_t n) const;
+  void check_pointwise(SequenceLoss loss, SentenceSpan span, std::size_t begin, std::size_t n,
+                       const double* losses) const;
 
   // ---- upload and workspace (backend.cu) ---------------------------------------------------
   /// Keeps `in` as the corpus's host copy (the span planners read it) and uploads it.
@@ -384,7 +466,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
                    std::size_t rows_limit = std::numeric_limits<std::size_t>::max());
   ChunkView chunk_view() const { return {sent_.get(), slots_.get(), order_.get()}; }
   /// The Viterbi kernels' inputs for the chunk run_chunk_front just scored.
-  DecodeInputs decode_inputs(const CudaCorpus& c, const Vector& w) const;
+  DecodeInputs decode_inputs(const CorpusArrays& a, const Vector& w) const;
   /// The [L][L] transition matrix τ of w: its block (dense layout), zeros (transitions off), or
   /// the transition row scattered over zeros by prepare(w) (sparse layout; valid until the next
   /// prepare).
@@ -394,22 +476,62 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   }
   /// τ_max, E, Eᵀ of the weight vector (and, for a sparse layout, τ itself: trans_ptr).
   void prepare(const Vector& w);
-  /// Uploads the chunk plan; rows, emissions and edge matrices.
-  void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots);
-  /// The forward-backward inputs of the chunk run_chunk_front(c, w, …) just scored.
-  FbParams fb_params(const CudaCorpus& c, const Vector& w) const;
-  /// Forward-backward on the planned chunk's n sentences: fused, or split (fb_mode_; the split
-  /// needs L ≤ 32, the backward pass and the recursions: not the independent positions' path).
-  void launch_fb(const FbParams& fp, std::size_t n);
+  /// The resident corpus's arrays for the chunk plan() just made.
+  CorpusArrays arrays(const CudaCorpus& c) const;
+  /// Uploads the chunk plan (resident arrays); rows, emissions and edge matrices.
+  void run_chunk_front(const CorpusArrays& a, const Vector& w, std::size_t n, std::size_t rows, bool slots);
+  void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots) {
+    run_chunk_front(arrays(c), w, n, rows, slots);
+  }
+  /// The forward-backward inputs of the chunk run_chunk_front(a, w, …) just scored.
+  FbParams fb_params(const CorpusArrays& a, const Vector& w) const;
+  FbParams fb_params(const CudaCorpus& c, const Vector& w) const { return fb_params(arrays(c), w); }
+  /// Forward-backward on the chunk's n sentences: fused, or split (fb_mode_; the split needs
+  /// L ≤ 32, the backward pass and the recursions: not the independent positions' path).
+  void launch_fb(const FbParams& fp, std::size_t n, const FbWork& work);
+  void launch_fb(const FbParams& fp, std::size_t n) { launch_fb(fp, n, planned_fb()); }
   /// Fills h_seg_ and h_multi_, the split forward-backward's work list of the planned chunk.
   void plan_segments();
-  /// Whether the planned chunk's forward-backward is split (fb_mode_, L, h_longest_).
-  bool split_fb() const;
+  /// The planned chunk's split forward-backward work (h_seg_, h_multi_ and their copies).
+  FbWork planned_fb() const {
+    return {h_sent_.size(), h_longest_, h_partial_rows_, h_seg_.size(), h_multi_.size(), seg_.get(), multi_.get()};
+  }
+  /// The chunk's split forward-backward work: a streamed chunk's, or the plan's (after
+  /// run_chunk_front copied it).
+  FbWork fb_work(const CorpusArrays& a) const { return a.streamed ? a.fb : planned_fb(); }
+  /// Whether a chunk's forward-backward is split (fb_mode_, L, its longest sentence).
+  bool split_fb(const FbWork& work) const;
+  bool split_fb() const { return split_fb(planned_fb()); }
+
+  // ---- streaming (backend_stream.cu) -------------------------------------------------------
+  /// How much device memory corpus c's copy and workspace may take (limit_, reserved_, free).
+  std::size_t device_budget(std::size_t free_b) const;
+  /// Whether corpus c (copy of corpus_bytes, longest sentence max_len) is streamed.
+  bool streams(std::size_t corpus_bytes, std::size_t max_len, std::size_t free_b) const;
+  /// A streamed corpus's device bytes beside the workspace (gather plans, two stream slots at
+  /// most) and its workspace, for upload_bytes / workspace_bytes.
+  void stream_sizes(const Corpus& c, std::size_t max_len, std::size_t free_b, std::size_t& resident,
+                    std::size_t& workspace) const;
+  /// Builds up's stream: the gather plans (their ranges kept on the host), the workspace, the
+  /// chunk plan, the pinned copy (refused with the figures past the host memory), the slots.
+  void upload_streamed(CudaCorpus& up, const std::vector<std::size_t>& st_off, const std::vector<std::uint32_t>& st_tok,
+                       const std::vector<double>& st_val, const std::vector<std::size_t>& et_off,
+                       const std::vector<std::uint32_t>& et_tok, const std::vector<double>& et_val, bool edges);
+  /// Throws for a streamed corpus: `what` needs the whole corpus on the device.
+  void require_resident(const CudaCorpus& c, const char* what) const;
+  /// A pass over a streamed corpus: begin queues the first two chunks' copies; chunk(k) makes
+  /// the compute stream wait for chunk k's copy, sets the host's chunk sizes (h_slots_) and
+  /// returns its arrays; done(k) records that chunk k's kernels are queued and queues the copy of
+  /// chunk k + 2 into its slot.
+  void stream_begin(const CudaCorpus& c);
+  CorpusArrays stream_chunk(const CudaCorpus& c, std::size_t k);
+  void stream_done(const CudaCorpus& c, std::size_t k);
+  void stream_copy(const CudaCorpus& c, std::size_t k);
 
   // ---- the marginal reduction (backend_chain.cu) -------------------------------------------
   /// g += scale · Xᵀ·delta (state and edge attributes) and the transition sums; then the
   /// token → row map is cleared for the next chunk.
-  void reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_t rows, double scale, double* G);
+  void reduce_gradient(const CorpusArrays& a, std::size_t n, std::size_t rows, double scale, double* G);
 
   // ---- span plans: SAG and evaluate_sparse (backend_plans.cu) ------------------------------
   /// Plans `span` (distinct sentences) into `pl` and uploads it (see SpanPlan). `edge_slot`
@@ -506,6 +628,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   // ---- state ---------------------------------------------------------------------------------
   CudaBackendConfig cfg_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // a streamed corpus's copies (made with the first one)
+  // set_memory_limits: the device limit (0: cfg_.max_device_memory), the bytes reserved in it for
+  // the run's vectors, the host limit (0: cfg_.max_host_memory); workspace_cap_ bounds the
+  // workspace of the corpus being uploaded (0: half of what is free, as without a limit).
+  std::size_t limit_ = 0, reserved_ = 0, host_limit_ = 0, workspace_cap_ = 0;
   std::string name_;
   int threads_ = 32;         // forward-backward / Viterbi block size
   bool shared_E_ = false;    // E, Eᵀ in shared memory (forward-backward)
