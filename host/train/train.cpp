@@ -257,9 +257,11 @@ Backend& TrainingRun::prepare() {
   }
   if (config_.note) config_.note(note);
   {  // the run's limits, and what its vectors will take beside the corpus (a CUDA backend streams
-     // a corpus that does not fit in the rest)
+     // a corpus that does not fit in the rest); the dictionaries too, which check_memory counts
+     // against the same budget
     const MemoryEstimate m = estimate_memory(*info_, config_.options, d, corpus_);
-    backend_->set_memory_limits(std::size_t(config_.max_device_memory), m.weights + m.optimizer,
+    backend_->set_memory_limits(std::size_t(config_.max_device_memory),
+                                m.weights + m.optimizer + model_.features.dictionary_bytes(),
                                 std::size_t(config_.max_memory));
   }
   const MemoryCheck memory = check_memory(*info_, config_.options, d, corpus_, *backend_, config_.max_memory,

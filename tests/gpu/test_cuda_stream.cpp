@@ -119,19 +119,20 @@ void expect_bitwise(const PassResults& s, const PassResults& r) {
 TEST(CudaStream, StreamedPassesAreBitwiseTheResidentOnes) {
   REQUIRE_GPU();
   struct Case {
-    std::uint32_t E;
+    std::uint32_t A, E;
     Layout layout;
     bool binary;
-    std::size_t max_len, chunk_tokens;
+    std::size_t sentences, max_len, chunk_tokens;
   };
-  const Case cases[] = {{0, Layout::dense, false, 12, 40},  {3, Layout::dense, false, 12, 40},
-                        {3, Layout::observed, true, 12, 25}, {0, Layout::observed, false, 12, 25},
-                        {3, Layout::dense, false, 200, 260}};
+  // A = 3 over 150 sentences: every attribute has several gather segments (> 256 occurrences),
+  // whose partial rows the chunks share.
+  const Case cases[] = {{40, 0, Layout::dense, false, 40, 12, 40},   {40, 3, Layout::dense, false, 40, 12, 40},
+                        {40, 3, Layout::observed, true, 40, 12, 25}, {40, 0, Layout::observed, false, 40, 12, 25},
+                        {3, 3, Layout::dense, false, 150, 12, 200},  {40, 3, Layout::dense, false, 12, 200, 260}};
   for (const Case& k : cases) {
-    SCOPED_TRACE(::testing::Message() << "E=" << k.E << " " << k.layout << (k.binary ? " binary" : "")
-                                      << " max_len=" << k.max_len);
-    const auto p = with_layout(random_problem(5, 40, k.E, k.max_len > 100 ? 12 : 40, k.max_len, 91 + k.E, k.binary),
-                               k.layout);
+    SCOPED_TRACE(::testing::Message() << "A=" << k.A << " E=" << k.E << " " << k.layout
+                                      << (k.binary ? " binary" : "") << " max_len=" << k.max_len);
+    const auto p = with_layout(random_problem(5, k.A, k.E, k.sentences, k.max_len, 91 + k.E, k.binary), k.layout);
     const bool train = k.max_len < 100;  // (the long sentences' case: the passes only, for time)
     auto resident = cuda_backend(p.dims, k.chunk_tokens, false);
     auto streamed = cuda_backend(p.dims, k.chunk_tokens, true);
