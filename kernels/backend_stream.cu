@@ -46,25 +46,19 @@ struct ChunkCounts {
   std::size_t state_items = 0, edge_items = 0, st_occ = 0, et_occ = 0, st_segs = 0, et_segs = 0;
 };
 
-/// What the chunks' transposes are cut from: one gather side's occurrences (token order within an
-/// attribute), its segments' ranges and values (empty: binary).
-struct Side {
-  const std::vector<std::uint32_t>* tok;
-  const std::vector<double>* val;
-  const std::vector<std::size_t>* seg_off;
-};
-
 /// Walks the side's segments in order, giving each occurrence to its chunk (chunk_of its token):
 /// counts (fill false) or writes (fill true) each chunk's occurrences, chunk-local tokens, and its
 /// own segments — their plan ids and their ranges in its occurrences. The chunk's occurrences stay
 /// in the plan's order, so each own segment is the plan's restricted to the chunk.
-void cut_side(const Side& side, const std::vector<std::uint32_t>& chunk_of, std::vector<StreamChunk>& chunks,
-              std::vector<ChunkCounts>& counts, bool edge, bool fill, std::size_t* z, std::uint32_t* u, double* d) {
+void cut_side(const StreamSources& src, bool edge, std::vector<StreamChunk>& chunks, std::vector<ChunkCounts>& counts,
+              bool fill, std::size_t* z, std::uint32_t* u, double* d) {
   const std::size_t K = chunks.size();
   std::vector<std::size_t> last(K, ~std::size_t(0)), occ(K, 0), segs(K, 0);
-  const std::vector<std::size_t>& off = *side.seg_off;
-  const std::vector<std::uint32_t>& tok = *side.tok;
-  const bool vals = !side.val->empty();
+  const std::vector<std::size_t>& off = src.ranges[edge];
+  const std::vector<std::uint32_t>& tok = *src.tok[edge];
+  const std::vector<double>& val = *src.val[edge];
+  const std::vector<std::uint32_t>& chunk_of = src.chunk_of;
+  const bool vals = !val.empty();
   for (std::size_t sg = 0; sg + 1 < off.size(); ++sg)
     for (std::size_t q = off[sg]; q < off[sg + 1]; ++q) {
       const std::uint32_t k = chunk_of[tok[q]];
@@ -79,7 +73,7 @@ void cut_side(const Side& side, const std::vector<std::uint32_t>& chunk_of, std:
       }
       if (fill) {
         u[ch.u0 + (edge ? ch.et_tok : ch.st_tok) + occ[k]] = std::uint32_t(tok[q] - ch.token);
-        if (vals) d[ch.d0 + (edge ? ch.et_val : ch.st_val) + occ[k]] = (*side.val)[q];
+        if (vals) d[ch.d0 + (edge ? ch.et_val : ch.st_val) + occ[k]] = val[q];
       }
       ++occ[k];
     }
@@ -144,19 +138,19 @@ void CudaBackend::upload_streamed(CudaCorpus& up, const std::vector<std::size_t>
                                   const std::vector<std::size_t>& et_off, const std::vector<std::uint32_t>& et_tok,
                                   const std::vector<double>& et_val, bool edges) {
   const Corpus& c = up.host;
-  const std::size_t N = up.N, S = up.S;
+  StreamSources src{{&st_tok, &et_tok}, {&st_val, &et_val}, {}, {}, {}};
   // The gather plans stay resident (but their ranges: each chunk has its own).
   const WeightGroups hg = dims_.groups();
-  std::vector<std::size_t> st_ranges, et_ranges;
-  up.st_plan.build(dims_.A, st_off, [&](std::size_t a) { return hg.size(std::uint32_t(a)); }, stream_, &st_ranges);
+  up.st_plan.build(dims_.A, st_off, [&](std::size_t a) { return hg.size(std::uint32_t(a)); }, stream_, &src.ranges[0]);
   if (edges)
     up.et_plan.build(dims_.E, et_off, [&](std::size_t e) { return hg.size(hg.edge(std::uint32_t(e))); }, stream_,
-                     &et_ranges);
-  const std::size_t plans = plan_bytes(up.st_plan) + (edges ? plan_bytes(up.et_plan) : 0);
+                     &src.ranges[1]);
+  StreamBudget b;
+  b.plans = plan_bytes(up.st_plan) + (edges ? plan_bytes(up.et_plan) : 0);
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const std::size_t budget = device_budget(free_b + plans);  // the plans are part of the budget
-  const std::size_t usable = budget > plans ? budget - plans : 0;
+  b.budget = device_budget(free_b + b.plans);  // the plans are part of the budget
+  const std::size_t usable = b.budget > b.plans ? b.budget - b.plans : 0;
   // The workspace: at most half of what the plans leave (size_workspace refuses a sentence that
   // cannot fit, with the figures); the two slots share the rest.
   workspace_cap_ = std::max<std::size_t>(usable, 1);
@@ -167,17 +161,49 @@ void CudaBackend::upload_streamed(CudaCorpus& up, const std::vector<std::size_t>
     throw;
   }
   workspace_cap_ = 0;
-  const std::size_t ws = rows_cap_ * row_bytes(dims_.E > 0) + sents_cap_ * sentence_bytes();
-  std::size_t slot_cap = usable > ws ? (usable - ws) / 2 : 0;
-  auto s = std::make_unique<CorpusStream>();
-  CorpusStream& st = *s;
+  b.workspace = rows_cap_ * row_bytes(dims_.E > 0) + sents_cap_ * sentence_bytes();
+  b.slot_cap = usable > b.workspace ? (usable - b.workspace) / 2 : 0;
+  auto stream = std::make_unique<CorpusStream>();
+  CorpusStream& st = *stream;
   st.edges = edges;
   st.state_vals = !c.state_values.empty();
   st.edge_vals = edges && !c.edge_values.empty();
-  std::vector<std::uint32_t> ids(S);
-  std::iota(ids.begin(), ids.end(), 0u);
-  std::vector<std::uint32_t> chunk_of(N);
-  const Side st_side{&st_tok, &st_val, &st_ranges}, et_side{&et_tok, &et_val, &et_ranges};
+  src.ids.resize(up.S);
+  std::iota(src.ids.begin(), src.ids.end(), 0u);
+  src.chunk_of.resize(up.N);
+  for (int attempt = 0;; ++attempt) {
+    stream_cut(up, st, src, b);
+    const std::size_t slot = stream_layout(up, st, src);
+    // Each region's largest chunk may be another: where the slots' sum of maxima passes the
+    // share, the chunks are cut smaller (rarely more than once).
+    if (slot <= b.slot_cap || attempt == 3) {
+      st.device_bytes = b.plans + 2 * slot;
+      break;
+    }
+    b.slot_cap = std::size_t(double(b.slot_cap) * (double(b.slot_cap) / double(slot)) * 0.95);
+  }
+  // The pinned copy: refused with the figures where the host has not the memory for it.
+  std::size_t host = host_memory_available();
+  const std::size_t host_limit = host_limit_ ? host_limit_ : cfg_.max_host_memory;
+  if (host_limit && (host == 0 || host_limit < host)) host = host_limit;
+  if (host && st.pinned_bytes > host)
+    throw Error("CUDA backend: the corpus's copy (" + fmt_mib(device_corpus_bytes(c, edges, et_tok.size())) +
+                ") does not fit in the " + fmt_mib(b.budget) + " of device memory left to it on " + name_ +
+                ", and streaming it needs " + fmt_mib(st.pinned_bytes) + " of pinned host memory; only " +
+                fmt_mib(host) + (host_limit && host == host_limit ? " allowed (the limit given)" : " available") +
+                "; use a machine with more memory, or --device cpu");
+  stream_fill(up, st, src);
+  // The split forward-backward's partial pair sums, for the largest chunk: no allocation in a pass.
+  std::size_t partial_rows = 0;
+  for (const StreamChunk& ch : st.chunks) partial_rows = std::max(partial_rows, ch.partial_rows);
+  if (dims_.L <= 32) reserve_device(seg_pair_, partial_rows * dims_.L * dims_.L);
+  if (!copy_stream_) CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  up.stream = std::move(stream);
+}
+
+void CudaBackend::stream_cut(const CudaCorpus& up, CorpusStream& st, StreamSources& src, const StreamBudget& b) {
+  const Corpus& c = up.host;
+  const bool edges = st.edges;
   // A sentence's bytes in a slot, a bound (its own segments counted as its occurrences).
   auto sentence_cost = [&](std::size_t sid) {
     const std::size_t t0 = c.sentence_offsets[sid], t1 = c.sentence_offsets[sid + 1], T = t1 - t0;
@@ -187,116 +213,98 @@ void CudaBackend::upload_streamed(CudaCorpus& up, const std::vector<std::size_t>
     const std::size_t d = (st.state_vals ? 2 * is : 0) + (st.edge_vals ? 2 * ie : 0);
     return z * 8 + u * 4 + d * 8 + (T / kFbSegment + 2) * sizeof(FbSegment) + sizeof(FbMulti);
   };
-  std::size_t z_total = 0, u_total = 0, d_total = 0, g_total = 0, m_total = 0;
-  for (int attempt = 0;; ++attempt) {
-    // The chunks: whole sentences while the workspace (as plan() cuts) and the slot hold them.
-    st.chunks.clear();
-    for (std::size_t b = 0; b < S;) {
-      StreamChunk ch;
-      ch.first = b;
-      ch.token = c.sentence_offsets[b];
-      std::size_t bytes = 64;
-      std::size_t e = b;
-      while (e < S && e - b < sents_cap_) {
-        const std::size_t T = c.length(e), cost = sentence_cost(e);
-        if (ch.rows + T > rows_cap_ || bytes + cost > slot_cap) {
-          if (e == b)
-            throw Error("CUDA backend: streaming the corpus, sentence " + std::to_string(e) + " (" + std::to_string(T) +
-                        " tokens) needs " + fmt_mib(2 * (cost + 64) + ws + plans) +
-                        " of device memory (two stream slots, the workspace, the gather plans); only " +
-                        fmt_mib(budget) + " is available to the corpus on " + name_ +
-                        "; give it more (--max-device-memory) or use --device cpu");
-          break;
-        }
-        ch.rows += T;
-        bytes += cost;
-        ++e;
+  // Whole sentences while the workspace (as plan() cuts a resident pass) and the slot hold them.
+  st.chunks.clear();
+  for (std::size_t first = 0; first < up.S;) {
+    StreamChunk ch;
+    ch.first = first;
+    ch.token = c.sentence_offsets[first];
+    std::size_t bytes = 64, e = first;
+    while (e < up.S && e - first < sents_cap_) {
+      const std::size_t T = c.length(e), cost = sentence_cost(e);
+      if (ch.rows + T > rows_cap_ || bytes + cost > b.slot_cap) {
+        if (e == first)
+          throw Error("CUDA backend: streaming the corpus, sentence " + std::to_string(e) + " (" + std::to_string(T) +
+                      " tokens) needs " + fmt_mib(2 * (cost + 64) + b.workspace + b.plans) +
+                      " of device memory (two stream slots, the workspace, the gather plans); only " +
+                      fmt_mib(b.budget) + " is available to the corpus on " + name_ +
+                      "; give it more (--max-device-memory) or use --device cpu");
+        break;
       }
-      ch.n = e - b;
-      for (std::size_t t = ch.token; t < ch.token + ch.rows; ++t) chunk_of[t] = std::uint32_t(st.chunks.size());
-      st.chunks.push_back(ch);
-      b = e;
+      ch.rows += T;
+      bytes += cost;
+      ++e;
     }
-    // Counts, then each chunk's layout (offsets in its regions) and the regions' maxima.
-    std::vector<ChunkCounts> counts(st.chunks.size());
-    cut_side(st_side, chunk_of, st.chunks, counts, false, false, nullptr, nullptr, nullptr);
-    if (edges) cut_side(et_side, chunk_of, st.chunks, counts, true, false, nullptr, nullptr, nullptr);
-    z_total = u_total = d_total = g_total = m_total = 0;
-    std::size_t zmax = 0, umax = 0, dmax = 0, gmax = 0, mmax = 0;
-    for (std::size_t k = 0; k < st.chunks.size(); ++k) {
-      StreamChunk& ch = st.chunks[k];
-      const ChunkCounts& n = counts[k];
-      const std::size_t t0 = ch.token, t1 = ch.token + ch.rows;
-      const std::size_t is = c.state_offsets[t1] - c.state_offsets[t0];
-      const std::size_t ie = edges ? c.edge_offsets[t1] - c.edge_offsets[t0] : 0;
-      plan(up, SentenceSpan{ids.data() + ch.first, ch.n}, 0);
-      std::size_t z = 0, u = 0, d = 0;
-      ch.sent_off = z, z += ch.n + 1;
-      ch.state_off = z, z += ch.rows + 1;
-      ch.edge_off = z, z += edges ? ch.rows + 1 : 0;
-      ch.slots = z, z += ch.n + 1;
-      ch.st_range = z, z += n.st_segs + 1;
-      ch.et_range = z, z += edges ? n.et_segs + 1 : 0;
-      ch.state_ids = u, u += is;
-      ch.edge_ids = u, u += ie;
-      ch.labels = u, u += ch.rows;
-      ch.order = u, u += ch.n;
-      ch.sent = u, u += ch.n;
-      ch.st_tok = u, u += n.st_occ;
-      ch.et_tok = u, u += n.et_occ;
-      ch.st_seg = u, u += n.st_segs;
-      ch.et_seg = u, u += n.et_segs;
-      ch.state_vals = d, d += st.state_vals ? is : 0;
-      ch.edge_vals = d, d += st.edge_vals ? ie : 0;
-      ch.st_val = d, d += st.state_vals ? n.st_occ : 0;
-      ch.et_val = d, d += st.edge_vals ? n.et_occ : 0;
-      ch.st_segments = n.st_segs;
-      ch.et_segments = n.et_segs;
-      ch.longest = h_longest_;
-      ch.partial_rows = h_partial_rows_;
-      ch.z0 = z_total, ch.nz = z, z_total += z, zmax = std::max(zmax, z);
-      ch.u0 = u_total, ch.nu = u, u_total += u, umax = std::max(umax, u);
-      ch.d0 = d_total, ch.nd = d, d_total += d, dmax = std::max(dmax, d);
-      ch.g0 = g_total, ch.ng = h_seg_.size(), g_total += ch.ng, gmax = std::max(gmax, ch.ng);
-      ch.m0 = m_total, ch.nm = h_multi_.size(), m_total += ch.nm, mmax = std::max(mmax, ch.nm);
-      st.max_rows = std::max(st.max_rows, ch.rows);
-    }
-    const std::size_t slot = zmax * 8 + umax * 4 + dmax * 8 + gmax * sizeof(FbSegment) + mmax * sizeof(FbMulti);
-    // Each region's largest chunk may be another: where the slots' sum of maxima passes the
-    // share, the chunks are cut smaller (rarely more than once).
-    if (slot <= slot_cap || attempt == 3) {
-      st.device_bytes = plans + 2 * slot;
-      st.slot[0].z.resize(zmax), st.slot[1].z.resize(zmax);
-      st.slot[0].u.resize(umax), st.slot[1].u.resize(umax);
-      st.slot[0].d.resize(dmax), st.slot[1].d.resize(dmax);
-      st.slot[0].g.resize(gmax), st.slot[1].g.resize(gmax);
-      st.slot[0].m.resize(mmax), st.slot[1].m.resize(mmax);
-      break;
-    }
-    slot_cap = std::size_t(double(slot_cap) * (double(slot_cap) / double(slot)) * 0.95);
+    ch.n = e - first;
+    for (std::size_t t = ch.token; t < ch.token + ch.rows; ++t) src.chunk_of[t] = std::uint32_t(st.chunks.size());
+    st.chunks.push_back(ch);
+    first = e;
   }
-  // The pinned copy: refused with the figures where the host has not the memory for it.
-  st.pinned_bytes = z_total * 8 + u_total * 4 + d_total * 8 + g_total * sizeof(FbSegment) +
-                    m_total * sizeof(FbMulti) + S * sizeof(double);
-  std::size_t host = host_memory_available();
-  const std::size_t host_limit = host_limit_ ? host_limit_ : cfg_.max_host_memory;
-  if (host_limit && (host == 0 || host_limit < host)) host = host_limit;
-  if (host && st.pinned_bytes > host)
-    throw Error("CUDA backend: the corpus's copy (" + fmt_mib(device_corpus_bytes(c, edges, et_tok.size())) +
-                ") does not fit in the " + fmt_mib(budget) + " of device memory left to it on " + name_ +
-                ", and streaming it needs " + fmt_mib(st.pinned_bytes) + " of pinned host memory; only " +
-                fmt_mib(host) + (host_limit && host == host_limit ? " allowed (the limit given)" : " available") +
-                "; use a machine with more memory, or --device cpu");
-  st.z.resize(z_total);
-  st.u.resize(u_total);
-  st.d.resize(d_total);
-  st.g.resize(g_total);
-  st.m.resize(m_total);
-  st.losses.resize(S);
-  // Fill: each chunk's slices of the corpus (offsets made chunk-local), its plan, its transposes.
+}
+
+std::size_t CudaBackend::stream_layout(CudaCorpus& up, CorpusStream& st, StreamSources& src) {
+  const Corpus& c = up.host;
+  const bool edges = st.edges;
   std::vector<ChunkCounts> counts(st.chunks.size());
-  cut_side(st_side, chunk_of, st.chunks, counts, false, true, st.z.get(), st.u.get(), st.d.get());
-  if (edges) cut_side(et_side, chunk_of, st.chunks, counts, true, true, st.z.get(), st.u.get(), st.d.get());
+  cut_side(src, false, st.chunks, counts, false, nullptr, nullptr, nullptr);
+  if (edges) cut_side(src, true, st.chunks, counts, false, nullptr, nullptr, nullptr);
+  std::size_t zt = 0, ut = 0, dt = 0, gt = 0, mt = 0, zmax = 0, umax = 0, dmax = 0, gmax = 0, mmax = 0;
+  st.max_rows = 0;
+  for (std::size_t k = 0; k < st.chunks.size(); ++k) {
+    StreamChunk& ch = st.chunks[k];
+    const ChunkCounts& n = counts[k];
+    const std::size_t t0 = ch.token, t1 = ch.token + ch.rows;
+    const std::size_t is = c.state_offsets[t1] - c.state_offsets[t0];
+    const std::size_t ie = edges ? c.edge_offsets[t1] - c.edge_offsets[t0] : 0;
+    plan(up, SentenceSpan{src.ids.data() + ch.first, ch.n}, 0);  // the chunk as a resident pass plans it
+    std::size_t z = 0, u = 0, d = 0;
+    auto at = [](std::size_t& field, std::size_t& cursor, std::size_t count) { field = cursor, cursor += count; };
+    at(ch.sent_off, z, ch.n + 1), at(ch.state_off, z, ch.rows + 1), at(ch.edge_off, z, edges ? ch.rows + 1 : 0);
+    at(ch.slots, z, ch.n + 1), at(ch.st_range, z, n.st_segs + 1), at(ch.et_range, z, edges ? n.et_segs + 1 : 0);
+    at(ch.state_ids, u, is), at(ch.edge_ids, u, ie), at(ch.labels, u, ch.rows), at(ch.order, u, ch.n);
+    at(ch.sent, u, ch.n), at(ch.st_tok, u, n.st_occ), at(ch.et_tok, u, n.et_occ), at(ch.st_seg, u, n.st_segs);
+    at(ch.et_seg, u, n.et_segs);
+    at(ch.state_vals, d, st.state_vals ? is : 0), at(ch.edge_vals, d, st.edge_vals ? ie : 0);
+    at(ch.st_val, d, st.state_vals ? n.st_occ : 0), at(ch.et_val, d, st.edge_vals ? n.et_occ : 0);
+    ch.st_segments = n.st_segs;
+    ch.et_segments = n.et_segs;
+    ch.longest = h_longest_;
+    ch.partial_rows = h_partial_rows_;
+    ch.z0 = zt, ch.nz = z, zt += z, zmax = std::max(zmax, z);
+    ch.u0 = ut, ch.nu = u, ut += u, umax = std::max(umax, u);
+    ch.d0 = dt, ch.nd = d, dt += d, dmax = std::max(dmax, d);
+    ch.g0 = gt, ch.ng = h_seg_.size(), gt += ch.ng, gmax = std::max(gmax, ch.ng);
+    ch.m0 = mt, ch.nm = h_multi_.size(), mt += ch.nm, mmax = std::max(mmax, ch.nm);
+    st.max_rows = std::max(st.max_rows, ch.rows);
+  }
+  plan_key_.corpus = 0;  // the chunk plans above are not a resident pass's
+  plan_on_device_ = false;
+  st.pinned_bytes = zt * 8 + ut * 4 + dt * 8 + gt * sizeof(FbSegment) + mt * sizeof(FbMulti) + up.S * sizeof(double);
+  st.z_total = zt, st.u_total = ut, st.d_total = dt, st.g_total = gt, st.m_total = mt;
+  st.z_max = zmax, st.u_max = umax, st.d_max = dmax, st.g_max = gmax, st.m_max = mmax;
+  return zmax * 8 + umax * 4 + dmax * 8 + gmax * sizeof(FbSegment) + mmax * sizeof(FbMulti);
+}
+
+void CudaBackend::stream_fill(CudaCorpus& up, CorpusStream& st, StreamSources& src) {
+  const Corpus& c = up.host;
+  const bool edges = st.edges;
+  for (StreamSlot& sl : st.slot) {
+    sl.z.resize(st.z_max);
+    sl.u.resize(st.u_max);
+    sl.d.resize(st.d_max);
+    sl.g.resize(st.g_max);
+    sl.m.resize(st.m_max);
+  }
+  st.z.resize(st.z_total);
+  st.u.resize(st.u_total);
+  st.d.resize(st.d_total);
+  st.g.resize(st.g_total);
+  st.m.resize(st.m_total);
+  st.losses.resize(up.S);
+  // Each chunk's slices of the corpus (offsets made chunk-local), its plan, its transposes.
+  std::vector<ChunkCounts> counts(st.chunks.size());
+  cut_side(src, false, st.chunks, counts, true, st.z.get(), st.u.get(), st.d.get());
+  if (edges) cut_side(src, true, st.chunks, counts, true, st.z.get(), st.u.get(), st.d.get());
   for (StreamChunk& ch : st.chunks) {
     std::size_t* z = st.z.get() + ch.z0;
     std::uint32_t* u = st.u.get() + ch.u0;
@@ -313,21 +321,15 @@ void CudaBackend::upload_streamed(CudaCorpus& up, const std::vector<std::size_t>
     std::copy_n(c.labels.begin() + std::ptrdiff_t(t0), ch.rows, u + ch.labels);
     if (st.state_vals) std::copy_n(c.state_values.begin() + std::ptrdiff_t(s0), is, d + ch.state_vals);
     if (st.edge_vals) std::copy_n(c.edge_values.begin() + std::ptrdiff_t(e0), ie, d + ch.edge_vals);
-    plan(up, SentenceSpan{ids.data() + ch.first, ch.n}, 0);  // the chunk as a resident pass plans it
+    plan(up, SentenceSpan{src.ids.data() + ch.first, ch.n}, 0);  // the chunk as a resident pass plans it
     std::copy(h_slots_.begin(), h_slots_.end(), z + ch.slots);
     std::copy(h_order_.begin(), h_order_.end(), u + ch.order);
     std::iota(u + ch.sent, u + ch.sent + ch.n, 0u);  // chunk-local sentence ids
     std::copy(h_seg_.begin(), h_seg_.end(), st.g.get() + ch.g0);
     std::copy(h_multi_.begin(), h_multi_.end(), st.m.get() + ch.m0);
   }
-  plan_key_.corpus = 0;  // the chunk plans above are not a resident pass's
+  plan_key_.corpus = 0;
   plan_on_device_ = false;
-  // The split forward-backward's partial pair sums, for the largest chunk: no allocation in a pass.
-  std::size_t partial_rows = 0;
-  for (const StreamChunk& ch : st.chunks) partial_rows = std::max(partial_rows, ch.partial_rows);
-  if (dims_.L <= 32) reserve_device(seg_pair_, partial_rows * dims_.L * dims_.L);
-  if (!copy_stream_) CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-  up.stream = std::move(s);
 }
 
 // ---- a pass --------------------------------------------------------------------------------

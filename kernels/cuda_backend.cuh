@@ -113,6 +113,7 @@
 
 #include "chain_kernels.cuh"
 #include "common.cuh"
+#include "corpus_stream.cuh"
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
 #include "cuda_api.hpp"
@@ -131,77 +132,6 @@ struct CudaVector final : Vector {
   std::size_t size() const override { return buf.size(); }
   const void* owner;
   DeviceBuffer<double> buf;
-};
-
-/// The split forward-backward's work list of a planned chunk (device) and the sizes the host
-/// decides by: the resident plan's (planned_fb) or a streamed chunk's copy.
-struct FbWork {
-  std::size_t sentences = 0, longest = 0, partial_rows = 0, segs = 0, multis = 0;
-  const FbSegment* seg = nullptr;
-  const FbMulti* multi = nullptr;
-};
-
-/// The device arrays one chunk's kernels read: the resident corpus's (CudaBackend::arrays), or a
-/// streamed chunk's copy in a stream buffer (chunk-local sentence, token and item ids).
-struct CorpusArrays {
-  const std::size_t *sent_off = nullptr, *state_off = nullptr, *edge_off = nullptr;  // edge_off null: no edges
-  const std::uint32_t *state_ids = nullptr, *edge_ids = nullptr, *labels = nullptr;
-  const double *state_vals = nullptr, *edge_vals = nullptr;  // null: binary attributes
-  int* token_slot = nullptr;                                  // resident only
-  const std::uint32_t *st_tok = nullptr, *et_tok = nullptr;  // the transposes
-  const double *st_val = nullptr, *et_val = nullptr;
-  const GatherSegments *st_plan = nullptr, *et_plan = nullptr;
-  GatherChunk st_own, et_own;  // a streamed chunk's own segments (seg_id set), else unused
-  ChunkView ch{};
-  FbWork fb;
-  std::size_t t_lo = 0;  // the chunk's first token (consecutive sentences), in these arrays' ids
-  bool streamed = false;
-};
-
-/// One chunk of a streamed corpus: sentences [first, first + n), rows tokens from `token`, and
-/// its arrays in each typed region of the pinned copy (element offsets: the region starts at z0,
-/// u0, d0, g0, m0 there and at 0 in a stream buffer; the named fields are offsets in the region).
-struct StreamChunk {
-  std::size_t first = 0, n = 0, rows = 0, token = 0;
-  std::size_t z0 = 0, nz = 0, u0 = 0, nu = 0, d0 = 0, nd = 0, g0 = 0, ng = 0, m0 = 0, nm = 0;
-  // size_t: sentence, state and edge offsets (chunk-local), the rows' slots, the gathers' ranges
-  std::size_t sent_off = 0, state_off = 0, edge_off = 0, slots = 0, st_range = 0, et_range = 0;
-  // uint32: items, labels, the launch order, sentence ids (0..n−1), occurrences' tokens, segments
-  std::size_t state_ids = 0, edge_ids = 0, labels = 0, order = 0, sent = 0, st_tok = 0, et_tok = 0;
-  std::size_t st_seg = 0, et_seg = 0, st_segments = 0, et_segments = 0;
-  std::size_t state_vals = 0, edge_vals = 0, st_val = 0, et_val = 0;  // double
-  std::size_t longest = 0, partial_rows = 0;  // the split forward-backward's plan (ng, nm: its lists)
-};
-
-/// The device buffers of one half of the double buffering: a chunk's regions.
-struct StreamSlot {
-  DeviceBuffer<std::size_t> z;
-  DeviceBuffer<std::uint32_t> u;
-  DeviceBuffer<double> d;
-  DeviceBuffer<FbSegment> g;
-  DeviceBuffer<FbMulti> m;
-};
-
-/// A streamed corpus (see "Streaming" above): the chunks' arrays in pinned host memory, made once
-/// at upload with the chunk plan of every whole-corpus pass, two device slots, and the events that
-/// order the copy stream and the compute stream.
-struct CorpusStream {
-  std::vector<StreamChunk> chunks;
-  PinnedBuffer<std::size_t> z;
-  PinnedBuffer<std::uint32_t> u;
-  PinnedBuffer<double> d;
-  PinnedBuffer<FbSegment> g;
-  PinnedBuffer<FbMulti> m;
-  PinnedBuffer<double> losses;  // [S] the pass's per-sentence losses (read once, after the pass)
-  StreamSlot slot[2];
-  cudaEvent_t copied[2] = {nullptr, nullptr}, consumed[2] = {nullptr, nullptr};
-  bool state_vals = false, edge_vals = false, edges = false;
-  std::size_t max_rows = 0;
-  std::size_t device_bytes = 0, pinned_bytes = 0;  // the figures (slots and plans; the pinned copy)
-  CorpusStream();
-  ~CorpusStream();
-  CorpusStream(const CorpusStream&) = delete;
-  CorpusStream& operator=(const CorpusStream&) = delete;
 };
 
 struct CudaCorpus final : BackendCorpus {
@@ -517,6 +447,12 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void upload_streamed(CudaCorpus& up, const std::vector<std::size_t>& st_off, const std::vector<std::uint32_t>& st_tok,
                        const std::vector<double>& st_val, const std::vector<std::size_t>& et_off,
                        const std::vector<std::uint32_t>& et_tok, const std::vector<double>& et_val, bool edges);
+  /// upload_streamed's steps: the chunks (whole sentences within the workspace and the slot; a
+  /// sentence that cannot fit refused with the figures), each chunk's layout in its regions (the
+  /// largest slot's bytes returned), and the pinned copy's contents.
+  void stream_cut(const CudaCorpus& up, CorpusStream& st, StreamSources& src, const StreamBudget& b);
+  std::size_t stream_layout(CudaCorpus& up, CorpusStream& st, StreamSources& src);
+  void stream_fill(CudaCorpus& up, CorpusStream& st, StreamSources& src);
   /// Throws for a streamed corpus: `what` needs the whole corpus on the device.
   void require_resident(const CudaCorpus& c, const char* what) const;
   /// A pass over a streamed corpus: begin queues the first two chunks' copies; chunk(k) makes
