@@ -12,6 +12,8 @@
 //   backend_sag.cu       SAG / SAGA
 //   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
+//   backend_stream.cu    a corpus larger than the device: its chunk plan, pinned copy and passes
+//   corpus_stream.cuh    CorpusArrays (what a chunk's kernels read) and CorpusStream
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
 //   fb_device.cuh        one sentence's forward-backward steps (fused and split kernels share them)
 //   fb_split_kernels.cu  the split forward-backward: recursions, marginals by segment, pair sums
@@ -99,6 +101,28 @@
 // allocated inside evaluate()/viterbi()/marginals(). A span larger than the workspace is split
 // into chunks of whole sentences; a single sentence that cannot fit raises crfx::Error with the
 // amount of memory needed.
+//
+// Streaming (backend_stream.cu): a corpus whose copy and minimal workspace do not fit in the
+// device memory left to it — free memory, or CudaBackendConfig::max_device_memory /
+// set_memory_limits' limit, less what the run's vectors will take — is not uploaded but streamed.
+// At upload, the chunks of a whole-corpus pass are fixed: whole sentences within the workspace
+// (plan()'s cut, so that a resident corpus with the same max_chunk_tokens is cut alike) and within
+// a slot (half of what the workspace and the resident gather plans leave). Each chunk's arrays are
+// made chunk-local (sentence, token and item ids from 0) and laid out in five typed regions of
+// pinned host memory: its CSR slices, labels, plan (slots, launch order, the split
+// forward-backward's work list) and its own transposes — the occurrences of its tokens, in the
+// plan's order, with the gather segments it touches (GatherChunk::seg_id, seg_off: each the
+// resident segment restricted to the chunk). A pass queues the copies of chunks 0 and 1 on the
+// copy stream, then per chunk k: the compute stream waits for copied[k % 2], runs the chunk's
+// kernels (the same as a resident chunk's, reading CorpusArrays), records consumed[k % 2], and the
+// copy stream, after waiting for that event, copies chunk k + 2 into the slot. evaluate() copies
+// each chunk's losses into pinned memory and waits once a pass (tests/emu/test_pass_shape.cpp);
+// viterbi and marginals wait a chunk, as resident. The gathers zero the multi-segment
+// attributes' partial rows and marks first (a chunk writes only its own segments'), so every sum
+// has the resident order: streamed results are bitwise the resident ones cut into the same chunks
+// (tests/gpu/test_cuda_stream.cpp). Only whole-corpus passes stream; what needs the corpus on the
+// device (SAG's state, span plans, n-best, a pass over part of it) is refused, saying so, and a
+// pinned copy past the host memory (or CudaBackendConfig::max_host_memory) is refused with figures.
 #pragma once
 
 #include <cuda_runtime.h>
