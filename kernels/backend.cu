@@ -74,6 +74,11 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
       if (!*env || *end || v == 0) throw Error(std::string("CRFX_CHUNK_TOKENS: a positive count, not \"") + env + "\"");
       cfg_.max_chunk_tokens = std::size_t(v);
     }
+  if (const char* env = std::getenv("CRFX_STREAM")) {  // benchmarks: a streamed pass against a resident one
+    const std::string v = env;
+    if (v == "1") cfg_.always_stream = true;
+    else if (v != "0" && !v.empty()) throw Error("CRFX_STREAM: 1 (stream every corpus) or 0, not \"" + v + "\"");
+  }
   dims.check_layout();  // a sparse layout: the kernels index by its offsets and slots unchecked
   CRFX_CUDA_CHECK(cudaSetDevice(cfg.device));
   CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

@@ -54,7 +54,7 @@ struct CudaBackendConfig {
   std::size_t max_host_memory = 0;
   /// Tests and benchmarks: stream every corpus, whatever fits (the chunks then follow the
   /// workspace as a resident corpus's do, so results are bitwise the same as resident ones with
-  /// the same max_chunk_tokens).
+  /// the same max_chunk_tokens). The environment variable CRFX_STREAM=1 sets it.
   bool always_stream = false;
 };
 
