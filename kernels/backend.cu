@@ -182,6 +182,7 @@ void CudaBackend::set_memory_limits(std::size_t limit, std::size_t reserved, std
   limit_ = limit;
   reserved_ = reserved;
   host_limit_ = host_limit;
+  limits_set_ = true;
 }
 
 // ---- data ------------------------------------------------------------------------------
@@ -314,7 +315,7 @@ std::size_t CudaBackend::workspace_bytes(const Corpus& c, SequenceLoss loss) con
   std::size_t usable = free_b > copy ? free_b - copy : 0;
   if (streams(copy, longest, free_b)) {
     std::size_t resident = 0, workspace = 0;
-    stream_sizes(c, longest, free_b, resident, workspace);
+    stream_sizes(c, longest, free_b, resident, workspace, pointwise_loss(loss) && !edges);
     return workspace;
   }
   if (limit_ || cfg_.max_device_memory) {

@@ -36,7 +36,6 @@ void CudaBackend::pointwise_chunk(const CorpusArrays& a, FbParams& fp, std::size
 
 std::size_t CudaBackend::pointwise_rows(const CudaCorpus& c) {
   if (c.edge_off.get() || (c.stream && c.stream->edges)) return std::numeric_limits<std::size_t>::max();
-  constexpr std::size_t kPointwiseBytes = std::size_t(256) << 20;
   const std::size_t LL = std::size_t(dims_.L) * dims_.L;
   if (c.stream) {  // the fixed chunks: a buffer for the largest (grow-only, on the first such pass)
     reserve_device(pt_pair_, c.stream->max_rows * LL);

@@ -101,17 +101,21 @@ bool CudaBackend::streams(std::size_t corpus_bytes, std::size_t max_len, std::si
 }
 
 void CudaBackend::stream_sizes(const Corpus& c, std::size_t max_len, std::size_t free_b, std::size_t& resident,
-                               std::size_t& workspace) const {
+                               std::size_t& workspace, bool pointwise) const {
   const bool edges = dims_.E > 0 && c.edge_offsets.size() == c.num_tokens() + 1;
   const std::size_t plans = GatherSegments::bytes_bound(dims_.A, c.state_ids.size(), max_state_row_) +
                             (edges ? GatherSegments::bytes_bound(dims_.E, c.edge_ids.size(), max_edge_row_) : 0);
-  const std::size_t budget = device_budget(free_b), usable = budget > plans ? budget - plans : 0;
+  const std::size_t budget = stream_budget(free_b), usable = budget > plans ? budget - plans : 0;
   std::size_t rows = 0, sents = 0;
   workspace_caps(c.num_tokens(), c.num_sentences(), max_len, usable, rows, sents);
   workspace = rows * row_bytes(dims_.E > 0) + sents * sentence_bytes();
   // The two slots take what the workspace leaves, or the whole copy where that is less.
   const std::size_t slot = usable > workspace ? (usable - workspace) / 2 : 0;
   resident = plans + 2 * std::min(slot, device_corpus_bytes(c, edges, c.edge_ids.size()));
+  if (pointwise) {  // pt_pair_ for the largest chunk (pointwise_rows), beyond the budget the slots were cut to
+    const std::size_t LL = std::size_t(dims_.L) * dims_.L;
+    workspace += std::min(rows, std::max(max_len, kPointwiseBytes / (LL * sizeof(double)))) * LL * sizeof(double);
+  }
 }
 
 std::string CudaBackend::corpus_note(const BackendCorpus& bc) const {
@@ -149,7 +153,7 @@ void CudaBackend::upload_streamed(CudaCorpus& up, const std::vector<std::size_t>
   b.plans = plan_bytes(up.st_plan) + (edges ? plan_bytes(up.et_plan) : 0);
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  b.budget = device_budget(free_b + b.plans);  // the plans are part of the budget
+  b.budget = stream_budget(free_b + b.plans);  // the plans are part of the budget
   const std::size_t usable = b.budget > b.plans ? b.budget - b.plans : 0;
   // The workspace: at most half of what the plans leave (size_workspace refuses a sentence that
   // cannot fit, with the figures); the two slots share the rest.
@@ -213,7 +217,11 @@ void CudaBackend::stream_cut(const CudaCorpus& up, CorpusStream& st, StreamSourc
     const std::size_t d = (st.state_vals ? 2 * is : 0) + (st.edge_vals ? 2 * ie : 0);
     return z * 8 + u * 4 + d * 8 + (T / kFbSegment + 2) * sizeof(FbSegment) + sizeof(FbMulti);
   };
-  // Whole sentences while the workspace (as plan() cuts a resident pass) and the slot hold them.
+  // Whole sentences while the workspace (as plan() cuts a resident pass) and the slot hold them,
+  // and (without edge features) while a pointwise loss's per-position pairwise marginals fit in
+  // kPointwiseBytes, as a resident pass of such a loss cuts its chunks (pointwise_rows).
+  const std::size_t LL = std::size_t(dims_.L) * dims_.L;
+  const std::size_t pt_rows = edges ? up.N + 1 : std::max<std::size_t>(up.max_len, kPointwiseBytes / (LL * sizeof(double)));
   st.chunks.clear();
   for (std::size_t first = 0; first < up.S;) {
     StreamChunk ch;
@@ -231,6 +239,7 @@ void CudaBackend::stream_cut(const CudaCorpus& up, CorpusStream& st, StreamSourc
                       "; give it more (--max-device-memory) or use --device cpu");
         break;
       }
+      if (ch.rows + T > pt_rows && e > first) break;
       ch.rows += T;
       bytes += cost;
       ++e;

@@ -460,12 +460,17 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   // ---- streaming (backend_stream.cu) -------------------------------------------------------
   /// How much device memory corpus c's copy and workspace may take (limit_, reserved_, free).
   std::size_t device_budget(std::size_t free_b) const;
+  /// What a stream may take: device_budget, or half of it where the run's vectors were not
+  /// reserved (set_memory_limits not called: the rest is theirs, as a resident workspace leaves).
+  std::size_t stream_budget(std::size_t free_b) const {
+    return limits_set_ ? device_budget(free_b) : device_budget(free_b) / 2;
+  }
   /// Whether corpus c (copy of corpus_bytes, longest sentence max_len) is streamed.
   bool streams(std::size_t corpus_bytes, std::size_t max_len, std::size_t free_b) const;
   /// A streamed corpus's device bytes beside the workspace (gather plans, two stream slots at
   /// most) and its workspace, for upload_bytes / workspace_bytes.
   void stream_sizes(const Corpus& c, std::size_t max_len, std::size_t free_b, std::size_t& resident,
-                    std::size_t& workspace) const;
+                    std::size_t& workspace, bool pointwise = false) const;
   /// Builds up's stream: the gather plans (their ranges kept on the host), the workspace, the
   /// chunk plan, the pinned copy (refused with the figures past the host memory), the slots.
   void upload_streamed(CudaCorpus& up, const std::vector<std::size_t>& st_off, const std::vector<std::uint32_t>& st_tok,
@@ -593,6 +598,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   // the run's vectors, the host limit (0: cfg_.max_host_memory); workspace_cap_ bounds the
   // workspace of the corpus being uploaded (0: half of what is free, as without a limit).
   std::size_t limit_ = 0, reserved_ = 0, host_limit_ = 0, workspace_cap_ = 0;
+  bool limits_set_ = false;  // set_memory_limits was called (its `reserved` covers the run's vectors)
   std::string name_;
   int threads_ = 32;         // forward-backward / Viterbi block size
   bool shared_E_ = false;    // E, Eᵀ in shared memory (forward-backward)
@@ -632,6 +638,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<double> losses_;   // [sents]
   // n-best Viterbi (tag --nbest): its own tables, grow-only, at most about kNbestBytes per chunk.
   static constexpr std::size_t kNbestBytes = std::size_t(256) << 20;
+  /// The pointwise losses' per-position pairwise marginals without edge features (pt_pair_): a
+  /// chunk's at most this (or its longest sentence's); a streamed corpus's chunks are cut to it.
+  static constexpr std::size_t kPointwiseBytes = std::size_t(256) << 20;
   DeviceBuffer<double> nb_d_, nb_score_;
   DeviceBuffer<std::uint32_t> nb_back_, nb_out_;
   DeviceBuffer<std::uint32_t> sent_, order_;  // [sents]
