@@ -106,8 +106,11 @@
 // device memory left to it — free memory, or CudaBackendConfig::max_device_memory /
 // set_memory_limits' limit, less what the run's vectors will take — is not uploaded but streamed.
 // At upload, the chunks of a whole-corpus pass are fixed: whole sentences within the workspace
-// (plan()'s cut, so that a resident corpus with the same max_chunk_tokens is cut alike) and within
-// a slot (half of what the workspace and the resident gather plans leave). Each chunk's arrays are
+// (plan()'s cut, so that a resident corpus with the same max_chunk_tokens is cut alike), within
+// a slot (half of what the workspace and the resident gather plans leave of the budget — all of
+// it after set_memory_limits reserved the run's vectors, else half of it, as a resident workspace
+// leaves half) and, without edge features, within kPointwiseBytes of a pointwise loss's
+// per-position pairwise marginals (a resident pass of such a loss cuts so). Each chunk's arrays are
 // made chunk-local (sentence, token and item ids from 0) and laid out in five typed regions of
 // pinned host memory: its CSR slices, labels, plan (slots, launch order, the split
 // forward-backward's work list) and its own transposes — the occurrences of its tokens, in the
