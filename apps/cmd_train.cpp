@@ -328,6 +328,8 @@ TrainConfig train_config(const cxxopts::ParseResult& r, const TrainerInfo& train
   if (trainer.cpu_only && c.backend.device == DeviceKind::cuda)
     throw UsageError("-a " + c.algorithm + ": " + trainer.cpu_only + "; use --device cpu (or auto)");
   c.max_memory = r.count("max-memory") ? parse_bytes(get<std::string>(r, "max-memory")) : 0;
+  c.max_device_memory =
+      r.count("max-device-memory") ? parse_bytes(get<std::string>(r, "max-device-memory"), "--max-device-memory") : 0;
   if (c.format == InputFormat::conll) c.templ = FeatureTemplate::load(get<std::string>(r, "template"));
   return c;
 }

@@ -71,7 +71,10 @@ void add_train_options(cxxopts::Options& o, bool learn) {
        cxxopts::value<std::string>()->default_value("lbfgs"))
       ("f,min-freq", "drop attributes seen fewer times (CRF++ -f)", cxxopts::value<std::size_t>()->default_value("1"))
       ("max-memory", "refuse to start a run whose estimated memory exceeds this (e.g. 512M, 8G; default: "
-       "what the backend has available)", cxxopts::value<std::string>());
+       "what the backend has available)", cxxopts::value<std::string>())
+      ("max-device-memory", "the most GPU memory the run may use (e.g. 512M, 2G; default: what is free); a "
+       "corpus that does not fit beside the weights and optimizer state is streamed from pinned host memory "
+       "in chunks (batch trainers: lbfgs, owlqn, rprop, …)", cxxopts::value<std::string>());
   for (const auto* table : {&objective_options(), &trainer_options()})
     for (const OptionSpec& spec : *table) {
       auto value = cxxopts::value<std::string>();
@@ -105,7 +108,7 @@ void add_train_options(cxxopts::Options& o, bool learn) {
 
 /// "512M", "8G", "1.5T", "1000000" (bytes; K, M, G, T are powers of 1000, with KiB-style
 /// suffixes powers of 1024).
-double parse_bytes(const std::string& text) {
+double parse_bytes(const std::string& text, const char* option) {
   std::size_t used = 0;
   double v = 0;
   try {
@@ -122,7 +125,7 @@ double parse_bytes(const std::string& text) {
   for (const auto& [name, factor] : units)
     if (unit == name) scale = factor;
   if (used == 0 || scale == 0 || !(v > 0) || !std::isfinite(v))
-    throw UsageError("--max-memory: '" + text + "' is not a size (e.g. 512M, 8G, 16GiB)");
+    throw UsageError(std::string(option) + ": '" + text + "' is not a size (e.g. 512M, 8G, 16GiB)");
   return v * scale;
 }
 

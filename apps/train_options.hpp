@@ -13,8 +13,9 @@ namespace crfx::cli {
 
 /// crfx train's options; learn: crfx learn's (CRFsuite's data format by default, and -p).
 void add_train_options(cxxopts::Options& o, bool learn);
-/// A size with an optional K, M, G or T suffix (powers of 1024), as --max-memory takes it.
-double parse_bytes(const std::string& text);
+/// A size with an optional K, M, G or T suffix (powers of 1000; KiB, MiB, … of 1024), as
+/// --max-memory and --max-device-memory take it; `option` names it in the usage error.
+double parse_bytes(const std::string& text, const char* option = "--max-memory");
 /// The process's peak resident memory in bytes (getrusage).
 double peak_resident_bytes();
 /// A run refused by the memory check, in crfx train's words (the shortfall and advice naming

@@ -16,12 +16,15 @@
 #   fb       (only when named) the table's pass with the fused and with the split forward-backward
 #            (CRFX_FB=fused, split; the shapes of L ≤ 32 with CoNLL-2002's long sentences by
 #            default): which to run when, on this GPU;
+#   stream   one pass per shape resident, resident in about STREAM_CHUNKS [8] chunks, and streamed
+#            from pinned host memory in the same chunks (crfx_gpu_bench --stream; issue 38's
+#            criterion: the streamed pass ≤ 1.5× the resident one; the GPU only);
 #   pytorch  (only when named) pure-PyTorch log-space forward, pytorch-crf's algorithm.
 # Without a usable GPU the GPU columns read NA, `train` is skipped and `passes` runs on the CPU.
 # Figures go to stdout and to $OUT/gpu-bench.txt (or benchmarks/results/gpu-<date>.txt).
 # Environment (defaults in brackets):
 #   DEVICE      auto | cuda | cpu [auto]: cuda fails without a usable GPU, cpu never uses one
-#   STEPS       [table train passes]        SHAPES  comma list [all of the above; CoNLL-2002 when found]
+#   STEPS       [table train passes stream] SHAPES  comma list [all of the above; CoNLL-2002 when found]
 #   TOKENS      synthetic corpus size [200000]      REPEAT / CPU_REPEAT  timed passes [5 / 3]
 #   PEAK_GFLOPS / PEAK_GBS  the roofline's peaks [34000 / 3350: H100 SXM fp64, HBM3; 4800 GB/s on an H200]
 #   BUILD_DIR [build-cuda]  DATA  the CoNLL-2000 folder  DATA2002  the CoNLL-2002 folder
@@ -34,7 +37,7 @@ data=${DATA:-/work/shared/data/conll2000}
 data2002=${DATA2002:-$data/../conll2002}
 [ -n "${DATA2002:-}" ] || [ -d "$data2002" ] || data2002=/work/shared/data/conll2002
 [ -n "${DATA2002:-}" ] || [ -d "$data2002" ] || data2002=../shared/data/conll2002
-steps=" ${STEPS:-table train passes} "
+steps=" ${STEPS:-table train passes stream} "
 case "${DEVICE:-auto}" in
   auto) gpu_mode=auto ;;
   cuda) gpu_mode=require ;;
@@ -42,8 +45,8 @@ case "${DEVICE:-auto}" in
   *) echo "gpu.sh: DEVICE must be auto, cuda or cpu, not '$DEVICE'" >&2; exit 2 ;;
 esac
 for step in $steps; do
-  case "$step" in table | train | passes | stochastic | fb | pytorch) ;;
-    *) echo "gpu.sh: unknown step '$step' in STEPS (table, train, passes, stochastic, fb, pytorch)" >&2; exit 2 ;;
+  case "$step" in table | train | passes | stochastic | fb | stream | pytorch) ;;
+    *) echo "gpu.sh: unknown step '$step' in STEPS (table, train, passes, stochastic, fb, stream, pytorch)" >&2; exit 2 ;;
   esac
 done
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; result=$OUT/gpu-bench.txt
@@ -102,6 +105,17 @@ if [[ $steps == *" fb "* ]]; then
       --repeat "${REPEAT:-5}" --cpu-repeat 1 --conll2000 "$data" --conll2002 "$data2002" \
       --ner-template benchmarks/ner.template | sed "s/^RESULT /RESULT fb=$mode /"
   done
+fi
+
+if [[ $steps == *" stream "* ]]; then
+  if [ $gpu -eq 0 ]; then
+    echo "== stream: skipped (no GPU)"
+  else
+    echo "== stream: one pass resident, chunked, and streamed from pinned host memory in the same chunks"
+    "$build/crfx_gpu_bench" --shapes "${SHAPES:-zipf-L23,conll2000,conll2000-all}" --gpu require \
+      --tokens "${TOKENS:-200000}" --repeat "${REPEAT:-5}" --stream "${STREAM_CHUNKS:-8}" --conll2000 "$data" \
+      --conll2002 "$data2002" --ner-template benchmarks/ner.template
+  fi
 fi
 
 if [[ $steps == *" train "* ]]; then

@@ -14,15 +14,22 @@
 // The weights are the observed (attribute, label) pairs and label bigrams (CRFsuite's default,
 // crfx's --features observed); a shape name ending in -all gives every pair (--features all).
 //
+// With --stream K (issue 38: a corpus larger than the GPU), per shape instead the GPU pass three
+// ways: resident in one chunk (the table's), resident cut into about K chunks (CRFX_CHUNK_TOKENS),
+// and streamed from pinned host memory in the same K chunks (CRFX_STREAM=1): the streamed pass's
+// cost over the resident ones (the criterion: streamed ≤ 1.5× resident), and its loss, which must
+// be bitwise the chunked one's; one `RESULT stream shape=…` line per shape.
+//
 // usage: crfx_gpu_bench [--shapes zipf-L5,zipf-L23,conll2000,…] [--gpu auto|require|off]
 //                       [--tokens 200000] [--repeat 5] [--cpu-repeat 3] [--seed 1]
 //                       [--peak-gflops 34000] [--peak-gbs 3350] [--conll2000 DIR]
-//                       [--conll2002 DIR] [--ner-template FILE]
+//                       [--conll2002 DIR] [--ner-template FILE] [--stream K]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -297,13 +304,28 @@ struct Timing {
   double seconds = 0, loss = 0;
 };
 
-/// Median seconds of `repeat` passes (after one warm-up) of evaluate over the whole corpus.
-Timing time_pass(const Shape& sh, crfx::DeviceKind device, int repeat) {
+/// Median seconds of `repeat` passes (after one warm-up) of evaluate over the whole corpus. On
+/// the GPU, `chunk_tokens` > 0 caps its chunks (CRFX_CHUNK_TOKENS) and `stream` streams the corpus
+/// (CRFX_STREAM=1); `note` receives the backend's note on the corpus ("… in 8 chunks …").
+Timing time_pass(const Shape& sh, crfx::DeviceKind device, int repeat, std::size_t chunk_tokens = 0,
+                 bool stream = false, std::string* note = nullptr) {
   crfx::BackendOptions bo;
   bo.device = device;
   bo.threads = 0;  // all cores
-  crfx::BackendPtr b = crfx::make_backend(sh.dims, bo);
+  if (chunk_tokens) setenv("CRFX_CHUNK_TOKENS", std::to_string(chunk_tokens).c_str(), 1);
+  if (stream) setenv("CRFX_STREAM", "1", 1);
+  crfx::BackendPtr b;
+  try {
+    b = crfx::make_backend(sh.dims, bo);
+  } catch (...) {
+    unsetenv("CRFX_CHUNK_TOKENS");
+    unsetenv("CRFX_STREAM");
+    throw;
+  }
+  unsetenv("CRFX_CHUNK_TOKENS");
+  unsetenv("CRFX_STREAM");
   crfx::BackendCorpusPtr up = b->upload(sh.corpus);
+  if (note) *note = b->corpus_note(*up);
   std::vector<double> host(sh.dims.num_weights());  // small non-zero weights, as crfx bench
   for (std::size_t i = 0; i < host.size(); ++i) host[i] = 0.01 * double(int(i % 17) - 8);
   crfx::VectorPtr w = crfx::to_backend(*b, host);
@@ -344,6 +366,7 @@ struct Options {
   std::string gpu = "auto";
   std::size_t tokens = 200000;
   int repeat = 5, cpu_repeat = 3;
+  std::size_t stream = 0;  // --stream K: the streamed pass against the resident ones, in about K chunks
   std::uint64_t seed = 1;
   double peak_gflops = 34000, peak_gbs = 3350;
   bool peaks_given = false;
@@ -359,8 +382,8 @@ bool parse_options(int argc, char** argv, Options& o) {
       std::printf("usage: crfx_gpu_bench [--shapes %s]\n"
                   "  [--gpu auto|require|off] [--tokens 200000] [--repeat 5] [--cpu-repeat 3] [--seed 1]\n"
                   "  [--peak-gflops 34000] [--peak-gbs 3350] [--conll2000 DIR] [--conll2002 DIR]\n"
-                  "  [--ner-template FILE]   (shapes: zipf-L<n>, uniform-L<n>, conll2000, conll2002-esp,\n"
-                  "  conll2002-ned; -all appended: every attribute x label pair)\n",
+                  "  [--ner-template FILE] [--stream K]   (shapes: zipf-L<n>, uniform-L<n>, conll2000,\n"
+                  "  conll2002-esp, conll2002-ned; -all appended: every attribute x label pair)\n",
                   o.shapes.c_str());
       return false;
     }
@@ -377,6 +400,7 @@ bool parse_options(int argc, char** argv, Options& o) {
     else if (k == "--conll2000") o.paths.conll2000 = v;
     else if (k == "--conll2002") o.paths.conll2002 = v;
     else if (k == "--ner-template") o.paths.ner_template = v;
+    else if (k == "--stream") o.stream = std::size_t(parse_number(k, v));
     else throw crfx::Error("unknown option " + k);
   }
   if (o.gpu != "auto" && o.gpu != "require" && o.gpu != "off") throw crfx::Error("--gpu: auto, require or off");
@@ -468,6 +492,36 @@ ShapeRun run_shape(const std::string& name, const Options& o, bool use_gpu, unsi
   return run;
 }
 
+/// --stream K: the GPU pass resident (one chunk), resident in about K chunks and streamed in the
+/// same chunks; a line and a RESULT line. False where the streamed loss is not bitwise the
+/// chunked resident one's (the same chunks must give the same sums).
+bool run_stream(const std::string& name, const Options& o, std::string& result) {
+  const Shape sh = make_shape(name, o.tokens, o.seed, o.paths);
+  const std::size_t N = sh.corpus.num_tokens();
+  const std::size_t cap = std::max<std::size_t>(1, (N + o.stream - 1) / o.stream);
+  std::string note;
+  const Timing whole = time_pass(sh, crfx::DeviceKind::cuda, o.repeat);
+  const Timing chunked = time_pass(sh, crfx::DeviceKind::cuda, o.repeat, cap);
+  const Timing streamed = time_pass(sh, crfx::DeviceKind::cuda, o.repeat, cap, true, &note);
+  const auto at = note.find(" in ");
+  const std::string chunks = at == std::string::npos ? "NA" : std::to_string(std::stoul(note.substr(at + 4)));
+  const bool same = std::memcmp(&chunked.loss, &streamed.loss, sizeof(double)) == 0;
+  std::printf("%-16s %8zu tokens, %s chunks: resident %9.3f ms, chunked %9.3f ms, streamed %9.3f ms; "
+              "streamed/resident %.3f, streamed/chunked %.3f%s\n",
+              name.c_str(), N, chunks.c_str(), whole.seconds * 1e3, chunked.seconds * 1e3, streamed.seconds * 1e3,
+              streamed.seconds / whole.seconds, streamed.seconds / chunked.seconds,
+              same ? "" : "  LOSS DIFFERS from the chunked pass's");
+  std::fflush(stdout);
+  std::ostringstream r;
+  r << "RESULT stream shape=" << name << " tokens=" << N << " chunks=" << chunks
+    << " resident_ms=" << fixed(whole.seconds * 1e3, 4) << " chunked_ms=" << fixed(chunked.seconds * 1e3, 4)
+    << " streamed_ms=" << fixed(streamed.seconds * 1e3, 4)
+    << " streamed_over_resident=" << fixed(streamed.seconds / whole.seconds, 4)
+    << " streamed_over_chunked=" << fixed(streamed.seconds / chunked.seconds, 4) << " same_loss=" << (same ? 1 : 0);
+  result = r.str();
+  return same;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -476,6 +530,21 @@ int main(int argc, char** argv) {
     Options o;
     if (!parse_options(argc, argv, o)) return 0;
     const unsigned cpu_threads = std::max(1u, std::thread::hardware_concurrency());
+    if (o.stream) {  // the streamed pass against the resident ones (the GPU only)
+      const std::string why_not = crfx::gpu_unavailable();
+      if (!why_not.empty()) throw crfx::Error("--stream: no usable GPU: " + why_not);
+      std::printf("stream: one objective+gradient pass, resident, cut into about %zu chunks, and streamed in the same "
+                  "chunks; median of %d after a warm-up\n", o.stream, o.repeat);
+      int differ = 0;
+      for (const std::string& name : split(o.shapes)) {
+        std::string r;
+        differ += !run_stream(name, o, r);
+        results.push_back(r);
+      }
+      std::printf("\n");
+      for (const std::string& r : results) std::printf("%s\n", r.c_str());
+      return differ ? 1 : 0;
+    }
     const bool use_gpu = start_table(o, cpu_threads);
     std::vector<std::string> parts;  // the roofline by stage, printed after the table
     int mismatches = 0;

@@ -67,6 +67,18 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
   if (dims.L > kMaxLabels)
     throw Error("the CUDA backend supports up to " + std::to_string(kMaxLabels) + " labels (model has " +
                 std::to_string(dims.L) + "); use --device cpu");
+  if (cfg_.max_chunk_tokens == 0)
+    if (const char* env = std::getenv("CRFX_CHUNK_TOKENS")) {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(env, &end, 10);
+      if (!*env || *end || v == 0) throw Error(std::string("CRFX_CHUNK_TOKENS: a positive count, not \"") + env + "\"");
+      cfg_.max_chunk_tokens = std::size_t(v);
+    }
+  if (const char* env = std::getenv("CRFX_STREAM")) {  // benchmarks: a streamed pass against a resident one
+    const std::string v = env;
+    if (v == "1") cfg_.always_stream = true;
+    else if (v != "0" && !v.empty()) throw Error("CRFX_STREAM: 1 (stream every corpus) or 0, not \"" + v + "\"");
+  }
   dims.check_layout();  // a sparse layout: the kernels index by its offsets and slots unchecked
   CRFX_CUDA_CHECK(cudaSetDevice(cfg.device));
   CRFX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -112,6 +124,10 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
 }
 
 CudaBackend::~CudaBackend() {
+  if (copy_stream_) {
+    cudaStreamSynchronize(copy_stream_);
+    cudaStreamDestroy(copy_stream_);
+  }
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -133,16 +149,40 @@ std::size_t CudaBackend::device_corpus_bytes(const Corpus& c, bool edges, std::s
          plans;
 }
 
+namespace {
+std::size_t longest_sentence(const Corpus& c) {
+  std::size_t longest = 0;
+  for (std::size_t s = 0; s < c.num_sentences(); ++s) longest = std::max(longest, c.length(s));
+  return longest;
+}
+}  // namespace
+
 std::size_t CudaBackend::upload_bytes(const Corpus& c) const {
   const bool edges = dims_.E > 0 && c.edge_offsets.size() == c.num_tokens() + 1;
-  return device_corpus_bytes(c, edges, c.edge_ids.size());  // edge items at first tokens included: a bound
+  const std::size_t bytes = device_corpus_bytes(c, edges, c.edge_ids.size());  // edge items at first tokens included: a bound
+  std::size_t free_b = 0, total_b = 0;
+  CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
+  CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const std::size_t longest = longest_sentence(c);
+  if (!streams(bytes, longest, free_b)) return bytes;
+  std::size_t resident = 0, workspace = 0;
+  stream_sizes(c, longest, free_b, resident, workspace);
+  return resident;
 }
 
 std::size_t CudaBackend::memory_available() {
   CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return free_b;
+  const std::size_t limit = limit_ ? limit_ : cfg_.max_device_memory;
+  return limit ? std::min(free_b, limit) : free_b;
+}
+
+void CudaBackend::set_memory_limits(std::size_t limit, std::size_t reserved, std::size_t host_limit) {
+  limit_ = limit;
+  reserved_ = reserved;
+  host_limit_ = host_limit;
+  limits_set_ = true;
 }
 
 // ---- data ------------------------------------------------------------------------------
@@ -190,13 +230,18 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
     transpose_csr(dims_.E, c.edge_offsets, c.edge_ids, c.edge_values,
                   [&](std::size_t tok) { return !first[tok]; }, et_off, et_tok, et_val);
 
-  // Device memory: the corpus, then the workspace (checked against what is free).
+  // Device memory: the corpus, then the workspace (checked against what is free); a corpus that
+  // does not fit beside the run's vectors (set_memory_limits) and its workspace is streamed.
   const std::size_t corpus_bytes = device_corpus_bytes(c, edges, et_tok.size());
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  if (corpus_bytes > free_b)
-    throw Error("CUDA backend: the corpus needs " + fmt_mib(corpus_bytes) + " of device memory, only " +
-                fmt_mib(free_b) + " free on " + name_ + "; use --device cpu");
+  if (streams(corpus_bytes, up->max_len, free_b)) {
+    upload_streamed(*up, st_off, st_tok, st_val, et_off, et_tok, et_val, edges);
+    return up;
+  }
+  // Within a limit, the workspace takes what the copy leaves of it (else: what is free).
+  const std::size_t budget = device_budget(free_b);
+  workspace_cap_ = (limit_ || cfg_.max_device_memory) && budget > corpus_bytes ? budget - corpus_bytes : 0;
   upload_vector(up->sent_off, c.sentence_offsets, stream_);
   upload_vector(up->state_off, c.state_offsets, stream_);
   upload_vector(up->state_ids, c.state_ids, stream_);
@@ -218,6 +263,7 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
   if (N) CRFX_CUDA_CHECK(cudaMemsetAsync(up->token_slot.get(), 0xff, N * sizeof(int), stream_));  // −1
   sync();  // the host vectors above must outlive the copies
   size_workspace(*up);
+  workspace_cap_ = 0;
   return up;
 }
 
@@ -263,9 +309,19 @@ std::size_t CudaBackend::workspace_bytes(const Corpus& c, SequenceLoss loss) con
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaSetDevice(cfg_.device));
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const std::size_t upload = upload_bytes(c), usable = free_b > upload ? free_b - upload : 0;
-  std::size_t longest = 0;
-  for (std::size_t s = 0; s < c.num_sentences(); ++s) longest = std::max(longest, c.length(s));
+  const bool edges = dims_.E > 0 && c.edge_offsets.size() == c.num_tokens() + 1;
+  const std::size_t longest = longest_sentence(c);
+  const std::size_t copy = device_corpus_bytes(c, edges, c.edge_ids.size());
+  std::size_t usable = free_b > copy ? free_b - copy : 0;
+  if (streams(copy, longest, free_b)) {
+    std::size_t resident = 0, workspace = 0;
+    stream_sizes(c, longest, free_b, resident, workspace, pointwise_loss(loss) && !edges);
+    return workspace;
+  }
+  if (limit_ || cfg_.max_device_memory) {
+    const std::size_t budget = device_budget(free_b);
+    usable = std::min(usable, budget > copy ? budget - copy : 0);
+  }
   std::size_t rows = 0, sents = 0;
   workspace_caps(c.num_tokens(), c.num_sentences(), longest, usable, rows, sents);
   std::size_t bytes = rows * row_bytes(dims_.E > 0) + sents * sentence_bytes();
@@ -283,7 +339,7 @@ void CudaBackend::size_workspace(const CudaCorpus& c) {
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const std::size_t have = (rows_cap_ * per_row + sents_cap_ * per_sent);  // already ours
-  const std::size_t usable = free_b + have;
+  const std::size_t usable = workspace_cap_ ? std::min(free_b + have, workspace_cap_) : free_b + have;
   const std::size_t min_rows = std::max<std::size_t>(1, c.max_len);
   const std::size_t need_min = min_rows * per_row + per_sent;
   if (need_min > usable * 9 / 10)
@@ -445,16 +501,38 @@ void CudaBackend::plan_segments() {
   h_partial_rows_ = first;
 }
 
-DecodeInputs CudaBackend::decode_inputs(const CudaCorpus& c, const Vector& w) const {
+CorpusArrays CudaBackend::arrays(const CudaCorpus& c) const {
+  CorpusArrays a;
+  a.sent_off = c.sent_off.get();
+  a.state_off = c.state_off.get();
+  a.edge_off = c.edge_off.get();
+  a.state_ids = c.state_ids.get();
+  a.edge_ids = c.edge_ids.get();
+  a.labels = c.labels.get();
+  a.state_vals = c.state_vals.get();
+  a.edge_vals = c.edge_vals.get();
+  a.token_slot = const_cast<int*>(c.token_slot.get());
+  a.st_tok = c.st_tok.get();
+  a.et_tok = c.et_tok.get();
+  a.st_val = c.st_val.get();
+  a.et_val = c.et_val.get();
+  a.st_plan = &c.st_plan;
+  a.et_plan = &c.et_plan;
+  a.ch = chunk_view();  // (a.fb unused: fb_work reads the plan's work list once it is on the device)
+  a.t_lo = h_sent_.empty() ? 0 : c.h_sent_off[h_sent_[0]];
+  return a;
+}
+
+DecodeInputs CudaBackend::decode_inputs(const CorpusArrays& a, const Vector& w) const {
   DecodeInputs in;
   in.L = int(dims_.L);
-  in.sent_off = c.sent_off.get();
-  in.edge_off = c.edge_off.get();
-  in.ch = chunk_view();
+  in.sent_off = a.sent_off;
+  in.edge_off = a.edge_off;
+  in.ch = a.ch;
   in.S = S_.get();
   in.trans = trans_ptr(w);
-  in.edge = c.edge_off.get() ? edge_.get() : nullptr;
-  in.independent = !dims_.transitions && !c.edge_off.get();
+  in.edge = a.edge_off ? edge_.get() : nullptr;
+  in.independent = !dims_.transitions && !a.edge_off;
   return in;
 }
 
@@ -467,13 +545,13 @@ void CudaBackend::prepare(const Vector& w) {
   launch_prepare(int(dims_.L), trans_ptr(w), E_.get(), Et_.get(), tmax_.get(), stream_);
 }
 
-void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows,
+void CudaBackend::run_chunk_front(const CorpusArrays& a, const Vector& w, std::size_t n, std::size_t rows,
                                   bool slots) {
-  if (!plan_on_device_ && n == 1) {  // one sentence (a stochastic step): written, not copied
+  if (!a.streamed && !plan_on_device_ && n == 1) {  // one sentence (a stochastic step): written, not copied
     launch_one_sentence_chunk(h_sent_[0], h_slots_[1], sent_.get(), order_.get(), slots_.get(), stream_);
     plan_on_device_ = true;
   }
-  if (!plan_on_device_) {  // a plan reused (plan()) is still in the device's copies
+  if (!a.streamed && !plan_on_device_) {  // a plan reused (plan()) is still in the device's copies
     CRFX_CUDA_CHECK(cudaMemcpyAsync(sent_.get(), h_sent_.data(), n * sizeof(std::uint32_t),
                                     cudaMemcpyHostToDevice, stream_));
     CRFX_CUDA_CHECK(cudaMemcpyAsync(order_.get(), h_order_.data(), n * sizeof(std::uint32_t),
@@ -493,61 +571,62 @@ void CudaBackend::run_chunk_front(const CudaCorpus& c, const Vector& w, std::siz
     plan_on_device_ = true;
   }
   if (n == 0) return;
-  const bool edges = c.edge_off.get() != nullptr;
-  launch_fill_rows(n, chunk_view(), c.sent_off.get(), c.edge_off.get(), row_token_.get(), row_edge_.get(),
-                   slots ? c.token_slot.get() : nullptr, stream_);
+  const bool edges = a.edge_off != nullptr;
+  launch_fill_rows(n, a.ch, a.sent_off, a.edge_off, row_token_.get(), row_edge_.get(),
+                   slots ? a.token_slot : nullptr, stream_);
   slots_set_ = slots;  // launched: from here on the chunk's token slots need resetting
   if (rows == 0) return;
   const int L = int(dims_.L);
-  launch_emission(L, rows, row_token_.get(), c.state_off.get(), c.state_ids.get(), c.state_vals.get(), P(w),
-                  dgroups_, S_.get(), stream_);
+  launch_emission(L, rows, row_token_.get(), a.state_off, a.state_ids, a.state_vals, P(w), dgroups_, S_.get(),
+                  stream_);
   if (edges) {
-    launch_edge_matrix(L, rows, row_token_.get(), row_edge_.get(), c.edge_off.get(), c.edge_ids.get(),
-                       c.edge_vals.get(), trans_ptr(w), P(w), dgroups_, edge_.get(), stream_);
+    launch_edge_matrix(L, rows, row_token_.get(), row_edge_.get(), a.edge_off, a.edge_ids, a.edge_vals,
+                       trans_ptr(w), P(w), dgroups_, edge_.get(), stream_);
   }
 }
 
-FbParams CudaBackend::fb_params(const CudaCorpus& c, const Vector& w) const {
+FbParams CudaBackend::fb_params(const CorpusArrays& a, const Vector& w) const {
   FbParams fp{};
   fp.L = int(dims_.L);
-  fp.sent_off = c.sent_off.get();
-  fp.edge_off = c.edge_off.get();
-  fp.labels = c.labels.get();
-  fp.ch = chunk_view();
+  fp.sent_off = a.sent_off;
+  fp.edge_off = a.edge_off;
+  fp.labels = a.labels;
+  fp.ch = a.ch;
   fp.S = S_.get();
   fp.trans = trans_ptr(w);
   fp.E = E_.get();
   fp.Et = Et_.get();
   fp.tmax = tmax_.get();
-  fp.edge = c.edge_off.get() ? edge_.get() : nullptr;
+  fp.edge = a.edge_off ? edge_.get() : nullptr;
   fp.la = la_.get();
   fp.lb = lb_.get();
   fp.result = losses_.get();
   fp.shared_E = shared_E_;
   fp.shared_pair = shared_pair_;
-  fp.independent = !dims_.transitions && !c.edge_off.get();
+  fp.independent = !dims_.transitions && !a.edge_off;
   return fp;
 }
 
-bool CudaBackend::split_fb() const {
+bool CudaBackend::split_fb(const FbWork& work) const {
   // A chunk of one sentence (a stochastic step) stays fused: its plan may be written on the
   // device without the work list, and a lone sentence has no other to wait for.
-  if (dims_.L > 32 || h_sent_.size() < 2) return false;
+  if (dims_.L > 32 || work.sentences < 2) return false;
   switch (fb_mode_) {
     case CudaBackendConfig::ForwardBackward::fused: return false;
     case CudaBackendConfig::ForwardBackward::split: return true;
-    default: return h_longest_ >= kFbSplitLength;
+    default: return work.longest >= kFbSplitLength;
   }
 }
 
-void CudaBackend::launch_fb(const FbParams& fp, std::size_t n) {
+void CudaBackend::launch_fb(const FbParams& fp, std::size_t n, const FbWork& work) {
   if (n == 0) return;
-  if (!fp.backward || (fp.independent && !fp.pair) || !split_fb()) {
+  if (!fp.backward || (fp.independent && !fp.pair) || !split_fb(work)) {
     launch_forward_backward(fp, n, threads_, stream_);
     return;
   }
-  if (fp.pair) reserve_device(seg_pair_, h_partial_rows_ * dims_.L * dims_.L);
-  const FbSegments sg{seg_.get(), h_seg_.size(), multi_.get(), h_multi_.size(), seg_pair_.get()};
+  // (A streamed corpus's is reserved at upload for its largest chunk: no allocation here.)
+  if (fp.pair) reserve_device(seg_pair_, work.partial_rows * dims_.L * dims_.L);
+  const FbSegments sg{work.seg, work.segs, work.multi, work.multis, seg_pair_.get()};
   launch_forward_backward_split(fp, n, sg, stream_);
 }
 

@@ -52,6 +52,7 @@ void CudaBackend::plan_span(const CudaCorpus& c, SentenceSpan span, const std::v
 
 void CudaBackend::plan_span_host(const CudaCorpus& c, SentenceSpan span, const std::vector<std::uint32_t>* edge_slot,
                                  bool sag, SpanPlan& pl) {
+  require_resident(c, "a stochastic trainer's span plan");
   const Corpus& h = c.host;
   const WeightGroups wg = dims_.groups();
   const std::size_t total = wg.count();
@@ -147,6 +148,7 @@ std::vector<std::uint32_t> CudaBackend::edge_slots(const CudaCorpus& c, std::siz
 }
 
 void CudaBackend::plan_sentences(const CudaCorpus& c, std::size_t other_bytes) {
+  require_resident(c, "a stochastic trainer's per-sentence plans");
   std::size_t free_b = 0, total_b = 0;
   if (sentence_plans_corpus_ == c.serial) {  // made already: only the caller's bytes to check
     CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -260,6 +262,7 @@ void CudaBackend::sentence_support(const CudaCorpus& c, std::uint32_t sid, CudaS
 double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const SpanPlan& pl,
                                    DeviceBuffer<double>& node, DeviceBuffer<double>& pair,
                                    DeviceBuffer<double>& edge, SequenceLoss loss_kind, bool loss_to_host) {
+  require_resident(c, "a stochastic trainer's span");
   const std::size_t L = dims_.L, LL = L * L, n = pl.sid.size();
   const bool edges = c.edge_off.get() != nullptr, pairs = dims_.transitions || edges;
   reserve_device(node, pl.rows * L);
@@ -281,7 +284,7 @@ double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const S
     fp.node = node_.get();
     fp.pair = pairs ? pair_.get() : nullptr;  // transitions, or edge deltas (written in the pair pass)
     if (pointwise_loss(loss_kind)) {
-      pointwise_chunk(c, fp, m, loss_kind, true);
+      pointwise_chunk(arrays(c), fp, m, loss_kind, true);
     } else {
       launch_fb(fp, m);
       if (loss_kind == SequenceLoss::seq_exp) launch_seq_exp(fp, m, stream_);  // 1/p, its deltas times 1/p
@@ -306,7 +309,7 @@ double CudaBackend::span_marginals(const CudaCorpus& c, const Vector& w, const S
     CRFX_CUDA_CHECK(cudaMemcpyAsync(h_losses_.data(), losses_.get(), m * sizeof(double),
                                     cudaMemcpyDeviceToHost, stream_));
     sync();
-    if (pointwise_loss(loss_kind)) check_pointwise(loss_kind, span, begin, m);
+    if (pointwise_loss(loss_kind)) check_pointwise(loss_kind, span, begin, m, h_losses_.data());
     for (std::size_t i = 0; i < m; ++i) loss += h_losses_[i];
     begin = end;
   }

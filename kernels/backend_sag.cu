@@ -35,6 +35,7 @@ constexpr std::size_t kLazyStepHistory = std::size_t(1) << 16;  // initial lazy-
 
 IncrementalStatePtr CudaBackend::incremental_create(const BackendCorpus& bc) {
   const CudaCorpus& c = C(bc);
+  require_resident(c, "SAG / SAGA (stored marginals, per-sentence steps)");
   const Corpus& h = c.host;
   if (!h.labeled()) throw Error("SAG needs every training token labeled");
   auto st = std::make_unique<CudaSag>();
@@ -162,6 +163,7 @@ LipschitzFound CudaBackend::incremental_search(IncrementalState& state, Vector& 
 
 void CudaBackend::sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span) {
   // evaluate(c, w, span, nullptr, 1.0)'s chunk, without its copy of the loss to the host.
+  require_resident(c, "a one-sentence loss on the device");
   prepare(w);
   const std::size_t end = plan(c, span, 0);
   if (end != 1) throw Error("internal: a one-sentence span did not fit one chunk");

@@ -23,7 +23,7 @@ SparseVectorPtr CudaBackend::sparse_vector() { return std::make_unique<CudaSpars
 
 void CudaBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVector& xs) {
   const CudaCorpus& c = C(bc);
-  if (span.count == 1 && span[0] < c.S && c.h_labeled[span[0]]) {  // from the plans made once
+  if (span.count == 1 && span[0] < c.S && c.h_labeled[span[0]] && !c.stream) {  // from the plans made once
     sentence_support(c, span[0], X(xs));
     return;
   }

@@ -24,8 +24,10 @@ bool self_test(int device, std::string* why);
 struct CudaBackendConfig {
   int device = 0;
   /// Upper bound on the tokens one chunk of evaluate()/viterbi()/marginals() holds (0 = as many
-  /// as the device memory budget allows). Tests lower it to exercise chunking; the results do
-  /// not depend on it except through the order of the gradient additions between chunks.
+  /// as the device memory budget allows; then the environment variable CRFX_CHUNK_TOKENS, where
+  /// set, gives it: the CLI tests and benchmarks). Tests lower it to exercise chunking; the
+  /// results do not depend on it except through the order of the gradient additions between
+  /// chunks.
   std::size_t max_chunk_tokens = 0;
   /// Forward-backward at L ≤ 32: `fused` (a warp a sentence, the marginals inside its backward
   /// loop), `split` (the recursions on two warps a sentence, then the marginals a warp per
@@ -43,6 +45,18 @@ struct CudaBackendConfig {
     std::uint64_t longest_combine = 0;  // the most partial rows one thread added in turn (maximum)
   };
   GatherCounters* gather_counters = nullptr;
+  /// The most device memory the run may use (0: what is free): the corpus's copy and the
+  /// workspace within it, beside what Backend::set_memory_limits reserves for the run's vectors.
+  /// A corpus whose copy does not fit is streamed: cut into chunks of whole sentences held in
+  /// pinned host memory and copied to the device chunk by chunk, overlapped with the compute
+  /// (kernels/cuda_backend.cuh, "Streaming"). set_memory_limits' limit, where given, replaces it.
+  std::size_t max_device_memory = 0;
+  /// Host memory the pinned copy of a streamed corpus may take (0: what the host has free).
+  std::size_t max_host_memory = 0;
+  /// Tests and benchmarks: stream every corpus, whatever fits (the chunks then follow the
+  /// workspace as a resident corpus's do, so results are bitwise the same as resident ones with
+  /// the same max_chunk_tokens). The environment variable CRFX_STREAM=1 sets it.
+  bool always_stream = false;
 };
 
 

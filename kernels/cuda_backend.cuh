@@ -12,6 +12,8 @@
 //   backend_sag.cu       SAG / SAGA
 //   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
+//   backend_stream.cu    a corpus larger than the device: its chunk plan, pinned copy and passes
+//   corpus_stream.cuh    CorpusArrays (what a chunk's kernels read) and CorpusStream
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
 //   fb_device.cuh        one sentence's forward-backward steps (fused and split kernels share them)
 //   fb_split_kernels.cu  the split forward-backward: recursions, marginals by segment, pair sums
@@ -99,6 +101,31 @@
 // allocated inside evaluate()/viterbi()/marginals(). A span larger than the workspace is split
 // into chunks of whole sentences; a single sentence that cannot fit raises crfx::Error with the
 // amount of memory needed.
+//
+// Streaming (backend_stream.cu): a corpus whose copy and minimal workspace do not fit in the
+// device memory left to it — free memory, or CudaBackendConfig::max_device_memory /
+// set_memory_limits' limit, less what the run's vectors will take — is not uploaded but streamed.
+// At upload, the chunks of a whole-corpus pass are fixed: whole sentences within the workspace
+// (plan()'s cut, so that a resident corpus with the same max_chunk_tokens is cut alike), within
+// a slot (half of what the workspace and the resident gather plans leave of the budget — all of
+// it after set_memory_limits reserved the run's vectors, else half of it, as a resident workspace
+// leaves half) and, without edge features, within kPointwiseBytes of a pointwise loss's
+// per-position pairwise marginals (a resident pass of such a loss cuts so). Each chunk's arrays are
+// made chunk-local (sentence, token and item ids from 0) and laid out in five typed regions of
+// pinned host memory: its CSR slices, labels, plan (slots, launch order, the split
+// forward-backward's work list) and its own transposes — the occurrences of its tokens, in the
+// plan's order, with the gather segments it touches (GatherChunk::seg_id, seg_off: each the
+// resident segment restricted to the chunk). A pass queues the copies of chunks 0 and 1 on the
+// copy stream, then per chunk k: the compute stream waits for copied[k % 2], runs the chunk's
+// kernels (the same as a resident chunk's, reading CorpusArrays), records consumed[k % 2], and the
+// copy stream, after waiting for that event, copies chunk k + 2 into the slot. evaluate() copies
+// each chunk's losses into pinned memory and waits once a pass (tests/emu/test_pass_shape.cpp);
+// viterbi and marginals wait a chunk, as resident. The gathers zero the multi-segment
+// attributes' partial rows and marks first (a chunk writes only its own segments'), so every sum
+// has the resident order: streamed results are bitwise the resident ones cut into the same chunks
+// (tests/gpu/test_cuda_stream.cpp). Only whole-corpus passes stream; what needs the corpus on the
+// device (SAG's state, span plans, n-best, a pass over part of it) is refused, saying so, and a
+// pinned copy past the host memory (or CudaBackendConfig::max_host_memory) is refused with figures.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -113,6 +140,7 @@
 
 #include "chain_kernels.cuh"
 #include "common.cuh"
+#include "corpus_stream.cuh"
 #include "crfx/backend.hpp"
 #include "crfx/error.hpp"
 #include "cuda_api.hpp"
@@ -149,6 +177,9 @@ struct CudaCorpus final : BackendCorpus {
   DeviceBuffer<double> st_val, et_val;
   GatherSegments st_plan, et_plan;
   DeviceBuffer<int> token_slot;  // [N] row of the token in the current chunk, −1 otherwise
+  // Streamed (set at upload when the copy does not fit): the arrays above other than the gather
+  // plans (without their seg_off) are left empty; the chunks come from here.
+  std::unique_ptr<CorpusStream> stream;
   std::size_t num_sentences() const override { return S; }
   std::size_t num_tokens() const override { return N; }
 };
@@ -274,6 +305,13 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   std::size_t memory_available() override;
   std::size_t upload_bytes(const Corpus& c) const override;
   std::size_t workspace_bytes(const Corpus& c, SequenceLoss loss = SequenceLoss::seq_log) const override;
+  void set_memory_limits(std::size_t limit, std::size_t reserved, std::size_t host_limit) override;
+  std::string corpus_note(const BackendCorpus& c) const override;
+  /// Tests: whether `c` is streamed, and into how many chunks (0: resident).
+  std::size_t stream_chunks(const BackendCorpus& c) const {
+    const CudaCorpus& cc = C(c);
+    return cc.stream ? cc.stream->chunks.size() : 0;
+  }
   /// For the NCCL sum (kernels/nccl/nccl_sum.cu): a vector's device memory, the backend's stream
   /// and device, and a wait for the stream.
   double* device_data(Vector& x) { return P(x); }
@@ -349,14 +387,15 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// position's pairwise marginals (into edge_, or pt_pair_ when E = 0), runs it and the loss's
   /// sweeps (launch_pointwise_loss): losses_ holds each sentence's loss, node_, pair_ and the
   /// per-position buffer its gradient.
-  void pointwise_chunk(const CudaCorpus& c, FbParams& fp, std::size_t n, SequenceLoss loss, bool gradient);
+  void pointwise_chunk(const CorpusArrays& a, FbParams& fp, std::size_t n, SequenceLoss loss, bool gradient);
   /// The chunk rows (plan's rows_limit) for a pointwise loss's gradient: without edge features
   /// pt_pair_ is allocated for min(workspace rows, max(longest sentence, 256 MiB of L² rows)) and
   /// that is the limit; with them edge_ holds the pairwise marginals (no limit).
   std::size_t pointwise_rows(const CudaCorpus& c);
   /// Throws for a sentence whose pointwise loss the device did not compute (a NaN in h_losses_,
   /// the chunk's n losses starting at span position `begin`).
-  void check_pointwise(SequenceLoss loss, SentenceSpan span, std::size_t begin, std::size_t n) const;
+  void check_pointwise(SequenceLoss loss, SentenceSpan span, std::size_t begin, std::size_t n,
+                       const double* losses) const;
 
   // ---- upload and workspace (backend.cu) ---------------------------------------------------
   /// Keeps `in` as the corpus's host copy (the span planners read it) and uploads it.
@@ -384,7 +423,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
                    std::size_t rows_limit = std::numeric_limits<std::size_t>::max());
   ChunkView chunk_view() const { return {sent_.get(), slots_.get(), order_.get()}; }
   /// The Viterbi kernels' inputs for the chunk run_chunk_front just scored.
-  DecodeInputs decode_inputs(const CudaCorpus& c, const Vector& w) const;
+  DecodeInputs decode_inputs(const CorpusArrays& a, const Vector& w) const;
   /// The [L][L] transition matrix τ of w: its block (dense layout), zeros (transitions off), or
   /// the transition row scattered over zeros by prepare(w) (sparse layout; valid until the next
   /// prepare).
@@ -394,22 +433,73 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   }
   /// τ_max, E, Eᵀ of the weight vector (and, for a sparse layout, τ itself: trans_ptr).
   void prepare(const Vector& w);
-  /// Uploads the chunk plan; rows, emissions and edge matrices.
-  void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots);
-  /// The forward-backward inputs of the chunk run_chunk_front(c, w, …) just scored.
-  FbParams fb_params(const CudaCorpus& c, const Vector& w) const;
-  /// Forward-backward on the planned chunk's n sentences: fused, or split (fb_mode_; the split
-  /// needs L ≤ 32, the backward pass and the recursions: not the independent positions' path).
-  void launch_fb(const FbParams& fp, std::size_t n);
+  /// The resident corpus's arrays for the chunk plan() just made.
+  CorpusArrays arrays(const CudaCorpus& c) const;
+  /// Uploads the chunk plan (resident arrays); rows, emissions and edge matrices.
+  void run_chunk_front(const CorpusArrays& a, const Vector& w, std::size_t n, std::size_t rows, bool slots);
+  void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots) {
+    run_chunk_front(arrays(c), w, n, rows, slots);
+  }
+  /// The forward-backward inputs of the chunk run_chunk_front(a, w, …) just scored.
+  FbParams fb_params(const CorpusArrays& a, const Vector& w) const;
+  FbParams fb_params(const CudaCorpus& c, const Vector& w) const { return fb_params(arrays(c), w); }
+  /// Forward-backward on the chunk's n sentences: fused, or split (fb_mode_; the split needs
+  /// L ≤ 32, the backward pass and the recursions: not the independent positions' path).
+  void launch_fb(const FbParams& fp, std::size_t n, const FbWork& work);
+  void launch_fb(const FbParams& fp, std::size_t n) { launch_fb(fp, n, planned_fb()); }
   /// Fills h_seg_ and h_multi_, the split forward-backward's work list of the planned chunk.
   void plan_segments();
-  /// Whether the planned chunk's forward-backward is split (fb_mode_, L, h_longest_).
-  bool split_fb() const;
+  /// The planned chunk's split forward-backward work (h_seg_, h_multi_ and their copies).
+  FbWork planned_fb() const {
+    return {h_sent_.size(), h_longest_, h_partial_rows_, h_seg_.size(), h_multi_.size(), seg_.get(), multi_.get()};
+  }
+  /// The chunk's split forward-backward work: a streamed chunk's, or the plan's (after
+  /// run_chunk_front copied it).
+  FbWork fb_work(const CorpusArrays& a) const { return a.streamed ? a.fb : planned_fb(); }
+  /// Whether a chunk's forward-backward is split (fb_mode_, L, its longest sentence).
+  bool split_fb(const FbWork& work) const;
+  bool split_fb() const { return split_fb(planned_fb()); }
+
+  // ---- streaming (backend_stream.cu) -------------------------------------------------------
+  /// How much device memory corpus c's copy and workspace may take (limit_, reserved_, free).
+  std::size_t device_budget(std::size_t free_b) const;
+  /// What a stream may take: device_budget, or half of it where the run's vectors were not
+  /// reserved (set_memory_limits not called: the rest is theirs, as a resident workspace leaves).
+  std::size_t stream_budget(std::size_t free_b) const {
+    return limits_set_ ? device_budget(free_b) : device_budget(free_b) / 2;
+  }
+  /// Whether corpus c (copy of corpus_bytes, longest sentence max_len) is streamed.
+  bool streams(std::size_t corpus_bytes, std::size_t max_len, std::size_t free_b) const;
+  /// A streamed corpus's device bytes beside the workspace (gather plans, two stream slots at
+  /// most) and its workspace, for upload_bytes / workspace_bytes.
+  void stream_sizes(const Corpus& c, std::size_t max_len, std::size_t free_b, std::size_t& resident,
+                    std::size_t& workspace, bool pointwise = false) const;
+  /// Builds up's stream: the gather plans (their ranges kept on the host), the workspace, the
+  /// chunk plan, the pinned copy (refused with the figures past the host memory), the slots.
+  void upload_streamed(CudaCorpus& up, const std::vector<std::size_t>& st_off, const std::vector<std::uint32_t>& st_tok,
+                       const std::vector<double>& st_val, const std::vector<std::size_t>& et_off,
+                       const std::vector<std::uint32_t>& et_tok, const std::vector<double>& et_val, bool edges);
+  /// upload_streamed's steps: the chunks (whole sentences within the workspace and the slot; a
+  /// sentence that cannot fit refused with the figures), each chunk's layout in its regions (the
+  /// largest slot's bytes returned), and the pinned copy's contents.
+  void stream_cut(const CudaCorpus& up, CorpusStream& st, StreamSources& src, const StreamBudget& b);
+  std::size_t stream_layout(CudaCorpus& up, CorpusStream& st, StreamSources& src);
+  void stream_fill(CudaCorpus& up, CorpusStream& st, StreamSources& src);
+  /// Throws for a streamed corpus: `what` needs the whole corpus on the device.
+  void require_resident(const CudaCorpus& c, const char* what) const;
+  /// A pass over a streamed corpus: begin queues the first two chunks' copies; chunk(k) makes
+  /// the compute stream wait for chunk k's copy, sets the host's chunk sizes (h_slots_) and
+  /// returns its arrays; done(k) records that chunk k's kernels are queued and queues the copy of
+  /// chunk k + 2 into its slot.
+  void stream_begin(const CudaCorpus& c);
+  CorpusArrays stream_chunk(const CudaCorpus& c, std::size_t k);
+  void stream_done(const CudaCorpus& c, std::size_t k);
+  void stream_copy(const CudaCorpus& c, std::size_t k);
 
   // ---- the marginal reduction (backend_chain.cu) -------------------------------------------
   /// g += scale · Xᵀ·delta (state and edge attributes) and the transition sums; then the
   /// token → row map is cleared for the next chunk.
-  void reduce_gradient(const CudaCorpus& c, std::size_t n, std::size_t rows, double scale, double* G);
+  void reduce_gradient(const CorpusArrays& a, std::size_t n, std::size_t rows, double scale, double* G);
 
   // ---- span plans: SAG and evaluate_sparse (backend_plans.cu) ------------------------------
   /// Plans `span` (distinct sentences) into `pl` and uploads it (see SpanPlan). `edge_slot`
@@ -506,6 +596,12 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   // ---- state ---------------------------------------------------------------------------------
   CudaBackendConfig cfg_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // a streamed corpus's copies (made with the first one)
+  // set_memory_limits: the device limit (0: cfg_.max_device_memory), the bytes reserved in it for
+  // the run's vectors, the host limit (0: cfg_.max_host_memory); workspace_cap_ bounds the
+  // workspace of the corpus being uploaded (0: half of what is free, as without a limit).
+  std::size_t limit_ = 0, reserved_ = 0, host_limit_ = 0, workspace_cap_ = 0;
+  bool limits_set_ = false;  // set_memory_limits was called (its `reserved` covers the run's vectors)
   std::string name_;
   int threads_ = 32;         // forward-backward / Viterbi block size
   bool shared_E_ = false;    // E, Eᵀ in shared memory (forward-backward)
@@ -545,6 +641,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<double> losses_;   // [sents]
   // n-best Viterbi (tag --nbest): its own tables, grow-only, at most about kNbestBytes per chunk.
   static constexpr std::size_t kNbestBytes = std::size_t(256) << 20;
+  /// The pointwise losses' per-position pairwise marginals without edge features (pt_pair_): a
+  /// chunk's at most this (or its longest sentence's); a streamed corpus's chunks are cut to it.
+  static constexpr std::size_t kPointwiseBytes = std::size_t(256) << 20;
   DeviceBuffer<double> nb_d_, nb_score_;
   DeviceBuffer<std::uint32_t> nb_back_, nb_out_;
   DeviceBuffer<std::uint32_t> sent_, order_;  // [sents]

@@ -61,6 +61,37 @@ class DeviceBuffer {
   std::size_t n_ = 0;
 };
 
+/// Move-only owner of a pinned (page-locked) host array of T (cudaMallocHost): what a copy
+/// stream reads asynchronously while the compute stream runs. Contents uninitialised.
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() { release(); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  /// New contents (the old are freed first). On failure the buffer is empty.
+  void resize(std::size_t n) {
+    if (n == n_) return;
+    release();
+    T* p = nullptr;
+    if (n) CRFX_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p), n * sizeof(T)));
+    p_ = p;
+    n_ = n;
+  }
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  void release() noexcept {
+    if (p_) cudaFreeHost(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 template <class T>
 void upload_vector(DeviceBuffer<T>& d, const std::vector<T>& h, cudaStream_t s) {
   d.resize(h.size());

@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
   const std::size_t warp = (blockIdx.x * std::size_t(blockDim.x) + threadIdx.x) / 32;
   if (warp >= segments * col_blocks) return;  // warp-uniform
   const std::size_t sg = warp / col_blocks, c0 = (warp - sg * col_blocks) * 32;
-  const std::uint32_t a = seg_attr[sg], gid = gid0 + a;
+  const std::size_t j = ch.seg_id ? ch.seg_id[sg] : sg;  // the plan's segment (a streamed chunk's own list)
+  const std::uint32_t a = seg_attr[j], gid = gid0 + a;
   const std::size_t row = gl.size(gid);
   if (c0 >= row) return;  // warp-uniform: a sparse row shorter than max_row has no weight here
   const LaneSplit ls(row - c0 < 32 ? row - c0 : 32);
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
   const std::size_t kw = gl.begin(gid) + c;  // this lane's weight (when mine)
   const std::size_t col = mine ? gl.slot(kw, gid) : 0;
   std::size_t b = seg_off[sg], e = seg_off[sg + 1];
-  if (!ch.token_slot && b < e) {  // warp-uniform; a segment inside the range (a whole-corpus
+  if (!ch.token_slot && !ch.seg_id && b < e) {  // warp-uniform; a segment inside the range (a whole-corpus
                                   // chunk's every segment) needs no search
     const bool inside = occ_tok[b] >= ch.t_lo && occ_tok[e - 1] < ch.t_hi;
     if (!inside) {
@@ -96,12 +97,12 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
   }
   acc = ls.sum_groups(acc);
   touched = __any_sync(0xffffffffu, touched);
-  const std::size_t part = seg_part[sg];
+  const std::size_t part = seg_part[j];
   if (part == kNoPartial) {
     if (touched && mine && ls.g == 0) G[kw] += scale * acc;
   } else {
     if (mine && ls.g == 0) partial[part + c] = acc;
-    if (c0 == 0 && (threadIdx.x & 31) == 0) seg_touched[sg] = touched ? 1 : 0;
+    if (c0 == 0 && (threadIdx.x & 31) == 0) seg_touched[j] = touched ? 1 : 0;
   }
 }
 
@@ -184,9 +185,17 @@ void launch_gather(const GatherSegments& plan, std::size_t width, std::size_t ma
   if (max_row == 0 || plan.segments == 0) return;  // no attribute has a weight, or none occurs
   const int per_block = kGatherWarps * 32;
   const std::size_t col_blocks = (max_row + 31) / 32;
-  const std::size_t warps = plan.segments * col_blocks;
+  // A streamed chunk walks its own segments only: the others' partial rows and marks are zeroed
+  // first, as the resident gather writes them for a segment without occurrences in the chunk.
+  const bool own = ch.seg_id != nullptr;
+  const std::size_t segments = own ? ch.segments : plan.segments;
+  if (own && plan.multi) {
+    CRFX_CUDA_CHECK(cudaMemsetAsync(plan.touched.get(), 0, plan.segments, s));
+    CRFX_CUDA_CHECK(cudaMemsetAsync(plan.partial.get(), 0, plan.partials * sizeof(double), s));
+  }
+  const std::size_t warps = segments * col_blocks;
   CRFX_LAUNCH(gather_kernel, grid_for(warps * 32, per_block, (std::size_t(1) << 31) - 1), per_block, 0, s,
-              plan.segments, plan.seg_off.get(), plan.seg_attr.get(), plan.seg_part.get(), plan.touched.get(),
+              segments, own ? ch.seg_off : plan.seg_off.get(), plan.seg_attr.get(), plan.seg_part.get(), plan.touched.get(),
               plan.partial.get(), width, max_row, gl, gid0, occ_tok, occ_val, ch, delta, scale, G, counters);
   // Launched also when no attribute has several segments (one empty block): a pass's launches
   // do not depend on the data.

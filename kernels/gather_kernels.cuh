@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "crfx/corpus.hpp"  // WeightGroups
@@ -41,9 +42,12 @@ struct GatherSegments {
   DeviceBuffer<std::size_t> multi_seg;     // [2 · multi] segments [begin, end) of each
   DeviceBuffer<double> partial;            // [partials]
   /// Plans `num_attrs` attributes over occ_off (host copy, [num_attrs + 1]); row(a) the length of
-  /// attribute a's weight row (a partial row has that many doubles), and uploads the plan.
+  /// attribute a's weight row (a partial row has that many doubles), and uploads the plan. With
+  /// `host_off` (a streamed corpus) the segments' occurrence ranges stay on the host there, for
+  /// the chunks' own (GatherChunk::seg_off), and seg_off is left empty.
   template <class Row>
-  void build(std::size_t num_attrs, const std::vector<std::size_t>& occ_off, Row row, cudaStream_t s);
+  void build(std::size_t num_attrs, const std::vector<std::size_t>& occ_off, Row row, cudaStream_t s,
+             std::vector<std::size_t>* host_off = nullptr);
   /// Device bytes a plan of `occurrences` over `num_attrs` attributes with rows of at most
   /// `max_row` weights takes at most.
   static std::size_t bytes_bound(std::size_t num_attrs, std::size_t occurrences, std::size_t max_row);
@@ -53,9 +57,16 @@ struct GatherSegments {
 /// (token_slot[t] ≥ 0 for the chunk's tokens; every occurrence of the corpus is scanned), or
 /// consecutive tokens [t_lo, t_hi) with row t − t_lo (token_slot null; only the chunk's own
 /// occurrences are scanned, found by binary search in each segment).
+/// A streamed corpus's chunk (its own transposed occurrences, tokens chunk-local from t_lo = 0)
+/// names the plan's segments it has occurrences in: seg_id [segments] (ascending), and their
+/// ranges in its occurrences seg_off [segments + 1] — each the plan's segment restricted to the
+/// chunk, so the sums are those of the resident corpus chunked alike, bit for bit.
 struct GatherChunk {
   const int* token_slot = nullptr;
   std::uint32_t t_lo = 0, t_hi = 0;
+  const std::uint32_t* seg_id = nullptr;
+  const std::size_t* seg_off = nullptr;
+  std::size_t segments = 0;
 };
 
 /// What the tests read (CudaBackendConfig::gather_counters, on the device): occurrences scanned,
@@ -83,7 +94,7 @@ void launch_transition_tree(std::size_t LL, std::size_t n, const double* pair, d
 
 template <class Row>
 void GatherSegments::build(std::size_t num_attrs, const std::vector<std::size_t>& occ_off, Row row,
-                           cudaStream_t s) {
+                           cudaStream_t s, std::vector<std::size_t>* host_off) {
   std::vector<std::size_t> off{0}, part, mseg;
   std::vector<std::uint32_t> attr, mattr;
   std::size_t parts = 0;
@@ -106,7 +117,7 @@ void GatherSegments::build(std::size_t num_attrs, const std::vector<std::size_t>
   segments = attr.size();
   multi = mattr.size();
   partials = parts;
-  upload_vector(seg_off, off, s);
+  if (!host_off) upload_vector(seg_off, off, s);
   upload_vector(seg_attr, attr, s);
   upload_vector(seg_part, part, s);
   touched.resize(segments);
@@ -114,6 +125,7 @@ void GatherSegments::build(std::size_t num_attrs, const std::vector<std::size_t>
   upload_vector(multi_seg, mseg, s);
   partial.resize(partials);
   CRFX_CUDA_CHECK(cudaStreamSynchronize(s));  // the host vectors above must outlive the copies
+  if (host_off) *host_off = std::move(off);
 }
 
 inline std::size_t GatherSegments::bytes_bound(std::size_t num_attrs, std::size_t occurrences, std::size_t max_row) {

@@ -41,6 +41,10 @@ class DistributedBackend final : public Backend {
            (device_ ? ", gradients summed by " + device_->name() : "");
   }
   std::size_t memory_available() override { return b_->memory_available(); }
+  void set_memory_limits(std::size_t limit, std::size_t reserved, std::size_t host_limit) override {
+    b_->set_memory_limits(limit, reserved, host_limit);
+  }
+  std::string corpus_note(const BackendCorpus& corpus) const override { return b_->corpus_note(corpus); }
   std::size_t upload_bytes(const Corpus& corpus) const override { return b_->upload_bytes(corpus); }
   /// The inner backend's, with the gradient's scratch vector and its host copy (the collective's
   /// own buffers are bounded blocks).

@@ -256,12 +256,24 @@ Backend& TrainingRun::prepare() {
     note += "; as " + backend_->name();
   }
   if (config_.note) config_.note(note);
+  {  // the run's limits, and what its vectors will take beside the corpus (a CUDA backend streams
+     // a corpus that does not fit in the rest); the dictionaries too, which check_memory counts
+     // against the same budget
+    const MemoryEstimate m = estimate_memory(*info_, config_.options, d, corpus_);
+    backend_->set_memory_limits(std::size_t(config_.max_device_memory),
+                                m.weights + m.optimizer + model_.features.dictionary_bytes(),
+                                std::size_t(config_.max_memory));
+  }
   const MemoryCheck memory = check_memory(*info_, config_.options, d, corpus_, *backend_, config_.max_memory,
                                           model_.features.dictionary_bytes());
   if (config_.note) config_.note("memory: " + memory.figures);
   if (!memory.fits) throw MemoryRefusal(memory, d.dense());
   uploaded_ = backend_->upload(std::move(corpus_));  // resident on the backend now
   corpus_ = Corpus();
+  if (config_.note) {
+    const std::string how = backend_->corpus_note(*uploaded_);
+    if (!how.empty()) config_.note("memory: " + how);
+  }
   objective_ = std::make_unique<Objective>(*backend_, *uploaded_, config_.options.c1, config_.options.c2,
                                            config_.options.loss);
   const TrainOptions& o = config_.options;

@@ -393,6 +393,24 @@ class Backend {
     return 0;
   }
 
+  /// Before upload(): the run's limits — `limit` bytes at most where this backend keeps its data
+  /// (0: no limit beyond what is free), of which `reserved` will hold the run's vectors (weights,
+  /// optimizer state: allocated after the upload), and `host_limit` bytes of host memory (0:
+  /// what is free). memory_available, upload_bytes and workspace_bytes answer within them. The
+  /// CUDA backend streams a corpus whose copy does not fit in the rest; the default ignores them.
+  virtual void set_memory_limits(std::size_t limit, std::size_t reserved, std::size_t host_limit) {
+    (void)limit;
+    (void)reserved;
+    (void)host_limit;
+  }
+
+  /// How an uploaded corpus sits on this backend where that is worth a note ("streamed from
+  /// pinned host memory in 12 chunks …"), else "".
+  virtual std::string corpus_note(const BackendCorpus& corpus) const {
+    (void)corpus;
+    return "";
+  }
+
   // ---- data ------------------------------------------------------------------------------
   virtual BackendCorpusPtr upload(const Corpus& corpus) = 0;
   /// The same, taking the corpus over where the backend can keep it as it is (the CPU backend:

@@ -42,6 +42,9 @@ struct TrainConfig {
   FeatureTemplate templ;
   BackendOptions backend;           // device (auto: a usable GPU, else the CPU) and threads
   double max_memory = 0;            // bytes the run may use; 0: what the backend has
+  /// Bytes of device memory the run may use (0: what is free): a corpus that does not fit beside
+  /// the weights and optimizer state is streamed (Backend::set_memory_limits).
+  double max_device_memory = 0;
   /// After every iteration (epoch); returning false stops training there. May be empty.
   ProgressFn progress;
   /// Asked after every iteration, by the stochastic trainers inside an epoch, and by the batch

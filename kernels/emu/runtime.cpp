@@ -41,6 +41,10 @@ struct CUstream_st {
 struct CUevent_st {
   std::chrono::steady_clock::time_point time{};
   bool recorded = false;
+  // cudaStreamWaitEvent: the stream of the last record and its number (numbered per device at
+  // the record call); `reached` is the number of the last record that ran.
+  CUstream_st* stream = nullptr;
+  std::uint64_t record = 0, reached = 0;
 };
 
 namespace crfx::emu {
@@ -65,6 +69,7 @@ struct Device {
   cudaError_t detail_code = cudaSuccess;
   std::string detail;  // message of the last recorded error
   std::uint64_t seed = 1, launches = 0;
+  std::uint64_t event_records = 0;  // cudaEventRecord calls (the events' record numbers)
   std::map<std::string, std::size_t> counts;
   HostCounters host;  // what the host asked of the device (host_counters)
   std::map<const void*, int> max_dynamic_smem;
@@ -519,15 +524,45 @@ cudaError_t cudaEventCreate(cudaEvent_t* e) {
   *e = new CUevent_st;
   return cudaSuccess;
 }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete e;
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   CRFX_EMU_ENTER();
-  stream_of(s)->queue.push_back([e] {
+  const std::uint64_t number = ++d.event_records;
+  e->stream = stream_of(s);
+  e->record = number;
+  stream_of(s)->queue.push_back([e, number] {
     e->time = std::chrono::steady_clock::now();
     e->recorded = true;
+    e->reached = std::max(e->reached, number);
+    return cudaSuccess;
+  });
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  CRFX_EMU_ENTER();
+  if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent on a null event");
+  CUstream_st* const waiter = stream_of(s);
+  CUstream_st* const src = e->stream;
+  const std::uint64_t number = e->record;
+  if (!src || src == waiter) return cudaSuccess;  // never recorded, or already in stream order
+  // When the waiting stream reaches this point, the recording stream's work up to that record
+  // runs first (the emulation's streams run at synchronisation points, in order: this is the
+  // edge between the two queues).
+  waiter->queue.push_back([e, src, number] {
+    Device& dd = dev();
+    if (src != &dd.legacy && !dd.streams.count(src)) return cudaSuccess;  // destroyed: its work ran
+    while (e->reached < number && !src->queue.empty() && dd.sticky == cudaSuccess) {
+      auto op = std::move(src->queue.front());
+      src->queue.pop_front();
+      if (const cudaError_t err = op(); err != cudaSuccess) return err;
+    }
+    if (dd.sticky != cudaSuccess) return dd.sticky;
+    if (e->reached < number)
+      return fail_sticky(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: the event's record never ran");
     return cudaSuccess;
   });
   return cudaSuccess;

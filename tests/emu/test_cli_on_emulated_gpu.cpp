@@ -80,6 +80,27 @@ TEST(EmulatedGpuCliMemory, RefusesARunBeyondTheDevicesMemory) {
   EXPECT_NE(out.find(" available"), std::string::npos) << out;
 }
 
+// crfx train --max-device-memory below what the corpus's copy needs beside the weights, the
+// optimizer state (and the dictionaries the memory check counts with them): the corpus is streamed
+// from pinned host memory, and the model is the resident run's byte for byte when both are cut
+// into the same chunks (CRFX_CHUNK_TOKENS, the backend's chunk cap). A malformed size is a usage
+// error naming the option.
+TEST(EmulatedGpuCliMemory, StreamedTrainingGivesTheResidentModel) {
+  const std::string resident = temp_path("resident.model"), streamed = temp_path("streamed.model");
+  const std::string train = " train " + q(kTrain) + " --format crfsuite --max-iterations 3 --threads 1 --device cuda";
+  std::string out;
+  ASSERT_EQ(run("CRFX_CHUNK_TOKENS=50 " + q(CRFX_EMU_BINARY) + train + " -m " + q(resident), &out), 0) << out;
+  EXPECT_EQ(out.find("streamed"), std::string::npos) << out;
+  ASSERT_EQ(run("CRFX_CHUNK_TOKENS=50 " + q(CRFX_EMU_BINARY) + train + " --max-device-memory 3M -m " + q(streamed),
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("the corpus is streamed from pinned host memory"), std::string::npos) << out;
+  EXPECT_EQ(test::read_text(streamed), test::read_text(resident)) << "streamed and resident models differ";
+  EXPECT_NE(run(q(CRFX_EMU_BINARY) + train + " --max-device-memory 3Q -m " + q(streamed), &out), 0);
+  EXPECT_NE(out.find("--max-device-memory: '3Q' is not a size"), std::string::npos) << out;
+}
+
 // Many inputs in one run (crfx tag -O DIR): batches gathered across inputs, read and compiled on
 // two worker threads while the emulated GPU's Viterbi and forward-backward decode them one at a
 // time; every output the CPU's, byte for byte.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 #include "../gpu/gpu_check.hpp"
 #include "crfx/loss.hpp"
@@ -37,6 +38,34 @@ TEST(DeviceMemory, TheEstimateIsWhatAPassAllocates) {
                            std::to_string(max_len),
                        std::to_string(double(used) / double(estimate)));
       }
+}
+
+// A corpus streamed under a device limit below its copy: what the memory check is told
+// (upload_bytes, workspace_bytes) is within the limit, and what the upload and a pass allocate —
+// the gather plans, the workspace, the two stream slots — within that estimate.
+TEST(DeviceMemory, AStreamedCorpusStaysWithinItsLimit) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "E=" << E);
+    const auto p = random_problem(22, 200, E, 400, 30, 41 + E);
+    const std::size_t copy = gpu_backend(p.dims)->upload_bytes(p.corpus);
+    cuda::CudaBackendConfig cfg;
+    cfg.max_device_memory = copy * 3 / 4;
+    BackendPtr gpu = cuda::make_cuda_backend(p.dims, cfg);
+    const std::size_t estimate = gpu->upload_bytes(p.corpus) + gpu->workspace_bytes(p.corpus);
+    EXPECT_LE(estimate, cfg.max_device_memory);
+    const std::size_t base = emu::memory_in_use();
+    auto gc = gpu->upload(p.corpus);
+    ASSERT_NE(gpu->corpus_note(*gc).find("streamed"), std::string::npos) << "the copy is over the limit";
+    const std::size_t W = p.dims.num_weights();
+    auto w = to_backend(*gpu, random_weights(W, 0.3, 5));
+    auto g = gpu->vector(W);
+    gpu->evaluate(*gc, *w, all_sentences(*gc), g.get(), 1.0);
+    const std::size_t used = emu::memory_in_use() - base - 2 * W * sizeof(double);
+    EXPECT_LE(used, estimate);
+    RecordProperty("streamed_used_over_limit_E" + std::to_string(E),
+                   std::to_string(double(used) / double(cfg.max_device_memory)));
+  }
 }
 
 }  // namespace

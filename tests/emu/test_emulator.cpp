@@ -276,4 +276,35 @@ TEST(Emulator, AsynchronousWorkRunsAtTheSynchronisationPoint) {
   EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
+// Two streams ordered by events (the double buffering of a streamed corpus): work queued on a
+// stream after cudaStreamWaitEvent runs after the work recorded before the event on the other
+// stream, even when only the waiting stream is synchronised; without a wait, nothing orders them.
+TEST(Emulator, StreamWaitEventOrdersTwoStreams) {
+  cudaStream_t copy = nullptr, compute = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t copied = nullptr, never = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&never), cudaSuccess);
+  Buffer a(4), b(4);
+  std::vector<double> h{1, 2, 3, 4}, out(4, 0);
+  ASSERT_EQ(cudaMemcpyAsync(a.p, h.data(), 4 * sizeof(double), cudaMemcpyHostToDevice, copy), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(copied, copy), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(compute, never, 0), cudaSuccess);  // never recorded: no wait
+  ASSERT_EQ(cudaStreamWaitEvent(compute, copied, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(b.p, a.p, 4 * sizeof(double), cudaMemcpyDeviceToDevice, compute), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(out.data(), b.p, 4 * sizeof(double), cudaMemcpyDeviceToHost, compute), cudaSuccess);
+  // Queued on the copy stream after the record: the wait does not run it.
+  std::vector<double> later{9, 9, 9, 9};
+  ASSERT_EQ(cudaMemcpyAsync(a.p, later.data(), 4 * sizeof(double), cudaMemcpyHostToDevice, copy), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
+  EXPECT_EQ(out, h);
+  ASSERT_EQ(cudaStreamSynchronize(copy), cudaSuccess);
+  EXPECT_EQ(a.read()[0], 9.0);
+  EXPECT_EQ(cudaEventDestroy(copied), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(never), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(copy), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(compute), cudaSuccess);
+}
+
 }  // namespace

@@ -222,5 +222,63 @@ TEST(PassShape, GatherWalkIsBoundedWhateverTheSkew) {
     }
 }
 
+/// One streamed (or resident) evaluate pass's counts after a first pass, cut into chunks of at
+/// most `chunk_tokens` tokens; `chunks` the stream's (from the backend's note).
+emu::HostCounters streamed_pass(const RandomProblem& p, std::size_t chunk_tokens, bool stream, bool gradient,
+                                std::size_t* chunks) {
+  cuda::CudaBackendConfig cfg;
+  cfg.max_chunk_tokens = chunk_tokens;
+  cfg.always_stream = stream;
+  BackendPtr gpu = cuda::make_cuda_backend(p.dims, cfg);
+  auto gc = gpu->upload(p.corpus);
+  const std::string note = gpu->corpus_note(*gc);
+  *chunks = note.empty() ? 0 : std::stoul(note.substr(note.find(" in ") + 4));
+  auto w = to_backend(*gpu, random_weights(p.dims.num_weights(), 0.5, 3));
+  auto g = gpu->vector(p.dims.num_weights());
+  gpu->evaluate(*gc, *w, all_sentences(*gc), gradient ? g.get() : nullptr, 1.0);  // a first pass may size buffers
+  emu::reset_host_counters();
+  gpu->evaluate(*gc, *w, all_sentences(*gc), gradient ? g.get() : nullptr, 1.0);
+  return emu::host_counters();
+}
+
+// A streamed pass waits for the device once, as a resident pass of one chunk does, however many
+// chunks it streams (the resident pass cut into chunks waits once a chunk); per chunk it queues a
+// fixed number of launches, at most five copies to the device (the chunk's regions, on the copy
+// stream) and one of its losses to pinned host memory (no wait).
+TEST(PassShape, StreamedPassWaitsOnceWhateverTheChunks) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u})
+    for (bool gradient : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "E=" << E << (gradient ? " gradient" : " loss only"));
+      const auto p = random_problem(5, 30, E, 200, 12, 71);
+      std::size_t k1 = 0, k2 = 0, kr = 0;
+      const emu::HostCounters a = streamed_pass(p, 120, true, gradient, &k1);
+      const emu::HostCounters b = streamed_pass(p, 60, true, gradient, &k2);
+      const emu::HostCounters r = streamed_pass(p, 60, false, gradient, &kr);
+      ASSERT_GE(k1, 5u);
+      ASSERT_GT(k2, k1);
+      EXPECT_EQ(kr, 0u);
+      EXPECT_EQ(a.syncs, 1u);
+      EXPECT_EQ(b.syncs, 1u);
+      EXPECT_GE(r.syncs, k2) << "resident, the same chunks: a wait a chunk";
+      EXPECT_EQ(a.to_host, k1);
+      EXPECT_EQ(b.to_host, k2);
+      EXPECT_LE(a.to_device, 5 * k1);
+      EXPECT_LE(b.to_device, 5 * k2);
+      // Launches: the same per chunk (prepare once a pass).
+      const std::size_t per_chunk = (b.launches - a.launches) / (k2 - k1);
+      EXPECT_EQ(a.launches - k1 * per_chunk, b.launches - k2 * per_chunk);
+      EXPECT_LE(per_chunk, 11u);
+      if (gradient) {
+        const std::string at = "_E" + std::to_string(E);
+        RecordProperty("streamed_chunks" + at, std::to_string(k2));
+        RecordProperty("streamed_syncs" + at, std::to_string(b.syncs));
+        RecordProperty("resident_chunked_syncs" + at, std::to_string(r.syncs));
+        RecordProperty("streamed_launches_per_chunk" + at, std::to_string(per_chunk));
+        RecordProperty("streamed_copies_to_device_per_chunk" + at, std::to_string(double(b.to_device) / double(k2)));
+      }
+    }
+}
+
 }  // namespace
 }  // namespace crfx::test

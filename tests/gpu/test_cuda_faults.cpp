@@ -95,8 +95,9 @@ struct Budget {
   }
 };
 
-// A corpus larger than the device's free memory is processed in chunks of whole sentences, with the
-// CPU's results; a budget below what one sentence needs is refused at upload with the amount.
+// A workspace larger than the device's free memory is cut into chunks of whole sentences, a corpus
+// whose copy does not fit is streamed, with the CPU's results; a budget below what one sentence
+// needs is refused at upload with the amount.
 TEST(CudaBackend, SmallDeviceMemoryChunksOrRefusesClearly) {
   REQUIRE_GPU();
   auto p = test::random_problem(7, 60, 3, 120, 30, 5);
@@ -105,11 +106,28 @@ TEST(CudaBackend, SmallDeviceMemoryChunksOrRefusesClearly) {
     compare_primitives(p, 0.6, 9, 0, false, /*with_nbest=*/false);
   }
   {
-    Budget b(40 * 1024);
+    // Room for the copy but not for a workspace beside it: the corpus is streamed
+    // (kernels/backend_stream.cu), its whole-corpus pass the CPU's.
+    const std::size_t copy = gpu_backend(p.dims)->upload_bytes(p.corpus);
+    Budget b(copy + 8 * 1024);
+    BackendPtr gpu = gpu_backend(p.dims);
+    auto gc = gpu->upload(p.corpus);
+    EXPECT_NE(gpu->corpus_note(*gc).find("streamed"), std::string::npos);
+    CpuBackend cpu(p.dims, 1);
+    auto cc = cpu.upload(p.corpus);
+    const auto w = random_weights(p.dims.num_weights(), 0.6, 9);
+    auto wg = to_backend(*gpu, w), wc = to_backend(cpu, w);
+    const double lg = gpu->evaluate(*gc, *wg, all_sentences(*gc), nullptr, 1.0);
+    const double lc = cpu.evaluate(*cc, *wc, all_sentences(*cc), nullptr, 1.0);
+    EXPECT_NEAR(lg, lc, kLossRel * std::fabs(lc));
+  }
+  {
+    // Too small even for one sentence's chunk: refused with the figures.
+    Budget b(12 * 1024);
     BackendPtr gpu = gpu_backend(p.dims);
     try {
       gpu->upload(p.corpus);
-      FAIL() << "upload within 40 KiB must fail";
+      FAIL() << "upload within 12 KiB must fail";
     } catch (const Error& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("needs"), std::string::npos) << msg;

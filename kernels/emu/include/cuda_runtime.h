@@ -220,6 +220,8 @@ using cudaEvent_t = CUevent_st*;
 constexpr unsigned cudaStreamDefault = 0x0;
 constexpr unsigned cudaStreamNonBlocking = 0x1;
 constexpr unsigned cudaHostAllocDefault = 0x0;
+constexpr unsigned cudaEventDefault = 0x0;
+constexpr unsigned cudaEventDisableTiming = 0x2;
 
 struct cudaDeviceProp {
   char name[256];
@@ -274,10 +276,14 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaEventCreate(cudaEvent_t* e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+/// Work queued on `s` after this call waits for the work queued before the last
+/// cudaEventRecord(e, …) on that record's stream (nothing to wait for when e was never recorded).
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
 
 cudaError_t cudaFuncSetAttributeImpl(const void* func, cudaFuncAttribute attr, int value);
 template <class F>
