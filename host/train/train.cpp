@@ -204,7 +204,8 @@ void TrainingRun::compile(const std::vector<std::string>& paths) {
                   ") but " + bytes_text(budget) + " was available" + why;
     throw MemoryRefusal(c, false);
   };
-  corpus_ = compile_training(model_.features, paths, config_.min_freq, kCompileBatchBytes, check, budget);
+  corpus_ = compile_training(model_.features, paths, config_.min_freq, kCompileBatchBytes, check, budget,
+                             config_.backend.threads);
   compiled(t0);
 }
 
