@@ -300,6 +300,7 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
                         double reserve_limit, unsigned threads) {
   if (paths.empty()) throw Error("no data files to read");
   TrainingCompiler tc(fs);
+  tc.count_occurrences(min_freq > 1);
   // The files' bytes (0 when one is standard input or not a regular file): after the first batch
   // the arrays are reserved for the whole text, projected from that batch (5% over).
   std::uint64_t total = 0, done = 0;

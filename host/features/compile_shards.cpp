@@ -1,6 +1,6 @@
 // TrainingCompiler::add_file: a CoNLL training file read and compiled on several threads.
 //
-//   TextChunker: a batch of ~4 MB of text, cut into one chunk of whole sentences per thread
+//   TextChunker: a batch of text (4 MB a thread, 8 MB at most), one chunk of whole sentences a thread
 //     → in parallel, per chunk (a shard): parse_conll_chunk, then expand_conll against the
 //       dictionaries as they stand before the batch (read only, shared): a string they hold
 //       gets its id, a new one kLocal + its index in the shard's own dictionary (in the order
@@ -13,9 +13,9 @@
 // every string at its first appearance in the text: the ids, and so the model, are those of
 // one thread reading the whole text (TrainingCompiler::add), whatever the thread count. The
 // same holds for errors: a shard stops at its first bad line and the merge, in text order,
-// throws the first shard's, so the message is the one line-by-line reading gives. The batch is
-// split rather than multiplied by the threads so that the reading's memory stays that of one
-// batch (its text, the shards' items and their new strings) beside the corpus.
+// throws the first shard's, so the message is the one line-by-line reading gives. The batch's
+// text is bounded (kMaxBatchBytes) so that the reading's memory beside the corpus stays that of a
+// few batches of one thread.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -42,6 +42,9 @@ using features_detail::bump;
 /// in the shard's own dictionary (the dictionaries, kept below 2^31 strings, never reach it).
 constexpr std::uint32_t kLocal = 0x80000000u;
 
+/// The text a batch holds at most, when several threads share it (add_file).
+constexpr std::uint64_t kMaxBatchBytes = std::uint64_t(8) << 20;
+
 /// A shard's view of one dictionary (expand_conll's Sink).
 struct ShardSink {
   const Dictionary* global = nullptr;  // as before the batch: only read while shards run
@@ -52,10 +55,12 @@ struct ShardSink {
     const std::uint32_t id = global->find(s, h);
     return id != Dictionary::kNone ? id : kLocal | added.add(s, h);
   }
-  bool counting() const { return true; }
+  bool counting_ = true;  // min_freq > 1 (the occurrences are not needed otherwise)
+  bool counting() const { return counting_; }
   void count(std::uint32_t id, std::uint32_t n) { counted.emplace_back(id, n); }
-  void reset(const Dictionary& dict) {
+  void reset(const Dictionary& dict, bool counting) {
     global = &dict;
+    counting_ = counting;
     added = Dictionary();
     counted.clear();
   }
@@ -207,7 +212,12 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
   if (fs_.format != InputFormat::conll) throw Error("internal: TrainingCompiler::add_file reads CoNLL files");
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   TextChunker chunker(path);
-  const std::size_t target = std::max<std::size_t>(1, std::size_t(batch_bytes / threads));
+  // A batch of `threads` chunks of batch_bytes each, up to kMaxBatchBytes in all: a chunk starts
+  // with empty caches and looks every string it meets up again, so the smaller the chunks, the
+  // more work in all (2 MB chunks: a third more than 4 MB ones); the batch's bytes are bounded
+  // because its shards' arrays take several times its text.
+  const std::uint64_t batch = std::max(batch_bytes, std::min(batch_bytes * threads, kMaxBatchBytes));
+  const std::size_t target = std::size_t(std::max<std::uint64_t>(1, batch / threads));
   std::vector<Shard> shards(threads);
   FileContext file{&fs_, &path, 0, 0, fs_.type == ModelType::crf};
   for (;;) {
@@ -220,7 +230,8 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
     for (std::size_t i = 0; i < n; ++i) {
       Shard& sh = shards[i];
       clear(sh.c);
-      sh.labels.reset(fs_.labels), sh.state.reset(fs_.state_attrs), sh.edge.reset(fs_.edge_attrs);
+      sh.labels.reset(fs_.labels, false), sh.state.reset(fs_.state_attrs, counting_);
+      sh.edge.reset(fs_.edge_attrs, counting_);
       sh.error = nullptr;
     }
     parallel(n, threads, [&](std::size_t i) { compile_shard(shards[i], file); });
@@ -228,7 +239,7 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
     std::size_t line = 0;
     for (std::size_t i = 0; i < n; ++i)
       if (!shards[i].tokens.sentence_lines.empty()) line = shards[i].tokens.sentence_lines.back();
-    if (after_batch) after_batch(chunker.bytes_read(), line);
+    if (after_batch) after_batch(chunker.bytes_done(), line);
   }
   return chunker.bytes_read();
 }

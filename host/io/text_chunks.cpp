@@ -102,7 +102,7 @@ bool TextChunker::next(TextChunk& out, std::size_t target) {
     if (nl != std::string::npos) {
       if (blank(text.data() + p, text.data() + nl)) cut = nl + 1;
       p = nl + 1;
-    } else if (text.size() - p > max || !read_more(text, text.size() / 2)) {
+    } else if (text.size() - p > max || !read_more(text, std::min(text.size() / 2, kMinRead))) {
       cut = text.size();
     }
   }

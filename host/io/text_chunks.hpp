@@ -31,6 +31,11 @@ class TextChunker {
   /// ends a chunk where it passes the limit (parse_conll_chunk reports it at its line).
   bool next(TextChunk& out, std::size_t target);
   std::uint64_t bytes_read() const { return reader_.bytes_read(); }
+  /// bytes_read() less what was read past the last chunk (of a plain file: the chunks' bytes).
+  std::uint64_t bytes_done() const {
+    const std::uint64_t read = reader_.bytes_read();
+    return read > carry_.size() ? read - carry_.size() : 0;
+  }
   const std::string& path() const { return reader_.path(); }
 
  private:

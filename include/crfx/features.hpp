@@ -147,6 +147,8 @@ class TrainingCompiler {
   std::uint64_t add_file(const std::string& path, unsigned threads, std::uint64_t batch_bytes,
                          const std::function<void(std::uint64_t, std::size_t)>& after_batch);
   Corpus finish(std::size_t min_freq);
+  /// Whether add_file counts the attributes' occurrences (finish's min_freq > 1 needs them).
+  void count_occurrences(bool count) { counting_ = count; }
   /// The corpus so far and the dictionaries' estimated bytes (CompileProgress).
   std::size_t corpus_bytes() const;
   std::size_t strings_bytes() const;
@@ -168,6 +170,7 @@ class TrainingCompiler {
   std::string first_path_;
   std::size_t first_line_ = 0;
   bool finished_ = false;
+  bool counting_ = true;
 };
 
 /// Which weights a model has: every (attribute, label) pair and label bigram, as CRF++ and Wapiti
