@@ -119,12 +119,14 @@ struct FileContext {
   const std::string* path;
   std::size_t columns = 0, first_line = 0;  // the file's first token's
   bool edges;                               // B lines expanded (a CRF)
+  bool expand = true;                       // false: only parsed (the columns are refused)
 };
 
 /// Parses and expands one shard (a worker; an error is kept for the merge to throw in order).
 void compile_shard(Shard& sh, const FileContext& f) {
   try {
     parse_conll_chunk(sh.chunk, *f.path, f.columns, f.first_line, sh.tokens);
+    if (!f.expand || sh.tokens.tokens() == 0) return;  // (no token: the file's columns may be unknown)
     const ChunkTokens tokens(sh.tokens);
     const std::size_t C = sh.tokens.columns;
     std::unordered_map<std::string_view, std::uint32_t> seen;  // the shard's labels so far
@@ -224,9 +226,16 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
     std::size_t n = 0;
     while (n < shards.size() && chunker.next(shards[n].chunk, target)) ++n;
     if (n == 0) break;
-    for (std::size_t i = 0; i < n && file.columns == 0; ++i)  // the file's first token: its columns
-      if (first_conll_token(shards[i].chunk, path, file.columns, file.first_line))
-        check_columns(path, file.columns, file.first_line);
+    // The file's first token, its columns checked. Line-by-line reading (add) checks them once
+    // its first batch is read: a bad line of that batch comes first.
+    std::exception_ptr columns_error;
+    for (std::size_t i = 0; i < n && file.columns == 0; ++i)
+      if (first_conll_token(shards[i].chunk, path, file.columns, file.first_line)) try {
+          check_columns(path, file.columns, file.first_line);
+        } catch (const InputError&) {
+          columns_error = std::current_exception();
+        }
+    file.expand = !columns_error;
     for (std::size_t i = 0; i < n; ++i) {
       Shard& sh = shards[i];
       clear(sh.c);
@@ -235,6 +244,12 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
       sh.error = nullptr;
     }
     parallel(n, threads, [&](std::size_t i) { compile_shard(shards[i], file); });
+    if (columns_error) {
+      std::uint64_t before = 0;  // the text before chunk i
+      for (std::size_t i = 0; i < n && before < batch_bytes; before += shards[i++].chunk.text.size())
+        if (shards[i].error) std::rethrow_exception(shards[i].error);
+      std::rethrow_exception(columns_error);
+    }
     add_shards(shards, n, threads, fs_, c_, state_count_, edge_count_);
     std::size_t line = 0;
     for (std::size_t i = 0; i < n; ++i)
