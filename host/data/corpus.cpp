@@ -79,9 +79,10 @@ std::size_t Dictionary::assign(std::vector<std::string> strings) {
   return kNoDuplicate;
 }
 
-std::uint32_t Dictionary::add(const std::string& s) {
+std::uint32_t Dictionary::add(const std::string& s) { return add(s, std::hash<std::string>{}(s)); }
+
+std::uint32_t Dictionary::add(const std::string& s, std::size_t h) {
   if (slots_.empty()) rehash(table_for(0));
-  const std::size_t h = std::hash<std::string>{}(s);
   std::size_t i = probe(s, h);
   if (slots_[i] != kNone) return slots_[i];
   if (frozen_) return kNone;
@@ -97,9 +98,17 @@ std::uint32_t Dictionary::add(const std::string& s) {
   return id;
 }
 
-std::uint32_t Dictionary::find(const std::string& s) const {
+std::uint32_t Dictionary::find(const std::string& s) const { return find(s, std::hash<std::string>{}(s)); }
+
+std::uint32_t Dictionary::find(const std::string& s, std::size_t h) const {
   if (slots_.empty()) return kNone;
-  return slots_[probe(s, std::hash<std::string>{}(s))];
+  return slots_[probe(s, h)];
+}
+
+std::vector<std::uint32_t> Dictionary::absorb(const Dictionary& other) {
+  std::vector<std::uint32_t> ids(other.size());
+  for (std::size_t id = 0; id < ids.size(); ++id) ids[id] = add(other.strings_[id], other.hashes_[id]);
+  return ids;
 }
 
 std::vector<std::uint32_t> Dictionary::compact(const std::vector<bool>& keep) {

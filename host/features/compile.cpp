@@ -26,13 +26,16 @@
 
 #include "crfx/error.hpp"
 #include "crfx/features.hpp"
+#include "features/expand.hpp"
 #include "features/input_checks.hpp"
 
 namespace crfx {
 
 namespace {
 
+using features_detail::bump;
 using features_detail::columns_word;
+using features_detail::expand_conll;
 
 /// FeatureTemplate::expand reports the token's line but not the file; name the file here.
 [[noreturn]] void rethrow_with_path(const InputError& e, const std::string& path) {
@@ -45,12 +48,6 @@ void check_format(const FeatureSpace& fs, const TextData& data) {
     throw Error("internal: data read as " +
                 std::string(data.format == InputFormat::conll ? "CoNLL" : "CRFsuite") +
                 " but the feature space is for the other format");
-}
-
-/// Adds n to count[id], growing `count` for a new id.
-inline void bump(std::vector<std::uint32_t>& count, std::uint32_t id, std::uint32_t n = 1) {
-  if (id >= count.size()) count.resize(std::size_t(id) + 1, 0);
-  count[id] += n;
 }
 
 /// min_freq cut-off for one dictionary and its CSR block ([N+1] offsets, [items] ids/values):
@@ -80,151 +77,7 @@ void prune(Dictionary& dict, const std::vector<std::uint32_t>& count, std::size_
   if (!values.empty()) values.resize(w);
 }
 
-// ---- memoised template expansion ---------------------------------------------------------
-//
-// Building every attribute string and hashing it into the Dictionary (std::unordered_map) is
-// what costs: CoNLL-2000 with the chunking template makes 4.0 M expansions of only 0.34 M
-// distinct strings. So each template line with at most 3 macros gets a small open-addressing
-// cache keyed by the *codes* of what its macros read at a token — the interned column string, or
-// a boundary code standing for _B-k / _B+k — and the string is built (FeatureTemplate::expand,
-// the one place that defines it) and looked up only the first time a key is seen. Equal keys
-// always expand to equal strings, so the ids are exactly those of the plain loop. Most lines
-// read few distinct values (POS n-grams), so their caches stay in the CPU cache.
-
-constexpr std::uint32_t kBefore = 0x80000000u;  // code of _B-k: kBefore + k
-constexpr std::uint32_t kAfter = 0xc0000000u;   // code of _B+k: kAfter + k
-constexpr std::uint32_t kFree = 0xffffffffu;    // key[0] of an empty cache slot
-constexpr std::size_t kMaxKeyed = 3;            // macros per line a cache key can hold
-
-class LineCache {
- public:
-  explicit LineCache(const FeatureTemplate::Line& line) : line_(&line) {
-    for (const auto& p : line.pieces)
-      if (p.is_macro) macros_.push_back(p);
-    if (keyed()) slots_.assign(16, Slot{{kFree, 0, 0}, 0, 0});
-  }
-  const FeatureTemplate::Line& line() const { return *line_; }
-
-  /// Switches to a direct table when the line's key space is small enough: every macro j reads
-  /// one column, whose values are coded 0 … values[col] − 1, or a boundary (_B-k for row < 0,
-  /// _B+k for row > 0); the key's index is then a mixed-radix number and the id is one array
-  /// access instead of a hash probe. Word unigrams and POS n-grams qualify; word bigrams do not.
-  /// The table is also kept to a size the batch can use (it can produce at most `tokens`
-  /// distinct keys): a 4 MB table filled for a 2,000-token batch cost more than it saved.
-  void plan_direct(const std::vector<std::uint32_t>& values, bool counting, std::size_t tokens) {
-    if (!keyed()) return;
-    const std::size_t limit = std::min(kDirectMax, std::max(kDirectMin, 8 * tokens));
-    std::size_t size = 1;
-    for (std::size_t j = 0; j < macros_.size(); ++j) {
-      if (macros_[j].col < 0 || std::size_t(macros_[j].col) >= values.size()) return;  // checked elsewhere
-      const int row = macros_[j].row;
-      const std::size_t before = row < 0 ? std::size_t(-row) : 0, after = row > 0 ? std::size_t(row) : 0;
-      const std::size_t dim = values[std::size_t(macros_[j].col)] + before + after;
-      stride_[j] = size;
-      base_[j] = values[std::size_t(macros_[j].col)];
-      before_[j] = std::uint32_t(before);
-      if (dim > limit || size * dim > limit) return;
-      size *= dim;
-    }
-    direct_ids_.assign(size, kUnset);
-    if (counting) direct_counts_.assign(size, 0);
-  }
-  bool direct() const { return !direct_ids_.empty(); }
-  /// The direct table's entry for `key` (kUnset: not yet looked up), counting one occurrence.
-  std::uint32_t& direct_entry(const std::uint32_t* key) {
-    std::size_t index = 0;
-    for (std::size_t j = 0; j < macros_.size(); ++j) {
-      const std::uint32_t k = key[j];
-      const std::size_t digit = k < kBefore ? k : k < kAfter ? base_[j] + (k - kBefore - 1)
-                                                            : base_[j] + before_[j] + (k - kAfter - 1);
-      index += digit * stride_[j];
-    }
-    if (!direct_counts_.empty()) ++direct_counts_[index];
-    return direct_ids_[index];
-  }
-  static constexpr std::uint32_t kUnset = Dictionary::kNone - 1;  // never an id (see Dictionary::add)
-
-  /// Adds the occurrences of every key to count[id] (ids other than kNone).
-  void add_counts(std::vector<std::uint32_t>& count) const {
-    for (const Slot& s : slots_)
-      if (s.key[0] != kFree && s.id != Dictionary::kNone) bump(count, s.id, s.occurrences);
-    for (std::size_t i = 0; i < direct_counts_.size(); ++i)
-      if (direct_ids_[i] != kUnset && direct_ids_[i] != Dictionary::kNone)
-        bump(count, direct_ids_[i], direct_counts_[i]);
-  }
-  const std::vector<FeatureTemplate::Piece>& macros() const { return macros_; }
-  bool keyed() const { return macros_.size() <= kMaxKeyed; }
-  static std::size_t hash(const std::uint32_t* k) {
-    std::uint64_t h = (k[0] | std::uint64_t(k[1]) << 32) * 0x9e3779b97f4a7c15ull;
-    h ^= (h >> 29) ^ (std::uint64_t(k[2]) * 0xc2b2ae3d27d4eb4full);
-    h *= 0xbf58476d1ce4e5b9ull;
-    return static_cast<std::size_t>(h ^ (h >> 31));
-  }
-
-  /// Starts loading the slot where the search for a key of hash `h` begins: the caches of the
-  /// word lines outgrow the CPU caches, and issuing every line's first load of a token before
-  /// probing any of them lets the misses overlap instead of queueing one after another.
-  void prefetch(std::size_t h) const { __builtin_prefetch(&slots_[h & (slots_.size() - 1)]); }
-
-  /// The id stored for `key` ([kMaxKeyed], unused entries 0), counting one more occurrence of
-  /// the key; `inserted` when the key is new (the caller then stores the id). The reference is
-  /// valid until the next call.
-  std::uint32_t& find_or_insert(const std::uint32_t* key, bool& inserted) {
-    return find_or_insert(key, hash(key), inserted);
-  }
-  /// The same with the key's hash() already computed (see prefetch).
-  std::uint32_t& find_or_insert(const std::uint32_t* key, std::size_t h, bool& inserted) {
-    if (2 * (count_ + 1) > slots_.size()) grow();
-    for (std::size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
-      Slot& s = slots_[i];
-      if (s.key[0] == kFree) {
-        std::memcpy(s.key, key, sizeof s.key);
-        s.occurrences = 1;
-        ++count_;
-        inserted = true;
-        return s.id;
-      }
-      if (s.key[0] == key[0] && s.key[1] == key[1] && s.key[2] == key[2]) {
-        ++s.occurrences;
-        inserted = false;
-        return s.id;
-      }
-    }
-  }
-
- private:
-  struct Slot {
-    std::uint32_t key[kMaxKeyed];
-    std::uint32_t id;
-    std::uint32_t occurrences;  // counted here (in the cache line already loaded), summed per id
-  };
-
-  void grow() {
-    std::vector<Slot> old(slots_.size() * 2, Slot{{kFree, 0, 0}, 0, 0});
-    old.swap(slots_);
-    for (const Slot& s : old) {
-      if (s.key[0] == kFree) continue;
-      std::size_t i = hash(s.key) & (slots_.size() - 1);
-      while (slots_[i].key[0] != kFree) i = (i + 1) & (slots_.size() - 1);
-      slots_[i] = s;
-    }
-  }
-
-  static constexpr std::size_t kDirectMax = std::size_t(1) << 20;  // entries of a direct table
-  static constexpr std::size_t kDirectMin = std::size_t(1) << 16;  // allowed whatever the batch
-
-  const FeatureTemplate::Line* line_;
-  std::vector<FeatureTemplate::Piece> macros_;
-  std::vector<Slot> slots_;  // [power of two], load ≤ 1/2
-  std::size_t count_ = 0;
-  // Direct mode (plan_direct): ids [and occurrences] per key index; per macro the radix
-  // (stride), the column's value count (base) and its _B-k count (before).
-  std::vector<std::uint32_t> direct_ids_, direct_counts_;
-  std::size_t stride_[kMaxKeyed] = {0, 0, 0}, base_[kMaxKeyed] = {0, 0, 0};
-  std::uint32_t before_[kMaxKeyed] = {0, 0, 0};
-};
-
-/// Where the attribute strings of one kind (state or edge) go.
+/// Where the attribute strings of one kind (state or edge) go (expand_conll's Sink).
 struct Sink {
   Dictionary* add_to;                  // training: the dictionary new strings are added to
   const Dictionary* find_in;           // otherwise: the frozen dictionary (unknown → kNone)
@@ -232,140 +85,51 @@ struct Sink {
   std::uint32_t lookup(const std::string& s) const {
     return add_to ? add_to->add(s) : find_in->find(s);
   }
+  bool counting() const { return counts != nullptr; }
+  void count(std::uint32_t id, std::uint32_t n) const { bump(*counts, id, n); }
 };
 
 std::uint32_t label_or_none(std::uint32_t id) {
   return id == Dictionary::kNone ? Corpus::kNoLabel : id;
 }
 
-/// Expands the templates of every token of `sentences` into `c`:
-///   c.labels        [N]       label(token) — called first for every token (it validates it)
-///   c.state_*       CSR [N]   one item per U line per token (unknown strings skipped)
-///   c.edge_*        CSR [N]   one item per macro B line per token t ≥ 1 (none without `edges`:
-///                             a Maxent model's B lines are not expanded)
-///   c.sentence_offsets, c.source_lines
-template <class Label>
-void expand_conll(const FeatureTemplate& templ, std::size_t F,
-                  const std::vector<ConllSentence>& sentences, const std::string& path,
-                  Corpus& c, const Sink& state, const Sink& edge, bool edges, Label label) {
-  const std::size_t first = c.labels.size();  // tokens already in `c` (a streamed compile's batches)
-  std::size_t tokens = 0;
-  for (const auto& s : sentences) tokens += s.size();
-
-  // Pass 1: labels, and every feature column interned per column: codes[token·F + col] in
-  // 0 … column_values[col] − 1.
-  std::vector<std::uint32_t> codes(tokens * F), column_values(F, 0);
-  {
-    std::vector<std::unordered_map<std::string, std::uint32_t>> values(F);
-    c.labels.reserve(tokens);
-    std::size_t n = 0;
-    for (const ConllSentence& sentence : sentences) {
-      for (const ConllToken& tok : sentence) {
-        c.labels.push_back(label(tok));
-        for (std::size_t col = 0; col < F; ++col) {
-          const auto id = static_cast<std::uint32_t>(values[col].size());
-          if (id >= kBefore) throw Error("too many distinct column values");
-          codes[n * F + col] = values[col].try_emplace(tok.columns[col], id).first->second;
-        }
-        ++n;
-      }
+/// expand_conll's tokens for sentences read whole (the empty ones left out).
+class TextTokens {
+ public:
+  TextTokens(const std::vector<ConllSentence>& sentences, std::size_t F) : F_(F) {
+    for (const ConllSentence& s : sentences) {
+      if (s.empty()) continue;
+      sentences_.push_back(&s);
+      for (const ConllToken& tok : s) tokens_.push_back(&tok);
+      ends_.push_back(tokens_.size());
     }
-    for (std::size_t col = 0; col < F; ++col) column_values[col] = std::uint32_t(values[col].size());
+  }
+  std::size_t sentences() const { return sentences_.size(); }
+  std::size_t end(std::size_t s) const { return ends_[s]; }
+  std::size_t line(std::size_t s) const { return sentences_[s]->front().line; }
+  const ConllToken& token(std::size_t k) const { return *tokens_[k]; }
+  std::string_view cell(std::size_t k, std::size_t col) const { return tokens_[k]->columns[col]; }
+  void expand(const FeatureTemplate::Line& line, std::size_t s, std::size_t t, std::string& out) const {
+    FeatureTemplate::expand(line, *sentences_[s], F_, t, out);
   }
 
-  // Pass 2: expansions.
-  std::vector<LineCache> unigrams, bigrams;
-  for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
-  if (edges)
-    for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
-  for (LineCache& cache : unigrams) cache.plan_direct(column_values, state.counts != nullptr, tokens);
-  for (LineCache& cache : bigrams) cache.plan_direct(column_values, edge.counts != nullptr, tokens);
-  c.state_offsets.reserve(tokens + 1);
-  c.edge_offsets.reserve(tokens + 1);
-  c.state_ids.reserve(tokens * unigrams.size());
-  c.edge_ids.reserve(tokens * bigrams.size());
-  c.source_lines.reserve(sentences.size());
-  std::string buf;  // one attribute string, reused
-  const std::size_t lines = std::max(unigrams.size(), bigrams.size());
-  std::vector<std::uint32_t> keys(lines * kMaxKeyed), line_ids(lines);  // per line, one token
-  std::vector<std::size_t> hashes(lines);
-  std::size_t base = 0;  // global index of the sentence's first token
+ private:
+  std::size_t F_;
+  std::vector<const ConllSentence*> sentences_;
+  std::vector<const ConllToken*> tokens_;
+  std::vector<std::size_t> ends_;
+};
+
+/// expand_conll over `sentences`, an error of the expansion named in file `path`.
+template <class Label>
+void expand_text(const FeatureTemplate& templ, std::size_t F, const std::vector<ConllSentence>& sentences,
+                 const std::string& path, Corpus& c, Sink state, Sink edge, bool edges, Label label) {
+  const TextTokens tokens(sentences, F);
   try {
-    for (const ConllSentence& sentence : sentences) {
-      if (sentence.empty()) continue;
-      const long T = static_cast<long>(sentence.size());
-      auto code = [&](long idx, int col) -> std::uint32_t {
-        if (idx < 0) return kBefore + static_cast<std::uint32_t>(-idx);
-        if (idx >= T) return kAfter + static_cast<std::uint32_t>(idx - T + 1);
-        return codes[(base + static_cast<std::size_t>(idx)) * F + static_cast<std::size_t>(col)];
-      };
-      // The attribute ids of `caches`' lines at token t, kNone for an unknown string, into ids.
-      // Keyed lines go in two phases: every key and its first slot's load first, then the probes.
-      auto attrs = [&](std::vector<LineCache>& caches, const Sink& sink, std::size_t t,
-                       std::uint32_t* ids) {
-        const std::size_t n = caches.size();
-        for (std::size_t i = 0; i < n; ++i) {  // every keyed line's key; hash lines' slots requested
-          LineCache& cache = caches[i];
-          if (!cache.keyed()) continue;
-          std::uint32_t* key = keys.data() + i * kMaxKeyed;
-          key[0] = key[1] = key[2] = 0;
-          const auto& m = cache.macros();
-          for (std::size_t j = 0; j < m.size(); ++j) key[j] = code(long(t) + m[j].row, m[j].col);
-          if (cache.direct()) continue;
-          hashes[i] = LineCache::hash(key);
-          cache.prefetch(hashes[i]);
-        }
-        for (std::size_t i = 0; i < n; ++i) {
-          LineCache& cache = caches[i];
-          if (cache.direct()) {
-            std::uint32_t& entry = cache.direct_entry(keys.data() + i * kMaxKeyed);
-            if (entry == LineCache::kUnset) {
-              FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
-              entry = sink.lookup(buf);
-            }
-            ids[i] = entry;
-          } else if (cache.keyed()) {
-            bool inserted;
-            std::uint32_t& slot = cache.find_or_insert(keys.data() + i * kMaxKeyed, hashes[i], inserted);
-            if (inserted) {
-              FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
-              slot = sink.lookup(buf);
-            }
-            ids[i] = slot;
-          } else {
-            FeatureTemplate::expand(cache.line(), sentence, F, t, buf);
-            ids[i] = sink.lookup(buf);
-            if (ids[i] != Dictionary::kNone && sink.counts) bump(*sink.counts, ids[i]);
-          }
-        }
-      };
-      c.source_lines.push_back(sentence.front().line);
-      for (std::size_t t = 0; t < sentence.size(); ++t) {
-        attrs(unigrams, state, t, line_ids.data());
-        for (std::size_t i = 0; i < unigrams.size(); ++i) {
-          if (line_ids[i] == Dictionary::kNone) continue;
-          c.state_ids.push_back(line_ids[i]);  // binary: no values (Corpus::state_value)
-        }
-        c.state_offsets.push_back(c.state_ids.size());
-        if (t > 0) {
-          attrs(bigrams, edge, t, line_ids.data());
-          for (std::size_t i = 0; i < bigrams.size(); ++i) {
-            if (line_ids[i] == Dictionary::kNone) continue;
-            c.edge_ids.push_back(line_ids[i]);
-          }
-        }
-        c.edge_offsets.push_back(c.edge_ids.size());
-      }
-      base += sentence.size();
-      c.sentence_offsets.push_back(first + base);
-    }
+    expand_conll(templ, F, tokens, c, state, edge, edges, [&](std::size_t k) { return label(tokens.token(k)); });
   } catch (const InputError& e) {
     rethrow_with_path(e, path);
   }
-  if (state.counts)
-    for (const LineCache& cache : unigrams) cache.add_counts(*state.counts);
-  if (edge.counts)
-    for (const LineCache& cache : bigrams) cache.add_counts(*edge.counts);
 }
 
 /// CRFsuite data whose values are all 1 (attributes written without ":value", the usual case)
@@ -412,6 +176,25 @@ TrainingCompiler::TrainingCompiler(FeatureSpace& fs) : fs_(fs) {
     throw Error("internal: compile_training needs empty, unfrozen dictionaries");
 }
 
+void TrainingCompiler::check_columns(const std::string& path, std::size_t columns, std::size_t line) {
+  if (columns_ == 0) {  // the first token of the training data fixes the columns
+    if (columns < 2)
+      throw InputError(path, line,
+                       "training data needs feature columns and a label column (the last); "
+                       "this token has " + std::to_string(columns) + " " + columns_word(columns));
+    fs_.feature_columns = columns - 1;
+    check_template_columns(fs_.templ, fs_.feature_columns, path, line);
+    columns_ = columns;
+    first_path_ = path;
+    first_line_ = line;
+  } else if (path != first_path_ && columns != columns_) {
+    throw InputError(path, line,
+                     std::to_string(columns) + " columns, but " + first_path_ + ":" + std::to_string(first_line_) +
+                         " has " + std::to_string(columns_) +
+                         ": training files are read as one, so their columns must agree");
+  }
+}
+
 void TrainingCompiler::add(const TextData& data) {
   if (finished_) throw Error("internal: TrainingCompiler::add after finish");
   check_format(fs_, data);
@@ -425,25 +208,9 @@ void TrainingCompiler::add(const TextData& data) {
         break;
       }
     if (!first) return;
-    const std::size_t columns = first->columns.size();
-    if (columns_ == 0) {  // the first token of the training data fixes the columns
-      if (columns < 2)
-        throw InputError(data.path, first->line,
-                         "training data needs feature columns and a label column (the last); "
-                         "this token has " + std::to_string(columns) + " " + columns_word(columns));
-      fs.feature_columns = columns - 1;
-      check_template_columns(fs.templ, fs.feature_columns, data.path, first->line);
-      columns_ = columns;
-      first_path_ = data.path;
-      first_line_ = first->line;
-    } else if (data.path != first_path_ && columns != columns_) {
-      throw InputError(data.path, first->line,
-                       std::to_string(columns) + " columns, but " + first_path_ + ":" +
-                           std::to_string(first_line_) + " has " + std::to_string(columns_) +
-                           ": training files are read as one, so their columns must agree");
-    }
+    check_columns(data.path, first->columns.size(), first->line);
     const std::size_t expected = columns_;
-    expand_conll(
+    expand_text(
         fs.templ, fs.feature_columns, data.conll, data.path, c,
         Sink{&fs.state_attrs, nullptr, &state_count_}, Sink{&fs.edge_attrs, nullptr, &edge_count_},
         fs.type == ModelType::crf, [&](const ConllToken& tok) {
@@ -530,9 +297,10 @@ std::size_t TrainingCompiler::strings_bytes() const {
 
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
                         std::uint64_t batch_bytes, const std::function<void(const CompileProgress&)>& after_batch,
-                        double reserve_limit) {
+                        double reserve_limit, unsigned threads) {
   if (paths.empty()) throw Error("no data files to read");
   TrainingCompiler tc(fs);
+  tc.count_occurrences(min_freq > 1);
   // The files' bytes (0 when one is standard input or not a regular file): after the first batch
   // the arrays are reserved for the whole text, projected from that batch (5% over).
   std::uint64_t total = 0, done = 0;
@@ -546,32 +314,38 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
     total += size;
   }
   bool projected = total == 0 || !(reserve_limit > 0);
+  auto after = [&](const std::string& path, std::uint64_t file_bytes, std::size_t line) {
+    if (!projected) {  // (a gzip file's bytes read may be its text's: beyond `total`, no projection)
+      projected = true;
+      const std::uint64_t read = done + file_bytes;
+      const double scale = read > 0 ? 1.05 * double(total) / double(read) : 0;
+      if (read < total && double(tc.corpus_bytes()) * scale + double(tc.strings_bytes()) <= reserve_limit)
+        tc.reserve_for(scale);
+    }
+    if (!after_batch) return;
+    CompileProgress p;
+    p.path = path;
+    p.line = line;
+    p.sentences = tc.sentences();
+    p.corpus_bytes = tc.corpus_bytes();
+    p.strings_bytes = tc.strings_bytes();
+    after_batch(p);
+  };
   for (const std::string& path : paths) {
-    TextReader reader(fs.format, path);  // every file's columns checked by the compiler
+    if (fs.format == InputFormat::conll) {
+      done += tc.add_file(path, threads, batch_bytes,
+                          [&](std::uint64_t bytes, std::size_t line) { after(path, bytes, line); });
+      continue;
+    }
+    TextReader reader(fs.format, path);
     while (!reader.exhausted()) {
       TextData batch;
       batch.format = fs.format;
       batch.path = path;
       if (reader.append(batch, ~std::size_t(0), batch_bytes) == 0 && reader.exhausted()) break;
       tc.add(batch);
-      if (!projected) {  // (a gzip file's bytes read may be its text's: beyond `total`, no projection)
-        projected = true;
-        const std::uint64_t read = done + reader.bytes_read();
-        const double scale = read > 0 ? 1.05 * double(total) / double(read) : 0;
-        if (read < total && double(tc.corpus_bytes()) * scale + double(tc.strings_bytes()) <= reserve_limit)
-          tc.reserve_for(scale);
-      }
-      if (!after_batch) continue;
-      CompileProgress p;
-      p.path = path;
-      if (batch.format == InputFormat::conll && !batch.conll.empty() && !batch.conll.back().empty())
-        p.line = batch.conll.back().front().line;
-      else if (batch.format == InputFormat::crfsuite && !batch.crfsuite.empty() && !batch.crfsuite.back().empty())
-        p.line = batch.crfsuite.back().front().line;
-      p.sentences = tc.sentences();
-      p.corpus_bytes = tc.corpus_bytes();
-      p.strings_bytes = tc.strings_bytes();
-      after_batch(p);
+      const bool any = !batch.crfsuite.empty() && !batch.crfsuite.back().empty();
+      after(path, reader.bytes_read(), any ? batch.crfsuite.back().front().line : 0);
     }
     done += reader.bytes_read();
   }
@@ -585,7 +359,7 @@ Corpus compile(const FeatureSpace& fs, const TextData& data) {
     const std::size_t F = fs.feature_columns;
     if (F == 0) throw Error("internal: compile needs a trained feature space (no feature columns)");
     bool checked = false;
-    expand_conll(
+    expand_text(
         fs.templ, F, data.conll, data.path, c, Sink{nullptr, &fs.state_attrs, nullptr},
         Sink{nullptr, &fs.edge_attrs, nullptr}, fs.type == ModelType::crf,
         [&](const ConllToken& tok) {

@@ -156,34 +156,24 @@ void FeatureTemplate::expand(const Line& line, const ConllSentence& sentence,
                              std::size_t feature_columns, std::size_t pos, std::string& out) {
   // Throws InputError with an empty file name (only the token's line is known here); the
   // compile functions re-throw it naming the data file.
-  out.clear();
   const long T = static_cast<long>(sentence.size());
   for (const Piece& p : line.pieces) {
-    if (!p.is_macro) {
-      out += p.text;
-      continue;
-    }
+    if (!p.is_macro) continue;
     if (p.col < 0 || static_cast<std::size_t>(p.col) >= feature_columns)
       throw InputError("", sentence[pos].line,
                        "template column " + std::to_string(p.col) + " but the data has only " +
                            std::to_string(feature_columns) + " feature column" +
                            (feature_columns == 1 ? "" : "s"));
     const long idx = static_cast<long>(pos) + p.row;
-    if (idx < 0) {
-      out += "_B-";
-      out += std::to_string(-idx);
-    } else if (idx >= T) {
-      out += "_B+";
-      out += std::to_string(idx - T + 1);
-    } else {
-      const ConllToken& tok = sentence[static_cast<std::size_t>(idx)];
-      if (static_cast<std::size_t>(p.col) >= tok.columns.size())
-        throw InputError("", tok.line,
-                         "template column " + std::to_string(p.col) + " but the token has only " +
-                             std::to_string(tok.columns.size()) + " columns");
-      out += tok.columns[static_cast<std::size_t>(p.col)];
-    }
+    if (idx < 0 || idx >= T) continue;
+    const ConllToken& tok = sentence[static_cast<std::size_t>(idx)];
+    if (static_cast<std::size_t>(p.col) >= tok.columns.size())
+      throw InputError("", tok.line,
+                       "template column " + std::to_string(p.col) + " but the token has only " +
+                           std::to_string(tok.columns.size()) + " columns");
   }
+  expand(line, sentence.size(), pos,
+         [&](std::size_t i, int col) -> const std::string& { return sentence[i].columns[std::size_t(col)]; }, out);
 }
 
 }  // namespace crfx

@@ -7,10 +7,12 @@
 // row are one break. "-DOCSTART-" lines (CoNLL-2003 document markers) end the sentence and are
 // dropped. UTF-8 passes through as bytes.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "crfx/error.hpp"
 #include "crfx/io.hpp"
+#include "io/text_chunks.hpp"
 
 namespace crfx {
 
@@ -26,7 +28,8 @@ ConllReader::ConllReader(const std::string& path, std::size_t expected_columns, 
 namespace {
 /// " (… CRFsuite attribute lines …)" when a line that breaks the column rules looks like
 /// CRFsuite's LABEL<TAB>attr=value… (tab-separated, most fields after the first with '='); "".
-std::string crfsuite_hint(const std::string& line, const std::vector<std::string>& columns) {
+template <class Columns>
+std::string crfsuite_hint(std::string_view line, const Columns& columns) {
   if (line.find('\t') == std::string::npos || columns.size() < 3) return "";
   std::size_t with_eq = 0;
   for (std::size_t i = 1; i < columns.size(); ++i) with_eq += columns[i].find('=') != std::string::npos;
@@ -34,7 +37,17 @@ std::string crfsuite_hint(const std::string& line, const std::vector<std::string
   return " (this looks like CRFsuite attribute lines, LABEL<TAB>attr…: read them with --format crfsuite, or "
          "tag them with a model trained on CRFsuite data)";
 }
+
+std::string inconsistent(std::size_t expected, std::size_t first_line, std::size_t got) {
+  return "inconsistent column count: expected " + plural_columns(expected) + " (as on line " +
+         std::to_string(first_line) + "), got " + std::to_string(got);
+}
 }  // namespace
+
+std::string conll_column_problem(std::size_t expected, std::size_t first_line, std::string_view line,
+                                 const std::vector<std::string_view>& columns) {
+  return inconsistent(expected, first_line, columns.size()) + crfsuite_hint(line, columns);
+}
 
 bool ConllReader::next(ConllSentence& out) {
   out.clear();
@@ -61,9 +74,7 @@ bool ConllReader::next(ConllSentence& out) {
       first_line_ = token.line;
     } else if (got != columns_) {
       throw InputError(path, token.line,
-                       "inconsistent column count: expected " + plural_columns(columns_) + " (as on line " +
-                           std::to_string(first_line_) + "), got " + std::to_string(got) +
-                           crfsuite_hint(line_, token.columns));
+                       inconsistent(columns_, first_line_, got) + crfsuite_hint(line_, token.columns));
     }
     out.push_back(std::move(token));
   }

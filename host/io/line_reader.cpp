@@ -24,6 +24,7 @@
 
 #include "crfx/error.hpp"
 #include "crfx/io.hpp"
+#include "io/text_chunks.hpp"
 
 namespace crfx {
 
@@ -149,6 +150,11 @@ std::size_t LineReader::max_line_bytes() {
   return limit;
 }
 
+std::string line_too_long_problem() {
+  return "a line longer than " + std::to_string(LineReader::max_line_bytes() >> 20) +
+         " MiB (a binary or corrupt file? CRFX_MAX_LINE_MB raises the limit)";
+}
+
 bool LineReader::next(std::string& line) {
   Impl& s = *impl_;
   line.clear();
@@ -173,10 +179,7 @@ bool LineReader::next(std::string& line) {
         nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - begin) : avail;
     line.append(begin, take);
     any = true;
-    if (line.size() > max_line_bytes())
-      throw InputError(path_, line_no_ + 1,
-                       "a line longer than " + std::to_string(max_line_bytes() >> 20) +
-                           " MiB (a binary or corrupt file? CRFX_MAX_LINE_MB raises the limit)");
+    if (line.size() > max_line_bytes()) throw InputError(path_, line_no_ + 1, line_too_long_problem());
     if (nl) {
       s.pos += take + 1;
       break;
@@ -189,6 +192,22 @@ bool LineReader::next(std::string& line) {
   if (std::memchr(line.data(), '\0', line.size()))
     throw InputError(path_, line_no_, "NUL byte in line (binary file?)");
   return true;
+}
+
+std::size_t LineReader::read_bytes(char* p, std::size_t n, std::size_t line) {
+  Impl& s = *impl_;
+  if (s.pos < s.end) {
+    const std::size_t take = std::min(n, s.end - s.pos);
+    std::memcpy(p, s.buf.data() + s.pos, take);
+    s.pos += take;
+    return take;
+  }
+  if (s.eof) return 0;
+  const std::size_t got = s.read(p, n, [&](const std::string& why) {
+    throw InputError(path_, line, "read error (corrupt or truncated file?): " + why);
+  });
+  if (got == 0) s.eof = true;
+  return got;
 }
 
 void split_whitespace(const std::string& line, std::vector<std::string>& out) {

@@ -176,7 +176,7 @@ void TrainingRun::compile(const TextData& data) {
   source_ = data.path.empty() ? "the training data" : data.path;
   check_text(data);
   corpus_ = compile_training(model_.features, data, config_.min_freq);
-  compiled(t0);
+  compiled(t0, now_seconds());
 }
 
 void TrainingRun::compile(const std::vector<std::string>& paths) {
@@ -204,11 +204,12 @@ void TrainingRun::compile(const std::vector<std::string>& paths) {
                   ") but " + bytes_text(budget) + " was available" + why;
     throw MemoryRefusal(c, false);
   };
-  corpus_ = compile_training(model_.features, paths, config_.min_freq, kCompileBatchBytes, check, budget);
-  compiled(t0);
+  corpus_ = compile_training(model_.features, paths, config_.min_freq, kCompileBatchBytes, check, budget,
+                             config_.backend.threads);
+  compiled(t0, now_seconds());
 }
 
-void TrainingRun::compiled(double t0) {
+void TrainingRun::compiled(double t0, double t_read) {
   FeatureSpace& fs = model_.features;
   if (corpus_.num_sentences() == 0) throw InputError(source_, 0, "no sentences in the training data");
   if (fs.state_attrs.size() == 0 && fs.edge_attrs.size() == 0) {
@@ -233,7 +234,8 @@ void TrainingRun::compiled(double t0) {
                  std::to_string(d.num_weights()) + " weights (" +
                  (d.dense() ? std::string("every pair")
                             : "observed pairs; every pair would be " + std::to_string(all_pairs(d))) +
-                 "; " + fixed2(now_seconds() - t0) + " s)");
+                 "; " + fixed2(now_seconds() - t0) + " s, the reading " + fixed2(t_read - t0) + " s: " +
+                 fixed2(double(corpus_.num_tokens()) / std::max(t_read - t0, 1e-9) / 1e6) + " M tokens/s)");
 }
 
 Backend& TrainingRun::prepare() {

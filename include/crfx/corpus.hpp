@@ -32,6 +32,12 @@ class Dictionary {
   std::size_t assign(std::vector<std::string> strings);
   /// Id of `s`, or kNone.
   std::uint32_t find(const std::string& s) const;
+  /// The same with `h` = std::hash<std::string>{}(s) already computed (a training compile's
+  /// shards look strings up in the dictionary from several threads, find being const).
+  std::uint32_t add(const std::string& s, std::size_t h);
+  std::uint32_t find(const std::string& s, std::size_t h) const;
+  /// Adds `other`'s strings in their id order; returns other's id → this dictionary's id.
+  std::vector<std::uint32_t> absorb(const Dictionary& other);
   const std::string& at(std::uint32_t id) const { return strings_[id]; }
   std::size_t size() const { return strings_.size(); }
   /// The heap bytes it holds: the strings (their vector's capacity and the characters beyond the

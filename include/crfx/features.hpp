@@ -124,10 +124,12 @@ struct CompileProgress {
 /// With `reserve_limit` > 0, the arrays are reserved after the first batch for the whole text
 /// (projected from the files' bytes) where that projection's bytes stay within it: a reading the
 /// memory cannot hold is refused by after_batch as before, never after reserving past its limit.
+/// CoNLL files are read and compiled on `threads` threads (0: every core), a batch split into
+/// one chunk of whole sentences per thread; the result is the same whatever the count.
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
                         std::uint64_t batch_bytes = kCompileBatchBytes,
                         const std::function<void(const CompileProgress&)>& after_batch = {},
-                        double reserve_limit = 0);
+                        double reserve_limit = 0, unsigned threads = 1);
 
 /// compile_training in parts: add() each batch of the training text in order, then finish() —
 /// the same corpus and dictionaries as compile_training over the whole text at once (ids in
@@ -136,7 +138,17 @@ class TrainingCompiler {
  public:
   explicit TrainingCompiler(FeatureSpace& fs);
   void add(const TextData& batch);
+  /// Reads and adds CoNLL file `path` on `threads` threads (0: every core), a batch of about
+  /// `batch_bytes` of text at a time, each cut into one chunk of whole sentences per thread and
+  /// compiled against the dictionaries as they were before the batch; the chunks' new strings
+  /// are then added in the chunks' order, so ids are those of add() over the whole text.
+  /// Calls after_batch(bytes read from the file, the first line of the batch's last sentence)
+  /// after each batch; returns the bytes read from the file.
+  std::uint64_t add_file(const std::string& path, unsigned threads, std::uint64_t batch_bytes,
+                         const std::function<void(std::uint64_t, std::size_t)>& after_batch);
   Corpus finish(std::size_t min_freq);
+  /// Whether add_file counts the attributes' occurrences (finish's min_freq > 1 needs them).
+  void count_occurrences(bool count) { counting_ = count; }
   /// The corpus so far and the dictionaries' estimated bytes (CompileProgress).
   std::size_t corpus_bytes() const;
   std::size_t strings_bytes() const;
@@ -151,10 +163,14 @@ class TrainingCompiler {
   FeatureSpace& fs_;
   Corpus c_;
   std::vector<std::uint32_t> state_count_, edge_count_;  // [A], [E] occurrences (for min_freq)
+  /// CoNLL: the first token of a file has `columns` columns (the first of the training data
+  /// fixes them, and the template is checked against them); InputError when they disagree.
+  void check_columns(const std::string& path, std::size_t columns, std::size_t line);
   std::size_t columns_ = 0;  // CoNLL: the first token's column count
   std::string first_path_;
   std::size_t first_line_ = 0;
   bool finished_ = false;
+  bool counting_ = true;
 };
 
 /// Which weights a model has: every (attribute, label) pair and label bigram, as CRF++ and Wapiti

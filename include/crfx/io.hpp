@@ -40,6 +40,9 @@ class LineReader {
   std::uint64_t bytes_read() const;
   /// 1-based number of the line last returned by next().
   std::size_t line_number() const { return line_no_; }
+  /// Raw bytes instead of lines (TextChunker, host/io/text_chunks.hpp): up to `n` bytes into
+  /// `p`, those next() has read ahead first; 0 at the end. A read error names line `line`.
+  std::size_t read_bytes(char* p, std::size_t n, std::size_t line);
   const std::string& path() const { return path_; }
 
  private:

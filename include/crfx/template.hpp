@@ -56,6 +56,28 @@ class FeatureTemplate {
   /// not a feature); a macro column at or beyond it throws InputError naming the token's line.
   static void expand(const Line& line, const ConllSentence& sentence, std::size_t feature_columns,
                      std::size_t pos, std::string& out);
+  /// The same for a sentence of T tokens held otherwise, `cell(i, col)` giving column col of its
+  /// token i (whose columns the caller has checked): the one definition of an attribute string.
+  template <class Cell>
+  static void expand(const Line& line, std::size_t T, std::size_t pos, const Cell& cell, std::string& out) {
+    out.clear();
+    for (const Piece& p : line.pieces) {
+      if (!p.is_macro) {
+        out += p.text;
+        continue;
+      }
+      const long idx = static_cast<long>(pos) + p.row;
+      if (idx < 0) {
+        out += "_B-";
+        out += std::to_string(-idx);
+      } else if (idx >= static_cast<long>(T)) {
+        out += "_B+";
+        out += std::to_string(idx - static_cast<long>(T) + 1);
+      } else {
+        out += cell(static_cast<std::size_t>(idx), p.col);
+      }
+    }
+  }
 
  private:
   std::vector<Line> unigrams_;

@@ -160,7 +160,7 @@ class TrainingRun {
   Corpus corpus_;
   std::string source_;  // the data's name for messages
   bool compiled_ = false;
-  void compiled(double t0);  // the checks and the note after either compile
+  void compiled(double t0, double t_read);  // the checks and the note after either compile (begun at t0, read by t_read)
   BackendPtr backend_;
   BackendCorpusPtr uploaded_;
   std::unique_ptr<Objective> objective_;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Reading and compiling at scale (issue 38): CoNLL-2000 train.txt ×COPIES (default 10: 2.1 M
+# tokens) with chunking.template, `crfx train --max-iterations 1 --device cpu` on each thread count
+# of THREADS_LIST (default "1 2"), RUNS times each: the data line's reading time and tokens/s (the
+# median is the figure to quote), the peak resident memory (/usr/bin/time), and the models of
+# every thread count compared byte for byte.
+# Usage: benchmarks/compile.sh      (COPIES=… THREADS_LIST=… RUNS=… OUT_DIR=… BUILD_DIR=…)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+crfx=$build/crfx
+out=${OUT_DIR:-$build/bench-compile}
+copies=${COPIES:-10}
+threads_list=${THREADS_LIST:-1 2}
+runs=${RUNS:-3}
+src=../shared/data/conll2000
+[ -x "$crfx" ] || scripts/build.sh
+mkdir -p "$out"
+data=$out/train.x$copies.txt
+[ -s "$data" ] || for _ in $(seq "$copies"); do cat "$src/train.txt"; done >"$data"
+
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)'), $(date -u +%F)"
+first=
+for t in $threads_list; do
+  echo "== --threads $t"
+  for r in $(seq "$runs"); do
+    /usr/bin/time -f "peak resident memory %M KB" "$crfx" train -t "$src/chunking.template" "$data" \
+      --max-iterations 1 --device cpu --threads "$t" -m "$out/threads$t.model" 2>"$out/threads$t.$r.err"
+    echo "run $r: $(grep -o 'the reading.*tokens/s' "$out/threads$t.$r.err"), $(grep '^peak' "$out/threads$t.$r.err")"
+  done
+  if [ -z "$first" ]; then
+    first=$t
+  elif cmp -s "$out/threads$first.model" "$out/threads$t.model"; then
+    echo "model: byte-identical to --threads $first's"
+  else
+    echo "model: DIFFERS from --threads $first's"
+    exit 1
+  fi
+done

@@ -1,0 +1,77 @@
+// crfx — a text file in chunks of whole sentences, for reading it on several threads (the
+// training compile's shards, host/features/compile_shards.cpp).
+//
+//   TextChunker        the file's bytes cut after a blank line every `target` bytes or so: no
+//                      sentence spans two chunks, and each chunk knows its first line's number
+//   parse_conll_chunk  a chunk's lines → tokens × columns as views into the chunk, by
+//                      read_conll's rules and with its errors (file and line)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crfx/io.hpp"
+
+namespace crfx {
+
+/// Whole lines of a text file (the last one may lack its '\n').
+struct TextChunk {
+  std::string text;
+  std::size_t first_line = 1;  // the 1-based number of text's first line
+};
+
+class TextChunker {
+ public:
+  explicit TextChunker(const std::string& path) : reader_(path) {}
+  /// The next chunk into `out`: about `target` bytes, then to the end of the next blank line (or
+  /// of the file); false at the end of the file. A line longer than LineReader::max_line_bytes()
+  /// ends a chunk where it passes the limit (parse_conll_chunk reports it at its line).
+  bool next(TextChunk& out, std::size_t target);
+  std::uint64_t bytes_read() const { return reader_.bytes_read(); }
+  /// bytes_read() less what was read past the last chunk (of a plain file: the chunks' bytes).
+  std::uint64_t bytes_done() const {
+    const std::uint64_t read = reader_.bytes_read();
+    return read > carry_.size() ? read - carry_.size() : 0;
+  }
+  const std::string& path() const { return reader_.path(); }
+
+ private:
+  bool read_more(std::string& text, std::size_t want);  // false at the end of the file
+  LineReader reader_;
+  std::string carry_;      // bytes read past the last chunk
+  std::size_t line_ = 1;   // the number of carry_'s first line
+  bool eof_ = false;
+};
+
+/// A chunk's tokens: column c of token k is cells[k · columns + c].
+struct ConllChunk {
+  std::size_t columns = 0;
+  std::vector<std::string_view> cells;
+  std::vector<std::size_t> sentence_ends;   // [S] one past each sentence's last token
+  std::vector<std::size_t> sentence_lines;  // [S] each sentence's first line
+  std::size_t tokens() const { return sentence_ends.empty() ? 0 : sentence_ends.back(); }
+};
+
+/// Parses `chunk` of file `path` by read_conll's rules, every token with `columns` columns, as
+/// the file's first token (on line `first_line`) had: an InputError for its first bad line.
+void parse_conll_chunk(const TextChunk& chunk, const std::string& path, std::size_t columns,
+                       std::size_t first_line, ConllChunk& out);
+
+/// The column count and line of the first token of `chunk` (read_conll's rules); false when it
+/// has none. An InputError for a bad line before it.
+bool first_conll_token(const TextChunk& chunk, const std::string& path, std::size_t& columns,
+                       std::size_t& line);
+
+/// Splits `line` at runs of spaces and tabs, as split_whitespace does, into views of it.
+void split_whitespace(std::string_view line, std::vector<std::string_view>& out);
+
+/// LineReader's problem for a line longer than max_line_bytes(), and ConllReader's for a token
+/// of `line` (split into `columns`) whose column count differs from the file's first token's.
+std::string line_too_long_problem();
+std::string conll_column_problem(std::size_t expected, std::size_t first_line, std::string_view line,
+                                 const std::vector<std::string_view>& columns);
+
+}  // namespace crfx

@@ -1,0 +1,149 @@
+// compile_training over CoNLL files on several threads (TrainingCompiler::add_file): the corpus
+// and dictionaries of the text read line by line (read_text, the reference readers), whatever the
+// thread count and the chunks' size, and the first bad line's error, named by file and line.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <string>
+#include <vector>
+
+#include "crfx/error.hpp"
+#include "crfx/features.hpp"
+#include "test_util.hpp"
+
+namespace crfx::test {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+FeatureSpace conll_space(const std::string& template_text) {
+  FeatureSpace fs;
+  fs.format = InputFormat::conll;
+  fs.templ = FeatureTemplate::parse(template_text, "test.template");
+  return fs;
+}
+
+void expect_same(const FeatureSpace& a, const Corpus& ca, const FeatureSpace& b, const Corpus& cb) {
+  EXPECT_EQ(a.labels.strings(), b.labels.strings());
+  EXPECT_EQ(a.state_attrs.strings(), b.state_attrs.strings());
+  EXPECT_EQ(a.edge_attrs.strings(), b.edge_attrs.strings());
+  EXPECT_EQ(a.feature_columns, b.feature_columns);
+  EXPECT_EQ(ca.sentence_offsets, cb.sentence_offsets);
+  EXPECT_EQ(ca.source_lines, cb.source_lines);
+  EXPECT_EQ(ca.labels, cb.labels);
+  EXPECT_EQ(ca.state_offsets, cb.state_offsets);
+  EXPECT_EQ(ca.state_ids, cb.state_ids);
+  EXPECT_EQ(ca.edge_offsets, cb.edge_offsets);
+  EXPECT_EQ(ca.edge_ids, cb.edge_ids);
+  EXPECT_TRUE(cb.state_values.empty() && cb.edge_values.empty());
+}
+
+std::string edge_template() {
+  return read_text(data_path("chunking.template")) + "\nB10:%x[-1,1]/%x[0,1]\nU30:%x[-1,0]/%x[0,1]/%x[1,0]/%x[0,0]\n";
+}
+
+/// `text` with line `n` (1-based) replaced by `line`.
+std::string with_line(const std::string& text, std::size_t n, const std::string& line) {
+  std::size_t b = 0;
+  for (std::size_t i = 1; i < n; ++i) b = text.find('\n', b) + 1;
+  return text.substr(0, b) + line + text.substr(text.find('\n', b));
+}
+
+/// The text's sentences read line by line, and the file compiled on 1, 2, 3 and 7 threads in
+/// small chunks (many batches, several chunks each) and in the default ones: all the same.
+void check_threads(const std::string& templ, const std::string& path, std::size_t min_freq) {
+  FeatureSpace whole = conll_space(templ);
+  const Corpus cw = compile_training(whole, read_text(whole, path), min_freq);
+  for (const unsigned threads : {1u, 2u, 3u, 7u})
+    for (const std::uint64_t batch : {std::uint64_t(1500), std::uint64_t(7000), kCompileBatchBytes}) {
+      SCOPED_TRACE(::testing::Message() << path << ", " << threads << " threads, batch " << batch);
+      FeatureSpace fs = conll_space(templ);
+      const Corpus c = compile_training(fs, Strings{path}, min_freq, batch, {}, 0, threads);
+      expect_same(whole, cw, fs, c);
+    }
+}
+
+TEST(ParallelCompile, EveryThreadCountGivesTheLineByLineCompile) {
+  const std::string p = data_path("conll2000.train300.txt");
+  for (const std::size_t min_freq : {std::size_t(1), std::size_t(3)}) {
+    check_threads(edge_template(), p, min_freq);
+    FeatureSpace fs = conll_space(edge_template());
+    const Corpus c = compile_training(fs, Strings{p}, min_freq, 1500, {}, 0, 3);
+    EXPECT_GT(c.edge_ids.size(), 0u);
+  }
+  // The reading rules at chunk boundaries: CRLF, blank lines of spaces and tabs, several in a row,
+  // -DOCSTART- markers, no final newline; and gzip.
+  std::string text = read_text(p), odd;
+  for (std::size_t b = 0, n = 0; b < text.size(); ++n) {
+    const std::size_t e = text.find('\n', b);
+    const std::string line = text.substr(b, e - b);
+    odd += line.empty() ? (n % 3 == 0 ? " \t\r\n\n" : n % 3 == 1 ? "-DOCSTART- -X- O\r\n" : "\r\n") : line + "\r\n";
+    b = e + 1;
+  }
+  while (!odd.empty() && std::string(" \t\r\n").find(odd.back()) != std::string::npos)
+    odd.pop_back();  // the last line without its newline
+  const std::string crlf = temp_path("parallel-odd.txt");
+  write_text(crlf, odd);
+  check_threads(edge_template(), crlf, 1);
+  const std::string gz = temp_path("parallel.txt.gz");
+  gzFile f = gzopen(gz.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, text.data(), unsigned(text.size()));
+  gzclose(f);
+  check_threads(read_text(data_path("chunking.template")), gz, 2);
+}
+
+TEST(ParallelCompile, FilesAndCrfsuiteAlike) {
+  const std::string p = data_path("conll2000.train300.txt");
+  FeatureSpace one = conll_space(edge_template());
+  const Corpus c1 = compile_training(one, Strings{p, p}, 2, 2000, {}, 0, 1);
+  FeatureSpace many = conll_space(edge_template());
+  const Corpus c7 = compile_training(many, Strings{p, p}, 2, 2000, {}, 0, 7);
+  expect_same(one, c1, many, c7);
+  const std::string a = data_path("conll2000.train60.crfsuite.txt");
+  FeatureSpace s1, s3;
+  s1.format = s3.format = InputFormat::crfsuite;
+  const Corpus d1 = compile_training(s1, Strings{a}, 1, 2000, {}, 0, 1);
+  const Corpus d3 = compile_training(s3, Strings{a}, 1, 2000, {}, 0, 3);
+  EXPECT_EQ(s1.state_attrs.strings(), s3.state_attrs.strings());
+  EXPECT_EQ(d1.state_ids, d3.state_ids);
+  EXPECT_EQ(d1.state_values, d3.state_values);
+}
+
+/// The message of compiling `path` on `threads` threads in chunks of about `batch` bytes.
+std::string error_of(const std::string& path, unsigned threads, std::uint64_t batch) {
+  FeatureSpace fs = conll_space("U00:%x[0,0]\nU01:%x[-1,1]/%x[0,1]\n");
+  try {
+    compile_training(fs, Strings{path}, 1, batch, {}, 0, threads);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ParallelCompile, TheFirstBadLineIsReportedWhateverTheThreads) {
+  const std::string text = read_text(data_path("conll2000.train300.txt"));
+  const std::string p = temp_path("parallel-bad.txt");
+  // A bad line far into the file (a later chunk of a later batch), then two in one batch.
+  write_text(p, with_line(text, 5000, "He PRP extra B-NP"));
+  for (const unsigned threads : {1u, 2u, 3u, 7u}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    EXPECT_EQ(error_of(p, threads, 1000).rfind(p + ":5000: inconsistent column count: expected 3 columns (as on line 1), got 4", 0), 0u)
+        << error_of(p, threads, 1000);
+  }
+  write_text(p, with_line(with_line(text, 4000, "He PRP extra B-NP"), 4100, std::string("a\0b", 3) + " NN O"));
+  for (const unsigned threads : {1u, 2u, 7u}) {
+    EXPECT_EQ(error_of(p, threads, 400).rfind(p + ":4000: inconsistent column count", 0), 0u) << error_of(p, threads, 400);
+  }
+  write_text(p, with_line(text, 4100, std::string("a\0b", 3) + " NN O"));
+  for (const unsigned threads : {1u, 2u, 7u})
+    EXPECT_EQ(error_of(p, threads, 400).rfind(p + ":4100: NUL byte in line", 0), 0u) << error_of(p, threads, 400);
+  // The file's first token decides its columns, whichever chunk it is in.
+  write_text(p, "\n\n   \n\nHe PRP B-NP\n\nran VBD\n");
+  for (const unsigned threads : {1u, 3u})
+    EXPECT_EQ(error_of(p, threads, 2).rfind(p + ":7: inconsistent column count: expected 3 columns (as on line 5), got 2", 0), 0u)
+        << error_of(p, threads, 2);
+}
+
+}  // namespace
+}  // namespace crfx::test
