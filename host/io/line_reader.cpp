@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "crfx/error.hpp"
@@ -211,20 +212,16 @@ std::size_t LineReader::read_bytes(char* p, std::size_t n, std::size_t line) {
 }
 
 void split_whitespace(const std::string& line, std::vector<std::string>& out) {
-  // Reuses the strings already in `out` (their capacity) — callers keep one vector per file.
-  std::size_t n = 0;
-  const char* p = line.data();
-  const char* const e = p + line.size();
-  while (p < e) {
-    while (p < e && (*p == ' ' || *p == '\t')) ++p;
-    if (p == e) break;
-    const char* b = p;
-    while (p < e && *p != ' ' && *p != '\t') ++p;
-    if (n < out.size())
-      out[n].assign(b, p);
+  // The columns as views (text_chunks.cpp), then copied into the strings already in `out`, reusing
+  // their capacity — callers keep one vector per file.
+  thread_local std::vector<std::string_view> columns;
+  split_whitespace(std::string_view(line), columns);
+  const std::size_t n = columns.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i < out.size())
+      out[i].assign(columns[i].data(), columns[i].size());
     else
-      out.emplace_back(b, p);
-    ++n;
+      out.emplace_back(columns[i]);
   }
   out.resize(n);
 }

@@ -65,7 +65,8 @@ void parse_conll_chunk(const TextChunk& chunk, const std::string& path, std::siz
 bool first_conll_token(const TextChunk& chunk, const std::string& path, std::size_t& columns,
                        std::size_t& line);
 
-/// Splits `line` at runs of spaces and tabs, as split_whitespace does, into views of it.
+/// Splits `line` at runs of spaces and tabs into views of it (the string overload, crfx/io.hpp,
+/// copies these).
 void split_whitespace(std::string_view line, std::vector<std::string_view>& out);
 
 /// LineReader's problem for a line longer than max_line_bytes(), and ConllReader's for a token
