@@ -56,7 +56,7 @@ bool ConllReader::next(ConllSentence& out) {
     ConllToken token;
     token.columns.reserve(columns_ ? columns_ : 4);
     split_whitespace(line_, token.columns);
-    if (token.columns.empty() || token.columns[0].compare(0, 10, "-DOCSTART-") == 0) {
+    if (conll_not_a_token(token.columns)) {
       if (!out.empty()) return true;  // blank / whitespace-only or a document marker: a boundary
       continue;
     }

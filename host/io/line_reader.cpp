@@ -151,6 +151,8 @@ std::size_t LineReader::max_line_bytes() {
   return limit;
 }
 
+std::string nul_byte_problem() { return "NUL byte in line (binary file?)"; }
+
 std::string line_too_long_problem() {
   return "a line longer than " + std::to_string(LineReader::max_line_bytes() >> 20) +
          " MiB (a binary or corrupt file? CRFX_MAX_LINE_MB raises the limit)";
@@ -191,7 +193,7 @@ bool LineReader::next(std::string& line) {
   ++line_no_;
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (std::memchr(line.data(), '\0', line.size()))
-    throw InputError(path_, line_no_, "NUL byte in line (binary file?)");
+    throw InputError(path_, line_no_, nul_byte_problem());
   return true;
 }
 

@@ -40,15 +40,10 @@ void for_each_line(const TextChunk& chunk, const std::string& path, Fn fn) {
     std::string_view line(p, std::size_t(e - p));
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find('\0') != std::string_view::npos)
-      throw InputError(path, number, "NUL byte in line (binary file?)");
+      throw InputError(path, number, nul_byte_problem());
     if (!fn(line, number)) return;
     p = nl ? nl + 1 : end;
   }
-}
-
-/// A line that holds no token: no columns, or a "-DOCSTART-" marker (ConllReader::next).
-bool not_a_token(const std::vector<std::string_view>& columns) {
-  return columns.empty() || columns[0].substr(0, 10) == "-DOCSTART-";
 }
 }  // namespace
 
@@ -123,7 +118,7 @@ void parse_conll_chunk(const TextChunk& chunk, const std::string& path, std::siz
   bool open = false;  // a sentence is under way
   for_each_line(chunk, path, [&](std::string_view line, std::size_t number) {
     split_whitespace(line, split);
-    if (not_a_token(split)) {
+    if (conll_not_a_token(split)) {
       if (open) out.sentence_ends.push_back(tokens);
       open = false;
       return true;
@@ -145,7 +140,7 @@ bool first_conll_token(const TextChunk& chunk, const std::string& path, std::siz
   bool found = false;
   for_each_line(chunk, path, [&](std::string_view text, std::size_t number) {
     split_whitespace(text, split);
-    if (not_a_token(split)) return true;
+    if (conll_not_a_token(split)) return true;
     columns = split.size();
     line = number;
     found = true;

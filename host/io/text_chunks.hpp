@@ -69,9 +69,18 @@ bool first_conll_token(const TextChunk& chunk, const std::string& path, std::siz
 /// copies these).
 void split_whitespace(std::string_view line, std::vector<std::string_view>& out);
 
-/// LineReader's problem for a line longer than max_line_bytes(), and ConllReader's for a token
-/// of `line` (split into `columns`) whose column count differs from the file's first token's.
+/// Whether a CoNLL line split into `columns` holds no token: no columns (blank or whitespace
+/// only), or a "-DOCSTART-" document marker — both end the sentence (ConllReader and the chunks).
+template <class Columns>
+bool conll_not_a_token(const Columns& columns) {
+  return columns.empty() || std::string_view(columns[0]).substr(0, 10) == "-DOCSTART-";
+}
+
+/// LineReader's problems for a line longer than max_line_bytes() and for a NUL byte in a line,
+/// and ConllReader's for a token of `line` (split into `columns`) whose column count differs
+/// from the file's first token's.
 std::string line_too_long_problem();
+std::string nul_byte_problem();
 std::string conll_column_problem(std::size_t expected, std::size_t first_line, std::string_view line,
                                  const std::vector<std::string_view>& columns);
 
