@@ -33,17 +33,17 @@
 
 #include <cxxopts.hpp>
 
-#include "crfx/backend.hpp"
-#include "crfx/checkpoint.hpp"
-#include "crfx/error.hpp"
-#include "crfx/eval.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/checkpoint.hpp"
+#include "crfx/internal/eval.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/output.hpp"
+#include "crfx/internal/tag_run.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "crfx/model.hpp"
-#include "crfx/output.hpp"
 #include "crfx/tagger.hpp"
-#include "crfx/tag_run.hpp"
 #include "crfx/train.hpp"
-#include "crfx/trainer.hpp"
 
 #include "cli.hpp"
 

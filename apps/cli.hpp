@@ -11,11 +11,11 @@
 
 #include <cxxopts.hpp>
 
-#include "crfx/backend.hpp"
-#include "crfx/checkpoint.hpp"
-#include "crfx/collective.hpp"
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/checkpoint.hpp"
+#include "crfx/internal/collective.hpp"
+#include "crfx/internal/features.hpp"
 
 namespace crfx::cli {
 

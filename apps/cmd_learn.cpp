@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/trainer.hpp"
+#include "crfx/internal/trainer.hpp"
 
 #include "cli.hpp"
 

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "crfx/checkpoint.hpp"
-#include "crfx/collective.hpp"
+#include "crfx/internal/checkpoint.hpp"
+#include "crfx/internal/collective.hpp"
 
 #include "cli.hpp"
 

@@ -19,11 +19,11 @@
 
 #include <cxxopts.hpp>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "crfx/model.hpp"
 #include "crfx/train.hpp"
-#include "crfx/trainer.hpp"
 
 #include "cli.hpp"
 
@@ -255,7 +255,7 @@ void add_feature_options(cxxopts::Options& o) {
 }
 
 /// crfx train's options (the device options come from add_device_options); the trainers'
-/// settings are generated from their tables (OptionSpec, crfx/trainer.hpp), with the library's
+/// settings are generated from their tables (OptionSpec, crfx/internal/trainer.hpp), with the library's
 /// defaults.
 /// --features and CRFsuite's two switches.
 FeatureSet feature_set(const cxxopts::ParseResult& r) {

@@ -5,9 +5,9 @@
 
 #include <cxxopts.hpp>
 
+#include "crfx/internal/trainer.hpp"
 #include "crfx/model.hpp"
 #include "crfx/train.hpp"
-#include "crfx/trainer.hpp"
 
 namespace crfx::cli {
 

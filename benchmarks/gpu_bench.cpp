@@ -38,9 +38,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/features.hpp"
 
 namespace {
 

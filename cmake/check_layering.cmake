@@ -4,7 +4,7 @@
 #   cmake -DROOT=<source tree> -P cmake/check_layering.cmake
 #
 # Parts, bottom up, and what each may include (besides itself):
-#   base      error.hpp, host_device.hpp, host/util
+#   base      errors.hpp, host_device.hpp, host/util
 #   io        io.hpp, format.hpp, output.hpp, host/io → base
 #   data      corpus.hpp, host/data                → base
 #   features  features.hpp, template.hpp, host/features → io data base
@@ -21,7 +21,10 @@
 #   tag       tagger.hpp, tag_run.hpp, host/tag   → model features backend io data base
 #   api       train.hpp, host/train (a training run: the one entry point of the CLI and Python)
 #                                                  → dist tag eval optim model features backend io data base
-# apps/ and tests/ may use every part and are not checked. So optimizers see the Backend interface,
+# The public headers: the stable API directly in include/crfx/ (stable_headers below: what a program
+# built against the installed package includes; the examples/ may include nothing else), every
+# other header in include/crfx/internal/ (installed, since the stable ones include them, but with no
+# promise between versions). apps/ and tests/ may use every part and are not checked. So optimizers see the Backend interface,
 # never a backend; of host/ kernels see only host/rules, and no part of host/ sees kernels/ (the
 # factory, which does, is a folder of its own above both); the readers never see features or models.
 cmake_minimum_required(VERSION 3.24)
@@ -45,8 +48,10 @@ set(allowed_tag model features backend io data base)
 set(allowed_dist backend data base)
 set(allowed_api dist tag eval optim model features backend io data base)
 
+# The stable API (include/crfx/<name>.hpp); every other header is include/crfx/internal/<name>.hpp.
+set(stable_headers train tagger model errors)
 # The part a public header belongs to.
-set(header_error base)
+set(header_errors base)
 set(header_host_device base)
 set(header_io io)
 set(header_format io)
@@ -82,8 +87,15 @@ set(folder_train api)
 # part_of_file(<path relative to ROOT> <out>): the part of a source file, or "" when unchecked.
 function(part_of_file rel out)
   set(part "")
-  if(rel MATCHES "^include/crfx/([a-z0-9_]+)\\.hpp$")
-    set(part "${header_${CMAKE_MATCH_1}}")
+  if(rel MATCHES "^include/crfx/(internal/)?([a-z0-9_]+)\\.hpp$")
+    set(part "${header_${CMAKE_MATCH_2}}")
+    set(stable "${CMAKE_MATCH_2}")
+    set(internal "${CMAKE_MATCH_1}")
+    if(internal STREQUAL "" AND NOT stable IN_LIST stable_headers)
+      message(SEND_ERROR "${rel}: only the stable API (${stable_headers}) lives in include/crfx/; an internal header goes to include/crfx/internal/")
+    elseif(NOT internal STREQUAL "" AND stable IN_LIST stable_headers)
+      message(SEND_ERROR "${rel}: a stable header (${stable_headers}) belongs directly in include/crfx/")
+    endif()
     if(part STREQUAL "")
       message(SEND_ERROR "${rel}: a public header that the layering does not know; add it to cmake/check_layering.cmake")
     endif()
@@ -103,8 +115,8 @@ endfunction()
 # part_of_include(<include string> <including file's part> <out>)
 function(part_of_include inc from out)
   set(part "")
-  if(inc MATCHES "^crfx/([a-z0-9_]+)\\.hpp$")
-    set(part "${header_${CMAKE_MATCH_1}}")
+  if(inc MATCHES "^crfx/(internal/)?([a-z0-9_]+)\\.hpp$")
+    set(part "${header_${CMAKE_MATCH_2}}")
   elseif(inc MATCHES "^(\\.\\./)?kernels/")
     set(part cuda)
   elseif(inc MATCHES "^([a-z0-9_]+)/([a-z0-9_]+/)?[a-z0-9_]+\\.hpp$")
@@ -143,6 +155,23 @@ foreach(rel IN LISTS files)
       math(EXPR violations "${violations} + 1")
     elseif(NOT to STREQUAL from AND NOT to IN_LIST allowed_${from})
       message("${rel}:${n}: #include \"${inc}\": part '${from}' may not depend on part '${to}'")
+      math(EXPR violations "${violations} + 1")
+    endif()
+  endforeach()
+endforeach()
+# A program of examples/ (built against the installed package) includes only the stable API.
+file(GLOB examples RELATIVE "${ROOT}" "${ROOT}/examples/*.cpp")
+foreach(rel IN LISTS examples)
+  file(STRINGS "${ROOT}/${rel}" lines)
+  set(n 0)
+  foreach(line IN LISTS lines)
+    math(EXPR n "${n} + 1")
+    if(NOT line MATCHES "^[ \t]*#[ \t]*include[ \t]*[\"<](crfx/[^\">]+)[\">]")
+      continue()
+    endif()
+    set(inc "${CMAKE_MATCH_1}")
+    if(NOT inc MATCHES "^crfx/([a-z0-9_]+)\\.hpp$" OR NOT CMAKE_MATCH_1 IN_LIST stable_headers)
+      message("${rel}:${n}: #include \"${inc}\": an example uses only the stable API (${stable_headers})")
       math(EXPR violations "${violations} + 1")
     endif()
   endforeach()

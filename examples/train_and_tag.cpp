@@ -1,6 +1,8 @@
 // crfx as a library: train a CRF on sentences in memory, then tag new ones (built against the
-// installed package by tests/install/check.sh; see README, "As a library").
+// installed package by tests/install/check.sh; see README, "As a library"). Only the stable API:
+// crfx/train.hpp, crfx/tagger.hpp (and crfx/model.hpp, crfx/errors.hpp).
 #include <iostream>
+#include <utility>
 
 #include "crfx/tagger.hpp"
 #include "crfx/train.hpp"
@@ -12,8 +14,7 @@ int main() {
   crfx::TrainConfig config;  // L-BFGS, c2 = 1, CRFsuite's feature set, the best device
   config.templ = crfx::FeatureTemplate::parse("U00:%x[0,0]\nU01:%x[-1,0]\nB\n", "in-memory template");
   crfx::TrainResult trained = crfx::train(config, data);
-  const crfx::Dims dims = trained.model.features.dims();
-  crfx::Tagger tagger(std::move(trained.model), crfx::make_backend(dims, {}), {});
+  crfx::Tagger tagger(std::move(trained.model));  // the best device again
   for (const auto& sentence : tagger.labels(crfx::conll_data({{{"The"}, {"deficit"}, {"sleeps"}}}))) {
     for (const auto& label : sentence) std::cout << label << ' ';
     std::cout << '\n';

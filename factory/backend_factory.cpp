@@ -2,8 +2,8 @@
 // the CPU's (host/cpu) and the CUDA library's (kernels/), so it stands above both, outside host/:
 // host/ never includes kernels/ (cmake/check_layering.cmake), whose kernels include host/rules.
 #include "cpu/cpu_backend.hpp"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 
 #include <unistd.h>
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "common.cuh"
-#include "crfx/corpus.hpp"  // WeightGroups
+#include "crfx/internal/corpus.hpp"  // WeightGroups
 
 namespace crfx::cuda::detail {
 
@@ -98,7 +98,7 @@ void launch_forward_backward_split(const FbParams& p, std::size_t n, const FbSeg
 /// of a block vec [L] and rowa [L] (and red [32] at L > 32; the pair sums [L][L] at L ≤ 32 when
 /// shared_pair).
 std::size_t forward_backward_smem(int L, bool shared_E, bool shared_pair);
-/// The sequential exponential loss (seed 002's seq-exp, crfx/loss.hpp) from a gold-mode
+/// The sequential exponential loss (seed 002's seq-exp, crfx/internal/loss.hpp) from a gold-mode
 /// forward-backward's output: per chunk sentence i, with ℓ = p.result[i] = log Z − score(gold),
 /// result[i] = exp(ℓ) and — where p.node / p.pair / p.edge are given — its deltas (node rows,
 /// pair sums, the edge rows that have edge items) times exp(ℓ), the seq-exp gradient. A factor

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "crfx/host_device.hpp"  // kTinySum, kGoldFloor, kMaxLossWeight, exp_scaled
+#include "crfx/internal/host_device.hpp"  // kTinySum, kGoldFloor, kMaxLossWeight, exp_scaled
 
 // Unrolls the next loop by n under nvcc (several independent loads in flight before the first
 // use); nothing under the emulation's g++.

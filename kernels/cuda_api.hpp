@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "crfx/backend.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx::cuda {
 

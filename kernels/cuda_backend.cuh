@@ -53,7 +53,7 @@
 //     trans_final
 //     reset_slots
 //
-// Weight layouts (crfx::WeightGroups, include/crfx/corpus.hpp): dense, or sparse (observed
+// Weight layouts (crfx::WeightGroups, include/crfx/internal/corpus.hpp): dense, or sparse (observed
 // pairs: each group's row lists its label / label-pair slots). A sparse layout's rows are
 // uploaded once by the constructor and read through device_groups(); then W_a(y) above is
 // W[find(a, y)] or 0 where the row has no weight (emissions, edge matrices: the same per-slot
@@ -141,8 +141,8 @@
 #include "chain_kernels.cuh"
 #include "common.cuh"
 #include "corpus_stream.cuh"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "cuda_api.hpp"
 #include "cuda_check.cuh"
 #include "decode_kernels.cuh"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 namespace crfx {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/corpus.hpp"  // WeightGroups
+#include "crfx/internal/corpus.hpp"  // WeightGroups
 #include "device_buffer.cuh"
 
 namespace crfx::cuda::detail {

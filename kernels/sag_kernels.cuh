@@ -1,5 +1,5 @@
 // crfx — SAG / SAGA (seed 004) on the device (kernels/sag_kernels.cu): the device view of a span
-// plan (over the weight groups of crfx::WeightGroups, include/crfx/corpus.hpp), and the launchers of the span kernels — lazy catch-up, span
+// plan (over the weight groups of crfx::WeightGroups, include/crfx/internal/corpus.hpp), and the launchers of the span kernels — lazy catch-up, span
 // gradient, line-search trial / restore, commit, and the store of the new marginals. The host
 // side (plans, the lazy-step history) is CudaBackend's, in backend_sag.cu.
 #pragma once
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "crfx/corpus.hpp"  // WeightGroups
+#include "crfx/internal/corpus.hpp"  // WeightGroups
 #include "rules/sag_update.hpp"  // SagLineSearch
 
 namespace crfx::cuda::detail {

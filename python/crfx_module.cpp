@@ -25,15 +25,15 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/internal/tag_run.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "crfx/model.hpp"
-#include "crfx/tag_run.hpp"
 #include "crfx/tagger.hpp"
 #include "crfx/train.hpp"
-#include "crfx/trainer.hpp"
 
 namespace py = pybind11;
 

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/checkpoint.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/checkpoint.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"
 

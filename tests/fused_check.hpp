@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "random_problem.hpp"
 
 namespace crfx::test {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/corpus.hpp"
+#include "crfx/internal/corpus.hpp"
 
 namespace crfx::test {
 

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "rules/sag_update.hpp"
 #include "random_problem.hpp"
 

@@ -16,8 +16,8 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/thread_pool.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "fused_check.hpp"
 #include "rules/rule_set.hpp"
 #include "random_problem.hpp"

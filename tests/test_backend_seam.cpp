@@ -1,4 +1,4 @@
-// crfx — the Backend seam is narrow (include/crfx/backend.hpp): a backend is its 11 pure virtuals
+// crfx — the Backend seam is narrow (include/crfx/internal/backend.hpp): a backend is its 11 pure virtuals
 // — name, upload, vector, write, read, swap, apply_rule and the CRF core (evaluate, viterbi,
 // viterbi_nbest, marginals) — and the vector algebra (fill … sub_dot) comes with apply_rule, as
 // element rules (host/backend/vector_rules.hpp). Shown by a third backend over host arrays that
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "fused_check.hpp"
 #include "rules/rule_set.hpp"
 #include "random_problem.hpp"

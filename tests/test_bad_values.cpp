@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/io.hpp"
 #include "fault/spawn.hpp"
 #include "test_util.hpp"
 

@@ -9,8 +9,8 @@
 #include <regex>
 
 #include "cpu/cpu_backend.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "crfx/train.hpp"
-#include "crfx/trainer.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"
 #include "trainer_check.hpp"

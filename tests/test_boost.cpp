@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "optim/boost.hpp"
 #include "optim/exp_loss.hpp"
 #include "checkpoint_check.hpp"

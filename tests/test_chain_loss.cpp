@@ -15,7 +15,7 @@
 #include "chain_check.hpp"
 #include "cpu/chain.hpp"
 #include "cpu/chain_loss.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 namespace crfx {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "checkpoint_check.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "test_util.hpp"
 
 namespace crfx {

@@ -1,4 +1,4 @@
-// Data-parallel runs without MPI (include/crfx/collective.hpp): the shards of a corpus, the
+// Data-parallel runs without MPI (include/crfx/internal/collective.hpp): the shards of a corpus, the
 // summing backend over a one-process collective and over ranks simulated by threads (a collective
 // of shared memory, summing in rank order as the MPI one does), and TrainingRun's refusals.
 // tests/mpi/test_mpi.cpp runs the same under mpirun, end to end.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/collective.hpp"
+#include "crfx/internal/collective.hpp"
 #include "crfx/train.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/eval.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/eval.hpp"
 #include "test_util.hpp"
 
 namespace crfx {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
 #include "test_util.hpp"
 
 namespace crfx::test {

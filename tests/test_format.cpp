@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "crfx/format.hpp"
+#include "crfx/internal/format.hpp"
 
 namespace crfx {
 namespace {

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/internal/template.hpp"
 #include "crfx/model.hpp"
-#include "crfx/template.hpp"
 #include "test_util.hpp"
 
 namespace crfx::test {

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/io.hpp"
-#include "crfx/output.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/internal/output.hpp"
 #include "test_util.hpp"
 
 namespace crfx::test {

@@ -15,8 +15,8 @@
 
 #include "checkpoint_check.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "optim/sgd_l1.hpp"
 #include "random_problem.hpp"
 #include "trainer_check.hpp"

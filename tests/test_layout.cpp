@@ -11,8 +11,8 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/sparse_rows.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "random_problem.hpp"
 #include "sag_check.hpp"
 

@@ -17,9 +17,9 @@
 #include "checkpoint_check.hpp"
 #include "cpu/chain_loss.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/loss.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/loss.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"
 

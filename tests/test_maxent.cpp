@@ -16,10 +16,10 @@
 
 #include "checkpoint_check.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "crfx/model.hpp"
-#include "crfx/trainer.hpp"
 #include "optim/maxent_problem.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "crfx/backend.hpp"
+#include "crfx/internal/backend.hpp"
 #include "test_util.hpp"
 
 namespace crfx {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "crfx/model.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"

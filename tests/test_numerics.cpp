@@ -1,5 +1,5 @@
 // The numerics' constants and per-position formulas that both backends use are defined once, in
-// include/crfx/host_device.hpp: a second definition in a backend — the way the CPU's and the
+// include/crfx/internal/host_device.hpp: a second definition in a backend — the way the CPU's and the
 // GPU's log-space thresholds once drifted apart (1e-250 against 1e-200) — fails here.
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 namespace {
@@ -45,7 +45,7 @@ TEST(Numerics, BackendsUseTheSharedConstantsOnly) {
       if (code.find("kTinySum") != std::string::npos) (std::string(dir) == "kernels" ? gpu_uses : cpu_uses) = true;
     }
   EXPECT_GT(files, 20u);
-  EXPECT_TRUE(found.empty()) << "a constant of include/crfx/host_device.hpp defined again in: " << found.front();
+  EXPECT_TRUE(found.empty()) << "a constant of include/crfx/internal/host_device.hpp defined again in: " << found.front();
   EXPECT_TRUE(cpu_uses) << "the CPU chain's log-space threshold is not kTinySum";
   EXPECT_TRUE(gpu_uses) << "the GPU chain's log-space threshold is not kTinySum";
 }

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "optim/quasi_newton.hpp"
 #include "random_problem.hpp"
 

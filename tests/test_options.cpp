@@ -1,4 +1,4 @@
-// crfx — the trainers' settings tables (OptionSpec, crfx/trainer.hpp): every name a trainer lists
+// crfx — the trainers' settings tables (OptionSpec, crfx/internal/trainer.hpp): every name a trainer lists
 // exists, values round-trip through text, bad values are refused, and a setting a trainer does not
 // list never changes what it trains (so its table is the whole of what it reads).
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "random_problem.hpp"
 
 namespace crfx {

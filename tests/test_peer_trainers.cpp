@@ -13,7 +13,7 @@
 
 #include "checkpoint_check.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "optim/sgd_l1.hpp"
 #include "random_problem.hpp"
 #include "trainer_check.hpp"

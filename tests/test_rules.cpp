@@ -8,7 +8,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/thread_pool.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "rules/rule_set.hpp"
 #include "random_problem.hpp"
 

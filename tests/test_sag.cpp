@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "random_problem.hpp"
 #include "sag_check.hpp"
 

@@ -9,8 +9,8 @@
 #include <set>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "rules/rule_set.hpp"
 #include "optim/sgd_l1.hpp"
 #include "random_problem.hpp"

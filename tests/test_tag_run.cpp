@@ -1,4 +1,4 @@
-// Tagging many inputs in one run (include/crfx/tag_run.hpp): outputs byte for byte those of
+// Tagging many inputs in one run (include/crfx/internal/tag_run.hpp): outputs byte for byte those of
 // tagging each input alone whatever the workers and batch size, stats and progress, input errors
 // (stop or keep going), output errors, output_paths; and what the run stands on: list_inputs,
 // AtomicFileGroup, and the merging of evaluations (a total over several files).
@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/eval.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/eval.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/internal/output.hpp"
+#include "crfx/internal/tag_run.hpp"
 #include "crfx/model.hpp"
-#include "crfx/output.hpp"
-#include "crfx/tag_run.hpp"
 #include "crfx/tagger.hpp"
 #include "test_util.hpp"
 

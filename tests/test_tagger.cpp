@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/format.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/format.hpp"
 #include "crfx/model.hpp"
 #include "crfx/tagger.hpp"
 #include "test_util.hpp"

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/template.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/template.hpp"
 #include "test_util.hpp"
 
 namespace crfx::test {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "crfx/model.hpp"
 #include "crfx/tagger.hpp"
 #include "crfx/train.hpp"

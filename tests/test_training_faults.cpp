@@ -8,8 +8,8 @@
 #include <regex>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "random_problem.hpp"
 
 namespace crfx {

@@ -1,6 +1,6 @@
 #include "test_util.hpp"
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 #include <sys/wait.h>
 #include <zlib.h>

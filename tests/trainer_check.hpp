@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"
 

@@ -1,6 +1,6 @@
 // crfx — the optional capabilities of a Backend, asked for by the trainers that need them.
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx {
 

@@ -9,7 +9,7 @@
 #include <limits>
 #include <string>
 
-#include "crfx/backend.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx {
 namespace {

@@ -1,12 +1,12 @@
-// crfx — the host side both backends share (include/crfx/backend.hpp): SpanGroups (the support of
+// crfx — the host side both backends share (include/crfx/internal/backend.hpp): SpanGroups (the support of
 // a span of sentences), add_feature_difference (the perceptron update, built on the host),
 // LazyStepHistory's step check, and the host ↔ backend vector conveniences.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx {
 

@@ -1,10 +1,10 @@
-// crfx — Backend's vector algebra (include/crfx/backend.hpp), written once for every backend: each
+// crfx — Backend's vector algebra (include/crfx/internal/backend.hpp), written once for every backend: each
 // member hands its rule (host/backend/vector_rules.hpp) and operands to the backend's apply_rule.
 // Why: fill, copy, axpy, dot … and the fused quasi-Newton forms were a CPU loop and a CUDA functor
 // each; as rules they are one expression, run by the one rule layer both backends have.
 #include "backend/vector_rules.hpp"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx {
 namespace {

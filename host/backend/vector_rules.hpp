@@ -19,8 +19,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "crfx/backend.hpp"
-#include "crfx/host_device.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

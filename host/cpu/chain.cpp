@@ -22,7 +22,7 @@
 #include <limits>
 #include <utility>
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

@@ -40,8 +40,8 @@
 #include <limits>
 #include <utility>
 
-#include "crfx/error.hpp"
-#include "crfx/host_device.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 namespace {

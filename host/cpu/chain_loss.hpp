@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "cpu/chain.hpp"
-#include "crfx/loss.hpp"
+#include "crfx/internal/loss.hpp"
 
 namespace crfx {
 
-// SequenceLoss, parse_sequence_loss, sequence_loss_name, sequence_loss_names: crfx/loss.hpp.
+// SequenceLoss, parse_sequence_loss, sequence_loss_name, sequence_loss_names: crfx/internal/loss.hpp.
 
 /// Where the gradient goes; any pointer may be null. What is written is exp(log_scale) times the
 /// derivative of the loss, the product formed so that it stays finite wherever it is representable.

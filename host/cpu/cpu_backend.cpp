@@ -20,7 +20,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 namespace crfx {
 

@@ -10,7 +10,7 @@
 #include "cpu/chain_loss.hpp"
 #include "cpu/sparse_rows.hpp"
 #include "cpu/thread_pool.hpp"
-#include "crfx/backend.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx {
 

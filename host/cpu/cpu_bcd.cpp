@@ -1,5 +1,5 @@
 // crfx — CPU backend: blockwise coordinate descent's statistics (bcd, host/optim/bcd.cpp; the
-// contracts are BlockStatistics' in include/crfx/backend.hpp). Lavergne, Cappé & Yvon (2010, §3.2)
+// contracts are BlockStatistics' in include/crfx/internal/backend.hpp). Lavergne, Cappé & Yvon (2010, §3.2)
 // update one block of weights at a time from the gradient and a diagonal curvature bound summed
 // over the sentences where the block is active only: the inverted index block → sentences is
 // built once (block_index), and each block's statistics cost forward-backward on those sentences.
@@ -14,7 +14,7 @@
 #include <algorithm>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 namespace crfx {
 namespace {

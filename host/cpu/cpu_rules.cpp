@@ -11,7 +11,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_sparse.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "rules/rule_set.hpp"
 
 namespace crfx {

@@ -1,4 +1,4 @@
-// crfx — CPU backend: the SAG / SAGA primitives (seed 004; contracts in include/crfx/backend.hpp).
+// crfx — CPU backend: the SAG / SAGA primitives (seed 004; contracts in include/crfx/internal/backend.hpp).
 //
 // Memory ("Mixed", seed 004 §4.2): per token its node marginals [L], per sentence the pairwise
 // marginals summed over positions [L][L], and — with enriched edge features (E > 0) — per
@@ -24,7 +24,7 @@
 #include <cstring>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "rules/sag_update.hpp"
 
 namespace crfx {

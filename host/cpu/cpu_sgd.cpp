@@ -1,5 +1,5 @@
 // crfx — CPU backend: the sparse primitives of the stochastic trainers (sgd-l1, two-stage, adf,
-// ap). See the section "sparse batch gradients" of include/crfx/backend.hpp for the contracts.
+// ap). See the section "sparse batch gradients" of include/crfx/internal/backend.hpp for the contracts.
 //
 // Sparse gradients reuse evaluate(): it adds scale·(E[f] − f(gold)) only to the rows of the
 // attributes a span touches (plus transitions), so it runs on a dense scratch vector that is kept
@@ -14,7 +14,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_sparse.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "rules/elastic_net.hpp"
 
 namespace crfx {

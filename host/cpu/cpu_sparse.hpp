@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "cpu/thread_pool.hpp"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx {
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx {
 namespace cpu_detail {

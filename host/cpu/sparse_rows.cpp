@@ -5,7 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "crfx/corpus.hpp"
+#include "crfx/internal/corpus.hpp"
 
 namespace crfx {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <system_error>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 #include <algorithm>
 

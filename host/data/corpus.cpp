@@ -1,11 +1,11 @@
-// crfx — the data part (include/crfx/corpus.hpp): Dictionary (string ↔ id, open addressing) and the
+// crfx — the data part (include/crfx/internal/corpus.hpp): Dictionary (string ↔ id, open addressing) and the
 // Corpus checks.
 #include <algorithm>
 #include <functional>
 #include <stdexcept>
 
-#include "crfx/corpus.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/corpus.hpp"
 
 namespace crfx {
 

@@ -1,9 +1,9 @@
-// crfx — the one-process collective and the shards of a corpus (include/crfx/collective.hpp).
+// crfx — the one-process collective and the shards of a corpus (include/crfx/internal/collective.hpp).
 #include <algorithm>
 #include <string>
 
-#include "crfx/collective.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/collective.hpp"
 
 namespace crfx {
 

@@ -1,5 +1,5 @@
 // crfx — the backend of one rank of a data-parallel run (distributed_backend,
-// include/crfx/collective.hpp): the rank's own backend, with every whole-corpus evaluate summed
+// include/crfx/internal/collective.hpp): the rank's own backend, with every whole-corpus evaluate summed
 // across the ranks. Forwarding, nothing else: the trainers above see one Backend and one
 // objective, the ranks below each hold a shard.
 //
@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/collective.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/collective.hpp"
 
 namespace crfx {
 namespace {

@@ -38,9 +38,9 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/eval.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/eval.hpp"
+#include "crfx/internal/io.hpp"
 #include "eval/text.hpp"
 
 namespace crfx {

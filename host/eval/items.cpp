@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/eval.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/eval.hpp"
 #include "eval/text.hpp"
 
 namespace crfx {

@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
 #include "features/expand.hpp"
 #include "features/input_checks.hpp"
 

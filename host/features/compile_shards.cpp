@@ -31,8 +31,8 @@
 #include <malloc.h>
 #endif
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
 #include "features/expand.hpp"
 #include "io/text_chunks.hpp"
 

@@ -12,8 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
 
 namespace crfx {
 namespace features_detail {

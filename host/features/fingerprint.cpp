@@ -1,5 +1,5 @@
 // crfx — fingerprints of a compiled corpus and of a feature space (features.hpp), for checkpoints.
-#include "crfx/features.hpp"
+#include "crfx/internal/features.hpp"
 #include "util/fnv.hpp"
 
 namespace crfx {

@@ -5,8 +5,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
 
 namespace crfx::features_detail {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "crfx/features.hpp"
+#include "crfx/internal/features.hpp"
 
 #include <string>
 

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/io.hpp"
-#include "crfx/template.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/internal/template.hpp"
 
 namespace crfx {
 

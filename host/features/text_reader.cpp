@@ -1,13 +1,13 @@
 // crfx — the feature space's small parts (its Dims, the model type's names, the layout choice) and
 // TextReader, the batches of sentences of a training or tagging file (CoNLL columns or CRFsuite
-// attribute lines) that compile.cpp's compilers take. Declared in crfx/features.hpp.
+// attribute lines) that compile.cpp's compilers take. Declared in crfx/internal/features.hpp.
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/io.hpp"
 
 namespace crfx {
 

@@ -41,8 +41,8 @@
 #include <string>
 #include <utility>
 
-#include "crfx/error.hpp"
-#include "crfx/output.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/output.hpp"
 
 namespace crfx {
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/io.hpp"
 #include "io/text_chunks.hpp"
 
 namespace crfx {

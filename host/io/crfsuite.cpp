@@ -47,8 +47,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/io.hpp"
 
 namespace crfx {
 

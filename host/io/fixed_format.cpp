@@ -1,8 +1,8 @@
-// crfx — fast "%.6f" for probabilities (crfx/io.hpp). Values in [0, 1] take a fixed-point path
+// crfx — fast "%.6f" for probabilities (crfx/internal/io.hpp). Values in [0, 1] take a fixed-point path
 // that writes the same bytes as glibc's correctly rounded snprintf("%.6f"); the rare ones it cannot
 // decide (within 1e-9 of a rounding tie in the sixth decimal), and everything outside [0, 1],
 // negative zero and NaN, go through snprintf.
-#include "crfx/format.hpp"
+#include "crfx/internal/format.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -12,8 +12,8 @@
 #include <system_error>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/io.hpp"
 
 namespace crfx {
 

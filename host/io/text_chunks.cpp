@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "io/text_chunks.hpp"
 
 namespace crfx {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crfx/io.hpp"
+#include "crfx/internal/io.hpp"
 
 namespace crfx {
 
@@ -65,7 +65,7 @@ void parse_conll_chunk(const TextChunk& chunk, const std::string& path, std::siz
 bool first_conll_token(const TextChunk& chunk, const std::string& path, std::size_t& columns,
                        std::size_t& line);
 
-/// Splits `line` at runs of spaces and tabs into views of it (the string overload, crfx/io.hpp,
+/// Splits `line` at runs of spaces and tabs into views of it (the string overload, crfx/internal/io.hpp,
 /// copies these).
 void split_whitespace(std::string_view line, std::vector<std::string_view>& out);
 

@@ -25,9 +25,9 @@
 
 #include <zlib.h>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/output.hpp"
 #include "crfx/model.hpp"
-#include "crfx/output.hpp"
 #include "model/model_format.hpp"
 
 namespace crfx {

@@ -20,7 +20,7 @@
 
 #include <zlib.h>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "crfx/model.hpp"
 #include "model/model_format.hpp"
 #include "util/huge_pages.hpp"

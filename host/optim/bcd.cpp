@@ -25,7 +25,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/trainers.hpp"
 

@@ -108,7 +108,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/trainers.hpp"

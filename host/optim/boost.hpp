@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/corpus.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/corpus.hpp"
 
 namespace crfx::boost {
 

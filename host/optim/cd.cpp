@@ -13,7 +13,7 @@
 // is the sweep's: each component A′_t(0) as its sub-problem began.
 #include <cmath>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/maxent_problem.hpp"
 #include "optim/trainers.hpp"
 

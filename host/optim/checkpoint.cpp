@@ -1,4 +1,4 @@
-// crfx — checkpoint files (crfx/checkpoint.hpp).
+// crfx — checkpoint files (crfx/internal/checkpoint.hpp).
 //
 // Layout (little-endian, as the machines crfx runs on):
 //   "crfx checkpoint\n"  u32 format version
@@ -9,14 +9,14 @@
 //   u64      FNV-1a of every byte before it
 // A reader verifies the checksum over the whole file first (one streamed pass), so a truncated or
 // damaged file is refused before any state is restored.
-#include "crfx/checkpoint.hpp"
+#include "crfx/internal/checkpoint.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "util/fnv.hpp"
 
 namespace crfx {

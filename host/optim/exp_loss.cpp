@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/trainers.hpp"
 

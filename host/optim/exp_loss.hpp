@@ -12,8 +12,8 @@
 #include <functional>
 #include <memory>
 
-#include "crfx/backend.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/trainer.hpp"
 
 namespace crfx {
 

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <limits>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/maxent_problem.hpp"
 #include "optim/trainers.hpp"
 

@@ -7,7 +7,7 @@
 // iterations below `delta`, or max_iterations.
 #include <cmath>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/trainers.hpp"
 

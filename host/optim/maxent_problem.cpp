@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 
 namespace crfx {

@@ -33,9 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/corpus.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/corpus.hpp"
+#include "crfx/internal/trainer.hpp"
 
 namespace crfx {
 

@@ -49,7 +49,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "rules/rule_set.hpp"
 #include "optim/trainers.hpp"
 

@@ -1,7 +1,7 @@
-// crfx — what the batch trainers share (declared in crfx/trainer.hpp and optim/quasi_newton.hpp):
+// crfx — what the batch trainers share (declared in crfx/internal/trainer.hpp and optim/quasi_newton.hpp):
 //   Objective        f(w) = NLL(w) + c1·‖w‖₁ + c2·‖w‖² over the whole training corpus, with its
 //                    gradient (the smooth part; L1 is OWL-QN's) and the count of passes (seq-exp
-//                    without c1: log(H + c2·‖w‖²), crfx/trainer.hpp);
+//                    without c1: log(H + c2·‖w‖²), crfx/internal/trainer.hpp);
 //   ImprovementTest  CRFsuite's stopping test: the relative improvement over `period` iterations;
 //   LbfgsHistory     the L-BFGS memory of (s, y) pairs and the two-loop recursion on the backend.
 #include <cmath>
@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 

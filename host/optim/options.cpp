@@ -1,4 +1,4 @@
-// crfx — the trainers' settings as tables (OptionSpec, include/crfx/trainer.hpp): each setting's
+// crfx — the trainers' settings as tables (OptionSpec, include/crfx/internal/trainer.hpp): each setting's
 // name, kind, help and TrainOptions field, written once; the registry (registry.cpp) says which
 // trainer takes which, and crfx train builds its command line and `--algo list` from both.
 #include <cerrno>
@@ -10,8 +10,8 @@
 #include <string>
 #include <type_traits>
 
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 
 namespace crfx {
 namespace {

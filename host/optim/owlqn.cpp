@@ -10,7 +10,7 @@
 // optim/exp_loss.hpp).
 #include <cmath>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 #include "rules/rule_set.hpp"

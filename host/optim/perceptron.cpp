@@ -18,7 +18,7 @@
 #include <limits>
 #include <string>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/sgd_l1.hpp"
 #include "optim/trainers.hpp"

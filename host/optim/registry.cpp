@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "optim/maxent_problem.hpp"
 #include "optim/trainers.hpp"
 

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 #include "rules/rule_set.hpp"

@@ -70,7 +70,7 @@
 #include <limits>
 #include <random>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "rules/rule_set.hpp"
 #include "optim/sgd_l1.hpp"

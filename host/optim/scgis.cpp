@@ -11,7 +11,7 @@
 // sub-problem began.
 #include <cmath>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/maxent_problem.hpp"
 #include "optim/trainers.hpp"
 

@@ -32,7 +32,7 @@
 #include <cmath>
 #include <limits>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "rules/rule_set.hpp"
 #include "optim/trainers.hpp"

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "crfx/trainer.hpp"
+#include "crfx/internal/trainer.hpp"
 
 namespace crfx {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "crfx/trainer.hpp"
+#include "crfx/internal/trainer.hpp"
 
 namespace crfx {
 

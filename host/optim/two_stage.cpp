@@ -6,7 +6,7 @@
 // One continuous progress stream: stage-1 epochs are iterations 1 … sgd_epochs, the OWL-QN
 // iterations continue from sgd_epochs + 1; passes accumulate in the one Objective and seconds
 // run from the start of stage 1.
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/sgd_l1.hpp"
 #include "optim/trainers.hpp"

@@ -2,7 +2,7 @@
 // rules of host/optim/adf.cpp, run by Backend::apply_rule.
 #pragma once
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

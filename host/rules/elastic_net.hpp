@@ -2,7 +2,7 @@
 // sparse_penalty (one expression, so a trial penalty and a recomputed one agree bit for bit).
 #pragma once
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

@@ -3,7 +3,7 @@
 // a flush), by the product of the factors of the steps it missed since its stamp.
 #pragma once
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

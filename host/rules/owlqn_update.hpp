@@ -2,7 +2,7 @@
 // SAG's optimality check), dense maps run by Backend::apply_rule. Each term is 0.
 #pragma once
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

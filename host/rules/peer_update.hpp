@@ -3,7 +3,7 @@
 // (Backend::feature_difference): x is Δ's entry.
 #pragma once
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

@@ -4,7 +4,7 @@
 // rule of host/optim/rprop.cpp, run by Backend::apply_rule.
 #pragma once
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

@@ -23,8 +23,8 @@
 #include <type_traits>
 
 #include "backend/vector_rules.hpp"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "rules/adf_update.hpp"
 #include "rules/lazy_decay.hpp"
 #include "rules/owlqn_update.hpp"

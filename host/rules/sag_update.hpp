@@ -6,8 +6,8 @@
 // its own (kernels/sag_kernels.cu), so that the host need not read a loss back per trial (issue 37).
 #pragma once
 
-#include "crfx/backend.hpp"
-#include "crfx/host_device.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

@@ -3,7 +3,7 @@
 // the entries of a sparse mini-batch gradient (host/optim/sgd_l1.cpp decides when).
 #pragma once
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 #include "rules/elastic_net.hpp"
 
 namespace crfx {

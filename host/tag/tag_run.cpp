@@ -1,4 +1,4 @@
-// crfx — tagging many inputs in one run (include/crfx/tag_run.hpp).
+// crfx — tagging many inputs in one run (include/crfx/internal/tag_run.hpp).
 //
 // Every worker runs the same loop on a batch of its own:
 //   read      (one worker at a time)   whole sentences from the inputs in order, up to
@@ -12,7 +12,7 @@
 // A batch is numbered when it is read and written when every batch before it was, so the
 // output is the same whatever the number of workers. A worker holds one batch from reading to
 // writing: at most `workers` batches are in memory.
-#include "crfx/tag_run.hpp"
+#include "crfx/internal/tag_run.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -30,8 +30,8 @@
 #include <thread>
 #include <utility>
 
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
 
 namespace crfx {
 

@@ -9,22 +9,26 @@
 #include <limits>
 #include <utility>
 
-#include "crfx/error.hpp"
-#include "crfx/format.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/format.hpp"
 
 namespace crfx {
 
 Tagger::Tagger(Model model, BackendPtr backend, const TagOptions& options)
     : features_(std::move(model.features)), backend_(std::move(backend)), options_(options) {
+  take_weights(model.weights);
+}
+
+void Tagger::take_weights(const std::vector<double>& weights) {
   if (!backend_) throw Error("internal: tagger without a backend");
   if (options_.nbest == 0 || options_.nbest > kMaxNbest)
     throw Error("n-best: the number of sequences must be between 1 and " + std::to_string(kMaxNbest) +
                 ", got " + std::to_string(options_.nbest));
   const Dims dims = features_.dims();
-  if (model.weights.size() != dims.num_weights())
-    throw Error("internal: the model has " + std::to_string(model.weights.size()) + " weights, its features " +
+  if (weights.size() != dims.num_weights())
+    throw Error("internal: the model has " + std::to_string(weights.size()) + " weights, its features " +
                 std::to_string(dims.num_weights()));
-  weights_ = to_backend(*backend_, model.weights);
+  weights_ = to_backend(*backend_, weights);
   probabilities_ = options_.probability || options_.nbest > 1;
   if (options_.marginals) {
     std::size_t room = 0;

@@ -13,8 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/error.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/tagger.hpp"
 
 namespace crfx {
 namespace {
@@ -288,7 +289,7 @@ Backend& TrainingRun::prepare() {
                                  : name;
     std::string line = "training: " + what + ", c1 = " + number(o.c1) + ", c2 = " + number(o.c2);
     if (o.loss != SequenceLoss::seq_log) line += std::string(", loss ") + sequence_loss_name(o.loss);
-    // The batch trainers (those with iterations) minimise seq-exp's log (crfx/trainer.hpp).
+    // The batch trainers (those with iterations) minimise seq-exp's log (crfx/internal/trainer.hpp).
     if (objective_->log_scale() && info_->takes("max-iterations"))
       line += " (minimised as log(H + c2·‖w‖²), the same optimum; the objective shown is that log)";
     else if (o.loss == SequenceLoss::seq_exp && o.c1 > 0 && info_->takes("max-iterations"))
@@ -428,6 +429,13 @@ TrainResult train(const TrainConfig& config, const TextData& data) {
   TrainingRun run(config);
   run.compile(data);
   return run.run();
+}
+
+// Tagger's constructor that chooses the backend: here, at the top of the library, because it
+// calls the factory (make_backend), which host/tag may not reach.
+Tagger::Tagger(Model model, const TagOptions& options, const BackendOptions& device)
+    : features_(std::move(model.features)), backend_(make_backend(features_.dims(), device)), options_(options) {
+  take_weights(model.weights);
 }
 
 }  // namespace crfx

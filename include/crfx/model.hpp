@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/features.hpp"
+#include "crfx/internal/features.hpp"
 
 namespace crfx {
 

@@ -3,7 +3,7 @@
 // prints them. The CLI's `tag` command is a loop over this class; so is any program that tags
 // document sets.
 //
-//   crfx::Tagger tagger(crfx::load_model("chunk.model"), crfx::make_backend(dims, {}), {});
+//   crfx::Tagger tagger(crfx::load_model("chunk.model"));     // the best device, one best path
 //   crfx::TextReader reader(tagger.features(), "test.txt");
 //   crfx::TextData batch;
 //   crfx::Tagged tagged;
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/features.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/features.hpp"
 #include "crfx/model.hpp"
 
 namespace crfx {
@@ -61,6 +61,9 @@ class Tagger {
   /// Takes the model's weights onto `backend` (made for model.features.dims()). Throws
   /// crfx::Error for options out of range or a backend of other dimensions.
   Tagger(Model model, BackendPtr backend, const TagOptions& options);
+  /// The same on the backend `device` asks for (by default a usable GPU, else every core of the
+  /// CPU; crfx::Error where the device asked for cannot be had).
+  explicit Tagger(Model model, const TagOptions& options = {}, const BackendOptions& device = {});
 
   const FeatureSpace& features() const { return features_; }
   const TagOptions& options() const { return options_; }
@@ -89,6 +92,8 @@ class Tagger {
               std::vector<std::size_t>* sentence_ends = nullptr) const;
 
  private:
+  void take_weights(const std::vector<double>& weights);  // the constructors' common part
+
   FeatureSpace features_;
   BackendPtr backend_;
   VectorPtr weights_;

@@ -4,7 +4,7 @@
 //   crfx::TrainConfig config;                      // L-BFGS, c2 = 1, CRFsuite's feature set
 //   config.templ = crfx::FeatureTemplate::parse("U00:%x[0,0]\nB\n", "template");
 //   crfx::TrainResult r = crfx::train(config, crfx::conll_data({{{"He", "B-NP"}, {"ran", "B-VP"}}}));
-//   crfx::Tagger tagger(std::move(r.model), crfx::make_backend(dims, {}), {});
+//   crfx::Tagger tagger(std::move(r.model));       // the best device: a usable GPU, else the CPU
 //
 // Every check of the input lives here (no sentences, no attributes, attribute values out of
 // range, an implausible label set, a run that does not fit in memory), so that every caller
@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/collective.hpp"
-#include "crfx/features.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/collective.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/template.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "crfx/model.hpp"
-#include "crfx/template.hpp"
-#include "crfx/trainer.hpp"
 
 namespace crfx {
 
@@ -59,7 +59,7 @@ struct TrainConfig {
   double progress_seconds = 5.0;
   /// The run's report lines ("data: …", "memory: …", "training: …"), each without its newline.
   std::function<void(const std::string&)> note;
-  /// The processes of a data-parallel run (crfx/collective.hpp), or null: this process alone.
+  /// The processes of a data-parallel run (crfx/internal/collective.hpp), or null: this process alone.
   /// Every rank compiles the same data the same way, keeps its shard (prepare()), and every pass
   /// over the data is summed across the ranks (distributed_backend); the weights, the steps and
   /// the model are the same on every rank. With more than one rank only the full-batch trainers

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <memory>
 
-#include "crfx/backend.hpp"
+#include "crfx/internal/backend.hpp"
 
 namespace crfx::cuda {
 

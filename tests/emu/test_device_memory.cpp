@@ -10,7 +10,7 @@
 #include <string>
 
 #include "../gpu/gpu_check.hpp"
-#include "crfx/loss.hpp"
+#include "crfx/internal/loss.hpp"
 #include "emu/emu_launch.hpp"
 
 namespace crfx::test {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../gpu/gpu_check.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "emu/emu_launch.hpp"
 
 namespace crfx::test {

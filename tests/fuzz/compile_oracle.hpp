@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "crfx/corpus.hpp"
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/corpus.hpp"
+#include "crfx/internal/features.hpp"
 
 namespace crfx_fuzz {
 

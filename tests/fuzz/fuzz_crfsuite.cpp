@@ -11,9 +11,9 @@
 #include <string>
 
 #include "compile_oracle.hpp"
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/io.hpp"
 #include "fuzz_common.hpp"
 #include "text_oracle.hpp"
 

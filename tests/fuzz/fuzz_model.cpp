@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "crfx/model.hpp"
 #include "crfx/tagger.hpp"
 #include "fuzz_common.hpp"

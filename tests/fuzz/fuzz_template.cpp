@@ -11,9 +11,9 @@
 #include <string>
 
 #include "compile_oracle.hpp"
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
-#include "crfx/template.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/template.hpp"
 #include "fuzz_common.hpp"
 
 namespace {

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "random_problem.hpp"
 
 #ifdef CRFX_HAVE_CUDA

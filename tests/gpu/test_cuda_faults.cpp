@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "gpu_check.hpp"
 #include "random_problem.hpp"
 #include "sag_check.hpp"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/loss.hpp"
+#include "crfx/internal/loss.hpp"
 #include "gpu_check.hpp"
 
 namespace crfx::test {

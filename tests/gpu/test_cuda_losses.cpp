@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/loss.hpp"
-#include "crfx/trainer.hpp"
+#include "crfx/internal/loss.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "gpu_check.hpp"
 #include "test_util.hpp"
 

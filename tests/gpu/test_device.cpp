@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
 #include "gpu_check.hpp"  // REQUIRE_GPU, no_gpu_reason: the one skip reason of every GPU test
 
 #ifdef CRFX_HAVE_CUDA

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "../kernels/nccl/nccl_sum.hpp"
-#include "crfx/collective.hpp"
+#include "crfx/internal/collective.hpp"
 #include "crfx/train.hpp"
 #include "gpu_check.hpp"
 #include "test_util.hpp"

@@ -6,12 +6,12 @@
 #include <iostream>
 #include <string>
 
-#include "crfx/backend.hpp"
-#include "crfx/error.hpp"
-#include "crfx/features.hpp"
-#include "crfx/io.hpp"
+#include "crfx/errors.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/features.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/internal/tag_run.hpp"
 #include "crfx/model.hpp"
-#include "crfx/tag_run.hpp"
 #include "crfx/tagger.hpp"
 #include "crfx/train.hpp"
 

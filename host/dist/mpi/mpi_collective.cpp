@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 namespace crfx {
 namespace {

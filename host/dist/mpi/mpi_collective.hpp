@@ -3,7 +3,7 @@
 // library (which then needs no MPI to link; a program of its own passes any Collective).
 #pragma once
 
-#include "crfx/collective.hpp"
+#include "crfx/internal/collective.hpp"
 
 namespace crfx {
 

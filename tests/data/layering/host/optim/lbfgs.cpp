@@ -1,3 +1,3 @@
 // Fixture for the layering check (tests/CMakeLists.txt): an optimizer reaching into the CPU backend.
-#include "crfx/trainer.hpp"
+#include "crfx/internal/trainer.hpp"
 #include "cpu/cpu_backend.hpp"

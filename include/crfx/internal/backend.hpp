@@ -8,7 +8,8 @@
 //   Vector w ──evaluate(corpus, w, sentences)──▶ Σ NLL, grad += scale·(E[f] − f(gold))
 //            ──viterbi / marginals──▶ labels / probabilities on the host
 //
-// Entry points meant to stay stable (README, "As a library"): make_backend,
+// Internal: may change between versions (the stable API: crfx/train.hpp, tagger.hpp, model.hpp,
+// errors.hpp). Programs that go beyond it use: make_backend,
 //  BackendOptions, parse_device, to_host, to_backend.
 #pragma once
 
@@ -19,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/corpus.hpp"
-#include "crfx/loss.hpp"
+#include "crfx/internal/corpus.hpp"
+#include "crfx/internal/loss.hpp"
 
 namespace crfx {
 
@@ -483,7 +484,7 @@ class Backend {
   /// named twice counts twice, in the loss and in the gradient). When `grad`
   /// is given, adds scale · (E_p[f] − f(x, y)) to it (the NLL gradient). grad == nullptr is the
   /// loss-only mode (forward pass only), for line searches.
-  /// With another `loss` (crfx/loss.hpp) it is that loss summed over the sentences, and the
+  /// With another `loss` (crfx/internal/loss.hpp) it is that loss summed over the sentences, and the
   /// gradient added is scale · ∂loss/∂w (seq_log: exactly the NLL and gradient above). A backend
   /// that does not compute a loss throws Error naming it, before any work.
   virtual double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
@@ -544,7 +545,7 @@ IncrementalGradients& incremental_gradients(Backend& b);
 SparseGradients& sparse_gradients(Backend& b);
 
 /// A sum across the processes of a data-parallel run made where a backend keeps its vectors
-/// (NCCL between CUDA devices: kernels/nccl/), not through the host (crfx/collective.hpp).
+/// (NCCL between CUDA devices: kernels/nccl/), not through the host (crfx/internal/collective.hpp).
 class DeviceSum {
  public:
   virtual ~DeviceSum() = default;

@@ -21,8 +21,8 @@
 #include <string>
 #include <utility>
 
-#include "crfx/backend.hpp"
-#include "crfx/corpus.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/corpus.hpp"
 
 namespace crfx {
 

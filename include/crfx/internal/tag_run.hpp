@@ -3,7 +3,7 @@
 // worker threads while the backend decodes one batch at a time, formatted on the workers and
 // written in input order, one output per input or all in one stream. `crfx tag` is this.
 //
-//   crfx::Tagger tagger(crfx::load_model("chunk.model"), crfx::make_backend(dims, {}), {});
+//   crfx::Tagger tagger(crfx::load_model("chunk.model"));
 //   std::vector<crfx::InputFile> inputs = crfx::list_inputs({"docs"}, /*recursive=*/true);
 //   crfx::DirectoryOutput out(crfx::output_paths(inputs, "tagged", ""));
 //   crfx::TagRunOptions options;
@@ -14,7 +14,8 @@
 // about batch_tokens tokens. The outputs do not depend on the number of workers or the batch
 // size: they are byte for byte those of tagging each input alone.
 //
-// Entry points meant to stay stable (README, "As a library"): tag_inputs,
+// Internal: may change between versions (the stable API: crfx/train.hpp, tagger.hpp, model.hpp,
+// errors.hpp). Programs that go beyond it use: tag_inputs,
 //  TagRunOptions, ConcatenatedOutput, DirectoryOutput, output_paths.
 #pragma once
 
@@ -25,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "crfx/io.hpp"
-#include "crfx/output.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/internal/output.hpp"
 #include "crfx/tagger.hpp"
 
 namespace crfx {

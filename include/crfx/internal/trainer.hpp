@@ -1,6 +1,7 @@
 // crfx — the trainers: one interface, one registry (`crfx train --algo list`).
 //
-// Entry points meant to stay stable (README, "As a library"): find_trainer,
+// Internal: may change between versions (the stable API: crfx/train.hpp, tagger.hpp, model.hpp,
+// errors.hpp). Programs that go beyond it use: find_trainer,
 //  trainer_registry, Trainer::train, Trainer::stop_when, Objective, TrainOptions, find_option.
 #pragma once
 
@@ -14,15 +15,15 @@
 #include <utility>
 #include <vector>
 
-#include "crfx/backend.hpp"
-#include "crfx/checkpoint.hpp"
+#include "crfx/internal/backend.hpp"
+#include "crfx/internal/checkpoint.hpp"
 
 namespace crfx {
 
 /// The regularised objective every trainer minimises:
 ///     f(w) = Σ_i −log p(y_i | x_i; w)  +  c1·‖w‖₁  +  c2·‖w‖²
 /// (CRFsuite's convention; CRF++ C = 1/(2·c2), Wapiti ρ2 = 2·c2), or with another `loss`
-/// (crfx/loss.hpp: seq-exp, point-log, point-exp) that loss summed over the sentences in place of
+/// (crfx/internal/loss.hpp: seq-exp, point-log, point-exp) that loss summed over the sentences in place of
 /// the NLL. The smooth part
 ///     h(w) = Σ_i loss_i(w) + c2·‖w‖²
 /// is what value_and_gradient returns; c1 is handled by the L1-aware trainers. The trainers that
@@ -89,7 +90,7 @@ constexpr double kDefaultEta0Heuristic = 0.025;
 struct TrainOptions {
   double c1 = 0.0;
   double c2 = 1.0;
-  SequenceLoss loss = SequenceLoss::seq_log;  // the objective's loss (crfx/loss.hpp)
+  SequenceLoss loss = SequenceLoss::seq_log;  // the objective's loss (crfx/internal/loss.hpp)
   int max_iterations = 0;   // 0 = no limit
   int period = 10;          // stopping test window (CRFsuite `period`)
   double delta = 1e-5;      // relative improvement threshold (CRFsuite `delta`)

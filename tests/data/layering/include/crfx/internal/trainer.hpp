@@ -1,2 +1,2 @@
 // Fixture for the layering check: the interface an optimizer may include.
-#include "crfx/backend.hpp"
+#include "crfx/internal/backend.hpp"

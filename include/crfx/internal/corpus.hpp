@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/host_device.hpp"
+#include "crfx/internal/host_device.hpp"
 
 namespace crfx {
 

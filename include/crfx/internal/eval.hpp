@@ -2,7 +2,8 @@
 // chunk tag sets; item accuracy, sentence accuracy and per-label precision / recall / F1 (as
 // CRFsuite's `tag -qt`) for any other tag set (POS, morphology, classification-style labels).
 //
-// Entry points meant to stay stable (README, "As a library"): evaluate,
+// Internal: may change between versions (the stable API: crfx/train.hpp, tagger.hpp, model.hpp,
+// errors.hpp). Programs that go beyond it use: evaluate,
 //  evaluate_labels_file, Evaluation.
 #pragma once
 

@@ -7,7 +7,8 @@
 // archive writes each field in). Backend vectors go through the backend, so the CPU and CUDA
 // backends checkpoint the same state.
 //
-// Entry points meant to stay stable (README, "As a library"): StateArchive, write_checkpoint,
+// Internal: may change between versions (the stable API: crfx/train.hpp, tagger.hpp, model.hpp,
+// errors.hpp). Programs that go beyond it use: StateArchive, write_checkpoint,
 //  Checkpoint, Trainer::resume_from (trainer.hpp).
 #pragma once
 

@@ -1,4 +1,6 @@
 // crfx — error types. Library code throws; only apps/ turns exceptions into exit codes.
+//
+// Entry points meant to stay stable (README, "As a library"): Error, InputError.
 #pragma once
 
 #include <cstddef>

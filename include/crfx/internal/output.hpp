@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "crfx/io.hpp"
+#include "crfx/internal/io.hpp"
 
 namespace crfx {
 

@@ -6,14 +6,14 @@
 //   point-log  −Σ_t log μ_t(y*_t)    the pointwise log-loss (not convex)
 //   point-exp   Σ_t 1/μ_t(y*_t)      the pointwise exponential loss (not convex)
 // summed over the sentences. It reaches a backend explicitly, as an argument of
-// Backend::evaluate and Backend::evaluate_sparse (Objective holds it: crfx/trainer.hpp); both
+// Backend::evaluate and Backend::evaluate_sparse (Objective holds it: crfx/internal/trainer.hpp); both
 // backends compute each with its exact gradient (the CPU: host/cpu/chain_loss.hpp; CUDA:
 // launch_seq_exp and launch_pointwise_loss in kernels/chain_kernels.cuh).
 #pragma once
 
 #include <string>
 
-#include "crfx/error.hpp"
+#include "crfx/errors.hpp"
 
 namespace crfx {
 

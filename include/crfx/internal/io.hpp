@@ -6,7 +6,8 @@
 //     → read_crfsuite     Sentence: [T] tokens × (label, attr[:value]…)
 //     → features.hpp      Corpus (CSR attribute ids + values, label ids)
 //
-// Entry points meant to stay stable (README, "As a library"): list_inputs,
+// Internal: may change between versions (the stable API: crfx/train.hpp, tagger.hpp, model.hpp,
+// errors.hpp). Programs that go beyond it use: list_inputs,
 //  InputFile.
 #pragma once
 

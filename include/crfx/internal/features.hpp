@@ -3,7 +3,8 @@
 //   ConllSentence    + FeatureTemplate → attribute strings ("U02:Confidence") → ids
 //   CrfsuiteSentence                    → attribute names                     → ids
 //
-// Entry points meant to stay stable (README, "As a library"): read_text,
+// Internal: may change between versions (the stable API: crfx/train.hpp, tagger.hpp, model.hpp,
+// errors.hpp). Programs that go beyond it use: read_text,
 //  TextReader, compile_training, choose_layout, FeatureSet, compile, FeatureSpace.
 #pragma once
 
@@ -14,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "crfx/corpus.hpp"
-#include "crfx/io.hpp"
-#include "crfx/template.hpp"
+#include "crfx/internal/corpus.hpp"
+#include "crfx/internal/io.hpp"
+#include "crfx/internal/template.hpp"
 
 namespace crfx {
 
