@@ -12,6 +12,7 @@
 #include <thread>
 #include <sstream>
 #include <regex>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -508,6 +509,33 @@ TEST(Cli, FeatureSetsAndTheMemoryCheck) {
   EXPECT_NE(out.find(" but 1.0 MB was available (the limit given); raise --min-freq"), std::string::npos) << out;
   EXPECT_EQ(out.find("needs an estimated"), std::string::npos) << out;  // before the run's estimate
   EXPECT_TRUE(read_text(all) == kept);
+}
+
+// --max-memory bounds the whole estimate the run prints, the corpus and the dictionaries it already
+// holds included, not only what it has still to allocate: a limit just under the estimate (and
+// above what is left to allocate) refuses the run.
+TEST(Cli, TheMemoryLimitBoundsTheWholeEstimate) {
+  const std::string base = crfx() + " train " + q(kTrain) + " -t " + q(kTemplate) +
+                           " --threads 1 --device cpu --max-iterations 2";
+  const std::string model = temp_path("limit.model");
+  std::string out;
+  ASSERT_EQ(run(base + " --max-memory 1G -m " + q(model), &out), 0) << out;
+  const std::size_t at = out.find(" MB estimated, ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const double estimate = std::stod(out.substr(out.rfind("; ", at) + 2));  // "…; 10.4 MB estimated"
+  // The corpus (~0.7 MB) and the dictionaries (~1.7 MB) are held already; 0.2 MB under the estimate
+  // leaves room for what is still to be allocated.
+  const std::string kept = read_text(model);
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%.1fM", estimate - 0.2);
+  EXPECT_EQ(run(base + " --max-memory " + limit + " -m " + q(model), &out), 1) << out;
+  EXPECT_NE(out.find("this training run needs an estimated "), std::string::npos) << out;
+  EXPECT_NE(out.find(" in all (weights "), std::string::npos) << out;
+  EXPECT_NE(out.find(", corpus "), std::string::npos) << out;
+  EXPECT_NE(out.find(" is the limit given; raise --min-freq"), std::string::npos) << out;
+  EXPECT_TRUE(read_text(model) == kept);
+  std::snprintf(limit, sizeof limit, "%.1fM", estimate + 0.2);
+  EXPECT_EQ(run(base + " --max-memory " + limit + " -q -m " + q(model), &out), 0) << out;
 }
 
 TEST(Cli, HelpForEverySubcommand) {

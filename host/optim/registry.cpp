@@ -175,8 +175,19 @@ MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options
               (m.dictionaries ? ", dictionaries " + bytes_text(double(m.dictionaries)) : std::string()) + "; " +
               bytes_text(double(m.total()) + double(upload) + double(buffers)) + " estimated, " +
               (available > 0 ? bytes_text(available) + " available" + why : "availability unknown");
-  c.fits = available <= 0 || needed <= available;
-  if (!c.fits)
+  // What the run still allocates against what is free (or the limit); and, with a limit, the whole
+  // estimate (the corpus and dictionaries already held included) against it.
+  const double total = double(m.total()) + double(upload) + double(buffers);
+  const bool over_limit = limit > 0 && total > limit;
+  const bool room = available <= 0 || needed <= available;
+  c.fits = room && !over_limit;
+  if (!c.fits && room)
+    c.shortfall = "needs an estimated " + bytes_text(total) + " in all (weights " + bytes_text(double(m.weights)) +
+                  ", " + state + ", corpus " + bytes_text(double(m.corpus) + double(upload)) +
+                  (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) +
+                  (m.dictionaries ? ", dictionaries " + bytes_text(double(m.dictionaries)) : std::string()) + ") but " +
+                  bytes_text(limit) + " is the limit given";
+  else if (!c.fits)
     c.shortfall = "needs an estimated " + bytes_text(needed) + " more (weights " + bytes_text(double(m.weights)) +
                   ", " + state + (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) +
                   (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) +

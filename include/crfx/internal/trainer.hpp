@@ -276,7 +276,8 @@ MemoryEstimate estimate_memory(const TrainerInfo& trainer, const TrainOptions& o
 /// A run's memory on the backend it will train on: estimate_memory, the backend's copy of the
 /// corpus (upload_bytes) and its evaluate buffers (workspace_bytes), against the memory available
 /// there (Backend::memory_available) or `limit` bytes where that is smaller and > 0; with the
-/// `dictionaries` bytes the run holds beside (the feature space: Dictionary::bytes).
+/// `dictionaries` bytes the run holds beside (the feature space: Dictionary::bytes). With a `limit`,
+/// the whole estimate (the corpus and dictionaries already held included) must fit in it too.
 struct MemoryCheck {
   MemoryEstimate estimate;  // estimate_memory's
   std::string figures;    // "weights 8.2 MB, optimizer state 58.4 MB (16 weight vectors), corpus …,
