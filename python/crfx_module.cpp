@@ -246,7 +246,8 @@ crfx::BackendOptions training_backend(const crfx::TrainerInfo& trainer, const st
 /// The training run's settings from fit's and train_file's arguments.
 crfx::TrainConfig train_config(const std::string& algorithm, const py::dict& params, bool all_states,
                                bool all_transitions, const std::string& device, unsigned threads,
-                               std::size_t min_freq, const std::string& type, double max_memory) {
+                               std::size_t min_freq, const std::string& type, double max_memory,
+                               double max_device_memory) {
   const crfx::TrainerInfo& trainer = crfx::find_trainer(algorithm);
   crfx::TrainConfig c;
   c.algorithm = trainer.name;
@@ -257,6 +258,7 @@ crfx::TrainConfig train_config(const std::string& algorithm, const py::dict& par
   c.min_freq = min_freq;
   c.backend = training_backend(trainer, device, threads);
   c.max_memory = max_memory;
+  c.max_device_memory = max_device_memory;
   return c;
 }
 
@@ -352,10 +354,12 @@ std::shared_ptr<PyModel> train_run(crfx::TrainConfig config, const std::function
 
 std::shared_ptr<PyModel> fit(py::handle X, py::handle y, const std::string& algorithm, const py::dict& params,
                              bool all_states, bool all_transitions, const std::string& device, unsigned threads,
-                             std::size_t min_freq, const std::string& type, double max_memory, bool verbose) {
+                             std::size_t min_freq, const std::string& type, double max_memory,
+                             double max_device_memory, bool verbose) {
   if (y.is_none()) throw py::value_error("fit needs the labels y");
   crfx::TrainConfig config =
-      train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory);
+      train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory,
+                   max_device_memory);
   config.format = crfx::InputFormat::crfsuite;
   crfx::TextData data = read_sequences(X, y);
   return train_run(std::move(config), [&](crfx::TrainingRun& run) { run.compile(data); }, verbose);
@@ -365,9 +369,11 @@ std::shared_ptr<PyModel> train_file(const std::vector<std::string>& data, const 
                                     const std::string& template_path, const std::string& algorithm,
                                     const py::dict& params, bool all_states, bool all_transitions,
                                     const std::string& device, unsigned threads, std::size_t min_freq,
-                                    const std::string& type, double max_memory, bool verbose) {
+                                    const std::string& type, double max_memory, double max_device_memory,
+                                    bool verbose) {
   crfx::TrainConfig config =
-      train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory);
+      train_config(algorithm, params, all_states, all_transitions, device, threads, min_freq, type, max_memory,
+                   max_device_memory);
   {
     py::gil_scoped_release release;
     if (format == "conll") {
@@ -589,10 +595,12 @@ PYBIND11_MODULE(_crfx, m) {
       .def_readonly("iterations", &PyModel::iterations);
   m.def("fit", &fit, py::arg("X"), py::arg("y"), py::arg("algorithm"), py::arg("params"), py::arg("all_states"),
         py::arg("all_transitions"), py::arg("device"), py::arg("threads"), py::arg("min_freq"), py::arg("type"),
-        py::arg("max_memory"), py::arg("verbose") = false);
+        py::arg("max_memory"), py::arg("max_device_memory") = 0.0,
+        py::arg("verbose") = false);
   m.def("train_file", &train_file, py::arg("data"), py::arg("format"), py::arg("template"), py::arg("algorithm"),
         py::arg("params"), py::arg("all_states"), py::arg("all_transitions"), py::arg("device"), py::arg("threads"),
-        py::arg("min_freq"), py::arg("type"), py::arg("max_memory"), py::arg("verbose") = false);
+        py::arg("min_freq"), py::arg("type"), py::arg("max_memory"), py::arg("max_device_memory") = 0.0,
+        py::arg("verbose") = false);
   m.def("load", &load, py::arg("path"), py::arg("device"), py::arg("threads"));
   m.def("tag_file", &tag_file, py::arg("model"), py::arg("inputs"), py::arg("output"), py::arg("output_dir"),
         py::arg("suffix"), py::arg("recursive"), py::arg("keep_going"), py::arg("probability"), py::arg("marginals"),

@@ -59,6 +59,9 @@ class CRF:
     device: "auto", "cpu" or "cuda"; threads: CPU threads (0: all cores).
     max_memory: bytes a training run may hold (``crfx train --max-memory``); a run whose estimate
     exceeds it, or the memory the device has, raises MemoryError before it allocates.
+    max_device_memory: bytes of GPU memory the run may use (``crfx train --max-device-memory``;
+    None: what is free); a corpus that does not fit beside the weights and optimizer state is
+    streamed from pinned host memory in chunks, giving the same model. No effect on the CPU.
     verbose: print crfx train's progress line for every iteration to sys.stderr as training goes
     (``training_log_`` keeps the iterations either way).
     """
@@ -66,7 +69,7 @@ class CRF:
     def __init__(self, algorithm="lbfgs", c1=None, c2=None, max_iterations=None,
                  all_possible_states=False, all_possible_transitions=False, min_freq=1,
                  device="auto", threads=0, model_filename=None, type="crf", max_memory=None, verbose=False,
-                 **params):
+                 max_device_memory=None, **params):
         self.algorithm = algorithm
         self.type = type
         self.c1 = c1
@@ -79,6 +82,7 @@ class CRF:
         self.threads = threads
         self.model_filename = model_filename
         self.max_memory = max_memory
+        self.max_device_memory = max_device_memory
         self.verbose = verbose
         self.params = params
         self._model = None
@@ -87,10 +91,12 @@ class CRF:
             self._model = _crfx.load(str(model_filename), _device(device), _count("threads", threads, 0))
 
     _ARGS = ("algorithm", "c1", "c2", "max_iterations", "all_possible_states", "all_possible_transitions",
-             "min_freq", "device", "threads", "model_filename", "type", "max_memory", "verbose")
+             "min_freq", "device", "threads", "model_filename", "type", "max_memory", "verbose",
+             "max_device_memory")
     _DEFAULTS = {"algorithm": "lbfgs", "c1": None, "c2": None, "max_iterations": None, "all_possible_states": False,
                  "all_possible_transitions": False, "min_freq": 1, "device": "auto", "threads": 0,
-                 "model_filename": None, "type": "crf", "max_memory": None, "verbose": False}
+                 "model_filename": None, "type": "crf", "max_memory": None, "verbose": False,
+                 "max_device_memory": None}
 
     def get_params(self, deep=True):
         """The constructor's arguments (scikit-learn's estimator protocol: clone, grid search)."""
@@ -146,10 +152,11 @@ class CRF:
         """Trains on sequences X with labels y (X_dev, y_dev: scored after training, as
         ``dev_score_``). Returns self."""
         run = _run_arguments(self.algorithm, self.all_possible_states, self.all_possible_transitions, self.device,
-                             self.threads, self.min_freq, self.type, self.max_memory, self.verbose)
+                             self.threads, self.min_freq, self.type, self.max_memory, self.verbose,
+                             self.max_device_memory)
         model = _crfx.fit(X, y, run["algorithm"], self._settings(), run["all_states"], run["all_transitions"],
                           run["device"], run["threads"], run["min_freq"], run["type"], run["max_memory"],
-                          run["verbose"])
+                          run["max_device_memory"], run["verbose"])
         self._model, self._log = model, TrainingLog(model)
         if self.model_filename is not None:
             self._model.save(str(self.model_filename))
@@ -284,13 +291,14 @@ def _from_bytes(data, device, threads):
         os.unlink(path)
 
 
-def _bytes(max_memory):
-    """max_memory as the extension takes it: a number of bytes > 0, or 0 for no limit."""
-    if max_memory is None:
+def _bytes(name, value):
+    """max_memory or max_device_memory as the extension takes it: a number of bytes > 0, or 0 for
+    no limit (None)."""
+    if value is None:
         return 0.0
-    if isinstance(max_memory, bool) or not isinstance(max_memory, numbers.Real) or not max_memory > 0:
-        raise ValueError("max_memory: a number of bytes > 0 (or None), got %r" % (max_memory,))
-    return float(max_memory)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError("%s: a number of bytes > 0 (or None), got %r" % (name, value))
+    return float(value)
 
 
 def _count(name, value, minimum):
@@ -330,33 +338,35 @@ def _flag(name, value):
 
 
 def _run_arguments(algorithm, all_possible_states, all_possible_transitions, device, threads, min_freq, type,
-                   max_memory, verbose):
+                   max_memory, verbose, max_device_memory=None):
     """The settings the extension takes by type, checked here so that a bad one is a ValueError
     naming it."""
     return {"algorithm": _text("algorithm", algorithm), "type": _text("type", type),
             "all_states": _flag("all_possible_states", all_possible_states),
             "all_transitions": _flag("all_possible_transitions", all_possible_transitions),
             "device": _device(device), "threads": _count("threads", threads, 0),
-            "min_freq": _count("min_freq", min_freq, 0), "max_memory": _bytes(max_memory),
+            "min_freq": _count("min_freq", min_freq, 0), "max_memory": _bytes("max_memory", max_memory),
+            "max_device_memory": _bytes("max_device_memory", max_device_memory),
             "verbose": _flag("verbose", verbose)}
 
 
 def train_file(data, model, template=None, format="conll", algorithm="lbfgs", all_possible_states=False,
                all_possible_transitions=False, min_freq=1, device="auto", threads=0, type="crf", max_memory=None,
-               verbose=False, **params):
+               verbose=False, max_device_memory=None, **params):
     """``crfx train``: trains on one or more files (CoNLL columns with a CRF++ template, or CRFsuite
     attribute lines) and writes the model to ``model``. Returns a CRF holding it. With
     type="maxent" a template's B lines are ignored, with a UserWarning (crfx train's note)."""
     files = [str(data)] if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else [str(d) for d in data]
     run = _run_arguments(algorithm, all_possible_states, all_possible_transitions, device, threads, min_freq, type,
-                         max_memory, verbose)
+                         max_memory, verbose, max_device_memory)
     trained = _crfx.train_file(files, _text("format", format, ("conll", "crfsuite")),
                                "" if template is None else str(template), run["algorithm"],
                                {name: _plain(value) for name, value in params.items()}, run["all_states"],
                                run["all_transitions"], run["device"], run["threads"], run["min_freq"], run["type"],
-                               run["max_memory"], run["verbose"])
+                               run["max_memory"], run["max_device_memory"], run["verbose"])
     trained.save(str(model))
-    crf = CRF(algorithm=algorithm, device=device, threads=threads, type=type, max_memory=max_memory, **params)
+    crf = CRF(algorithm=algorithm, device=device, threads=threads, type=type, max_memory=max_memory,
+              max_device_memory=max_device_memory, **params)
     crf._model, crf._log = trained, TrainingLog(trained)
     return crf
 

@@ -233,6 +233,12 @@ def test_a_run_that_cannot_fit_is_refused_before_it_allocates(chunking, tmp_path
     crf = crfx.CRF(max_memory=1e9, max_iterations=2, device="cpu").fit(X, y)  # fits
     assert crf.get_params()["max_memory"] == 1e9
     assert len(crf.predict(X[:3])) == 3
+    # The GPU's budget (crfx train --max-device-memory): checked here, and no effect on the CPU.
+    with pytest.raises(ValueError, match="max_device_memory: a number of bytes > 0"):
+        crfx.CRF(max_device_memory=-1).fit(X, y)
+    capped = crfx.CRF(max_device_memory=1e6, max_iterations=2, device="cpu").fit(X, y)
+    assert capped.get_params()["max_device_memory"] == 1e6
+    assert capped._model.to_bytes() == crf._model.to_bytes()
 
 
 def test_training_releases_the_gil(chunking):
