@@ -205,7 +205,7 @@ TEST(MaxentProblem, BookkeepingFollowsMovesAsRecomputation) {
         const std::size_t q = wg.begin(a) + rng() % wg.size(a);
         const double z = m % 50 == 49 ? (m % 100 == 49 ? 60.0 : -60.0) : step(rng);
         w[q] += z;
-        mp.move(a, wg.slot(q, a), z, w);
+        mp.shift_weight(a, wg.slot(q, a), z, w);
         if (m % 100 == 99) mp.resync(w);
       }
       MaxentProblem fresh("test", p.corpus, p.dims, 0.1);

@@ -61,7 +61,7 @@ class CoordinateDescent final : public MaxentMethod {
           visits += double(n);
           if (A <= kGamma * z * g) {  // sufficient decrease (16)
             w[q] += z;
-            p.move(a, y, z, w);
+            p.shift_weight(a, y, z, w);
             return;
           }
         }

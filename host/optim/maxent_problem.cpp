@@ -196,7 +196,7 @@ void MaxentProblem::resync(const std::vector<double>& w) {
   }
 }
 
-void MaxentProblem::move(std::uint32_t a, std::uint32_t y, double z, const std::vector<double>& w) {
+void MaxentProblem::shift_weight(std::uint32_t a, std::uint32_t y, double z, const std::vector<double>& w) {
   if (z == 0) return;
   const bool bin = binary();
   const double e_bin = bin ? std::exp(z) : 0.0, m_bin = bin ? std::expm1(z) : 0.0;

@@ -88,7 +88,7 @@ class MaxentProblem {
   double p(std::size_t i, std::uint32_t y) const { return std::min(1.0, S_[i * L_ + y] / T_[i]); }
   /// After w_k += z for the weight k of attribute a at label slot y (w: the weights with the move
   /// made): S̃ and T̃ of a's occurrences updated, O(occurrences).
-  void move(std::uint32_t a, std::uint32_t y, double z, const std::vector<double>& w);
+  void shift_weight(std::uint32_t a, std::uint32_t y, double z, const std::vector<double>& w);
   /// Σ_i −log P_w(y_i | x_i) from the bookkeeping (an instance whose S̃(y_i) underflowed is
   /// recomputed from w).
   double nll(const std::vector<double>& w) const;

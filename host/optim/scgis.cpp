@@ -54,7 +54,7 @@ class Scgis final : public MaxentMethod {
         }
         if (z == 0) return;
         w[q] += z;
-        p.move(a, y, z, w);
+        p.shift_weight(a, y, z, w);
       });
     }
     return std::sqrt(gsq);
