@@ -49,6 +49,10 @@ constexpr std::uint32_t kLocal = 0x80000000u;
 /// The text a batch holds at most, when several threads share it (add_file).
 constexpr std::uint64_t kMaxBatchBytes = std::uint64_t(8) << 20;
 
+/// A chunk slot's caches are emptied before a batch once they hold more (the reading's memory
+/// stays bounded whatever the text; CoNLL-2000 with the chunking template: about 30 MB a slot).
+constexpr std::size_t kMaxCacheBytes = std::size_t(128) << 20;
+
 /// A shard's view of one dictionary (expand_conll's Sink).
 struct ShardSink {
   const Dictionary* global = nullptr;  // as before the batch: only read while shards run
@@ -95,6 +99,10 @@ struct Shard {
   ShardSink labels, state, edge;
   std::vector<std::uint32_t> label_ids, state_ids, edge_ids;  // the added strings' ids, after the merge
   std::exception_ptr error;
+  // The slot's columns' codes and lines' caches, kept from batch to batch (up to kMaxCacheBytes):
+  // a string met in an earlier batch of this slot is neither built nor looked up again.
+  features_detail::ExpandCaches caches;
+  Shard() { caches.kept = true; }
 };
 
 /// Empties `c` keeping its arrays' memory (a shard's corpus, batch after batch).
@@ -140,7 +148,7 @@ void compile_shard(Shard& sh, const FileContext& f) {
       if (it == seen.end()) it = seen.emplace(name, sh.labels.lookup(std::string(name))).first;
       return it->second;
     };
-    features_detail::expand_conll(f.fs->templ, C - 1, tokens, sh.c, sh.state, sh.edge, f.edges, label);
+    features_detail::expand_conll(f.fs->templ, C - 1, tokens, sh.c, sh.state, sh.edge, f.edges, label, sh.caches);
   } catch (...) {
     sh.error = std::current_exception();
   }
@@ -207,7 +215,12 @@ void add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, Fea
   c.edge_ids.resize(end.edge);
   c.source_lines.resize(end.sentence);
   c.sentence_offsets.resize(end.sentence + 1);
-  parallel(n, threads, [&](std::size_t i) { place(shards[i], at[i], c); });
+  parallel(n, threads, [&](std::size_t i) {
+    Shard& sh = shards[i];
+    place(sh, at[i], c);
+    sh.caches.remap([&](std::uint32_t id) { return global_id(id, sh.state_ids); },
+                    [&](std::uint32_t id) { return global_id(id, sh.edge_ids); });
+  });
 }
 
 }  // namespace
@@ -244,6 +257,7 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
       for (std::size_t i = 0; i < n; ++i) {
         Shard& sh = shards[i];
         clear(sh.c);
+        if (sh.caches.bytes() > kMaxCacheBytes) sh.caches.clear();
         sh.labels.reset(fs_.labels, false), sh.state.reset(fs_.state_attrs, counting_);
         sh.edge.reset(fs_.edge_attrs, counting_);
         sh.error = nullptr;

@@ -1,15 +1,16 @@
 // crfx — template expansion, shared by compile.cpp (data in memory, tagging) and
 // compile_shards.cpp (training files read on several threads): expand_conll over any tokens
 // (TextTokens: sentences of ConllTokens; ChunkTokens: views into a chunk of a file) into any sink
-// of attribute ids (a dictionary, or a shard's view of one).
+// of attribute ids (a dictionary, or a shard's view of one), its caches kept from call to call
+// where the caller asks (ExpandCaches: a training compile's chunk slot, batch after batch).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "crfx/error.hpp"
@@ -49,23 +50,39 @@ class LineCache {
   }
   const FeatureTemplate::Line& line() const { return *line_; }
 
+  /// Before each call of expand_conll: a fresh line (or one whose direct table a column's values
+  /// outgrew: its ids are dropped, to be looked up again) plans a direct table; a line kept in
+  /// hash mode keeps its slots. `headroom`: the caches are kept from call to call (ExpandCaches),
+  /// so the table leaves room for a quarter more values per column.
+  void prepare(const std::vector<std::uint32_t>& values, bool counting, std::size_t tokens, bool headroom) {
+    if (!keyed() || (!direct() && count_ > 0)) return;
+    if (direct()) {
+      bool fits = true;
+      for (std::size_t j = 0; j < macros_.size(); ++j) fits = fits && values[std::size_t(macros_[j].col)] <= base_[j];
+      if (fits) return;
+      std::vector<std::uint32_t>().swap(direct_ids_);
+      std::vector<std::uint32_t>().swap(direct_counts_);
+    }
+    plan_direct(values, counting, tokens, headroom);
+  }
+
   /// Switches to a direct table when the line's key space is small enough: every macro j reads
   /// one column, whose values are coded 0 … values[col] − 1, or a boundary (_B-k for row < 0,
   /// _B+k for row > 0); the key's index is then a mixed-radix number and the id is one array
   /// access instead of a hash probe. Word unigrams and POS n-grams qualify; word bigrams do not.
   /// The table is also kept to a size the batch can use (it can produce at most `tokens`
   /// distinct keys): a 4 MB table filled for a 2,000-token batch cost more than it saved.
-  void plan_direct(const std::vector<std::uint32_t>& values, bool counting, std::size_t tokens) {
-    if (!keyed()) return;
+  void plan_direct(const std::vector<std::uint32_t>& values, bool counting, std::size_t tokens, bool headroom) {
     const std::size_t limit = std::min(kDirectMax, std::max(kDirectMin, 8 * tokens));
     std::size_t size = 1;
     for (std::size_t j = 0; j < macros_.size(); ++j) {
       if (macros_[j].col < 0 || std::size_t(macros_[j].col) >= values.size()) return;  // checked elsewhere
       const int row = macros_[j].row;
       const std::size_t before = row < 0 ? std::size_t(-row) : 0, after = row > 0 ? std::size_t(row) : 0;
-      const std::size_t dim = values[std::size_t(macros_[j].col)] + before + after;
+      const std::size_t n = values[std::size_t(macros_[j].col)], base = headroom ? n + n / 4 + 8 : n;
+      const std::size_t dim = base + before + after;
       stride_[j] = size;
-      base_[j] = values[std::size_t(macros_[j].col)];
+      base_[j] = base;
       before_[j] = std::uint32_t(before);
       if (dim > limit || size * dim > limit) return;
       size *= dim;
@@ -88,13 +105,27 @@ class LineCache {
   }
   static constexpr std::uint32_t kUnset = Dictionary::kNone - 1;  // never an id (see Dictionary::add)
 
-  /// Calls fn(id, occurrences) for every key's id (ids other than kNone).
+  /// Calls fn(id, occurrences) for every key's id met since the last call (ids other than kNone),
+  /// then counts from zero again.
   template <class Fn>
-  void for_counts(Fn fn) const {
-    for (const Slot& s : slots_)
-      if (s.key[0] != kFree && s.id != Dictionary::kNone) fn(s.id, s.occurrences);
+  void drain_counts(Fn fn) {
+    for (Slot& s : slots_)
+      if (s.key[0] != kFree && s.id != Dictionary::kNone && s.occurrences > 0) fn(s.id, s.occurrences), s.occurrences = 0;
     for (std::size_t i = 0; i < direct_counts_.size(); ++i)
-      if (direct_ids_[i] != kUnset && direct_ids_[i] != Dictionary::kNone) fn(direct_ids_[i], direct_counts_[i]);
+      if (direct_ids_[i] != kUnset && direct_ids_[i] != Dictionary::kNone && direct_counts_[i] > 0)
+        fn(direct_ids_[i], direct_counts_[i]), direct_counts_[i] = 0;
+  }
+  /// Replaces every id held (kNone aside) by fn(id): a shard's own ids by the dictionary's, once merged.
+  template <class Fn>
+  void remap(Fn fn) {
+    for (Slot& s : slots_)
+      if (s.key[0] != kFree && s.id != Dictionary::kNone) s.id = fn(s.id);
+    for (std::uint32_t& id : direct_ids_)
+      if (id != kUnset && id != Dictionary::kNone) id = fn(id);
+  }
+  /// The heap bytes held.
+  std::size_t bytes() const {
+    return slots_.capacity() * sizeof(Slot) + (direct_ids_.capacity() + direct_counts_.capacity()) * sizeof(std::uint32_t);
   }
   const std::vector<FeatureTemplate::Piece>& macros() const { return macros_; }
   bool keyed() const { return macros_.size() <= kMaxKeyed; }
@@ -169,24 +200,101 @@ class LineCache {
 };
 
 
+/// A feature column's values coded 0, 1, … in order of first appearance (the line caches' keys),
+/// each string copied once (so that the codes stay valid from call to call; a chunk's text does
+/// not), in an open-addressing table of codes with the strings' hashes beside them.
+class ColumnCodes {
+ public:
+  std::uint32_t code(std::string_view s) {
+    if (2 * (hashes_.size() + 1) > slots_.size()) grow();
+    const std::size_t h = std::hash<std::string_view>{}(s), mask = slots_.size() - 1;
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      const std::uint32_t c = slots_[i];
+      if (c == kFree) return slots_[i] = add(s, h);
+      if (hashes_[c] == h && at(c) == s) return c;
+    }
+  }
+  std::uint32_t size() const { return std::uint32_t(hashes_.size()); }
+  std::size_t bytes() const {
+    return text_.capacity() + (ends_.capacity() + hashes_.capacity()) * sizeof(std::size_t) +
+           slots_.capacity() * sizeof(std::uint32_t);
+  }
+
+ private:
+  std::string_view at(std::uint32_t c) const { return {text_.data() + ends_[c], ends_[c + 1] - ends_[c]}; }
+  std::uint32_t add(std::string_view s, std::size_t h) {
+    if (hashes_.size() >= kBefore) throw Error("too many distinct column values");
+    text_.append(s);
+    ends_.push_back(text_.size());
+    hashes_.push_back(h);
+    return std::uint32_t(hashes_.size() - 1);
+  }
+  void grow() {
+    slots_.assign(std::max<std::size_t>(16, 2 * slots_.size()), kFree);
+    const std::size_t mask = slots_.size() - 1;
+    for (std::uint32_t c = 0; c < hashes_.size(); ++c) {
+      std::size_t i = hashes_[c] & mask;
+      while (slots_[i] != kFree) i = (i + 1) & mask;
+      slots_[i] = c;
+    }
+  }
+  std::string text_;                    // the values, one after the other
+  std::vector<std::size_t> ends_{0};    // [size + 1] code c is text_[ends_[c], ends_[c + 1])
+  std::vector<std::size_t> hashes_;     // [size]
+  std::vector<std::uint32_t> slots_;    // codes or kFree; a power of two, at most half full
+};
+
+/// What expand_conll memoises: the columns' codes and every template line's cache (codes → id).
+/// Made afresh for each call, or kept by the caller from call to call (`kept`: a training
+/// compile's chunk slot, batch after batch), so that what an earlier batch met is neither built
+/// nor looked up again; the ids they hold are then the sinks' ids as of the last call, which the
+/// caller renumbers (remap) when they change.
+struct ExpandCaches {
+  bool kept = false;
+  std::vector<ColumnCodes> columns;         // [F]
+  std::vector<LineCache> unigrams, bigrams;  // per U line, per macro B line (none without edges)
+
+  /// The lines' caches made (the first call), then planned for a call of `tokens` tokens.
+  void prepare(const FeatureTemplate& templ, bool edges, const std::vector<std::uint32_t>& values,
+               bool count_states, bool count_edges, std::size_t tokens) {
+    if (unigrams.empty() && bigrams.empty()) {
+      for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
+      if (edges)
+        for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
+    }
+    for (LineCache& cache : unigrams) cache.prepare(values, count_states, tokens, kept);
+    for (LineCache& cache : bigrams) cache.prepare(values, count_edges, tokens, kept);
+  }
+  /// state(id) and edge(id) for every id the lines hold.
+  template <class State, class Edge>
+  void remap(State state, Edge edge) {
+    for (LineCache& cache : unigrams) cache.remap(state);
+    for (LineCache& cache : bigrams) cache.remap(edge);
+  }
+  std::size_t bytes() const {
+    std::size_t b = 0;
+    for (const ColumnCodes& col : columns) b += col.bytes();
+    for (const auto* lines : {&unigrams, &bigrams})
+      for (const LineCache& cache : *lines) b += cache.bytes();
+    return b;
+  }
+  void clear() { columns.clear(), unigrams.clear(), bigrams.clear(); }
+};
+
 /// expand_conll's pass 1: c.labels gets label(k) for every token k, and every feature column is
-/// interned per column: codes[k·F + col] in 0 … values[col] − 1 (values returned).
+/// coded (caches.columns): codes[k·F + col] in 0 … values[col] − 1 (values returned).
 template <class Tokens, class Label>
 std::vector<std::uint32_t> intern_columns(const Tokens& tokens, std::size_t F, std::size_t N, Corpus& c,
-                                          Label& label, std::vector<std::uint32_t>& codes) {
+                                          Label& label, std::vector<std::uint32_t>& codes, ExpandCaches& caches) {
   codes.resize(N * F);
-  std::vector<std::unordered_map<std::string_view, std::uint32_t>> values(F);
+  caches.columns.resize(F);
   c.labels.reserve(N);
   for (std::size_t k = 0; k < N; ++k) {
     c.labels.push_back(label(k));
-    for (std::size_t col = 0; col < F; ++col) {
-      const auto id = static_cast<std::uint32_t>(values[col].size());
-      if (id >= kBefore) throw Error("too many distinct column values");
-      codes[k * F + col] = values[col].try_emplace(tokens.cell(k, col), id).first->second;
-    }
+    for (std::size_t col = 0; col < F; ++col) codes[k * F + col] = caches.columns[col].code(tokens.cell(k, col));
   }
   std::vector<std::uint32_t> column_values(F);
-  for (std::size_t col = 0; col < F; ++col) column_values[col] = std::uint32_t(values[col].size());
+  for (std::size_t col = 0; col < F; ++col) column_values[col] = caches.columns[col].size();
   return column_values;
 }
 
@@ -201,19 +309,15 @@ std::vector<std::uint32_t> intern_columns(const Tokens& tokens, std::size_t F, s
 /// (the id, kNone for an unknown string), counting() and count(id, n) (min_freq's occurrences).
 template <class Tokens, class Sink, class Label>
 void expand_conll(const FeatureTemplate& templ, std::size_t F, const Tokens& tokens, Corpus& c, Sink& state,
-                  Sink& edge, bool edges, Label label) {
+                  Sink& edge, bool edges, Label label, ExpandCaches& caches) {
   const std::size_t first = c.labels.size();  // tokens already in `c` (a streamed compile's batches)
   const std::size_t S = tokens.sentences();
   const std::size_t N = S == 0 ? 0 : tokens.end(S - 1);
   std::vector<std::uint32_t> codes;
-  const std::vector<std::uint32_t> column_values = intern_columns(tokens, F, N, c, label, codes);
-
-  std::vector<LineCache> unigrams, bigrams;
-  for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
-  if (edges)
-    for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
-  for (LineCache& cache : unigrams) cache.plan_direct(column_values, state.counting(), N);
-  for (LineCache& cache : bigrams) cache.plan_direct(column_values, edge.counting(), N);
+  const std::vector<std::uint32_t> column_values = intern_columns(tokens, F, N, c, label, codes, caches);
+  caches.prepare(templ, edges, column_values, state.counting(), edge.counting(), N);
+  std::vector<LineCache>& unigrams = caches.unigrams;
+  std::vector<LineCache>& bigrams = caches.bigrams;
   c.state_offsets.reserve(N + 1);  // (the first batch's sizes: a streamed compile's later batches
   c.edge_offsets.reserve(N + 1);   // grow the arrays by doubling, or by reserve_for)
   c.state_ids.reserve(N * unigrams.size());
@@ -290,9 +394,17 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F, const Tokens& tok
     c.sentence_offsets.push_back(first + tokens.end(s));
   }
   if (state.counting())
-    for (const LineCache& cache : unigrams) cache.for_counts([&](std::uint32_t id, std::uint32_t n) { state.count(id, n); });
+    for (LineCache& cache : unigrams) cache.drain_counts([&](std::uint32_t id, std::uint32_t n) { state.count(id, n); });
   if (edge.counting())
-    for (const LineCache& cache : bigrams) cache.for_counts([&](std::uint32_t id, std::uint32_t n) { edge.count(id, n); });
+    for (LineCache& cache : bigrams) cache.drain_counts([&](std::uint32_t id, std::uint32_t n) { edge.count(id, n); });
+}
+
+/// The same with caches of its own (the strings, and so the ids, are the same either way).
+template <class Tokens, class Sink, class Label>
+void expand_conll(const FeatureTemplate& templ, std::size_t F, const Tokens& tokens, Corpus& c, Sink& state,
+                  Sink& edge, bool edges, Label label) {
+  ExpandCaches caches;
+  expand_conll(templ, F, tokens, c, state, edge, edges, label, caches);
 }
 
 }  // namespace features_detail
