@@ -86,7 +86,8 @@ std::uint32_t Dictionary::add(const std::string& s, std::size_t h) {
   std::size_t i = probe(s, h);
   if (slots_[i] != kNone) return slots_[i];
   if (frozen_) return kNone;
-  if (strings_.size() >= kNone - 1) throw std::length_error("dictionary: more than 2^32 - 2 strings");
+  // (kNone - 1 and kNone - 2 are never ids either: the compile's caches mark entries with them)
+  if (strings_.size() >= kNone - 2) throw std::length_error("dictionary: more than 2^32 - 3 strings");
   const auto id = static_cast<std::uint32_t>(strings_.size());
   strings_.push_back(s);
   hashes_.push_back(h);
