@@ -49,9 +49,9 @@ constexpr std::uint32_t kLocal = 0x80000000u;
 /// The text a batch holds at most, when several threads share it (add_file).
 constexpr std::uint64_t kMaxBatchBytes = std::uint64_t(8) << 20;
 
-/// A chunk slot's caches are emptied before a batch once they hold more (the reading's memory
-/// stays bounded whatever the text; CoNLL-2000 with the chunking template: about 30 MB a slot).
-constexpr std::size_t kMaxCacheBytes = std::size_t(128) << 20;
+/// A chunk slot's caches are emptied before a batch once they hold more, so that the reading's
+/// memory stays bounded whatever the text (CoNLL-2000 with the chunking template: 13 MB a slot).
+constexpr std::size_t kMaxCacheBytes = std::size_t(64) << 20;
 
 /// A shard's view of one dictionary (expand_conll's Sink).
 struct ShardSink {
