@@ -25,6 +25,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #ifdef __GLIBC__
@@ -160,8 +161,8 @@ inline std::uint32_t global_id(std::uint32_t id, const std::vector<std::uint32_t
 
 /// The dictionary's ids for a shard's added strings (their first appearance, if no earlier
 /// shard of the batch had them), and the occurrences counted into `count`.
-std::vector<std::uint32_t> merge(Dictionary& dict, const ShardSink& sink, std::vector<std::uint32_t>* count) {
-  std::vector<std::uint32_t> ids = dict.absorb(sink.added);
+std::vector<std::uint32_t> merge(Dictionary& dict, ShardSink& sink, std::vector<std::uint32_t>* count) {
+  std::vector<std::uint32_t> ids = dict.absorb(std::move(sink.added));
   if (dict.size() >= kLocal) throw Error("more than 2^31 distinct labels or attributes");
   if (count)
     for (const auto& [id, n] : sink.counted) bump(*count, global_id(id, ids), n);
