@@ -4,10 +4,12 @@
 //     → in parallel, per chunk (a shard): parse_conll_chunk, then expand_conll against the
 //       dictionaries as they stand before the batch (read only, shared): a string they hold
 //       gets its id, a new one kLocal + its index in the shard's own dictionary (in the order
-//       the shard meets it)
+//       the shard meets it); the chunk slot's caches (ExpandCaches), kept from its earlier
+//       batches, spare it the strings it met there
 //     → in order, on one thread: each shard's new strings added to the dictionaries in that
 //       order (Dictionary::absorb; a string an earlier shard added gets that id)
-//     → in parallel: each shard's items renumbered and copied into the corpus at its place
+//     → in parallel: each shard's items renumbered and copied into the corpus at its place, and
+//       the ids its caches hold renumbered the same way
 //
 // Adding the shards' new strings shard after shard, each shard's in its own order, is adding
 // every string at its first appearance in the text: the ids, and so the model, are those of
