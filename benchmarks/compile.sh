@@ -3,8 +3,9 @@
 # tokens) with chunking.template, `crfx train --max-iterations 1 --device cpu` on each thread count
 # of THREADS_LIST (default "1 2"), RUNS times each: the data line's reading time and tokens/s (the
 # median is the figure to quote), the peak resident memory (/usr/bin/time), and the models of
-# every thread count compared byte for byte.
-# Usage: benchmarks/compile.sh      (COPIES=… THREADS_LIST=… RUNS=… OUT_DIR=… BUILD_DIR=…)
+# every thread count compared byte for byte. BASELINE=path/to/another/crfx runs it before each run
+# (alternating, for a paired comparison on a busy machine) and compares its model too.
+# Usage: benchmarks/compile.sh      (COPIES=… THREADS_LIST=… RUNS=… OUT_DIR=… BUILD_DIR=… BASELINE=…)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -21,14 +22,23 @@ data=$out/train.x$copies.txt
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)'), $(date -u +%F)"
+# one run: BIN THREADS NAME → the reading's line, the peak and the process's CPU seconds
+run() {
+  /usr/bin/time -f "peak resident memory %M KB, cpu %U + %S s" "$1" train -t "$src/chunking.template" "$data" \
+    --max-iterations 1 --device cpu --threads "$2" -m "$out/$3.model" 2>"$out/$3.err"
+  echo "$(grep -o 'the reading.*tokens/s' "$out/$3.err"), $(grep '^peak' "$out/$3.err")"
+}
 first=
 for t in $threads_list; do
   echo "== --threads $t"
   for r in $(seq "$runs"); do
-    /usr/bin/time -f "peak resident memory %M KB" "$crfx" train -t "$src/chunking.template" "$data" \
-      --max-iterations 1 --device cpu --threads "$t" -m "$out/threads$t.model" 2>"$out/threads$t.$r.err"
-    echo "run $r: $(grep -o 'the reading.*tokens/s' "$out/threads$t.$r.err"), $(grep '^peak' "$out/threads$t.$r.err")"
+    [ -z "${BASELINE:-}" ] || echo "baseline run $r: $(run "$BASELINE" "$t" "baseline$t")"
+    echo "run $r: $(run "$crfx" "$t" "threads$t")"
   done
+  if [ -n "${BASELINE:-}" ] && ! cmp -s "$out/baseline$t.model" "$out/threads$t.model"; then
+    echo "model: DIFFERS from the baseline's"
+    exit 1
+  fi
   if [ -z "$first" ]; then
     first=$t
   elif cmp -s "$out/threads$first.model" "$out/threads$t.model"; then

@@ -1,6 +1,8 @@
 // compile_training over CoNLL files on several threads (TrainingCompiler::add_file): the corpus
 // and dictionaries of the text read line by line (read_text, the reference readers), whatever the
-// thread count and the chunks' size, and the first bad line's error, named by file and line.
+// thread count and the chunks' size, and the first bad line's error, named by file and line; and
+// the template expansion's ids against a plain loop (every string built, in text order), its
+// caches kept from call to call as a chunk slot keeps them.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -9,6 +11,7 @@
 
 #include "crfx/errors.hpp"
 #include "crfx/internal/features.hpp"
+#include "features/expand.hpp"
 #include "test_util.hpp"
 
 namespace crfx::test {
@@ -143,6 +146,84 @@ TEST(ParallelCompile, TheFirstBadLineIsReportedWhateverTheThreads) {
   for (const unsigned threads : {1u, 3u})
     EXPECT_EQ(error_of(p, threads, 2).rfind(p + ":7: inconsistent column count: expected 3 columns (as on line 5), got 2", 0), 0u)
         << error_of(p, threads, 2);
+}
+
+/// expand_conll's tokens: sentences [first, last) of `all` (F feature columns, then the label).
+struct SomeSentences {
+  const std::vector<ConllSentence>* all;
+  std::size_t first, last, F;
+  std::vector<std::size_t> ends;  // [sentence] one past its last token
+  std::vector<const ConllToken*> tokens;
+  SomeSentences(const std::vector<ConllSentence>& a, std::size_t f, std::size_t l, std::size_t columns)
+      : all(&a), first(f), last(l), F(columns) {
+    for (std::size_t s = f; s < l; ++s) {
+      for (const ConllToken& t : a[s]) tokens.push_back(&t);
+      ends.push_back(tokens.size());
+    }
+  }
+  std::size_t sentences() const { return last - first; }
+  std::size_t end(std::size_t s) const { return ends[s]; }
+  std::size_t line(std::size_t s) const { return (*all)[first + s].front().line; }
+  std::string_view cell(std::size_t k, std::size_t col) const { return tokens[k]->columns[col]; }
+  void expand(const FeatureTemplate::Line& line, std::size_t s, std::size_t t, std::string& out) const {
+    FeatureTemplate::expand(line, (*all)[first + s], F, t, out);
+  }
+};
+
+/// A sink adding to a dictionary, counting every occurrence.
+struct CountingSink {
+  Dictionary* dict;
+  std::vector<std::uint32_t> counts;
+  std::uint32_t lookup(const std::string& s) { return dict->add(s); }
+  bool counting() const { return true; }
+  void count(std::uint32_t id, std::uint32_t n) { features_detail::bump(counts, id, n); }
+};
+
+TEST(ParallelCompile, KeptCachesGiveThePlainLoopsIds) {
+  const FeatureSpace fs = conll_space(edge_template());  // U lines of 1 to 4 macros, a B line
+  const std::vector<ConllSentence> text = read_conll(data_path("conll2000.train300.txt"));
+  const std::size_t F = 2, S = text.size();
+  // The plain loop: every string built, token after token, line after line, added to the dictionary.
+  Dictionary plain_state, plain_edge;
+  std::vector<std::uint32_t> plain_ids, plain_edge_ids, plain_counts;
+  std::string buf;
+  for (const ConllSentence& sentence : text)
+    for (std::size_t t = 0; t < sentence.size(); ++t) {
+      for (const auto& line : fs.templ.unigrams()) {
+        FeatureTemplate::expand(line, sentence, F, t, buf);
+        plain_ids.push_back(plain_state.add(buf));
+        features_detail::bump(plain_counts, plain_ids.back());
+      }
+      for (const auto& line : fs.templ.edge_bigrams())
+        if (t > 0) FeatureTemplate::expand(line, sentence, F, t, buf), plain_edge_ids.push_back(plain_edge.add(buf));
+    }
+  ASSERT_GT(plain_ids.size(), 2 * features_detail::kExpandBlock);  // several blocks of tokens
+  // The same text in parts of 10, 50 and S sentences, caches made afresh, kept, and kept but
+  // emptied half way (a direct table outgrown by the words of later parts, a hash line grown).
+  for (const std::size_t part : {std::size_t(10), std::size_t(50), S})
+    for (const int mode : {0, 1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "parts of " << part << " sentences, mode " << mode);
+      Dictionary state_dict, edge_dict;
+      CountingSink state{&state_dict, {}}, edge{&edge_dict, {}};
+      Corpus c;
+      features_detail::ExpandCaches caches;
+      caches.kept = mode > 0;
+      for (std::size_t first = 0; first < S; first += part) {
+        if (mode == 0 || (mode == 2 && first == S / 2 / part * part)) caches.clear();
+        const SomeSentences tokens(text, first, std::min(S, first + part), F);
+        features_detail::expand_conll(fs.templ, F, tokens, c, state, edge, true, [](std::size_t) { return 0u; },
+                                      caches);
+        if (mode > 0) {
+          EXPECT_GT(caches.bytes(), 0u);
+        }
+      }
+      EXPECT_EQ(state_dict.strings(), plain_state.strings());
+      EXPECT_EQ(edge_dict.strings(), plain_edge.strings());
+      EXPECT_EQ(c.state_ids, plain_ids);
+      EXPECT_EQ(c.edge_ids, plain_edge_ids);
+      EXPECT_EQ(state.counts, plain_counts);
+      EXPECT_EQ(c.num_sentences(), S);
+    }
 }
 
 }  // namespace

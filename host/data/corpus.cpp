@@ -2,6 +2,7 @@
 // Corpus checks.
 #include <algorithm>
 #include <functional>
+#include <utility>
 #include <stdexcept>
 
 #include "crfx/errors.hpp"
@@ -81,14 +82,18 @@ std::size_t Dictionary::assign(std::vector<std::string> strings) {
 
 std::uint32_t Dictionary::add(const std::string& s) { return add(s, std::hash<std::string>{}(s)); }
 
-std::uint32_t Dictionary::add(const std::string& s, std::size_t h) {
+std::uint32_t Dictionary::add(const std::string& s, std::size_t h) { return insert(s, h); }
+
+template <class String>
+std::uint32_t Dictionary::insert(String&& s, std::size_t h) {
   if (slots_.empty()) rehash(table_for(0));
   std::size_t i = probe(s, h);
   if (slots_[i] != kNone) return slots_[i];
   if (frozen_) return kNone;
-  if (strings_.size() >= kNone - 1) throw std::length_error("dictionary: more than 2^32 - 2 strings");
+  // (kNone - 1 and kNone - 2 are never ids either: the compile's caches mark entries with them)
+  if (strings_.size() >= kNone - 2) throw std::length_error("dictionary: more than 2^32 - 3 strings");
   const auto id = static_cast<std::uint32_t>(strings_.size());
-  strings_.push_back(s);
+  strings_.push_back(std::forward<String>(s));
   hashes_.push_back(h);
   if (2 * strings_.size() > slots_.size()) {
     rehash(2 * slots_.size());  // keep the table at most half full
@@ -105,9 +110,10 @@ std::uint32_t Dictionary::find(const std::string& s, std::size_t h) const {
   return slots_[probe(s, h)];
 }
 
-std::vector<std::uint32_t> Dictionary::absorb(const Dictionary& other) {
+std::vector<std::uint32_t> Dictionary::absorb(Dictionary&& other) {
   std::vector<std::uint32_t> ids(other.size());
-  for (std::size_t id = 0; id < ids.size(); ++id) ids[id] = add(other.strings_[id], other.hashes_[id]);
+  for (std::size_t id = 0; id < ids.size(); ++id) ids[id] = insert(std::move(other.strings_[id]), other.hashes_[id]);
+  other = Dictionary();
   return ids;
 }
 

@@ -4,10 +4,12 @@
 //     → in parallel, per chunk (a shard): parse_conll_chunk, then expand_conll against the
 //       dictionaries as they stand before the batch (read only, shared): a string they hold
 //       gets its id, a new one kLocal + its index in the shard's own dictionary (in the order
-//       the shard meets it)
+//       the shard meets it); the chunk slot's caches (ExpandCaches), kept from its earlier
+//       batches, spare it the strings it met there
 //     → in order, on one thread: each shard's new strings added to the dictionaries in that
 //       order (Dictionary::absorb; a string an earlier shard added gets that id)
-//     → in parallel: each shard's items renumbered and copied into the corpus at its place
+//     → in parallel: each shard's items renumbered and copied into the corpus at its place, and
+//       the ids its caches hold renumbered the same way
 //
 // Adding the shards' new strings shard after shard, each shard's in its own order, is adding
 // every string at its first appearance in the text: the ids, and so the model, are those of
@@ -25,6 +27,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #ifdef __GLIBC__
@@ -48,6 +51,10 @@ constexpr std::uint32_t kLocal = 0x80000000u;
 
 /// The text a batch holds at most, when several threads share it (add_file).
 constexpr std::uint64_t kMaxBatchBytes = std::uint64_t(8) << 20;
+
+/// A chunk slot's caches are emptied before a batch once they hold more, so that the reading's
+/// memory stays bounded whatever the text (CoNLL-2000 with the chunking template: 13 MB a slot).
+constexpr std::size_t kMaxCacheBytes = std::size_t(64) << 20;
 
 /// A shard's view of one dictionary (expand_conll's Sink).
 struct ShardSink {
@@ -95,6 +102,10 @@ struct Shard {
   ShardSink labels, state, edge;
   std::vector<std::uint32_t> label_ids, state_ids, edge_ids;  // the added strings' ids, after the merge
   std::exception_ptr error;
+  // The slot's columns' codes and lines' caches, kept from batch to batch (up to kMaxCacheBytes):
+  // a string met in an earlier batch of this slot is neither built nor looked up again.
+  features_detail::ExpandCaches caches;
+  Shard() { caches.kept = true; }
 };
 
 /// Empties `c` keeping its arrays' memory (a shard's corpus, batch after batch).
@@ -140,7 +151,7 @@ void compile_shard(Shard& sh, const FileContext& f) {
       if (it == seen.end()) it = seen.emplace(name, sh.labels.lookup(std::string(name))).first;
       return it->second;
     };
-    features_detail::expand_conll(f.fs->templ, C - 1, tokens, sh.c, sh.state, sh.edge, f.edges, label);
+    features_detail::expand_conll(f.fs->templ, C - 1, tokens, sh.c, sh.state, sh.edge, f.edges, label, sh.caches);
   } catch (...) {
     sh.error = std::current_exception();
   }
@@ -152,8 +163,8 @@ inline std::uint32_t global_id(std::uint32_t id, const std::vector<std::uint32_t
 
 /// The dictionary's ids for a shard's added strings (their first appearance, if no earlier
 /// shard of the batch had them), and the occurrences counted into `count`.
-std::vector<std::uint32_t> merge(Dictionary& dict, const ShardSink& sink, std::vector<std::uint32_t>* count) {
-  std::vector<std::uint32_t> ids = dict.absorb(sink.added);
+std::vector<std::uint32_t> merge(Dictionary& dict, ShardSink& sink, std::vector<std::uint32_t>* count) {
+  std::vector<std::uint32_t> ids = dict.absorb(std::move(sink.added));
   if (dict.size() >= kLocal) throw Error("more than 2^31 distinct labels or attributes");
   if (count)
     for (const auto& [id, n] : sink.counted) bump(*count, global_id(id, ids), n);
@@ -207,7 +218,12 @@ void add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, Fea
   c.edge_ids.resize(end.edge);
   c.source_lines.resize(end.sentence);
   c.sentence_offsets.resize(end.sentence + 1);
-  parallel(n, threads, [&](std::size_t i) { place(shards[i], at[i], c); });
+  parallel(n, threads, [&](std::size_t i) {
+    Shard& sh = shards[i];
+    place(sh, at[i], c);
+    sh.caches.remap([&](std::uint32_t id) { return global_id(id, sh.state_ids); },
+                    [&](std::uint32_t id) { return global_id(id, sh.edge_ids); });
+  });
 }
 
 }  // namespace
@@ -244,6 +260,7 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
       for (std::size_t i = 0; i < n; ++i) {
         Shard& sh = shards[i];
         clear(sh.c);
+        if (sh.caches.bytes() > kMaxCacheBytes) sh.caches.clear();
         sh.labels.reset(fs_.labels, false), sh.state.reset(fs_.state_attrs, counting_);
         sh.edge.reset(fs_.edge_attrs, counting_);
         sh.error = nullptr;

@@ -36,8 +36,9 @@ class Dictionary {
   /// shards look strings up in the dictionary from several threads, find being const).
   std::uint32_t add(const std::string& s, std::size_t h);
   std::uint32_t find(const std::string& s, std::size_t h) const;
-  /// Adds `other`'s strings in their id order; returns other's id → this dictionary's id.
-  std::vector<std::uint32_t> absorb(const Dictionary& other);
+  /// Adds `other`'s strings in their id order, moved (`other` is left empty); returns other's id
+  /// → this dictionary's id.
+  std::vector<std::uint32_t> absorb(Dictionary&& other);
   const std::string& at(std::uint32_t id) const { return strings_[id]; }
   std::size_t size() const { return strings_.size(); }
   /// The heap bytes it holds: the strings (their vector's capacity and the characters beyond the
@@ -54,6 +55,8 @@ class Dictionary {
   /// The slot holding `s` (hash h), or the empty slot where it would go.
   std::size_t probe(const std::string& s, std::size_t h) const;
   void rehash(std::size_t slots);  // slots: a power of two > 2·size()
+  template <class String>
+  std::uint32_t insert(String&& s, std::size_t h);  // add's body, a string copied or moved
 
   std::vector<std::string> strings_;
   std::vector<std::size_t> hashes_;   // [id] std::hash of strings_[id]
