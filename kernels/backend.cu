@@ -50,6 +50,24 @@ void transpose_csr(std::size_t num_attrs, const std::vector<std::size_t>& off,
       }
 }
 
+/// A corpus's transposes (CudaCorpus): the state one, and with `edges` the edge one without the
+/// items at each sentence's first token.
+struct Transposes {
+  std::vector<std::size_t> st_off, et_off;
+  std::vector<std::uint32_t> st_tok, et_tok;
+  std::vector<double> st_val, et_val;
+  Transposes(const Dims& dims, const Corpus& c, bool edges) {
+    transpose_csr(dims.A, c.state_offsets, c.state_ids, c.state_values, [](std::size_t) { return true; }, st_off,
+                  st_tok, st_val);
+    if (!edges) return;
+    std::vector<std::uint8_t> first(c.num_tokens(), 0);  // token opens its sentence
+    for (std::size_t s = 0; s < c.num_sentences(); ++s)
+      if (c.length(s)) first[c.sentence_offsets[s]] = 1;
+    transpose_csr(dims.E, c.edge_offsets, c.edge_ids, c.edge_values, [&](std::size_t tok) { return !first[tok]; },
+                  et_off, et_tok, et_val);
+  }
+};
+
 }  // namespace
 
 // ---- construction ----------------------------------------------------------------------------
@@ -213,58 +231,91 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
   const Corpus& c = up->host;
   up->h_sent_off = c.sentence_offsets;
   up->h_labeled.assign(S, 1);
-  std::vector<std::uint8_t> first(N, 0);  // token opens its sentence
+  const bool edges = dims_.E > 0 && c.edge_offsets.size() == N + 1;
+  std::size_t edge_items = edges ? c.edge_ids.size() : 0;  // the edge transpose's: none at t = 0
   for (std::size_t s = 0; s < S; ++s) {
     up->max_len = std::max(up->max_len, c.length(s));
-    if (c.length(s)) first[c.sentence_offsets[s]] = 1;
+    if (edges && c.length(s)) {
+      const std::size_t t0 = c.sentence_offsets[s];
+      edge_items -= c.edge_offsets[t0 + 1] - c.edge_offsets[t0];
+    }
     for (std::size_t t = c.sentence_offsets[s]; t < c.sentence_offsets[s + 1]; ++t)
       if (c.labels[t] == Corpus::kNoLabel) up->h_labeled[s] = 0;
   }
-  std::vector<std::size_t> st_off, et_off;
-  std::vector<std::uint32_t> st_tok, et_tok;
-  std::vector<double> st_val, et_val;
-  transpose_csr(dims_.A, c.state_offsets, c.state_ids, c.state_values, [](std::size_t) { return true; },
-                st_off, st_tok, st_val);
-  const bool edges = dims_.E > 0 && c.edge_offsets.size() == N + 1;
-  if (edges)
-    transpose_csr(dims_.E, c.edge_offsets, c.edge_ids, c.edge_values,
-                  [&](std::size_t tok) { return !first[tok]; }, et_off, et_tok, et_val);
 
   // Device memory: the corpus, then the workspace (checked against what is free); a corpus that
   // does not fit beside the run's vectors (set_memory_limits) and its workspace is streamed.
-  const std::size_t corpus_bytes = device_corpus_bytes(c, edges, et_tok.size());
+  const std::size_t corpus_bytes = device_corpus_bytes(c, edges, edge_items);
   std::size_t free_b = 0, total_b = 0;
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  if (streams(corpus_bytes, up->max_len, free_b)) {
-    upload_streamed(*up, st_off, st_tok, st_val, et_off, et_tok, et_val, edges);
-    return up;
+  // Where the whole corpus's workspace takes at most half of what the copy leaves (as a bound,
+  // the spare arrays held), nothing is cut into chunks by memory, whoever holds what: the arrays
+  // go into the last corpus's (spare_) and the gathers wait for a gradient. Otherwise the spare
+  // arrays are freed first and the corpus is copied whole, as it always was.
+  const bool reuse = !streams(corpus_bytes, up->max_len, free_b) && ample(c, corpus_bytes, free_b);
+  if (!reuse) {
+    *spare_ = CorpusBuffers();
+    CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (streams(corpus_bytes, up->max_len, free_b)) {
+      const Transposes t(dims_, c, edges);
+      upload_streamed(*up, t.st_off, t.st_tok, t.st_val, t.et_off, t.et_tok, t.et_val, edges);
+      return up;
+    }
+  } else {
+    static_cast<CorpusBuffers&>(*up) = std::move(*spare_);
+    up->spare = spare_;
   }
   // Within a limit, the workspace takes what the copy leaves of it (else: what is free).
   const std::size_t budget = device_budget(free_b);
   workspace_cap_ = (limit_ || cfg_.max_device_memory) && budget > corpus_bytes ? budget - corpus_bytes : 0;
-  upload_vector(up->sent_off, c.sentence_offsets, stream_);
-  upload_vector(up->state_off, c.state_offsets, stream_);
-  upload_vector(up->state_ids, c.state_ids, stream_);
-  upload_vector(up->state_vals, c.state_values, stream_);
-  upload_vector(up->labels, c.labels, stream_);
-  const WeightGroups hg = dims_.groups();
-  up->st_plan.build(dims_.A, st_off, [&](std::size_t a) { return hg.size(std::uint32_t(a)); }, stream_);
-  upload_vector(up->st_tok, st_tok, stream_);
-  upload_vector(up->st_val, st_val, stream_);
+  upload_fitted(up->sent_off, c.sentence_offsets, stream_);
+  upload_fitted(up->state_off, c.state_offsets, stream_);
+  upload_fitted(up->state_ids, c.state_ids, stream_);
+  upload_fitted(up->state_vals, c.state_values, stream_);
+  upload_fitted(up->labels, c.labels, stream_);
   if (edges) {
-    upload_vector(up->edge_off, c.edge_offsets, stream_);
-    upload_vector(up->edge_ids, c.edge_ids, stream_);
-    upload_vector(up->edge_vals, c.edge_values, stream_);
-    up->et_plan.build(dims_.E, et_off, [&](std::size_t e) { return hg.size(hg.edge(std::uint32_t(e))); }, stream_);
-    upload_vector(up->et_tok, et_tok, stream_);
-    upload_vector(up->et_val, et_val, stream_);
+    upload_fitted(up->edge_off, c.edge_offsets, stream_);
+    upload_fitted(up->edge_ids, c.edge_ids, stream_);
+    upload_fitted(up->edge_vals, c.edge_values, stream_);
+  } else {
+    up->edge_off.fit(0), up->edge_ids.fit(0), up->edge_vals.fit(0);
   }
-  up->token_slot.resize(N);
+  up->token_slot.fit(N);
   if (N) CRFX_CUDA_CHECK(cudaMemsetAsync(up->token_slot.get(), 0xff, N * sizeof(int), stream_));  // −1
-  sync();  // the host vectors above must outlive the copies
+  if (!reuse) {
+    gathers(*up);  // (it syncs: the host vectors above must outlive the copies)
+  } else {
+    sync();
+  }
   size_workspace(*up);
   workspace_cap_ = 0;
   return up;
+}
+
+bool CudaBackend::ample(const Corpus& c, std::size_t corpus_bytes, std::size_t free_b) const {
+  std::size_t usable = free_b > corpus_bytes ? free_b - corpus_bytes : 0;
+  const std::size_t budget = device_budget(free_b);
+  if (limit_ || cfg_.max_device_memory) usable = std::min(usable, budget > corpus_bytes ? budget - corpus_bytes : 0);
+  const std::size_t rows = std::max({std::size_t(1), c.num_tokens(), rows_cap_});
+  const std::size_t sents = std::max({std::size_t(1), c.num_sentences(), sents_cap_});
+  return 2 * (rows * row_bytes(dims_.E > 0) + sents * sentence_bytes()) <= usable;
+}
+
+void CudaBackend::gathers(const CudaCorpus& c) {
+  if (c.gathers_built || c.stream) return;
+  const bool edges = c.edge_off.get() != nullptr;
+  const Transposes t(dims_, c.host, edges);
+  const WeightGroups hg = dims_.groups();
+  c.st_plan.build(dims_.A, t.st_off, [&](std::size_t a) { return hg.size(std::uint32_t(a)); }, stream_);
+  upload_vector(c.st_tok, t.st_tok, stream_);
+  upload_vector(c.st_val, t.st_val, stream_);
+  if (edges) {
+    c.et_plan.build(dims_.E, t.et_off, [&](std::size_t e) { return hg.size(hg.edge(std::uint32_t(e))); }, stream_);
+    upload_vector(c.et_tok, t.et_tok, stream_);
+    upload_vector(c.et_val, t.et_val, stream_);
+  }
+  sync();  // the host vectors above must outlive the copies
+  c.gathers_built = true;
 }
 
 // ---- workspace -------------------------------------------------------------------------

@@ -68,6 +68,7 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
   if (c.stream && span.count) require_resident(c, span.ids || span.count != c.S ? "a pass over part of it" : nullptr);
   prepare(w);
   double* G = grad ? P(*grad) : nullptr;
+  if (G) gathers(c);  // (a corpus only decoded never has them)
   double loss = 0;
   const std::size_t rows_limit = G && pointwise_loss(loss_kind) ? pointwise_rows(c)
                                                                 : std::numeric_limits<std::size_t>::max();

@@ -69,8 +69,8 @@
 // differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
 //
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
-// the transposed CSR (attribute → occurrences, built once at upload in token order) in segments
-// planned at upload, with fixed butterflies and a fixed combine, the
+// the transposed CSR (attribute → occurrences in token order, built once per corpus) in segments
+// planned with it, with fixed butterflies and a fixed combine, the
 // transition sum is a fixed-shape tree over sentences, per-sentence losses are added on the host
 // in span order, and the vector reductions use cub::BlockReduce in a fixed grid whose shape
 // depends only on the vector length, not on the GPU's SM count (cub::DeviceReduce's grid follows
@@ -95,10 +95,10 @@
 // for log Z, losses and the gather sums), selected per backend; the gathers, tree sums and the
 // vector algebra would stay double.
 //
-// Memory: the corpus (CSR, its transpose, labels, offsets; no value arrays for binary attributes,
-// whose kernels then take 1) is uploaded once; one workspace arena per backend, sized at upload
-// time from the corpus and the free device memory, holds every per-chunk buffer; nothing is
-// allocated inside evaluate()/viterbi()/marginals(). A span larger than the workspace is split
+// Memory: the corpus (CSR, labels, offsets, no values for binary attributes; the transpose with
+// ample memory at the first gradient, else at once) is uploaded once, into the arrays of the last
+// corpus gone where they have room; one workspace arena, sized at upload from the corpus and the
+// free memory, holds every per-chunk buffer. A span larger than the workspace is split
 // into chunks of whole sentences; a single sentence that cannot fit raises crfx::Error with the
 // amount of memory needed.
 //
@@ -161,24 +161,32 @@ struct CudaVector final : Vector {
   DeviceBuffer<double> buf;
 };
 
-struct CudaCorpus final : BackendCorpus {
+/// A corpus's device arrays: the last gone corpus's serve the next upload (CudaBackend::spare_).
+struct CorpusBuffers {
+  DeviceBuffer<std::size_t> sent_off, state_off, edge_off;
+  DeviceBuffer<std::uint32_t> state_ids, edge_ids, labels;
+  DeviceBuffer<double> state_vals, edge_vals;
+  DeviceBuffer<int> token_slot;  // [N] row of the token in the current chunk, −1 otherwise
+};
+
+struct CudaCorpus final : BackendCorpus, CorpusBuffers {
+  ~CudaCorpus() override { if (auto s = spare.lock()) *s = std::move(static_cast<CorpusBuffers&>(*this)); }
   const void* owner = nullptr;
   std::uint64_t serial = 0;  // unique per upload in the process (the chunk plan's cache key)
   Corpus host;  // host copy: support sets, feature differences, SAG span plans
   std::size_t S = 0, N = 0, max_len = 0;
   std::vector<std::size_t> h_sent_off;  // [S+1] host copy (chunk planning)
   std::vector<std::uint8_t> h_labeled;  // [S] every token has a gold label
-  DeviceBuffer<std::size_t> sent_off, state_off, edge_off;
-  DeviceBuffer<std::uint32_t> state_ids, edge_ids, labels;
-  DeviceBuffer<double> state_vals, edge_vals;
+  std::weak_ptr<CorpusBuffers> spare;   // where the arrays go (the backend's spare_), if set
   // Transposes (attribute → occurrences in token order; edge items at t = 0 are left out: no
-  // edge at the first position, as on the CPU), cut into the gathers' segments.
-  DeviceBuffer<std::uint32_t> st_tok, et_tok;
-  DeviceBuffer<double> st_val, et_val;
-  GatherSegments st_plan, et_plan;
-  DeviceBuffer<int> token_slot;  // [N] row of the token in the current chunk, −1 otherwise
-  // Streamed (set at upload when the copy does not fit): the arrays above other than the gather
-  // plans (without their seg_off) are left empty; the chunks come from here.
+  // edge at the first position, as on the CPU), cut into the gathers' segments: only gradients
+  // read them, built at upload or on the first gradient (CudaBackend::gathers).
+  mutable DeviceBuffer<std::uint32_t> st_tok, et_tok;
+  mutable DeviceBuffer<double> st_val, et_val;
+  mutable GatherSegments st_plan, et_plan;
+  mutable bool gathers_built = false;
+  // Streamed (the copy does not fit): the arrays above other than the gather plans (without
+  // their seg_off) are empty; the chunks come from here.
   std::unique_ptr<CorpusStream> stream;
   std::size_t num_sentences() const override { return S; }
   std::size_t num_tokens() const override { return N; }
@@ -400,6 +408,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   // ---- upload and workspace (backend.cu) ---------------------------------------------------
   /// Keeps `in` as the corpus's host copy (the span planners read it) and uploads it.
   BackendCorpusPtr upload_owned(Corpus&& in);
+  /// c's transposes and gather plans, unless built; whether c's whole workspace takes at most
+  /// half of what its copy leaves (upload_owned then reuses spare_'s arrays, gathers wait).
+  void gathers(const CudaCorpus& c);
+  bool ample(const Corpus& c, std::size_t corpus_bytes, std::size_t free_b) const;
+  std::shared_ptr<CorpusBuffers> spare_ = std::make_shared<CorpusBuffers>();
   std::size_t row_bytes(bool edges) const;
   /// Device bytes of corpus c's copy: its CSR arrays, the transposed ones (edge_items edge
   /// occurrences), labels and the token → slot map.

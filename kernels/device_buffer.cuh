@@ -24,41 +24,52 @@ class DeviceBuffer {
   ~DeviceBuffer() { release(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_), cap_(o.cap_) {
     o.p_ = nullptr;
-    o.n_ = 0;
+    o.n_ = o.cap_ = 0;
   }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       release();
       p_ = o.p_;
       n_ = o.n_;
+      cap_ = o.cap_;
       o.p_ = nullptr;
-      o.n_ = 0;
+      o.n_ = o.cap_ = 0;
     }
     return *this;
   }
   /// New contents, uninitialised (the old are freed first). On failure the buffer is empty.
   void resize(std::size_t n) {
-    if (n == n_) return;
+    if (n == n_ && n == cap_) return;
     release();
     T* p = nullptr;
     if (n) CRFX_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T)));
     p_ = p;
-    n_ = n;
+    n_ = cap_ = n;
+  }
+  /// n elements, uninitialised, in the array held when it has room (no allocation), else as
+  /// resize(n): a buffer reused for arrays of several sizes allocates only to grow.
+  void fit(std::size_t n) {
+    if (n <= cap_) {
+      n_ = n;
+    } else {
+      resize(n);
+    }
   }
   void clear() noexcept { release(); }
-  T* get() const { return p_; }
+  T* get() const { return n_ ? p_ : nullptr; }  // null when empty (a fitted buffer keeps its array)
   std::size_t size() const { return n_; }
+  std::size_t capacity() const { return cap_; }
 
  private:
   void release() noexcept {
     if (p_) cudaFree(p_);  // no throw from a destructor; a failed free leaks nothing we can fix
     p_ = nullptr;
-    n_ = 0;
+    n_ = cap_ = 0;
   }
   T* p_ = nullptr;
-  std::size_t n_ = 0;
+  std::size_t n_ = 0, cap_ = 0;
 };
 
 /// Move-only owner of a pinned (page-locked) host array of T (cudaMallocHost): what a copy
@@ -95,6 +106,14 @@ class PinnedBuffer {
 template <class T>
 void upload_vector(DeviceBuffer<T>& d, const std::vector<T>& h, cudaStream_t s) {
   d.resize(h.size());
+  if (!h.empty())
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+}
+
+/// upload_vector into what `d` holds when it has room (DeviceBuffer::fit).
+template <class T>
+void upload_fitted(DeviceBuffer<T>& d, const std::vector<T>& h, cudaStream_t s) {
+  d.fit(h.size());
   if (!h.empty())
     CRFX_CUDA_CHECK(cudaMemcpyAsync(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice, s));
 }

@@ -10,7 +10,7 @@
 
 namespace crfx {
 
-std::size_t Dictionary::probe(const std::string& s, std::size_t h) const {
+std::size_t Dictionary::probe(std::string_view s, std::size_t h) const {
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = h & mask;; i = (i + 1) & mask) {
     const std::uint32_t id = slots_[i];
@@ -80,9 +80,11 @@ std::size_t Dictionary::assign(std::vector<std::string> strings) {
   return kNoDuplicate;
 }
 
-std::uint32_t Dictionary::add(const std::string& s) { return add(s, std::hash<std::string>{}(s)); }
+// std::hash of a string_view is that of the string with its characters (C++17): the hashes of
+// assign() and of a model's strings.
+std::uint32_t Dictionary::add(std::string_view s) { return add(s, std::hash<std::string_view>{}(s)); }
 
-std::uint32_t Dictionary::add(const std::string& s, std::size_t h) { return insert(s, h); }
+std::uint32_t Dictionary::add(std::string_view s, std::size_t h) { return insert(s, h); }
 
 template <class String>
 std::uint32_t Dictionary::insert(String&& s, std::size_t h) {
@@ -93,7 +95,7 @@ std::uint32_t Dictionary::insert(String&& s, std::size_t h) {
   // (kNone - 1 and kNone - 2 are never ids either: the compile's caches mark entries with them)
   if (strings_.size() >= kNone - 2) throw std::length_error("dictionary: more than 2^32 - 3 strings");
   const auto id = static_cast<std::uint32_t>(strings_.size());
-  strings_.push_back(std::forward<String>(s));
+  strings_.emplace_back(std::forward<String>(s));
   hashes_.push_back(h);
   if (2 * strings_.size() > slots_.size()) {
     rehash(2 * slots_.size());  // keep the table at most half full
@@ -103,9 +105,9 @@ std::uint32_t Dictionary::insert(String&& s, std::size_t h) {
   return id;
 }
 
-std::uint32_t Dictionary::find(const std::string& s) const { return find(s, std::hash<std::string>{}(s)); }
+std::uint32_t Dictionary::find(std::string_view s) const { return find(s, std::hash<std::string_view>{}(s)); }
 
-std::uint32_t Dictionary::find(const std::string& s, std::size_t h) const {
+std::uint32_t Dictionary::find(std::string_view s, std::size_t h) const {
   if (slots_.empty()) return kNone;
   return slots_[probe(s, h)];
 }

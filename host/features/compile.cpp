@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -153,6 +154,95 @@ double finite_value(const CrfsuiteAttribute& a, const std::string& path, std::si
   return a.value;
 }
 
+/// Calls, for CRFsuite data in either form (sentences, or the lines TextReader::keep_lines
+/// keeps), v.sentence(its first line) for every non-empty sentence, then for each of its tokens
+/// v.token(label, line), v.attribute(name, value) for each attribute and v.token_end(), then
+/// v.sentence_end().
+template <class Visitor>
+void visit_crfsuite(const TextData& data, Visitor& v) {
+  for (const CrfsuiteSentence& sentence : data.crfsuite) {
+    if (sentence.empty()) continue;
+    v.sentence(sentence.front().line);
+    for (const CrfsuiteToken& tok : sentence) {
+      v.token(tok.label, tok.line);
+      for (const CrfsuiteAttribute& a : tok.attributes) v.attribute(a.name, finite_value(a, data.path, tok.line));
+      v.token_end();
+    }
+    v.sentence_end();
+  }
+  const CrfsuiteLines& lines = data.crfsuite_lines;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::size_t first = lines.first_token(i);
+    if (lines.sentence_ends[i] == first) continue;
+    v.sentence(lines.sentence_lines[i]);
+    for (std::size_t k = first; k < lines.sentence_ends[i]; ++k) {
+      const std::string_view line = lines.line(k);
+      const std::size_t number = lines.sentence_lines[i] + (k - first);
+      v.token(CrfsuiteLines::label(line), number);
+      for_each_attribute(line, data.path, number, [&v](std::string_view name, double value) { v.attribute(name, value); });
+      v.token_end();
+    }
+    v.sentence_end();
+  }
+}
+
+/// TrainingCompiler::add's visitor of CRFsuite data: labels and attributes added to the
+/// dictionaries, their occurrences counted.
+struct CrfsuiteAdder {
+  FeatureSpace& fs;
+  Corpus& c;
+  std::vector<std::uint32_t>& count;
+  const std::string& path;
+  void sentence(std::size_t line) { c.source_lines.push_back(line); }
+  void token(std::string_view label, std::size_t line) {
+    if (label.empty()) throw InputError(path, line, "missing label (the first field) in training data");
+    c.labels.push_back(fs.labels.add(label));
+  }
+  void attribute(std::string_view name, double value) {
+    const std::uint32_t id = fs.state_attrs.add(name);
+    bump(count, id);
+    c.state_ids.push_back(id);
+    c.state_values.push_back(value);
+  }
+  void token_end() {
+    c.state_offsets.push_back(c.state_ids.size());
+    c.edge_offsets.push_back(c.edge_ids.size());
+  }
+  void sentence_end() { c.sentence_offsets.push_back(c.labels.size()); }
+};
+
+/// compile's visitor of CRFsuite data: labels and attributes looked up in the frozen
+/// dictionaries (an unknown attribute is no item), the unknown ones counted.
+struct CrfsuiteFinder {
+  const FeatureSpace& fs;
+  Corpus& c;
+  std::size_t unknown = 0, total = 0;  // attribute occurrences (check_conll_shape)
+  void sentence(std::size_t line) { c.source_lines.push_back(line); }
+  void token(std::string_view label, std::size_t) {
+    c.labels.push_back(label.empty() ? Corpus::kNoLabel : label_or_none(fs.labels.find(label)));
+  }
+  void attribute(std::string_view name, double value) {
+    const std::uint32_t id = fs.state_attrs.find(name);
+    ++total;
+    if (id == Dictionary::kNone) {  // unseen in training: no weight
+      ++unknown;
+      return;
+    }
+    c.state_ids.push_back(id);
+    // The values are kept from the first that is not 1 on (drop_unit_values would drop them
+    // all otherwise: 8 bytes an item a batch need not hold).
+    if (value != 1.0 || !c.state_values.empty()) {
+      c.state_values.resize(c.state_ids.size() - 1, 1.0);  // the first time: the ones before it
+      c.state_values.push_back(value);
+    }
+  }
+  void token_end() {
+    c.state_offsets.push_back(c.state_ids.size());
+    c.edge_offsets.push_back(c.edge_ids.size());
+  }
+  void sentence_end() { c.sentence_offsets.push_back(c.labels.size()); }
+};
+
 void check_template_columns(const FeatureTemplate& templ, std::size_t feature_columns,
                             const std::string& path, std::size_t line) {
   if (templ.max_column() < 0 || std::size_t(templ.max_column()) < feature_columns) return;
@@ -227,24 +317,8 @@ void TrainingCompiler::add(const TextData& data) {
                      data.conll_shape.why +
                          "; for CoNLL columns train with --format conll and a --template (a model keeps "
                          "its training format)");
-  for (const CrfsuiteSentence& sentence : data.crfsuite) {
-    if (sentence.empty()) continue;
-    c.source_lines.push_back(sentence.front().line);
-    for (const CrfsuiteToken& tok : sentence) {
-      if (tok.label.empty())
-        throw InputError(data.path, tok.line, "missing label (the first field) in training data");
-      c.labels.push_back(fs.labels.add(tok.label));
-      for (const CrfsuiteAttribute& a : tok.attributes) {
-        const std::uint32_t id = fs.state_attrs.add(a.name);
-        bump(state_count_, id);
-        c.state_ids.push_back(id);
-        c.state_values.push_back(finite_value(a, data.path, tok.line));
-      }
-      c.state_offsets.push_back(c.state_ids.size());
-      c.edge_offsets.push_back(c.edge_ids.size());
-    }
-    c.sentence_offsets.push_back(c.labels.size());
-  }
+  CrfsuiteAdder adder{fs, c, state_count_, data.path};
+  visit_crfsuite(data, adder);
 }
 
 Corpus TrainingCompiler::finish(std::size_t min_freq) {
@@ -378,29 +452,9 @@ Corpus compile(const FeatureSpace& fs, const TextData& data) {
         });
     features_detail::check_feature_columns(fs, data, F);
   } else {
-    std::size_t unknown = 0, total = 0;  // attribute occurrences (check_conll_shape)
-    for (const CrfsuiteSentence& sentence : data.crfsuite) {
-      if (sentence.empty()) continue;
-      c.source_lines.push_back(sentence.front().line);
-      for (const CrfsuiteToken& tok : sentence) {
-        c.labels.push_back(tok.label.empty() ? Corpus::kNoLabel
-                                             : label_or_none(fs.labels.find(tok.label)));
-        for (const CrfsuiteAttribute& a : tok.attributes) {
-          const double value = finite_value(a, data.path, tok.line);
-          const std::uint32_t id = fs.state_attrs.find(a.name);
-          ++total;
-          if (id == Dictionary::kNone) {  // unseen in training: no weight
-            ++unknown;
-            continue;
-          }
-          c.state_ids.push_back(id);
-          c.state_values.push_back(value);
-        }
-        c.state_offsets.push_back(c.state_ids.size());
-        c.edge_offsets.push_back(c.edge_ids.size());
-      }
-      c.sentence_offsets.push_back(c.labels.size());
-    }
+    CrfsuiteFinder finder{fs, c};
+    visit_crfsuite(data, finder);
+    const std::size_t unknown = finder.unknown, total = finder.total;
     features_detail::check_conll_shape(data, unknown, total);
   }
   drop_unit_values(c);
@@ -425,6 +479,12 @@ std::vector<std::string> gold_labels(const TextData& data) {
         if (tok.label.empty()) return {};
         out.push_back(tok.label);
       }
+    }
+    const CrfsuiteLines& lines = data.crfsuite_lines;
+    for (std::size_t k = 0; k < lines.token_ends.size(); ++k) {
+      const std::string_view label = CrfsuiteLines::label(lines.line(k));
+      if (label.empty()) return {};
+      out.emplace_back(label);
     }
   }
   return out;

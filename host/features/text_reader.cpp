@@ -43,7 +43,7 @@ void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set) {
 }
 
 std::size_t TextData::num_sentences() const {
-  return format == InputFormat::conll ? conll.size() : crfsuite.size();
+  return format == InputFormat::conll ? conll.size() : crfsuite.size() + crfsuite_lines.size();
 }
 
 TextReader::TextReader(const FeatureSpace& fs, const std::string& path)
@@ -83,6 +83,16 @@ std::size_t TextReader::append(TextData& batch, std::size_t max_tokens, std::uin
       tokens += s.size();
       batch.conll.push_back(std::move(s));
     }
+  } else if (lines_) {
+    CrfsuiteLines& lines = batch.crfsuite_lines;
+    while (room()) {
+      if (!crfsuite_->next(lines)) {
+        exhausted_ = true;
+        break;
+      }
+      tokens += lines.tokens(lines.size() - 1);
+    }
+    batch.conll_shape = crfsuite_->conll_shape();
   } else {
     CrfsuiteSentence s;
     while (room()) {

@@ -45,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "crfx/errors.hpp"
@@ -161,6 +162,57 @@ void parse_attribute(const char* raw, std::size_t n, const std::string& path, st
 
 CrfsuiteReader::CrfsuiteReader(const std::string& path) : reader_(path) {}
 
+void decode_attribute(std::string_view field, const std::string& path, std::size_t line,
+                      CrfsuiteAttribute& scratch, std::string_view& name, double& value) {
+  if (field.find_first_of("\\:") == std::string_view::npos) {  // no escape, no value: the name as it is
+    name = field;
+    value = 1.0;
+    return;
+  }
+  parse_attribute(field.data(), field.size(), path, line, scratch);
+  name = scratch.name;
+  value = scratch.value;
+}
+
+std::size_t CrfsuiteReader::check_line(CrfsuiteAttribute& attr, CrfsuiteToken* token) {
+  const std::string& line = line_;
+  if (shape_.lines < kShapeLines) observe(line);
+  const std::size_t number = reader_.line_number();
+  std::size_t tab = line.find('\t');
+  const std::size_t label_end = tab == std::string::npos ? line.size() : tab;
+  // A space in the label field is CoNLL columns read as CRFsuite lines (no tab: the whole line
+  // would become one label): refused, rather than trained or tagged into nonsense.
+  if (line.find(' ') < label_end)
+    throw InputError(reader_.path(), number,
+                     "'" + line.substr(0, std::min<std::size_t>(label_end, 60)) + (label_end > 60 ? "…" : "") +
+                         "' has spaces before its first tab: CRFsuite lines are LABEL<TAB>attr<TAB>…; "
+                         "for CoNLL columns train with --format conll and a --template (a model "
+                         "keeps its training format)");
+  if (token) {
+    token->line = number;
+    token->label.assign(line, 0, label_end);
+  }
+  while (tab != std::string::npos) {
+    const std::size_t b = tab + 1;
+    tab = line.find('\t', b);
+    const std::size_t e = tab == std::string::npos ? line.size() : tab;
+    if (e == b) continue;  // empty field: skipped, as CRFsuite does
+    CrfsuiteAttribute& a = token ? token->attributes.emplace_back() : attr;
+    try {
+      parse_attribute(line.data() + b, e - b, reader_.path(), number, a);
+    } catch (const InputError& error) {
+      const ConllShape shape = conll_shape();
+      if (!shape.found()) throw;
+      throw InputError(reader_.path(), number,
+                       shape.why + "; CoNLL columns are trained with --format conll and a --template, and "
+                                   "tagged with a model so trained (a model keeps its training format). "
+                                   "Read as CRFsuite, this line fails: " +
+                           error.problem());
+    }
+  }
+  return label_end;
+}
+
 bool CrfsuiteReader::next(CrfsuiteSentence& out) {
   out.clear();
   while (reader_.next(line_)) {
@@ -168,41 +220,36 @@ bool CrfsuiteReader::next(CrfsuiteSentence& out) {
       if (!out.empty()) return true;
       continue;
     }
-    const std::string& line = line_;
-    if (shape_.lines < kShapeLines) observe(line);
     CrfsuiteToken token;
-    token.line = reader_.line_number();
-    std::size_t tab = line.find('\t');
-    token.label.assign(line, 0, tab);
-    // A space in the label field is CoNLL columns read as CRFsuite lines (no tab: the whole line
-    // would become one label): refused, rather than trained or tagged into nonsense.
-    if (token.label.find(' ') != std::string::npos)
-      throw InputError(reader_.path(), token.line,
-                       "'" + token.label.substr(0, 60) + (token.label.size() > 60 ? "…" : "") +
-                           "' has spaces before its first tab: CRFsuite lines are LABEL<TAB>attr<TAB>…; "
-                           "for CoNLL columns train with --format conll and a --template (a model "
-                           "keeps its training format)");
-    while (tab != std::string::npos) {
-      const std::size_t b = tab + 1;
-      tab = line.find('\t', b);
-      const std::size_t e = tab == std::string::npos ? line.size() : tab;
-      if (e == b) continue;  // empty field: skipped, as CRFsuite does
-      token.attributes.emplace_back();
-      try {
-        parse_attribute(line.data() + b, e - b, reader_.path(), token.line, token.attributes.back());
-      } catch (const InputError& error) {
-        const ConllShape shape = conll_shape();
-        if (!shape.found()) throw;
-        throw InputError(reader_.path(), token.line,
-                         shape.why + "; CoNLL columns are trained with --format conll and a --template, and "
-                                     "tagged with a model so trained (a model keeps its training format). "
-                                     "Read as CRFsuite, this line fails: " +
-                             error.problem());
-      }
-    }
+    check_line(scratch_, &token);
     out.push_back(std::move(token));
   }
   return !out.empty();
+}
+
+bool CrfsuiteReader::next(CrfsuiteLines& out) {
+  // A sequence with a bad line leaves `out` as it was (the sequences before it stay whole).
+  const std::size_t text = out.text.size(), tokens = out.token_ends.size();
+  try {
+    while (reader_.next(line_)) {
+      if (blank(line_)) {
+        if (out.token_ends.size() > tokens) break;
+        continue;
+      }
+      check_line(scratch_, nullptr);
+      if (out.token_ends.size() == tokens) out.sentence_lines.push_back(reader_.line_number());
+      out.text += line_;
+      out.token_ends.push_back(out.text.size());
+    }
+  } catch (...) {
+    out.text.resize(text);
+    out.token_ends.resize(tokens);
+    out.sentence_lines.resize(out.sentence_ends.size());
+    throw;
+  }
+  if (out.token_ends.size() == tokens) return false;
+  out.sentence_ends.push_back(out.token_ends.size());
+  return true;
 }
 
 void CrfsuiteReader::observe(const std::string& line) {

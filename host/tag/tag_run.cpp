@@ -146,6 +146,7 @@ struct Batch {
     text.feature_columns = feature_columns;
     text.conll.clear();
     text.crfsuite.clear();
+    text.crfsuite_lines.clear();  // (its text keeps its room: the next batch's is as large)
     pieces.clear();
     tokens = 0;
     bytes = 0;
@@ -267,7 +268,10 @@ class Run {
       piece.first = piece.end = b.text.num_sentences();
       if (b.pieces.empty()) b.text.path = inputs_[piece.input].path;
       try {
-        if (!reader_) reader_ = std::make_unique<TextReader>(fs, inputs_[piece.input].path);
+        if (!reader_) {
+          reader_ = std::make_unique<TextReader>(fs, inputs_[piece.input].path);
+          reader_->keep_lines();  // CRFsuite lines as their text: a batch holds a few bytes a token more
+        }
         const std::uint64_t bytes_before = reader_->bytes_read();
         const std::size_t got = reader_->append(b.text, limit - b.tokens, byte_limit - std::min(byte_limit, b.bytes));
         b.tokens += got;

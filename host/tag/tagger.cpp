@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string_view>
 #include <utility>
 
 #include "crfx/errors.hpp"
@@ -59,6 +60,7 @@ std::vector<std::vector<std::string>> Tagger::labels(const TextData& batch) {
     for (const ConllSentence& s : batch.conll) add(s.size());
   else
     for (const CrfsuiteSentence& s : batch.crfsuite) add(s.size());
+  for (std::size_t i = 0; i < batch.crfsuite_lines.size(); ++i) add(batch.crfsuite_lines.tokens(i));
   return out;
 }
 
@@ -112,8 +114,10 @@ void Tagger::format(const TextData& batch, const Tagged& tagged, std::string& ou
   std::vector<char> token_buf(marginals_room_);  // one token's marginals, formatted
   if (sentence_ends) sentence_ends->clear();
   std::size_t k0 = 0;  // the sentence's first token in the batch
+  const CrfsuiteLines& lines = batch.crfsuite_lines;  // CRFsuite text as read for tagging
+  const bool as_lines = !conll && lines.size() > 0;
   for (std::size_t i = 0; i < S; ++i) {
-    const std::size_t T = conll ? batch.conll[i].size() : batch.crfsuite[i].size();
+    const std::size_t T = conll ? batch.conll[i].size() : as_lines ? lines.tokens(i) : batch.crfsuite[i].size();
     for (std::size_t rank = 0; rank < tagged.found[i]; ++rank) {
       if (probabilities) {
         if (n > 1)
@@ -132,9 +136,13 @@ void Tagger::format(const TextData& batch, const Tagged& tagged, std::string& ou
             out += columns[c];
           }
           out += '\t';
-        } else if (!batch.crfsuite[i][t].label.empty()) {
-          out += batch.crfsuite[i][t].label;
-          out += '\t';
+        } else {
+          const std::string_view label = as_lines ? CrfsuiteLines::label(lines.line(lines.first_token(i) + t))
+                                                  : std::string_view(batch.crfsuite[i][t].label);
+          if (!label.empty()) {
+            out += label;
+            out += '\t';
+          }
         }
         out += features_.labels.at(y[t]);
         if (options_.marginals) {

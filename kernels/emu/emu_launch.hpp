@@ -59,9 +59,10 @@ std::uint64_t schedule_seed();
 
 /// What the host asked of the device since the last reset — the counts that decide a GPU pass's
 /// overhead whatever the device's speed: kernel launches, host synchronisations (stream, device
-/// and event synchronisations, and the blocking cudaMemcpy / cudaMemset), and copies each way.
+/// and event synchronisations, and the blocking cudaMemcpy / cudaMemset), copies each way, and
+/// device allocations (cudaMalloc calls of at least a byte; each cudaFree also synchronises).
 struct HostCounters {
-  std::size_t launches = 0, syncs = 0, to_host = 0, to_device = 0;
+  std::size_t launches = 0, syncs = 0, to_host = 0, to_device = 0, allocations = 0;
 };
 HostCounters host_counters();
 void reset_host_counters();

@@ -420,6 +420,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   *p = raw + kCanaryBytes;
   d.allocations[std::uintptr_t(*p)] = {raw, bytes};
   d.used += bytes;
+  ++d.host.allocations;
   return cudaSuccess;
 }
 cudaError_t cudaFree(void* p) {

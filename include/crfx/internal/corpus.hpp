@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "crfx/internal/host_device.hpp"
@@ -21,7 +22,7 @@ class Dictionary {
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
   /// Id of `s`, adding it unless frozen (then kNone for an unknown string).
-  std::uint32_t add(const std::string& s);
+  std::uint32_t add(std::string_view s);
   /// Room for `n` strings without rehashing.
   void reserve(std::size_t n);
   /// Replaces the contents with `strings`, string i getting id i (a model's dictionaries are
@@ -30,12 +31,12 @@ class Dictionary {
   /// left empty — or kNoDuplicate.
   static constexpr std::size_t kNoDuplicate = static_cast<std::size_t>(-1);
   std::size_t assign(std::vector<std::string> strings);
-  /// Id of `s`, or kNone.
-  std::uint32_t find(const std::string& s) const;
-  /// The same with `h` = std::hash<std::string>{}(s) already computed (a training compile's
-  /// shards look strings up in the dictionary from several threads, find being const).
-  std::uint32_t add(const std::string& s, std::size_t h);
-  std::uint32_t find(const std::string& s, std::size_t h) const;
+  /// Id of `s`, or kNone (a view of a tagging batch's text is looked up as it is).
+  std::uint32_t find(std::string_view s) const;
+  /// The same with `h` = std::hash<std::string_view>{}(s) (that of the string) already computed
+  /// (a training compile's shards look strings up from several threads, find being const).
+  std::uint32_t add(std::string_view s, std::size_t h);
+  std::uint32_t find(std::string_view s, std::size_t h) const;
   /// Adds `other`'s strings in their id order, moved (`other` is left empty); returns other's id
   /// → this dictionary's id.
   std::vector<std::uint32_t> absorb(Dictionary&& other);
@@ -53,7 +54,7 @@ class Dictionary {
 
  private:
   /// The slot holding `s` (hash h), or the empty slot where it would go.
-  std::size_t probe(const std::string& s, std::size_t h) const;
+  std::size_t probe(std::string_view s, std::size_t h) const;
   void rehash(std::size_t slots);  // slots: a power of two > 2·size()
   template <class String>
   std::uint32_t insert(String&& s, std::size_t h);  // add's body, a string copied or moved

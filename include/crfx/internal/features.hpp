@@ -50,12 +50,16 @@ struct FeatureSpace {
   std::size_t dictionary_bytes() const;
 };
 
-/// Sentences as read from one file, in either format (one of the two vectors is used).
+/// Sentences as read from one file, in either format (one of conll, crfsuite and crfsuite_lines
+/// is used).
 struct TextData {
   InputFormat format = InputFormat::conll;
   std::string path;
   std::vector<ConllSentence> conll;
   std::vector<CrfsuiteSentence> crfsuite;
+  /// crfsuite data as its lines' text (TextReader::keep_lines: tagging), for compile, gold_labels
+  /// and the Tagger; compile_training takes `crfsuite`.
+  CrfsuiteLines crfsuite_lines;
   std::size_t feature_columns = 0;  // conll: fs.feature_columns when read (0: last column = label)
   /// crfsuite data read from a file: whether its first lines look like CoNLL columns
   /// (CrfsuiteReader::conll_shape). compile_training refuses such data; compile refuses it when
@@ -86,6 +90,10 @@ class TextReader {
   bool exhausted() const { return exhausted_; }
   /// Bytes taken from the file so far (LineReader::bytes_read).
   std::uint64_t bytes_read() const;
+  /// CRFsuite data: append() puts the sequences in batch.crfsuite_lines (their lines' text,
+  /// checked as they are read) instead of batch.crfsuite (a string per attribute: several times
+  /// the text).
+  void keep_lines(bool keep = true) { lines_ = keep; }
 
  private:
   InputFormat format_;
@@ -94,6 +102,7 @@ class TextReader {
   std::unique_ptr<ConllReader> conll_;
   std::unique_ptr<CrfsuiteReader> crfsuite_;
   bool exhausted_ = false;
+  bool lines_ = false;
   TextReader(InputFormat format, std::size_t feature_columns, const std::string& path);
 };
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace crfx {
@@ -96,6 +97,56 @@ struct CrfsuiteToken {
 };
 using CrfsuiteSentence = std::vector<CrfsuiteToken>;
 
+/// CRFsuite sequences kept as the text of their lines (TextReader::keep_lines, for tagging): a
+/// token is its line, looked at where it is used (compile looks attribute names up as views of
+/// it), so that a batch holds its text and a few offsets a token instead of a string per
+/// attribute. Token k of the batch is line(k); sentence i holds tokens [end(i − 1), end(i)),
+/// on the file's lines sentence_lines[i], +1, … (no blank line inside a sequence).
+struct CrfsuiteLines {
+  std::string text;                         // the tokens' lines, one after the other
+  std::vector<std::size_t> token_ends;      // [N] one past each token's line in text
+  std::vector<std::size_t> sentence_ends;   // [S] one past each sentence's last token
+  std::vector<std::size_t> sentence_lines;  // [S] the line of each sentence's first token
+  std::size_t size() const { return sentence_ends.size(); }
+  std::size_t first_token(std::size_t i) const { return i == 0 ? 0 : sentence_ends[i - 1]; }
+  std::size_t tokens(std::size_t i) const { return sentence_ends[i] - first_token(i); }
+  std::string_view line(std::size_t k) const {
+    const std::size_t b = k == 0 ? 0 : token_ends[k - 1];
+    return std::string_view(text).substr(b, token_ends[k] - b);
+  }
+  /// A line's label: its first field (empty when the line starts with a tab).
+  static std::string_view label(std::string_view line) { return line.substr(0, line.find('\t')); }
+  void clear() {
+    text.clear();
+    token_ends.clear();
+    sentence_ends.clear();
+    sentence_lines.clear();
+  }
+};
+
+/// Attribute field `field` (non-empty) of a CRFsuite line, decoded by read_crfsuite's rules:
+/// `name` is a view of the field, or of `scratch` when the name has escapes or a value follows
+/// it. An InputError (`path`:`line`) for a field read_crfsuite refuses.
+void decode_attribute(std::string_view field, const std::string& path, std::size_t line,
+                      CrfsuiteAttribute& scratch, std::string_view& name, double& value);
+
+/// Calls fn(name, value) for every attribute of CRFsuite line `text` (the fields after the
+/// label, empty ones skipped), as read_crfsuite reads them; `path` and `line` name it in errors.
+template <class Fn>
+void for_each_attribute(std::string_view text, const std::string& path, std::size_t line, Fn&& fn) {
+  CrfsuiteAttribute scratch;
+  std::string_view name;
+  double value = 1.0;
+  for (std::size_t tab = text.find('\t'); tab != std::string_view::npos;) {
+    const std::size_t b = tab + 1;
+    tab = text.find('\t', b);
+    const std::size_t e = tab == std::string_view::npos ? text.size() : tab;
+    if (e == b) continue;  // empty field: skipped, as CRFsuite does
+    decode_attribute(text.substr(b, e - b), path, line, scratch, name, value);
+    fn(name, value);
+  }
+}
+
 /// Why lines read as CRFsuite data look like CoNLL columns (CrfsuiteReader::conll_shape): `why`
 /// is empty when they do not; `path` and `line` (the first line looked at) say where.
 struct ConllShape {
@@ -111,6 +162,9 @@ class CrfsuiteReader {
   explicit CrfsuiteReader(const std::string& path);
   /// The next non-empty sequence into `out`; false at the end of the file.
   bool next(CrfsuiteSentence& out);
+  /// The same, appended to `out` as its lines' text (checked as next(CrfsuiteSentence&) checks
+  /// them: the same errors at the same lines); false at the end of the file.
+  bool next(CrfsuiteLines& out);
   const std::string& path() const { return reader_.path(); }
   std::uint64_t bytes_read() const { return reader_.bytes_read(); }
 
@@ -136,10 +190,14 @@ class CrfsuiteReader {
   };
 
   void observe(const std::string& line);
+  /// Checks line_ (non-blank), the token at the reader's line: its label, then every attribute
+  /// (parsed into `attr`, `token` given each one when not null). Returns the label's end.
+  std::size_t check_line(CrfsuiteAttribute& attr, CrfsuiteToken* token);
 
   LineReader reader_;
   std::string line_;
   ShapeStats shape_;
+  CrfsuiteAttribute scratch_;  // next(CrfsuiteLines&)'s parse of an attribute, checked and dropped
 };
 
 /// Reads a CRFsuite attribute file: `LABEL<TAB>attr[:value]<TAB>…`, a blank line between
