@@ -110,6 +110,19 @@ TEST(Dictionary, AssignGivesIdsInOrderAndFindsTheFirstDuplicate) {
   EXPECT_EQ(e.find(words[0]), Dictionary::kNone);
 }
 
+// growth_bytes: what the next strings may allocate at once — nothing while the arrays and the slot
+// table have room, their next growth (new arrays beside the old) where they have not.
+TEST(Dictionary, GrowthBytesIsTheNextGrowth) {
+  Dictionary d;
+  d.reserve(100);
+  for (int i = 0; i < 10; ++i) d.add("s" + std::to_string(i));
+  EXPECT_EQ(d.growth_bytes(0), 0u);
+  EXPECT_EQ(d.growth_bytes(50), 0u);  // 60 strings: reserved room, table more than twice as large
+  const std::size_t grown = d.growth_bytes(1000);
+  EXPECT_GE(grown, 1010 * (sizeof(std::string) + sizeof(std::size_t)));
+  EXPECT_LT(grown, 2 * 1010 * (sizeof(std::string) + sizeof(std::size_t)) + 4096 * sizeof(std::uint32_t));
+}
+
 TEST(Dictionary, IdsInInsertionOrderThroughGrowthCompactAndFreeze) {
   Dictionary d;
   std::vector<std::string> words;

@@ -46,6 +46,15 @@ std::size_t Dictionary::bytes() const {
   return b;
 }
 
+std::size_t Dictionary::growth_bytes(std::size_t more) const {
+  const std::size_t n = strings_.size() + more;
+  std::size_t b = 0;
+  if (n > strings_.capacity())  // std::vector doubles (at least)
+    b += std::max(n, 2 * strings_.capacity()) * (sizeof(std::string) + sizeof(std::size_t));
+  if (2 * n >= slots_.size()) b += table_for(n) * sizeof(std::uint32_t);
+  return b;
+}
+
 void Dictionary::reserve(std::size_t n) {
   strings_.reserve(n);
   hashes_.reserve(n);

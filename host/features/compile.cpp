@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -369,10 +370,34 @@ std::size_t TrainingCompiler::strings_bytes() const {
   return fs_.dictionary_bytes();
 }
 
+namespace {
+
+/// The text a thread's chunk of a CoNLL batch may hold under a large template: each U or B line
+/// expands every token into a string (its characters, the std::string, the dictionary's slots:
+/// ~kStringBytes), a token taking kTokenBytes of text at least. A batch whose strings could pass a
+/// eighth of `budget` is cut smaller, so that the memory check after each batch stops a reading
+/// that cannot fit before its dictionaries pass the budget by more than that (a 10,000-line
+/// template under 1 GB: a sentence a chunk); a template of tens of lines keeps the batches.
+constexpr double kStringBytes = 100, kTokenBytes = 8;
+std::size_t template_lines(const FeatureSpace& fs) {
+  return fs.templ.unigrams().size() + fs.templ.edge_bigrams().size();
+}
+std::uint64_t template_batch_bytes(const FeatureSpace& fs, std::uint64_t batch_bytes, double budget,
+                                   unsigned threads) {
+  const std::size_t lines = template_lines(fs);
+  if (!(budget > 0) || lines == 0) return batch_bytes;
+  const double per_text_byte = double(lines) / kTokenBytes * kStringBytes;
+  const double room = budget / 8 / (per_text_byte * double(std::max(1u, threads)));
+  return std::max<std::uint64_t>(1, std::min(batch_bytes, std::uint64_t(room)));
+}
+
+}  // namespace
+
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
                         std::uint64_t batch_bytes, const std::function<void(const CompileProgress&)>& after_batch,
                         double reserve_limit, unsigned threads) {
   if (paths.empty()) throw Error("no data files to read");
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   TrainingCompiler tc(fs);
   tc.count_occurrences(min_freq > 1);
   // The files' bytes (0 when one is standard input or not a regular file): after the first batch
@@ -388,6 +413,10 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
     total += size;
   }
   bool projected = total == 0 || !(reserve_limit > 0);
+  // A CoNLL batch's text (a chunk a thread) and the most strings the template makes of it.
+  const std::uint64_t conll_batch = template_batch_bytes(fs, batch_bytes, reserve_limit, threads);
+  const std::size_t batch_strings =
+      std::size_t(double(conll_batch) * threads / kTokenBytes * double(std::max<std::size_t>(1, template_lines(fs))));
   auto after = [&](const std::string& path, std::uint64_t file_bytes, std::size_t line) {
     if (!projected) {  // (a gzip file's bytes read may be its text's: beyond `total`, no projection)
       projected = true;
@@ -403,11 +432,12 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
     p.sentences = tc.sentences();
     p.corpus_bytes = tc.corpus_bytes();
     p.strings_bytes = tc.strings_bytes();
+    p.growth_bytes = fs.state_attrs.growth_bytes(batch_strings) + fs.edge_attrs.growth_bytes(batch_strings);
     after_batch(p);
   };
   for (const std::string& path : paths) {
     if (fs.format == InputFormat::conll) {
-      done += tc.add_file(path, threads, batch_bytes,
+      done += tc.add_file(path, threads, conll_batch,
                           [&](std::uint64_t bytes, std::size_t line) { after(path, bytes, line); });
       continue;
     }

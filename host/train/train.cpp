@@ -185,8 +185,12 @@ void TrainingRun::compile(const std::vector<std::string>& paths) {
   if (paths.empty()) throw Error("no data files to read");
   const double t0 = now_seconds();
   source_ = paths.front();
-  // The reading checks the memory as it grows: the compiled data alone past what the process may
-  // allocate is refused where it is found, with the figures (prepare() checks the whole run).
+  // The reading checks the memory as it grows: the compiled data alone past kReadingShare of what
+  // the process may allocate is refused where it is found, with the figures (prepare() checks the
+  // whole run). The share leaves room for what the figures do not count (the allocator's own,
+  // the expansion's caches, the next batch: compile_training sizes batches to an eighth of the
+  // budget), so that a reading that cannot fit stops before its peak passes the budget.
+  constexpr double kReadingShare = 2.0 / 3.0;
   const HostMemory host = host_memory();
   double budget = double(host.bytes);
   std::string why = host.limit.empty() ? "" : " (" + host.limit + ")";
@@ -196,13 +200,14 @@ void TrainingRun::compile(const std::vector<std::string>& paths) {
   }
   auto check = [&](const CompileProgress& p) {
     const double used = double(p.corpus_bytes) + double(p.strings_bytes);
-    if (budget <= 0 || used <= budget) return;
+    if (budget <= 0 || used + double(p.growth_bytes) <= budget * kReadingShare) return;
     MemoryCheck c;
     c.fits = false;
     c.shortfall = "cannot fit: reading " + p.path + " (" + std::to_string(p.sentences) + " sentences, to line " +
                   std::to_string(p.line) + "), the compiled data alone takes " + bytes_text(used) + " (corpus " +
                   bytes_text(double(p.corpus_bytes)) + ", attribute strings " + bytes_text(double(p.strings_bytes)) +
-                  ") but " + bytes_text(budget) + " was available" + why;
+                  (p.growth_bytes ? ", the next batch's growth up to " + bytes_text(double(p.growth_bytes)) : "") +
+                  ": past two thirds of the budget) but " + bytes_text(budget) + " was available" + why;
     throw MemoryRefusal(c, false);
   };
   corpus_ = compile_training(model_.features, paths, config_.min_freq, kCompileBatchBytes, check, budget,

@@ -45,6 +45,9 @@ class Dictionary {
   /// The heap bytes it holds: the strings (their vector's capacity and the characters beyond the
   /// small-string buffer), the hashes and the slot table (the training run's memory estimate).
   std::size_t bytes() const;
+  /// The bytes that adding `more` strings may allocate at once: its arrays' and slot table's
+  /// next growth (the new arrays while the old ones live), or 0 where they have the room.
+  std::size_t growth_bytes(std::size_t more) const;
   const std::vector<std::string>& strings() const { return strings_; }
   void freeze() { frozen_ = true; }
   bool frozen() const { return frozen_; }

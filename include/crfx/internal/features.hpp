@@ -130,6 +130,9 @@ struct CompileProgress {
   std::size_t sentences = 0;    // so far, every file
   std::size_t corpus_bytes = 0; // the compiled corpus's arrays (their capacity)
   std::size_t strings_bytes = 0;  // the dictionaries' strings and index, estimated
+  /// What the next batch's new strings may allocate at once (the dictionaries' next growth,
+  /// Dictionary::growth_bytes, for a batch's worth of strings of the template: an upper bound).
+  std::size_t growth_bytes = 0;
 };
 /// With `reserve_limit` > 0, the arrays are reserved after the first batch for the whole text
 /// (projected from the files' bytes) where that projection's bytes stay within it: a reading the
