@@ -49,8 +49,7 @@
 //                      warp per segment of ≤ 256 occurrences, then the segments' partial rows
 //                      combined in order (GatherSegments, gather_kernels.cuh)
 //     gather_edge      the same for edge attributes over [L][L]
-//     trans_partial /  transitions: Σ over sentences by a fixed two-level tree
-//     trans_final
+//     trans_partial /  transitions: Σ over sentences by a fixed two-level tree (trans_final)
 //     reset_slots
 //
 // Weight layouts (crfx::WeightGroups, include/crfx/corpus.hpp): dense, or sparse (observed
@@ -62,11 +61,10 @@
 // kernels likewise. The dense paths keep their arithmetic and results.
 //
 // SAG / SAGA (seed 004) keep their state on the device: stored marginals, the lazy-step history
-// and per-group stamps; the host plans a span of several sentences (groups, occurrences), while
-// every one-sentence span's plan is made once, at incremental_create (SentencePlans), and the
-// history is appended by a kernel, so a step of batch size 1 copies nothing to the device (issue
-// 37; tests/emu/test_stochastic_shape.cpp); the sag_* kernels (sag_kernels.cu) catch up,
-// differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
+// and per-group stamps; one-sentence plans are made once (SentencePlans), the history appended by
+// a kernel, and uniform sampling's steps queued with their scalars on the device (incremental_
+// schedule), so a batch-1 epoch copies nothing per step and waits a few times (issue 37;
+// tests/emu/test_stochastic_shape.cpp); the sag_* kernels are in sag_kernels.cu.
 //
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
 // the transposed CSR (attribute → occurrences, built once at upload in token order) in segments
@@ -288,6 +286,12 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
   bool synced = false;  // incremental_sync succeeded for the current span
   bool evaluated = false, tried = false;
+  // incremental_schedule's queue: its state (device, host copy), the steps queued since the last
+  // wait (sentence, parameters), the history's step count before them, the vectors they update.
+  DeviceBuffer<SagQueueState> queue;  SagQueueState hq{};  // [1], and its host copy
+  std::vector<std::pair<std::uint32_t, SagStepParams>> queued;  // (sentence, its step's parameters)
+  std::size_t queue_k0 = 0, queue_cap = 64;
+  Vector *qw = nullptr, *qd = nullptr;
 };
 
 // ---- the backend ---------------------------------------------------------------------------
@@ -361,6 +365,10 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) override;
   std::vector<double> incremental_save(IncrementalState& state) override;
   void incremental_load(IncrementalState& state, const std::vector<double>& marginals) override;
+  void incremental_schedule(IncrementalState& st, SentenceSpan span, const SagStepParams& p, Vector& w,
+                            Vector& d) override;  // backend_sag_queue.cu, as the next two
+  SagScalars incremental_scalars(IncrementalState& state) override;
+  void incremental_set_scalars(IncrementalState& state, const SagScalars& scalars) override;
 
   // ---- sparse batch gradients (backend_sparse.cu) ------------------------------------------
   SparseVectorPtr sparse_vector() override;
@@ -556,6 +564,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// Mirrors the lazy-step history not yet on the device, then runs the composite map on
   /// `count` groups (`list` on the device, or all groups when null). (backend_sag.cu)
   void sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_t* list, Vector& w, const Vector& d);
+  /// A one-sentence span's loss (losses_[0]), gradient and ‖g‖² (returned) left on the device.
+  const double* sag_evaluate_on_device(CudaSag& s, const Vector& w);
+  /// Queues s.queued[at] (gated by the queue's halt) / waits for the queue, a halted step finished
+  /// on the host and the steps after it queued again (backend_sag_queue.cu).
+  void sag_enqueue(CudaSag& s, std::size_t at), sag_finish(CudaSag& s);
   CudaSparse& X(SparseVector& x) const {
     auto* p = dynamic_cast<CudaSparse*>(&x);
     if (!p || p->owner != this) throw Error("internal: sparse vector does not belong to this CUDA backend");
