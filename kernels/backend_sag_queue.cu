@@ -43,9 +43,17 @@ void CudaBackend::incremental_schedule(IncrementalState& state, SentenceSpan spa
   if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
     throw Error("internal: SAG vectors have the wrong size");
   if (!s.queued.empty() && (s.queued.size() >= s.queue_cap || s.qw != &w || s.qd != &d)) sag_finish(s);
-  if (s.k() + 2 > std::min({s.dP.size(), s.dS.size(), s.dR.size()})) {  // the history's next entry must fit
+  // The device's history complete (after a checkpoint's load it is not) and room for the step.
+  if (s.uploaded < s.k() + 1 || s.k() + 2 > std::min({s.dP.size(), s.dS.size(), s.dR.size()})) {
     sag_finish(s);
-    sag_catch_up(s, 0, nullptr, w, d);  // grows the device copy (and uploads it)
+    const std::size_t need = s.k() + 2, have = std::min({s.dP.size(), s.dS.size(), s.dR.size()});
+    if (need > have) {  // as sag_catch_up grows it: everything uploaded again
+      s.uploaded = 0;
+      const std::size_t cap = std::max(need, 2 * have);
+      for (DeviceBuffer<double>* buf : {&s.dP, &s.dS, &s.dR})
+        if (buf->size() < cap) buf->resize(cap);
+    }
+    sag_catch_up(s, 0, nullptr, w, d);  // uploads what the device lacks
   }
   if (s.queue.size() < 1) incremental_set_scalars(state, state.scalars);
   if (s.queued.empty()) {
