@@ -10,8 +10,8 @@
 #            pair), wall time and test F1;
 #   passes   one pass over CoNLL-2000 as a Maxent model and with each of the other losses
 #            (crfx bench), GPU and CPU;
-#   stochastic (only when named) one epoch of sag, sgd-l1, adf and ap on CoNLL-2000 at batch sizes
-#            1 and 256, GPU and CPU (all cores), each run bounded by EPOCH_SECONDS [60]: the
+#   stochastic (only when named) one epoch of sag (also with --sampling uniform), sgd-l1, adf and ap
+#            on CoNLL-2000 at batch sizes 1 and 256, GPU and CPU (all cores), each run bounded by EPOCH_SECONDS [60]: the
 #            mini-batch trainers' epoch time (issue 37's baseline);
 #   fb       (only when named) the table's pass with the fused and with the split forward-backward
 #            (CRFX_FB=fused, split; the shapes of L ≤ 32 with CoNLL-2002's long sentences by
@@ -152,15 +152,16 @@ if [[ $steps == *" stochastic "* ]]; then
   echo "== stochastic: one epoch on CoNLL-2000 (observed pairs, c2 = 1), GPU and CPU, at most ${EPOCH_SECONDS:-60} s a run"
   devices="cpu"
   [ $gpu -eq 0 ] || devices="cuda cpu"
-  for algo in sag sgd-l1 adf ap; do
-    case $algo in sag) one="--max-epochs 1" ;; *) one="--epochs 1" ;; esac
+  for run in sag sag-uniform sgd-l1 adf ap; do  # sag-uniform: its batch-1 steps queued on the device
+    algo=${run%-uniform}
+    case $run in sag) one="--max-epochs 1" ;; sag-uniform) one="--max-epochs 1 --sampling uniform" ;; *) one="--epochs 1" ;; esac
     for batch in 1 256; do
       for device in $devices; do
         read -r -a opts <<< "$one"
         line=$(timeout "${EPOCH_SECONDS:-60}" "$build/crfx" train "$data/train.txt" -t "$data/chunking.template" \
           -a $algo "${opts[@]}" --batch-size $batch --device $device -m "$work/epoch.model" 2>&1 | grep '^done:' ||
           echo "not finished in ${EPOCH_SECONDS:-60} s")
-        printf '%-7s batch %-4s %-5s %s\n' "$algo" "$batch" "$device" "$line"
+        printf '%-11s batch %-4s %-5s %s\n' "$run" "$batch" "$device" "$line"
       done
     done
   done

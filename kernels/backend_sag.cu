@@ -83,6 +83,7 @@ IncrementalStatePtr CudaBackend::incremental_create(const BackendCorpus& bc) {
 
 void CudaBackend::incremental_sync(IncrementalState& state, SentenceSpan span, Vector& w, const Vector& d) {
   CudaSag& s = G(state);
+  sag_finish(s);  // the queued steps first (incremental_schedule)
   if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
     throw Error("internal: SAG vectors have the wrong size");
   s.evaluated = false;  // before planning: a refused span leaves nothing to commit or restore
@@ -118,24 +119,8 @@ LipschitzFound CudaBackend::incremental_search(IncrementalState& state, Vector& 
   if (span.count != 1) return lipschitz_search_on_host(*this, *this, state, c, span, w, L0);
   // One sentence (batch size 1): the loss, ‖g‖² and every trial's loss stay on the device, where
   // one-thread kernels run SagLineSearch on them; the host reads back the result only.
-  span_marginals(c, w, pl, s.new_node, s.new_pair, s.new_edge, SequenceLoss::seq_log, false);
-  reserve_device(s.g, pl.compact());
-  span_gradient(c, pl, s.new_node, s.new_pair, s.new_edge, 1.0, s.g.get());
-  s.evaluated = true;
-  if (s.red.size() < std::size_t(kRedBlocks) + 1) s.red.resize(std::size_t(kRedBlocks) + 1);
-  if (s.search.size() < 1) s.search.resize(1);
-  double* g2 = s.red.get() + kRedBlocks;
-  if (pl.compact() == 0) {
-    launch_sag_set(g2, 0.0, stream_);
-  } else {  // reduce()'s two passes (vector_ops.cuh), the same sum, left on the device
-    const unsigned blocks = grid_for(pl.compact(), kRedThreads, kRedBlocks);
-    const DotTerm f{s.g.get(), s.g.get()};
-    CRFX_LAUNCH((reduce_pass1<DotTerm, SumOp>), blocks, kRedThreads, 0, stream_, pl.compact(), f, SumOp{}, 0.0,
-                s.red.get());
-    CRFX_LAUNCH(reduce_pass2<SumOp>, 1, kRedThreads, 0, stream_, blocks, s.red.get(), SumOp{}, 0.0, g2);
-  }
+  const double* g2 = sag_evaluate_on_device(s, w);
   launch_sag_search_start(s.search.get(), losses_.get(), g2, 1.0, L0, stream_);
-  reserve_device(s.saved, pl.compact());
   const std::size_t ng = pl.ng;
   // Rounds of trial, forward-only loss, restore and the rule, each a no-op once the search is
   // done: one round and a look (most steps accept their first trial), then four a look, so a
@@ -159,6 +144,28 @@ LipschitzFound CudaBackend::incremental_search(IncrementalState& state, Vector& 
   }
   s.tried = h.trials > 0;
   return {h.L, h.trials};
+}
+
+const double* CudaBackend::sag_evaluate_on_device(CudaSag& s, const Vector& w) {
+  SpanPlan& pl = s.plan;
+  span_marginals(*s.corpus, w, pl, s.new_node, s.new_pair, s.new_edge, SequenceLoss::seq_log, false);
+  reserve_device(s.g, pl.compact());
+  span_gradient(*s.corpus, pl, s.new_node, s.new_pair, s.new_edge, 1.0, s.g.get());
+  s.evaluated = true;
+  if (s.red.size() < std::size_t(kRedBlocks) + 1) s.red.resize(std::size_t(kRedBlocks) + 1);
+  if (s.search.size() < 1) s.search.resize(1);
+  reserve_device(s.saved, pl.compact());
+  double* g2 = s.red.get() + kRedBlocks;
+  if (pl.compact() == 0) {
+    launch_sag_set(g2, 0.0, stream_);
+  } else {  // reduce()'s two passes (vector_ops.cuh), the same sum, left on the device
+    const unsigned blocks = grid_for(pl.compact(), kRedThreads, kRedBlocks);
+    const DotTerm f{s.g.get(), s.g.get()};
+    CRFX_LAUNCH((reduce_pass1<DotTerm, SumOp>), blocks, kRedThreads, 0, stream_, pl.compact(), f, SumOp{}, 0.0,
+                s.red.get());
+    CRFX_LAUNCH(reduce_pass2<SumOp>, 1, kRedThreads, 0, stream_, blocks, s.red.get(), SumOp{}, 0.0, g2);
+  }
+  return g2;
 }
 
 void CudaBackend::sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span) {
@@ -243,6 +250,7 @@ void CudaBackend::incremental_step(IncrementalState& state, double a, double b, 
 
 void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Vector& d) {
   CudaSag& s = G(state);
+  sag_finish(s);  // the queued steps first (incremental_schedule)
   if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
     throw Error("internal: SAG vectors have the wrong size");
   if (s.k() > 0) sag_catch_up(s, s.groups, nullptr, w, d);
@@ -253,6 +261,7 @@ void CudaBackend::incremental_flush(IncrementalState& state, Vector& w, const Ve
 
 std::vector<double> CudaBackend::incremental_save(IncrementalState& state) {
   CudaSag& s = G(state);
+  sag_finish(s);  // the queued steps first (incremental_schedule)
   std::vector<double> out(s.node.size() + s.pair.size() + s.edge.size());
   std::size_t at = 0;
   for (const DeviceBuffer<double>* buf : {&s.node, &s.pair, &s.edge}) {

@@ -3,6 +3,31 @@
 // corpus's chunks, and a stream slot's size), each chunk's arrays made chunk-local and laid out in
 // pinned host memory; a whole-corpus pass copies chunk k + 1 on the copy stream while chunk k
 // computes, into the other of two device slots, ordered by events.
+//
+// Streaming: a corpus whose copy and minimal workspace do not fit in the
+// device memory left to it — free memory, or CudaBackendConfig::max_device_memory /
+// set_memory_limits' limit, less what the run's vectors will take — is not uploaded but streamed.
+// At upload, the chunks of a whole-corpus pass are fixed: whole sentences within the workspace
+// (plan()'s cut, so that a resident corpus with the same max_chunk_tokens is cut alike), within
+// a slot (half of what the workspace and the resident gather plans leave of the budget — all of
+// it after set_memory_limits reserved the run's vectors, else half of it, as a resident workspace
+// leaves half) and, without edge features, within kPointwiseBytes of a pointwise loss's
+// per-position pairwise marginals (a resident pass of such a loss cuts so). Each chunk's arrays are
+// made chunk-local (sentence, token and item ids from 0) and laid out in five typed regions of
+// pinned host memory: its CSR slices, labels, plan (slots, launch order, the split
+// forward-backward's work list) and its own transposes — the occurrences of its tokens, in the
+// plan's order, with the gather segments it touches (GatherChunk::seg_id, seg_off: each the
+// resident segment restricted to the chunk). A pass queues the copies of chunks 0 and 1 on the
+// copy stream, then per chunk k: the compute stream waits for copied[k % 2], runs the chunk's
+// kernels (the same as a resident chunk's, reading CorpusArrays), records consumed[k % 2], and the
+// copy stream, after waiting for that event, copies chunk k + 2 into the slot. evaluate() copies
+// each chunk's losses into pinned memory and waits once a pass (tests/emu/test_pass_shape.cpp);
+// viterbi and marginals wait a chunk, as resident. The gathers zero the multi-segment
+// attributes' partial rows and marks first (a chunk writes only its own segments'), so every sum
+// has the resident order: streamed results are bitwise the resident ones cut into the same chunks
+// (tests/gpu/test_cuda_stream.cpp). Only whole-corpus passes stream; what needs the corpus on the
+// device (SAG's state, span plans, n-best, a pass over part of it) is refused, saying so, and a
+// pinned copy past the host memory (or CudaBackendConfig::max_host_memory) is refused with figures.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // crfx — the CUDA backend's view of a chunk's corpus arrays (CorpusArrays: the resident corpus's,
 // or a streamed chunk's copy) and a streamed corpus's parts (CorpusStream: the chunk plan, the
-// pinned copy, the two device slots and their events). See "Streaming" in cuda_backend.cuh.
+// pinned copy, the two device slots and their events). See "Streaming" in backend_stream.cu.
 #pragma once
 
 #include <cuda_runtime.h>

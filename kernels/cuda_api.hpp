@@ -49,7 +49,7 @@ struct CudaBackendConfig {
   /// workspace within it, beside what Backend::set_memory_limits reserves for the run's vectors.
   /// A corpus whose copy does not fit is streamed: cut into chunks of whole sentences held in
   /// pinned host memory and copied to the device chunk by chunk, overlapped with the compute
-  /// (kernels/cuda_backend.cuh, "Streaming"). set_memory_limits' limit, where given, replaces it.
+  /// (kernels/backend_stream.cu, "Streaming"). set_memory_limits' limit, where given, replaces it.
   std::size_t max_device_memory = 0;
   /// Host memory the pinned copy of a streamed corpus may take (0: what the host has free).
   std::size_t max_host_memory = 0;

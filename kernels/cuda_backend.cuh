@@ -49,8 +49,7 @@
 //                      warp per segment of ≤ 256 occurrences, then the segments' partial rows
 //                      combined in order (GatherSegments, gather_kernels.cuh)
 //     gather_edge      the same for edge attributes over [L][L]
-//     trans_partial /  transitions: Σ over sentences by a fixed two-level tree
-//     trans_final
+//     trans_partial /  transitions: Σ over sentences by a fixed two-level tree (trans_final)
 //     reset_slots
 //
 // Weight layouts (crfx::WeightGroups, include/crfx/internal/corpus.hpp): dense, or sparse (observed
@@ -62,11 +61,10 @@
 // kernels likewise. The dense paths keep their arithmetic and results.
 //
 // SAG / SAGA (seed 004) keep their state on the device: stored marginals, the lazy-step history
-// and per-group stamps; the host plans a span of several sentences (groups, occurrences), while
-// every one-sentence span's plan is made once, at incremental_create (SentencePlans), and the
-// history is appended by a kernel, so a step of batch size 1 copies nothing to the device (issue
-// 37; tests/emu/test_stochastic_shape.cpp); the sag_* kernels (sag_kernels.cu) catch up,
-// differentiate, trial, commit and store (see docs/ARCHITECTURE.md).
+// and per-group stamps; one-sentence plans are made once (SentencePlans), the history appended by
+// a kernel, and uniform sampling's steps queued with their scalars on the device (incremental_
+// schedule), so a batch-1 epoch copies nothing per step and waits a few times (issue 37;
+// tests/emu/test_stochastic_shape.cpp); the sag_* kernels are in sag_kernels.cu.
 //
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
 // the transposed CSR (attribute → occurrences in token order, built once per corpus) in segments
@@ -102,30 +100,8 @@
 // into chunks of whole sentences; a single sentence that cannot fit raises crfx::Error with the
 // amount of memory needed.
 //
-// Streaming (backend_stream.cu): a corpus whose copy and minimal workspace do not fit in the
-// device memory left to it — free memory, or CudaBackendConfig::max_device_memory /
-// set_memory_limits' limit, less what the run's vectors will take — is not uploaded but streamed.
-// At upload, the chunks of a whole-corpus pass are fixed: whole sentences within the workspace
-// (plan()'s cut, so that a resident corpus with the same max_chunk_tokens is cut alike), within
-// a slot (half of what the workspace and the resident gather plans leave of the budget — all of
-// it after set_memory_limits reserved the run's vectors, else half of it, as a resident workspace
-// leaves half) and, without edge features, within kPointwiseBytes of a pointwise loss's
-// per-position pairwise marginals (a resident pass of such a loss cuts so). Each chunk's arrays are
-// made chunk-local (sentence, token and item ids from 0) and laid out in five typed regions of
-// pinned host memory: its CSR slices, labels, plan (slots, launch order, the split
-// forward-backward's work list) and its own transposes — the occurrences of its tokens, in the
-// plan's order, with the gather segments it touches (GatherChunk::seg_id, seg_off: each the
-// resident segment restricted to the chunk). A pass queues the copies of chunks 0 and 1 on the
-// copy stream, then per chunk k: the compute stream waits for copied[k % 2], runs the chunk's
-// kernels (the same as a resident chunk's, reading CorpusArrays), records consumed[k % 2], and the
-// copy stream, after waiting for that event, copies chunk k + 2 into the slot. evaluate() copies
-// each chunk's losses into pinned memory and waits once a pass (tests/emu/test_pass_shape.cpp);
-// viterbi and marginals wait a chunk, as resident. The gathers zero the multi-segment
-// attributes' partial rows and marks first (a chunk writes only its own segments'), so every sum
-// has the resident order: streamed results are bitwise the resident ones cut into the same chunks
-// (tests/gpu/test_cuda_stream.cpp). Only whole-corpus passes stream; what needs the corpus on the
-// device (SAG's state, span plans, n-best, a pass over part of it) is refused, saying so, and a
-// pinned copy past the host memory (or CudaBackendConfig::max_host_memory) is refused with figures.
+// Streaming: a corpus whose copy and minimal workspace do not fit in the device memory left to
+// it is streamed from pinned host memory in fixed chunks (the design: backend_stream.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -296,6 +272,12 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
   bool synced = false;  // incremental_sync succeeded for the current span
   bool evaluated = false, tried = false;
+  // incremental_schedule's queue: its state (device, host copy), the steps queued since the last
+  // wait (sentence, parameters), the history's step count before them, the vectors they update.
+  DeviceBuffer<SagQueueState> queue;  SagQueueState hq{};  // [1], and its host copy
+  std::vector<std::pair<std::uint32_t, SagStepParams>> queued;  // (sentence, its step's parameters)
+  std::size_t queue_k0 = 0, queue_cap = 64;
+  Vector *qw = nullptr, *qd = nullptr;
 };
 
 // ---- the backend ---------------------------------------------------------------------------
@@ -369,6 +351,10 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) override;
   std::vector<double> incremental_save(IncrementalState& state) override;
   void incremental_load(IncrementalState& state, const std::vector<double>& marginals) override;
+  void incremental_schedule(IncrementalState& st, SentenceSpan span, const SagStepParams& p, Vector& w,
+                            Vector& d) override;  // backend_sag_queue.cu, as the next two
+  SagScalars incremental_scalars(IncrementalState& state) override;
+  void incremental_set_scalars(IncrementalState& state, const SagScalars& scalars) override;
 
   // ---- sparse batch gradients (backend_sparse.cu) ------------------------------------------
   SparseVectorPtr sparse_vector() override;
@@ -569,6 +555,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// Mirrors the lazy-step history not yet on the device, then runs the composite map on
   /// `count` groups (`list` on the device, or all groups when null). (backend_sag.cu)
   void sag_catch_up(CudaSag& s, std::size_t count, const std::uint32_t* list, Vector& w, const Vector& d);
+  /// A one-sentence span's loss (losses_[0]), gradient and ‖g‖² (returned) left on the device.
+  const double* sag_evaluate_on_device(CudaSag& s, const Vector& w);
+  /// Queues s.queued[at] (gated by the queue's halt) / waits for the queue, a halted step finished
+  /// on the host and the steps after it queued again (backend_sag_queue.cu).
+  void sag_enqueue(CudaSag& s, std::size_t at), sag_finish(CudaSag& s);
   CudaSparse& X(SparseVector& x) const {
     auto* p = dynamic_cast<CudaSparse*>(&x);
     if (!p || p->owner != this) throw Error("internal: sparse vector does not belong to this CUDA backend");

@@ -20,7 +20,8 @@ namespace {
 /// null); block per group. Explicit round-to-nearest arithmetic: the CPU's formula, no FMA.
 __global__ void __launch_bounds__(256) sag_catch_up_kernel(WeightGroups gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                                     const double* P, const double* S, const double* R, std::uint32_t* stamp,
-                                    double* w, const double* d) {
+                                    double* w, const double* d, SagGate gate) {
+  if (gate.halted_before(gate.at)) return;  // grid-uniform
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = list ? list[q] : std::uint32_t(q);
     const std::uint32_t k0 = stamp[gid];
@@ -91,7 +92,8 @@ __global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpan
 __global__ void __launch_bounds__(256) sag_commit_kernel(WeightGroups gl, SagSpanView v, std::size_t count, const double* new_node,
                                   const double* old_node, const double* new_pair, const double* old_pair,
                                   const double* new_edge, const double* old_edge, const double* coef, double* d,
-                                  double* w) {
+                                  double* w, SagGate gate) {
+  if (gate.halted_before(gate.at + 1)) return;  // grid-uniform: the halted step commits nothing
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid), width = marginal_width(gl, gid);
@@ -125,7 +127,8 @@ __global__ void __launch_bounds__(256) sag_commit_kernel(WeightGroups gl, SagSpa
 __global__ void __launch_bounds__(256) sag_store_kernel(std::size_t L, std::size_t rows, std::uint32_t n, const std::uint32_t* row_tok,
                                  const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
                                  const double* new_pair, const double* new_edge, double* old_node,
-                                 double* old_pair, double* old_edge) {
+                                 double* old_pair, double* old_edge, SagGate gate) {
+  if (gate.halted_before(gate.at + 1)) return;  // grid-uniform
   const std::size_t LL = L * L;
   for (std::size_t b = blockIdx.x; b < rows + n; b += gridDim.x) {
     if (b < rows) {
@@ -152,6 +155,39 @@ __global__ void sag_push_kernel(std::size_t k, double a, double b, double tau, d
 }
 
 __global__ void sag_set_kernel(double* dst, double v) { *dst = v; }
+
+/// A queued step's search from the queue's L (incremental_schedule); done at once, so that its
+/// trials change nothing, where an earlier step halted.
+__global__ void sag_queue_search_start_kernel(SagLineSearch* search, const double* f, const double* g2,
+                                              const SagQueueState* q, std::uint32_t at) {
+  *search = SagLineSearch(*f, *g2, 1.0, q->s.L);
+  if (q->halt < at) search->done = true;
+}
+
+/// A queued step's end (finish_sag_step's scalars, LazyStepHistory::push as sag_push_kernel), or
+/// its halt: its search not done after the rounds queued, or P_k below 1e-150 (a flush first).
+__global__ void sag_queue_step_kernel(SagQueueState* q, const SagLineSearch* search, std::uint32_t at,
+                                      SagStepParams p, std::size_t k, double* P, double* S, double* R,
+                                      double* coef) {
+  if (q->halt < at) return;
+  if (!search->done) {
+    q->halt = at;
+    return;
+  }
+  const SagStepScalars x(p, search->L);
+  const double Pk = __dmul_rn(P[k - 1], x.a);
+  if (Pk < 1e-150) {
+    q->halt = at;
+    return;
+  }
+  q->s.trials += search->trials;
+  q->s.alpha = x.alpha;
+  q->s.L = __dmul_rn(search->L, p.decay);
+  if (coef) *coef = x.coef;
+  S[k] = __dadd_rn(S[k - 1], __ddiv_rn(x.b, Pk));
+  R[k] = __dadd_rn(R[k - 1], __ddiv_rn(x.tau, Pk));
+  P[k] = Pk;
+}
 
 /// The line search's start from the span's loss and ‖g‖² where the device left them.
 __global__ void sag_search_start_kernel(SagLineSearch* search, const double* f, const double* g2, double B,
@@ -191,9 +227,9 @@ unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); 
 
 void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                          const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
-                         const double* d, cudaStream_t s) {
+                         const double* d, cudaStream_t s, SagGate gate) {
   CRFX_LAUNCH(sag_catch_up_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, list, count, k, P, S, R, stamp,
-              w, d);
+              w, d, gate);
 }
 
 void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
@@ -220,17 +256,18 @@ void launch_sag_search_tried(SagLineSearch* search, const double* ft, cudaStream
 void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                        const double* old_node, const double* new_pair, const double* old_pair,
                        const double* new_edge, const double* old_edge, const double* coef, double* d, double* w,
-                       cudaStream_t s) {
+                       cudaStream_t s, SagGate gate) {
   CRFX_LAUNCH(sag_commit_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, new_node, old_node,
-              new_pair, old_pair, new_edge, old_edge, coef, d, w);
+              new_pair, old_pair, new_edge, old_edge, coef, d, w, gate);
 }
 
 void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std::uint32_t* row_tok,
                       const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
                       const double* new_pair, const double* new_edge, double* old_node, double* old_pair,
-                      double* old_edge, cudaStream_t s) {
+                      double* old_edge, cudaStream_t s, SagGate gate) {
   CRFX_LAUNCH(sag_store_kernel, grid_for(rows + n, 1, 1u << 20), group_threads(L), 0, s, L, rows,
-              std::uint32_t(n), row_tok, row_slot, sid, new_node, new_pair, new_edge, old_node, old_pair, old_edge);
+              std::uint32_t(n), row_tok, row_slot, sid, new_node, new_pair, new_edge, old_node, old_pair, old_edge,
+              gate);
 }
 
 void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, double* S, double* R, cudaStream_t s) {
@@ -238,6 +275,16 @@ void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, d
 }
 
 void launch_sag_set(double* dst, double v, cudaStream_t s) { CRFX_LAUNCH(sag_set_kernel, 1, 1, 0, s, dst, v); }
+
+void launch_sag_queue_search_start(SagLineSearch* search, const double* f, const double* g2, const SagQueueState* q,
+                                   std::uint32_t at, cudaStream_t s) {
+  CRFX_LAUNCH(sag_queue_search_start_kernel, 1, 1, 0, s, search, f, g2, q, at);
+}
+
+void launch_sag_queue_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at, const SagStepParams& p,
+                           std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s) {
+  CRFX_LAUNCH(sag_queue_step_kernel, 1, 1, 0, s, q, search, at, p, k, P, S, R, coef);
+}
 
 void launch_one_sentence_chunk(std::uint32_t sid, std::size_t T, std::uint32_t* sent, std::uint32_t* order,
                                std::size_t* slots, cudaStream_t s) {

@@ -30,6 +30,22 @@ struct SagSpanView {
   std::uint32_t n;
 };
 
+/// incremental_schedule's queue on the device (backend_sag_queue.cu): the scalars after the last
+/// step done, and the index of the queued step that halted (kNoHalt: none).
+struct SagQueueState {
+  static constexpr std::uint32_t kNoHalt = 0xffffffffu;
+  SagScalars s;
+  std::uint32_t halt;
+};
+/// Where a queued step's kernel stands: `halt` the queue's (null: not queued), `at` its index.
+/// A step after a halted one changes nothing (its catch-up, commit and store return at once),
+/// nor does the halted step commit.
+struct SagGate {
+  const std::uint32_t* halt = nullptr;
+  std::uint32_t at = 0;
+  CRFX_HOST_DEVICE bool halted_before(std::uint32_t i) const { return halt && *halt < i; }
+};
+
 // Every launcher but the store's runs a block per listed group (count groups), ≤ 256 threads
 // over the group's entries; `gl` is the weight groups with device pointers
 // (CudaBackend::device_groups): weight k of a group reads column slot(k) of its marginal rows.
@@ -37,7 +53,7 @@ struct SagSpanView {
 /// Brings the listed groups (all groups when `list` is null) from their stamp to step k.
 void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                          const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
-                         const double* d, cudaStream_t s);
+                         const double* d, cudaStream_t s, SagGate gate = {});
 /// g (compact, per group) = scale · the span's gradient from its deltas.
 void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                          const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s);
@@ -54,12 +70,12 @@ void launch_sag_search_tried(SagLineSearch* search, const double* ft, cudaStream
 void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                        const double* old_node, const double* new_pair, const double* old_pair,
                        const double* new_edge, const double* old_edge, const double* coef, double* d, double* w,
-                       cudaStream_t s);
+                       cudaStream_t s, SagGate gate = {});
 /// μ_stored ← μ_new: block per span row, then per span sentence (rows + n blocks).
 void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std::uint32_t* row_tok,
                       const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
                       const double* new_pair, const double* new_edge, double* old_node, double* old_pair,
-                      double* old_edge, cudaStream_t s);
+                      double* old_edge, cudaStream_t s, SagGate gate = {});
 
 /// P[k], S[k], R[k] from entry k − 1 and the step (a, b, τ): LazyStepHistory::push on the device
 /// (one thread), so the history needs no copy per step.
@@ -68,6 +84,12 @@ void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, d
 /// indices from its groups (group_indices, host/backend/span_groups.cpp, on the device).
 void launch_expand_groups(const WeightGroups& gl, const std::uint32_t* groups, const std::size_t* gofs,
                           std::size_t count, std::size_t* index, cudaStream_t s);
+/// A queued step's search from q's L (done at once after a halted step), and its end: the
+/// scalars and the history's step k, or the halt (incremental_schedule; one thread each).
+void launch_sag_queue_search_start(SagLineSearch* search, const double* f, const double* g2, const SagQueueState* q,
+                                   std::uint32_t at, cudaStream_t s);
+void launch_sag_queue_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at, const SagStepParams& p,
+                           std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s);
 /// *dst = v (one thread): a scalar of the host's as a kernel argument, not a copy to wait for.
 void launch_sag_set(double* dst, double v, cudaStream_t s);
 /// The chunk plan of sentence `sid` alone (T tokens): sent = {sid}, order = {0}, slots = {0, T},

@@ -91,6 +91,8 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) override;
   std::vector<double> incremental_save(IncrementalState& state) override;
   void incremental_load(IncrementalState& state, const std::vector<double>& marginals) override;
+  void incremental_schedule(IncrementalState& state, SentenceSpan span, const SagStepParams& p, Vector& w,
+                            Vector& d) override;
 
   double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                   Vector* grad, double scale, SequenceLoss loss = SequenceLoss::seq_log) override;

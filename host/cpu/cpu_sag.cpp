@@ -377,4 +377,9 @@ void CpuBackend::incremental_load(IncrementalState& state, const std::vector<dou
   std::copy(m.begin() + a + b, m.begin() + total, s.edge.begin());
 }
 
+void CpuBackend::incremental_schedule(IncrementalState& state, SentenceSpan span, const SagStepParams& p, Vector& w,
+                                      Vector& d) {
+  schedule_on_host(*this, state, span, p, w, d);  // one step at a time: nothing to queue
+}
+
 }  // namespace crfx

@@ -53,6 +53,11 @@
 //              step-size rule is not reproduced.)
 //   With |B| > 1 a batch is |B| distinct draws (repeats are redrawn); the NUS line search runs on
 //   the mean of the members' L_i and scales each member's L_i by the same factor.
+//   Under uniform sampling nothing the host draws depends on the L found, so a step is handed to
+//   the backend whole (incremental_schedule: search, α, commit, lazy step, L's decay), which keeps
+//   L, α and the trials until read after the epoch or at a stop: the CUDA backend queues a
+//   one-sentence step on the device without a wait (issue 37). NUS's draws ∝ L_i need the L
+//   of the step before, read back each step (take_step).
 // SAGA uses the same L estimates with α divided by 3 in the Lipschitz part (α = 1/(3L + λ), as
 // Defazio et al. 2014 recommend); p_j is the draw probability of j at the time of the draw.
 //
@@ -147,6 +152,10 @@ class SagSampler {
       : n_(n), nd_(double(n)), sampling_(sampling), rng_(seed), lip_(n), seen_(n, 0), in_batch_(n, 0) {}
 
   std::size_t seen() const { return m_; }
+  Sampling sampling() const { return sampling_; }
+  /// The global L of uniform sampling (the backend's, while it schedules the steps).
+  double global_lipschitz() const { return L_global_; }
+  void set_global_lipschitz(double L) { L_global_ = L; }
   void state(StateArchive& ar) {
     rng_.state(ar);
     lip_.state(ar);
@@ -247,6 +256,39 @@ struct Batch {
   std::vector<double> prob, coef;
 };
 
+/// Uniform sampling's steps, scheduled on the backend (incremental_schedule): the host draws the
+/// batches and counts the sentences seen; L, α and the line searches' trials stay with the backend
+/// (on a GPU, on the device: no wait per step) until read — after an epoch, or at a stop.
+struct Schedule {
+  IncrementalGradients& ig;
+  IncrementalState& state;
+  std::size_t B;
+  double nd;
+  bool on = false;  // uniform sampling (NUS: take_step, the sampler's draws need each step's L)
+  SagStepParams params{};
+  std::size_t unread = 0;  // steps since the last read
+  unsigned long long trials_read = 0;
+
+  void step(SagSampler& sampler, Batch& batch, Vector& w, Vector& d) {
+    sampler.draw_batch(batch.ids, batch.prob);
+    params.seen = double(sampler.seen());
+    params.prob = batch.prob[0];  // uniform: 1/n for every member
+    ig.incremental_schedule(state, SentenceSpan{batch.ids.data(), B}, params, w, d);
+    ++unread;
+  }
+  /// The backend's scalars into the sampler and α; the passes of the steps since the last read
+  /// (an evaluation each and every trial, B/n apiece, added one by one as take_step does).
+  void read(Objective& obj, SagSampler& sampler, double& alpha) {
+    if (!on) return;
+    const SagScalars sc = ig.incremental_scalars(state);
+    for (unsigned long long t = unread + (sc.trials - trials_read); t > 0; --t) obj.add_passes(double(B) / nd);
+    trials_read = sc.trials;
+    unread = 0;
+    sampler.set_global_lipschitz(sc.L);
+    alpha = sc.alpha;
+  }
+};
+
 class SagTrainer final : public Trainer {
  public:
   explicit SagTrainer(bool saga) : saga_(saga) {}
@@ -296,15 +338,24 @@ class SagTrainer final : public Trainer {
     if (!resumed) {
       epoch = 1;
     }
+    Schedule sched{incremental_gradients(b), *state, B, nd};
+    sched.on = opt.sampling == Sampling::uniform;
+    sched.params = SagStepParams{lambda, mu1, saga_ ? 3.0 : 1.0, double(B), nd, 0.0, 1.0 / nd, decay, saga_};
+    sched.ig.incremental_set_scalars(*state, SagScalars{sampler.global_lipschitz(), alpha, 0});
 
     stop_reason_ = stop_at_limit("max-epochs", opt.max_epochs);
     for (bool reported = resumed && steps_done == 0; epoch <= opt.max_epochs; ++epoch, reported = false) {
       if (!reported) {
         for (std::size_t step = steps_done; step < steps_per_epoch; ++step) {
-          alpha = take_step(obj, w, *d, *state, sampler, batch, lambda, mu1);
-          sampler.decay(decay);
+          if (sched.on) {
+            sched.step(sampler, batch, w, *d);
+          } else {
+            alpha = take_step(obj, w, *d, *state, sampler, batch, lambda, mu1);
+            sampler.decay(decay);
+          }
           steps_done = step + 1;
           if (steps_done < steps_per_epoch && stop_requested()) {  // stop inside the epoch
+            sched.read(obj, sampler, alpha);
             Progress pr = progress_within(epoch, steps_done * B, steps_per_epoch * B, obj, w, alpha, clock);
             pr.state = &save;
             if (progress) progress(pr, w);
@@ -314,6 +365,7 @@ class SagTrainer final : public Trainer {
           }
         }
         steps_done = 0;
+        sched.read(obj, sampler, alpha);
 
         // ---- end of epoch: flush, measure, report
         incremental_gradients(b).incremental_flush(*state, w, *d);

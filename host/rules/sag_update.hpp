@@ -6,6 +6,9 @@
 // its own (kernels/sag_kernels.cu), so that the host need not read a loss back per trial (issue 37).
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
 #include "crfx/internal/backend.hpp"
 #include "crfx/internal/host_device.hpp"
 
@@ -38,6 +41,20 @@ struct SagLineSearch {
   }
 };
 
+/// A scheduled step's scalars (IncrementalGradients::incremental_schedule) from the L its line
+/// search found: the step size α = 1/(lip_mult·L + λ), the lazy step (a, b, τ) = (1 − αλ, α/seen
+/// or α/n, αμ₁) and SAGA's memory coefficient α(1/(B·p·n) − 1/n)/a — the trainer's formulas
+/// (host/optim/sag.cpp), on the host and in the CUDA backend's one-thread kernel alike.
+struct SagStepScalars {
+  double alpha, a, b, tau, coef;
+  CRFX_HOST_DEVICE SagStepScalars(const SagStepParams& p, double L)
+      : alpha(1.0 / (mul_rn(p.lip_mult, L) + p.lambda)),
+        a(sub_rn(1.0, mul_rn(alpha, p.lambda))),
+        b(alpha / (p.saga ? p.nd : p.seen)),
+        tau(mul_rn(alpha, p.mu1)),
+        coef(p.saga ? mul_rn(alpha, 1.0 / mul_rn(mul_rn(p.B, p.prob), p.nd) - 1.0 / p.nd) / a : 0.0) {}
+};
+
 /// The line search on the host: incremental_evaluate, then per trial incremental_trial, a
 /// forward-only evaluate of the span and incremental_restore, each trial's loss read back — the
 /// CPU backend's incremental_search (and the CUDA backend's for a span of several sentences).
@@ -54,6 +71,33 @@ inline LipschitzFound lipschitz_search_on_host(Backend& b, IncrementalGradients&
     ls.tried(ft);
   }
   return {ls.L, ls.trials};
+}
+
+/// The end of a scheduled step whose search found `found` (a span of `count` sentences): the
+/// state's scalars, incremental_commit, incremental_step, L ← found.L·decay.
+inline void finish_sag_step(IncrementalGradients& ig, IncrementalState& state, std::size_t count,
+                            const SagStepParams& p, LipschitzFound found, Vector& w, Vector& d) {
+  SagScalars& s = state.scalars;
+  const SagStepScalars x(p, found.L);
+  s.trials += found.trials;
+  s.alpha = x.alpha;
+  if (p.saga) {
+    const std::vector<double> coef(count, x.coef);
+    ig.incremental_commit(state, d, w, coef.data());
+  } else {
+    ig.incremental_commit(state, d, w, nullptr);
+  }
+  ig.incremental_step(state, x.a, x.b, x.tau, w, d);
+  s.L = found.L * p.decay;
+}
+
+/// incremental_schedule through the primitives, one step at a time on the host: the CPU
+/// backend's, and the CUDA backend's for a span of several sentences.
+inline void schedule_on_host(IncrementalGradients& ig, IncrementalState& state, SentenceSpan span,
+                             const SagStepParams& p, Vector& w, Vector& d) {
+  ig.incremental_sync(state, span, w, d);
+  const LipschitzFound found = ig.incremental_search(state, w, state.scalars.L);
+  finish_sag_step(ig, state, span.count, p, found, w, d);
 }
 
 /// Steps stamp+1 … k applied at once to a weight whose gradient memory is d — the composite of

@@ -13,6 +13,7 @@
 #include "../gpu/gpu_check.hpp"
 #include "crfx/internal/trainer.hpp"
 #include "emu/emu_launch.hpp"
+#include "rules/sag_update.hpp"
 
 namespace crfx::test {
 namespace {
@@ -25,9 +26,11 @@ struct EpochCounts {
 
 /// Two epochs of `algo` at batch size `batch` on n sentences, counted per epoch from the
 /// progress reports (each epoch's count ends with its monitoring pass and report).
-EpochCounts count_epochs(const char* algo, std::size_t n, std::size_t batch, double c1, std::uint32_t E) {
+EpochCounts count_epochs(const char* algo, std::size_t n, std::size_t batch, double c1, std::uint32_t E,
+                         Sampling sampling = Sampling::mixed) {
   const auto p = random_problem(5, 30, E, std::uint32_t(n), 12, 71);
   TrainOptions o;
+  o.sampling = sampling;
   o.c1 = c1;
   o.c2 = 0.5;
   o.epsilon = 0;
@@ -116,7 +119,7 @@ TEST(StochasticShape, SparseTrainersCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
 // number of kernels; an epoch adds a few of each (the flush, the monitoring pass, the norms).
 // Before, a step waited 3.3 times on average (its loss, ‖g‖², each trial's loss). The waits per
 // epoch still grow with its steps: the sampler, whose next draw depends on the L found, is the
-// host's (issue 37).
+// host's (issue 37) — under uniform sampling the steps are queued (next test).
 TEST(StochasticShape, SagWaitsForTheDeviceOncePerStep) {
   REQUIRE_GPU();
   for (const char* algo : {"sag", "saga"}) {
@@ -135,6 +138,100 @@ TEST(StochasticShape, SagWaitsForTheDeviceOncePerStep) {
                      std::to_string(c.epoch[1].launches));
     }
   }
+}
+
+}  // namespace
+}  // namespace crfx::test
+
+namespace crfx::test {
+namespace {
+
+// Uniform sampling's steps queued on the device (incremental_schedule: L, α, a, b, τ and SAGA's
+// coefficient decided there, the search's rounds without a look) at batch size 1: an epoch of 300
+// steps waits for the device as often as one of 30 — a few times, at its end — where a step
+// waited at least once before; and launches a bounded number of kernels a step.
+TEST(StochasticShape, QueuedSagWaitsAFewTimesPerEpoch) {
+  REQUIRE_GPU();
+  for (const char* algo : {"sag", "saga"}) {
+    for (double c1 : {0.0, 0.1}) {
+      SCOPED_TRACE(::testing::Message() << algo << " c1=" << c1);
+      const EpochCounts small = count_epochs(algo, 30, 1, c1, 3, Sampling::uniform);
+      const EpochCounts large = count_epochs(algo, 300, 1, c1, 3, Sampling::uniform);
+      EXPECT_EQ(small.epoch[1].syncs, large.epoch[1].syncs) << "host synchronisations of the second epoch";
+      EXPECT_LE(large.epoch[1].syncs, 10u) << "host synchronisations of an epoch of " << large.steps << " steps";
+      EXPECT_LE(large.epoch[0].syncs, 20u) << "the first epoch (the queue grows from 64 steps; L from 1)";
+      EXPECT_LE(large.epoch[1].to_device, 4u) << "host → device copies";
+      for (int e = 0; e < 2; ++e) EXPECT_LE(large.epoch[e].launches, 40 * large.steps + 60) << "epoch " << e + 1;
+      const std::string key = std::string(algo) + (c1 > 0 ? "_l1" : "");
+      RecordProperty(key + "_n300_syncs_epoch1", std::to_string(large.epoch[0].syncs));
+      RecordProperty(key + "_n300_syncs_epoch2", std::to_string(large.epoch[1].syncs));
+      RecordProperty(key + "_n30_syncs_epoch2", std::to_string(small.epoch[1].syncs));
+      RecordProperty(key + "_n300_launches_per_step",
+                     std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+    }
+  }
+}
+
+/// `steps` scheduled steps of SAG or SAGA on sentences from a fixed sequence, queued (the CUDA
+/// backend's incremental_schedule, its scalars read every `read_every` steps) or one by one on
+/// the host's primitives (IncrementalGradients' default), then flushed: w, d and the scalars.
+struct ScheduledRun {
+  std::vector<double> w, d;
+  SagScalars scalars;
+};
+ScheduledRun run_scheduled(const RandomProblem& p, bool queued, const SagStepParams& params, double L0,
+                           std::size_t steps, std::size_t read_every) {
+  BackendPtr b = gpu_backend(p.dims);
+  auto corpus = b->upload(p.corpus);
+  IncrementalGradients& ig = *b->incremental();
+  auto state = ig.incremental_create(*corpus);
+  auto w = b->vector(p.dims.num_weights()), d = b->vector(p.dims.num_weights());
+  ig.incremental_set_scalars(*state, SagScalars{L0, 0.0, 0});
+  const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
+  std::uint32_t x = 12345;
+  for (std::size_t t = 0; t < steps; ++t) {
+    x = x * 1103515245u + 12345u;
+    const std::uint32_t sid = (x >> 8) % n;
+    const SentenceSpan span{&sid, 1};
+    if (queued)
+      ig.incremental_schedule(*state, span, params, *w, *d);
+    else
+      schedule_on_host(ig, *state, span, params, *w, *d);
+    if ((t + 1) % read_every == 0) ig.incremental_scalars(*state);
+  }
+  ScheduledRun out;
+  out.scalars = ig.incremental_scalars(*state);
+  ig.incremental_flush(*state, *w, *d);
+  out.w = to_host(*b, *w);
+  out.d = to_host(*b, *d);
+  return out;
+}
+
+// The queue's model is the host's step by step, bit for bit: SAG and SAGA, with and without L1,
+// read back at once or rarely, and with the halts — a start at L = 1e-3, whose first searches
+// need more trials than a step queues, and an L2 coefficient so large that P_k underflows every
+// few steps (a flush between two steps).
+TEST(StochasticShape, QueuedSagStepsEqualTheHostsStepByStep) {
+  REQUIRE_GPU();
+  const auto p = random_problem(4, 20, 2, 25, 9, 17);
+  const double nd = double(p.corpus.num_sentences());
+  for (bool saga : {false, true})
+    for (double mu1 : {0.0, 0.01})
+      for (double lambda : {0.02, 400.0})
+        for (double L0 : {1.0, 1e-3})
+          for (std::size_t read_every : {1000u, 7u}) {
+            SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " mu1=" << mu1 << " lambda=" << lambda
+                                              << " L0=" << L0 << " read every " << read_every);
+            SagStepParams params{lambda, mu1, saga ? 3.0 : 1.0, 1.0, nd, 7.0, 1.0 / nd, 0.97, saga};
+            const ScheduledRun host = run_scheduled(p, false, params, L0, 90, read_every);
+            const ScheduledRun queue = run_scheduled(p, true, params, L0, 90, read_every);
+            EXPECT_TRUE(queue.w == host.w) << "w";
+            EXPECT_TRUE(queue.d == host.d) << "d";
+            EXPECT_EQ(queue.scalars.L, host.scalars.L);
+            EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+            EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            EXPECT_GT(host.scalars.trials, 0u);
+          }
 }
 
 }  // namespace

@@ -584,12 +584,15 @@ TEST(CudaBackend, SagReachesCpuOptimumAndRunsAreBitwiseEqual) {
   struct Run {
     const char* algo;
     std::size_t batch;
+    Sampling sampling;
   };
-  for (const Run& run : {Run{"sag", 1}, Run{"saga", 1}, Run{"sag", 4}}) {
-    SCOPED_TRACE(::testing::Message() << run.algo << " batch " << run.batch);
+  // Uniform sampling at batch size 1: the steps queued on the device (incremental_schedule).
+  for (const Run& run : {Run{"sag", 1, Sampling::mixed}, Run{"saga", 1, Sampling::mixed},
+                         Run{"sag", 4, Sampling::mixed}, Run{"saga", 1, Sampling::uniform}}) {
+    SCOPED_TRACE(::testing::Message() << run.algo << " batch " << run.batch << " " << name_of(run.sampling));
     TrainOptions o;
     o.c2 = 1.0;
-    o.sampling = Sampling::mixed;
+    o.sampling = run.sampling;
     o.epsilon = 1e-8;
     o.max_epochs = 400;
     o.seed = 3;

@@ -45,9 +45,30 @@ using BackendCorpusPtr = std::unique_ptr<BackendCorpus>;
 /// The working state of an incremental aggregated-gradient run on a backend (SAG, SAGA): the
 /// stored marginals of every sentence, the lazy-step bookkeeping and scratch. Opaque; created by
 /// Backend::incremental_create().
+class IncrementalState;
+
+/// A step of SAG / SAGA with one global Lipschitz estimate L (uniform sampling) whose scalars the
+/// backend keeps (IncrementalGradients::incremental_schedule): what the host knows before it runs.
+struct SagStepParams {
+  double lambda = 0, mu1 = 0;  // the L2 and L1 coefficients in seed 004's units
+  double lip_mult = 1;         // α = 1/(lip_mult·L + λ): 3 for SAGA
+  double B = 1, nd = 1;        // the span's size, the number of sentences
+  double seen = 1;             // sentences seen, this span's included: SAG's b = α/seen
+  double prob = 1;             // each member's draw probability: SAGA's coefficients
+  double decay = 1;            // L ← L·decay after the step
+  bool saga = false;
+};
+/// What a run of scheduled steps carries from one to the next: L, the last step size α, and the
+/// line searches' trials (forward-only evaluations) since incremental_set_scalars.
+struct SagScalars {
+  double L = 1.0, alpha = 0.0;
+  unsigned long long trials = 0;
+};
+
 class IncrementalState {
  public:
   virtual ~IncrementalState() = default;
+  SagScalars scalars;  // incremental_schedule's, where the host keeps them
 };
 using IncrementalStatePtr = std::unique_ptr<IncrementalState>;
 
@@ -253,6 +274,18 @@ class IncrementalGradients {
   /// would fall below 1e-150 it first runs incremental_flush(state, w, d) (so P stays representable).
   virtual void incremental_step(IncrementalState& state, double a, double b, double tau, Vector& w,
                         const Vector& d) = 0;
+  /// One step of SAG / SAGA on `span` (uniform sampling; the scalars in SagStepParams and the
+  /// state's SagScalars): incremental_sync, incremental_search from L, then SagStepScalars
+  /// (host/rules/sag_update.hpp) from the L found — α = 1/(lip_mult·L + λ), SAGA's coefficients —
+  /// incremental_commit, incremental_step(1 − αλ, α/seen or α/n, αμ₁), and L ← L·decay. A
+  /// backend may queue the step (the CUDA backend: on the device, no wait); incremental_scalars
+  /// waits for every queued one. On the host through the primitives here: schedule_on_host.
+  virtual void incremental_schedule(IncrementalState& state, SentenceSpan span, const SagStepParams& p, Vector& w,
+                                    Vector& d) = 0;
+  /// The scalars after every scheduled step (waits for the queued ones). Default: state.scalars.
+  virtual SagScalars incremental_scalars(IncrementalState& state) { return state.scalars; }
+  /// Sets them: a run's start, a restored checkpoint.
+  virtual void incremental_set_scalars(IncrementalState& state, const SagScalars& scalars) { state.scalars = scalars; }
   /// Brings every group up to the current step count (w exact), then restarts the bookkeeping:
   /// step count 0, P = 1, S = R = 0, every stamp 0.
   virtual void incremental_flush(IncrementalState& state, Vector& w, const Vector& d) = 0;
