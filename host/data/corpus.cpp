@@ -51,7 +51,7 @@ std::size_t Dictionary::growth_bytes(std::size_t more) const {
   std::size_t b = 0;
   if (n > strings_.capacity())  // std::vector doubles (at least)
     b += std::max(n, 2 * strings_.capacity()) * (sizeof(std::string) + sizeof(std::size_t));
-  if (2 * n >= slots_.size()) b += table_for(n) * sizeof(std::uint32_t);
+  if (2 * n > slots_.size()) b += table_for(n) * sizeof(std::uint32_t);  // insert()'s rehash test
   return b;
 }
 

@@ -413,10 +413,13 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
     total += size;
   }
   bool projected = total == 0 || !(reserve_limit > 0);
-  // A CoNLL batch's text (a chunk a thread) and the most strings the template makes of it.
+  // A CoNLL batch's text (a chunk a thread) and the most strings the template makes of it; a
+  // CRFsuite batch (batch_bytes on one thread) has an attribute per kTokenBytes at most.
   const std::uint64_t conll_batch = template_batch_bytes(fs, batch_bytes, reserve_limit, threads);
   const std::size_t batch_strings =
-      std::size_t(double(conll_batch) * threads / kTokenBytes * double(std::max<std::size_t>(1, template_lines(fs))));
+      fs.format == InputFormat::conll
+          ? std::size_t(double(conll_batch) * threads / kTokenBytes * double(std::max<std::size_t>(1, template_lines(fs))))
+          : std::size_t(double(batch_bytes) / kTokenBytes);
   auto after = [&](const std::string& path, std::uint64_t file_bytes, std::size_t line) {
     if (!projected) {  // (a gzip file's bytes read may be its text's: beyond `total`, no projection)
       projected = true;

@@ -181,17 +181,20 @@ MemoryCheck check_memory(const TrainerInfo& trainer, const TrainOptions& options
   const bool over_limit = limit > 0 && total > limit;
   const bool room = available <= 0 || needed <= available;
   c.fits = room && !over_limit;
+  // The refusal's parts: what the run still allocates (the corpus's copy) or, against a limit,
+  // everything (the corpus held).
+  auto parts = [&](const std::string& corpus_part) {
+    return "(weights " + bytes_text(double(m.weights)) + ", " + state + corpus_part +
+           (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) +
+           (m.dictionaries ? ", dictionaries " + bytes_text(double(m.dictionaries)) : std::string()) + ")";
+  };
   if (!c.fits && room)
-    c.shortfall = "needs an estimated " + bytes_text(total) + " in all (weights " + bytes_text(double(m.weights)) +
-                  ", " + state + ", corpus " + bytes_text(double(m.corpus) + double(upload)) +
-                  (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) +
-                  (m.dictionaries ? ", dictionaries " + bytes_text(double(m.dictionaries)) : std::string()) + ") but " +
-                  bytes_text(limit) + " is the limit given";
+    c.shortfall = "needs an estimated " + bytes_text(total) + " in all " +
+                  parts(", corpus " + bytes_text(double(m.corpus) + double(upload))) + " but " + bytes_text(limit) +
+                  " is the limit given";
   else if (!c.fits)
-    c.shortfall = "needs an estimated " + bytes_text(needed) + " more (weights " + bytes_text(double(m.weights)) +
-                  ", " + state + (upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) +
-                  (buffers ? ", buffers " + bytes_text(double(buffers)) : std::string()) +
-                  (m.dictionaries ? ", dictionaries " + bytes_text(double(m.dictionaries)) : std::string()) + ") but " +
+    c.shortfall = "needs an estimated " + bytes_text(needed) + " more " +
+                  parts(upload ? ", the corpus's copy " + bytes_text(double(upload)) : std::string()) + " but " +
                   bytes_text(available) + " is available on " + backend.name() + why;
   return c;
 }
