@@ -1,0 +1,111 @@
+// crfx — the CUDA backend's SAG / SAGA state and span plans (seed 004; issue 37): what
+// backend_sag.cu, backend_sag_queue.cu, backend_plans.cu and backend_sparse.cu keep on the device
+// between steps. Split from cuda_backend.cuh (which includes it) to keep that header readable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "crfx/internal/backend.hpp"
+#include "device_buffer.cuh"
+#include "sag_kernels.cuh"
+
+namespace crfx::cuda::detail {
+
+struct CudaCorpus;  // cuda_backend.cuh
+
+// ---- SAG / SAGA (seed 004) and span plans --------------------------------------------------
+
+/// A span planned on the host for the span-local kernels (SAG and evaluate_sparse): its touched
+/// weight groups in ascending id order (so their weights ascend: the layout of S(span)), the
+/// offset of each group in the compact per-span arrays, and per group its occurrences in
+/// (sentence, token, item) order — span row of the token, stored row (token id for state groups,
+/// edge slot for edge groups; SAG only), value, span index of the sentence — plus per span row
+/// its token and edge slot. Host vectors are reused; device copies are grow-only. What the
+/// kernels read is `dev` (and ng, compact(), rows, sid): the plan's own copies after plan_span,
+/// or a sentence's entry in the plans made once (SentencePlans, select_sentence), whose host vectors
+/// other than sid are then not filled.
+struct SpanPlan {
+  std::vector<std::uint32_t> sid, row_tok, row_slot, groups, oofs, onew, oold, osent, local;
+  SpanGroups support;  // plans `groups`
+  std::vector<std::size_t> gofs;
+  std::vector<double> oval;
+  std::vector<std::uint32_t> scratch_ids;     // planning scratch, reused (no per-step allocation)
+  std::vector<std::size_t> scratch_count;
+  std::size_t rows = 0;
+  bool valid = false;  // host and device plan complete (cleared first by plan_span)
+  DeviceBuffer<std::uint32_t> d_sid, d_row_tok, d_row_slot, d_groups, d_oofs, d_onew, d_oold, d_osent;
+  DeviceBuffer<std::size_t> d_gofs;
+  DeviceBuffer<double> d_oval;
+  // The device side the kernels read, and its sizes.
+  SagSpanView dev{};
+  const std::uint32_t* dev_row_tok = nullptr;   // [rows]
+  const std::uint32_t* dev_row_slot = nullptr;  // [rows]
+  std::size_t ng = 0, compact_size = 0;         // groups; Σ of their sizes
+  std::size_t compact() const { return compact_size; }
+  const SagSpanView& view() const { return dev; }
+  /// Points the device side at this plan's own copies (plan_span, after its upload).
+  void use_own_copies() {
+    dev = {d_groups.get(), d_gofs.get(), d_oofs.get(), d_onew.get(), d_oold.get(), d_osent.get(),
+           d_oval.get(), d_sid.get(), std::uint32_t(sid.size())};
+    dev_row_tok = d_row_tok.get();
+    dev_row_slot = d_row_slot.get();
+    ng = groups.size();
+    compact_size = gofs.empty() ? 0 : gofs.back();
+  }
+};
+
+/// The span plans made once per corpus (plan_sentences: by incremental_create, or by the first
+/// one-sentence evaluate_sparse / support): every sentence's plan for a span of itself alone —
+/// exactly what plan_span makes for it, with SAG's edge slots — concatenated on the device, so
+/// that a step on one sentence (batch size 1, the default) plans and copies nothing: its plan is
+/// pointers into these tables (select_sentence). Sentence s's groups are [gbase[s], gbase[s + 1]);
+/// its gofs and oofs, ng + 1 entries each, start at gbase[s] + s; its occurrences at obase[s]
+/// (stored rows absolute, span rows and offsets sentence-local, as a one-sentence plan's).
+struct SentencePlans {
+  std::vector<std::size_t> gbase, obase;  // [S + 1]
+  std::vector<std::size_t> compact;       // [S] Σ of the sentence's group sizes
+  std::vector<std::size_t> iend;          // [S] its support's last weight index + 1 (0: empty)
+  DeviceBuffer<std::uint32_t> groups, oofs, onew, oold;
+  DeviceBuffer<std::size_t> gofs;
+  DeviceBuffer<double> oval;
+  DeviceBuffer<std::uint32_t> osent;      // [longest sentence's occurrences] zeros
+  DeviceBuffer<std::uint32_t> ids;        // [S] s at s (a span of sentence s is ids + s)
+  DeviceBuffer<std::uint32_t> tokens;     // [N] t at t (sentence s's rows' tokens)
+  DeviceBuffer<std::uint32_t> slots;      // [N] the edge slot of token t, or kNone
+};
+
+/// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
+/// start, which is the contract's "gold indicators"), so Δ_i = X_iᵀ(δ_new − δ_stored).
+struct CudaSag final : IncrementalState, LazyStepHistory {
+  const void* owner = nullptr;
+  const CudaCorpus* corpus = nullptr;
+  std::size_t groups = 0;                   // A + 1 + E
+  DeviceBuffer<double> node, pair, edge;    // [N][L], [S][L][L], [edge slots][L][L]
+  std::vector<std::uint32_t> edge_slot;     // [N] host: slot of a position with edge items, or kNone
+  // Lazy bookkeeping: LazyStepHistory's P, S, R are appended on the host and mirrored here before every
+  // catch-up (the first `uploaded` entries are on the device).
+  std::size_t uploaded = 0;
+  DeviceBuffer<double> dP, dS, dR;          // [capacity ≥ k + 1], doubled when full
+  DeviceBuffer<std::uint32_t> stamp;        // [groups]
+  SpanPlan plan;                            // the current span
+  DeviceBuffer<double> coef;                // SAGA's per-sentence coefficients
+  // incremental_search on the device (a one-sentence span): the line search's state, and ‖g‖²
+  // (reduce()'s partials, then the sum at red[kRedBlocks]).
+  DeviceBuffer<SagLineSearch> search;       // [1]
+  DeviceBuffer<double> red;                 // [kRedBlocks + 1]
+  // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
+  DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
+  bool synced = false;  // incremental_sync succeeded for the current span
+  bool evaluated = false, tried = false;
+  // incremental_schedule's queue: its state (device, host copy), the steps queued since the last
+  // wait (sentence, parameters), the history's step count before them, the vectors they update.
+  DeviceBuffer<SagQueueState> queue;  SagQueueState hq{};  // [1], and its host copy
+  std::vector<std::pair<std::uint32_t, SagStepParams>> queued;  // (sentence, its step's parameters)
+  std::size_t queue_k0 = 0, queue_cap = 64;
+  Vector *qw = nullptr, *qd = nullptr;
+};
+
+}  // namespace crfx::cuda::detail
