@@ -5,7 +5,7 @@
 # median is the figure to quote), the peak resident memory (/usr/bin/time), and the models of
 # every thread count compared byte for byte. BASELINE=path/to/another/crfx runs it before each run
 # (alternating, for a paired comparison on a busy machine) and compares its model too.
-# Usage: benchmarks/compile.sh      (COPIES=… THREADS_LIST=… RUNS=… OUT_DIR=… BUILD_DIR=… BASELINE=…)
+# Usage: benchmarks/compile.sh      (COPIES=… THREADS_LIST=… RUNS=… OUT_DIR=… BUILD_DIR=… BASELINE=… DATA=…)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -14,7 +14,7 @@ out=${OUT_DIR:-$build/bench-compile}
 copies=${COPIES:-10}
 threads_list=${THREADS_LIST:-1 2}
 runs=${RUNS:-3}
-src=../shared/data/conll2000
+src=${DATA:-../shared/data/conll2000}
 [ -x "$crfx" ] || scripts/build.sh
 mkdir -p "$out"
 data=$out/train.x$copies.txt

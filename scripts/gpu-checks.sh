@@ -16,9 +16,12 @@
 #             small runs that reach every kernel of a pass: crfx train (observed pairs, every
 #             pair) and crfx tag on the 300-sentence slice, one L = 45 pass; each tool at most
 #             SANITIZE_SECONDS [120]
-#   tag       DEVICE=cuda benchmarks/tag.sh, then the CPU run beside it
+#   tag       DEVICE=cuda benchmarks/tag.sh, then the CPU run beside it: CoNLL-2000 test ×TAG_REPEAT
+#             [200] (9.5 M tokens, issue 38) on TAG_THREADS [all cores], TAG_RUNS [3] runs each
+#   compile   benchmarks/compile.sh on the machine's host: read + compile of CoNLL-2000 ×10 on
+#             1, 2, 4, 8 and all threads (issue 38: ≥ 10 M tokens/s on 16), models compared
 # Logs go to $BUILD_DIR/gpu-checks; one line per step is printed last. Usage:
-#   GPU_CHECKS_BUDGET=540 scripts/gpu-checks.sh build test bench profile sanitize tag
+#   GPU_CHECKS_BUDGET=540 scripts/gpu-checks.sh build test bench profile sanitize tag compile
 # Each step's exit status is recorded; the script exits non-zero if any step failed.
 # GPU_CHECKS_BUDGET=S bounds the whole run to S seconds (a lease is short): each command runs under
 # `timeout` with what is left, a step cut short is recorded as such, and later steps are not run.
@@ -173,13 +176,20 @@ print("device-to-device copy: %.0f GB/s (read + written, 1 GiB x 20)" % (2 * 20 
     tag)
       [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
       for device in cuda cpu; do
-        BUILD_DIR="$build" DEVICE=$device OUT_DIR="$build/bench-tag" bounded benchmarks/tag.sh > "$logs/bench-tag-$device.log" 2>&1
+        BUILD_DIR="$build" DEVICE=$device OUT_DIR="$build/bench-tag" REPEAT=${TAG_REPEAT:-200} \
+          THREAD_LIST=${TAG_THREADS:-$(nproc)} RUNS=${TAG_RUNS:-3} bounded benchmarks/tag.sh > "$logs/bench-tag-$device.log" 2>&1
         status=$?
         record "tag-$device" $status "$(grep -E '^best' "$logs/bench-tag-$device.log" || tail -1 "$logs/bench-tag-$device.log")"
       done
       ;;
+    compile)
+      [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
+      BUILD_DIR="$build" OUT_DIR="$build/bench-compile" THREADS_LIST="1 2 4 8 $(nproc)" RUNS=3 \
+        bounded benchmarks/compile.sh > "$logs/bench-compile.log" 2>&1
+      record compile $? "$(grep -c '^run' "$logs/bench-compile.log") runs; $(tail -1 "$logs/bench-compile.log")"
+      ;;
     *)
-      record "$step" 1 "unknown step (build, test, suite, bench, profile, sanitize, tag)"
+      record "$step" 1 "unknown step (build, test, suite, bench, profile, sanitize, tag, compile)"
       ;;
   esac
 done
