@@ -11,8 +11,9 @@
 #   passes   one pass over CoNLL-2000 as a Maxent model and with each of the other losses
 #            (crfx bench), GPU and CPU;
 #   stochastic (only when named) one epoch of sag (also with --sampling uniform), sgd-l1, adf and ap
-#            on CoNLL-2000 at batch sizes 1 and 256, GPU and CPU (all cores), each run bounded by EPOCH_SECONDS [60]: the
-#            mini-batch trainers' epoch time (issue 37's baseline);
+#            on CoNLL-2000 at batch sizes STOCH_BATCHES [1 8 64 256], GPU and CPU (all cores), each run bounded by
+#            EPOCH_SECONDS [60]: the mini-batch trainers' epoch time (issue 37; with benchmarks/batch.sh's
+#            passes to the optimum per batch size, the time to it on each device);
 #   fb       (only when named) the table's pass with the fused and with the split forward-backward
 #            (CRFX_FB=fused, split; the shapes of L ≤ 32 with CoNLL-2002's long sentences by
 #            default): which to run when, on this GPU;
@@ -155,7 +156,7 @@ if [[ $steps == *" stochastic "* ]]; then
   for run in sag sag-uniform sgd-l1 adf ap; do  # sag-uniform: its batch-1 steps queued on the device
     algo=${run%-uniform}
     case $run in sag) one="--max-epochs 1" ;; sag-uniform) one="--max-epochs 1 --sampling uniform" ;; *) one="--epochs 1" ;; esac
-    for batch in 1 256; do
+    for batch in ${STOCH_BATCHES:-1 8 64 256}; do
       for device in $devices; do
         read -r -a opts <<< "$one"
         line=$(timeout "${EPOCH_SECONDS:-60}" "$build/crfx" train "$data/train.txt" -t "$data/chunking.template" \
