@@ -63,6 +63,7 @@ std::uint64_t schedule_seed();
 /// device allocations (cudaMalloc calls of at least a byte; each cudaFree also synchronises).
 struct HostCounters {
   std::size_t launches = 0, syncs = 0, to_host = 0, to_device = 0, allocations = 0;
+  std::size_t to_host_bytes = 0, to_device_bytes = 0;  // what those copies moved
 };
 HostCounters host_counters();
 void reset_host_counters();

@@ -193,9 +193,14 @@ cudaError_t check_copy(const void* dst, const void* src, std::size_t n, cudaMemc
   return cudaSuccess;
 }
 
-void count_copy(HostCounters& h, cudaMemcpyKind kind) {
-  if (kind == cudaMemcpyDeviceToHost) ++h.to_host;
-  else if (kind == cudaMemcpyHostToDevice) ++h.to_device;
+void count_copy(HostCounters& h, cudaMemcpyKind kind, std::size_t n) {
+  if (kind == cudaMemcpyDeviceToHost) {
+    ++h.to_host;
+    h.to_host_bytes += n;
+  } else if (kind == cudaMemcpyHostToDevice) {
+    ++h.to_device;
+    h.to_device_bytes += n;
+  }
 }
 
 cudaError_t run_launch(const detail::LaunchJob& job) {
@@ -462,7 +467,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind
   CRFX_EMU_ENTER();
   if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
   ++d.host.syncs;
-  count_copy(d.host, kind);
+  count_copy(d.host, kind, n);
   if (const cudaError_t e = drain_blocking()) return e;
   if (n) std::memmove(dst, src, n);
   return cudaSuccess;
@@ -470,7 +475,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind, cudaStream_t stream) {
   CRFX_EMU_ENTER();
   if (const cudaError_t e = check_copy(dst, src, n, kind)) return e;
-  count_copy(d.host, kind);
+  count_copy(d.host, kind, n);
   if (n) stream_of(stream)->queue.push_back([=] {
       std::memmove(dst, src, n);
       return cudaSuccess;
