@@ -20,6 +20,7 @@
 // few batches of one thread.
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -234,21 +235,55 @@ void add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, Fea
   });
 }
 
+/// A CRFsuite shard's attributes of a few lines, looked up together (Dictionary::find_many).
+struct AttributeBlock {
+  static constexpr std::size_t kItems = 1024;  // a block's attributes, about
+  std::vector<std::string_view> names;  // views of the chunk's text, or of `decoded`
+  std::vector<std::size_t> hashes;
+  std::vector<double> values;
+  std::vector<std::uint32_t> ids;
+  std::vector<std::size_t> token_ends;  // [tokens] one past each token's last attribute
+  std::deque<std::string> decoded;      // the names with escapes or values, decoded
+
+  void add(std::string_view line, std::string_view name, double value) {
+    if (std::less<const char*>()(name.data(), line.data()) || std::less<const char*>()(line.end(), name.data()))
+      name = decoded.emplace_back(name);  // (a view of the decoder's scratch)
+    names.push_back(name);
+    hashes.push_back(std::hash<std::string_view>{}(name));
+    values.push_back(value);
+  }
+  /// The block's items and token ends into the shard's corpus, the block emptied: ids in the
+  /// order of the text, the strings new to the dictionary added to the shard's in that order.
+  void flush(Shard& sh) {
+    Corpus& c = sh.c;
+    const std::size_t n = names.size(), base = c.state_ids.size();
+    ids.resize(n);
+    sh.state.global->find_many(names.data(), hashes.data(), n, ids.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t id = ids[i] != Dictionary::kNone ? ids[i] : kLocal | sh.state.added.add(names[i], hashes[i]);
+      if (sh.state.counting()) sh.state.count(id, 1);
+      c.state_ids.push_back(id);
+      if (values[i] != 1.0 || !c.state_values.empty()) {
+        c.state_values.resize(c.state_ids.size() - 1, 1.0);  // the first time: the ones before it
+        c.state_values.push_back(values[i]);
+      }
+    }
+    for (const std::size_t end : token_ends) {
+      c.state_offsets.push_back(base + end);
+      c.edge_offsets.push_back(c.edge_ids.size());
+    }
+    names.clear(), hashes.clear(), values.clear(), token_ends.clear(), decoded.clear();
+  }
+};
+
 /// Parses and compiles one shard of a CRFsuite file (a worker): CrfsuiteReader's checks, line by
-/// line, each token's label and attributes looked up as it is read (CrfsuiteAdder's corpus, its
-/// values kept from the first that is not 1 on). An error is kept for the merge, with its line.
+/// line, each token's label looked up as it is read and its attributes a block of lines at a time
+/// (CrfsuiteAdder's corpus, its values kept from the first that is not 1 on). An error is kept
+/// for the merge, with its line.
 void compile_crfsuite_shard(Shard& sh, const std::string& path) {
   Corpus& c = sh.c;
+  AttributeBlock block;
   bool open = false;  // a sequence is under way
-  auto item = [&](std::string_view name, double value) {
-    const std::uint32_t id = sh.state.lookup(name);
-    if (sh.state.counting()) sh.state.count(id, 1);
-    c.state_ids.push_back(id);
-    if (value != 1.0 || !c.state_values.empty()) {
-      c.state_values.resize(c.state_ids.size() - 1, 1.0);  // the first time: the ones before it
-      c.state_values.push_back(value);
-    }
-  };
   try {
     for_each_chunk_line(sh.chunk, path, [&](std::string_view line, std::size_t number) {
       if (crfsuite_blank(line)) {
@@ -258,16 +293,17 @@ void compile_crfsuite_shard(Shard& sh, const std::string& path) {
       }
       const std::size_t label_end = crfsuite_label_end(line, path, number);
       sh.attribute_error = true;
-      for_each_attribute(line, path, number, item);
+      for_each_attribute(line, path, number, [&](std::string_view name, double value) { block.add(line, name, value); });
       sh.attribute_error = false;
       if (label_end == 0) throw InputError(path, number, "missing label (the first field) in training data");
       if (!open) c.source_lines.push_back(number);
       open = true;
       c.labels.push_back(sh.labels.lookup(line.substr(0, label_end)));
-      c.state_offsets.push_back(c.state_ids.size());
-      c.edge_offsets.push_back(c.edge_ids.size());
+      block.token_ends.push_back(block.names.size());
+      if (block.names.size() >= AttributeBlock::kItems) block.flush(sh);
       return true;
     });
+    block.flush(sh);
     if (open) c.sentence_offsets.push_back(c.labels.size());
   } catch (const InputError& e) {
     sh.error = std::current_exception();
