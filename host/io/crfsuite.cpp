@@ -174,7 +174,7 @@ std::size_t crfsuite_label_end(std::string_view line, const std::string& path, s
   const std::size_t label_end = std::min(line.find('\t'), line.size());
   // A space in the label field is CoNLL columns read as CRFsuite lines (no tab: the whole line
   // would become one label): refused, rather than trained or tagged into nonsense.
-  if (line.find(' ') < label_end)
+  if (line.substr(0, label_end).find(' ') != std::string_view::npos)
     throw InputError(path, number,
                      "'" + std::string(line.substr(0, std::min<std::size_t>(label_end, 60))) +
                          (label_end > 60 ? "…" : "") +
