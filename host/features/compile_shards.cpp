@@ -1,4 +1,5 @@
-// TrainingCompiler::add_file: a CoNLL training file read and compiled on several threads.
+// TrainingCompiler::add_file and add_crfsuite_file: a CoNLL or CRFsuite training file read and
+// compiled on several threads.
 //
 //   TextChunker: a batch of text (4 MB a thread, 8 MB at most), one chunk of whole sentences a thread
 //     → in parallel, per chunk (a shard): parse_conll_chunk, then expand_conll against the
@@ -18,6 +19,15 @@
 // throws the first shard's, so the message is the one line-by-line reading gives. The batch's
 // text is bounded (kMaxBatchBytes) so that the reading's memory beside the corpus stays that of a
 // few batches of one thread.
+//
+// A CRFsuite shard (compile_crfsuite_shard) does the same with lines of `label<TAB>attr[:value]…`:
+// CrfsuiteReader's checks line by line, the label looked up as it comes, the attributes a block
+// of about a thousand at a time (Dictionary::find_many fetches their slots and strings ahead:
+// one look-up at a time, each waited for memory's round trips). The shards keep values (as
+// CrfsuiteAdder does, dropped at finish when all are 1) only from the first that is not 1 on.
+// The reader's verdict on lines that look like CoNLL columns is taken, as the batches come, over
+// the file's first 100 non-blank lines (ShapeEvidence): an error among them comes first, with
+// the verdict's words where it is an attribute's, then the refusal, then later errors.
 #include <algorithm>
 #include <atomic>
 #include <deque>
