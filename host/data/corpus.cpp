@@ -121,6 +121,30 @@ std::uint32_t Dictionary::find(std::string_view s, std::size_t h) const {
   return slots_[probe(s, h)];
 }
 
+void Dictionary::find_many(const std::string_view* s, const std::size_t* h, std::size_t n,
+                           std::uint32_t* ids) const {
+  if (slots_.empty()) {
+    std::fill(ids, ids + n, kNone);
+    return;
+  }
+  // Look-up i + kSlot's slot is fetched, i + kEntry's entry (its hash and string), i + kText's
+  // characters, then look-up i made: each stage finds in the cache what the one before fetched.
+  constexpr std::size_t kSlot = 24, kEntry = 12, kText = 6;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kSlot < n) __builtin_prefetch(&slots_[h[i + kSlot] & mask]);
+    if (i + kEntry < n) {
+      const std::uint32_t id = slots_[h[i + kEntry] & mask];
+      if (id != kNone) __builtin_prefetch(&hashes_[id]), __builtin_prefetch(&strings_[id]);
+    }
+    if (i + kText < n) {
+      const std::uint32_t id = slots_[h[i + kText] & mask];
+      if (id != kNone) __builtin_prefetch(strings_[id].data());
+    }
+    ids[i] = slots_[probe(s[i], h[i])];
+  }
+}
+
 std::vector<std::uint32_t> Dictionary::absorb(Dictionary&& other) {
   std::vector<std::uint32_t> ids(other.size());
   for (std::size_t id = 0; id < ids.size(); ++id) ids[id] = insert(std::move(other.strings_[id]), other.hashes_[id]);

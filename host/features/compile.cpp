@@ -314,10 +314,7 @@ void TrainingCompiler::add(const TextData& data) {
     return;
   }
   if (data.conll_shape.found())  // CoNLL columns read as CRFsuite lines (host/io/crfsuite.cpp)
-    throw InputError(data.conll_shape.path, data.conll_shape.line,
-                     data.conll_shape.why +
-                         "; for CoNLL columns train with --format conll and a --template (a model keeps "
-                         "its training format)");
+    features_detail::refuse_conll_shape(data.conll_shape);
   CrfsuiteAdder adder{fs, c, state_count_, data.path};
   visit_crfsuite(data, adder);
 }
@@ -414,12 +411,12 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
   }
   bool projected = total == 0 || !(reserve_limit > 0);
   // A CoNLL batch's text (a chunk a thread) and the most strings the template makes of it; a
-  // CRFsuite batch (batch_bytes on one thread) has an attribute per kTokenBytes at most.
+  // CRFsuite batch (batch_text) has an attribute per kTokenBytes at most.
   const std::uint64_t conll_batch = template_batch_bytes(fs, batch_bytes, reserve_limit, threads);
   const std::size_t batch_strings =
       fs.format == InputFormat::conll
           ? std::size_t(double(conll_batch) * threads / kTokenBytes * double(std::max<std::size_t>(1, template_lines(fs))))
-          : std::size_t(double(batch_bytes) / kTokenBytes);
+          : std::size_t(double(TrainingCompiler::batch_text(batch_bytes, threads)) / kTokenBytes);
   auto after = [&](const std::string& path, std::uint64_t file_bytes, std::size_t line) {
     if (!projected) {  // (a gzip file's bytes read may be its text's: beyond `total`, no projection)
       projected = true;
@@ -439,22 +436,9 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
     after_batch(p);
   };
   for (const std::string& path : paths) {
-    if (fs.format == InputFormat::conll) {
-      done += tc.add_file(path, threads, conll_batch,
-                          [&](std::uint64_t bytes, std::size_t line) { after(path, bytes, line); });
-      continue;
-    }
-    TextReader reader(fs.format, path);
-    while (!reader.exhausted()) {
-      TextData batch;
-      batch.format = fs.format;
-      batch.path = path;
-      if (reader.append(batch, ~std::size_t(0), batch_bytes) == 0 && reader.exhausted()) break;
-      tc.add(batch);
-      const bool any = !batch.crfsuite.empty() && !batch.crfsuite.back().empty();
-      after(path, reader.bytes_read(), any ? batch.crfsuite.back().front().line : 0);
-    }
-    done += reader.bytes_read();
+    auto batch_done = [&](std::uint64_t bytes, std::size_t line) { after(path, bytes, line); };
+    done += fs.format == InputFormat::conll ? tc.add_file(path, threads, conll_batch, batch_done)
+                                            : tc.add_crfsuite_file(path, threads, batch_bytes, batch_done);
   }
   return tc.finish(min_freq);
 }

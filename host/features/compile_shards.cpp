@@ -1,4 +1,5 @@
-// TrainingCompiler::add_file: a CoNLL training file read and compiled on several threads.
+// TrainingCompiler::add_file and add_crfsuite_file: a CoNLL or CRFsuite training file read and
+// compiled on several threads.
 //
 //   TextChunker: a batch of text (4 MB a thread, 8 MB at most), one chunk of whole sentences a thread
 //     → in parallel, per chunk (a shard): parse_conll_chunk, then expand_conll against the
@@ -18,8 +19,18 @@
 // throws the first shard's, so the message is the one line-by-line reading gives. The batch's
 // text is bounded (kMaxBatchBytes) so that the reading's memory beside the corpus stays that of a
 // few batches of one thread.
+//
+// A CRFsuite shard (compile_crfsuite_shard) does the same with lines of `label<TAB>attr[:value]…`:
+// CrfsuiteReader's checks line by line, the label looked up as it comes, the attributes a block
+// of about a thousand at a time (Dictionary::find_many fetches their slots and strings ahead:
+// one look-up at a time, each waited for memory's round trips). The shards keep values (as
+// CrfsuiteAdder does, dropped at finish when all are 1) only from the first that is not 1 on.
+// The reader's verdict on lines that look like CoNLL columns is taken, as the batches come, over
+// the file's first 100 non-blank lines (ShapeEvidence): an error among them comes first, with
+// the verdict's words where it is an attribute's, then the refusal, then later errors.
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -37,6 +48,7 @@
 #include "crfx/errors.hpp"
 #include "crfx/internal/features.hpp"
 #include "features/expand.hpp"
+#include "features/input_checks.hpp"
 #include "io/text_chunks.hpp"
 
 namespace crfx {
@@ -61,8 +73,8 @@ struct ShardSink {
   const Dictionary* global = nullptr;  // as before the batch: only read while shards run
   Dictionary added;                    // the shard's strings new to `global`, in its order
   std::vector<std::pair<std::uint32_t, std::uint32_t>> counted;  // (id as given, occurrences)
-  std::uint32_t lookup(const std::string& s) {
-    const std::size_t h = std::hash<std::string>{}(s);
+  std::uint32_t lookup(std::string_view s) {
+    const std::size_t h = std::hash<std::string_view>{}(s);
     const std::uint32_t id = global->find(s, h);
     return id != Dictionary::kNone ? id : kLocal | added.add(s, h);
   }
@@ -102,6 +114,8 @@ struct Shard {
   ShardSink labels, state, edge;
   std::vector<std::uint32_t> label_ids, state_ids, edge_ids;  // the added strings' ids, after the merge
   std::exception_ptr error;
+  std::size_t error_line = 0;    // CRFsuite: the bad line's number
+  bool attribute_error = false;  // CRFsuite: the error is an attribute's (CrfsuiteShape may explain it)
   // The slot's columns' codes and lines' caches, kept from batch to batch (up to kMaxCacheBytes):
   // a string met in an earlier batch of this slot is neither built nor looked up again.
   features_detail::ExpandCaches caches;
@@ -186,6 +200,7 @@ void place(const Shard& sh, const Place& at, Corpus& c) {
     c.edge_offsets[at.token + 1 + k] = at.edge + s.edge_offsets[k + 1];
   }
   for (std::size_t i = 0; i < s.state_ids.size(); ++i) c.state_ids[at.state + i] = global_id(s.state_ids[i], sh.state_ids);
+  std::copy(s.state_values.begin(), s.state_values.end(), c.state_values.begin() + std::ptrdiff_t(at.state));
   for (std::size_t i = 0; i < s.edge_ids.size(); ++i) c.edge_ids[at.edge + i] = global_id(s.edge_ids[i], sh.edge_ids);
   for (std::size_t i = 0; i < s.source_lines.size(); ++i) {
     c.source_lines[at.sentence + i] = s.source_lines[i];
@@ -215,6 +230,10 @@ void add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, Fea
   c.state_offsets.resize(end.token + 1);
   c.edge_offsets.resize(end.token + 1);
   c.state_ids.resize(end.state);
+  // CRFsuite values, kept from the first that is not 1 on (the items before it get 1).
+  if (!c.state_values.empty() || std::any_of(shards.begin(), shards.begin() + std::ptrdiff_t(n),
+                                             [](const Shard& sh) { return !sh.c.state_values.empty(); }))
+    c.state_values.resize(end.state, 1.0);
   c.edge_ids.resize(end.edge);
   c.source_lines.resize(end.sentence);
   c.sentence_offsets.resize(end.sentence + 1);
@@ -226,7 +245,188 @@ void add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, Fea
   });
 }
 
+/// A CRFsuite shard's attributes of a few lines, looked up together (Dictionary::find_many).
+struct AttributeBlock {
+  static constexpr std::size_t kItems = 1024;  // a block's attributes, about
+  std::vector<std::string_view> names;  // views of the chunk's text, or of `decoded`
+  std::vector<std::size_t> hashes;
+  std::vector<double> values;
+  std::vector<std::uint32_t> ids;
+  std::vector<std::size_t> token_ends;  // [tokens] one past each token's last attribute
+  std::deque<std::string> decoded;      // the names with escapes or values, decoded
+
+  void add(std::string_view line, std::string_view name, double value) {
+    if (std::less<const char*>()(name.data(), line.data()) || std::less<const char*>()(line.end(), name.data()))
+      name = decoded.emplace_back(name);  // (a view of the decoder's scratch)
+    names.push_back(name);
+    hashes.push_back(std::hash<std::string_view>{}(name));
+    values.push_back(value);
+  }
+  /// The block's items and token ends into the shard's corpus, the block emptied: ids in the
+  /// order of the text, the strings new to the dictionary added to the shard's in that order.
+  void flush(Shard& sh) {
+    Corpus& c = sh.c;
+    const std::size_t n = names.size(), base = c.state_ids.size();
+    ids.resize(n);
+    sh.state.global->find_many(names.data(), hashes.data(), n, ids.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t id = ids[i] != Dictionary::kNone ? ids[i] : kLocal | sh.state.added.add(names[i], hashes[i]);
+      if (sh.state.counting()) sh.state.count(id, 1);
+      c.state_ids.push_back(id);
+      if (values[i] != 1.0 || !c.state_values.empty()) {
+        c.state_values.resize(c.state_ids.size() - 1, 1.0);  // the first time: the ones before it
+        c.state_values.push_back(values[i]);
+      }
+    }
+    for (const std::size_t end : token_ends) {
+      c.state_offsets.push_back(base + end);
+      c.edge_offsets.push_back(c.edge_ids.size());
+    }
+    names.clear(), hashes.clear(), values.clear(), token_ends.clear(), decoded.clear();
+  }
+};
+
+/// Parses and compiles one shard of a CRFsuite file (a worker): CrfsuiteReader's checks, line by
+/// line, each token's label looked up as it is read and its attributes a block of lines at a time
+/// (CrfsuiteAdder's corpus, its values kept from the first that is not 1 on). An error is kept
+/// for the merge, with its line.
+void compile_crfsuite_shard(Shard& sh, const std::string& path) {
+  Corpus& c = sh.c;
+  AttributeBlock block;
+  bool open = false;  // a sequence is under way
+  try {
+    for_each_chunk_line(sh.chunk, path, [&](std::string_view line, std::size_t number) {
+      if (crfsuite_blank(line)) {
+        if (open) c.sentence_offsets.push_back(c.labels.size());
+        open = false;
+        return true;
+      }
+      const std::size_t label_end = crfsuite_label_end(line, path, number);
+      sh.attribute_error = true;
+      for_each_attribute(line, path, number, [&](std::string_view name, double value) { block.add(line, name, value); });
+      sh.attribute_error = false;
+      if (label_end == 0) throw InputError(path, number, "missing label (the first field) in training data");
+      if (!open) c.source_lines.push_back(number);
+      open = true;
+      c.labels.push_back(sh.labels.lookup(line.substr(0, label_end)));
+      block.token_ends.push_back(block.names.size());
+      if (block.names.size() >= AttributeBlock::kItems) block.flush(sh);
+      return true;
+    });
+    block.flush(sh);
+    if (open) c.sentence_offsets.push_back(c.labels.size());
+  } catch (const InputError& e) {
+    sh.error = std::current_exception();
+    sh.error_line = e.line();
+  } catch (...) {  // (out of memory)
+    sh.error = std::current_exception();
+    sh.error_line = 0;
+  }
+}
+
+/// What a CRFsuite file's first lines were like (CrfsuiteReader::conll_shape's evidence), kept
+/// by the thread that merges: the non-blank ones among the file's first CrfsuiteShape::kLines,
+/// as the batches come. `covered` is the last line looked at.
+struct ShapeEvidence {
+  CrfsuiteShape shape;
+  std::vector<std::pair<std::size_t, std::string>> lines;  // (number, text)
+  std::size_t covered = 0;
+  bool complete = false;  // the kLines lines, or the file's end, or a line that cannot be read
+  bool checked = false;   // the refusal is behind (not found)
+
+  void observe(const TextChunk& chunk, const std::string& path) {
+    if (complete) return;
+    try {
+      for_each_chunk_line(chunk, path, [&](std::string_view line, std::size_t number) {
+        covered = number;
+        if (crfsuite_blank(line)) return true;
+        shape.observe(line, number);
+        lines.emplace_back(number, std::string(line));
+        complete = shape.full();
+        return !complete;
+      });
+    } catch (const InputError& e) {  // the shard throws it
+      covered = e.line();
+      complete = true;
+    }
+  }
+  /// Throws `sh`'s error, an attribute's with the cause CrfsuiteReader gives it where the lines
+  /// up to it look like CoNLL columns.
+  [[noreturn]] void rethrow(const Shard& sh, const std::string& path) const {
+    if (sh.attribute_error) try {
+        std::rethrow_exception(sh.error);
+      } catch (const InputError& e) {
+        CrfsuiteShape upto;
+        for (const auto& [number, text] : lines)
+          if (number <= e.line()) upto.observe(text, number);
+        const ConllShape why = upto.verdict(path);
+        if (why.found()) throw InputError(path, e.line(), shape_problem(why, e.problem()));
+      }
+    std::rethrow_exception(sh.error);
+  }
+};
+
+/// The order of a CRFsuite batch's errors: the first bad line's among the evidence's lines, the
+/// refusal of lines that look like CoNLL columns once the evidence is complete, then the first
+/// bad line's (add_crfsuite_file's contract).
+void check_crfsuite_batch(const std::vector<Shard>& shards, std::size_t n, ShapeEvidence& ev, const std::string& path) {
+  const Shard* bad = nullptr;
+  for (std::size_t i = 0; i < n && !bad; ++i)
+    if (shards[i].error) bad = &shards[i];
+  if (bad && bad->error_line <= ev.covered) ev.rethrow(*bad, path);
+  if (ev.complete && !ev.checked) {
+    const ConllShape shape = ev.shape.verdict(path);
+    if (shape.found()) features_detail::refuse_conll_shape(shape);
+    ev.checked = true;
+  }
+  if (bad) ev.rethrow(*bad, path);
+}
+
 }  // namespace
+
+std::uint64_t TrainingCompiler::batch_text(std::uint64_t batch_bytes, unsigned threads) {
+  return std::max(batch_bytes, std::min(batch_bytes * std::max(1u, threads), kMaxBatchBytes));
+}
+
+std::uint64_t TrainingCompiler::add_crfsuite_file(const std::string& path, unsigned threads, std::uint64_t batch_bytes,
+                                                  const std::function<void(std::uint64_t, std::size_t)>& after_batch) {
+  if (finished_) throw Error("internal: TrainingCompiler::add_crfsuite_file after finish");
+  if (fs_.format != InputFormat::crfsuite)
+    throw Error("internal: TrainingCompiler::add_crfsuite_file reads CRFsuite files");
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  TextChunker chunker(path);
+  {
+    const std::size_t target = std::size_t(std::max<std::uint64_t>(1, batch_text(batch_bytes, threads) / threads));
+    std::vector<Shard> shards(threads);
+    ShapeEvidence evidence;
+    for (bool more = true; more;) {
+      std::size_t n = 0;
+      while (n < shards.size() && (more = chunker.next(shards[n].chunk, target))) ++n;
+      for (std::size_t i = 0; i < n; ++i) {
+        Shard& sh = shards[i];
+        evidence.observe(sh.chunk, path);
+        clear(sh.c);
+        sh.labels.reset(fs_.labels, false), sh.state.reset(fs_.state_attrs, counting_);
+        sh.edge.reset(fs_.edge_attrs, false);
+        sh.error = nullptr;
+        sh.attribute_error = false;
+      }
+      evidence.complete = evidence.complete || !more;
+      parallel(n, threads, [&](std::size_t i) { compile_crfsuite_shard(shards[i], path); });
+      check_crfsuite_batch(shards, n, evidence, path);
+      if (n == 0) break;
+      add_shards(shards, n, threads, fs_, c_, state_count_, edge_count_);
+      std::size_t line = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (!shards[i].c.source_lines.empty()) line = shards[i].c.source_lines.back();
+      if (after_batch) after_batch(chunker.bytes_done(), line);
+    }
+  }
+#ifdef __GLIBC__
+  malloc_trim(0);  // (as add_file)
+#endif
+  return chunker.bytes_read();
+}
 
 std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threads, std::uint64_t batch_bytes,
                                          const std::function<void(std::uint64_t, std::size_t)>& after_batch) {
@@ -239,7 +439,7 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
     // with empty caches and looks every string it meets up again, so the smaller the chunks, the
     // more work in all (2 MB chunks: a third more than 4 MB ones); the batch's bytes are bounded
     // because its shards' arrays take several times its text.
-    const std::uint64_t batch = std::max(batch_bytes, std::min(batch_bytes * threads, kMaxBatchBytes));
+    const std::uint64_t batch = batch_text(batch_bytes, threads);
     const std::size_t target = std::size_t(std::max<std::uint64_t>(1, batch / threads));
     std::vector<Shard> shards(threads);
     FileContext file{&fs_, &path, 0, 0, fs_.type == ModelType::crf};

@@ -173,6 +173,12 @@ void check_feature_columns(const FeatureSpace& fs, const TextData& data, std::si
 /// also at least half of the attribute occurrences are unknown to the model (`unknown` of
 /// `total`). A CRFsuite model's attributes are what its training file wrote (w[0]=He,
 /// pos[0]=PRP); CoNLL columns read as attributes (PRP, B-NP) are not among them.
+void refuse_conll_shape(const ConllShape& shape) {
+  throw InputError(shape.path, shape.line,
+                   shape.why + "; for CoNLL columns train with --format conll and a --template (a model keeps "
+                               "its training format)");
+}
+
 void check_conll_shape(const TextData& data, std::size_t unknown, std::size_t total) {
   if (!data.conll_shape.found() || total == 0 || 2 * unknown < total) return;
   throw InputError(data.conll_shape.path, data.conll_shape.line,

@@ -19,5 +19,7 @@ void check_feature_columns(const FeatureSpace& fs, const TextData& data, std::si
 /// Refuses CRFsuite data that looks like CoNLL columns (TextData::conll_shape) where also at
 /// least half of the attribute occurrences (`unknown` of `total`) are unknown to the model.
 void check_conll_shape(const TextData& data, std::size_t unknown, std::size_t total);
+/// Refuses training data read as CRFsuite lines that looks like CoNLL columns (`shape` found).
+[[noreturn]] void refuse_conll_shape(const ConllShape& shape);
 
 }  // namespace crfx::features_detail

@@ -57,10 +57,6 @@ namespace {
 
 constexpr const char* kBeyondRange = " is beyond ±1e10, the range crfx accepts (scale the values down)";
 
-bool blank(const std::string& line) {
-  return line.find_first_not_of(" \t") == std::string::npos;
-}
-
 /// " (… write \: …)": the hint for a value that is most likely part of the name (the header), with
 /// the field's unescaped ':'s escaped.
 std::string colon_hint(const char* raw, std::size_t n) {
@@ -174,20 +170,33 @@ void decode_attribute(std::string_view field, const std::string& path, std::size
   value = scratch.value;
 }
 
-std::size_t CrfsuiteReader::check_line(CrfsuiteAttribute& attr, CrfsuiteToken* token) {
-  const std::string& line = line_;
-  if (shape_.lines < kShapeLines) observe(line);
-  const std::size_t number = reader_.line_number();
-  std::size_t tab = line.find('\t');
-  const std::size_t label_end = tab == std::string::npos ? line.size() : tab;
+std::size_t crfsuite_label_end(std::string_view line, const std::string& path, std::size_t number) {
+  const std::size_t label_end = std::min(line.find('\t'), line.size());
   // A space in the label field is CoNLL columns read as CRFsuite lines (no tab: the whole line
   // would become one label): refused, rather than trained or tagged into nonsense.
-  if (line.find(' ') < label_end)
-    throw InputError(reader_.path(), number,
-                     "'" + line.substr(0, std::min<std::size_t>(label_end, 60)) + (label_end > 60 ? "…" : "") +
+  if (line.substr(0, label_end).find(' ') != std::string_view::npos)
+    throw InputError(path, number,
+                     "'" + std::string(line.substr(0, std::min<std::size_t>(label_end, 60))) +
+                         (label_end > 60 ? "…" : "") +
                          "' has spaces before its first tab: CRFsuite lines are LABEL<TAB>attr<TAB>…; "
                          "for CoNLL columns train with --format conll and a --template (a model "
                          "keeps its training format)");
+  return label_end;
+}
+
+std::string shape_problem(const ConllShape& shape, const std::string& problem) {
+  return shape.why + "; CoNLL columns are trained with --format conll and a --template, and "
+                     "tagged with a model so trained (a model keeps its training format). "
+                     "Read as CRFsuite, this line fails: " +
+         problem;
+}
+
+std::size_t CrfsuiteReader::check_line(CrfsuiteAttribute& attr, CrfsuiteToken* token) {
+  const std::string& line = line_;
+  const std::size_t number = reader_.line_number();
+  shape_.observe(line, number);
+  std::size_t tab = line.find('\t');
+  const std::size_t label_end = crfsuite_label_end(line, reader_.path(), number);
   if (token) {
     token->line = number;
     token->label.assign(line, 0, label_end);
@@ -203,11 +212,7 @@ std::size_t CrfsuiteReader::check_line(CrfsuiteAttribute& attr, CrfsuiteToken* t
     } catch (const InputError& error) {
       const ConllShape shape = conll_shape();
       if (!shape.found()) throw;
-      throw InputError(reader_.path(), number,
-                       shape.why + "; CoNLL columns are trained with --format conll and a --template, and "
-                                   "tagged with a model so trained (a model keeps its training format). "
-                                   "Read as CRFsuite, this line fails: " +
-                           error.problem());
+      throw InputError(reader_.path(), number, shape_problem(shape, error.problem()));
     }
   }
   return label_end;
@@ -216,7 +221,7 @@ std::size_t CrfsuiteReader::check_line(CrfsuiteAttribute& attr, CrfsuiteToken* t
 bool CrfsuiteReader::next(CrfsuiteSentence& out) {
   out.clear();
   while (reader_.next(line_)) {
-    if (blank(line_)) {
+    if (crfsuite_blank(line_)) {
       if (!out.empty()) return true;
       continue;
     }
@@ -232,7 +237,7 @@ bool CrfsuiteReader::next(CrfsuiteLines& out) {
   const std::size_t text = out.text.size(), tokens = out.token_ends.size();
   try {
     while (reader_.next(line_)) {
-      if (blank(line_)) {
+      if (crfsuite_blank(line_)) {
         if (out.token_ends.size() > tokens) break;
         continue;
       }
@@ -252,58 +257,55 @@ bool CrfsuiteReader::next(CrfsuiteLines& out) {
   return true;
 }
 
-void CrfsuiteReader::observe(const std::string& line) {
-  ShapeStats& s = shape_;
-  if (s.lines == 0) s.first_line = reader_.line_number();
-  s.last_line = reader_.line_number();
+void CrfsuiteShape::observe(std::string_view line, std::size_t number) {
+  if (full()) return;
+  if (lines_ == 0) first_line_ = number;
+  last_line_ = number;
   std::size_t fields = 0;
   std::string first, last;
-  for (std::size_t b = 0;;) {  // the fields as next() takes them: the label, then non-empty ones
+  for (std::size_t b = 0;;) {  // the fields as the reader takes them: the label, then non-empty ones
     const std::size_t tab = line.find('\t', b);
-    const std::size_t e = tab == std::string::npos ? line.size() : tab;
+    const std::size_t e = tab == std::string_view::npos ? line.size() : tab;
     if (fields == 0 || e > b) {
-      std::string f = line.substr(b, e - b);
+      std::string f(line.substr(b, e - b));
       if (fields == 0) {
         first = f;
       } else {
-        ++s.attributes;
-        s.named += named_attribute(f);
+        ++attributes_;
+        named_ += named_attribute(f);
       }
       last = std::move(f);
       ++fields;
     }
-    if (tab == std::string::npos) break;
+    if (tab == std::string_view::npos) break;
     b = tab + 1;
   }
-  if (s.lines == 0) s.fields = fields;
-  s.same_fields = s.same_fields && fields == s.fields;
-  s.first_words += std::any_of(first.begin(), first.end(), [](char c) { return c >= 'a' && c <= 'z'; });
-  s.last_not_tags += !looks_like_tag(last);
-  add_distinct(s.first_values, first);
-  add_distinct(s.last_values, last);
-  ++s.lines;
+  if (lines_ == 0) fields_ = fields;
+  same_fields_ = same_fields_ && fields == fields_;
+  first_words_ += std::any_of(first.begin(), first.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+  last_not_tags_ += !looks_like_tag(last);
+  add_distinct(first_values_, first);
+  add_distinct(last_values_, last);
+  ++lines_;
 }
 
-ConllShape CrfsuiteReader::conll_shape() const {
+ConllShape CrfsuiteShape::verdict(const std::string& path) const {
   // The rule, with its numbers, is in the header.
-  const ShapeStats& s = shape_;
   ConllShape shape;
-  shape.path = reader_.path();
-  shape.line = s.first_line;
-  const std::size_t D_first = s.first_values.size(), D_last = s.last_values.size();
-  const bool word_first = 4 * s.first_words >= s.lines || (D_first >= 2 * D_last && D_first >= 5);
-  if (s.lines < 2 || !s.same_fields || s.fields < 2 || 20 * s.named > s.attributes || s.last_not_tags > 0 ||
-      !word_first)
+  shape.path = path;
+  shape.line = first_line_;
+  const std::size_t D_first = first_values_.size(), D_last = last_values_.size();
+  const bool word_first = 4 * first_words_ >= lines_ || (D_first >= 2 * D_last && D_first >= 5);
+  if (lines_ < 2 || !same_fields_ || fields_ < 2 || 20 * named_ > attributes_ || last_not_tags_ > 0 || !word_first)
     return shape;
   std::string tags;
-  for (std::size_t i = 0; i < s.last_values.size() && i < 3; ++i) tags += (i ? ", " : "") + s.last_values[i];
-  if (s.last_values.size() > 3) tags += ", …";
-  shape.why = "lines " + std::to_string(s.first_line) + "–" +
-              std::to_string(s.last_line) +
-              " look like CoNLL columns, not CRFsuite attribute lines: each has " + std::to_string(s.fields) +
+  for (std::size_t i = 0; i < last_values_.size() && i < 3; ++i) tags += (i ? ", " : "") + last_values_[i];
+  if (last_values_.size() > 3) tags += ", …";
+  shape.why = "lines " + std::to_string(first_line_) + "–" + std::to_string(last_line_) +
+              " look like CoNLL columns, not CRFsuite attribute lines: each has " + std::to_string(fields_) +
               " tab-separated fields, the attributes are not written name=value or name:value, and the "
               "last field looks like a tag (" + tags + ") where a CRFsuite line has its label first ('" +
-              utf8_prefix(s.first_values.front(), 40) + "' would be a label)";
+              utf8_prefix(first_values_.front(), 40) + "' would be a label)";
   return shape;
 }
 

@@ -26,25 +26,6 @@ bool blank(const char* b, const char* e) {
   return true;
 }
 
-/// Calls fn(line, number) for every line of `chunk` as LineReader::next gives it (too long a line
-/// or a NUL byte: InputError), until fn returns false.
-template <class Fn>
-void for_each_line(const TextChunk& chunk, const std::string& path, Fn fn) {
-  const char* p = chunk.text.data();
-  const char* const end = p + chunk.text.size();
-  const std::size_t max = LineReader::max_line_bytes();
-  for (std::size_t number = chunk.first_line; p < end; ++number) {
-    const char* nl = static_cast<const char*>(std::memchr(p, '\n', std::size_t(end - p)));
-    const char* e = nl ? nl : end;
-    if (std::size_t(e - p) > max) throw InputError(path, number, line_too_long_problem());
-    std::string_view line(p, std::size_t(e - p));
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.find('\0') != std::string_view::npos)
-      throw InputError(path, number, nul_byte_problem());
-    if (!fn(line, number)) return;
-    p = nl ? nl + 1 : end;
-  }
-}
 }  // namespace
 
 void split_whitespace(std::string_view line, std::vector<std::string_view>& out) {
@@ -116,7 +97,7 @@ void parse_conll_chunk(const TextChunk& chunk, const std::string& path, std::siz
   std::vector<std::string_view> split;
   std::size_t tokens = 0;
   bool open = false;  // a sentence is under way
-  for_each_line(chunk, path, [&](std::string_view line, std::size_t number) {
+  for_each_chunk_line(chunk, path, [&](std::string_view line, std::size_t number) {
     split_whitespace(line, split);
     if (conll_not_a_token(split)) {
       if (open) out.sentence_ends.push_back(tokens);
@@ -138,7 +119,7 @@ bool first_conll_token(const TextChunk& chunk, const std::string& path, std::siz
                        std::size_t& line) {
   std::vector<std::string_view> split;
   bool found = false;
-  for_each_line(chunk, path, [&](std::string_view text, std::size_t number) {
+  for_each_chunk_line(chunk, path, [&](std::string_view text, std::size_t number) {
     split_whitespace(text, split);
     if (conll_not_a_token(split)) return true;
     columns = split.size();

@@ -5,14 +5,17 @@
 //                      sentence spans two chunks, and each chunk knows its first line's number
 //   parse_conll_chunk  a chunk's lines → tokens × columns as views into the chunk, by
 //                      read_conll's rules and with its errors (file and line)
+//   for_each_chunk_line  a chunk's lines as LineReader gives them (the CRFsuite shards' reading)
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "crfx/errors.hpp"
 #include "crfx/internal/io.hpp"
 
 namespace crfx {
@@ -83,5 +86,24 @@ std::string line_too_long_problem();
 std::string nul_byte_problem();
 std::string conll_column_problem(std::size_t expected, std::size_t first_line, std::string_view line,
                                  const std::vector<std::string_view>& columns);
+
+/// Calls fn(line, number) for every line of `chunk` as LineReader::next gives it (too long a line
+/// or a NUL byte: an InputError naming `path` and the line), until fn returns false.
+template <class Fn>
+void for_each_chunk_line(const TextChunk& chunk, const std::string& path, Fn fn) {
+  const char* p = chunk.text.data();
+  const char* const end = p + chunk.text.size();
+  const std::size_t max = LineReader::max_line_bytes();
+  for (std::size_t number = chunk.first_line; p < end; ++number) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', std::size_t(end - p)));
+    const char* e = nl ? nl : end;
+    if (std::size_t(e - p) > max) throw InputError(path, number, line_too_long_problem());
+    std::string_view line(p, std::size_t(e - p));
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find('\0') != std::string_view::npos) throw InputError(path, number, nul_byte_problem());
+    if (!fn(line, number)) return;
+    p = nl ? nl + 1 : end;
+  }
+}
 
 }  // namespace crfx

@@ -37,6 +37,10 @@ class Dictionary {
   /// (a training compile's shards look strings up from several threads, find being const).
   std::uint32_t add(std::string_view s, std::size_t h);
   std::uint32_t find(std::string_view s, std::size_t h) const;
+  /// ids[i] = find(s[i], h[i]) for i in [0, n), the table's slots and strings fetched a few
+  /// look-ups ahead (a training compile's shards look up a block of attributes at a time: one
+  /// at a time, each waits for three or four of memory's round trips).
+  void find_many(const std::string_view* s, const std::size_t* h, std::size_t n, std::uint32_t* ids) const;
   /// Adds `other`'s strings in their id order, moved (`other` is left empty); returns other's id
   /// → this dictionary's id.
   std::vector<std::uint32_t> absorb(Dictionary&& other);

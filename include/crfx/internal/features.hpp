@@ -137,8 +137,8 @@ struct CompileProgress {
 /// With `reserve_limit` > 0, the arrays are reserved after the first batch for the whole text
 /// (projected from the files' bytes) where that projection's bytes stay within it: a reading the
 /// memory cannot hold is refused by after_batch as before, never after reserving past its limit.
-/// CoNLL files are read and compiled on `threads` threads (0: every core), a batch split into
-/// one chunk of whole sentences per thread; the result is the same whatever the count.
+/// The files are read and compiled on `threads` threads (0: every core), a batch split into one
+/// chunk of whole sentences per thread; the result is the same whatever the count.
 Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths, std::size_t min_freq,
                         std::uint64_t batch_bytes = kCompileBatchBytes,
                         const std::function<void(const CompileProgress&)>& after_batch = {},
@@ -159,8 +159,18 @@ class TrainingCompiler {
   /// after each batch; returns the bytes read from the file.
   std::uint64_t add_file(const std::string& path, unsigned threads, std::uint64_t batch_bytes,
                          const std::function<void(std::uint64_t, std::size_t)>& after_batch);
+  /// The same for CRFsuite file `path`: each chunk's lines parsed and their labels and attributes
+  /// looked up or added on its thread, the new ones then added in the chunks' order (the ids of
+  /// add() over the whole text). Errors come as add() gives them, the first bad line's; those in
+  /// the file's first CrfsuiteShape::kLines non-blank lines come before the refusal of lines that
+  /// look like CoNLL columns, the others after it.
+  std::uint64_t add_crfsuite_file(const std::string& path, unsigned threads, std::uint64_t batch_bytes,
+                                  const std::function<void(std::uint64_t, std::size_t)>& after_batch);
+  /// The text a batch of add_file or add_crfsuite_file holds at most, for `batch_bytes` a thread.
+  static std::uint64_t batch_text(std::uint64_t batch_bytes, unsigned threads);
   Corpus finish(std::size_t min_freq);
-  /// Whether add_file counts the attributes' occurrences (finish's min_freq > 1 needs them).
+  /// Whether add_file and add_crfsuite_file count the attributes' occurrences (finish's
+  /// min_freq > 1 needs them).
   void count_occurrences(bool count) { counting_ = count; }
   /// The corpus so far and the dictionaries' estimated bytes (CompileProgress).
   std::size_t corpus_bytes() const;

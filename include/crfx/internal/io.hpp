@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -137,13 +138,24 @@ void for_each_attribute(std::string_view text, const std::string& path, std::siz
   CrfsuiteAttribute scratch;
   std::string_view name;
   double value = 1.0;
-  for (std::size_t tab = text.find('\t'); tab != std::string_view::npos;) {
-    const std::size_t b = tab + 1;
-    tab = text.find('\t', b);
-    const std::size_t e = tab == std::string_view::npos ? text.size() : tab;
-    if (e == b) continue;  // empty field: skipped, as CRFsuite does
-    decode_attribute(text.substr(b, e - b), path, line, scratch, name, value);
-    fn(name, value);
+  // One pass over the bytes: the fields cut at tabs, and those without '\\' or ':' (no escape, no
+  // value: the name as it is, the usual case) spared decode_attribute's own look.
+  const char* const end = text.data() + text.size();
+  const char* p = text.empty() ? nullptr : static_cast<const char*>(std::memchr(text.data(), '\t', text.size()));
+  if (!p) return;
+  for (const char* b = ++p;; b = ++p) {
+    bool plain = true;
+    for (; p < end && *p != '\t'; ++p) plain &= (*p != '\\') & (*p != ':');
+    if (p > b) {  // (an empty field is skipped, as CRFsuite does)
+      const std::string_view field(b, std::size_t(p - b));
+      if (plain) {
+        fn(field, 1.0);
+      } else {
+        decode_attribute(field, path, line, scratch, name, value);
+        fn(name, value);
+      }
+    }
+    if (p == end) return;
   }
 }
 
@@ -154,6 +166,29 @@ struct ConllShape {
   std::size_t line = 0;
   std::string why;  // "lines 1–100 look like CoNLL columns, not CRFsuite attribute lines: …"
   bool found() const { return !why.empty(); }
+};
+
+/// The evidence CrfsuiteReader::conll_shape judges: what the first kLines non-blank lines of a
+/// file read as CRFsuite lines were like (the rule is at its definition in host/io/crfsuite.cpp).
+/// The training compile's shards (host/features/compile_shards.cpp) keep it apart from a reader.
+class CrfsuiteShape {
+ public:
+  static constexpr std::size_t kLines = 100;
+  bool full() const { return lines_ >= kLines; }
+  /// Takes non-blank line `line`, the file's line `number`, as evidence (ignored once full()).
+  void observe(std::string_view line, std::size_t number);
+  /// The verdict on the lines observed so far, naming file `path`.
+  ConllShape verdict(const std::string& path) const;
+
+ private:
+  std::size_t lines_ = 0, first_line_ = 0, last_line_ = 0;
+  std::size_t fields_ = 0;         // the tab-separated fields of every line (label included)
+  bool same_fields_ = true;        // every line has `fields_` fields
+  std::size_t attributes_ = 0;     // fields after the first
+  std::size_t named_ = 0;          // of those, written name=value or name:number
+  std::size_t first_words_ = 0;    // first fields holding a lower-case ASCII letter
+  std::size_t last_not_tags_ = 0;  // last fields that do not look like a tag
+  std::vector<std::string> first_values_, last_values_;  // distinct (at most kLines each)
 };
 
 /// Reads a CRFsuite attribute file one sequence at a time (the rules of read_crfsuite below).
@@ -173,32 +208,28 @@ class CrfsuiteReader {
   /// host/io/crfsuite.cpp. The reader refuses nothing on it (a CRFsuite model may be given
   /// anything at tag time); compile_training and compile (features.hpp) do. An error in an
   /// attribute of such a file says so.
-  ConllShape conll_shape() const;
-  static constexpr std::size_t kShapeLines = 100;
+  ConllShape conll_shape() const { return shape_.verdict(reader_.path()); }
+  static constexpr std::size_t kShapeLines = CrfsuiteShape::kLines;
 
  private:
-  /// What the first lines were like (conll_shape's evidence).
-  struct ShapeStats {
-    std::size_t lines = 0, first_line = 0, last_line = 0;
-    std::size_t fields = 0;         // the tab-separated fields of every line (label included)
-    bool same_fields = true;        // every line has `fields` fields
-    std::size_t attributes = 0;     // fields after the first
-    std::size_t named = 0;          // of those, written name=value or name:number
-    std::size_t first_words = 0;    // first fields holding a lower-case ASCII letter
-    std::size_t last_not_tags = 0;  // last fields that do not look like a tag
-    std::vector<std::string> first_values, last_values;  // distinct (at most kShapeLines each)
-  };
-
-  void observe(const std::string& line);
   /// Checks line_ (non-blank), the token at the reader's line: its label, then every attribute
   /// (parsed into `attr`, `token` given each one when not null). Returns the label's end.
   std::size_t check_line(CrfsuiteAttribute& attr, CrfsuiteToken* token);
 
   LineReader reader_;
   std::string line_;
-  ShapeStats shape_;
+  CrfsuiteShape shape_;
   CrfsuiteAttribute scratch_;  // next(CrfsuiteLines&)'s parse of an attribute, checked and dropped
 };
+
+/// Whether a CRFsuite line holds no token (spaces and tabs only).
+inline bool crfsuite_blank(std::string_view line) { return line.find_first_not_of(" \t") == std::string_view::npos; }
+/// Where the label of CRFsuite line `line` (non-blank), the file's line `number`, ends (its first
+/// tab, or the line's end); an InputError for a space in it (CoNLL columns read as CRFsuite lines).
+std::size_t crfsuite_label_end(std::string_view line, const std::string& path, std::size_t number);
+/// The problem of an attribute error (`problem`) in lines that look like CoNLL columns (`shape`
+/// found): the likely cause first, then the error.
+std::string shape_problem(const ConllShape& shape, const std::string& problem);
 
 /// Reads a CRFsuite attribute file: `LABEL<TAB>attr[:value]<TAB>…`, a blank line between
 /// sequences. In attribute names `\:` stands for ':' and `\\` for '\'; the value follows the last
