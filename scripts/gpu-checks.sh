@@ -18,7 +18,8 @@
 #             SANITIZE_SECONDS [120]
 #   tag       DEVICE=cuda benchmarks/tag.sh, then the CPU run beside it: CoNLL-2000 test ×TAG_REPEAT
 #             [200] (9.5 M tokens, issue 38) on TAG_THREADS [all cores], TAG_RUNS [3] runs each
-#   compile   benchmarks/compile.sh on the machine's host: read + compile of CoNLL-2000 ×10 on
+#   compile   benchmarks/compile.sh on the machine's host: read + compile of CoNLL-2000 ×10 (CoNLL
+#             columns with the chunking template, and as a CRFsuite attribute file) on
 #             1, 2, 4, 8 and all threads (issue 38: ≥ 10 M tokens/s on 16), models compared
 # Logs go to $BUILD_DIR/gpu-checks; one line per step is printed last. Usage:
 #   GPU_CHECKS_BUDGET=540 scripts/gpu-checks.sh build test bench profile sanitize tag compile
@@ -184,9 +185,11 @@ print("device-to-device copy: %.0f GB/s (read + written, 1 GiB x 20)" % (2 * 20 
       ;;
     compile)
       [ -d .carry/data/conll2000 ] && export DATA="$PWD/.carry/data/conll2000"
-      BUILD_DIR="$build" OUT_DIR="$build/bench-compile" THREADS_LIST="1 2 4 8 $(nproc)" RUNS=3 \
-        bounded benchmarks/compile.sh > "$logs/bench-compile.log" 2>&1
-      record compile $? "$(grep -c '^run' "$logs/bench-compile.log") runs; $(tail -1 "$logs/bench-compile.log")"
+      for format in conll crfsuite; do
+        BUILD_DIR="$build" OUT_DIR="$build/bench-compile-$format" THREADS_LIST="1 2 4 8 $(nproc)" RUNS=3 \
+          FORMAT=$format bounded benchmarks/compile.sh > "$logs/bench-compile-$format.log" 2>&1
+        record "compile-$format" $? "$(grep -c '^run' "$logs/bench-compile-$format.log") runs; $(tail -1 "$logs/bench-compile-$format.log")"
+      done
       ;;
     *)
       record "$step" 1 "unknown step (build, test, suite, bench, profile, sanitize, tag, compile)"
