@@ -24,6 +24,8 @@ rm -rf "$data"
 mkdir -p "$data"
 cp ../shared/data/conll2000/train.txt ../shared/data/conll2000/test.txt \
   ../shared/data/conll2000/chunking.template "$data/"
+mkdir -p "$data/crfsuite"  # benchmarks/compile.sh FORMAT=crfsuite (gpu-checks.sh's compile step)
+cp ../shared/data/conll2000/crfsuite/train.crfsuite.txt.gz "$data/crfsuite/"
 data2002=.carry/data/conll2002  # benchmarks/gpu.sh's NER shapes (Spanish, Dutch)
 rm -rf "$data2002"
 mkdir -p "$data2002"
