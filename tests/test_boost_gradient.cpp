@@ -1,4 +1,4 @@
-// Sequence boosting's gradient rule (`--boost-rule gradient`, the default; host/optim/boost.cpp):
+// Sequence boosting's gradient rule (`--boost-rule gradient`; host/optim/boost.cpp):
 // the choice (the largest |∂H/∂w_k|) on a hand-made case against the bound rule's, the smoothed
 // line minimum on convex sums of exponentials against a dense grid, and every round of the trainer
 // against brute force: the steepest weight by enumeration, and the minimiser of H along it by
@@ -117,7 +117,7 @@ TEST(BoostGradient, EveryRoundMovesTheSteepestWeightToTheMinimumOfTheLossAlongIt
     TrainOptions o;
     o.max_iterations = 20;
     o.delta = 0;
-    ASSERT_EQ(o.boost_rule, BoostRule::gradient);  // the default
+    o.boost_rule = BoostRule::gradient;
     std::vector<double> prev(p.dims.num_weights(), 0.0);
     int rounds = 0;
     std::vector<double> w;

@@ -69,7 +69,7 @@ std::string other_value(const OptionSpec& s) {
   const std::string n = s.name;
   if (n == "line-search") return "heuristic";
   if (n == "sampling") return "uniform";
-  if (n == "boost-rule") return "bound";
+  if (n == "boost-rule") return "gradient";
   if (n == "seed") return "12345";
   if (n == "eta0") return "0.0123";
   if (n == "alpha" || n == "adf-alpha" || n == "adf-beta") return "0.5";

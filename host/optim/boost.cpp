@@ -93,7 +93,7 @@
 //      3,000        62.26 (2,507)            62.35 (2,349)
 // (H itself falls faster with 1e-6 — 3.1e35 against 2.4e36 at round 1,000 — and overfits it.)
 //
-// The gradient rule (--boost-rule gradient, the default). The bound's ranges U_k − L_k are global:
+// The gradient rule (--boost-rule gradient; the bound rule above stays the default, see RESULTS.md). The bound's ranges U_k − L_k are global:
 // a frequent feature's range is its count in the longest sentence, so its bound is loose and its
 // step small, while a rare feature with U = 0 or L = 0 gets the smoothed maximal step and the
 // largest decrease of the bound — after a few sensible rounds the bound rule memorises the longest

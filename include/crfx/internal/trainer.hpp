@@ -77,8 +77,8 @@ enum class LineSearch { none, heuristic };
 /// estimates L_i, or half and half (SAG-NUS*, the default).
 enum class Sampling { uniform, lipschitz, mixed };
 /// How boost chooses and steps its feature each round (host/optim/boost.cpp): `gradient`, the
-/// largest |∂H/∂w_k| and an exact (smoothed) minimisation of H along it; `bound`, the largest
-/// decrease of the convexity bound and its minimiser (Altun, Hofmann & Johnson's Algorithm 2).
+/// largest |∂H/∂w_k| and an exact (smoothed) minimisation of H along it; `bound` (the default), the
+/// largest decrease of the convexity bound and its minimiser (Altun, Hofmann & Johnson's Algorithm 2).
 enum class BoostRule { gradient, bound };
 /// The names above ("none", "heuristic"; "uniform", "lipschitz", "mixed"); Error naming the
 /// unknown one and the known ones otherwise.
@@ -145,7 +145,7 @@ struct TrainOptions {
   double stop_epsilon = 0.02;         // its spread in percentage points (Wapiti's --stopeps)
 
   // ---- sequence boosting (max_iterations, period and delta as above) ---------------------------
-  BoostRule boost_rule = BoostRule::gradient;  // the feature's choice and step each round
+  BoostRule boost_rule = BoostRule::bound;  // the feature's choice and step each round
 };
 
 /// What a trainer reports after every iteration (or epoch).
