@@ -20,6 +20,7 @@
 #include "crfx/internal/trainer.hpp"
 #include "optim/boost.hpp"
 #include "optim/exp_loss.hpp"
+#include "boost_brute.hpp"
 #include "checkpoint_check.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"
@@ -29,107 +30,7 @@ namespace {
 
 using test::RandomProblem;
 using test::random_problem;
-
-// ---- brute force -------------------------------------------------------------------------------
-
-/// Φ(x_s, y) as (weight, value) additions, every feature the layout has.
-std::map<std::size_t, double> features(const RandomProblem& p, std::size_t s, const std::vector<std::size_t>& y) {
-  const Corpus& c = p.corpus;
-  const WeightGroups wg = p.dims.groups();
-  const std::size_t t0 = c.sentence_offsets[s], T = c.length(s), L = p.dims.L;
-  std::map<std::size_t, double> phi;
-  auto add = [&](std::uint32_t g, std::size_t slot, double v) {
-    const std::size_t k = wg.find(g, std::uint32_t(slot));
-    if (k != WeightGroups::kNoWeight) phi[k] += v;
-  };
-  for (std::size_t t = 0; t < T; ++t) {
-    for (std::size_t i = c.state_offsets[t0 + t]; i < c.state_offsets[t0 + t + 1]; ++i)
-      add(c.state_ids[i], y[t], c.state_value(i));
-    if (t == 0) continue;
-    if (p.dims.transitions) add(wg.transitions(), y[t - 1] * L + y[t], 1.0);
-    for (std::size_t i = c.edge_offsets[t0 + t]; i < c.edge_offsets[t0 + t + 1]; ++i)
-      add(wg.edge(c.edge_ids[i]), y[t - 1] * L + y[t], c.edge_value(i));
-  }
-  return phi;
-}
-
-/// Calls f(y) for every label sequence of length T.
-template <class F>
-void each_sequence(std::size_t T, std::size_t L, F&& f) {
-  std::vector<std::size_t> y(T, 0);
-  for (;;) {
-    f(y);
-    std::size_t t = 0;
-    while (t < T && ++y[t] == L) y[t++] = 0;
-    if (t == T) return;
-  }
-}
-
-std::vector<std::size_t> gold_of(const RandomProblem& p, std::size_t s) {
-  const std::size_t t0 = p.corpus.sentence_offsets[s];
-  std::vector<std::size_t> y;
-  for (std::size_t t = 0; t < p.corpus.length(s); ++t) y.push_back(p.corpus.labels[t0 + t]);
-  return y;
-}
-
-/// ψ = Φ(y) − Φ(gold) as a dense vector.
-std::vector<double> psi(const RandomProblem& p, std::size_t s, const std::vector<std::size_t>& y,
-                        const std::map<std::size_t, double>& gold) {
-  std::vector<double> v(p.dims.num_weights(), 0.0);
-  for (const auto& [k, x] : features(p, s, y)) v[k] += x;
-  for (const auto& [k, x] : gold) v[k] -= x;
-  return v;
-}
-
-boost::Bounds brute_bounds(const RandomProblem& p) {
-  boost::Bounds b;
-  b.upper.assign(p.dims.num_weights(), 0.0);
-  b.lower.assign(p.dims.num_weights(), 0.0);
-  for (std::size_t s = 0; s < p.corpus.num_sentences(); ++s) {
-    const auto gold = features(p, s, gold_of(p, s));
-    each_sequence(p.corpus.length(s), p.dims.L, [&](const std::vector<std::size_t>& y) {
-      const std::vector<double> v = psi(p, s, y, gold);
-      for (std::size_t k = 0; k < v.size(); ++k) {
-        b.upper[k] = std::max(b.upper[k], v[k]);
-        b.lower[k] = std::min(b.lower[k], v[k]);
-      }
-    });
-  }
-  return b;
-}
-
-/// H(w) = Σ_s Σ_y exp⟨w, ψ⟩ and r = Σ exp⟨w, ψ⟩·ψ / H, by enumeration.
-struct BruteRound {
-  double h = 0;
-  std::vector<double> r;
-};
-BruteRound brute_round(const RandomProblem& p, const std::vector<double>& w) {
-  BruteRound out;
-  out.r.assign(p.dims.num_weights(), 0.0);
-  for (std::size_t s = 0; s < p.corpus.num_sentences(); ++s) {
-    const auto gold = features(p, s, gold_of(p, s));
-    each_sequence(p.corpus.length(s), p.dims.L, [&](const std::vector<std::size_t>& y) {
-      const std::vector<double> v = psi(p, s, y, gold);
-      double score = 0;
-      for (std::size_t k = 0; k < v.size(); ++k) score += w[k] * v[k];
-      const double e = std::exp(score);
-      out.h += e;
-      for (std::size_t k = 0; k < v.size(); ++k) out.r[k] += e * v[k];
-    });
-  }
-  for (double& x : out.r) x /= out.h;
-  return out;
-}
-
-/// A tiny problem: L labels, sentences of 1–3 tokens, edge attributes, some negative values.
-RandomProblem tiny(std::uint32_t L, std::uint64_t seed, int layout = 0) {
-  RandomProblem p = random_problem(L, 5, 2, 6, 3, seed);
-  for (std::size_t i = 0; i < p.corpus.state_values.size(); i += 3) p.corpus.state_values[i] *= -1;
-  for (std::size_t i = 1; i < p.corpus.edge_values.size(); i += 3) p.corpus.edge_values[i] *= -1;
-  if (layout == 1) p.dims.layout = std::make_shared<const WeightLayout>(observed_layout(p.corpus, p.dims));
-  if (layout == 2) p.dims.layout = test::random_layout(p.dims, 0.5, seed + 1);
-  return p;
-}
+using namespace test::boost_brute;
 
 // ---- the pieces --------------------------------------------------------------------------------
 
@@ -265,22 +166,6 @@ TEST(Boost, RoundMatchesBruteForceOnBothPaths) {
     }
 }
 
-/// Trains boost on p, calling `round(k, w, objective, active)` at every report.
-template <class F>
-double train_boost(Backend& b, const BackendCorpus& corpus, std::vector<double>& w, const TrainOptions& o,
-                   F&& round, std::string* reason = nullptr) {
-  Objective obj(b, corpus, o.c1, o.c2);
-  auto wv = b.vector(b.dims().num_weights());
-  auto trainer = find_trainer("boost").make();
-  const double f = trainer->train(obj, *wv, o, [&](const Progress& pr, const Vector& x) {
-    round(pr, to_host(b, x));
-    return true;
-  });
-  w = to_host(b, *wv);
-  if (reason) *reason = trainer->stop_reason();
-  return f;
-}
-
 TEST(Boost, EveryRoundTakesTheBruteForceStepAndLowersTheLoss) {
   for (std::uint32_t L : {2u, 3u}) {
     SCOPED_TRACE(::testing::Message() << "L " << L);
@@ -291,6 +176,7 @@ TEST(Boost, EveryRoundTakesTheBruteForceStepAndLowersTheLoss) {
     TrainOptions o;
     o.max_iterations = 25;
     o.delta = 0;  // no improvement test
+    o.boost_rule = BoostRule::bound;
     std::vector<double> prev(p.dims.num_weights(), 0.0);
     double h_prev = brute_round(p, prev).h;
     std::size_t active_prev = 0;
@@ -338,35 +224,39 @@ TEST(Boost, EveryRoundTakesTheBruteForceStepAndLowersTheLoss) {
 
 TEST(Boost, SameModelForAnyThreadCountAndSparseByConstruction) {
   const RandomProblem p = random_problem(4, 60, 2, 120, 12, 9);
-  TrainOptions o;
-  o.max_iterations = 60;
-  std::vector<double> w[2];
-  std::vector<std::size_t> active[2];
-  std::vector<double> objective[2];
-  int incremental = 0;  // rounds that re-evaluated only some sentences (the default policy)
-  for (unsigned threads : {1u, 2u}) {
-    CpuBackend b(p.dims, threads);
-    auto corpus = b.upload(p.corpus);
-    double passes = 0;
-    train_boost(b, *corpus, w[threads - 1], o, [&](const Progress& pr, const std::vector<double>&) {
-      active[threads - 1].push_back(pr.active_features);
-      objective[threads - 1].push_back(pr.objective);
-      if (threads == 2 && pr.passes - passes < 1) ++incremental;
-      passes = pr.passes;
-    });
+  for (const BoostRule rule : {BoostRule::gradient, BoostRule::bound}) {
+    SCOPED_TRACE(name_of(rule));
+    TrainOptions o;
+    o.max_iterations = 60;
+    o.boost_rule = rule;
+    std::vector<double> w[2];
+    std::vector<std::size_t> active[2];
+    std::vector<double> objective[2];
+    int incremental = 0;  // the bound rule's rounds that re-evaluated only some sentences (under a pass)
+    for (unsigned threads : {1u, 2u}) {
+      CpuBackend b(p.dims, threads);
+      auto corpus = b.upload(p.corpus);
+      double passes = 0;
+      train_boost(b, *corpus, w[threads - 1], o, [&](const Progress& pr, const std::vector<double>&) {
+        active[threads - 1].push_back(pr.active_features);
+        objective[threads - 1].push_back(pr.objective);
+        if (threads == 2 && pr.passes - passes < 1) ++incremental;
+        passes = pr.passes;
+      });
+    }
+    if (rule == BoostRule::bound) EXPECT_GT(incremental, 20);
+    ASSERT_EQ(w[0].size(), w[1].size());
+    EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), w[0].size() * sizeof(double)), 0);
+    EXPECT_EQ(objective[0], objective[1]);
+    ASSERT_EQ(active[0].size(), 60u);
+    for (std::size_t k = 1; k < active[0].size(); ++k) {
+      EXPECT_LE(active[0][k], active[0][k - 1] + 1);
+      EXPECT_LT(objective[0][k], objective[0][k - 1]);
+    }
+    EXPECT_LE(active[0].back(), 60u);
+    EXPECT_GT(active[0].back(), 10u);  // it does add features
+    EXPECT_LT(active[0].back(), p.dims.num_weights() / 4);
   }
-  EXPECT_GT(incremental, 20);
-  ASSERT_EQ(w[0].size(), w[1].size());
-  EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), w[0].size() * sizeof(double)), 0);
-  EXPECT_EQ(objective[0], objective[1]);
-  ASSERT_EQ(active[0].size(), 60u);
-  for (std::size_t k = 1; k < active[0].size(); ++k) {
-    EXPECT_LE(active[0][k], active[0][k - 1] + 1);
-    EXPECT_LT(objective[0][k], objective[0][k - 1]);
-  }
-  EXPECT_LE(active[0].back(), 60u);
-  EXPECT_GT(active[0].back(), 10u);  // it does add features
-  EXPECT_LT(active[0].back(), p.dims.num_weights() / 4);
 }
 
 TEST(Boost, StopsOnTheImprovementTestAndByDefaultAfterItsRounds) {
@@ -395,15 +285,20 @@ TEST(Boost, StopsWhenNoFeatureCanLowerTheBound) {
   auto corpus = b.upload(p.corpus);
   const boost::Bounds bounds = boost::feature_bounds(p.corpus, p.dims);
   for (std::size_t k = 0; k < bounds.upper.size(); ++k) ASSERT_EQ(bounds.upper[k] - bounds.lower[k], 0.0);
-  int rounds = 0;
-  std::vector<double> w;
-  std::string reason;
-  const double f = train_boost(b, *corpus, w, TrainOptions{}, [&](const Progress&, const std::vector<double>&) { ++rounds; },
-                               &reason);
-  EXPECT_EQ(rounds, 0);
-  EXPECT_NEAR(f, 10.0, 1e-12);  // H = Σ 1/p = n at p = 1
-  EXPECT_EQ(reason, "no feature lowers the bound on the loss (round 1)");
-  for (double x : w) EXPECT_EQ(x, 0.0);
+  for (const BoostRule rule : {BoostRule::gradient, BoostRule::bound}) {
+    int rounds = 0;
+    std::vector<double> w;
+    std::string reason;
+    TrainOptions o;
+    o.boost_rule = rule;
+    const double f = train_boost(b, *corpus, w, o, [&](const Progress&, const std::vector<double>&) { ++rounds; },
+                                 &reason);
+    EXPECT_EQ(rounds, 0);
+    EXPECT_NEAR(f, 10.0, 1e-12);  // H = Σ 1/p = n at p = 1
+    EXPECT_EQ(reason, rule == BoostRule::bound ? "no feature lowers the bound on the loss (round 1)"
+                                               : "no feature lowers the loss (round 1)");
+    for (double x : w) EXPECT_EQ(x, 0.0);
+  }
 }
 
 // ---- H beyond the doubles ----------------------------------------------------------------------
@@ -448,21 +343,29 @@ TEST(Boost, LossBeyondTheDoublesIsHandledInLogSpace) {
   for (std::size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-9) << "weight " << k;
   // Training from there: finite weights, the log-space rounds reported as DBL_MAX, no gradient
   // norm, and H (once finite) still falling.
-  TrainOptions o;
-  o.max_iterations = 40;
-  std::vector<double> wh;
-  int capped = 0;
-  double last = DBL_MAX;
-  train_boost(b, *corpus, wh, o, [&](const Progress& pr, const std::vector<double>&) {
-    EXPECT_LE(pr.objective, last);
-    last = pr.objective;
-    if (pr.objective == DBL_MAX) {
-      ++capped;
-      EXPECT_TRUE(std::isnan(pr.gradient_norm));
-    }
-  });
-  EXPECT_GT(capped, 0);
-  for (double x : wh) ASSERT_TRUE(std::isfinite(x));
+  // The gradient rule's line search runs in log space there: its first step brings H within range.
+  for (const BoostRule rule : {BoostRule::bound, BoostRule::gradient}) {
+    SCOPED_TRACE(name_of(rule));
+    TrainOptions o;
+    o.max_iterations = 40;
+    o.boost_rule = rule;
+    std::vector<double> wh;
+    int capped = 0, finite = 0;
+    double last = DBL_MAX;
+    train_boost(b, *corpus, wh, o, [&](const Progress& pr, const std::vector<double>&) {
+      EXPECT_LE(pr.objective, last);
+      if (pr.objective < DBL_MAX) EXPECT_LT(pr.objective, last);
+      last = pr.objective;
+      if (pr.objective == DBL_MAX) {
+        ++capped;
+        EXPECT_TRUE(std::isnan(pr.gradient_norm));
+      } else {
+        ++finite;
+      }
+    });
+    EXPECT_GT(rule == BoostRule::bound ? capped : finite, 0);
+    for (double x : wh) ASSERT_TRUE(std::isfinite(x));
+  }
 }
 
 // ---- incremental rounds ------------------------------------------------------------------------
@@ -558,13 +461,14 @@ struct Rounds {
   std::vector<double> objective, gnorm, passes;
   std::vector<std::vector<double>> w;
 };
-Rounds run_rounds(const RandomProblem& p, const boost::RoundPolicy& policy, int rounds, unsigned threads = 1) {
+Rounds run_rounds(const RandomProblem& p, const boost::RoundPolicy& policy, int rounds, BoostRule rule) {
   PolicyGuard guard(policy);
-  CpuBackend b(p.dims, threads);
+  CpuBackend b(p.dims, 1);
   auto corpus = b.upload(p.corpus);
   TrainOptions o;
   o.max_iterations = rounds;
   o.delta = 0;
+  o.boost_rule = rule;
   Rounds run;
   std::vector<double> w;
   train_boost(b, *corpus, w, o, [&](const Progress& pr, const std::vector<double>& x) {
@@ -577,14 +481,14 @@ Rounds run_rounds(const RandomProblem& p, const boost::RoundPolicy& policy, int 
 }
 
 /// Checks incremental rounds against full ones and against a fresh evaluation at each round's
-/// weights; returns the number of incremental rounds (those that cost less than a pass).
-int expect_incremental_matches_full(const RandomProblem& p, int rounds, double ratio, int period) {
+/// weights; returns the number of incremental rounds (those that cost less than the full round).
+int expect_incremental_matches_full(const RandomProblem& p, int rounds, double ratio, int period, BoostRule rule) {
   boost::RoundPolicy inc;
   inc.refresh_ratio = ratio;
   inc.refresh_period = period;
   boost::RoundPolicy off;
   off.incremental = false;
-  const Rounds a = run_rounds(p, inc, rounds), f = run_rounds(p, off, rounds);
+  const Rounds a = run_rounds(p, inc, rounds, rule), f = run_rounds(p, off, rounds, rule);
   EXPECT_EQ(a.objective.size(), std::size_t(rounds));
   EXPECT_EQ(f.objective.size(), std::size_t(rounds));
   CpuBackend b(p.dims, 1);
@@ -611,23 +515,25 @@ int expect_incremental_matches_full(const RandomProblem& p, int rounds, double r
     const double h = std::exp(ev.log_h);
     EXPECT_NEAR(a.objective[k], h, 1e-10 * h) << "round " << k + 1;
     EXPECT_NEAR(a.gnorm[k], h * std::sqrt(b.norm2sq(*r)), 1e-9 * a.gnorm[k]) << "round " << k + 1;
-    const double cost = a.passes[k] - (k ? a.passes[k - 1] : 0.0);
-    if (cost < 1) ++incremental;
+    // Incremental: cheaper than the same round with full passes (the bound rule's: under 1 pass).
+    const double cost = a.passes[k] - (k ? a.passes[k - 1] : 0.0), full = f.passes[k] - (k ? f.passes[k - 1] : 0.0);
+    if (cost < full) ++incremental;
   }
   return incremental;
 }
 
 TEST(Boost, IncrementalRoundsMatchFullRounds) {
   // Random problems: features fire in about a quarter of the sentences.
-  for (std::uint64_t seed : {5u, 6u}) {
-    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  for (std::uint64_t seed : {5u, 6u})
+    for (const BoostRule rule : {BoostRule::gradient, BoostRule::bound}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << ", rule " << name_of(rule));
     const RandomProblem p = random_problem(4, 60, 2, 120, 12, seed);
     // The trainer's own policy, then no refreshes but the bound's (the longest runs of
     // incremental rounds).
     const int defaults = expect_incremental_matches_full(p, 150, boost::RoundPolicy().refresh_ratio,
-                                                         boost::RoundPolicy().refresh_period);
+                                                         boost::RoundPolicy().refresh_period, rule);
     EXPECT_GT(defaults, 75) << "too few incremental rounds: the test does not test them";
-    const int stretched = expect_incremental_matches_full(p, 150, 1e6, 1 << 30);
+    const int stretched = expect_incremental_matches_full(p, 150, 1e6, 1 << 30, rule);
     EXPECT_GT(stretched, 75);
   }
 }
@@ -640,14 +546,17 @@ TEST(Boost, IncrementalRoundsStayExactWhereOneSentenceDominates) {
   RandomProblem p = random_problem(4, 60, 0, 200, 8, 11);
   p.dims.transitions = false;
   append_sentence(p, 30, 12);
-  const int incremental = expect_incremental_matches_full(p, 200, boost::RoundPolicy().refresh_ratio,
-                                                          boost::RoundPolicy().refresh_period);
-  EXPECT_GT(incremental, 20);
+  for (const BoostRule rule : {BoostRule::gradient, BoostRule::bound}) {
+    SCOPED_TRACE(name_of(rule));
+    const int incremental = expect_incremental_matches_full(p, 200, boost::RoundPolicy().refresh_ratio,
+                                                            boost::RoundPolicy().refresh_period, rule);
+    EXPECT_GT(incremental, 20);
+  }
   // Without the refresh rule (ratio unbounded) the cancellation shows: the rule is what keeps it.
   boost::RoundPolicy reckless;
   reckless.refresh_ratio = 1e300;
   reckless.refresh_period = 1 << 30;
-  const Rounds a = run_rounds(p, reckless, 200);
+  const Rounds a = run_rounds(p, reckless, 200, BoostRule::bound);
   CpuBackend b(p.dims, 1);
   auto corpus = b.upload(p.corpus);
   auto r = b.vector(p.dims.num_weights());
@@ -670,8 +579,10 @@ TEST(Boost, ResumesBitExactBetweenIncrementalRounds) {
   o.delta = 0;
   // The trainer's policy, then refreshes by the mass (ratio 30) and by the period (7) within
   // the run, so that a state restored without either changes the rounds.
-  for (const auto& [ratio, period] : {std::pair<double, int>{1e6, 1000}, {30.0, 1000}, {1e6, 7}}) {
-    SCOPED_TRACE(::testing::Message() << "refresh ratio " << ratio << ", period " << period);
+  for (const BoostRule rule : {BoostRule::gradient, BoostRule::bound})
+    for (const auto& [ratio, period] : {std::pair<double, int>{1e6, 1000}, {30.0, 1000}, {1e6, 7}}) {
+    SCOPED_TRACE(::testing::Message() << "rule " << name_of(rule) << ", refresh ratio " << ratio << ", period " << period);
+    o.boost_rule = rule;
     boost::RoundPolicy policy;
     policy.refresh_ratio = ratio;
     policy.refresh_period = period;

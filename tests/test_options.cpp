@@ -54,7 +54,7 @@ TEST(TrainerSettings, BadValuesAreRefused) {
       {"seed", "-1"},        {"seed", "18446744073709551616"}, {"alpha", "0"}, {"line-search", "bogus"},
       {"sampling", "random"}, {"adf-beta", "-1"},    {"eta0", "x"},        {"sgd-epochs", "99999999999"},
       {"pa-type", "3"},      {"pa-c", "0"},          {"error-sensitive", "2"}, {"averaging", "yes"},
-      {"variance", "0"},     {"gamma", "-1"},
+      {"variance", "0"},     {"gamma", "-1"},        {"boost-rule", "steepest"},
   };
   for (const auto& [name, text] : bad) {
     const OptionSpec* s = find_option(name);
@@ -69,6 +69,7 @@ std::string other_value(const OptionSpec& s) {
   const std::string n = s.name;
   if (n == "line-search") return "heuristic";
   if (n == "sampling") return "uniform";
+  if (n == "boost-rule") return "gradient";
   if (n == "seed") return "12345";
   if (n == "eta0") return "0.0123";
   if (n == "alpha" || n == "adf-alpha" || n == "adf-beta") return "0.5";

@@ -93,7 +93,30 @@
 //      3,000        62.26 (2,507)            62.35 (2,349)
 // (H itself falls faster with 1e-6 — 3.1e35 against 2.4e36 at round 1,000 — and overfits it.)
 //
-// Settings: --max-iterations (rounds; 0 = kDefaultRounds, 1000), --period/--delta (CRFsuite's
+// The gradient rule (--boost-rule gradient; the bound rule above stays the default, see RESULTS.md). The bound's ranges U_k − L_k are global:
+// a frequent feature's range is its count in the longest sentence, so its bound is loose and its
+// step small, while a rare feature with U = 0 or L = 0 gets the smoothed maximal step and the
+// largest decrease of the bound — after a few sensible rounds the bound rule memorises the longest
+// sentences' rare n-grams (CoNLL-2000: test F1 58.9 after 2,000 rounds). The paper's Line 4
+// chooses "a function of the gradient"; this rule takes the gradient itself and the loss itself:
+//   · choice (Gauss–Southwell): k = argmax |r_k| over the weights that can move (U > L) — the
+//     largest |∂H/∂w_k| (boost::steepest);
+//   · step: the minimiser of log(H(w + Δe_k)/H(w)) + ε·(e^Δ + e^{−Δ} − 2) (boost::smoothed_minimum).
+//     log H along e_k is convex (a log-sum-exp of functions linear in Δ). The ε term is the
+//     smoothing moved from the bound into the loss: where H falls without end along e_k (a
+//     feature that only ever counts for, or only against, the gold sequences) it keeps the step
+//     finite, about log(|r_k|/ε) at most. On log H it caps no step while H falls by orders of
+//     magnitude (the first rounds, one sentence dominating H; on H/H₀ − 1 the same term stopped
+//     every such step at H/H₀ ≈ ε and the rounds chose the same feature again and again).
+//   · each trial of the line search is a forward pass (no gradient) over the sentences holding k,
+//     H_S(w + Δe_k) − H_S(w) against H, or over the corpus where the round is a full pass, in log
+//     space while H overflows, and where H_S is all but a sliver of H (H − H_S then rounding).
+//     Brent's method after a bracket from Δ = ±1: about 6 trials a round on CoNLL-2000.
+// The step then goes through step() like the bound rule's. The rounds cost more (the trials) and
+// choose frequent features (their gradients add up over many sentences), so fewer of them are
+// incremental; the model they give is far better at the same number of features (RESULTS.md).
+//
+// Settings: --boost-rule, --max-iterations (rounds; 0 = kDefaultRounds, 1000), --period/--delta (CRFsuite's
 // improvement test on H). No regularisation: c1 and c2 are not boost's settings (crfx train refuses
 // them; the library's Objective's are not read). boost minimises seq-exp by definition: an
 // explicit --loss is refused (loss_refusal), the Objective's default seq-log is ignored.
@@ -281,6 +304,105 @@ Choice choose(const std::vector<double>& r, const Bounds& bounds, double smoothi
   return best;
 }
 
+std::size_t steepest(const std::vector<double>& r, const Bounds& bounds) {
+  std::size_t best = Choice().feature;
+  double top = 0;
+  for (std::size_t k = 0; k < r.size(); ++k)
+    if (bounds.upper[k] > bounds.lower[k] && std::abs(r[k]) > top && std::isfinite(r[k])) {
+      top = std::abs(r[k]);
+      best = k;
+    }
+  return best;
+}
+
+namespace {
+
+/// Brent's minimisation (parabolic steps, golden sections where they fail) of f on [lo, hi] from x,
+/// f(x) < f(lo) and f(x) ≤ f(hi); until the bracket around x is within tolerance·|x|.
+template <class F>
+double brent(F&& f, double lo, double flo, double hi, double fhi, double x, double& fx, double tolerance,
+             int trials) {
+  constexpr double kGolden = 0.3819660112501051;
+  // The bracket's ends are the first parabola's other two points.
+  double w = lo, v = hi, fw = flo, fv = fhi, d = 0, e = hi - lo;
+  for (int it = 0; it < trials; ++it) {
+    const double mid = 0.5 * (lo + hi), tol1 = tolerance * std::abs(x) + 1e-12, tol2 = 2 * tol1;
+    if (std::abs(x - mid) <= tol2 - 0.5 * (hi - lo)) break;
+    bool golden = true;
+    if (std::abs(e) > tol1) {  // the parabola through (x, w, v)
+      const double r = (x - w) * (fx - fv);
+      double q = (x - v) * (fx - fw), p = (x - v) * q - (x - w) * r;
+      q = 2 * (q - r);
+      if (q > 0) p = -p;
+      q = std::abs(q);
+      const double before = e;
+      e = d;
+      if (std::abs(p) < std::abs(0.5 * q * before) && p > q * (lo - x) && p < q * (hi - x)) {
+        d = p / q;
+        // The parabola's minimum within the tolerance of x, from points near x: done.
+        if (std::abs(d) <= tol1 && std::max(std::abs(x - w), std::abs(x - v)) <= 0.5 * std::abs(x)) break;
+        if (x + d - lo < tol2 || hi - x - d < tol2) d = std::copysign(tol1, mid - x);
+        golden = false;
+      }
+    }
+    if (golden) {
+      e = x >= mid ? lo - x : hi - x;
+      d = kGolden * e;
+    }
+    const double u = std::abs(d) >= tol1 ? x + d : x + std::copysign(tol1, d);
+    const double fu = f(u);
+    if (fu <= fx) {
+      (u >= x ? lo : hi) = x;
+      v = w, fv = fw, w = x, fw = fx, x = u, fx = fu;
+    } else {
+      (u < x ? lo : hi) = u;
+      if (fu <= fw || w == x) {
+        v = w, fv = fw, w = u, fw = fu;
+      } else if (fu <= fv || v == x || v == w) {
+        v = u, fv = fu;
+      }
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+LineMinimum smoothed_minimum(const std::function<double(double)>& phi, double slope, double smoothing,
+                             double tolerance) {
+  constexpr int kTrials = 60;
+  LineMinimum out;
+  if (!(slope != 0) || !std::isfinite(slope)) return out;
+  const double dir = slope < 0 ? 1.0 : -1.0;  // f falls along x = dir·Δ ≥ 0
+  auto f = [&](double x) {
+    ++out.trials;
+    const double d = dir * x, v = phi(d) + smoothing * (std::expm1(d) + std::expm1(-d));
+    return std::isnan(v) ? std::numeric_limits<double>::infinity() : v;
+  };
+  // A bracket a < b < c with f(b) < f(a) and f(b) ≤ f(c), from f(0) = 0.
+  double a = 0, fa = 0, b = 1, fb = f(b), c = b, fc = fb;
+  if (fb < 0) {
+    c = 4 * b;
+    fc = f(c);
+    while (fc < fb && out.trials < kTrials) {
+      a = b, fa = fb, b = c, fb = fc, c = 4 * b;
+      fc = f(c);
+    }
+  } else {
+    while (out.trials < kTrials) {
+      b = c / 4;
+      fb = f(b);
+      if (fb < 0) break;
+      c = b, fc = fb;
+    }
+    if (!(fb < 0)) return out;
+  }
+  const double x = fc < fb ? c : brent(f, a, fa, c, fc, b, fb, tolerance, kTrials - out.trials);
+  out.value = fc < fb ? fc : fb;
+  out.delta = dir * x;
+  return out;
+}
+
 SentenceIndex::SentenceIndex(const Corpus& c, const Dims& dims) {
   const WeightGroups wg = dims.groups();
   const std::size_t groups = wg.count();
@@ -360,17 +482,53 @@ struct BoostRun {
     overflowed = 1;
   }
 
+  /// The sentences of weight j and whether a round on j evaluates only them (see the top): two
+  /// passes over the span (old and new weights) against one over the corpus.
+  bool partial(std::size_t j, SentenceSpan& span, std::size_t& span_tokens) const {
+    bool all = false;
+    span = index.sentences(j, all);
+    span_tokens = 0;
+    if (!all)
+      for (std::size_t i = 0; i < span.count; ++i) span_tokens += host.length(span[i]);
+    return policy.incremental && !overflowed && !all && n > 0 && 2 * span_tokens < host.num_tokens();
+  }
+
+  /// The gradient rule's step on w_j: the minimum of H along e_j, smoothed (boost::smoothed_minimum),
+  /// each trial a forward pass over j's sentences (H_S(w + Δe_j) − H_S(w), over H), or over the
+  /// corpus where a round on j is a full pass (in log space while H overflows). w is left as it was.
+  boost::LineMinimum line_search(std::size_t j, double smoothing) {
+    SentenceSpan span;
+    std::size_t span_tokens = 0;
+    bool part = partial(j, span, span_tokens);
+    const double w0 = wh[j], share = double(span_tokens) / double(std::max<std::size_t>(host.num_tokens(), 1));
+    double trial_passes = 0;
+    const double h0 = part ? b.evaluate(corpus, w, span, nullptr, 1.0, SequenceLoss::seq_exp) : 0.0;
+    if (part) trial_passes += share;
+    // Where the span holds all but a sliver of H, H − H_S(w) is rounding: trials on the corpus.
+    part = part && std::isfinite(h0) && h - h0 > 1e-8 * h;
+    const auto phi = [&](double d) {
+      wh[j] = w0 + d;
+      b.write(w, wh.data());
+      if (part) {
+        trial_passes += share;
+        return std::log1p((b.evaluate(corpus, w, span, nullptr, 1.0, SequenceLoss::seq_exp) - h0) / h);
+      }
+      return log_seq_exp(b, corpus, w, nullptr, trial_passes).log_h - log_h;
+    };
+    const boost::LineMinimum m = boost::smoothed_minimum(phi, rh[j], smoothing);
+      wh[j] = w0;
+    b.write(w, wh.data());
+    obj.add_passes(trial_passes);
+    return m;
+  }
+
   /// The round's step w_j += d: re-evaluates only the sentences of j where it can (see the top).
   void step(std::size_t j, double d) {
     passes = 0;
-    bool all = false;
-    const SentenceSpan span = index.sentences(j, all);
-    bool done = false;
+    SentenceSpan span;
     std::size_t span_tokens = 0;
-    if (!all)
-      for (std::size_t i = 0; i < span.count; ++i) span_tokens += host.length(span[i]);
-    // Two passes over the span (old and new weights) against one over the corpus.
-    if (policy.incremental && !overflowed && !all && n > 0 && 2 * span_tokens < host.num_tokens()) {
+    bool done = false;
+    if (partial(j, span, span_tokens)) {
       const double h_old = h;
       const double before = b.evaluate(corpus, w, span, g.get(), -1.0, SequenceLoss::seq_exp);
       wh[j] += d;
@@ -393,6 +551,20 @@ struct BoostRun {
     }
     if (!done) full();
     obj.add_passes(passes);
+  }
+
+  /// The gradient rule's round: the steepest weight and its line search (no choice where neither
+  /// finds a decrease).
+  boost::Choice gradient_choice(double smoothing) {
+    boost::Choice c;
+    const std::size_t j = boost::steepest(rh, bounds);
+    if (j == c.feature) return c;
+    const boost::LineMinimum m = line_search(j, smoothing);
+    if (m.delta == 0) return c;
+    c.feature = j;
+    c.step.delta = m.delta;
+    c.step.decrease = -std::expm1(m.value);
+    return c;
   }
 
   /// H itself where it is finite (exact at a full pass; the incremental sum otherwise).
@@ -449,6 +621,7 @@ class BoostTrainer final : public Trainer {
     if (w.size() != b.dims().num_weights()) throw Error("boost: the weight vector does not have the model's size");
     BoostRun run(obj, w, opt, *host);
     const double eps = boost::smoothing(run.n);
+    const bool gradient = opt.boost_rule == BoostRule::gradient;
     const int rounds = opt.max_iterations > 0 ? opt.max_iterations : boost::kDefaultRounds;
     int& k = run.k;
     const StateFn state = [&](StateArchive& ar) { run.state(ar); };
@@ -465,9 +638,10 @@ class BoostTrainer final : public Trainer {
     for (bool reported = resumed; k <= rounds; ++k, reported = false) {
       if (!reported) {
         b.read(*run.r, run.rh.data());
-        const boost::Choice best = boost::choose(run.rh, run.bounds, eps);
+        const boost::Choice best = gradient ? run.gradient_choice(eps) : boost::choose(run.rh, run.bounds, eps);
         if (best.feature == boost::Choice().feature) {
-          stop_reason_ = "no feature lowers the bound on the loss (round " + std::to_string(k) + ")";
+          stop_reason_ = std::string("no feature lowers ") + (gradient ? "the loss" : "the bound on the loss") +
+                         " (round " + std::to_string(k) + ")";
           break;
         }
         run.feature = best.feature;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,29 @@ struct Choice {
   Step step;
 };
 Choice choose(const std::vector<double>& r, const Bounds& bounds, double smoothing);
+
+/// The gradient rule's choice (Gauss–Southwell): among the weights that can move (upper > lower)
+/// the one with the largest |r_k|, r = ∇H/H (ties: the smallest index); SIZE_MAX where all those
+/// r_k are 0 (or not finite).
+std::size_t steepest(const std::vector<double>& r, const Bounds& bounds);
+
+/// The gradient rule's step: the minimiser over Δ of f(Δ) = φ(Δ) + ε·(e^Δ + e^{−Δ} − 2), φ convex
+/// with φ(0) = 0 and φ′(0) = `slope` (the trainer's φ(Δ) = log(H(w + Δe_k)/H(w)), so slope = r_k).
+/// The ε term is Schapire & Singer's smoothing moved into the loss: it keeps the step finite where
+/// H falls without end along e_k (a feature that only ever counts for, or only against, the gold
+/// sequences). On log H it caps no step while H falls by many orders of magnitude (the first
+/// rounds, one sentence dominating H), and is H's own relative ε later (log H ≈ H/H₀ − 1 there).
+/// Brackets the minimum from Δ = ±1 (×4 or ÷4 a trial), then Brent's parabolic and golden-section
+/// search until the step is within tolerance·|Δ|. `value` = f(delta) < 0, or delta = 0 where no
+/// trial lowered f (slope 0, or rounding). A φ that is not finite counts as +∞.
+struct LineMinimum {
+  double delta = 0;
+  double value = 0;
+  int trials = 0;
+};
+inline constexpr double kStepTolerance = 1e-2;
+LineMinimum smoothed_minimum(const std::function<double(double)>& phi, double slope, double smoothing,
+                             double tolerance = kStepTolerance);
 
 /// Per weight the sentences whose 1/p_i (and gradient contribution) depend on it — those where the
 /// weight's feature can fire: a state weight (attribute a, label l): the sentences where a occurs;

@@ -179,6 +179,12 @@ const std::vector<OptionSpec>& trainer_options() {
                          "less than --stop-epsilon (Wapiti's --stopwin; 0: no such test)"),
       real<&TrainOptions::stop_epsilon, false>(
           "stop-epsilon", "the spread of --stop-window's error rates, in percentage points (Wapiti's --stopeps)"),
+      // Sequence boosting (seed 002 §5.2; host/optim/boost.cpp).
+      {"boost-rule", "bound | gradient",
+       "boost's round: bound, the paper's largest decrease of the convexity bound and its minimiser; gradient, "
+       "the feature with the largest |dH/dw_k| stepped to the minimum of H along it (smoothed)",
+       [](const TrainOptions& o) { return std::string(name_of(o.boost_rule)); },
+       [](TrainOptions& o, const std::string& t) { o.boost_rule = parse_boost_rule(t); }},
   };
   return table;
 }

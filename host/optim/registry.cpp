@@ -92,9 +92,10 @@ const std::vector<TrainerInfo>& trainer_registry() {
               "×κ over its sentences, a soft-thresholded step; stops on Wapiti's error-rate window; CPU only",
        make_bcd_trainer, {"max-iterations", "bcd-kappa", "stop-window", "stop-epsilon"}, true, bcd_vectors,
        /*stored_marginals=*/false, /*maxent_only=*/false, kBcdCpuOnly},
-      {"boost", "sequence boosting (Altun, Hofmann & Johnson 2002): one feature a round minimising a bound on the "
-                "seq-exp loss, sparse models; --max-iterations 0 = 1000 rounds; no c1, c2",
-       make_boost_trainer, {"max-iterations", "period", "delta"}, /*uses_objective=*/false, boost_vectors},
+      {"boost", "sequence boosting (Altun, Hofmann & Johnson 2002): one feature a round on the seq-exp loss, "
+                "sparse models: --boost-rule bound (the paper's bound, the default) or gradient (the steepest, "
+                "stepped to the loss's minimum along it); --max-iterations 0 = 1000 rounds; no c1, c2",
+       make_boost_trainer, {"max-iterations", "boost-rule", "period", "delta"}, /*uses_objective=*/false, boost_vectors},
       // Seed 001 (Huang, Hsieh, Chang & Lin 2009): Maxent models only, on the CPU.
       {"gis", "Maxent (--type maxent): generalized iterative scaling (Darroch & Ratcliff 1972), parallel update, "
               "features ≥ 0; CPU only: iterative scaling and coordinate descent are sequential",
@@ -243,6 +244,14 @@ LineSearch parse_line_search(const std::string& name) {
   if (name == "heuristic") return LineSearch::heuristic;
   throw Error("unknown line search '" + name + "' for sgd-l1 (known: none, heuristic)");
 }
+
+BoostRule parse_boost_rule(const std::string& name) {
+  if (name == "bound") return BoostRule::bound;
+  if (name == "gradient") return BoostRule::gradient;
+  throw Error("unknown rule '" + name + "' for boost (known: bound, gradient)");
+}
+
+const char* name_of(BoostRule v) { return v == BoostRule::bound ? "bound" : "gradient"; }
 
 const char* name_of(LineSearch v) { return v == LineSearch::heuristic ? "heuristic" : "none"; }
 

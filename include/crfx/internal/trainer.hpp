@@ -76,12 +76,18 @@ enum class LineSearch { none, heuristic };
 /// How sag and saga draw sentences (Schmidt et al. 2015 §5): uniformly, ∝ the Lipschitz
 /// estimates L_i, or half and half (SAG-NUS*, the default).
 enum class Sampling { uniform, lipschitz, mixed };
+/// How boost chooses and steps its feature each round (host/optim/boost.cpp): `gradient`, the
+/// largest |∂H/∂w_k| and an exact (smoothed) minimisation of H along it; `bound` (the default), the
+/// largest decrease of the convexity bound and its minimiser (Altun, Hofmann & Johnson's Algorithm 2).
+enum class BoostRule { gradient, bound };
 /// The names above ("none", "heuristic"; "uniform", "lipschitz", "mixed"); Error naming the
 /// unknown one and the known ones otherwise.
 LineSearch parse_line_search(const std::string& name);
 Sampling parse_sampling(const std::string& name);
+BoostRule parse_boost_rule(const std::string& name);
 const char* name_of(LineSearch v);
 const char* name_of(Sampling v);
+const char* name_of(BoostRule v);
 
 /// The stochastic trainers' default initial rates (TrainOptions::eta0).
 constexpr double kDefaultEta0 = 0.1;
@@ -137,6 +143,9 @@ struct TrainOptions {
   double bcd_kappa = 1.5;             // the curvature bound's stability factor κ (Wapiti's --kappa)
   int stop_window = 5;                // the error-rate window (Wapiti's --stopwin; 0: no test)
   double stop_epsilon = 0.02;         // its spread in percentage points (Wapiti's --stopeps)
+
+  // ---- sequence boosting (max_iterations, period and delta as above) ---------------------------
+  BoostRule boost_rule = BoostRule::bound;  // the feature's choice and step each round
 };
 
 /// What a trainer reports after every iteration (or epoch).
