@@ -13,6 +13,7 @@
 //   backend_sag.cu       SAG / SAGA
 //   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
+//   backend_perceptron.cu ap's step on the device (perceptron_kernels.cu: the feature difference)
 //   backend_stream.cu    a corpus larger than the device: its chunk plan, pinned copy and passes
 //   corpus_stream.cuh    CorpusArrays (what a chunk's kernels read) and CorpusStream
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
@@ -284,6 +285,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void scatter(const SparseVector& xs, Vector& w) override;
   void sparse_axpy(double a, const SparseVector& xs, Vector& y) override;
   double sparse_penalty(const SparseVector& xs, double c1, double c2) override;
+  /// ap's step on one sentence of a resident corpus, nothing read back (backend_perceptron.cu).
+  bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
+                       SparseVector& delta) override;
 
  private:
   /// For a pointwise `loss` (point-log, point-exp): sets fp (of the chunk run_chunk_front just
@@ -567,6 +571,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   SentencePlans sentence_plans_;         // every sentence's plan alone, for one corpus
   std::uint64_t sentence_plans_corpus_ = 0;  // its serial (0: none)
   DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
+  DeviceBuffer<std::uint32_t> mistakes_;  // [1] perceptron_step: the decoded sentence's wrong tokens
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;

@@ -1,0 +1,111 @@
+// crfx — what the emulated device can say about the mistake-driven trainers' steps without a GPU
+// (issue 37; the counts as in test_stochastic_shape.cpp, stochastic_counts.hpp):
+//   - ap at batch size 1 decodes, takes Δ = f(y) − f(ŷ) over the sentence's plan made once and
+//     updates w and u on the device, gated there by the path's mistakes
+//     (SparseGradients::perceptron_step): an epoch of 300 steps copies and waits as one of 30 —
+//     at its end — where each step read its path back, copied Δ up and waited twice;
+//   - that step is bitwise the primitives' (viterbi → feature_difference → sparse_axpy).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../gpu/gpu_check.hpp"
+#include "stochastic_counts.hpp"
+
+namespace crfx::test {
+namespace {
+
+// ap at batch size 1, with and without edge features: the copies to and from the device and the
+// host's waits of an epoch do not grow with its steps; a step launches a bounded number of
+// kernels (the chunk front, Viterbi, the support, the difference, two updates).
+TEST(StochasticShape, PerceptronCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "E=" << E);
+    const EpochCounts small = count_epochs("ap", 30, 1, 0.0, E);
+    const EpochCounts large = count_epochs("ap", 300, 1, 0.0, E);
+    for (int e = 0; e < 2; ++e) {
+      SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
+      EXPECT_EQ(small.epoch[e].to_device, large.epoch[e].to_device) << "host → device copies";
+      EXPECT_EQ(small.epoch[e].to_host, large.epoch[e].to_host) << "device → host copies";
+      EXPECT_EQ(small.epoch[e].syncs, large.epoch[e].syncs) << "host synchronisations";
+      EXPECT_LE(large.epoch[e].syncs, 4u) << "host synchronisations of an epoch of " << large.steps << " steps";
+      // The first epoch makes and copies the sentences' plans (a dozen copies, once per corpus).
+      EXPECT_LE(large.epoch[e].to_device, e == 0 ? 16u : 4u);
+      EXPECT_LE(large.epoch[e].launches, 16 * large.steps) << "launches per step bounded";
+    }
+    const std::string key = "ap_E" + std::to_string(E);
+    RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
+    RecordProperty(key + "_launches_per_step", std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+  }
+}
+
+/// w and u after `steps` perceptron steps on sentences drawn from a fixed sequence, from the
+/// weights w0: on the device (perceptron_step) or through the primitives, as ap took them before.
+struct PerceptronRun {
+  std::vector<double> w, u, delta;
+  std::size_t mistaken = 0;  // steps whose path had a mistake (the primitives' count)
+};
+PerceptronRun run_perceptron(const RandomProblem& p, const std::vector<double>& w0, bool on_device, std::size_t steps) {
+  BackendPtr b = gpu_backend(p.dims);
+  auto corpus = b->upload(p.corpus);
+  SparseGradients& sg = *b->sparse();
+  auto w = to_backend(*b, w0);
+  auto u = b->vector(w0.size());
+  auto delta = sg.sparse_vector();
+  std::vector<std::uint32_t> labels(p.corpus.num_tokens());
+  const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
+  PerceptronRun out;
+  std::uint32_t x = 777;
+  for (std::size_t t = 1; t <= steps; ++t) {
+    x = x * 1103515245u + 12345u;
+    const std::uint32_t sid = (x >> 8) % n;
+    const SentenceSpan span{&sid, 1};
+    Vector* ut = t > 1 ? u.get() : nullptr;
+    const double a = double(t) * 0.75 - 0.5;  // not an integer: u's products round
+    if (on_device) {
+      EXPECT_TRUE(sg.perceptron_step(*corpus, span, *w, ut, a, *delta)) << "no device path for one sentence";
+      continue;
+    }
+    b->viterbi(*corpus, *w, span, labels.data(), nullptr);
+    if (!sg.feature_difference(*corpus, span, labels.data(), *delta, 1.0)) continue;
+    ++out.mistaken;
+    sg.sparse_axpy(1.0, *delta, *w);
+    if (ut) sg.sparse_axpy(a, *delta, *ut);
+  }
+  out.w = to_host(*b, *w);
+  out.u = to_host(*b, *u);
+  auto dense = b->vector(w0.size());
+  sg.sparse_axpy(1.0, *delta, *dense);  // the last step's Δ
+  out.delta = to_host(*b, *dense);
+  return out;
+}
+
+// The device's step is the primitives' bit for bit — w, u and the last Δ — in every weight
+// layout, with and without edge features and transitions, from zero weights (mistakes at first)
+// and from random ones (paths right and wrong).
+TEST(StochasticShape, PerceptronStepOnTheDeviceEqualsThePrimitives) {
+  REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u})
+    for (bool transitions : {true, false})
+      for (Layout layout : kAllLayouts)
+        for (double scale : {0.0, 0.4}) {
+          SCOPED_TRACE(::testing::Message() << "E=" << E << " transitions=" << transitions << " " << layout
+                                            << " w0 scale " << scale);
+          RandomProblem base = random_problem(4, 15, E, 12, 7, 91 + E);
+          base.dims.transitions = transitions;
+          const RandomProblem p = with_layout(base, layout);
+          const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 5);
+          const PerceptronRun prim = run_perceptron(p, w0, false, 60);
+          const PerceptronRun dev = run_perceptron(p, w0, true, 60);
+          EXPECT_GT(prim.mistaken, 0u);
+          EXPECT_TRUE(dev.w == prim.w) << "w";
+          EXPECT_TRUE(dev.u == prim.u) << "u";
+          EXPECT_TRUE(dev.delta == prim.delta) << "the last step's Δ";
+        }
+}
+
+}  // namespace
+}  // namespace crfx::test
