@@ -285,7 +285,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void scatter(const SparseVector& xs, Vector& w) override;
   void sparse_axpy(double a, const SparseVector& xs, Vector& y) override;
   double sparse_penalty(const SparseVector& xs, double c1, double c2) override;
-  /// ap's step on one sentence of a resident corpus, nothing read back (backend_perceptron.cu).
+  /// ap's step on a span of a resident corpus that one chunk of at most kChunkIds sentences holds,
+  /// nothing read back (backend_perceptron.cu; a batch: perceptron_batch, Δ in pc_dense_).
   bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
                        SparseVector& delta) override;
 
@@ -434,6 +435,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// x ← S({sid}) with zero values (support_host and upload_sparse's result) from the plans made
   /// once: the indices expanded on the device, nothing copied. (backend_plans.cu)
   void sentence_support(const CudaCorpus& c, std::uint32_t sid, CudaSparse& x);
+  /// perceptron_step on a batch's chunk, decoded: Δ summed per sentence in pc_dense_, the updates.
+  void perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale);
   /// SAG's stored row of each edge position: [N] its slot, or kNone (empty without edge
   /// features); the number of slots into *count.
   std::vector<std::uint32_t> edge_slots(const CudaCorpus& c, std::size_t* count) const;
@@ -571,7 +574,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   SentencePlans sentence_plans_;         // every sentence's plan alone, for one corpus
   std::uint64_t sentence_plans_corpus_ = 0;  // its serial (0: none)
   DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
-  DeviceBuffer<std::uint32_t> mistakes_;  // [1] perceptron_step: the decoded sentence's wrong tokens
+  DeviceBuffer<std::uint32_t> mistakes_;  // [1] perceptron_step: the decoded span's wrong tokens
+  DeviceBuffer<double> pc_dense_;         // [weights] perceptron_batch's Δ, all zero between steps
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;

@@ -27,7 +27,26 @@ struct DecodedRows {
 /// +x at the gold slot, −x at the predicted one, in (sentence, token, item) order — exactly
 /// add_feature_difference's sums (host/backend/span_groups.cpp) — for the `count` groups of a
 /// plan of one sentence (its rows are the sentence's tokens); *wrong ← the rows with ŷ ≠ y.
+/// With `dense` (a batch, sentence by sentence): the sums go on from dense[weight] and are left
+/// there (out unused), and the rows with ŷ ≠ y are added to *wrong.
 void launch_feature_difference(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const DecodedRows& d,
-                               double scale, double* out, std::uint32_t* wrong, cudaStream_t s);
+                               double scale, double* out, std::uint32_t* wrong, cudaStream_t s,
+                               double* dense = nullptr);
+
+/// For every weight k of the `count` groups of a sentence's plan: where *gate ≠ 0, w[k] += 1·G[k]
+/// and (u non-null) u[k] += a·G[k] (SparseAxpyOp's arithmetic); then G[k] = 0. A weight of several
+/// sentences of a batch gets its whole sum at its first sentence and zeros after (x + 0 = x: no sum
+/// of the perceptron's is −0).
+void launch_apply_difference(const WeightGroups& gl, const SagSpanView& v, std::size_t count, double* G, double* w,
+                             double* u, double a, const std::uint32_t* gate, cudaStream_t s);
+
+/// Most sentences of a chunk plan written from launch parameters (launch_chunk_from_ids).
+inline constexpr std::size_t kChunkIds = 256;
+/// A chunk plan of n ≤ kChunkIds sentences — sent = ids, order = the launch order, slots the
+/// cumulative lengths from sent_off — written on the device from launch parameters: nothing
+/// copied, no host buffer to keep alive for a queued copy.
+void launch_chunk_from_ids(const std::uint32_t* ids, const std::uint32_t* launch_order, std::size_t n,
+                           const std::size_t* sent_off, std::uint32_t* sent, std::uint32_t* order, std::size_t* slots,
+                           cudaStream_t s);
 
 }  // namespace crfx::cuda::detail

@@ -13,8 +13,8 @@
 // w_avg; the objective reported per epoch (and returned) is the full f of w_avg with the
 // Objective's c1 and c2 (the perceptron does not use them). Passes: a Viterbi decode is counted as
 // a forward-only evaluation (m/N per batch). Where the backend can (SparseGradients::
-// perceptron_step: the CUDA backend at batch size 1) the decode, Δ and both updates stay on its
-// device, gated there by the mistakes: nothing is read back per step (issue 37).
+// perceptron_step: the CUDA backend, batches of up to 256 sentences) the decode, Δ and both
+// updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37).
 #include <cmath>
 #include <cstdio>
 #include <limits>
