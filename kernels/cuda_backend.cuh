@@ -13,7 +13,7 @@
 //   backend_sag.cu       SAG / SAGA
 //   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
-//   backend_perceptron.cu ap's step on the device (perceptron_kernels.cu: the feature difference)
+//   backend_perceptron.cu  ap's step on the device (perceptron_kernels.cu: Δ, the updates)
 //   backend_stream.cu    a corpus larger than the device: its chunk plan, pinned copy and passes
 //   corpus_stream.cuh    CorpusArrays (what a chunk's kernels read) and CorpusStream
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
@@ -66,7 +66,9 @@
 // and per-group stamps; one-sentence plans are made once (SentencePlans), the history appended by
 // a kernel, and uniform sampling's steps queued with their scalars on the device (incremental_
 // schedule), so a batch-1 epoch copies nothing per step and waits a few times (issue 37;
-// tests/emu/test_stochastic_shape.cpp); the sag_* kernels are in sag_kernels.cu.
+// tests/emu/test_stochastic_shape.cpp); the sag_* kernels are in sag_kernels.cu. ap's step —
+// Viterbi, Δ over those plans, the updates gated by the path's mistakes — stays on the device at
+// any batch size one chunk of 256 sentences holds (backend_perceptron.cu, perceptron_kernels.cu).
 //
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
 // the transposed CSR (attribute → occurrences in token order, built once per corpus) in segments

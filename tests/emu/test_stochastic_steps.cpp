@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -123,6 +124,35 @@ TEST(StochasticShape, PerceptronStepOnTheDeviceEqualsThePrimitives) {
             EXPECT_TRUE(dev.delta == prim.delta) << "the last step's Δ";
           }
         }
+}
+
+// The trainer: ap's model on the device at batch sizes 1, 8 and 64 is the CPU backend's (Viterbi
+// and the differences are bitwise the CPU's; the updates may contract into FMAs on a GPU), and
+// two device runs agree bit for bit.
+TEST(StochasticShape, PerceptronTrainerOnTheDeviceReachesTheCpuModel) {
+  REQUIRE_GPU();
+  const RandomProblem p = with_layout(random_problem(5, 30, 3, 150, 10, 61), Layout::observed);
+  for (std::size_t batch : {1u, 8u, 64u}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << batch);
+    TrainOptions o;
+    o.epochs = 3;
+    o.batch_size = batch;
+    o.seed = 9;
+    std::vector<double> w[3];
+    for (int k = 0; k < 3; ++k) {
+      BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
+      auto corpus = b->upload(p.corpus);
+      Objective obj(*b, *corpus, 0.0, 0.0);
+      auto wv = b->vector(p.dims.num_weights());
+      find_trainer("ap").make()->train(obj, *wv, o, nullptr);
+      w[k] = to_host(*b, *wv);
+    }
+    expect_close_vec(w[1], w[0], kGradTol, "ap's averaged weights");
+    EXPECT_TRUE(w[1] == w[2]) << "two device runs: weights not bitwise equal";
+    double norm = 0;
+    for (double x : w[1]) norm += x * x;
+    EXPECT_GT(norm, 0.0) << "the model learned something";
+  }
 }
 
 }  // namespace
