@@ -13,6 +13,7 @@
 //   backend_sag.cu       SAG / SAGA
 //   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
+//   backend_perceptron.cu  ap's step on the device (perceptron_kernels.cu: Δ, the updates)
 //   backend_stream.cu    a corpus larger than the device: its chunk plan, pinned copy and passes
 //   corpus_stream.cuh    CorpusArrays (what a chunk's kernels read) and CorpusStream
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
@@ -65,7 +66,9 @@
 // and per-group stamps; one-sentence plans are made once (SentencePlans), the history appended by
 // a kernel, and uniform sampling's steps queued with their scalars on the device (incremental_
 // schedule), so a batch-1 epoch copies nothing per step and waits a few times (issue 37;
-// tests/emu/test_stochastic_shape.cpp); the sag_* kernels are in sag_kernels.cu.
+// tests/emu/test_stochastic_shape.cpp); the sag_* kernels are in sag_kernels.cu. ap's step —
+// Viterbi, Δ over those plans, the updates gated by the path's mistakes — stays on the device at
+// any batch size one chunk of 256 sentences holds (backend_perceptron.cu, perceptron_kernels.cu).
 //
 // Determinism: no floating-point atomics anywhere. Every sum has a fixed order: the gathers walk
 // the transposed CSR (attribute → occurrences in token order, built once per corpus) in segments
@@ -284,6 +287,10 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void scatter(const SparseVector& xs, Vector& w) override;
   void sparse_axpy(double a, const SparseVector& xs, Vector& y) override;
   double sparse_penalty(const SparseVector& xs, double c1, double c2) override;
+  /// ap's step on a span of a resident corpus that one chunk of at most kChunkIds sentences holds,
+  /// nothing read back (backend_perceptron.cu; a batch: perceptron_batch, Δ in pc_dense_).
+  bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
+                       SparseVector& delta) override;
 
  private:
   /// For a pointwise `loss` (point-log, point-exp): sets fp (of the chunk run_chunk_front just
@@ -430,6 +437,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// x ← S({sid}) with zero values (support_host and upload_sparse's result) from the plans made
   /// once: the indices expanded on the device, nothing copied. (backend_plans.cu)
   void sentence_support(const CudaCorpus& c, std::uint32_t sid, CudaSparse& x);
+  /// perceptron_step on a batch's chunk, decoded: Δ summed per sentence in pc_dense_, the updates.
+  void perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale);
   /// SAG's stored row of each edge position: [N] its slot, or kNone (empty without edge
   /// features); the number of slots into *count.
   std::vector<std::uint32_t> edge_slots(const CudaCorpus& c, std::size_t* count) const;
@@ -567,6 +576,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   SentencePlans sentence_plans_;         // every sentence's plan alone, for one corpus
   std::uint64_t sentence_plans_corpus_ = 0;  // its serial (0: none)
   DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
+  DeviceBuffer<std::uint32_t> mistakes_;  // [1] perceptron_step: the decoded span's wrong tokens
+  DeviceBuffer<double> pc_dense_;         // [weights] perceptron_batch's Δ, all zero between steps
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;

@@ -12,7 +12,9 @@
 // support is touched per step; steps with Δ = 0 (no mistake) skip the updates. The final model is
 // w_avg; the objective reported per epoch (and returned) is the full f of w_avg with the
 // Objective's c1 and c2 (the perceptron does not use them). Passes: a Viterbi decode is counted as
-// a forward-only evaluation (m/N per batch).
+// a forward-only evaluation (m/N per batch). Where the backend can (SparseGradients::
+// perceptron_step: the CUDA backend, batches of up to 256 sentences) the decode, Δ and both
+// updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37).
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -134,8 +136,11 @@ void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, S
                                  std::uint32_t* labels, Vector* u, double t, const TrainOptions& opt,
                                  double& loss) {
   Backend& b = obj.backend();
-  b.viterbi(obj.corpus(), w, span, labels, nullptr);
   obj.add_passes(double(span.count) / double(obj.corpus().num_sentences()));
+  // ap: the whole step on the backend where it can keep it there (no path read back, no wait).
+  Vector* u_step = t > 1 ? u : nullptr;  // (t − 1)·τ·Δ, τ = 1: nothing at the first step
+  if (adds_difference() && sparse_gradients(b).perceptron_step(obj.corpus(), span, w, u_step, t - 1, delta)) return;
+  b.viterbi(obj.corpus(), w, span, labels, nullptr);
   const std::size_t wrong = sparse_gradients(b).feature_difference(obj.corpus(), span, labels, delta, 1.0);
   decoded(span, wrong);
   if (!wrong) return;
@@ -152,6 +157,7 @@ class PerceptronTrainer final : public MistakeDrivenTrainer {
 
  protected:
   bool averaged(const TrainOptions&) const override { return true; }
+  bool adds_difference() const override { return true; }
   double update(Backend& b, Vector& w, const SparseVector& delta, std::size_t, const TrainOptions&,
                 double& tau) override {
     tau = 1.0;  // w ← w + Δ

@@ -74,6 +74,9 @@ class MistakeDrivenTrainer : public Trainer {
   /// batch's loss, and sets tau to τ where the update was w += τ·Δ (what the averaging adds).
   virtual double update(Backend& b, Vector& w, const SparseVector& delta, std::size_t wrong,
                         const TrainOptions& opt, double& tau) = 0;
+  /// Whether update() is w += Δ (τ = 1, no loss) and decoded() reads nothing (ap): then a
+  /// backend may take the whole step on its device (SparseGradients::perceptron_step).
+  virtual bool adds_difference() const { return false; }
   /// Whether the trainer has a loss (saved in checkpoints) and stops on it (converged()).
   virtual bool has_loss() const { return false; }
   /// Whether an epoch of mean loss `mean` stops training (CRFsuite: pa below epsilon, arow at most).

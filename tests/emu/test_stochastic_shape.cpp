@@ -14,46 +14,10 @@
 #include "crfx/internal/trainer.hpp"
 #include "emu/emu_launch.hpp"
 #include "rules/sag_update.hpp"
+#include "stochastic_counts.hpp"
 
 namespace crfx::test {
 namespace {
-
-struct EpochCounts {
-  emu::HostCounters create;    // incremental_create's (a trainer's first step included)
-  emu::HostCounters epoch[2];  // each of two epochs
-  std::size_t steps = 0;       // steps per epoch
-};
-
-/// Two epochs of `algo` at batch size `batch` on n sentences, counted per epoch from the
-/// progress reports (each epoch's count ends with its monitoring pass and report).
-EpochCounts count_epochs(const char* algo, std::size_t n, std::size_t batch, double c1, std::uint32_t E,
-                         Sampling sampling = Sampling::mixed) {
-  const auto p = random_problem(5, 30, E, std::uint32_t(n), 12, 71);
-  TrainOptions o;
-  o.sampling = sampling;
-  o.c1 = c1;
-  o.c2 = 0.5;
-  o.epsilon = 0;
-  o.max_epochs = 2;  // sag, saga
-  o.epochs = 2;      // sgd-l1, adf
-  o.batch_size = batch;
-  o.seed = 5;
-  BackendPtr b = gpu_backend(p.dims);
-  auto corpus = b->upload(p.corpus);
-  Objective obj(*b, *corpus, o.c1, o.c2);
-  auto w = b->vector(p.dims.num_weights());
-  EpochCounts out;
-  out.steps = (n + batch - 1) / batch;
-  emu::reset_host_counters();
-  int reports = 0;
-  find_trainer(algo).make()->train(obj, *w, o, [&](const Progress&, const Vector&) {
-    out.epoch[reports++] = emu::host_counters();
-    emu::reset_host_counters();
-    return true;
-  });
-  EXPECT_EQ(reports, 2);
-  return out;
-}
 
 // SAG and SAGA (with and without L1, with and without edge features) at batch size 1: the host
 // → device copies of an epoch do not grow with its steps — 30 steps and 300 copy the same, and

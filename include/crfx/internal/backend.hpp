@@ -350,6 +350,19 @@ class SparseGradients {
   virtual std::size_t feature_difference(const BackendCorpus& corpus, SentenceSpan sentences,
                                          const std::uint32_t* labels, SparseVector& out,
                                          double scale) = 0;
+  /// The averaged perceptron's step (ap) on `sentences` (distinct) where the backend can keep it
+  /// on its device: Viterbi at w, Δ = f(x, y) − f(x, ŷ) over S(sentences) (feature_difference of
+  /// the path), and where ŷ has a mistake w += Δ and, when u is non-null, u += u_scale·Δ —
+  /// nothing read back, so a step need not wait (issue 37). Bitwise the same as viterbi,
+  /// feature_difference and the two sparse_axpy calls. `delta` is scratch (after a span of one
+  /// sentence it holds Δ). Returns false, having done nothing on the device, where the backend
+  /// has no such path (the default; the CUDA backend: a streamed corpus, a span one chunk of at
+  /// most 256 sentences does not hold): the caller takes the primitives' path.
+  virtual bool perceptron_step(const BackendCorpus& corpus, SentenceSpan sentences, Vector& w, Vector* u,
+                               double u_scale, SparseVector& delta) {
+    (void)corpus, (void)sentences, (void)w, (void)u, (void)u_scale, (void)delta;
+    return false;
+  }
   /// dst = src (indices and values).
   virtual void sparse_copy(const SparseVector& src, SparseVector& dst) = 0;
   /// x.value[j] = w[x.index[j]] for every entry j (x's indices unchanged): saves the weights of a

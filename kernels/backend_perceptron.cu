@@ -1,0 +1,107 @@
+// crfx — CudaBackend (cuda_backend.cuh): the perceptron's step left on the device (issue 37).
+// ap's step decoded, differenced and updated without a look from the host: the batch's chunk
+// plan written by a kernel from launch parameters (or, one sentence, launch_one_sentence_chunk),
+// Viterbi's path left in the workspace (labels_), the feature difference taken over the
+// sentences' plans made once (select_sentence; perceptron_kernels.cu) — a batch's summed
+// sentence by sentence in a dense scratch — and the updates of w and u gated on the device by
+// the path's mistakes. Bitwise the path of viterbi → feature_difference → sparse_axpy, which
+// copied the path back, the difference up and waited twice a step.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cuda_backend.cuh"
+#include "cuda_check.cuh"
+#include "perceptron_kernels.cuh"
+#include "vector_ops.cuh"
+
+namespace crfx::cuda::detail {
+namespace {
+
+/// SparseAxpyOp where the decoded span has a mistake (*gate ≠ 0); nothing otherwise.
+struct GatedSparseAxpyOp {
+  const std::size_t* idx;
+  const double* val;
+  double* y;
+  double a;
+  const std::uint32_t* gate;
+  __device__ void operator()(std::size_t j) const {
+    if (*gate != 0) y[idx[j]] += a * val[j];
+  }
+};
+
+}  // namespace
+
+bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
+                                  SparseVector& delta) {
+  const CudaCorpus& c = C(bc);
+  if (span.count == 0 || span.count > kChunkIds || c.stream) return false;  // the primitives' path
+  if (w.size() != dims_.num_weights() || (u && u->size() != w.size()))
+    throw Error("internal: weight vector size mismatch");
+  CudaSparse& x = X(delta);
+  // The plans first: they refuse an unlabeled sentence before anything is queued.
+  if (span.count == 1) {
+    sentence_support(c, span[0], x);  // x ← S({sid}), sp_plan_ ← its plan made once
+  } else {
+    for (std::size_t i = 0; i < span.count; ++i) {
+      if (span[i] >= c.S) throw Error("internal: sentence id beyond the corpus");
+      if (!c.h_labeled[span[i]]) throw Error("sentence " + std::to_string(span[i]) + " has tokens without a label");
+    }
+    if (sentence_plans_corpus_ != c.serial) plan_sentences(c, 0);
+  }
+  // One chunk (a repeated sentence or the workspace would cut it), written by a kernel unless the
+  // split forward-backward's work list would need copies beside it.
+  if (plan(c, span, 0) != span.count || (span.count > 1 && split_fb())) return false;
+  const std::size_t n = span.count, rows = h_slots_[n];
+  if (!plan_on_device_ && n > 1) {
+    launch_chunk_from_ids(h_sent_.data(), h_order_.data(), n, c.sent_off.get(), sent_.get(), order_.get(),
+                          slots_.get(), stream_);
+    plan_on_device_ = true;
+  }
+  prepare(w);
+  run_chunk_front(c, w, n, rows, false);
+  ViterbiParams vp;
+  static_cast<DecodeInputs&>(vp) = decode_inputs(arrays(c), w);
+  vp.d = la_.get();
+  vp.back = back_.get();
+  vp.out = labels_.get();
+  vp.score = nullptr;
+  launch_viterbi(vp, n, threads_, stream_);
+  if (mistakes_.size() == 0) mistakes_.resize(1);
+  if (n == 1) {
+    const DecodedRows d{sp_plan_.dev_row_tok, c.labels.get(), labels_.get(), rows};
+    launch_feature_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, d, 1.0, x.value.get(), mistakes_.get(),
+                              stream_);
+    launch_map(x.n, GatedSparseAxpyOp{x.index.get(), x.value.get(), P(w), 1.0, mistakes_.get()}, stream_);
+    if (u) launch_map(x.n, GatedSparseAxpyOp{x.index.get(), x.value.get(), P(*u), u_scale, mistakes_.get()}, stream_);
+    return true;
+  }
+  perceptron_batch(c, span, w, u, u_scale);
+  return true;
+}
+
+void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale) {
+  // Δ summed sentence by sentence into the dense scratch (all zero between steps), in the host's
+  // order; then each sentence's weights updated — the first time a weight is met it takes its
+  // whole sum — and zeroed.
+  if (pc_dense_.size() != w.size()) {
+    pc_dense_.resize(w.size());
+    CRFX_CUDA_CHECK(cudaMemsetAsync(pc_dense_.get(), 0, w.size() * sizeof(double), stream_));
+  }
+  CRFX_CUDA_CHECK(cudaMemsetAsync(mistakes_.get(), 0, sizeof(std::uint32_t), stream_));
+  for (std::size_t i = 0; i < span.count; ++i) {
+    select_sentence(c, span[i], sp_plan_);
+    const DecodedRows d{sp_plan_.dev_row_tok, c.labels.get(), labels_.get() + h_slots_[i], sp_plan_.rows};
+    launch_feature_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, d, 1.0, nullptr, mistakes_.get(),
+                              stream_, pc_dense_.get());
+  }
+  for (std::size_t i = 0; i < span.count; ++i) {
+    select_sentence(c, span[i], sp_plan_);
+    launch_apply_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, pc_dense_.get(), P(w),
+                            u ? P(*u) : nullptr, u_scale, mistakes_.get(), stream_);
+  }
+}
+
+}  // namespace crfx::cuda::detail
