@@ -15,10 +15,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
 
+#include "cuda_api.hpp"
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
@@ -172,4 +174,53 @@ void CudaBackend::incremental_set_scalars(IncrementalState& state, const SagScal
   CRFX_CUDA_CHECK(cudaMemcpyAsync(s.queue.get(), &s.hq, sizeof s.hq, cudaMemcpyHostToDevice, stream_));
 }
 
+// ---- SAG-NUS's sampler on the device ------------------------------------------------------
+
+void SagDeviceSampler::upload(const SagSamplerRef& host, cudaStream_t s) {
+  const std::size_t n = host.s->n, tree = 2 * host.s->leaves;
+  if (sc.size() < 1) sc.resize(1);
+  if (sum.size() != tree) sum.resize(tree);
+  if (max.size() != tree) max.resize(tree);
+  if (seen.size() != n) seen.resize(n);
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(sc.get(), host.s, sizeof *host.s, cudaMemcpyHostToDevice, s));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(sum.get(), host.sum, tree * sizeof(double), cudaMemcpyHostToDevice, s));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(max.get(), host.max, tree * sizeof(double), cudaMemcpyHostToDevice, s));
+  if (n) CRFX_CUDA_CHECK(cudaMemcpyAsync(seen.get(), host.seen, n, cudaMemcpyHostToDevice, s));
+}
+
+void SagDeviceSampler::download(const SagSamplerRef& host, cudaStream_t s) {
+  const std::size_t n = host.s->n, tree = 2 * host.s->leaves;
+  if (sum.size() != tree || seen.size() != n) throw Error("internal: the device's sampler is not the host's");
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(host.s, sc.get(), sizeof *host.s, cudaMemcpyDeviceToHost, s));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(host.sum, sum.get(), tree * sizeof(double), cudaMemcpyDeviceToHost, s));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(host.max, max.get(), tree * sizeof(double), cudaMemcpyDeviceToHost, s));
+  if (n) CRFX_CUDA_CHECK(cudaMemcpyAsync(host.seen, seen.get(), n, cudaMemcpyDeviceToHost, s));
+}
+
 }  // namespace crfx::cuda::detail
+
+namespace crfx::cuda {
+
+void sag_sampler_steps_on_device(int device, const SagSamplerRef& sampler, std::size_t count,
+                                 const std::function<double(std::uint32_t, double)>& search, double lip_mult,
+                                 double lambda, SagDraw* draws, double* alpha) {
+  CRFX_CUDA_CHECK(cudaSetDevice(device));
+  detail::SagDeviceSampler dev;
+  detail::DeviceBuffer<SagDraw> draw(1);
+  detail::DeviceBuffer<double> x(3);  // L0, the L found, α
+  dev.upload(sampler, nullptr);
+  for (std::size_t t = 0; t < count; ++t) {
+    detail::launch_sag_draw(dev.ref(), draw.get(), x.get(), nullptr);
+    double L[2];
+    CRFX_CUDA_CHECK(cudaMemcpy(&draws[t], draw.get(), sizeof(SagDraw), cudaMemcpyDeviceToHost));
+    CRFX_CUDA_CHECK(cudaMemcpy(&L[0], x.get(), sizeof(double), cudaMemcpyDeviceToHost));
+    L[1] = search(draws[t].id, L[0]);
+    CRFX_CUDA_CHECK(cudaMemcpy(x.get() + 1, &L[1], sizeof(double), cudaMemcpyHostToDevice));
+    detail::launch_sag_found(dev.ref(), draw.get(), x.get(), x.get() + 1, lip_mult, lambda, x.get() + 2, nullptr);
+    CRFX_CUDA_CHECK(cudaMemcpy(&alpha[t], x.get() + 2, sizeof(double), cudaMemcpyDeviceToHost));
+  }
+  dev.download(sampler, nullptr);
+  CRFX_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+}
+
+}  // namespace crfx::cuda

@@ -77,6 +77,19 @@ struct SentencePlans {
   DeviceBuffer<std::uint32_t> slots;      // [N] the edge slot of token t, or kNone
 };
 
+/// SAG-NUS's sampler on the device (issue 37): a copy of the host's (SagSampler,
+/// host/optim/sag.cpp) that one-thread kernels draw with (launch_sag_draw, launch_sag_found).
+struct SagDeviceSampler {
+  DeviceBuffer<SagSamplerScalars> sc;  // [1]
+  DeviceBuffer<double> sum, max;       // [2·leaves] the tree of L_i
+  DeviceBuffer<char> seen;             // [n]
+  SagSamplerRef ref() { return {sc.get(), sum.get(), max.get(), seen.get()}; }
+  /// The host's state (its arrays) onto the device, sized to it; and back into arrays of the
+  /// same sizes (the caller waits for the stream before reading them).
+  void upload(const SagSamplerRef& host, cudaStream_t s);
+  void download(const SagSamplerRef& host, cudaStream_t s);
+};
+
 /// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
 /// start, which is the contract's "gold indicators"), so Δ_i = X_iᵀ(δ_new − δ_stored).
 struct CudaSag final : IncrementalState, LazyStepHistory {

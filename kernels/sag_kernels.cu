@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "rules/sag_sampler.hpp"
 #include "rules/sag_update.hpp"
 #include "device_buffer.cuh"
 #include "launch.cuh"
@@ -189,6 +190,19 @@ __global__ void sag_queue_step_kernel(SagQueueState* q, const SagLineSearch* sea
   P[k] = Pk;
 }
 
+/// A one-sentence span drawn by SAG-NUS's sampler (the host's rules, SagSamplerRef).
+__global__ void sag_draw_kernel(SagSamplerRef r, SagDraw* draw, double* L0) {
+  *draw = r.draw_one();
+  *L0 = r.get(draw->id);
+}
+
+/// The drawn sentence's L_i scaled to the L its search found, and the step size after it.
+__global__ void sag_found_kernel(SagSamplerRef r, const SagDraw* draw, const double* L0, const double* Lb,
+                                 double lip_mult, double lambda, double* alpha) {
+  r.found(&draw->id, 1, *L0, *Lb);
+  *alpha = r.step_size(lip_mult, lambda);
+}
+
 /// The line search's start from the span's loss and ‖g‖² where the device left them.
 __global__ void sag_search_start_kernel(SagLineSearch* search, const double* f, const double* g2, double B,
                                         double L0) {
@@ -272,6 +286,15 @@ void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std:
 
 void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, double* S, double* R, cudaStream_t s) {
   CRFX_LAUNCH(sag_push_kernel, 1, 1, 0, s, k, a, b, tau, P, S, R);
+}
+
+void launch_sag_draw(const SagSamplerRef& sampler, SagDraw* draw, double* L0, cudaStream_t s) {
+  CRFX_LAUNCH(sag_draw_kernel, 1, 1, 0, s, sampler, draw, L0);
+}
+
+void launch_sag_found(const SagSamplerRef& sampler, const SagDraw* draw, const double* L0, const double* Lb,
+                      double lip_mult, double lambda, double* alpha, cudaStream_t s) {
+  CRFX_LAUNCH(sag_found_kernel, 1, 1, 0, s, sampler, draw, L0, Lb, lip_mult, lambda, alpha);
 }
 
 void launch_sag_set(double* dst, double v, cudaStream_t s) { CRFX_LAUNCH(sag_set_kernel, 1, 1, 0, s, dst, v); }

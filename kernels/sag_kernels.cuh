@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "crfx/internal/corpus.hpp"  // WeightGroups
+#include "rules/sag_sampler.hpp"  // SagSamplerRef
 #include "rules/sag_update.hpp"  // SagLineSearch
 
 namespace crfx::cuda::detail {
@@ -90,6 +91,13 @@ void launch_sag_queue_search_start(SagLineSearch* search, const double* f, const
                                    std::uint32_t at, cudaStream_t s);
 void launch_sag_queue_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at, const SagStepParams& p,
                            std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s);
+/// SAG-NUS's sampler on the device (SagSamplerRef over device arrays, host/rules/sag_sampler.hpp;
+/// one thread each): a span of one sentence drawn — *draw its sentence and probability, *L0 its
+/// L_i after the visit (the line search's start) — and the end of its search: L_i scaled to the
+/// *Lb found, *alpha the step size for lip_mult and λ.
+void launch_sag_draw(const SagSamplerRef& sampler, SagDraw* draw, double* L0, cudaStream_t s);
+void launch_sag_found(const SagSamplerRef& sampler, const SagDraw* draw, const double* L0, const double* Lb,
+                      double lip_mult, double lambda, double* alpha, cudaStream_t s);
 /// *dst = v (one thread): a scalar of the host's as a kernel argument, not a copy to wait for.
 void launch_sag_set(double* dst, double v, cudaStream_t s);
 /// The chunk plan of sentence `sid` alone (T tokens): sent = {sid}, order = {0}, slots = {0, T},
