@@ -56,8 +56,11 @@
 //   Under uniform sampling nothing the host draws depends on the L found, so a step is handed to
 //   the backend whole (incremental_schedule: search, α, commit, lazy step, L's decay), which keeps
 //   L, α and the trials until read after the epoch or at a stop: the CUDA backend queues a
-//   one-sentence step on the device without a wait (issue 37). NUS's draws ∝ L_i need the L
-//   of the step before, read back each step (take_step).
+//   one-sentence step on the device without a wait (issue 37). NUS at batch size 1 hands the
+//   backend the sampler too (incremental_schedule_drawn): the draws ∝ L_i need the L of the step
+//   before, so the CUDA backend draws on the device with the same code (host/rules/
+//   sag_sampler.hpp) and writes the sampler back when read. NUS with |B| > 1 stays on the host,
+//   a step at a time (take_step: the batch's draws, the mean L_i, its own wait per step).
 // SAGA uses the same L estimates with α divided by 3 in the Lipschitz part (α = 1/(3L + λ), as
 // Defazio et al. 2014 recommend); p_j is the draw probability of j at the time of the draw.
 //
@@ -164,9 +167,10 @@ class SagSampler {
   void decay(double factor) {
     if (sampling_ == Sampling::uniform) L_global_ *= factor;
   }
+  /// The state, for a backend that draws (incremental_schedule_drawn).
+  SagSamplerRef ref() { return {&sc_, sum_.data(), max_.data(), seen_.data()}; }
 
  private:
-  SagSamplerRef ref() { return {&sc_, sum_.data(), max_.data(), seen_.data()}; }
 
   Sampling sampling_;
   SagSamplerScalars sc_{};
@@ -182,27 +186,34 @@ struct Batch {
   std::vector<double> prob, coef;
 };
 
-/// Uniform sampling's steps, scheduled on the backend (incremental_schedule): the host draws the
-/// batches and counts the sentences seen; L, α and the line searches' trials stay with the backend
+/// Steps scheduled on the backend: uniform sampling's (incremental_schedule: the host draws the
+/// batches and counts the sentences seen) and NUS's at batch size 1 (incremental_schedule_drawn:
+/// the backend draws with the sampler's state, written back when read); L, α and the line
+/// searches' trials stay with the backend
 /// (on a GPU, on the device: no wait per step) until read — after an epoch, or at a stop.
 struct Schedule {
   IncrementalGradients& ig;
   IncrementalState& state;
   std::size_t B;
   double nd;
-  bool on = false;  // uniform sampling (NUS: take_step, the sampler's draws need each step's L)
+  bool on = false;     // uniform sampling, or NUS at batch size 1 (else take_step)
+  bool drawn = false;  // NUS at batch size 1: the backend draws (incremental_schedule_drawn)
   SagStepParams params{};
   std::size_t unread = 0;  // steps since the last read
   unsigned long long trials_read = 0;
 
   void step(SagSampler& sampler, Batch& batch, Vector& w, Vector& d) {
+    ++unread;
+    if (drawn) {
+      ig.incremental_schedule_drawn(state, sampler.ref(), params, w, d);
+      return;
+    }
     sampler.draw_batch(batch.ids, batch.prob);
     params.seen = double(sampler.seen());
     params.prob = batch.prob[0];  // uniform: 1/n for every member
     ig.incremental_schedule(state, SentenceSpan{batch.ids.data(), B}, params, w, d);
-    ++unread;
   }
-  /// The backend's scalars into the sampler and α; the passes of the steps since the last read
+  /// The backend's scalars into the sampler (and its state, drawn) and α; the passes of the steps since the last read
   /// (an evaluation each and every trial, B/n apiece, added one by one as take_step does).
   void read(Objective& obj, SagSampler& sampler, double& alpha) {
     if (!on) return;
@@ -210,7 +221,7 @@ struct Schedule {
     for (unsigned long long t = unread + (sc.trials - trials_read); t > 0; --t) obj.add_passes(double(B) / nd);
     trials_read = sc.trials;
     unread = 0;
-    sampler.set_global_lipschitz(sc.L);
+    if (!drawn) sampler.set_global_lipschitz(sc.L);
     alpha = sc.alpha;
   }
 };
@@ -265,7 +276,8 @@ class SagTrainer final : public Trainer {
       epoch = 1;
     }
     Schedule sched{incremental_gradients(b), *state, B, nd};
-    sched.on = opt.sampling == Sampling::uniform;
+    sched.on = opt.sampling == Sampling::uniform || B == 1;
+    sched.drawn = opt.sampling != Sampling::uniform && B == 1;
     sched.params = SagStepParams{lambda, mu1, saga_ ? 3.0 : 1.0, double(B), nd, 0.0, 1.0 / nd, decay, saga_};
     sched.ig.incremental_set_scalars(*state, SagScalars{sampler.global_lipschitz(), alpha, 0});
 

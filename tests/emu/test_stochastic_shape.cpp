@@ -113,29 +113,31 @@ TEST(StochasticShape, SparseTrainersCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
   }
 }
 
-// The line search decided on the device (incremental_search: SagLineSearch in one-thread
-// kernels) at batch size 1: a step waits for the device once — its search's result — and once
-// more where its first trial fails (about a third of the steps here), and launches a bounded
-// number of kernels; an epoch adds a few of each (the flush, the monitoring pass, the norms).
-// Before, a step waited 3.3 times on average (its loss, ‖g‖², each trial's loss). The waits per
-// epoch still grow with its steps: the sampler, whose next draw depends on the L found, is the
-// host's (issue 37) — under uniform sampling the steps are queued (next test).
-TEST(StochasticShape, SagWaitsForTheDeviceOncePerStep) {
+// SAG-NUS (mixed, the default, and lipschitz) at batch size 1 queued on the device with its sampler
+// (incremental_schedule_drawn: each step's sentence drawn ∝ L_i on the device by the host's code,
+// L_i, α, a, b, τ and SAGA's coefficient decided there): an epoch of 300 steps waits for the device
+// as often as one of 30 — a few times, at its end (5 here, from 300 before) — where a step waited
+// at least once before (the sampler's next draw needs the L found); and launches a bounded number
+// of kernels a step (a drawn step queues 4 search rounds: see kDrawnRounds).
+TEST(StochasticShape, QueuedNusWaitsAFewTimesPerEpoch) {
   REQUIRE_GPU();
   for (const char* algo : {"sag", "saga"}) {
-    SCOPED_TRACE(algo);
-    for (std::size_t n : {30u, 300u}) {
-      SCOPED_TRACE(::testing::Message() << n << " sentences");
-      const EpochCounts c = count_epochs(algo, n, 1, 0.0, 3);
-      for (int e = 0; e < 2; ++e) {
-        EXPECT_GE(c.epoch[e].syncs, c.steps) << "epoch " << e + 1;  // the count is the one meant
-        EXPECT_LE(c.epoch[e].syncs, c.steps + c.steps / 2 + 8) << "epoch " << e + 1;
-        EXPECT_LE(c.epoch[e].launches, 40 * c.steps + 60) << "epoch " << e + 1;
-      }
-      RecordProperty(std::string(algo) + "_n" + std::to_string(n) + "_syncs_epoch2",
-                     std::to_string(c.epoch[1].syncs));
-      RecordProperty(std::string(algo) + "_n" + std::to_string(n) + "_launches_epoch2",
-                     std::to_string(c.epoch[1].launches));
+    for (Sampling sampling : {Sampling::mixed, Sampling::lipschitz}) {
+      const std::string key = std::string(algo) + (sampling == Sampling::mixed ? "_mixed" : "_lipschitz");
+      SCOPED_TRACE(key);
+      const EpochCounts small = count_epochs(algo, 30, 1, 0.0, 3, sampling);
+      const EpochCounts large = count_epochs(algo, 300, 1, 0.0, 3, sampling);
+      EXPECT_EQ(small.epoch[1].syncs, large.epoch[1].syncs) << "host synchronisations of the second epoch";
+      EXPECT_LE(large.epoch[1].syncs, 10u) << "host synchronisations of an epoch of " << large.steps << " steps";
+      EXPECT_LE(large.epoch[0].syncs, 20u) << "the first epoch (the queue grows from 64 steps)";
+      EXPECT_LE(large.epoch[1].to_device, 4u) << "host → device copies (the sampler's only where it changed)";
+      for (int e = 0; e < 2; ++e) EXPECT_LE(large.epoch[e].launches, 60 * large.steps + 60) << "epoch " << e + 1;
+      RecordProperty(key + "_n300_syncs_epoch1", std::to_string(large.epoch[0].syncs));
+      RecordProperty(key + "_n300_syncs_epoch2", std::to_string(large.epoch[1].syncs));
+      RecordProperty(key + "_n30_syncs_epoch2", std::to_string(small.epoch[1].syncs));
+      RecordProperty(key + "_n300_copies_epoch2", std::to_string(large.epoch[1].to_device));
+      RecordProperty(key + "_n300_launches_per_step",
+                     std::to_string(double(large.epoch[1].launches) / double(large.steps)));
     }
   }
 }
