@@ -236,5 +236,81 @@ TEST(StochasticShape, QueuedSagStepsEqualTheHostsStepByStep) {
           }
 }
 
+/// `steps` drawn steps of SAG-NUS (incremental_schedule_drawn: queued on the CUDA backend, or one
+/// by one on its primitives, schedule_drawn_on_host) from a sampler whose every sentence is seen
+/// with L_i = Li (read back every `read_every` steps), then flushed: w, d, the scalars, the sampler.
+struct DrawnRun {
+  std::vector<double> w, d, sum, max;
+  std::vector<char> seen;
+  SagScalars scalars;
+  std::uint64_t m = 0, next = 0;  // sentences seen; the generator's next output
+};
+DrawnRun run_drawn(const RandomProblem& p, bool queued, const SagStepParams& params, SamplerMode mode, double Li,
+                   std::size_t steps, std::size_t read_every) {
+  BackendPtr b = gpu_backend(p.dims);
+  auto corpus = b->upload(p.corpus);
+  IncrementalGradients& ig = *b->incremental();
+  auto state = ig.incremental_create(*corpus);
+  auto w = b->vector(p.dims.num_weights()), d = b->vector(p.dims.num_weights());
+  ig.incremental_set_scalars(*state, SagScalars{1.0, 0.0, 0});
+  const std::size_t n = p.corpus.num_sentences();
+  DrawnRun out;
+  SagSamplerScalars sc{};
+  sc.rng.seed(5);
+  sc.n = n;
+  sc.leaves = 1;
+  while (sc.leaves < n) sc.leaves *= 2;
+  sc.mode = mode;
+  out.sum.assign(2 * sc.leaves, 0.0);
+  out.max.assign(2 * sc.leaves, 0.0);
+  out.seen.assign(n, 1);
+  const SagSamplerRef r{&sc, out.sum.data(), out.max.data(), out.seen.data()};
+  for (std::size_t i = 0; i < n; ++i) r.set(i, Li);
+  sc.m = n;
+  for (std::size_t t = 0; t < steps; ++t) {
+    if (queued)
+      ig.incremental_schedule_drawn(*state, r, params, *w, *d);
+    else
+      schedule_drawn_on_host(ig, *state, r, params, *w, *d);
+    if ((t + 1) % read_every == 0) ig.incremental_scalars(*state);
+  }
+  out.scalars = ig.incremental_scalars(*state);
+  ig.incremental_flush(*state, *w, *d);
+  out.w = to_host(*b, *w);
+  out.d = to_host(*b, *d);
+  out.m = sc.m;
+  out.next = sc.rng();
+  return out;
+}
+
+// The drawn queue's model and sampler are the host's step by step, bit for bit: SAG and SAGA
+// under mixed and lipschitz sampling, read back at once or rarely, and with the halts — every
+// L_i at 1e-3 (searches that need more trials than a step queues) and an L2 coefficient so large
+// that P_k underflows every few steps (L_i restored on the device, the step ended on the host).
+TEST(StochasticShape, QueuedDrawnStepsEqualTheHostsStepByStep) {
+  REQUIRE_GPU();
+  const auto p = random_problem(4, 20, 2, 25, 9, 17);
+  const double nd = double(p.corpus.num_sentences());
+  for (bool saga : {false, true})
+    for (SamplerMode mode : {SamplerMode::mixed, SamplerMode::lipschitz})
+      for (double lambda : {0.02, 400.0})
+        for (double Li : {1.0, 1e-3})
+          for (std::size_t read_every : {1000u, 7u}) {
+            SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " mode=" << int(mode)
+                                              << " lambda=" << lambda << " Li=" << Li << " read every "
+                                              << read_every);
+            const SagStepParams params{lambda, 0.01, saga ? 3.0 : 1.0, 1.0, nd, 0.0, 0.0, 1.0, saga};
+            const DrawnRun host = run_drawn(p, false, params, mode, Li, 90, read_every);
+            const DrawnRun queue = run_drawn(p, true, params, mode, Li, 90, read_every);
+            EXPECT_TRUE(queue.w == host.w) << "w";
+            EXPECT_TRUE(queue.d == host.d) << "d";
+            EXPECT_TRUE(queue.sum == host.sum && queue.max == host.max) << "the L_i";
+            EXPECT_EQ(queue.next, host.next) << "the generators";
+            EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+            EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            EXPECT_GT(host.scalars.trials, 0u);
+          }
+}
+
 }  // namespace
 }  // namespace crfx::test
