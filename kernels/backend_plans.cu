@@ -202,7 +202,7 @@ void CudaBackend::plan_sentences(const CudaCorpus& c, std::size_t other_bytes) {
   if (edge_slot) slots = *edge_slot;
   const std::size_t u32 = sizeof(std::uint32_t);
   const std::size_t bytes = (groups.size() + oofs.size() + onew.size() + oold.size() + longest + S + 2 * N) * u32 +
-                            gofs.size() * sizeof(std::size_t) + oval.size() * sizeof(double);
+                            (gofs.size() + 3 * (S + 1)) * sizeof(std::size_t) + oval.size() * sizeof(double);
   CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   if (other_bytes + bytes > free_b)
     throw Error("CUDA backend: the stochastic trainers' sentence plans" +
@@ -224,6 +224,14 @@ void CudaBackend::plan_sentences(const CudaCorpus& c, std::size_t other_bytes) {
   up(sp.ids, iota.data(), S);
   up(sp.tokens, iota.data(), N);
   up(sp.slots, slots.data(), N);
+  up(sp.d_gbase, sp.gbase.data(), S + 1);
+  up(sp.d_obase, sp.obase.data(), S + 1);
+  up(sp.d_compact, sp.compact.data(), S);
+  sp.most_groups = sp.most_compact = 0;
+  for (std::size_t s = 0; s < S; ++s) {
+    sp.most_groups = std::max(sp.most_groups, sp.gbase[s + 1] - sp.gbase[s]);
+    sp.most_compact = std::max(sp.most_compact, sp.compact[s]);
+  }
   sync();  // the host vectors go out of scope
   sentence_plans_corpus_ = c.serial;
 }

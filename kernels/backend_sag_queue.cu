@@ -10,25 +10,51 @@
 // and the wait finishes it on the host's primitives — the search with its looks, the flush — and
 // queues the rest again. The queue waits after queue_cap steps (64, doubled up to kMaxQueue after
 // each wait without a halt, quartered after a halt), so a halt costs at most that many steps again.
+// Drawn steps (incremental_schedule_drawn: SAG-NUS, lipschitz and mixed sampling) queue the same
+// way with the sentence decided on the device: a one-thread kernel draws it with the host's code
+// (SagSamplerRef, host/rules/sag_sampler.hpp, on a copy of the host's sampler uploaded when the
+// queue starts and read back at the wait), and the step's kernels find its plan from the draw
+// (SagPick), launched for the longest sentence's; its end scales L_i and takes α from the sampler.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
 
+#include "cuda_api.hpp"
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
 #include "sag_kernels.cuh"
+#include "vector_ops.cuh"
 
 namespace crfx::cuda::detail {
 namespace {
 
 constexpr int kRounds = 2;                                 // line-search rounds queued per step
+// Per drawn step: L_i is lowered on a revisit (×0.9, ×½), so its search often doubles twice
+// (with 2 rounds the tests' NUS epochs halted every ~15 steps; with 4, not once).
+constexpr int kDrawnRounds = 4;
 constexpr std::size_t kMinQueue = 64, kMaxQueue = 1u << 14;  // steps between two waits
+constexpr std::uint32_t kDrawn = 0xffffffffu;              // a queued step's sentence: the device's draw
+
+/// ‖g‖² of a drawn span (g compact, zero-padded in effect to the largest sentence's size): the
+/// terms DotTerm's, a zero past the sentence's size, so that reduce's passes launched for the
+/// largest size sum the same terms in the same places (each thread holds one term or adds zeros).
+struct PickedDotTerm {
+  const double* g;
+  const SagDraw* draw;
+  const std::size_t* compact;  // [S]
+  __device__ double operator()(std::size_t i) const {
+    const double x = i < compact[draw->id] ? g[i] : 0.0;
+    return x * x;
+  }
+};
 
 }  // namespace
 
@@ -40,9 +66,39 @@ void CudaBackend::incremental_schedule(IncrementalState& state, SentenceSpan spa
     schedule_on_host(*this, state, span, p, w, d);
     return;
   }
+  sag_queue_ready(s, w, d, false);
+  select_sentence(*s.corpus, span[0], s.plan);  // its checks, before anything is queued
+  s.queued.emplace_back(span[0], p);
+  sag_enqueue(s, s.queued.size() - 1);
+}
+
+void CudaBackend::incremental_schedule_drawn(IncrementalState& state, const SagSamplerRef& sampler,
+                                             const SagStepParams& p, Vector& w, Vector& d) {
+  CudaSag& s = G(state);
+  if (s.k() + s.queued.size() + 2 >= 0xffffffffu) {  // stamps near 2³²
+    sag_finish(s);
+    schedule_drawn_on_host(*this, state, sampler, p, w, d);
+    return;
+  }
+  if (!s.queued.empty() && s.host_sampler.s != sampler.s) sag_finish(s);
+  if (sag_queue_ready(s, w, d, true)) {  // a new queue: the sampler's state onto the device
+    const CudaCorpus& c = *s.corpus;
+    if (sentence_plans_corpus_ != c.serial) plan_sentences(c, 0);
+    s.host_sampler = sampler;
+    s.sampler.upload(sampler, stream_);
+    if (s.draws.size() < kMaxQueue) s.draws.resize(kMaxQueue);
+    if (s.draw_L0.size() < 1) s.draw_L0.resize(1);
+  }
+  s.queued.emplace_back(kDrawn, p);
+  sag_enqueue(s, s.queued.size() - 1);
+}
+
+bool CudaBackend::sag_queue_ready(CudaSag& s, Vector& w, Vector& d, bool drawn) {
   if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
     throw Error("internal: SAG vectors have the wrong size");
-  if (!s.queued.empty() && (s.queued.size() >= s.queue_cap || s.qw != &w || s.qd != &d)) sag_finish(s);
+  if (!s.queued.empty() && (s.queued.size() >= s.queue_cap || s.qw != &w || s.qd != &d ||
+                            (s.queued.back().first == kDrawn) != drawn))
+    sag_finish(s);
   // The device's history complete (after a checkpoint's load it is not) and room for the step.
   if (s.uploaded < s.k() + 1 || s.k() + 2 > std::min({s.dP.size(), s.dS.size(), s.dR.size()})) {
     sag_finish(s);
@@ -55,18 +111,19 @@ void CudaBackend::incremental_schedule(IncrementalState& state, SentenceSpan spa
     }
     sag_catch_up(s, 0, nullptr, w, d);  // uploads what the device lacks
   }
-  if (s.queue.size() < 1) incremental_set_scalars(state, state.scalars);
-  if (s.queued.empty()) {
-    s.queue_k0 = s.k();
-    s.qw = &w;
-    s.qd = &d;
-  }
-  select_sentence(*s.corpus, span[0], s.plan);  // its checks, before anything is queued
-  s.queued.emplace_back(span[0], p);
-  sag_enqueue(s, s.queued.size() - 1);
+  if (s.queue.size() < 1) incremental_set_scalars(s, s.scalars);
+  if (!s.queued.empty()) return false;
+  s.queue_k0 = s.k();
+  s.qw = &w;
+  s.qd = &d;
+  return true;
 }
 
 void CudaBackend::sag_enqueue(CudaSag& s, std::size_t at) {
+  if (s.queued[at].first == kDrawn) {
+    sag_enqueue_drawn(s, at);
+    return;
+  }
   const std::uint32_t sid = s.queued[at].first;
   const SagStepParams& p = s.queued[at].second;
   Vector& w = *s.qw;
@@ -104,6 +161,10 @@ void CudaBackend::sag_enqueue(CudaSag& s, std::size_t at) {
   launch_sag_store(dims_.L, pl.rows, 1, pl.dev_row_tok, pl.dev_row_slot, pl.view().sid, s.new_node.get(),
                    s.new_pair.get(), edges ? s.new_edge.get() : nullptr, s.node.get(),
                    dims_.transitions ? s.pair.get() : nullptr, edges ? s.edge.get() : nullptr, stream_, gate);
+  sag_placeholder(s);
+}
+
+void CudaBackend::sag_placeholder(CudaSag& s) {
   // The host's history holds a placeholder for the step until the wait reads it back.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   s.P.push_back(nan);
@@ -111,6 +172,123 @@ void CudaBackend::sag_enqueue(CudaSag& s, std::size_t at) {
   s.R.push_back(nan);
   s.uploaded = s.k() + 1;
   s.evaluated = false;  // nothing to commit or restore by the host's primitives
+}
+
+void CudaBackend::sag_enqueue_drawn(CudaSag& s, std::size_t at) {
+  const SagStepParams& p = s.queued[at].second;
+  Vector& w = *s.qw;
+  s.synced = s.evaluated = s.tried = false;
+  s.plan.valid = false;  // the host's plan is not this step's
+  const auto* halt = reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const char*>(s.queue.get()) +
+                                                             offsetof(SagQueueState, halt));
+  const SagGate gate{halt, std::uint32_t(at)};
+  SagDraw* draw = s.draws.get() + at;
+  const SagSamplerRef r = s.sampler.ref();
+  launch_sag_draw(r, draw, s.draw_L0.get(), stream_, gate);
+  const SentencePlans& sp = sentence_plans_;
+  const SagPick pick{draw,
+                     sp.d_gbase.get(),
+                     sp.d_obase.get(),
+                     s.corpus->sent_off.get(),
+                     {sp.groups.get(), sp.gofs.get(), sp.oofs.get(), sp.onew.get(), sp.oold.get(), sp.osent.get(),
+                      sp.oval.get(), sp.ids.get(), 1u},
+                     sp.tokens.get(),
+                     sp.slots.get()};
+  const std::size_t k = s.k(), ng = sp.most_groups;
+  if (k > 0 && ng)
+    launch_sag_catch_up(device_groups(), nullptr, ng, std::uint32_t(k), s.dP.get(), s.dS.get(), s.dR.get(),
+                        s.stamp.get(), P(w), P(*s.qd), stream_, gate, pick);
+  const double* g2 = sag_evaluate_picked(s, w, pick);
+  launch_sag_queue_search_start(s.search.get(), losses_.get(), g2, s.queue.get(), gate.at, stream_, s.draw_L0.get());
+  for (int round = 0; round < kDrawnRounds; ++round) {  // incremental_search's rounds, without a look
+    if (ng)
+      launch_sag_trial(device_groups(), {}, ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_,
+                       pick);
+    sentence_loss_picked(*s.corpus, w, draw, false);
+    if (ng)
+      launch_sag_trial(device_groups(), {}, ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_,
+                       pick);
+    launch_sag_search_tried(s.search.get(), losses_.get(), stream_);
+  }
+  reserve_device(s.coef, 1);
+  launch_sag_queue_drawn_step(s.queue.get(), s.search.get(), gate.at, r, draw, p, k + 1, s.dP.get(), s.dS.get(),
+                              s.dR.get(), p.saga ? s.coef.get() : nullptr, stream_);
+  const bool edges = !s.edge_slot.empty();
+  if (ng)
+    launch_sag_commit(device_groups(), {}, ng, s.new_node.get(), s.node.get(), s.new_pair.get(), s.pair.get(),
+                      edges ? s.new_edge.get() : nullptr, edges ? s.edge.get() : nullptr,
+                      p.saga ? s.coef.get() : nullptr, P(*s.qd), P(w), stream_, gate, pick);
+  launch_sag_store(dims_.L, std::max<std::size_t>(1, s.corpus->max_len), 1, nullptr, nullptr, nullptr,
+                   s.new_node.get(), s.new_pair.get(), edges ? s.new_edge.get() : nullptr, s.node.get(),
+                   dims_.transitions ? s.pair.get() : nullptr, edges ? s.edge.get() : nullptr, stream_, gate, pick);
+  sag_placeholder(s);
+}
+
+const double* CudaBackend::sag_evaluate_picked(CudaSag& s, const Vector& w, const SagPick& pick) {
+  // span_marginals' chunk and copies, and sag_evaluate_on_device's gradient and ‖g‖², for the
+  // longest sentence's sizes.
+  const CudaCorpus& c = *s.corpus;
+  const std::size_t L = dims_.L, LL = L * L, T = std::max<std::size_t>(1, c.max_len);
+  const bool edges = c.edge_off.get() != nullptr, pairs = dims_.transitions || edges;
+  reserve_device(s.new_node, T * L);
+  reserve_device(s.new_pair, LL);
+  if (edges) reserve_device(s.new_edge, T * LL);
+  sentence_loss_picked(c, w, pick.draw, true);
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_node.get(), node_.get(), T * L * sizeof(double), cudaMemcpyDeviceToDevice,
+                                  stream_));
+  if (pairs)
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_pair.get(), pair_.get(), LL * sizeof(double), cudaMemcpyDeviceToDevice,
+                                    stream_));
+  if (edges)
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_edge.get(), edge_.get(), T * LL * sizeof(double),
+                                    cudaMemcpyDeviceToDevice, stream_));
+  const SentencePlans& sp = sentence_plans_;
+  reserve_device(s.g, sp.most_compact);
+  reserve_device(s.saved, sp.most_compact);
+  if (s.red.size() < std::size_t(kRedBlocks) + 1) s.red.resize(std::size_t(kRedBlocks) + 1);
+  if (s.search.size() < 1) s.search.resize(1);
+  if (sp.most_groups)
+    launch_sag_gradient(device_groups(), {}, sp.most_groups, s.new_node.get(), s.new_pair.get(),
+                        edges ? s.new_edge.get() : nullptr, 1.0, s.g.get(), stream_, pick);
+  double* g2 = s.red.get() + kRedBlocks;
+  if (sp.most_compact == 0) {
+    launch_sag_set(g2, 0.0, stream_);
+  } else {  // reduce()'s two passes for the largest size: the drawn sentence's sum (PickedDotTerm)
+    const unsigned blocks = grid_for(sp.most_compact, kRedThreads, kRedBlocks);
+    const PickedDotTerm f{s.g.get(), pick.draw, sp.d_compact.get()};
+    CRFX_LAUNCH((reduce_pass1<PickedDotTerm, SumOp>), blocks, kRedThreads, 0, stream_, sp.most_compact, f, SumOp{},
+                0.0, s.red.get());
+    CRFX_LAUNCH(reduce_pass2<SumOp>, 1, kRedThreads, 0, stream_, blocks, s.red.get(), SumOp{}, 0.0, g2);
+  }
+  return g2;
+}
+
+void CudaBackend::sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward) {
+  // run_chunk_front and the forward-backward of a one-sentence chunk (sentence_loss_on_device,
+  // span_marginals), the chunk plan and rows written on the device from the draw.
+  require_resident(c, "a drawn sentence's loss on the device");
+  const std::size_t T = std::max<std::size_t>(1, c.max_len);
+  if (T > rows_cap_ || sents_cap_ < 1) throw Error("internal: sentence longer than the CUDA workspace");
+  prepare(w);
+  plan_key_.corpus = 0;  // the device's chunk plan is the draw's: the next plan() is made and copied again
+  plan_on_device_ = false;
+  const CorpusArrays a = arrays(c);
+  const int L = int(dims_.L);
+  launch_picked_chunk(draw, a.sent_off, a.edge_off, T, sent_.get(), order_.get(), slots_.get(), row_token_.get(),
+                      row_edge_.get(), stream_);
+  slots_set_ = false;
+  launch_emission(L, T, row_token_.get(), a.state_off, a.state_ids, a.state_vals, P(w), dgroups_, S_.get(), stream_);
+  if (a.edge_off)
+    launch_edge_matrix(L, T, row_token_.get(), row_edge_.get(), a.edge_off, a.edge_ids, a.edge_vals, trans_ptr(w),
+                       P(w), dgroups_, edge_.get(), stream_);
+  FbParams fp = fb_params(c, w);
+  fp.gold = true;
+  fp.backward = backward;
+  if (backward) {
+    fp.node = node_.get();
+    fp.pair = dims_.transitions || a.edge_off ? pair_.get() : nullptr;
+  }
+  launch_fb(fp, 1, FbWork{1, 0, 0, 0, 0, nullptr, nullptr});  // one sentence: never split
 }
 
 void CudaBackend::sag_finish(CudaSag& s) {
@@ -121,7 +299,10 @@ void CudaBackend::sag_finish(CudaSag& s) {
     for (auto [dst, src] : {std::pair{&s.P, &s.dP}, std::pair{&s.S, &s.dS}, std::pair{&s.R, &s.dR}})
       CRFX_CUDA_CHECK(cudaMemcpyAsync(dst->data() + k0 + 1, src->get() + k0 + 1, m * sizeof(double),
                                       cudaMemcpyDeviceToHost, stream_));
+    const bool drawn = s.queued.front().first == kDrawn;
+    if (drawn) s.sampler.download(s.host_sampler, stream_);  // the sampler as the draws left it
     sync();
+    if (drawn) s.sampler.downloaded(s.host_sampler);
     auto queued = std::move(s.queued);
     s.queued.clear();
     s.scalars = s.hq.s;
@@ -141,11 +322,20 @@ void CudaBackend::sag_finish(CudaSag& s) {
     s.hq.halt = SagQueueState::kNoHalt;
     Vector& w = *s.qw;
     Vector& d = *s.qd;
-    const std::uint32_t sid = queued[h].first;
-    incremental_sync(s, SentenceSpan{&sid, 1}, w, d);  // its groups are caught up already: no-op
-    const LipschitzFound found = incremental_search(s, w, s.scalars.L);
-    finish_sag_step(*this, s, 1, queued[h].second, found, w, d);
+    if (drawn) {  // drawn and visited on the device (the sampler read back as it was then)
+      SagDraw x{};
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(&x, s.draws.get() + h, sizeof x, cudaMemcpyDeviceToHost, stream_));
+      sync();
+      incremental_sync(s, SentenceSpan{&x.id, 1}, w, d);  // its groups are caught up already: no-op
+      finish_drawn_step(*this, s, s.host_sampler, x, queued[h].second, w, d);
+    } else {
+      const std::uint32_t sid = queued[h].first;
+      incremental_sync(s, SentenceSpan{&sid, 1}, w, d);  // its groups are caught up already: no-op
+      const LipschitzFound found = incremental_search(s, w, s.scalars.L);
+      finish_sag_step(*this, s, 1, queued[h].second, found, w, d);
+    }
     incremental_set_scalars(s, s.scalars);
+    if (drawn) s.sampler.upload(s.host_sampler, stream_);
     s.queue_k0 = s.k();
     s.qw = &w;
     s.qd = &d;
@@ -172,4 +362,74 @@ void CudaBackend::incremental_set_scalars(IncrementalState& state, const SagScal
   CRFX_CUDA_CHECK(cudaMemcpyAsync(s.queue.get(), &s.hq, sizeof s.hq, cudaMemcpyHostToDevice, stream_));
 }
 
+// ---- SAG-NUS's sampler on the device ------------------------------------------------------
+
+bool SagDeviceSampler::held(const SagSamplerRef& host) const {
+  const std::size_t n = host.s->n, tree = 2 * host.s->leaves;
+  return h_sc.size() == sizeof *host.s && h_sum.size() == tree && h_seen.size() == n &&
+         std::memcmp(h_sc.data(), host.s, sizeof *host.s) == 0 &&
+         std::equal(h_seen.begin(), h_seen.end(), host.seen) &&
+         std::memcmp(h_sum.data(), host.sum, tree * sizeof(double)) == 0 &&
+         std::memcmp(h_max.data(), host.max, tree * sizeof(double)) == 0;
+}
+
+void SagDeviceSampler::keep(const SagSamplerRef& host) {
+  const std::size_t n = host.s->n, tree = 2 * host.s->leaves;
+  const auto* sc_bytes = reinterpret_cast<const unsigned char*>(host.s);
+  h_sc.assign(sc_bytes, sc_bytes + sizeof *host.s);
+  h_sum.assign(host.sum, host.sum + tree);
+  h_max.assign(host.max, host.max + tree);
+  h_seen.assign(host.seen, host.seen + n);
+}
+
+void SagDeviceSampler::upload(const SagSamplerRef& host, cudaStream_t s) {
+  if (held(host)) return;
+  keep(host);
+  const std::size_t n = host.s->n, tree = 2 * host.s->leaves;
+  if (sc.size() < 1) sc.resize(1);
+  if (sum.size() != tree) sum.resize(tree);
+  if (max.size() != tree) max.resize(tree);
+  if (seen.size() != n) seen.resize(n);
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(sc.get(), host.s, sizeof *host.s, cudaMemcpyHostToDevice, s));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(sum.get(), host.sum, tree * sizeof(double), cudaMemcpyHostToDevice, s));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(max.get(), host.max, tree * sizeof(double), cudaMemcpyHostToDevice, s));
+  if (n) CRFX_CUDA_CHECK(cudaMemcpyAsync(seen.get(), host.seen, n, cudaMemcpyHostToDevice, s));
+}
+
+void SagDeviceSampler::download(const SagSamplerRef& host, cudaStream_t s) {
+  const std::size_t n = host.s->n, tree = 2 * host.s->leaves;
+  if (sum.size() != tree || seen.size() != n) throw Error("internal: the device's sampler is not the host's");
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(host.s, sc.get(), sizeof *host.s, cudaMemcpyDeviceToHost, s));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(host.sum, sum.get(), tree * sizeof(double), cudaMemcpyDeviceToHost, s));
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(host.max, max.get(), tree * sizeof(double), cudaMemcpyDeviceToHost, s));
+  if (n) CRFX_CUDA_CHECK(cudaMemcpyAsync(host.seen, seen.get(), n, cudaMemcpyDeviceToHost, s));
+}
+
 }  // namespace crfx::cuda::detail
+
+namespace crfx::cuda {
+
+void sag_sampler_steps_on_device(int device, const SagSamplerRef& sampler, std::size_t count,
+                                 const std::function<double(std::uint32_t, double)>& search, double lip_mult,
+                                 double lambda, SagDraw* draws, double* alpha) {
+  CRFX_CUDA_CHECK(cudaSetDevice(device));
+  detail::SagDeviceSampler dev;
+  detail::DeviceBuffer<SagDraw> draw(1);
+  detail::DeviceBuffer<double> x(3);  // L0, the L found, α
+  dev.upload(sampler, nullptr);
+  for (std::size_t t = 0; t < count; ++t) {
+    detail::launch_sag_draw(dev.ref(), draw.get(), x.get(), nullptr);
+    double L[2];
+    CRFX_CUDA_CHECK(cudaMemcpy(&draws[t], draw.get(), sizeof(SagDraw), cudaMemcpyDeviceToHost));
+    CRFX_CUDA_CHECK(cudaMemcpy(&L[0], x.get(), sizeof(double), cudaMemcpyDeviceToHost));
+    L[1] = search(draws[t].id, L[0]);
+    CRFX_CUDA_CHECK(cudaMemcpy(x.get() + 1, &L[1], sizeof(double), cudaMemcpyHostToDevice));
+    detail::launch_sag_found(dev.ref(), draw.get(), x.get(), x.get() + 1, lip_mult, lambda, x.get() + 2, nullptr);
+    CRFX_CUDA_CHECK(cudaMemcpy(&alpha[t], x.get() + 2, sizeof(double), cudaMemcpyDeviceToHost));
+  }
+  dev.download(sampler, nullptr);
+  CRFX_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  dev.downloaded(sampler);
+}
+
+}  // namespace crfx::cuda

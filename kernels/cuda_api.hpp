@@ -4,10 +4,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "crfx/internal/backend.hpp"
+
+namespace crfx {
+struct SagSamplerRef;  // host/rules/sag_sampler.hpp
+struct SagDraw;
+}  // namespace crfx
 
 namespace crfx::cuda {
 
@@ -19,6 +25,14 @@ std::string device_description(int device);
 /// Runs a small kernel on `device` and checks its result on the host; false with the reason in
 /// `why` when the device cannot run this build's kernels (e.g. no code for its architecture).
 bool self_test(int device, std::string* why);
+
+/// Tests (issue 37): `count` one-sentence steps of SAG-NUS's sampler (host/rules/sag_sampler.hpp)
+/// run by the queue's one-thread kernels on `device` — the draw, then the end of the search, whose
+/// L `search(sentence, L0)` gives from the host — from the state `sampler` points to (host arrays),
+/// left there as the device leaves it; per step the draw and the step size α for lip_mult and λ.
+void sag_sampler_steps_on_device(int device, const SagSamplerRef& sampler, std::size_t count,
+                                 const std::function<double(std::uint32_t, double)>& search, double lip_mult,
+                                 double lambda, SagDraw* draws, double* alpha);
 
 /// Settings of the CUDA backend.
 struct CudaBackendConfig {

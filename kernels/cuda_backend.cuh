@@ -266,6 +266,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void incremental_load(IncrementalState& state, const std::vector<double>& marginals) override;
   void incremental_schedule(IncrementalState& st, SentenceSpan span, const SagStepParams& p, Vector& w,
                             Vector& d) override;  // backend_sag_queue.cu, as the next two
+  void incremental_schedule_drawn(IncrementalState& st, const SagSamplerRef& sampler, const SagStepParams& p,
+                                  Vector& w, Vector& d) override;
   SagScalars incremental_scalars(IncrementalState& state) override;
   void incremental_set_scalars(IncrementalState& state, const SagScalars& scalars) override;
 
@@ -479,6 +481,13 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// Queues s.queued[at] (gated by the queue's halt) / waits for the queue, a halted step finished
   /// on the host and the steps after it queued again (backend_sag_queue.cu).
   void sag_enqueue(CudaSag& s, std::size_t at), sag_finish(CudaSag& s);
+  /// The queue's room and history for one more step (true: a new queue); a queued step's
+  /// placeholder in the host's history; a drawn step queued (SagPick), its evaluation (‖g‖²
+  /// returned) and its loss, with (backward) or without the marginals.
+  bool sag_queue_ready(CudaSag& s, Vector& w, Vector& d, bool drawn);
+  void sag_placeholder(CudaSag& s), sag_enqueue_drawn(CudaSag& s, std::size_t at);
+  const double* sag_evaluate_picked(CudaSag& s, const Vector& w, const SagPick& pick);
+  void sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward);
   CudaSparse& X(SparseVector& x) const {
     auto* p = dynamic_cast<CudaSparse*>(&x);
     if (!p || p->owner != this) throw Error("internal: sparse vector does not belong to this CUDA backend");

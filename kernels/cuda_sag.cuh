@@ -75,6 +75,34 @@ struct SentencePlans {
   DeviceBuffer<std::uint32_t> ids;        // [S] s at s (a span of sentence s is ids + s)
   DeviceBuffer<std::uint32_t> tokens;     // [N] t at t (sentence s's rows' tokens)
   DeviceBuffer<std::uint32_t> slots;      // [N] the edge slot of token t, or kNone
+  // On the device too, for a span whose sentence the device draws (SagPick): gbase, obase and
+  // compact; and the largest sentence's group count and compact size (its kernels' launch sizes).
+  DeviceBuffer<std::size_t> d_gbase, d_obase, d_compact;
+  std::size_t most_groups = 0, most_compact = 0;
+};
+
+/// SAG-NUS's sampler on the device (issue 37): a copy of the host's (SagSampler,
+/// host/optim/sag.cpp) that one-thread kernels draw with (launch_sag_draw, launch_sag_found).
+struct SagDeviceSampler {
+  DeviceBuffer<SagSamplerScalars> sc;  // [1]
+  DeviceBuffer<double> sum, max;       // [2·leaves] the tree of L_i
+  DeviceBuffer<char> seen;             // [n]
+  SagSamplerRef ref() { return {sc.get(), sum.get(), max.get(), seen.get()}; }
+  /// The host's state (its arrays) onto the device, sized to it — unless it is what the device
+  /// holds already (as last copied either way); and back into arrays of the same sizes (the
+  /// caller waits for the stream, then calls downloaded()).
+  void upload(const SagSamplerRef& host, cudaStream_t s);
+  void download(const SagSamplerRef& host, cudaStream_t s);
+  void downloaded(const SagSamplerRef& host) { keep(host); }
+
+ private:
+  // What the device holds, as last copied (the host's bytes): a queue starts without a copy
+  // where the host's sampler is unchanged since its last wait.
+  std::vector<unsigned char> h_sc;
+  std::vector<double> h_sum, h_max;
+  std::vector<char> h_seen;
+  bool held(const SagSamplerRef& host) const;
+  void keep(const SagSamplerRef& host);
 };
 
 /// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
@@ -106,6 +134,12 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   std::vector<std::pair<std::uint32_t, SagStepParams>> queued;  // (sentence, its step's parameters)
   std::size_t queue_k0 = 0, queue_cap = 64;
   Vector *qw = nullptr, *qd = nullptr;
+  // Drawn steps (incremental_schedule_drawn, SAG-NUS): the sampler's copy on the device, the
+  // host's state it came from (written back at the wait), each queued step's draw and its L_i.
+  SagDeviceSampler sampler;
+  SagSamplerRef host_sampler{};
+  DeviceBuffer<SagDraw> draws;  // [kMaxQueue]
+  DeviceBuffer<double> draw_L0;  // [1]
 };
 
 }  // namespace crfx::cuda::detail

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "rules/sag_sampler.hpp"
 #include "rules/sag_update.hpp"
 #include "device_buffer.cuh"
 #include "launch.cuh"
@@ -20,8 +21,12 @@ namespace {
 /// null); block per group. Explicit round-to-nearest arithmetic: the CPU's formula, no FMA.
 __global__ void __launch_bounds__(256) sag_catch_up_kernel(WeightGroups gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                                     const double* P, const double* S, const double* R, std::uint32_t* stamp,
-                                    double* w, const double* d, SagGate gate) {
+                                    double* w, const double* d, SagGate gate, SagPick pick) {
   if (gate.halted_before(gate.at)) return;  // grid-uniform
+  if (pick.draw) {
+    list = pick.view().groups;
+    count = pick.groups();
+  }
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = list ? list[q] : std::uint32_t(q);
     const std::uint32_t k0 = stamp[gid];
@@ -44,7 +49,12 @@ __device__ std::size_t marginal_width(const WeightGroups& gl, std::uint32_t gid)
 /// g (compact, per group) = scale · Σ over the span's occurrences of x · (μ_new − gold);
 /// transitions: scale · Σ over the span's sentences of the pairwise deltas. Fixed order per entry.
 __global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagSpanView v, std::size_t count, const double* new_node,
-                                    const double* new_pair, const double* new_edge, double scale, double* g) {
+                                    const double* new_pair, const double* new_edge, double scale, double* g,
+                                    SagPick pick) {
+  if (pick.draw) {
+    v = pick.view();
+    count = pick.groups();
+  }
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid), width = marginal_width(gl, gid);
@@ -68,10 +78,15 @@ __global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagS
 /// span's groups. With `search` (the line search on the device): nothing once it is done, and
 /// the step its current one.
 __global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpanView v, std::size_t count, bool save, double step,
-                                 const SagLineSearch* search, const double* g, double* saved, double* w) {
+                                 const SagLineSearch* search, const double* g, double* saved, double* w,
+                                 SagPick pick) {
   if (search) {
     if (search->done) return;  // grid-uniform
     step = search->step();
+  }
+  if (pick.draw) {
+    v = pick.view();
+    count = pick.groups();
   }
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
@@ -92,8 +107,12 @@ __global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpan
 __global__ void __launch_bounds__(256) sag_commit_kernel(WeightGroups gl, SagSpanView v, std::size_t count, const double* new_node,
                                   const double* old_node, const double* new_pair, const double* old_pair,
                                   const double* new_edge, const double* old_edge, const double* coef, double* d,
-                                  double* w, SagGate gate) {
+                                  double* w, SagGate gate, SagPick pick) {
   if (gate.halted_before(gate.at + 1)) return;  // grid-uniform: the halted step commits nothing
+  if (pick.draw) {
+    v = pick.view();
+    count = pick.groups();
+  }
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid), width = marginal_width(gl, gid);
@@ -127,8 +146,15 @@ __global__ void __launch_bounds__(256) sag_commit_kernel(WeightGroups gl, SagSpa
 __global__ void __launch_bounds__(256) sag_store_kernel(std::size_t L, std::size_t rows, std::uint32_t n, const std::uint32_t* row_tok,
                                  const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
                                  const double* new_pair, const double* new_edge, double* old_node,
-                                 double* old_pair, double* old_edge, SagGate gate) {
+                                 double* old_pair, double* old_edge, SagGate gate, SagPick pick) {
   if (gate.halted_before(gate.at + 1)) return;  // grid-uniform
+  if (pick.draw) {
+    rows = pick.rows();
+    row_tok = pick.tokens + pick.row0();
+    row_slot = pick.slots + pick.row0();
+    sid = pick.tables.sid + pick.sid();
+    n = 1;
+  }
   const std::size_t LL = L * L;
   for (std::size_t b = blockIdx.x; b < rows + n; b += gridDim.x) {
     if (b < rows) {
@@ -159,8 +185,8 @@ __global__ void sag_set_kernel(double* dst, double v) { *dst = v; }
 /// A queued step's search from the queue's L (incremental_schedule); done at once, so that its
 /// trials change nothing, where an earlier step halted.
 __global__ void sag_queue_search_start_kernel(SagLineSearch* search, const double* f, const double* g2,
-                                              const SagQueueState* q, std::uint32_t at) {
-  *search = SagLineSearch(*f, *g2, 1.0, q->s.L);
+                                              const SagQueueState* q, std::uint32_t at, const double* L0) {
+  *search = SagLineSearch(*f, *g2, 1.0, L0 ? *L0 : q->s.L);
   if (q->halt < at) search->done = true;
 }
 
@@ -187,6 +213,72 @@ __global__ void sag_queue_step_kernel(SagQueueState* q, const SagLineSearch* sea
   S[k] = __dadd_rn(S[k - 1], __ddiv_rn(x.b, Pk));
   R[k] = __dadd_rn(R[k - 1], __ddiv_rn(x.tau, Pk));
   P[k] = Pk;
+}
+
+/// A one-sentence span drawn by SAG-NUS's sampler (the host's rules, SagSamplerRef).
+__global__ void sag_draw_kernel(SagSamplerRef r, SagDraw* draw, double* L0, SagGate gate) {
+  if (gate.halted_before(gate.at)) {
+    *draw = SagDraw{0, 1.0};
+    return;
+  }
+  *draw = r.draw_one();
+  *L0 = r.get(draw->id);
+}
+
+/// The drawn sentence's L_i scaled to the L its search found, and the step size after it.
+__global__ void sag_found_kernel(SagSamplerRef r, const SagDraw* draw, const double* L0, const double* Lb,
+                                 double lip_mult, double lambda, double* alpha) {
+  r.found(&draw->id, 1, *L0, *Lb);
+  *alpha = r.step_size(lip_mult, lambda);
+}
+
+/// A queued drawn step's end (sag_queue_step_kernel's, the sampler's L_i and α; issue 37).
+__global__ void sag_queue_drawn_step_kernel(SagQueueState* q, const SagLineSearch* search, std::uint32_t at,
+                                            SagSamplerRef r, const SagDraw* draw, SagStepParams p, std::size_t k,
+                                            double* P, double* S, double* R, double* coef) {
+  if (q->halt < at) return;
+  if (!search->done) {
+    q->halt = at;
+    return;
+  }
+  const std::uint32_t id = draw->id;
+  const double Li = r.get(id);  // the search's L0
+  r.found(&id, 1, Li, search->L);
+  p.seen = double(r.s->m);
+  p.prob = draw->prob;
+  const SagStepScalars x(p, SagStepSize{r.step_size(p.lip_mult, p.lambda)});
+  const double Pk = __dmul_rn(P[k - 1], x.a);
+  if (Pk < 1e-150) {
+    r.set(id, Li);  // the tree as before found(): its sums are recomputed from the same leaves
+    q->halt = at;
+    return;
+  }
+  q->s.trials += search->trials;
+  q->s.alpha = x.alpha;
+  if (coef) *coef = x.coef;
+  S[k] = __dadd_rn(S[k - 1], __ddiv_rn(x.b, Pk));
+  R[k] = __dadd_rn(R[k - 1], __ddiv_rn(x.tau, Pk));
+  P[k] = Pk;
+}
+
+/// The drawn sentence's chunk plan and rows (launch_picked_chunk).
+__global__ void __launch_bounds__(256) picked_chunk_kernel(const SagDraw* draw, const std::size_t* sent_off,
+                                                           const std::size_t* edge_off, std::size_t rows,
+                                                           std::uint32_t* sent, std::uint32_t* order,
+                                                           std::size_t* slots, std::size_t* row_token,
+                                                           std::uint8_t* row_edge) {
+  const std::uint32_t s = draw->id;
+  const std::size_t tok0 = sent_off[s], T = sent_off[s + 1] - tok0;
+  if (threadIdx.x == 0) {
+    sent[0] = s;
+    order[0] = 0;
+    slots[0] = 0;
+    slots[1] = T;
+  }
+  for (std::size_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    row_token[r] = r < T ? tok0 + r : 0;
+    row_edge[r] = r < T && row_has_edge(edge_off, tok0 + r, r) ? 1 : 0;
+  }
 }
 
 /// The line search's start from the span's loss and ‖g‖² where the device left them.
@@ -227,21 +319,23 @@ unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); 
 
 void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                          const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
-                         const double* d, cudaStream_t s, SagGate gate) {
+                         const double* d, cudaStream_t s, SagGate gate, const SagPick& pick) {
   CRFX_LAUNCH(sag_catch_up_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, list, count, k, P, S, R, stamp,
-              w, d, gate);
+              w, d, gate, pick);
 }
 
 void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
-                         const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s) {
+                         const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s,
+                         const SagPick& pick) {
   CRFX_LAUNCH(sag_gradient_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, new_node, new_pair,
-              new_edge, scale, g);
+              new_edge, scale, g, pick);
 }
 
 void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
-                      const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s) {
+                      const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s,
+                      const SagPick& pick) {
   CRFX_LAUNCH(sag_trial_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, save, step, search, g,
-              saved, w);
+              saved, w, pick);
 }
 
 void launch_sag_search_start(SagLineSearch* search, const double* f, const double* g2, double B, double L0,
@@ -256,29 +350,51 @@ void launch_sag_search_tried(SagLineSearch* search, const double* ft, cudaStream
 void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                        const double* old_node, const double* new_pair, const double* old_pair,
                        const double* new_edge, const double* old_edge, const double* coef, double* d, double* w,
-                       cudaStream_t s, SagGate gate) {
+                       cudaStream_t s, SagGate gate, const SagPick& pick) {
   CRFX_LAUNCH(sag_commit_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, new_node, old_node,
-              new_pair, old_pair, new_edge, old_edge, coef, d, w, gate);
+              new_pair, old_pair, new_edge, old_edge, coef, d, w, gate, pick);
 }
 
 void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std::uint32_t* row_tok,
                       const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
                       const double* new_pair, const double* new_edge, double* old_node, double* old_pair,
-                      double* old_edge, cudaStream_t s, SagGate gate) {
+                      double* old_edge, cudaStream_t s, SagGate gate, const SagPick& pick) {
   CRFX_LAUNCH(sag_store_kernel, grid_for(rows + n, 1, 1u << 20), group_threads(L), 0, s, L, rows,
               std::uint32_t(n), row_tok, row_slot, sid, new_node, new_pair, new_edge, old_node, old_pair, old_edge,
-              gate);
+              gate, pick);
 }
 
 void launch_sag_push(std::size_t k, double a, double b, double tau, double* P, double* S, double* R, cudaStream_t s) {
   CRFX_LAUNCH(sag_push_kernel, 1, 1, 0, s, k, a, b, tau, P, S, R);
 }
 
+void launch_sag_draw(const SagSamplerRef& sampler, SagDraw* draw, double* L0, cudaStream_t s, SagGate gate) {
+  CRFX_LAUNCH(sag_draw_kernel, 1, 1, 0, s, sampler, draw, L0, gate);
+}
+
+void launch_sag_queue_drawn_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at,
+                                 const SagSamplerRef& sampler, const SagDraw* draw, const SagStepParams& p,
+                                 std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s) {
+  CRFX_LAUNCH(sag_queue_drawn_step_kernel, 1, 1, 0, s, q, search, at, sampler, draw, p, k, P, S, R, coef);
+}
+
+void launch_picked_chunk(const SagDraw* draw, const std::size_t* sent_off, const std::size_t* edge_off,
+                         std::size_t rows, std::uint32_t* sent, std::uint32_t* order, std::size_t* slots,
+                         std::size_t* row_token, std::uint8_t* row_edge, cudaStream_t s) {
+  CRFX_LAUNCH(picked_chunk_kernel, 1, 256, 0, s, draw, sent_off, edge_off, rows, sent, order, slots, row_token,
+              row_edge);
+}
+
+void launch_sag_found(const SagSamplerRef& sampler, const SagDraw* draw, const double* L0, const double* Lb,
+                      double lip_mult, double lambda, double* alpha, cudaStream_t s) {
+  CRFX_LAUNCH(sag_found_kernel, 1, 1, 0, s, sampler, draw, L0, Lb, lip_mult, lambda, alpha);
+}
+
 void launch_sag_set(double* dst, double v, cudaStream_t s) { CRFX_LAUNCH(sag_set_kernel, 1, 1, 0, s, dst, v); }
 
 void launch_sag_queue_search_start(SagLineSearch* search, const double* f, const double* g2, const SagQueueState* q,
-                                   std::uint32_t at, cudaStream_t s) {
-  CRFX_LAUNCH(sag_queue_search_start_kernel, 1, 1, 0, s, search, f, g2, q, at);
+                                   std::uint32_t at, cudaStream_t s, const double* L0) {
+  CRFX_LAUNCH(sag_queue_search_start_kernel, 1, 1, 0, s, search, f, g2, q, at, L0);
 }
 
 void launch_sag_queue_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at, const SagStepParams& p,

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "crfx/internal/corpus.hpp"  // WeightGroups
+#include "rules/sag_sampler.hpp"  // SagSamplerRef
 #include "rules/sag_update.hpp"  // SagLineSearch
 
 namespace crfx::cuda::detail {
@@ -28,6 +29,31 @@ struct SagSpanView {
   const double* oval;           // [occ]
   const std::uint32_t* sid;     // [n] sentence ids, span order
   std::uint32_t n;
+};
+
+/// A one-sentence span whose sentence the device drew (SAG-NUS's queued steps, issue 37): the
+/// sentence at draw->id, its plan its entry in the plans made once (SentencePlans, cuda_sag.cuh,
+/// select_sentence's pointers taken on the device). The span kernels given one are launched for
+/// the largest sentence's plan and each does its sentence's share; `draw` null: none (the kernels
+/// use the plan they are given).
+struct SagPick {
+  const SagDraw* draw = nullptr;
+  const std::size_t* gbase = nullptr;     // [S + 1] SentencePlans::gbase
+  const std::size_t* obase = nullptr;     // [S + 1]
+  const std::size_t* sent_off = nullptr;  // [S + 1] the corpus's
+  SagSpanView tables{};                   // SentencePlans' arrays from their starts
+  const std::uint32_t* tokens = nullptr;  // [N] SentencePlans::tokens
+  const std::uint32_t* slots = nullptr;   // [N] SentencePlans::slots
+  CRFX_HOST_DEVICE std::uint32_t sid() const { return draw->id; }
+  CRFX_HOST_DEVICE SagSpanView view() const {
+    const std::uint32_t s = sid();
+    const std::size_t g0 = gbase[s], f0 = g0 + s, o0 = obase[s];
+    return {tables.groups + g0, tables.gofs + f0, tables.oofs + f0, tables.onew + o0, tables.oold + o0,
+            tables.osent,       tables.oval + o0, tables.sid + s,   1u};
+  }
+  CRFX_HOST_DEVICE std::size_t groups() const { return gbase[sid() + 1] - gbase[sid()]; }
+  CRFX_HOST_DEVICE std::size_t row0() const { return sent_off[sid()]; }
+  CRFX_HOST_DEVICE std::size_t rows() const { return sent_off[sid() + 1] - sent_off[sid()]; }
 };
 
 /// incremental_schedule's queue on the device (backend_sag_queue.cu): the scalars after the last
@@ -53,14 +79,16 @@ struct SagGate {
 /// Brings the listed groups (all groups when `list` is null) from their stamp to step k.
 void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                          const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
-                         const double* d, cudaStream_t s, SagGate gate = {});
+                         const double* d, cudaStream_t s, SagGate gate = {}, const SagPick& pick = {});
 /// g (compact, per group) = scale · the span's gradient from its deltas.
 void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
-                         const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s);
+                         const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s,
+                         const SagPick& pick = {});
 /// Line-search trial (save) or restore on the span's groups; with `search` (on the device) at
 /// its step, and not at all once it is done.
 void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
-                      const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s);
+                      const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s,
+                      const SagPick& pick = {});
 /// *search = SagLineSearch(*f, *g2, B, L0) (one thread).
 void launch_sag_search_start(SagLineSearch* search, const double* f, const double* g2, double B, double L0,
                              cudaStream_t s);
@@ -70,12 +98,12 @@ void launch_sag_search_tried(SagLineSearch* search, const double* ft, cudaStream
 void launch_sag_commit(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                        const double* old_node, const double* new_pair, const double* old_pair,
                        const double* new_edge, const double* old_edge, const double* coef, double* d, double* w,
-                       cudaStream_t s, SagGate gate = {});
+                       cudaStream_t s, SagGate gate = {}, const SagPick& pick = {});
 /// μ_stored ← μ_new: block per span row, then per span sentence (rows + n blocks).
 void launch_sag_store(std::size_t L, std::size_t rows, std::size_t n, const std::uint32_t* row_tok,
                       const std::uint32_t* row_slot, const std::uint32_t* sid, const double* new_node,
                       const double* new_pair, const double* new_edge, double* old_node, double* old_pair,
-                      double* old_edge, cudaStream_t s, SagGate gate = {});
+                      double* old_edge, cudaStream_t s, SagGate gate = {}, const SagPick& pick = {});
 
 /// P[k], S[k], R[k] from entry k − 1 and the step (a, b, τ): LazyStepHistory::push on the device
 /// (one thread), so the history needs no copy per step.
@@ -86,10 +114,32 @@ void launch_expand_groups(const WeightGroups& gl, const std::uint32_t* groups, c
                           std::size_t count, std::size_t* index, cudaStream_t s);
 /// A queued step's search from q's L (done at once after a halted step), and its end: the
 /// scalars and the history's step k, or the halt (incremental_schedule; one thread each).
+/// With L0 (a drawn step: its L_i, launch_sag_draw's) the search starts from *L0, not q's L.
 void launch_sag_queue_search_start(SagLineSearch* search, const double* f, const double* g2, const SagQueueState* q,
-                                   std::uint32_t at, cudaStream_t s);
+                                   std::uint32_t at, cudaStream_t s, const double* L0 = nullptr);
 void launch_sag_queue_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at, const SagStepParams& p,
                            std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s);
+/// SAG-NUS's sampler on the device (SagSamplerRef over device arrays, host/rules/sag_sampler.hpp;
+/// one thread each): a span of one sentence drawn — *draw its sentence and probability, *L0 its
+/// L_i after the visit (the line search's start) — and the end of its search: L_i scaled to the
+/// *Lb found, *alpha the step size for lip_mult and λ.
+/// A queued draw (gate.halt set) after a halted step draws nothing and writes sentence 0 (whose
+/// work then changes nothing).
+void launch_sag_draw(const SagSamplerRef& sampler, SagDraw* draw, double* L0, cudaStream_t s, SagGate gate = {});
+/// A queued drawn step's end: as launch_sag_queue_step, with L_i scaled to the L found and α the
+/// sampler's (SagSamplerRef::found, step_size), the sentences seen and the draw's probability
+/// into SagStepScalars; L_i restored where the step halts on P_k (the host then ends it again).
+void launch_sag_queue_drawn_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at,
+                                 const SagSamplerRef& sampler, const SagDraw* draw, const SagStepParams& p,
+                                 std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s);
+/// The chunk plan of the drawn sentence alone (sent = {s}, order = {0}, slots = {0, T}) and its
+/// rows' tokens and edge flags; rows T … rows − 1 (up to the longest sentence's, what the chunk
+/// kernels are launched for) on token 0 without edges: scored, never read.
+void launch_picked_chunk(const SagDraw* draw, const std::size_t* sent_off, const std::size_t* edge_off,
+                         std::size_t rows, std::uint32_t* sent, std::uint32_t* order, std::size_t* slots,
+                         std::size_t* row_token, std::uint8_t* row_edge, cudaStream_t s);
+void launch_sag_found(const SagSamplerRef& sampler, const SagDraw* draw, const double* L0, const double* Lb,
+                      double lip_mult, double lambda, double* alpha, cudaStream_t s);
 /// *dst = v (one thread): a scalar of the host's as a kernel argument, not a copy to wait for.
 void launch_sag_set(double* dst, double v, cudaStream_t s);
 /// The chunk plan of sentence `sid` alone (T tokens): sent = {sid}, order = {0}, slots = {0, T},

@@ -93,6 +93,8 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   void incremental_load(IncrementalState& state, const std::vector<double>& marginals) override;
   void incremental_schedule(IncrementalState& state, SentenceSpan span, const SagStepParams& p, Vector& w,
                             Vector& d) override;
+  void incremental_schedule_drawn(IncrementalState& state, const SagSamplerRef& sampler, const SagStepParams& p,
+                                  Vector& w, Vector& d) override;
 
   double evaluate(const BackendCorpus& corpus, const Vector& w, SentenceSpan sentences,
                   Vector* grad, double scale, SequenceLoss loss = SequenceLoss::seq_log) override;

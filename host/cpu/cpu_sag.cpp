@@ -382,4 +382,9 @@ void CpuBackend::incremental_schedule(IncrementalState& state, SentenceSpan span
   schedule_on_host(*this, state, span, p, w, d);  // one step at a time: nothing to queue
 }
 
+void CpuBackend::incremental_schedule_drawn(IncrementalState& state, const SagSamplerRef& sampler,
+                                            const SagStepParams& p, Vector& w, Vector& d) {
+  schedule_drawn_on_host(*this, state, sampler, p, w, d);  // one step at a time: nothing to queue
+}
+
 }  // namespace crfx

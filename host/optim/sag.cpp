@@ -56,8 +56,11 @@
 //   Under uniform sampling nothing the host draws depends on the L found, so a step is handed to
 //   the backend whole (incremental_schedule: search, α, commit, lazy step, L's decay), which keeps
 //   L, α and the trials until read after the epoch or at a stop: the CUDA backend queues a
-//   one-sentence step on the device without a wait (issue 37). NUS's draws ∝ L_i need the L
-//   of the step before, read back each step (take_step).
+//   one-sentence step on the device without a wait (issue 37). NUS at batch size 1 hands the
+//   backend the sampler too (incremental_schedule_drawn): the draws ∝ L_i need the L of the step
+//   before, so the CUDA backend draws on the device with the same code (host/rules/
+//   sag_sampler.hpp) and writes the sampler back when read. NUS with |B| > 1 stays on the host,
+//   a step at a time (take_step: the batch's draws, the mean L_i, its own wait per step).
 // SAGA uses the same L estimates with α divided by 3 in the Lipschitz part (α = 1/(3L + λ), as
 // Defazio et al. 2014 recommend); p_j is the draw probability of j at the time of the draw.
 //
@@ -78,174 +81,101 @@
 #include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "rules/rule_set.hpp"
+#include "rules/sag_sampler.hpp"
 #include "optim/sgd_l1.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {
 namespace {
 
-/// Deterministic draws: mt19937_64 output is fixed by the standard; the mapping is ours.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : gen_(seed) {}
-  double uniform() { return double(gen_() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::size_t below(std::size_t n) { return std::min(n - 1, std::size_t(uniform() * double(n))); }
-  void state(StateArchive& ar) { ar.engine("sampler.rng", gen_); }
-
- private:
-  std::mt19937_64 gen_;
-};
-
-/// Per-sentence Lipschitz estimates: a complete binary tree holding sums and maxima, for
-/// sampling ∝ L_i and L̄ / L_max in O(log n). Unseen sentences hold 0.
-class LipschitzTree {
- public:
-  explicit LipschitzTree(std::size_t n) : n_(n) {
-    while (size_ < n) size_ *= 2;
-    sum_.assign(2 * size_, 0.0);
-    max_.assign(2 * size_, 0.0);
-  }
-  double get(std::size_t i) const { return sum_[size_ + i]; }
-  void set(std::size_t i, double v) {
-    std::size_t k = size_ + i;
-    sum_[k] = max_[k] = v;
-    for (k /= 2; k >= 1; k /= 2) {
-      sum_[k] = sum_[2 * k] + sum_[2 * k + 1];
-      max_[k] = std::max(max_[2 * k], max_[2 * k + 1]);
-    }
-  }
-  void state(StateArchive& ar) {
-    const std::size_t size = sum_.size();
-    ar.doubles("sampler.lipschitz_sums", sum_);
-    ar.doubles("sampler.lipschitz_maxima", max_);
-    if (sum_.size() != size || max_.size() != size)
-      throw Error("checkpoint: the saved Lipschitz estimates are not of this corpus");
-  }
-  double total() const { return sum_[1]; }
-  double max() const { return max_[1]; }
-  /// The i with Σ_{j<i} L_j ≤ u·total < Σ_{j≤i} L_j (a seen sentence).
-  std::size_t sample(double u) const {
-    double target = u * total();
-    std::size_t k = 1;
-    while (k < size_) {
-      if (target < sum_[2 * k] || sum_[2 * k + 1] <= 0) {
-        k = 2 * k;
-      } else {
-        target -= sum_[2 * k];
-        k = 2 * k + 1;
-      }
-    }
-    return std::min(k - size_, n_ - 1);
-  }
-
- private:
-  std::size_t n_, size_ = 1;
-  std::vector<double> sum_, max_;
-};
-
 /// The sampling side of SAG-NUS (seed 004 §5 and Algorithm 2's bookkeeping): batches of distinct
 /// sentences with the probability each was drawn with, the count m of sentences seen, and the
-/// Lipschitz estimates — L_i per seen sentence (lipschitz, mixed) or one global L (uniform).
+/// Lipschitz estimates — L_i per seen sentence (lipschitz, mixed) or one global L (uniform). The
+/// draws and the rules are SagSamplerRef's (host/rules/sag_sampler.hpp), which the CUDA backend
+/// runs on the device too; this owns the arrays.
 class SagSampler {
  public:
-  SagSampler(std::size_t n, Sampling sampling, std::uint64_t seed)
-      : n_(n), nd_(double(n)), sampling_(sampling), rng_(seed), lip_(n), seen_(n, 0), in_batch_(n, 0) {}
+  SagSampler(std::size_t n, Sampling sampling, std::uint64_t seed) : sampling_(sampling), seen_(n, 0), in_batch_(n, 0) {
+    sc_.rng.seed(seed);
+    sc_.n = n;
+    sc_.leaves = 1;
+    while (sc_.leaves < n) sc_.leaves *= 2;
+    sc_.m = 0;
+    sc_.mode = sampling == Sampling::uniform ? SamplerMode::uniform
+               : sampling == Sampling::mixed ? SamplerMode::mixed : SamplerMode::lipschitz;
+    sum_.assign(2 * sc_.leaves, 0.0);
+    max_.assign(2 * sc_.leaves, 0.0);
+  }
 
-  std::size_t seen() const { return m_; }
+  std::size_t seen() const { return sc_.m; }
   Sampling sampling() const { return sampling_; }
   /// The global L of uniform sampling (the backend's, while it schedules the steps).
   double global_lipschitz() const { return L_global_; }
   void set_global_lipschitz(double L) { L_global_ = L; }
   void state(StateArchive& ar) {
-    rng_.state(ar);
-    lip_.state(ar);
+    std::mt19937_64 rng;
+    if (!ar.restoring()) to_std(sc_.rng, rng);
+    ar.engine("sampler.rng", rng);
+    if (ar.restoring() && !from_std(rng, sc_.rng)) throw Error("checkpoint: the saved sampler's generator is not read");
+    const std::size_t size = sum_.size(), n = sc_.n;
+    ar.doubles("sampler.lipschitz_sums", sum_);
+    ar.doubles("sampler.lipschitz_maxima", max_);
+    if (sum_.size() != size || max_.size() != size)
+      throw Error("checkpoint: the saved Lipschitz estimates are not of this corpus");
     ar.values("sampler.seen", seen_);
-    if (seen_.size() != n_) throw Error("checkpoint: the saved sampler is not of this corpus");
-    ar.value("sampler.m", m_);
+    if (seen_.size() != n) throw Error("checkpoint: the saved sampler is not of this corpus");
+    std::size_t m = sc_.m;
+    ar.value("sampler.m", m);
+    sc_.m = m;
     ar.value("sampler.L", L_global_);
   }
 
   /// B distinct sentences (a repeat is redrawn) and their draw probabilities; then the first
-  /// visits (L_i from the seen ones' mean under mixed sampling, else 1) and the revisits (L_i
-  /// lowered, so that the line search may find it smaller again).
+  /// visits and the revisits (SagSamplerRef::visit).
   void draw_batch(std::vector<std::uint32_t>& batch, std::vector<double>& prob) {
+    const SagSamplerRef r = ref();
     const std::size_t B = batch.size();
     for (std::size_t i = 0; i < B; ++i) {
       std::size_t j;
-      do j = draw(); while (in_batch_[j]);
+      do j = r.draw(); while (in_batch_[j]);
       in_batch_[j] = 1;
       batch[i] = std::uint32_t(j);
-      prob[i] = probability(j);
+      prob[i] = r.probability(j);
     }
     for (std::size_t i = 0; i < B; ++i) in_batch_[batch[i]] = 0;
-    for (std::size_t i = 0; i < B; ++i) {
-      const std::size_t j = batch[i];
-      if (!seen_[j]) {
-        double Li = 1.0;
-        if (sampling_ == Sampling::mixed && m_ > 0) Li = 0.5 * lip_.total() / double(m_);
-        seen_[j] = 1;
-        ++m_;
-        if (sampling_ != Sampling::uniform) lip_.set(j, Li);
-      } else if (sampling_ != Sampling::uniform) {
-        lip_.set(j, lip_.get(j) * (sampling_ == Sampling::mixed ? 0.9 : 0.5));
-      }
-    }
+    for (std::size_t i = 0; i < B; ++i) r.visit(batch[i]);
   }
 
   /// The line search's starting L for the batch: the global L, or the batch's mean L_i.
-  double batch_lipschitz(const std::vector<std::uint32_t>& batch) const {
+  double batch_lipschitz(const std::vector<std::uint32_t>& batch) {
     if (sampling_ == Sampling::uniform) return L_global_;
-    double L0 = 0;
-    for (std::uint32_t j : batch) L0 += lip_.get(j);
-    return L0 / double(batch.size());
+    return ref().span_lipschitz(batch.data(), batch.size());
   }
   /// What the line search found (Lb from L0): the global L, or the batch's L_i scaled alike.
   void found_lipschitz(const std::vector<std::uint32_t>& batch, double L0, double Lb) {
-    if (sampling_ == Sampling::uniform) {
+    if (sampling_ == Sampling::uniform)
       L_global_ = Lb;
-    } else if (Lb != L0) {
-      const double factor = Lb / L0;
-      for (std::uint32_t j : batch) lip_.set(j, lip_.get(j) * factor);
-    }
+    else
+      ref().found(batch.data(), batch.size(), L0, Lb);
   }
   /// The step size α for L multiplied by lip_mult (3 for SAGA) and the L2 coefficient λ.
-  double step_size(double lip_mult, double lambda) const {
+  double step_size(double lip_mult, double lambda) {
     if (sampling_ == Sampling::uniform) return 1.0 / (lip_mult * L_global_ + lambda);
-    if (sampling_ == Sampling::mixed) {
-      const double Lbar = lip_.total() / double(m_);
-      return 0.5 * (1.0 / (lip_mult * lip_.max() + lambda) + 1.0 / (lip_mult * Lbar + lambda));
-    }
-    return 1.0 / (lip_mult * lip_.max() + lambda);
+    return ref().step_size(lip_mult, lambda);
   }
   /// After each step: the global L decays by 2^(−B/n) (uniform sampling).
   void decay(double factor) {
     if (sampling_ == Sampling::uniform) L_global_ *= factor;
   }
+  /// The state, for a backend that draws (incremental_schedule_drawn).
+  SagSamplerRef ref() { return {&sc_, sum_.data(), max_.data(), seen_.data()}; }
 
  private:
-  /// Draw probability of sentence j under the current distribution.
-  double probability(std::size_t j) const {
-    const double seen_l = seen_[j] ? lip_.get(j) : 0.0;
-    const double tot = lip_.total();
-    if (sampling_ == Sampling::uniform || m_ == 0 || !(tot > 0)) return 1.0 / nd_;
-    const double q = sampling_ == Sampling::mixed ? 0.5 : double(m_) / nd_;
-    return (1.0 - q) / nd_ + q * seen_l / tot;
-  }
-  std::size_t draw() {
-    if (sampling_ == Sampling::uniform || m_ == 0 || !(lip_.total() > 0)) return rng_.below(n_);
-    const double q = sampling_ == Sampling::mixed ? 0.5 : double(m_) / nd_;
-    const double u = rng_.uniform();
-    if (u >= q) return rng_.below(n_);
-    return lip_.sample(rng_.uniform());
-  }
 
-  std::size_t n_;
-  double nd_;
   Sampling sampling_;
-  Rng rng_;
-  LipschitzTree lip_;
+  SagSamplerScalars sc_{};
+  std::vector<double> sum_, max_;
   std::vector<char> seen_, in_batch_;
-  std::size_t m_ = 0;
   double L_global_ = 1.0;
 };
 
@@ -256,27 +186,34 @@ struct Batch {
   std::vector<double> prob, coef;
 };
 
-/// Uniform sampling's steps, scheduled on the backend (incremental_schedule): the host draws the
-/// batches and counts the sentences seen; L, α and the line searches' trials stay with the backend
+/// Steps scheduled on the backend: uniform sampling's (incremental_schedule: the host draws the
+/// batches and counts the sentences seen) and NUS's at batch size 1 (incremental_schedule_drawn:
+/// the backend draws with the sampler's state, written back when read); L, α and the line
+/// searches' trials stay with the backend
 /// (on a GPU, on the device: no wait per step) until read — after an epoch, or at a stop.
 struct Schedule {
   IncrementalGradients& ig;
   IncrementalState& state;
   std::size_t B;
   double nd;
-  bool on = false;  // uniform sampling (NUS: take_step, the sampler's draws need each step's L)
+  bool on = false;     // uniform sampling, or NUS at batch size 1 (else take_step)
+  bool drawn = false;  // NUS at batch size 1: the backend draws (incremental_schedule_drawn)
   SagStepParams params{};
   std::size_t unread = 0;  // steps since the last read
   unsigned long long trials_read = 0;
 
   void step(SagSampler& sampler, Batch& batch, Vector& w, Vector& d) {
+    ++unread;
+    if (drawn) {
+      ig.incremental_schedule_drawn(state, sampler.ref(), params, w, d);
+      return;
+    }
     sampler.draw_batch(batch.ids, batch.prob);
     params.seen = double(sampler.seen());
     params.prob = batch.prob[0];  // uniform: 1/n for every member
     ig.incremental_schedule(state, SentenceSpan{batch.ids.data(), B}, params, w, d);
-    ++unread;
   }
-  /// The backend's scalars into the sampler and α; the passes of the steps since the last read
+  /// The backend's scalars into the sampler (and its state, drawn) and α; the passes of the steps since the last read
   /// (an evaluation each and every trial, B/n apiece, added one by one as take_step does).
   void read(Objective& obj, SagSampler& sampler, double& alpha) {
     if (!on) return;
@@ -284,7 +221,7 @@ struct Schedule {
     for (unsigned long long t = unread + (sc.trials - trials_read); t > 0; --t) obj.add_passes(double(B) / nd);
     trials_read = sc.trials;
     unread = 0;
-    sampler.set_global_lipschitz(sc.L);
+    if (!drawn) sampler.set_global_lipschitz(sc.L);
     alpha = sc.alpha;
   }
 };
@@ -339,7 +276,8 @@ class SagTrainer final : public Trainer {
       epoch = 1;
     }
     Schedule sched{incremental_gradients(b), *state, B, nd};
-    sched.on = opt.sampling == Sampling::uniform;
+    sched.on = opt.sampling == Sampling::uniform || B == 1;
+    sched.drawn = opt.sampling != Sampling::uniform && B == 1;
     sched.params = SagStepParams{lambda, mu1, saga_ ? 3.0 : 1.0, double(B), nd, 0.0, 1.0 / nd, decay, saga_};
     sched.ig.incremental_set_scalars(*state, SagScalars{sampler.global_lipschitz(), alpha, 0});
 

@@ -11,6 +11,7 @@
 
 #include "crfx/internal/backend.hpp"
 #include "crfx/internal/host_device.hpp"
+#include "rules/sag_sampler.hpp"
 
 namespace crfx {
 
@@ -45,10 +46,16 @@ struct SagLineSearch {
 /// search found: the step size α = 1/(lip_mult·L + λ), the lazy step (a, b, τ) = (1 − αλ, α/seen
 /// or α/n, αμ₁) and SAGA's memory coefficient α(1/(B·p·n) − 1/n)/a — the trainer's formulas
 /// (host/optim/sag.cpp), on the host and in the CUDA backend's one-thread kernel alike.
+/// A step size α given as such (SAG-NUS: SagSamplerRef::step_size's, from L̄ and L_max).
+struct SagStepSize {
+  double alpha;
+};
 struct SagStepScalars {
   double alpha, a, b, tau, coef;
   CRFX_HOST_DEVICE SagStepScalars(const SagStepParams& p, double L)
-      : alpha(1.0 / (mul_rn(p.lip_mult, L) + p.lambda)),
+      : SagStepScalars(p, SagStepSize{1.0 / (mul_rn(p.lip_mult, L) + p.lambda)}) {}
+  CRFX_HOST_DEVICE SagStepScalars(const SagStepParams& p, SagStepSize step)
+      : alpha(step.alpha),
         a(sub_rn(1.0, mul_rn(alpha, p.lambda))),
         b(alpha / (p.saga ? p.nd : p.seen)),
         tau(mul_rn(alpha, p.mu1)),
@@ -98,6 +105,32 @@ inline void schedule_on_host(IncrementalGradients& ig, IncrementalState& state, 
   ig.incremental_sync(state, span, w, d);
   const LipschitzFound found = ig.incremental_search(state, w, state.scalars.L);
   finish_sag_step(ig, state, span.count, p, found, w, d);
+}
+
+/// The end of a drawn step (IncrementalGradients::incremental_schedule_drawn) on the host's
+/// primitives, its sentence drawn (x) and synced: the search from its L_i, L_i scaled to the L
+/// found, α the sampler's, then SagStepScalars with the sentences seen and x's probability, the
+/// commit and the lazy step — take_step's arithmetic for a span of one (host/optim/sag.cpp).
+inline void finish_drawn_step(IncrementalGradients& ig, IncrementalState& state, const SagSamplerRef& sampler,
+                              SagDraw x, SagStepParams p, Vector& w, Vector& d) {
+  const double L0 = sampler.get(x.id);
+  const LipschitzFound found = ig.incremental_search(state, w, L0);
+  sampler.found(&x.id, 1, L0, found.L);
+  p.seen = double(sampler.s->m);
+  p.prob = x.prob;
+  const SagStepScalars sc(p, SagStepSize{sampler.step_size(p.lip_mult, p.lambda)});
+  state.scalars.trials += found.trials;
+  state.scalars.alpha = sc.alpha;
+  ig.incremental_commit(state, d, w, p.saga ? &sc.coef : nullptr);
+  ig.incremental_step(state, sc.a, sc.b, sc.tau, w, d);
+}
+
+/// incremental_schedule_drawn on the host, one step at a time: the CPU backend's.
+inline void schedule_drawn_on_host(IncrementalGradients& ig, IncrementalState& state, const SagSamplerRef& sampler,
+                                   const SagStepParams& p, Vector& w, Vector& d) {
+  const SagDraw x = sampler.draw_one();
+  ig.incremental_sync(state, SentenceSpan{&x.id, 1}, w, d);
+  finish_drawn_step(ig, state, sampler, x, p, w, d);
 }
 
 /// Steps stamp+1 … k applied at once to a weight whose gradient memory is d — the composite of

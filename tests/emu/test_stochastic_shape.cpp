@@ -77,29 +77,31 @@ TEST(StochasticShape, SparseTrainersCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
   }
 }
 
-// The line search decided on the device (incremental_search: SagLineSearch in one-thread
-// kernels) at batch size 1: a step waits for the device once — its search's result — and once
-// more where its first trial fails (about a third of the steps here), and launches a bounded
-// number of kernels; an epoch adds a few of each (the flush, the monitoring pass, the norms).
-// Before, a step waited 3.3 times on average (its loss, ‖g‖², each trial's loss). The waits per
-// epoch still grow with its steps: the sampler, whose next draw depends on the L found, is the
-// host's (issue 37) — under uniform sampling the steps are queued (next test).
-TEST(StochasticShape, SagWaitsForTheDeviceOncePerStep) {
+// SAG-NUS (mixed, the default, and lipschitz) at batch size 1 queued on the device with its sampler
+// (incremental_schedule_drawn: each step's sentence drawn ∝ L_i on the device by the host's code,
+// L_i, α, a, b, τ and SAGA's coefficient decided there): an epoch of 300 steps waits for the device
+// as often as one of 30 — a few times, at its end (5 here, from 300 before) — where a step waited
+// at least once before (the sampler's next draw needs the L found); and launches a bounded number
+// of kernels a step (a drawn step queues 4 search rounds: see kDrawnRounds).
+TEST(StochasticShape, QueuedNusWaitsAFewTimesPerEpoch) {
   REQUIRE_GPU();
   for (const char* algo : {"sag", "saga"}) {
-    SCOPED_TRACE(algo);
-    for (std::size_t n : {30u, 300u}) {
-      SCOPED_TRACE(::testing::Message() << n << " sentences");
-      const EpochCounts c = count_epochs(algo, n, 1, 0.0, 3);
-      for (int e = 0; e < 2; ++e) {
-        EXPECT_GE(c.epoch[e].syncs, c.steps) << "epoch " << e + 1;  // the count is the one meant
-        EXPECT_LE(c.epoch[e].syncs, c.steps + c.steps / 2 + 8) << "epoch " << e + 1;
-        EXPECT_LE(c.epoch[e].launches, 40 * c.steps + 60) << "epoch " << e + 1;
-      }
-      RecordProperty(std::string(algo) + "_n" + std::to_string(n) + "_syncs_epoch2",
-                     std::to_string(c.epoch[1].syncs));
-      RecordProperty(std::string(algo) + "_n" + std::to_string(n) + "_launches_epoch2",
-                     std::to_string(c.epoch[1].launches));
+    for (Sampling sampling : {Sampling::mixed, Sampling::lipschitz}) {
+      const std::string key = std::string(algo) + (sampling == Sampling::mixed ? "_mixed" : "_lipschitz");
+      SCOPED_TRACE(key);
+      const EpochCounts small = count_epochs(algo, 30, 1, 0.0, 3, sampling);
+      const EpochCounts large = count_epochs(algo, 300, 1, 0.0, 3, sampling);
+      EXPECT_EQ(small.epoch[1].syncs, large.epoch[1].syncs) << "host synchronisations of the second epoch";
+      EXPECT_LE(large.epoch[1].syncs, 10u) << "host synchronisations of an epoch of " << large.steps << " steps";
+      EXPECT_LE(large.epoch[0].syncs, 20u) << "the first epoch (the queue grows from 64 steps)";
+      EXPECT_LE(large.epoch[1].to_device, 4u) << "host → device copies (the sampler's only where it changed)";
+      for (int e = 0; e < 2; ++e) EXPECT_LE(large.epoch[e].launches, 60 * large.steps + 60) << "epoch " << e + 1;
+      RecordProperty(key + "_n300_syncs_epoch1", std::to_string(large.epoch[0].syncs));
+      RecordProperty(key + "_n300_syncs_epoch2", std::to_string(large.epoch[1].syncs));
+      RecordProperty(key + "_n30_syncs_epoch2", std::to_string(small.epoch[1].syncs));
+      RecordProperty(key + "_n300_copies_epoch2", std::to_string(large.epoch[1].to_device));
+      RecordProperty(key + "_n300_launches_per_step",
+                     std::to_string(double(large.epoch[1].launches) / double(large.steps)));
     }
   }
 }
@@ -192,6 +194,82 @@ TEST(StochasticShape, QueuedSagStepsEqualTheHostsStepByStep) {
             EXPECT_TRUE(queue.w == host.w) << "w";
             EXPECT_TRUE(queue.d == host.d) << "d";
             EXPECT_EQ(queue.scalars.L, host.scalars.L);
+            EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+            EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            EXPECT_GT(host.scalars.trials, 0u);
+          }
+}
+
+/// `steps` drawn steps of SAG-NUS (incremental_schedule_drawn: queued on the CUDA backend, or one
+/// by one on its primitives, schedule_drawn_on_host) from a sampler whose every sentence is seen
+/// with L_i = Li (read back every `read_every` steps), then flushed: w, d, the scalars, the sampler.
+struct DrawnRun {
+  std::vector<double> w, d, sum, max;
+  std::vector<char> seen;
+  SagScalars scalars;
+  std::uint64_t m = 0, next = 0;  // sentences seen; the generator's next output
+};
+DrawnRun run_drawn(const RandomProblem& p, bool queued, const SagStepParams& params, SamplerMode mode, double Li,
+                   std::size_t steps, std::size_t read_every) {
+  BackendPtr b = gpu_backend(p.dims);
+  auto corpus = b->upload(p.corpus);
+  IncrementalGradients& ig = *b->incremental();
+  auto state = ig.incremental_create(*corpus);
+  auto w = b->vector(p.dims.num_weights()), d = b->vector(p.dims.num_weights());
+  ig.incremental_set_scalars(*state, SagScalars{1.0, 0.0, 0});
+  const std::size_t n = p.corpus.num_sentences();
+  DrawnRun out;
+  SagSamplerScalars sc{};
+  sc.rng.seed(5);
+  sc.n = n;
+  sc.leaves = 1;
+  while (sc.leaves < n) sc.leaves *= 2;
+  sc.mode = mode;
+  out.sum.assign(2 * sc.leaves, 0.0);
+  out.max.assign(2 * sc.leaves, 0.0);
+  out.seen.assign(n, 1);
+  const SagSamplerRef r{&sc, out.sum.data(), out.max.data(), out.seen.data()};
+  for (std::size_t i = 0; i < n; ++i) r.set(i, Li);
+  sc.m = n;
+  for (std::size_t t = 0; t < steps; ++t) {
+    if (queued)
+      ig.incremental_schedule_drawn(*state, r, params, *w, *d);
+    else
+      schedule_drawn_on_host(ig, *state, r, params, *w, *d);
+    if ((t + 1) % read_every == 0) ig.incremental_scalars(*state);
+  }
+  out.scalars = ig.incremental_scalars(*state);
+  ig.incremental_flush(*state, *w, *d);
+  out.w = to_host(*b, *w);
+  out.d = to_host(*b, *d);
+  out.m = sc.m;
+  out.next = sc.rng();
+  return out;
+}
+
+// The drawn queue's model and sampler are the host's step by step, bit for bit: SAG and SAGA
+// under mixed and lipschitz sampling, read back at once or rarely, and with the halts — every
+// L_i at 1e-3 (searches that need more trials than a step queues) and an L2 coefficient so large
+// that P_k underflows every few steps (L_i restored on the device, the step ended on the host).
+TEST(StochasticShape, QueuedDrawnStepsEqualTheHostsStepByStep) {
+  REQUIRE_GPU();
+  const auto p = random_problem(4, 20, 2, 25, 9, 17);
+  const double nd = double(p.corpus.num_sentences());
+  for (bool saga : {false, true})
+    for (SamplerMode mode : {SamplerMode::mixed, SamplerMode::lipschitz})
+      for (double lambda : {0.02, 400.0})
+        for (double Li : {1.0, 1e-3})
+          for (std::size_t read_every : {1000u, 7u}) {
+            SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " mode=" << int(mode)
+                                              << " lambda=" << lambda << " Li=" << Li << " read every "
+                                              << read_every);
+            const SagStepParams params{lambda, 0.01, saga ? 3.0 : 1.0, 1.0, nd, 0.0, 0.0, 1.0, saga};
+            const DrawnRun host = run_drawn(p, false, params, mode, Li, 90, read_every);
+            const DrawnRun queue = run_drawn(p, true, params, mode, Li, 90, read_every);
+            EXPECT_TRUE(queue.w == host.w) << "w";
+            EXPECT_TRUE(queue.d == host.d) << "d";
+            EXPECT_TRUE(queue.sum == host.sum && queue.max == host.max) << "the L_i";
+            EXPECT_EQ(queue.next, host.next) << "the generators";
             EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
             EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
             EXPECT_GT(host.scalars.trials, 0u);

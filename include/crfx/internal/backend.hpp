@@ -46,6 +46,7 @@ using BackendCorpusPtr = std::unique_ptr<BackendCorpus>;
 /// stored marginals of every sentence, the lazy-step bookkeeping and scratch. Opaque; created by
 /// Backend::incremental_create().
 class IncrementalState;
+struct SagSamplerRef;  // host/rules/sag_sampler.hpp
 
 /// A step of SAG / SAGA with one global Lipschitz estimate L (uniform sampling) whose scalars the
 /// backend keeps (IncrementalGradients::incremental_schedule): what the host knows before it runs.
@@ -282,6 +283,15 @@ class IncrementalGradients {
   /// waits for every queued one. On the host through the primitives here: schedule_on_host.
   virtual void incremental_schedule(IncrementalState& state, SentenceSpan span, const SagStepParams& p, Vector& w,
                                     Vector& d) = 0;
+  /// One step of SAG-NUS (lipschitz or mixed sampling) at batch size 1 whose sentence `sampler`
+  /// draws (host/rules/sag_sampler.hpp): the draw, incremental_sync, incremental_search from its
+  /// L_i, L_i scaled to the L found, α = the sampler's step size, then as incremental_schedule
+  /// with the sentences seen and the draw's probability. A backend may queue it, drawing on its
+  /// device from a copy of the sampler's state: incremental_scalars then writes that state back
+  /// into the arrays `sampler` points to, which the caller leaves alone in between (and keeps
+  /// alive). On the host through the primitives: schedule_drawn_on_host.
+  virtual void incremental_schedule_drawn(IncrementalState& state, const SagSamplerRef& sampler,
+                                          const SagStepParams& p, Vector& w, Vector& d) = 0;
   /// The scalars after every scheduled step (waits for the queued ones). Default: state.scalars.
   virtual SagScalars incremental_scalars(IncrementalState& state) { return state.scalars; }
   /// Sets them: a run's start, a restored checkpoint.
