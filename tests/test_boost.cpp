@@ -244,7 +244,7 @@ TEST(Boost, SameModelForAnyThreadCountAndSparseByConstruction) {
         passes = pr.passes;
       });
     }
-    if (rule == BoostRule::bound) EXPECT_GT(incremental, 20);
+    if (rule == BoostRule::bound) { EXPECT_GT(incremental, 20); }
     ASSERT_EQ(w[0].size(), w[1].size());
     EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), w[0].size() * sizeof(double)), 0);
     EXPECT_EQ(objective[0], objective[1]);
@@ -354,7 +354,7 @@ TEST(Boost, LossBeyondTheDoublesIsHandledInLogSpace) {
     double last = DBL_MAX;
     train_boost(b, *corpus, wh, o, [&](const Progress& pr, const std::vector<double>&) {
       EXPECT_LE(pr.objective, last);
-      if (pr.objective < DBL_MAX) EXPECT_LT(pr.objective, last);
+      if (pr.objective < DBL_MAX) { EXPECT_LT(pr.objective, last); }
       last = pr.objective;
       if (pr.objective == DBL_MAX) {
         ++capped;

@@ -118,7 +118,7 @@ TEST(StochasticShape, PerceptronStepOnTheDeviceEqualsThePrimitives) {
             const PerceptronRun prim = run_perceptron(p, w0, false, 40, batch);
             const PerceptronRun dev = run_perceptron(p, w0, true, 40, batch);
             EXPECT_GT(prim.mistaken, 0u);
-            if (batch == 1) EXPECT_LT(prim.mistaken, 40u);  // and steps whose path was right: the gate
+            if (batch == 1) { EXPECT_LT(prim.mistaken, 40u); }  // and steps whose path was right: the gate
             EXPECT_TRUE(dev.w == prim.w) << "w";
             EXPECT_TRUE(dev.u == prim.u) << "u";
             EXPECT_TRUE(dev.delta == prim.delta) << "the last step's Δ";
