@@ -293,6 +293,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// nothing read back (backend_perceptron.cu; a batch: perceptron_batch, Δ in pc_dense_).
   bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
                        SparseVector& delta) override;
+  /// pa's and arow's step on one sentence of a resident corpus (backend_peer.cu), ℓ summed in peer_.
+  bool peer_step(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
+                 double u_scale, SparseVector& delta) override;
+  void set_peer_loss(double value) override;
+  double peer_loss() override;
 
  private:
   /// For a pointwise `loss` (point-log, point-exp): sets fp (of the chunk run_chunk_front just
@@ -439,6 +444,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// x ← S({sid}) with zero values (support_host and upload_sparse's result) from the plans made
   /// once: the indices expanded on the device, nothing copied. (backend_plans.cu)
   void sentence_support(const CudaCorpus& c, std::uint32_t sid, CudaSparse& x);
+  /// perceptron_step's decode of a span that one chunk holds (false: refused, nothing queued); a
+  /// sentence alone: S({sid}) and Δ into x, its mistakes into mistakes_. (backend_perceptron.cu)
+  bool decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x);
   /// perceptron_step on a batch's chunk, decoded: Δ summed per sentence in pc_dense_, the updates.
   void perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale);
   /// SAG's stored row of each edge position: [N] its slot, or kNone (empty without edge
@@ -587,6 +595,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
   DeviceBuffer<std::uint32_t> mistakes_;  // [1] perceptron_step: the decoded span's wrong tokens
   DeviceBuffer<double> pc_dense_;         // [weights] perceptron_batch's Δ, all zero between steps
+  DeviceBuffer<double> peer_;  // peer_step: two reductions' partials and sums, τ, u's τ, the gate, Σℓ
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;

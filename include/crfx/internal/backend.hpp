@@ -310,6 +310,16 @@ class IncrementalGradients {
   virtual void incremental_load(IncrementalState& state, const std::vector<double>& marginals) = 0;
 };
 
+/// pa's or arow's options for SparseGradients::peer_step.
+struct PeerStep {
+  bool arow = false;         // arow (else pa)
+  int pa_type = 1;           // pa: --pa-type
+  double c = 1;              // pa: --pa-c
+  bool error_sensitive = true;
+  double gamma = 1;          // arow: --gamma
+  Vector* variance = nullptr;  // arow: Σ's diagonal
+};
+
 /// The sparse batch gradients, a capability a Backend may offer (Backend::sparse): the CRF side of
 /// the stochastic trainers. Both backends offer it.
 class SparseGradients {
@@ -373,6 +383,19 @@ class SparseGradients {
     (void)corpus, (void)sentences, (void)w, (void)u, (void)u_scale, (void)delta;
     return false;
   }
+  /// pa's or arow's step (host/optim/passive_aggressive.cpp, arow.cpp) on one sentence where the
+  /// backend can keep it on its device, as perceptron_step: where ŷ has a mistake, ℓ and τ (α)
+  /// from w·Δ and ‖Δ‖² (Σ Δ_j²·Σ_jj) by host/rules/peer_update.hpp, w += τ·Δ and u += u_scale·τ·Δ
+  /// (arow: ArowUpdateRule over Δ's support), ℓ added to a sum on the device (peer_loss) — bitwise
+  /// the primitives' path. False, having done nothing: the caller takes that path.
+  virtual bool peer_step(const BackendCorpus& corpus, SentenceSpan sentences, const PeerStep& step, Vector& w,
+                         Vector* u, double u_scale, SparseVector& delta) {
+    (void)corpus, (void)sentences, (void)step, (void)w, (void)u, (void)u_scale, (void)delta;
+    return false;
+  }
+  /// peer_step's loss sum: set to `value` before its first step (nothing read back), or read back.
+  virtual void set_peer_loss(double value) { (void)value; }
+  virtual double peer_loss() { return 0.0; }
   /// dst = src (indices and values).
   virtual void sparse_copy(const SparseVector& src, SparseVector& dst) = 0;
   /// x.value[j] = w[x.index[j]] for every entry j (x's indices unchanged): saves the weights of a
