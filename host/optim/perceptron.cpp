@@ -149,8 +149,10 @@ void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, S
   PeerStep step;
   if (span.count == 1 && device_step(opt, step)) {
     if (!loss_on_device_) sparse_gradients(b).set_peer_loss(loss);
-    loss_on_device_ = true;
-    if (sparse_gradients(b).peer_step(obj.corpus(), span, step, w, u_step, t - 1, delta)) return;
+    if (sparse_gradients(b).peer_step(obj.corpus(), span, step, w, u_step, t - 1, delta)) {
+      loss_on_device_ = true;
+      return;
+    }
   }
   sync_loss(b, loss);
   b.viterbi(obj.corpus(), w, span, labels, nullptr);
