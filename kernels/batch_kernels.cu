@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(256) union_place_kernel(BatchIds ids, std::siz
   }
 }
 
-/// sag_gradient_kernel's sums (sag_kernels.cu) for one sentence of a batch, going on from
+/// sag_gradient_kernel's sums (span_group_sum, sag_kernels.cuh) for one sentence of a batch, going on from
 /// dense[weight] and left there unscaled (block per group, threads over its weights).
 __global__ void __launch_bounds__(256) batch_gradient_kernel(WeightGroups gl, SagSpanView v, std::size_t count,
                                                              const double* node, const double* pair,
@@ -117,15 +117,7 @@ __global__ void __launch_bounds__(256) batch_gradient_kernel(WeightGroups gl, Sa
     const std::size_t size = gl.size(gid), b = gl.begin(gid), width = gid < gl.A ? gl.L : gl.L * gl.L;
     for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
       const std::size_t j = gl.slot(b + c, gid);
-      double acc = dense[b + c];
-      if (gid == gl.A) {
-        for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, pair[std::size_t(i) * width + j]);
-      } else {
-        const double* src = gid < gl.A ? node : edge;
-        for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o)
-          acc = __dadd_rn(acc, __dmul_rn(v.oval[o], src[std::size_t(v.onew[o]) * width + j]));
-      }
-      dense[b + c] = acc;
+      dense[b + c] = span_group_sum(gl, v, q, gid, j, width, node, pair, edge, dense[b + c]);
     }
   }
 }
