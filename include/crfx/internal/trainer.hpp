@@ -149,7 +149,7 @@ struct TrainOptions {
   // The held-out stopping rule (seed 002 §5.2, "cross-validation on a heldout corpus"): with
   // `crfx train --dev`, stop once the dev figure has not improved for this many rounds and write
   // the best round's model (apps/cmd_train.cpp; 0: no such test, the last round's model).
-  int dev_patience = 1000;
+  int dev_patience = 2000;
 };
 
 /// What a trainer reports after every iteration (or epoch).
