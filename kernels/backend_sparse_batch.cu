@@ -20,6 +20,28 @@
 
 namespace crfx::cuda::detail {
 
+namespace {
+
+/// u's host plan of S(span) — its groups, compact size and end — made once per span: support()
+/// and the evaluate_sparse_gradient after it ask for the same span's.
+void plan_union(SpanGroups& planner, const CudaCorpus& c, SentenceSpan span, const WeightGroups& wg, bool transitions,
+                BatchUnion& u) {
+  bool same = u.corpus == c.serial && u.h_span.size() == span.count;
+  for (std::size_t i = 0; same && i < span.count; ++i) same = u.h_span[i] == span[i];
+  if (same) return;
+  planner.plan(c.host, span, wg, transitions, u.h_groups);
+  u.compact = u.end = 0;
+  for (const std::uint32_t g : u.h_groups) {
+    u.compact += wg.size(g);
+    if (wg.size(g)) u.end = wg.begin(g) + wg.size(g);
+  }
+  u.corpus = c.serial;
+  u.h_span.resize(span.count);
+  for (std::size_t i = 0; i < span.count; ++i) u.h_span[i] = span[i];
+}
+
+}  // namespace
+
 bool CudaBackend::batch_support(const CudaCorpus& c, SentenceSpan span, CudaSparse& x) {
   if (span.count < 2 || span.count > kChunkIds || c.stream) return false;
   for (std::size_t i = 0; i < span.count; ++i) {
@@ -37,18 +59,13 @@ bool CudaBackend::batch_support(const CudaCorpus& c, SentenceSpan span, CudaSpar
     ids.off[i + 1] = std::uint32_t(ids.off[i] + ng);
   }
   // The host's own plan of S(batch): its sizes, known without a wait; the device builds its own.
-  const WeightGroups wg = dims_.groups();
   BatchUnion& u = batch_union_;
-  support_groups_.plan(c.host, span, wg, dims_.transitions, u.h_groups);
-  std::size_t compact = 0, end = 0;
-  for (const std::uint32_t g : u.h_groups) {
-    compact += wg.size(g);
-    if (wg.size(g)) end = wg.begin(g) + wg.size(g);
-  }
+  plan_union(support_groups_, c, span, dims_.groups(), dims_.transitions, u);
+  const std::size_t compact = u.compact;
   launch_batch_union(device_groups(), ids, span.count, sp.groups.get(), sp.d_gbase.get(), compact, u, stream_);
   x.reserve(compact);
   x.n = compact;
-  x.end = end;
+  x.end = u.end;
   if (compact == 0) return true;
   launch_expand_groups(device_groups(), u.groups.get(), u.gofs.get(), u.h_groups.size(), x.index.get(), stream_);
   CRFX_CUDA_CHECK(cudaMemsetAsync(x.value.get(), 0, compact * sizeof(double), stream_));
@@ -68,12 +85,10 @@ bool CudaBackend::batch_gradient(const CudaCorpus& c, const Vector& w, SentenceS
   // unless the split forward-backward's work list would need copies beside it.
   if (plan(c, span, 0) != span.count || split_fb()) return false;
   if (support_given) {  // x's indices are S(span) from support(): its length must be the union's
-    support_groups_.plan(c.host, span, dims_.groups(), dims_.transitions, batch_union_.h_groups);
-    std::size_t compact = 0;
-    for (const std::uint32_t g : batch_union_.h_groups) compact += dims_.groups().size(g);
-    if (x.n != compact)
+    plan_union(support_groups_, c, span, dims_.groups(), dims_.transitions, batch_union_);
+    if (x.n != batch_union_.compact)
       throw Error("internal: evaluate_sparse given a support of " + std::to_string(x.n) +
-                  " entries for a span whose support has " + std::to_string(compact));
+                  " entries for a span whose support has " + std::to_string(batch_union_.compact));
   } else if (!batch_support(c, span, x)) {
     return false;
   }
@@ -95,18 +110,15 @@ bool CudaBackend::batch_gradient(const CudaCorpus& c, const Vector& w, SentenceS
   if (loss_kind == SequenceLoss::seq_exp) launch_seq_exp(fp, n, stream_);
   // The gradient, sentence by sentence over its plan made once, into the dense scratch (all zero
   // between steps), then scaled and gathered over S(batch), the scratch zeroed again.
-  if (pc_dense_.size() != w.size()) {
-    pc_dense_.resize(w.size());
-    CRFX_CUDA_CHECK(cudaMemsetAsync(pc_dense_.get(), 0, w.size() * sizeof(double), stream_));
-  }
+  double* dense = zeroed_dense(w.size());
   for (std::size_t i = 0; i < n; ++i) {
     select_sentence(c, span[i], sp_plan_);
     const std::size_t row0 = h_slots_[i];
     launch_batch_gradient(device_groups(), sp_plan_.view(), sp_plan_.ng, node_.get() + row0 * L,
                           pairs ? pair_.get() + i * LL : nullptr, edges ? edge_.get() + row0 * LL : nullptr,
-                          pc_dense_.get(), stream_);
+                          dense, stream_);
   }
-  launch_batch_gather(x.n, x.index.get(), scale, pc_dense_.get(), x.value.get(), stream_);
+  launch_batch_gather(x.n, x.index.get(), scale, dense, x.value.get(), stream_);
   return true;
 }
 

@@ -31,6 +31,9 @@ struct BatchIds {
 /// kernels' per-entry flags and prefix counts; grow-only.
 struct BatchUnion {
   std::vector<std::uint32_t> h_groups;       // the host's plan: S(batch)'s groups, ascending
+  std::vector<std::uint32_t> h_span;         // the sentence ids h_groups was planned for
+  std::uint64_t corpus = 0;                  // and their corpus's serial (0: none)
+  std::size_t compact = 0, end = 0;          // S(batch)'s weights; one past its last weight
   DeviceBuffer<std::uint32_t> groups, flag;  // [ng], [entries]
   DeviceBuffer<std::size_t> gofs, count, size;  // [ng + 1], [entries + sentences] (twice)
 };

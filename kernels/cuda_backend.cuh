@@ -446,6 +446,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// x ← S(batch) built from the plans made once; x's values ← scale · the batch's gradient (one
   /// chunk, summed in pc_dense_), nothing copied up or read back. False: sparse_pass's path.
   bool batch_support(const CudaCorpus& c, SentenceSpan span, CudaSparse& x);
+  /// pc_dense_ sized n, all zero (its users leave it zero again after a step).
+  double* zeroed_dense(std::size_t n);
   bool batch_gradient(const CudaCorpus& c, const Vector& w, SentenceSpan span, CudaSparse& x, double scale,
                       bool support_given, SequenceLoss loss);
   /// SAG's stored row of each edge position: [N] its slot, or kNone (empty without edge
