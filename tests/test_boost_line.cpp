@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
@@ -118,31 +119,14 @@ TEST(BoostLine, StateLineRefusesValuesThatAreNotCountsAndEdgeAttributes) {
   EXPECT_FALSE(boost::state_line(e.corpus, boost::LineScores(e.dims, we), em, 0, 0, all, 0.0, line));
 }
 
-/// Sets boost::round_policy() for a scope.
-struct PolicyGuard {
-  boost::RoundPolicy saved = boost::round_policy();
-  explicit PolicyGuard(const boost::RoundPolicy& p) { boost::round_policy() = p; }
-  ~PolicyGuard() { boost::round_policy() = saved; }
-};
-
+/// The weights after each of `rounds` gradient-rule rounds, with exact lines or trials, and the passes.
 std::vector<std::vector<double>> gradient_rounds(const RandomProblem& p, bool exact, int rounds,
                                                  std::vector<double>& passes) {
   boost::RoundPolicy policy;
   policy.exact_line = exact;
-  PolicyGuard guard(policy);
-  CpuBackend b(p.dims, 1);
-  auto corpus = b.upload(p.corpus);
-  TrainOptions o;
-  o.max_iterations = rounds;
-  o.delta = 0;
-  o.boost_rule = BoostRule::gradient;
-  std::vector<std::vector<double>> ws;
-  std::vector<double> w;
-  train_boost(b, *corpus, w, o, [&](const Progress& pr, const std::vector<double>& x) {
-    ws.push_back(x);
-    passes.push_back(pr.passes);
-  });
-  return ws;
+  Rounds run = run_rounds(p, policy, rounds, BoostRule::gradient);
+  passes = std::move(run.passes);
+  return std::move(run.w);
 }
 
 TEST(BoostLine, RoundsWithExactLinesTakeTheTrialsStepsWithinTheirTolerance) {
