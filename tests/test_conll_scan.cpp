@@ -53,6 +53,8 @@ Read by_reader(const std::string& path, std::size_t expected) {
 Read by_scanner(const std::string& path, std::size_t expected, std::size_t tokens, std::uint64_t bytes) {
   Read r;
   ConllScanner scanner(path, expected, expected > 0);
+  ConllSpares spares;
+  std::vector<ConllSentence> scratch;
   while (!scanner.exhausted()) {
     TextChunk chunk;
     std::string read_error;
@@ -62,13 +64,21 @@ Read by_scanner(const std::string& path, std::size_t expected, std::size_t token
     } catch (const InputError& e) {
       read_error = e.what();
     }
+    // Parsed into `scratch`, whose sentences are then given back: every chunk after the first
+    // refills the storage of sentences and tokens of other lengths and columns.
+    std::string parse_error;
     try {
-      const std::size_t parsed = parse_conll_lines(chunk, path, scanner.columns(), read_error.empty(), r.sentences);
+      const std::size_t parsed = parse_conll_lines(chunk, path, scanner.columns(), read_error.empty(), scratch, spares);
       if (read_error.empty()) {
         EXPECT_EQ(parsed, got);
       }
     } catch (const InputError& e) {
-      r.error = e.what();
+      parse_error = e.what();
+    }
+    r.sentences.insert(r.sentences.end(), scratch.begin(), scratch.end());
+    spares.keep(scratch);
+    if (!parse_error.empty()) {
+      r.error = parse_error;
       return r;
     }
     if (!read_error.empty()) {

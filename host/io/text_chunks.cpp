@@ -206,20 +206,29 @@ std::size_t ConllScanner::append(TextChunk& out, std::size_t max_tokens, std::ui
   return tokens;
 }
 
+void ConllSpares::keep(std::vector<ConllSentence>& from) {
+  for (ConllSentence& s : from) sentences.push_back(std::move(s));
+  from.clear();
+}
+
 std::size_t parse_conll_lines(const TextChunk& chunk, const std::string& path, const ConllColumns& rule,
-                              bool whole, std::vector<ConllSentence>& out) {
+                              bool whole, std::vector<ConllSentence>& out, ConllSpares& spares) {
   std::vector<std::string_view> split;
-  ConllSentence s;
+  ConllSentence s;    // its first n tokens are the sentence under way, the others spare storage
+  std::size_t n = 0;
   std::size_t tokens = 0;
   auto close = [&] {
-    tokens += s.size();
+    for (std::size_t i = n; i < s.size(); ++i) spares.tokens.push_back(std::move(s[i]));
+    s.resize(n);
+    tokens += n;
     out.push_back(std::move(s));
-    s.clear();
+    s = ConllSentence();
+    n = 0;
   };
   for_each_chunk_line(chunk, path, [&](std::string_view line, std::size_t number) {
     split_whitespace(line, split);
     if (conll_not_a_token(split)) {
-      if (!s.empty()) close();
+      if (n > 0) close();
       return true;
     }
     if (number == rule.first_line) {
@@ -228,13 +237,25 @@ std::size_t parse_conll_lines(const TextChunk& chunk, const std::string& path, c
     } else if (split.size() != rule.columns) {
       throw InputError(path, number, conll_column_problem(rule.columns, rule.first_line, line, split));
     }
-    ConllToken token;
-    token.columns.assign(split.begin(), split.end());
+    if (n == 0 && s.empty() && !spares.sentences.empty()) {
+      s = std::move(spares.sentences.back());
+      spares.sentences.pop_back();
+    }
+    if (n == s.size()) {
+      if (spares.tokens.empty()) {
+        s.emplace_back();
+      } else {
+        s.push_back(std::move(spares.tokens.back()));
+        spares.tokens.pop_back();
+      }
+    }
+    ConllToken& token = s[n++];
+    token.columns.resize(split.size());
+    for (std::size_t c = 0; c < split.size(); ++c) token.columns[c].assign(split[c].data(), split[c].size());
     token.line = number;
-    s.push_back(std::move(token));
     return true;
   });
-  if (whole && !s.empty()) close();
+  if (whole && n > 0) close();
   return tokens;
 }
 

@@ -133,12 +133,22 @@ class ConllScanner {
   bool eof_ = false, exhausted_ = false;
 };
 
+/// Sentences and tokens of a batch before, kept for their storage: parse_conll_lines fills them
+/// again instead of allocating a vector (and long strings) per token — on several threads at
+/// once those allocations wait for each other in the allocator.
+struct ConllSpares {
+  std::vector<ConllSentence> sentences;
+  std::vector<ConllToken> tokens;
+  /// Takes `from`'s sentences (their storage), leaving it empty.
+  void keep(std::vector<ConllSentence>& from);
+};
+
 /// Parses the lines of `chunk` (of file `path`, scanned by ConllScanner) by ConllReader's rules
 /// into sentences appended to `out`, and returns their tokens; an InputError at the first bad
 /// line (the sentences before it stay in `out`). `whole`: the chunk's last sentence is complete
-/// (false: the reading stopped in it, which is dropped).
+/// (false: the reading stopped in it, which is dropped). The sentences reuse `spares`' storage.
 std::size_t parse_conll_lines(const TextChunk& chunk, const std::string& path, const ConllColumns& rule,
-                              bool whole, std::vector<ConllSentence>& out);
+                              bool whole, std::vector<ConllSentence>& out, ConllSpares& spares);
 
 /// Calls fn(line, number) for every line of `chunk` as LineReader::next gives it (too long a line
 /// or a NUL byte: an InputError naming `path` and the line), until fn returns false.

@@ -5,9 +5,9 @@
 //                                      batch_tokens, noting which input each run of sentences
 //                                      came from (a "piece"); CoNLL inputs as their lines' text
 //                                      (ConllScanner: the lines are only told apart, token or not)
-//   compile   (in parallel)            those lines split into columns (parse_conll_lines, with
-//                                      the reader's errors), then template expansion against the
-//                                      model's dictionaries
+//   compile   (one at a time)          those lines split into columns (parse_conll_lines, with
+//               (in parallel)            the reader's errors); then template expansion against
+//                                      the model's dictionaries
 //   decode    (one worker at a time)   Tagger::tag on the backend (which has its own threads)
 //   format    (in parallel)            the text of every sentence, and where each one ends
 //   write     (in batch order)         each piece's text to its input's output
@@ -152,6 +152,7 @@ struct Batch {
   std::vector<std::size_t> ends;  // out's size after each sentence
   std::vector<TextChunk> lines;   // CoNLL: the pieces' text (kept with their room: the next batch's is as large)
   std::size_t lines_used = 0;
+  ConllSpares spares;
   TextChunk& next_lines() {
     if (lines_used == lines.size()) lines.emplace_back();
     TextChunk& c = lines[lines_used++];
@@ -161,7 +162,7 @@ struct Batch {
   void clear(InputFormat format, std::size_t feature_columns) {
     text.format = format;
     text.feature_columns = feature_columns;
-    text.conll.clear();
+    spares.keep(text.conll);  // (their storage for the next parse)
     text.crfsuite.clear();
     text.crfsuite_lines.clear();  // (its text keeps its room: the next batch's is as large)
     pieces.clear();
@@ -223,7 +224,16 @@ class Run {
         // read() and write() call `turn` once they hold their turn: the time before it is waiting.
         if (!read(b, [&] { lap(mine.wait); })) return;
         lap(mine.read);
-        parse(b);
+        if (b.spares.sentences.empty()) {
+          // A worker's first batch, one at a time: its parse allocates a vector a token, and on
+          // the one heap of apps/main.cpp (M_ARENA_MAX 1) such allocations on several threads
+          // wait for each other. The batches after it refill its storage (Batch::spares).
+          std::lock_guard<std::mutex> lock(parse_mutex_);
+          lap(mine.wait);
+          parse(b);
+        } else {
+          parse(b);
+        }
         lap(mine.compile);
         b.out.clear();
         b.ends.clear();
@@ -354,7 +364,8 @@ class Run {
       p.first = p.end = b.text.conll.size();
       if (p.lines >= b.lines_used) continue;  // (the input could not be opened: p.error)
       try {
-        p.tokens = parse_conll_lines(b.lines[p.lines], inputs_[p.input].path, p.rule, !p.read_error, b.text.conll);
+        p.tokens = parse_conll_lines(b.lines[p.lines], inputs_[p.input].path, p.rule, !p.read_error, b.text.conll,
+                                     b.spares);
         if (p.read_error) p.error = p.read_error;
       } catch (const InputError&) {
         p.error = std::current_exception();
@@ -433,6 +444,7 @@ class Run {
   std::uint64_t bytes_done_ = 0;
   std::atomic<std::uint64_t> bytes_read_{0};  // bytes_done_ and the open input's, after a batch
 
+  std::mutex parse_mutex_;   // parse (see work)
   std::mutex decode_mutex_;  // the tagger and its backend
 
   std::mutex write_mutex_;  // the sink, stats_, the errors
