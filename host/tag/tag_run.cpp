@@ -5,9 +5,10 @@
 //                                      batch_tokens, noting which input each run of sentences
 //                                      came from (a "piece"); CoNLL inputs as their lines' text
 //                                      (ConllScanner: the lines are only told apart, token or not)
-//   compile   (one at a time)          those lines split into columns (parse_conll_lines, with
-//               (in parallel)            the reader's errors); then template expansion against
-//                                      the model's dictionaries
+//   compile   (in parallel)            those lines split into columns (parse_conll_lines, with
+//                                      the reader's errors; a worker's first batch one at a time,
+//                                      see work), then template expansion against the model's
+//                                      dictionaries
 //   decode    (one worker at a time)   Tagger::tag on the backend (which has its own threads)
 //   format    (in parallel)            the text of every sentence, and where each one ends
 //   write     (in batch order)         each piece's text to its input's output
