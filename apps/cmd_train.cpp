@@ -127,6 +127,26 @@ struct TrainProgress {
   // sentences", and whether its checkpoint was written.
   std::string stopped_within{};
   bool within_checkpoint = false;
+  // --dev-patience (boost's held-out stopping rule, seed 002 §5.2): the best dev figure, its
+  // iteration and weights; a stop once `dev_patience` iterations have passed without a better one.
+  int dev_patience = 0;  // 0: no such rule
+  double best_dev = -1;
+  int best_iteration = 0;
+  std::vector<double> best_w{};
+  bool patience_ran_out = false;
+
+  /// Keeps w when its dev figure is the best so far; the patience runs out `dev_patience`
+  /// iterations after the best.
+  void track_best(double figure, int iteration, const Vector& w) {
+    if (figure > best_dev) {
+      best_dev = figure;
+      best_iteration = iteration;
+      best_w.resize(w.size());
+      backend.read(w, best_w.data());
+    } else if (iteration - best_iteration >= dev_patience) {
+      patience_ran_out = true;
+    }
+  }
 
   static constexpr double kCheckpointSeconds = 300;
 
@@ -172,7 +192,9 @@ struct TrainProgress {
     std::string dev_f1;
     if (dev) {
       auto predicted = decode(backend, *dev, dev_corpus, w, labels);
-      dev_f1 = fmt("%.2f", score(predicted, dev_gold, dev_mode).headline());
+      const double figure = score(predicted, dev_gold, dev_mode).headline();
+      dev_f1 = fmt("%.2f", figure);
+      if (dev_patience > 0) track_best(figure, p.iteration, w);
     }
     if (!quiet) {
       // To the cap at the mean iteration time so far (callbacks included: they take wall time too).
@@ -208,7 +230,7 @@ struct TrainProgress {
       if (due || stopping) save_checkpoint(*reported.state, p.iteration);
     }
     callback_seconds += now_seconds() - callback_start;
-    return !stopping;
+    return !stopping && !patience_ran_out;
   }
 
   /// The last report of a stochastic trainer stopped inside an epoch by a signal (the poll that
@@ -238,7 +260,7 @@ struct TrainProgress {
 /// elsewhere — a run that stopped at --max-iterations 100 goes on to 200.
 CheckpointKeys checkpoint_keys(const cxxopts::ParseResult& r, const TrainerInfo& trainer, const TrainOptions& opt,
                                const FeatureSpace& fs, const Corpus& corpus) {
-  static const std::set<std::string> stopping = {"max-iterations", "epochs", "max-epochs", "period", "delta",
+  static const std::set<std::string> stopping = {"max-iterations", "epochs", "max-epochs", "period", "delta", "dev-patience",
                                                  "epsilon"};
   CheckpointKeys keys = {{"crfx", CRFX_VERSION}, {"--algo", trainer.name}};
   for (const auto* table : {&objective_options(), &trainer_options()})
@@ -417,6 +439,8 @@ int stopped_by_signal(int signal, const TrainArgs& a, const TrainProgress& progr
     std::cerr << (progress.stopped_within.empty() ? " at iteration " + std::to_string(progress.iterations)
                                                    : " in " + progress.stopped_within)
               << "; model written to " << a.model_path;
+  if (!progress.best_w.empty() && progress.best_iteration != progress.iterations)
+    std::cerr << " (of iteration " << progress.best_iteration << ", the best dev figure: --dev-patience)";
   if (progress.within_checkpoint ||
       (progress.stopped_within.empty() && progress.checkpoint_iteration == progress.iterations &&
        progress.iterations > 0))
@@ -424,6 +448,22 @@ int stopped_by_signal(int signal, const TrainArgs& a, const TrainProgress& progr
               << ")";
   std::cerr << "\n";
   return kExitStoppedBySignal;
+}
+
+/// --dev-patience: the best iteration's weights into the model where a later one ended the run,
+/// and the stop reason where the patience ran out.
+void keep_best(const TrainProgress& progress, TrainResult& result) {
+  if (progress.best_w.empty()) return;
+  const std::string figure = progress.dev_mode == EvalMode::item ? "dev accuracy " : "dev F1 ";
+  if (progress.patience_ran_out)
+    result.stop_reason = figure + "not above " + fmt("%.2f", progress.best_dev) + " for " +
+                         std::to_string(progress.dev_patience) + " iterations (--dev-patience)";
+  if (progress.best_iteration == progress.iterations) return;
+  result.model.weights = progress.best_w;
+  result.active_features = std::size_t(
+      std::count_if(progress.best_w.begin(), progress.best_w.end(), [](double x) { return x != 0; }));
+  result.stop_reason += "; the model of iteration " + std::to_string(progress.best_iteration) + " (" + figure +
+                        fmt("%.2f", progress.best_dev) + ") written";
 }
 
 /// The trainer named by -a (after algorithm_name), or the usage error naming the choices or, for
@@ -560,6 +600,7 @@ int train_command(int argc, char** argv, bool learn) {
   progress.checkpoint_every = a.checkpoint_every;
   progress.checkpoint_keys = keys;
   progress.iteration_cap = iteration_cap(*trainer, a.config.options);
+  if (dev_up && trainer->takes("dev-patience")) progress.dev_patience = a.config.options.dev_patience;
   if (a.resume) resume_training(a, run, progress);
   TrainResult result;
   if (!run_training(run, progress, a, result)) return kExitStoppedBySignal;
@@ -568,6 +609,7 @@ int train_command(int argc, char** argv, bool learn) {
   const int stopped_by = stop_signal();
   progress.flush_log();
   if (!lead) return stopped_by ? kExitStoppedBySignal : 0;
+  keep_best(progress, result);
   save_model(result.model, a.model_path);
   set_graceful_stop(false);  // (a second signal meanwhile removed the temporary and ended us)
   if (stopped_by) return stopped_by_signal(stopped_by, a, progress, result);

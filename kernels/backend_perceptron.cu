@@ -89,24 +89,29 @@ bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Ve
   return true;
 }
 
+double* CudaBackend::zeroed_dense(std::size_t n) {
+  if (pc_dense_.size() != n) {
+    pc_dense_.resize(n);
+    CRFX_CUDA_CHECK(cudaMemsetAsync(pc_dense_.get(), 0, n * sizeof(double), stream_));
+  }
+  return pc_dense_.get();
+}
+
 void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale) {
   // Δ summed sentence by sentence into the dense scratch (all zero between steps), in the host's
   // order; then each sentence's weights updated — the first time a weight is met it takes its
   // whole sum — and zeroed.
-  if (pc_dense_.size() != w.size()) {
-    pc_dense_.resize(w.size());
-    CRFX_CUDA_CHECK(cudaMemsetAsync(pc_dense_.get(), 0, w.size() * sizeof(double), stream_));
-  }
+  double* dense = zeroed_dense(w.size());
   CRFX_CUDA_CHECK(cudaMemsetAsync(mistakes_.get(), 0, sizeof(std::uint32_t), stream_));
   for (std::size_t i = 0; i < span.count; ++i) {
     select_sentence(c, span[i], sp_plan_);
     const DecodedRows d{sp_plan_.dev_row_tok, c.labels.get(), labels_.get() + h_slots_[i], sp_plan_.rows};
     launch_feature_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, d, 1.0, nullptr, mistakes_.get(),
-                              stream_, pc_dense_.get());
+                              stream_, dense);
   }
   for (std::size_t i = 0; i < span.count; ++i) {
     select_sentence(c, span[i], sp_plan_);
-    launch_apply_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, pc_dense_.get(), P(w),
+    launch_apply_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, dense, P(w),
                             u ? P(*u) : nullptr, u_scale, mistakes_.get(), stream_);
   }
 }

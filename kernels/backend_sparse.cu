@@ -27,6 +27,7 @@ void CudaBackend::support(const BackendCorpus& bc, SentenceSpan span, SparseVect
     sentence_support(c, span[0], X(xs));
     return;
   }
+  if (batch_support(c, span, X(xs))) return;  // a batch: S(batch) built on the device
   support_host(c.host, span);
   upload_sparse(X(xs), false);
 }
@@ -42,6 +43,7 @@ void CudaBackend::evaluate_sparse_gradient(const BackendCorpus& bc, const Vector
                                            SequenceLoss loss_kind) {
   // A pointwise loss is read back all the same: its check (check_pointwise) needs it.
   const bool on_device = span.count == 1 && !pointwise_loss(loss_kind);
+  if (batch_gradient(C(bc), w, span, X(grad), scale, support_given, loss_kind)) return;  // a batch, on the device
   sparse_pass(C(bc), w, span, X(grad), scale, support_given, loss_kind, !on_device);
 }
 

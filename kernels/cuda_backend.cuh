@@ -118,6 +118,7 @@
 #include <string>
 #include <vector>
 
+#include "batch_kernels.cuh"
 #include "chain_kernels.cuh"
 #include "common.cuh"
 #include "corpus_stream.cuh"
@@ -449,6 +450,14 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   bool decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x);
   /// perceptron_step on a batch's chunk, decoded: Δ summed per sentence in pc_dense_, the updates.
   void perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale);
+  /// sgd-l1's and adf's batch of 2 … kChunkIds sentences on the device (backend_sparse_batch.cu):
+  /// x ← S(batch) built from the plans made once; x's values ← scale · the batch's gradient (one
+  /// chunk, summed in pc_dense_), nothing copied up or read back. False: sparse_pass's path.
+  bool batch_support(const CudaCorpus& c, SentenceSpan span, CudaSparse& x);
+  /// pc_dense_ sized n, all zero (its users leave it zero again after a step).
+  double* zeroed_dense(std::size_t n);
+  bool batch_gradient(const CudaCorpus& c, const Vector& w, SentenceSpan span, CudaSparse& x, double scale,
+                      bool support_given, SequenceLoss loss);
   /// SAG's stored row of each edge position: [N] its slot, or kNone (empty without edge
   /// features); the number of slots into *count.
   std::vector<std::uint32_t> edge_slots(const CudaCorpus& c, std::size_t* count) const;
@@ -594,7 +603,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   std::uint64_t sentence_plans_corpus_ = 0;  // its serial (0: none)
   DeviceBuffer<double> sp_node_, sp_pair_, sp_edge_;
   DeviceBuffer<std::uint32_t> mistakes_;  // [1] perceptron_step: the decoded span's wrong tokens
-  DeviceBuffer<double> pc_dense_;         // [weights] perceptron_batch's Δ, all zero between steps
+  DeviceBuffer<double> pc_dense_;         // [weights] perceptron_batch's Δ, batch_gradient's sums; zero between steps
+  BatchUnion batch_union_;                // batch_support's S(batch)
   DeviceBuffer<double> peer_;  // peer_step: two reductions' partials and sums, τ, u's τ, the gate, Σℓ
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging

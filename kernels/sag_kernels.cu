@@ -61,15 +61,7 @@ __global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagS
     double* out = g + v.gofs[q];
     for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
       const std::size_t j = gl.slot(b + c, gid);
-      double acc = 0;
-      if (gid == gl.A) {
-        for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, new_pair[std::size_t(i) * width + j]);
-      } else {
-        const double* src = gid < gl.A ? new_node : new_edge;
-        for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o)
-          acc = __dadd_rn(acc, __dmul_rn(v.oval[o], src[std::size_t(v.onew[o]) * width + j]));
-      }
-      out[c] = __dmul_rn(scale, acc);
+      out[c] = __dmul_rn(scale, span_group_sum(gl, v, q, gid, j, width, new_node, new_pair, new_edge, 0.0));
     }
   }
 }

@@ -31,6 +31,24 @@ struct SagSpanView {
   std::uint32_t n;
 };
 
+/// The span's gradient sum for weight slot j of its q-th group gid (width: L for state groups, L²
+/// for the transitions and edge groups), added to acc in the plan's fixed order: the transitions
+/// over the span's sentences' pairwise rows, other groups over their occurrences, value ×
+/// marginal. Round-to-nearest throughout (no FMA contraction), so the sums are bitwise the same
+/// in every kernel that uses it (sag_gradient_kernel, batch_gradient_kernel).
+inline __device__ double span_group_sum(const WeightGroups& gl, const SagSpanView& v, std::size_t q,
+                                        std::uint32_t gid, std::size_t j, std::size_t width, const double* node,
+                                        const double* pair, const double* edge, double acc) {
+  if (gid == gl.A) {
+    for (std::uint32_t i = 0; i < v.n; ++i) acc = __dadd_rn(acc, pair[std::size_t(i) * width + j]);
+  } else {
+    const double* src = gid < gl.A ? node : edge;
+    for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o)
+      acc = __dadd_rn(acc, __dmul_rn(v.oval[o], src[std::size_t(v.onew[o]) * width + j]));
+  }
+  return acc;
+}
+
 /// A one-sentence span whose sentence the device drew (SAG-NUS's queued steps, issue 37): the
 /// sentence at draw->id, its plan its entry in the plans made once (SentencePlans, cuda_sag.cuh,
 /// select_sentence's pointers taken on the device). The span kernels given one are launched for

@@ -1,6 +1,7 @@
 // Brute force for the boosting tests (tests/test_boost.cpp, tests/test_boost_gradient.cpp): Φ and
 // ψ = Φ(y) − Φ(gold) of every label sequence of a tiny problem, the exact feature bounds, H and
-// r = ∇H/H by enumeration, and a helper that trains boost and reports each round's weights.
+// r = ∇H/H by enumeration, a helper that trains boost and reports each round's weights, and one
+// that records a run's rounds under a round policy (run_rounds).
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_backend.hpp"
 #include "crfx/internal/trainer.hpp"
 #include "optim/boost.hpp"
 #include "random_problem.hpp"
@@ -129,6 +131,37 @@ double train_boost(Backend& b, const BackendCorpus& corpus, std::vector<double>&
   w = to_host(b, *wv);
   if (reason) *reason = trainer->stop_reason();
   return f;
+}
+
+/// Sets boost::round_policy() for a scope.
+struct PolicyGuard {
+  boost::RoundPolicy saved = boost::round_policy();
+  explicit PolicyGuard(const boost::RoundPolicy& p) { boost::round_policy() = p; }
+  ~PolicyGuard() { boost::round_policy() = saved; }
+};
+
+/// One run's rounds: objective, gradient norm, weights after each round, passes.
+struct Rounds {
+  std::vector<double> objective, gnorm, passes;
+  std::vector<std::vector<double>> w;
+};
+inline Rounds run_rounds(const RandomProblem& p, const boost::RoundPolicy& policy, int rounds, BoostRule rule) {
+  PolicyGuard guard(policy);
+  CpuBackend b(p.dims, 1);
+  auto corpus = b.upload(p.corpus);
+  TrainOptions o;
+  o.max_iterations = rounds;
+  o.delta = 0;
+  o.boost_rule = rule;
+  Rounds run;
+  std::vector<double> w;
+  train_boost(b, *corpus, w, o, [&](const Progress& pr, const std::vector<double>& x) {
+    run.objective.push_back(pr.objective);
+    run.gnorm.push_back(pr.gradient_norm);
+    run.passes.push_back(pr.passes);
+    run.w.push_back(x);
+  });
+  return run;
 }
 
 }  // namespace crfx::test::boost_brute

@@ -370,13 +370,6 @@ TEST(Boost, LossBeyondTheDoublesIsHandledInLogSpace) {
 
 // ---- incremental rounds ------------------------------------------------------------------------
 
-/// Sets boost::round_policy() for a scope.
-struct PolicyGuard {
-  boost::RoundPolicy saved = boost::round_policy();
-  explicit PolicyGuard(const boost::RoundPolicy& p) { boost::round_policy() = p; }
-  ~PolicyGuard() { boost::round_policy() = saved; }
-};
-
 /// Appends one sentence of T tokens (2 state attributes a token, an edge attribute every third
 /// position, random gold labels) to a non-binary random problem.
 void append_sentence(RandomProblem& p, std::size_t T, std::uint64_t seed) {
@@ -454,30 +447,6 @@ TEST(Boost, SentenceIndexListsExactlyTheSentencesAWeightMoves) {
       });
     EXPECT_GT(listed_total, 0u);
   }
-}
-
-/// One run's rounds: objective, gradient norm, weights after each round, passes.
-struct Rounds {
-  std::vector<double> objective, gnorm, passes;
-  std::vector<std::vector<double>> w;
-};
-Rounds run_rounds(const RandomProblem& p, const boost::RoundPolicy& policy, int rounds, BoostRule rule) {
-  PolicyGuard guard(policy);
-  CpuBackend b(p.dims, 1);
-  auto corpus = b.upload(p.corpus);
-  TrainOptions o;
-  o.max_iterations = rounds;
-  o.delta = 0;
-  o.boost_rule = rule;
-  Rounds run;
-  std::vector<double> w;
-  train_boost(b, *corpus, w, o, [&](const Progress& pr, const std::vector<double>& x) {
-    run.objective.push_back(pr.objective);
-    run.gnorm.push_back(pr.gradient_norm);
-    run.passes.push_back(pr.passes);
-    run.w.push_back(x);
-  });
-  return run;
 }
 
 /// Checks incremental rounds against full ones and against a fresh evaluation at each round's

@@ -290,6 +290,37 @@ TEST(CliTagMany, AnInputFailingAfterItsFirstSentences) {
   EXPECT_EQ(read_text(dir + "/out/good.txt"), tag_alone(dir + "/good.txt"));
 }
 
+TEST(CliTagMany, AnErrorFoundByTheWorkersDropsTheRestOfItsInput) {
+  // CoNLL lines are split into columns on the workers (host/tag/tag_run.cpp), after the reader has
+  // gone on past the bad line into later batches: those sentences of the failed input are dropped,
+  // the error names its line, once, and the next input is tagged whole.
+  const std::string dir = temp_dir();
+  const std::vector<std::string> s = sentences();
+  const std::string before = s[0] + s[1];
+  write_text(dir + "/bad.txt", before + "too many columns here x y\n\n" + s[2] + s[3] + s[0]);
+  write_text(dir + "/good.txt", s[2] + s[3]);
+  const std::string where =
+      dir + "/bad.txt:" + std::to_string(std::count(before.begin(), before.end(), '\n') + 1) + ":";
+  for (const std::string threads : {"1", "2", "3"}) {
+    std::string out;
+    EXPECT_EQ(run(crfx() + " tag " + q(dir + "/bad.txt") + " " + q(dir + "/good.txt") + " -m " + q(model()) +
+                      " -q --keep-going --batch-tokens 2 --threads " + threads + " -O " + q(dir + "/out" + threads),
+                  &out),
+              1);
+    EXPECT_NE(out.find(where), std::string::npos) << out;
+    EXPECT_EQ(out.find(where), out.rfind(where)) << "listed once:\n" << out;
+    EXPECT_FALSE(fs::exists(dir + "/out" + threads + "/bad.txt"));
+    EXPECT_EQ(read_text(dir + "/out" + threads + "/good.txt"), tag_alone(dir + "/good.txt"));
+    // Without --keep-going, to standard output: the sentences before the bad line, then the error.
+    EXPECT_EQ(run("{ " + crfx() + " tag " + q(dir + "/bad.txt") + " " + q(dir + "/good.txt") + " -m " + q(model()) +
+                      " -q --batch-tokens 2 --threads " + threads + " 2>/dev/null; }",
+                  &out),
+              1);
+    write_text(dir + "/before.txt", before);
+    EXPECT_EQ(out, tag_alone(dir + "/before.txt"));
+  }
+}
+
 TEST(CliTagMany, OutputsMayNotOverwriteInputs) {
   const std::string dir = temp_path("self");
   fs::create_directories(dir);

@@ -16,7 +16,9 @@
 // files behind: each open one is listed in a table (blocks of slots, grown as needed, never freed)
 // that a SIGINT / SIGTERM / SIGHUP handler
 // reads — only async-signal-safe work there: unlink(2) each listed path, restore the default
-// action, raise the signal again (so the exit status still says which signal). A library does
+// action, raise the signal again (so the exit status still says which signal). Other threads
+// that create a temporary meanwhile remove it themselves, and the handler waits for creations
+// under way before the process dies (g_ending, g_creating below). A library does
 // not take over a process's signals on its own: the program installs the handler
 // (remove_temporaries_on_signals(), the crfx tool in main), and only for signals whose action was
 // the default (an ignored SIGHUP under nohup stays ignored). More than 4,096 files open at once
@@ -65,15 +67,33 @@ constexpr int kSlotsPerBlock = 64;
 constexpr int kBlocks = 64;  // at most 4096 temporaries listed at once
 constexpr std::size_t kSlotPath = 4096;
 struct Slot {
-  volatile std::sig_atomic_t used = 0;  // set after `path` is complete, cleared before it changes
+  std::atomic<int> used{0};  // set after `path` is complete, cleared before it changes (lock-free)
   char path[kSlotPath];
 };
+static_assert(std::atomic<int>::is_always_lock_free, "the handler reads slots: lock-free atomics only");
 struct SlotBlock {
   Slot slots[kSlotsPerBlock];
 };
 std::atomic<SlotBlock*> g_blocks[kBlocks];  // null until needed; never freed
 std::mutex g_slots_mutex;  // between threads registering files; never taken by the handler
 constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// Set by the handler before it removes the listed temporaries: the process is ending. The other
+// threads go on meanwhile; one that creates a temporary behind the handler's scan (listed after
+// the scan read its slot, or created after the scan's unlink of a name not created yet) removes
+// it itself (AtomicFile's constructor reads this after its open). The process must not die while
+// such an open is under way (the file would be made and nobody left to remove it): creations in
+// flight are counted, and the handler waits for them (at most kCreationWaitMs: the thread it
+// interrupted may be one of them, its file listed before the scan).
+std::atomic<int> g_ending{0};
+std::atomic<int> g_creating{0};
+constexpr int kCreationWaitMs = 200;
+
+void wait_for_creations() {  // async-signal-safe (atomics, nanosleep)
+  for (int ms = 0; ms < kCreationWaitMs && g_creating.load(std::memory_order_seq_cst) > 0; ++ms) {
+    struct timespec ts{0, 1000000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
 
 // While a graceful stop is armed (set_graceful_stop), the first SIGINT or SIGTERM is only
 // recorded here, for the program to finish its step and write what it has; a second one (or
@@ -103,12 +123,14 @@ extern "C" void remove_temporaries_and_reraise(int sig) {
     }
     if (sig == g_stop_signal && monotonic_ns() - g_stop_ns.load(std::memory_order_seq_cst) < kRepeatNs) return;
   }
+  g_ending.store(1, std::memory_order_seq_cst);
   for (auto& b : g_blocks) {
     SlotBlock* block = b.load(std::memory_order_acquire);
     if (!block) break;
     for (Slot& s : block->slots)
-      if (s.used) ::unlink(s.path);
+      if (s.used.load(std::memory_order_seq_cst)) ::unlink(s.path);
   }
+  wait_for_creations();
   std::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -126,10 +148,9 @@ int register_tmp(const std::string& tmp) {
     }
     for (int i = 0; i < kSlotsPerBlock; ++i) {
       Slot& slot = block->slots[i];
-      if (slot.used) continue;
+      if (slot.used.load(std::memory_order_relaxed)) continue;
       std::memcpy(slot.path, tmp.c_str(), tmp.size() + 1);
-      std::atomic_signal_fence(std::memory_order_seq_cst);  // the path is complete before `used`
-      slot.used = 1;
+      slot.used.store(1, std::memory_order_seq_cst);  // the path is complete before `used`
       return b * kSlotsPerBlock + i;
     }
   }
@@ -139,8 +160,32 @@ int register_tmp(const std::string& tmp) {
 void unregister_tmp(int slot) noexcept {
   if (slot < 0) return;
   std::lock_guard<std::mutex> lock(g_slots_mutex);
-  g_blocks[slot / kSlotsPerBlock].load(std::memory_order_relaxed)->slots[slot % kSlotsPerBlock].used = 0;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  g_blocks[slot / kSlotsPerBlock].load(std::memory_order_relaxed)->slots[slot % kSlotsPerBlock].used.store(
+      0, std::memory_order_seq_cst);
+}
+
+/// open(O_CREAT | O_EXCL) of the listed temporary `tmp`, counted in flight for the handler: -1
+/// with errno EINTR where the process is ending (the file not made, or removed again).
+int create_listed(const std::string& tmp, mode_t mode) {
+  g_creating.fetch_add(1, std::memory_order_seq_cst);
+  int fd = -1;
+  if (g_ending.load(std::memory_order_seq_cst)) {
+    errno = EINTR;
+  } else {
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    // Listed, then created, then this read: where it reads 0 the handler's scan comes after the
+    // open and removes the file; where it reads 1 the scan may have passed: removed here.
+    if (fd >= 0 && g_ending.load(std::memory_order_seq_cst)) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fd = -1;
+      errno = EINTR;
+    }
+  }
+  const int err = errno;
+  g_creating.fetch_sub(1, std::memory_order_seq_cst);
+  errno = err;
+  return fd;
 }
 
 std::atomic<bool> g_replace_read_only{false};
@@ -230,10 +275,14 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     slot_ = register_tmp(tmp_);
     // A new file gets the mode an ordinary create would (0666 less the umask); one that replaces
     // a file is made private first, then given that file's mode.
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, target.exists ? 0600 : 0666);
+    fd_ = create_listed(tmp_, target.exists ? 0600 : 0666);
     if (fd_ >= 0) break;
     const int err = errno;
     forget_tmp();
+    if (err == EINTR) {
+      tmp_.clear();
+      fail(path_, "the process is ending on a signal", err);
+    }
     if (err != EEXIST || attempt == 100) {
       tmp_.clear();
       fail(path_, "cannot create a temporary file", err);

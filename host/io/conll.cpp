@@ -44,6 +44,14 @@ std::string inconsistent(std::size_t expected, std::size_t first_line, std::size
 }
 }  // namespace
 
+std::string conll_expected_problem(const ConllColumns& rule, std::string_view line,
+                                   const std::vector<std::string_view>& columns) {
+  const std::size_t got = columns.size(), n = rule.expected;
+  if (n == 0 || got == n || (rule.allow_one_more && got == n + 1)) return "";
+  return "expected " + (rule.allow_one_more ? std::to_string(n) + " or " + plural_columns(n + 1) : plural_columns(n)) +
+         ", got " + std::to_string(got) + crfsuite_hint(line, columns);
+}
+
 std::string conll_column_problem(std::size_t expected, std::size_t first_line, std::string_view line,
                                  const std::vector<std::string_view>& columns) {
   return inconsistent(expected, first_line, columns.size()) + crfsuite_hint(line, columns);
@@ -64,11 +72,8 @@ bool ConllReader::next(ConllSentence& out) {
     const std::size_t got = token.columns.size();
     if (columns_ == 0) {
       if (expected_ > 0 && got != expected_ && !(allow_one_more_ && got == expected_ + 1)) {
-        throw InputError(path, token.line,
-                         "expected " +
-                             (allow_one_more_ ? std::to_string(expected_) + " or " + plural_columns(expected_ + 1)
-                                              : plural_columns(expected_)) +
-                             ", got " + std::to_string(got) + crfsuite_hint(line_, token.columns));
+        const std::vector<std::string_view> views(token.columns.begin(), token.columns.end());
+        throw InputError(path, token.line, conll_expected_problem({expected_, allow_one_more_, 0, 0}, line_, views));
       }
       columns_ = got;
       first_line_ = token.line;

@@ -26,6 +26,16 @@ bool blank(const char* b, const char* e) {
   return true;
 }
 
+/// Whether CoNLL line [b, e) (without its '\n') holds a token: conll_not_a_token of its split,
+/// without splitting it.
+bool conll_token(const char* b, const char* e) {
+  if (e > b && e[-1] == '\r') --e;
+  while (b < e && (*b == ' ' || *b == '\t')) ++b;
+  return b < e && !(e - b >= 10 && std::memcmp(b, "-DOCSTART-", 10) == 0);
+}
+
+constexpr std::size_t kScanRead = std::size_t(1) << 18;  // bytes ConllScanner asks for at a time
+
 }  // namespace
 
 void split_whitespace(std::string_view line, std::vector<std::string_view>& out) {
@@ -128,6 +138,125 @@ bool first_conll_token(const TextChunk& chunk, const std::string& path, std::siz
     return false;
   });
   return found;
+}
+
+ConllScanner::ConllScanner(const std::string& path, std::size_t expected_columns, bool allow_one_more)
+    : reader_(path) {
+  rule_.expected = expected_columns;
+  rule_.allow_one_more = allow_one_more;
+}
+
+void ConllScanner::flush(TextChunk& out) {
+  out.text.append(buf_, 0, pos_);
+  buf_.erase(0, pos_);
+  pos_ = 0;
+}
+
+void ConllScanner::more() {
+  const std::size_t old = buf_.size();
+  buf_.resize(old + kScanRead);
+  const std::size_t got = reader_.read_bytes(&buf_[old], kScanRead, line_);  // names the line under way
+  buf_.resize(old + got);
+  eof_ = got == 0;
+}
+
+std::size_t ConllScanner::append(TextChunk& out, std::size_t max_tokens, std::uint64_t max_bytes) {
+  if (out.text.empty()) out.first_line = line_;
+  const std::uint64_t read = bytes_read();
+  const std::uint64_t bytes_end = max_bytes > ~std::uint64_t(0) - read ? ~std::uint64_t(0) : read + max_bytes;
+  const std::size_t max = LineReader::max_line_bytes();
+  std::size_t tokens = 0;
+  bool open = false;  // a sentence is under way
+  std::vector<std::string_view> split;
+  while (open || (tokens < max_tokens && (tokens == 0 || bytes_read() < bytes_end))) {
+    const char* b = buf_.data() + pos_;
+    const char* const end = buf_.data() + buf_.size();
+    const char* nl = static_cast<const char*>(std::memchr(b, '\n', std::size_t(end - b)));
+    const char* e = nl ? nl : end;
+    if (std::size_t(e - b) > max) {
+      flush(out);
+      throw InputError(reader_.path(), line_, line_too_long_problem());
+    }
+    if (!nl && !eof_) {  // the line goes on past what was read
+      flush(out);
+      more();  // (a read error: out holds the lines before it)
+      continue;
+    }
+    if (b == end) {  // the end of the file
+      exhausted_ = true;
+      break;
+    }
+    if (conll_token(b, e)) {
+      if (rule_.first_line == 0) {  // the file's first token sets its columns (ConllReader)
+        std::string_view line(b, std::size_t(e - b));
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        split_whitespace(line, split);
+        rule_.columns = split.size();
+        rule_.first_line = line_;
+      }
+      ++tokens;
+      open = true;
+    } else {
+      open = false;  // (a line that holds no token ends the sentence under way)
+    }
+    pos_ = std::size_t((nl ? nl + 1 : end) - buf_.data());
+    ++line_;
+  }
+  flush(out);
+  return tokens;
+}
+
+void ConllSpares::keep(std::vector<ConllSentence>& from) {
+  for (ConllSentence& s : from) sentences.push_back(std::move(s));
+  from.clear();
+}
+
+std::size_t parse_conll_lines(const TextChunk& chunk, const std::string& path, const ConllColumns& rule,
+                              bool whole, std::vector<ConllSentence>& out, ConllSpares& spares) {
+  std::vector<std::string_view> split;
+  ConllSentence s;    // its first n tokens are the sentence under way, the others spare storage
+  std::size_t n = 0;
+  std::size_t tokens = 0;
+  auto close = [&] {
+    for (std::size_t i = n; i < s.size(); ++i) spares.tokens.push_back(std::move(s[i]));
+    s.resize(n);
+    tokens += n;
+    out.push_back(std::move(s));
+    s = ConllSentence();
+    n = 0;
+  };
+  for_each_chunk_line(chunk, path, [&](std::string_view line, std::size_t number) {
+    split_whitespace(line, split);
+    if (conll_not_a_token(split)) {
+      if (n > 0) close();
+      return true;
+    }
+    if (number == rule.first_line) {
+      std::string problem = conll_expected_problem(rule, line, split);
+      if (!problem.empty()) throw InputError(path, number, problem);
+    } else if (split.size() != rule.columns) {
+      throw InputError(path, number, conll_column_problem(rule.columns, rule.first_line, line, split));
+    }
+    if (n == 0 && s.empty() && !spares.sentences.empty()) {
+      s = std::move(spares.sentences.back());
+      spares.sentences.pop_back();
+    }
+    if (n == s.size()) {
+      if (spares.tokens.empty()) {
+        s.emplace_back();
+      } else {
+        s.push_back(std::move(spares.tokens.back()));
+        spares.tokens.pop_back();
+      }
+    }
+    ConllToken& token = s[n++];
+    token.columns.resize(split.size());
+    for (std::size_t c = 0; c < split.size(); ++c) token.columns[c].assign(split[c].data(), split[c].size());
+    token.line = number;
+    return true;
+  });
+  if (whole && n > 0) close();
+  return tokens;
 }
 
 }  // namespace crfx

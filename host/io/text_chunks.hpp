@@ -6,6 +6,9 @@
 //   parse_conll_chunk  a chunk's lines → tokens × columns as views into the chunk, by
 //                      read_conll's rules and with its errors (file and line)
 //   for_each_chunk_line  a chunk's lines as LineReader gives them (the CRFsuite shards' reading)
+//   ConllScanner       crfx tag's reading (host/tag/tag_run.cpp): whole sentences' lines up to a
+//                      token or byte count, cut at the line that ends a sentence, not split
+//   parse_conll_lines  those lines → ConllSentences, on a worker, with ConllReader's errors
 #pragma once
 
 #include <cstddef>
@@ -86,6 +89,66 @@ std::string line_too_long_problem();
 std::string nul_byte_problem();
 std::string conll_column_problem(std::size_t expected, std::size_t first_line, std::string_view line,
                                  const std::vector<std::string_view>& columns);
+
+/// A CoNLL file's column rule as ConllReader applies it: its first token (on line first_line,
+/// `columns` columns; 0: none seen yet) must have `expected` columns, or one more when
+/// allow_one_more (expected 0: any count); every other token as many as the first.
+struct ConllColumns {
+  std::size_t expected = 0;
+  bool allow_one_more = false;
+  std::size_t columns = 0, first_line = 0;
+};
+
+/// ConllReader's problem for the file's first token (of `line`, split into `columns`) when its
+/// column count breaks `rule`; "" when it does not.
+std::string conll_expected_problem(const ConllColumns& rule, std::string_view line,
+                                   const std::vector<std::string_view>& columns);
+
+/// A CoNLL file's lines, whole sentences at a time, classified (token or not) but not split:
+/// the serial part of crfx tag's reading, the columns parsed on the workers (parse_conll_lines).
+/// A sentence ends at its first line that holds no token (conll_not_a_token), which ends the
+/// text appended; the next append starts after it.
+class ConllScanner {
+ public:
+  ConllScanner(const std::string& path, std::size_t expected_columns, bool allow_one_more);
+  /// Appends whole sentences' lines to `out` (out.first_line set when it is empty) until
+  /// `max_tokens` tokens were appended or `max_bytes` bytes of the file read (at least one
+  /// sentence); returns how many tokens. A line too long, or a read error: an InputError, `out`
+  /// then holds every line before it (the last sentence perhaps unfinished).
+  std::size_t append(TextChunk& out, std::size_t max_tokens, std::uint64_t max_bytes);
+  /// The file has no more lines.
+  bool exhausted() const { return exhausted_; }
+  std::uint64_t bytes_read() const { return reader_.bytes_read(); }
+  /// The rule, with the file's first token once a line of it was appended.
+  const ConllColumns& columns() const { return rule_; }
+
+ private:
+  void flush(TextChunk& out);  // buf_'s scanned lines onto out
+  void more();                 // reads on (eof_ at the end)
+  LineReader reader_;
+  ConllColumns rule_;
+  std::string buf_;
+  std::size_t pos_ = 0;    // the first line not scanned (buf_'s lines before it are flushed)
+  std::size_t line_ = 1;   // its number
+  bool eof_ = false, exhausted_ = false;
+};
+
+/// Sentences and tokens of a batch before, kept for their storage: parse_conll_lines fills them
+/// again instead of allocating a vector (and long strings) per token — on several threads at
+/// once those allocations wait for each other in the allocator.
+struct ConllSpares {
+  std::vector<ConllSentence> sentences;
+  std::vector<ConllToken> tokens;
+  /// Takes `from`'s sentences (their storage), leaving it empty.
+  void keep(std::vector<ConllSentence>& from);
+};
+
+/// Parses the lines of `chunk` (of file `path`, scanned by ConllScanner) by ConllReader's rules
+/// into sentences appended to `out`, and returns their tokens; an InputError at the first bad
+/// line (the sentences before it stay in `out`). `whole`: the chunk's last sentence is complete
+/// (false: the reading stopped in it, which is dropped). The sentences reuse `spares`' storage.
+std::size_t parse_conll_lines(const TextChunk& chunk, const std::string& path, const ConllColumns& rule,
+                              bool whole, std::vector<ConllSentence>& out, ConllSpares& spares);
 
 /// Calls fn(line, number) for every line of `chunk` as LineReader::next gives it (too long a line
 /// or a NUL byte: an InputError naming `path` and the line), until fn returns false.

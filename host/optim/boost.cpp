@@ -112,6 +112,14 @@
 //     H_S(w + Δe_k) − H_S(w) against H, or over the corpus where the round is a full pass, in log
 //     space while H overflows, and where H_S is all but a sliver of H (H − H_S then rounding).
 //     Brent's method after a bracket from Δ = ±1: about 6 trials a round on CoNLL-2000.
+//   · exact lines (boost_line.cpp; RoundPolicy::exact_line, on where the model has no edge
+//     attributes): the trials need no forward pass. The corpus's emissions are kept between rounds
+//     (boost::Emissions, redone for the sentences of each stepped state weight). Along a state
+//     weight (a, l) with integer counts, 1/p_i is a sum of e^{eΔ} over integer powers e (a ratio of
+//     polynomials in e^Δ): one forward pass in the polynomial semiring over k's sentences gives every
+//     trial in closed form (boost::state_line). Along a transition, whose degree is the sentence
+//     length, each trial stays a forward pass over the corpus, but on the kept emissions (no state
+//     score, no exp). The same trials as the passes would take, to rounding: the same rounds.
 // The step then goes through step() like the bound rule's. The rounds cost more (the trials) and
 // choose frequent features (their gradients add up over many sentences), so fewer of them are
 // incremental; the model they give is far better at the same number of features (RESULTS.md).
@@ -128,6 +136,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -315,94 +324,6 @@ std::size_t steepest(const std::vector<double>& r, const Bounds& bounds) {
   return best;
 }
 
-namespace {
-
-/// Brent's minimisation (parabolic steps, golden sections where they fail) of f on [lo, hi] from x,
-/// f(x) < f(lo) and f(x) ≤ f(hi); until the bracket around x is within tolerance·|x|.
-template <class F>
-double brent(F&& f, double lo, double flo, double hi, double fhi, double x, double& fx, double tolerance,
-             int trials) {
-  constexpr double kGolden = 0.3819660112501051;
-  // The bracket's ends are the first parabola's other two points.
-  double w = lo, v = hi, fw = flo, fv = fhi, d = 0, e = hi - lo;
-  for (int it = 0; it < trials; ++it) {
-    const double mid = 0.5 * (lo + hi), tol1 = tolerance * std::abs(x) + 1e-12, tol2 = 2 * tol1;
-    if (std::abs(x - mid) <= tol2 - 0.5 * (hi - lo)) break;
-    bool golden = true;
-    if (std::abs(e) > tol1) {  // the parabola through (x, w, v)
-      const double r = (x - w) * (fx - fv);
-      double q = (x - v) * (fx - fw), p = (x - v) * q - (x - w) * r;
-      q = 2 * (q - r);
-      if (q > 0) p = -p;
-      q = std::abs(q);
-      const double before = e;
-      e = d;
-      if (std::abs(p) < std::abs(0.5 * q * before) && p > q * (lo - x) && p < q * (hi - x)) {
-        d = p / q;
-        // The parabola's minimum within the tolerance of x, from points near x: done.
-        if (std::abs(d) <= tol1 && std::max(std::abs(x - w), std::abs(x - v)) <= 0.5 * std::abs(x)) break;
-        if (x + d - lo < tol2 || hi - x - d < tol2) d = std::copysign(tol1, mid - x);
-        golden = false;
-      }
-    }
-    if (golden) {
-      e = x >= mid ? lo - x : hi - x;
-      d = kGolden * e;
-    }
-    const double u = std::abs(d) >= tol1 ? x + d : x + std::copysign(tol1, d);
-    const double fu = f(u);
-    if (fu <= fx) {
-      (u >= x ? lo : hi) = x;
-      v = w, fv = fw, w = x, fw = fx, x = u, fx = fu;
-    } else {
-      (u < x ? lo : hi) = u;
-      if (fu <= fw || w == x) {
-        v = w, fv = fw, w = u, fw = fu;
-      } else if (fu <= fv || v == x || v == w) {
-        v = u, fv = fu;
-      }
-    }
-  }
-  return x;
-}
-
-}  // namespace
-
-LineMinimum smoothed_minimum(const std::function<double(double)>& phi, double slope, double smoothing,
-                             double tolerance) {
-  constexpr int kTrials = 60;
-  LineMinimum out;
-  if (!(slope != 0) || !std::isfinite(slope)) return out;
-  const double dir = slope < 0 ? 1.0 : -1.0;  // f falls along x = dir·Δ ≥ 0
-  auto f = [&](double x) {
-    ++out.trials;
-    const double d = dir * x, v = phi(d) + smoothing * (std::expm1(d) + std::expm1(-d));
-    return std::isnan(v) ? std::numeric_limits<double>::infinity() : v;
-  };
-  // A bracket a < b < c with f(b) < f(a) and f(b) ≤ f(c), from f(0) = 0.
-  double a = 0, fa = 0, b = 1, fb = f(b), c = b, fc = fb;
-  if (fb < 0) {
-    c = 4 * b;
-    fc = f(c);
-    while (fc < fb && out.trials < kTrials) {
-      a = b, fa = fb, b = c, fb = fc, c = 4 * b;
-      fc = f(c);
-    }
-  } else {
-    while (out.trials < kTrials) {
-      b = c / 4;
-      fb = f(b);
-      if (fb < 0) break;
-      c = b, fc = fb;
-    }
-    if (!(fb < 0)) return out;
-  }
-  const double x = fc < fb ? c : brent(f, a, fa, c, fc, b, fb, tolerance, kTrials - out.trials);
-  out.value = fc < fb ? fc : fb;
-  out.delta = dir * x;
-  return out;
-}
-
 SentenceIndex::SentenceIndex(const Corpus& c, const Dims& dims) {
   const WeightGroups wg = dims.groups();
   const std::size_t groups = wg.count();
@@ -497,6 +418,18 @@ struct BoostRun {
   /// each trial a forward pass over j's sentences (H_S(w + Δe_j) − H_S(w), over H), or over the
   /// corpus where a round on j is a full pass (in log space while H overflows). w is left as it was.
   boost::LineMinimum line_search(std::size_t j, double smoothing) {
+    boost::ExpSum line;
+    if (exact_line(j, line))
+      return boost::smoothed_minimum([&](double d) { return line.phi(d); }, rh[j], smoothing);
+    const WeightGroups wg = b.dims().groups();
+    if (index.group(j) == wg.transitions() && emissions()) {
+      const boost::LineScores scores(b.dims(), wh);
+      boost::TransitionLine along(host, scores, *em, wg.slot(j, wg.transitions()), log_h);
+      const boost::LineMinimum m =
+          boost::smoothed_minimum([&](double d) { return along.phi(d); }, rh[j], smoothing);
+      obj.add_passes(1.0 + along.passes);
+      return m;
+    }
     SentenceSpan span;
     std::size_t span_tokens = 0;
     bool part = partial(j, span, span_tokens);
@@ -522,6 +455,41 @@ struct BoostRun {
     return m;
   }
 
+  /// The loss along a state weight j as a sum of exponentials (boost::state_line) from one pass
+  /// over j's sentences — over the corpus where they hold all but a sliver of H (as the trials'
+  /// H − H_S would be rounding). False where it does not apply: the trials then.
+  bool exact_line(std::size_t j, boost::ExpSum& line) {
+    const std::uint32_t a = index.group(j);
+    if (a >= b.dims().A || !emissions()) return false;
+    const boost::LineScores scores(b.dims(), wh);
+    bool all = false;
+    const SentenceSpan span = index.sentences(j, all);
+    const std::uint32_t l = b.dims().groups().slot(j, a);
+    std::size_t tokens = 0;
+    for (std::size_t i = 0; i < span.count; ++i) tokens += host.length(span[i]);
+    double share = double(tokens) / double(std::max<std::size_t>(host.num_tokens(), 1));
+    bool ok = boost::state_line(host, scores, *em, a, l, span, log_h, line);
+    if (ok && !(1 - line.total > 1e-8)) {
+      share += 1;
+      ok = boost::state_line(host, scores, *em, a, l, {nullptr, n}, log_h, line);
+      line.whole = true;
+    }
+    obj.add_passes(share);
+    return ok;
+  }
+
+  /// The corpus's emissions at wh (boost::Emissions), built at the first use; null where the
+  /// policy or the model rules the exact lines out (edge attributes; more than 2^25 scores).
+  const boost::Emissions* emissions() {
+    if (!policy.exact_line || b.dims().E > 0 || host.num_tokens() * b.dims().L > (std::size_t(1) << 25)) return nullptr;
+    if (!em) {
+      em = std::make_unique<boost::Emissions>(b.dims());
+      em->compute(host, wh, {nullptr, n});
+      obj.add_passes(1.0);
+    }
+    return em.get();
+  }
+
   /// The round's step w_j += d: re-evaluates only the sentences of j where it can (see the top).
   void step(std::size_t j, double d) {
     passes = 0;
@@ -533,6 +501,7 @@ struct BoostRun {
       const double before = b.evaluate(corpus, w, span, g.get(), -1.0, SequenceLoss::seq_exp);
       wh[j] += d;
       b.write(w, wh.data());
+      if (em) em->compute(host, wh, span);
       const double after = b.evaluate(corpus, w, span, g.get(), 1.0, SequenceLoss::seq_exp);
       passes += 2.0 * double(span_tokens) / double(std::max<std::size_t>(host.num_tokens(), 1));
       const double h_new = (h_old - before) + after;
@@ -548,6 +517,9 @@ struct BoostRun {
     } else {
       wh[j] += d;
       b.write(w, wh.data());
+      bool all = false;
+      const SentenceSpan moved = index.sentences(j, all);
+      if (em && !all) em->compute(host, wh, moved);  // a transition moves no state score
     }
     if (!done) full();
     obj.add_passes(passes);
@@ -598,6 +570,7 @@ struct BoostRun {
   VectorPtr r;
   VectorPtr g;  // ∇H, unscaled (meaningless after a log-space round: `overflowed`)
   std::vector<double> wh, rh;
+  std::unique_ptr<boost::Emissions> em;  // the gradient rule's exact lines (emissions())
   ImprovementTest improvement;
   Stopwatch clock;
   int k = 0;

@@ -78,6 +78,69 @@ inline constexpr double kStepTolerance = 1e-2;
 LineMinimum smoothed_minimum(const std::function<double(double)>& phi, double slope, double smoothing,
                              double tolerance = kStepTolerance);
 
+/// The exact loss along a state weight (boost_line.cpp): H_S(w + Δe_k)/H = Σ_e C_e·e^{eΔ} over
+/// the integer powers e in [low, low + coef.size()), the C_e ≥ 0 relative to H = e^{log_h}.
+/// `whole`: the sentences are all of H, and phi is log(Σ C_e e^{eΔ} / Σ C_e); otherwise phi is
+/// log(1 + Σ C_e (e^{eΔ} − 1)), the rest of H constant. phi(0) = 0 either way.
+struct ExpSum {
+  int low = 0;
+  std::vector<double> coef;
+  double total = 0;  // Σ C_e: H_S(w)/H
+  bool whole = false;
+  double phi(double delta) const;
+};
+
+/// The transition scores of w, shared by state_line's sentences.
+struct LineScores {
+  LineScores(const Dims& dims, const std::vector<double>& w);
+  WeightGroups wg;
+  std::size_t L;
+  bool edges;                                // edge attributes: state_line does not apply
+  std::vector<double> trans, exp_trans;      // [L][L] τ and exp(τ − tau_max)
+  double tau_max = 0;
+};
+
+/// The corpus's state scores at w in exp space, kept by the gradient rule between rounds: per token
+/// m_t = max_y s_t(y) and e_t(y) = exp(s_t(y) − m_t), per sentence the gold path's state score.
+/// compute() (re)does the sentences of `span` (all of them first, then those of each stepped state
+/// weight): a function of w alone, so a resumed run rebuilds the same bits.
+struct Emissions {
+  explicit Emissions(const Dims& dims) : wg(dims.groups()), L(dims.L) {}
+  void compute(const Corpus& c, const std::vector<double>& w, SentenceSpan span);
+  WeightGroups wg;
+  std::size_t L;
+  std::vector<double> e, m, gold;  // [N][L], [N], [S]
+};
+
+/// The ExpSum of state weight (attribute a, label l) over `span` at the weights w (their
+/// Emissions `em`), from one forward pass a sentence in the semiring of polynomials in e^Δ
+/// (boost_line.cpp). False where it does not apply: edge attributes, a value of a that is not a
+/// non-negative integer, more than 64 occurrences in a sentence, a score that is not finite.
+bool state_line(const Corpus& c, const LineScores& x, const Emissions& em, std::uint32_t a, std::uint32_t l,
+                SentenceSpan span, double log_h, ExpSum& out);
+
+/// The loss along the transition `slot` (y'·L + y) over the whole corpus: phi(Δ) = log(H(w +
+/// Δe_k)/H(w)), each call a forward pass over the corpus on the cached emissions (only the
+/// transition matrix changes along e_k; no state score is recomputed). NaN where a scale is not
+/// finite.
+class TransitionLine {
+ public:
+  TransitionLine(const Corpus& c, const LineScores& x, const Emissions& em, std::size_t slot, double log_h);
+  double phi(double delta);
+  int passes = 0;  // calls of phi
+
+ private:
+  double log_sum(double delta);  // log Σ_i 1/p_i(w + Δe_k) − log_h
+  const Corpus& c_;
+  const LineScores& x_;
+  const Emissions& em_;
+  std::size_t slot_;
+  double log_h_, log_s0_ = 0;
+  std::vector<double> base_;  // [S] the gold path's score at w
+  std::vector<int> count_;    // [S] its count of the transition
+  std::vector<double> alpha_, next_;
+};
+
 /// Per weight the sentences whose 1/p_i (and gradient contribution) depend on it — those where the
 /// weight's feature can fire: a state weight (attribute a, label l): the sentences where a occurs;
 /// an edge weight: those where its edge attribute occurs at some t ≥ 1; a transition: none listed
@@ -88,6 +151,8 @@ class SentenceIndex {
   SentenceIndex(const Corpus& corpus, const Dims& dims);
   /// The sentences of weight k; `full` = true for a transition (every sentence with ≥ 2 tokens).
   SentenceSpan sentences(std::size_t k, bool& full) const;
+  /// The group of weight k (WeightGroups: a state attribute below A).
+  std::uint32_t group(std::size_t k) const { return group_of_[k]; }
 
  private:
   std::vector<std::uint32_t> group_of_;  // [weights] the weight's group
@@ -102,6 +167,7 @@ struct RoundPolicy {
   bool incremental = true;       // re-evaluate only the sentences of the stepped feature
   double refresh_ratio = 1e6;    // full pass when the mass since the last one exceeds ratio·H
   int refresh_period = 1000;     // and at least every this many rounds
+  bool exact_line = true;        // gradient rule: a state weight's line from state_line, not trials
 };
 RoundPolicy& round_policy();
 

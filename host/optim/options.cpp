@@ -185,6 +185,9 @@ const std::vector<OptionSpec>& trainer_options() {
        "the feature with the largest |dH/dw_k| stepped to the minimum of H along it (smoothed)",
        [](const TrainOptions& o) { return std::string(name_of(o.boost_rule)); },
        [](TrainOptions& o, const std::string& t) { o.boost_rule = parse_boost_rule(t); }},
+      integer<&TrainOptions::dev_patience, 0>(
+          "dev-patience", "with crfx train --dev: stop when the dev figure has not improved for this many rounds "
+                          "and write the best round's model (the paper's held-out stopping; 0: no such test)"),
   };
   return table;
 }

@@ -3,8 +3,12 @@
 // Every worker runs the same loop on a batch of its own:
 //   read      (one worker at a time)   whole sentences from the inputs in order, up to
 //                                      batch_tokens, noting which input each run of sentences
-//                                      came from (a "piece")
-//   compile   (in parallel)            template expansion against the model's dictionaries
+//                                      came from (a "piece"); CoNLL inputs as their lines' text
+//                                      (ConllScanner: the lines are only told apart, token or not)
+//   compile   (in parallel)            those lines split into columns (parse_conll_lines, with
+//                                      the reader's errors; a worker's first batch one at a time,
+//                                      see work), then template expansion against the model's
+//                                      dictionaries
 //   decode    (one worker at a time)   Tagger::tag on the backend (which has its own threads)
 //   format    (in parallel)            the text of every sentence, and where each one ends
 //   write     (in batch order)         each piece's text to its input's output
@@ -32,6 +36,7 @@
 
 #include "crfx/errors.hpp"
 #include "crfx/internal/features.hpp"
+#include "io/text_chunks.hpp"
 
 namespace crfx {
 
@@ -130,6 +135,11 @@ struct Piece {
   std::size_t tokens = 0;          // theirs
   bool begins = false, ends = false;
   std::exception_ptr error;        // the input failed here (ends is set)
+  // CoNLL: the piece as text until the batch is parsed (parse): Batch::lines[lines], the input's
+  // column rule, and the reading's error after them (the parse may find one before it).
+  std::size_t lines = std::size_t(-1);  // (none: the input could not be opened)
+  ConllColumns rule;
+  std::exception_ptr read_error;
 };
 
 struct Batch {
@@ -141,13 +151,23 @@ struct Batch {
   Tagged tagged;
   std::string out;
   std::vector<std::size_t> ends;  // out's size after each sentence
+  std::vector<TextChunk> lines;   // CoNLL: the pieces' text (kept with their room: the next batch's is as large)
+  std::size_t lines_used = 0;
+  ConllSpares spares;
+  TextChunk& next_lines() {
+    if (lines_used == lines.size()) lines.emplace_back();
+    TextChunk& c = lines[lines_used++];
+    c.text.clear();
+    return c;
+  }
   void clear(InputFormat format, std::size_t feature_columns) {
     text.format = format;
     text.feature_columns = feature_columns;
-    text.conll.clear();
+    spares.keep(text.conll);  // (their storage for the next parse)
     text.crfsuite.clear();
     text.crfsuite_lines.clear();  // (its text keeps its room: the next batch's is as large)
     pieces.clear();
+    lines_used = 0;
     tokens = 0;
     bytes = 0;
   }
@@ -205,6 +225,17 @@ class Run {
         // read() and write() call `turn` once they hold their turn: the time before it is waiting.
         if (!read(b, [&] { lap(mine.wait); })) return;
         lap(mine.read);
+        if (b.spares.sentences.empty()) {
+          // A worker's first batch, one at a time: its parse allocates a vector a token, and on
+          // the one heap of apps/main.cpp (M_ARENA_MAX 1) such allocations on several threads
+          // wait for each other. The batches after it refill its storage (Batch::spares).
+          std::lock_guard<std::mutex> lock(parse_mutex_);
+          lap(mine.wait);
+          parse(b);
+        } else {
+          parse(b);
+        }
+        lap(mine.compile);
         b.out.clear();
         b.ends.clear();
         // Every sentence read is tagged and formatted, those of an input that failed after them
@@ -250,16 +281,16 @@ class Run {
   bool read(Batch& b, const std::function<void()>& turn) {
     std::lock_guard<std::mutex> lock(read_mutex_);
     turn();
-    if (stopped() || (next_input_ == inputs_.size() && !reader_)) return false;
+    if (stopped() || (next_input_ == inputs_.size() && !open())) return false;
     const FeatureSpace& fs = tagger_.features();
     b.clear(fs.format, fs.format == InputFormat::conll ? fs.feature_columns : 0);
     b.seq = next_seq_++;
     // n copies of every sentence: batches of about batch_tokens / n tokens keep memory as bounded.
     const std::size_t limit = std::max<std::size_t>(1, options_.batch_tokens / tagger_.options().nbest);
     const std::uint64_t byte_limit = std::max<std::uint64_t>(1, options_.batch_bytes / tagger_.options().nbest);
-    while (b.tokens < limit && b.bytes < byte_limit && (reader_ || next_input_ < inputs_.size())) {
+    while (b.tokens < limit && b.bytes < byte_limit && (open() || next_input_ < inputs_.size())) {
       Piece piece;
-      if (!reader_) {
+      if (!open()) {
         piece.input = next_input_++;
         piece.begins = true;
       } else {
@@ -268,19 +299,15 @@ class Run {
       piece.first = piece.end = b.text.num_sentences();
       if (b.pieces.empty()) b.text.path = inputs_[piece.input].path;
       try {
-        if (!reader_) {
-          reader_ = std::make_unique<TextReader>(fs, inputs_[piece.input].path);
-          reader_->keep_lines();  // CRFsuite lines as their text: a batch holds a few bytes a token more
-        }
-        const std::uint64_t bytes_before = reader_->bytes_read();
-        const std::size_t got = reader_->append(b.text, limit - b.tokens, byte_limit - std::min(byte_limit, b.bytes));
+        const std::size_t got = fs.format == InputFormat::conll ? scan(b, piece, limit, byte_limit)
+                                                                : append(b, piece, limit, byte_limit);
         b.tokens += got;
-        b.bytes += reader_->bytes_read() - bytes_before;
         piece.tokens = got;
         piece.end = b.text.num_sentences();
-        if (reader_->exhausted()) {
+        if (piece.read_error || (reader_ ? reader_->exhausted() : scanner_->exhausted())) {
           piece.ends = true;
           finish_input(piece.input);
+          if (piece.read_error && !options_.keep_going) next_input_ = inputs_.size();
         }
       } catch (const InputError&) {  // (sentences read before the error count in b.tokens only)
         piece.end = b.text.num_sentences();
@@ -291,12 +318,67 @@ class Run {
       }
       b.pieces.push_back(std::move(piece));
     }
-    bytes_read_ = bytes_done_ + (reader_ ? reader_->bytes_read() : 0);
+    bytes_read_ = bytes_done_ + (reader_ ? reader_->bytes_read() : scanner_ ? scanner_->bytes_read() : 0);
     return true;
+  }
+
+  bool open() const { return reader_ || scanner_; }
+
+  /// CRFsuite: whole sentences of piece.input, parsed, into b.text; returns their tokens.
+  std::size_t append(Batch& b, Piece& piece, std::size_t limit, std::uint64_t byte_limit) {
+    if (!reader_) {
+      reader_ = std::make_unique<TextReader>(tagger_.features(), inputs_[piece.input].path);
+      reader_->keep_lines();  // CRFsuite lines as their text: a batch holds a few bytes a token more
+    }
+    const std::uint64_t bytes_before = reader_->bytes_read();
+    const std::size_t got = reader_->append(b.text, limit - b.tokens, byte_limit - std::min(byte_limit, b.bytes));
+    b.bytes += reader_->bytes_read() - bytes_before;
+    return got;
+  }
+
+  /// CoNLL: whole sentences' lines of piece.input into b.lines (parse splits them on the worker);
+  /// returns their tokens. A read error after some lines is the piece's read_error.
+  std::size_t scan(Batch& b, Piece& piece, std::size_t limit, std::uint64_t byte_limit) {
+    const FeatureSpace& fs = tagger_.features();
+    if (!scanner_)
+      scanner_ = std::make_unique<ConllScanner>(inputs_[piece.input].path, fs.feature_columns, fs.feature_columns > 0);
+    TextChunk& lines = b.next_lines();
+    piece.lines = b.lines_used - 1;
+    const std::uint64_t bytes_before = scanner_->bytes_read();
+    std::size_t got = 0;
+    try {
+      got = scanner_->append(lines, limit - b.tokens, byte_limit - std::min(byte_limit, b.bytes));
+    } catch (const InputError&) {
+      piece.read_error = std::current_exception();
+    }
+    piece.rule = scanner_->columns();
+    b.bytes += scanner_->bytes_read() - bytes_before;
+    return got;
+  }
+
+  /// The CoNLL pieces' lines into b.text's sentences (on the worker, before compile): their
+  /// sentences and tokens; the first error of a piece's lines ends its input there, as reading
+  /// them whole would have (its input's pieces after it are not written: write).
+  void parse(Batch& b) {
+    if (b.text.format != InputFormat::conll) return;
+    for (Piece& p : b.pieces) {
+      p.first = p.end = b.text.conll.size();
+      if (p.lines >= b.lines_used) continue;  // (the input could not be opened: p.error)
+      try {
+        p.tokens = parse_conll_lines(b.lines[p.lines], inputs_[p.input].path, p.rule, !p.read_error, b.text.conll,
+                                     b.spares);
+        if (p.read_error) p.error = p.read_error;
+      } catch (const InputError&) {
+        p.error = std::current_exception();
+        p.ends = true;
+      }
+      p.end = b.text.conll.size();
+    }
   }
 
   void finish_input(std::size_t input) {
     reader_.reset();
+    scanner_.reset();
     bytes_done_ += inputs_[input].bytes;
   }
 
@@ -308,6 +390,7 @@ class Run {
     turn();
     if (fatal_ || input_error_) return false;  // (an input's error: the batches after it are not written)
     for (const Piece& p : b.pieces) {
+      if (p.input == failed_) continue;  // read on before parse found its error: dropped
       if (p.begins) {
         sink_.begin(p.input);
         input_sentences_ = input_tokens_ = 0;
@@ -321,6 +404,7 @@ class Run {
       input_sentences_ += p.end - p.first;
       stats_.sentences += p.end - p.first;
       if (p.error) {
+        failed_ = p.input;
         stats_.sentences -= input_sentences_;  // a failed input's output is not written: not counted
         stats_.tokens -= input_tokens_;
         sink_.fail(p.input);
@@ -355,17 +439,20 @@ class Run {
   double start_ = 0;
 
   std::mutex read_mutex_;  // the reader's state
-  std::unique_ptr<TextReader> reader_;  // the input being read, or null between inputs
+  std::unique_ptr<TextReader> reader_;  // the input being read (CRFsuite), or null between inputs
+  std::unique_ptr<ConllScanner> scanner_;  // the same for CoNLL
   std::size_t next_input_ = 0, next_seq_ = 0;
   std::uint64_t bytes_done_ = 0;
   std::atomic<std::uint64_t> bytes_read_{0};  // bytes_done_ and the open input's, after a batch
 
+  std::mutex parse_mutex_;   // parse (see work)
   std::mutex decode_mutex_;  // the tagger and its backend
 
   std::mutex write_mutex_;  // the sink, stats_, the errors
   std::condition_variable written_;
   std::size_t next_write_ = 0;
   std::size_t input_sentences_ = 0, input_tokens_ = 0;  // written of the input being written
+  std::size_t failed_ = std::size_t(-1);                 // the last input that failed
   TagRunStats stats_;
   std::exception_ptr fatal_, input_error_;
   std::size_t fatal_seq_ = 0;

@@ -54,4 +54,12 @@ inline EpochCounts count_epochs(const char* algo, std::size_t n, std::size_t bat
   return out;
 }
 
+/// Epoch e of the two runs asked the same of the host: copies each way and synchronisations
+/// (what must not grow with the number of steps).
+inline void expect_same_host_counts(const EpochCounts& small, const EpochCounts& large, int e) {
+  EXPECT_EQ(small.epoch[e].to_device, large.epoch[e].to_device) << "host → device copies, epoch " << e + 1;
+  EXPECT_EQ(small.epoch[e].to_host, large.epoch[e].to_host) << "device → host copies, epoch " << e + 1;
+  EXPECT_EQ(small.epoch[e].syncs, large.epoch[e].syncs) << "host synchronisations, epoch " << e + 1;
+}
+
 }  // namespace crfx::test

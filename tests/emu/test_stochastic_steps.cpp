@@ -34,9 +34,7 @@ TEST(StochasticShape, PerceptronCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
       const EpochCounts large = count_epochs("ap", 10 * n, batch, 0.0, E);
       for (int e = 0; e < 2; ++e) {
         SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
-        EXPECT_EQ(small.epoch[e].to_device, large.epoch[e].to_device) << "host → device copies";
-        EXPECT_EQ(small.epoch[e].to_host, large.epoch[e].to_host) << "device → host copies";
-        EXPECT_EQ(small.epoch[e].syncs, large.epoch[e].syncs) << "host synchronisations";
+        expect_same_host_counts(small, large, e);
         EXPECT_LE(large.epoch[e].syncs, 4u) << "host synchronisations of an epoch of " << large.steps << " steps";
         // The first epoch makes and copies the sentences' plans (a dozen copies, once per corpus).
         EXPECT_LE(large.epoch[e].to_device, e == 0 ? 16u : 4u);

@@ -114,9 +114,9 @@ struct TagFailure {
 };
 
 /// Where a run's time went: each stage's seconds added up over the workers that ran it (read and
-/// decode are one at a time, compile and format in parallel, write in batch order), and the
-/// seconds workers waited for their turn to read, decode or write. With several workers the
-/// stages overlap, so they add up to more than the run's wall time.
+/// decode are one at a time, compile and format in parallel, write in batch order; CoNLL text is
+/// read as lines and split into columns in compile), and the seconds workers waited for their
+/// turn. With several workers the stages overlap, so they add up to more than the run's wall time.
 struct TagStageSeconds {
   double read = 0, compile = 0, decode = 0, format = 0, write = 0, wait = 0;
 };

@@ -146,6 +146,10 @@ struct TrainOptions {
 
   // ---- sequence boosting (max_iterations, period and delta as above) ---------------------------
   BoostRule boost_rule = BoostRule::bound;  // the feature's choice and step each round
+  // The held-out stopping rule (seed 002 §5.2, "cross-validation on a heldout corpus"): with
+  // `crfx train --dev`, stop once the dev figure has not improved for this many rounds and write
+  // the best round's model (apps/cmd_train.cpp; 0: no such test, the last round's model).
+  int dev_patience = 2000;
 };
 
 /// What a trainer reports after every iteration (or epoch).

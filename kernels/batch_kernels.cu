@@ -1,0 +1,169 @@
+// crfx — sgd-l1's and adf's batch gradient on the device (declared in batch_kernels.cuh): S(batch)
+// from the sentences' plans made once, and the gradient's sums in sag_gradient's order, with
+// explicit round-to-nearest arithmetic (bitwise the span plan's sums, backend_plans.cu).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "batch_kernels.cuh"
+#include "common.cuh"
+#include "crfx/errors.hpp"
+#include "launch.cuh"
+
+namespace crfx::cuda::detail {
+namespace {
+
+/// The first position in the ascending list [first, last) not below x.
+__device__ const std::uint32_t* lower(const std::uint32_t* first, const std::uint32_t* last, std::uint32_t x) {
+  std::size_t len = std::size_t(last - first);
+  while (len > 0) {
+    const std::size_t half = len / 2;
+    if (first[half] < x) {
+      first += half + 1;
+      len -= half + 1;
+    } else {
+      len = half;
+    }
+  }
+  return first;
+}
+
+/// Sentence i's group list (the plans made once).
+struct GroupList {
+  const std::uint32_t* begin;
+  const std::uint32_t* end;
+};
+__device__ GroupList list_of(const BatchIds& ids, std::size_t i, const std::uint32_t* groups,
+                              const std::size_t* gbase) {
+  return {groups + gbase[ids.sid[i]], groups + gbase[ids.sid[i] + 1]};
+}
+
+/// flag[entry] = 1 where no earlier sentence of the batch lists the entry's group (block per sentence).
+__global__ void __launch_bounds__(256) union_flag_kernel(BatchIds ids, std::size_t n, const std::uint32_t* groups,
+                                                         const std::size_t* gbase, std::uint32_t* flag) {
+  for (std::size_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const GroupList li = list_of(ids, i, groups, gbase);
+    for (std::size_t q = threadIdx.x; q < std::size_t(li.end - li.begin); q += blockDim.x) {
+      const std::uint32_t x = li.begin[q];
+      std::uint32_t first = 1;
+      for (std::size_t j = 0; j < i && first; ++j) {
+        const GroupList lj = list_of(ids, j, groups, gbase);
+        const std::uint32_t* p = lower(lj.begin, lj.end, x);
+        if (p != lj.end && *p == x) first = 0;
+      }
+      flag[ids.off[i] + q] = first;
+    }
+  }
+}
+
+/// Per sentence (a thread each): the flagged entries before each of its entries and their
+/// groups' sizes (exclusive prefix sums, ng_i + 1 of each, from off[i] + i).
+__global__ void union_prefix_kernel(WeightGroups gl, BatchIds ids, std::size_t n, const std::uint32_t* groups,
+                                    const std::size_t* gbase, const std::uint32_t* flag, std::size_t* count,
+                                    std::size_t* size) {
+  const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const GroupList li = list_of(ids, i, groups, gbase);
+  const std::size_t ng = std::size_t(li.end - li.begin), at = ids.off[i] + i;
+  std::size_t c = 0, z = 0;
+  for (std::size_t q = 0; q < ng; ++q) {
+    count[at + q] = c;
+    size[at + q] = z;
+    if (flag[ids.off[i] + q]) {
+      ++c;
+      z += gl.size(li.begin[q]);
+    }
+  }
+  count[at + ng] = c;
+  size[at + ng] = z;
+}
+
+/// Each flagged entry's group at its rank in the union, with its offset (block per sentence);
+/// gofs[ng] = compact.
+__global__ void __launch_bounds__(256) union_place_kernel(BatchIds ids, std::size_t n, const std::uint32_t* groups,
+                                                          const std::size_t* gbase, const std::uint32_t* flag,
+                                                          const std::size_t* count, const std::size_t* size,
+                                                          std::size_t ng, std::size_t compact, std::uint32_t* out,
+                                                          std::size_t* gofs) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) gofs[ng] = compact;
+  for (std::size_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const GroupList li = list_of(ids, i, groups, gbase);
+    for (std::size_t q = threadIdx.x; q < std::size_t(li.end - li.begin); q += blockDim.x) {
+      if (!flag[ids.off[i] + q]) continue;
+      const std::uint32_t x = li.begin[q];
+      std::size_t rank = 0, ofs = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        const GroupList lj = list_of(ids, j, groups, gbase);
+        const std::size_t p = ids.off[j] + j + std::size_t(lower(lj.begin, lj.end, x) - lj.begin);
+        rank += count[p];
+        ofs += size[p];
+      }
+      out[rank] = x;
+      gofs[rank] = ofs;
+    }
+  }
+}
+
+/// sag_gradient_kernel's sums (span_group_sum, sag_kernels.cuh) for one sentence of a batch, going on from
+/// dense[weight] and left there unscaled (block per group, threads over its weights).
+__global__ void __launch_bounds__(256) batch_gradient_kernel(WeightGroups gl, SagSpanView v, std::size_t count,
+                                                             const double* node, const double* pair,
+                                                             const double* edge, double* dense) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = v.groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid), width = gid < gl.A ? gl.L : gl.L * gl.L;
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
+      const std::size_t j = gl.slot(b + c, gid);
+      dense[b + c] = span_group_sum(gl, v, q, gid, j, width, node, pair, edge, dense[b + c]);
+    }
+  }
+}
+
+__global__ void batch_gather_kernel(std::size_t n, const std::size_t* index, double scale, double* dense,
+                                    double* value) {
+  for (std::size_t p = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; p < n;
+       p += std::size_t(gridDim.x) * blockDim.x) {
+    value[p] = __dmul_rn(scale, dense[index[p]]);
+    dense[index[p]] = 0;
+  }
+}
+
+int group_threads(std::size_t L) { return int(std::min<std::size_t>(256, (L + 31) / 32 * 32)); }
+
+}  // namespace
+
+void launch_batch_union(const WeightGroups& gl, const BatchIds& ids, std::size_t n,
+                        const std::uint32_t* sentence_groups, const std::size_t* gbase, std::size_t compact,
+                        BatchUnion& u, cudaStream_t s) {
+  if (n == 0 || n > kChunkIds) throw Error("internal: a batch union of " + std::to_string(n) + " sentences");
+  const std::size_t entries = ids.off[n], ng = u.h_groups.size();
+  reserve_device(u.flag, std::max<std::size_t>(entries, 1));
+  reserve_device(u.count, entries + n);
+  reserve_device(u.size, entries + n);
+  reserve_device(u.groups, std::max<std::size_t>(ng, 1));
+  reserve_device(u.gofs, ng + 1);
+  const unsigned blocks = grid_for(n, 1, 1u << 20);
+  CRFX_LAUNCH(union_flag_kernel, blocks, 128, 0, s, ids, n, sentence_groups, gbase, u.flag.get());
+  CRFX_LAUNCH(union_prefix_kernel, grid_for(n, 64), 64, 0, s, gl, ids, n, sentence_groups, gbase, u.flag.get(),
+              u.count.get(), u.size.get());
+  CRFX_LAUNCH(union_place_kernel, blocks, 128, 0, s, ids, n, sentence_groups, gbase, u.flag.get(), u.count.get(),
+              u.size.get(), ng, compact, u.groups.get(), u.gofs.get());
+}
+
+void launch_batch_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* node,
+                           const double* pair, const double* edge, double* dense, cudaStream_t s) {
+  if (count == 0) return;
+  CRFX_LAUNCH(batch_gradient_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, v, count, node,
+              pair, edge, dense);
+}
+
+void launch_batch_gather(std::size_t n, const std::size_t* index, double scale, double* dense, double* value,
+                         cudaStream_t s) {
+  if (n == 0) return;
+  CRFX_LAUNCH(batch_gather_kernel, grid_for(n, 256), 256, 0, s, n, index, scale, dense, value);
+}
+
+}  // namespace crfx::cuda::detail

@@ -1,0 +1,58 @@
+// crfx — sgd-l1's and adf's batch gradient on the device (kernels/batch_kernels.cu; issue 37):
+// S(batch), the sorted union of the batch's sentences' group lists, built from the plans made
+// once (SentencePlans) with the sentence ids in the launch parameters, and the batch's gradient
+// summed sentence by sentence into a dense scratch in plan_span's order (sentence, token, item),
+// then gathered over S(batch) — so that a step copies nothing up and waits for nothing
+// (CudaBackend::batch_support / batch_gradient, backend_sparse_batch.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "crfx/internal/corpus.hpp"  // WeightGroups
+#include "device_buffer.cuh"
+#include "perceptron_kernels.cuh"  // kChunkIds
+#include "sag_kernels.cuh"         // SagSpanView
+
+namespace crfx::cuda::detail {
+
+/// A batch of at most kChunkIds sentences as the union kernels take it, by value (2 KiB): the
+/// sentence ids and the offsets of their group lists in the concatenation of those lists.
+struct BatchIds {
+  std::uint32_t sid[kChunkIds];
+  std::uint32_t off[kChunkIds + 1];
+};
+
+/// S(batch)'s scratch: the host's plan of it (its group count and compact size, without a
+/// look at the device), and on the device its groups and offsets (as a SpanPlan's) and the union
+/// kernels' per-entry flags and prefix counts; grow-only.
+struct BatchUnion {
+  std::vector<std::uint32_t> h_groups;       // the host's plan: S(batch)'s groups, ascending
+  std::vector<std::uint32_t> h_span;         // the sentence ids h_groups was planned for
+  std::uint64_t corpus = 0;                  // and their corpus's serial (0: none)
+  std::size_t compact = 0, end = 0;          // S(batch)'s weights; one past its last weight
+  DeviceBuffer<std::uint32_t> groups, flag;  // [ng], [entries]
+  DeviceBuffer<std::size_t> gofs, count, size;  // [ng + 1], [entries + sentences] (twice)
+};
+
+/// u.groups[0, ng) ← the sorted union of the n lists sentence_groups[gbase[sid[i]], gbase[sid[i]
+/// + 1]) (each ascending), u.gofs ← its groups' offsets (u.gofs[ng] = compact): a group's rank is
+/// the number of distinct smaller groups, each counted in the first list that holds it.
+void launch_batch_union(const WeightGroups& gl, const BatchIds& ids, std::size_t n,
+                        const std::uint32_t* sentence_groups, const std::size_t* gbase, std::size_t compact,
+                        BatchUnion& u, cudaStream_t s);
+
+/// dense[weight] += the gradient of one sentence of a batch over its plan made once (v, count
+/// groups; its rows the sentence's: node, pair and edge point at them): sag_gradient's sums, the
+/// accumulator starting from dense[weight] and left there, unscaled.
+void launch_batch_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* node,
+                           const double* pair, const double* edge, double* dense, cudaStream_t s);
+
+/// value[p] = scale · dense[index[p]], and dense[index[p]] = 0 (all zero again), p < n.
+void launch_batch_gather(std::size_t n, const std::size_t* index, double scale, double* dense, double* value,
+                         cudaStream_t s);
+
+}  // namespace crfx::cuda::detail

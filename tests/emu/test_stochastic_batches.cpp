@@ -1,0 +1,51 @@
+// crfx — sgd-l1's and adf's batches on the emulated device (issue 37; the counts as in
+// test_stochastic_shape.cpp, stochastic_counts.hpp): at batch size 8, an epoch of 40 steps copies
+// to the device and waits as one of 4 — S(batch) built on the device from the sentences' plans
+// made once, the chunk plan written from launch parameters, the loss left there — where each step
+// planned its span on the host, copied it and waited about three times. That step is bitwise the
+// span plan's: tests/gpu/test_cuda_sparse_batch.cpp.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "../gpu/gpu_check.hpp"
+#include "stochastic_counts.hpp"
+
+namespace crfx::test {
+namespace {
+
+// sgd-l1 (c1 = 0.1; with L2, so support() first, and without) and adf at batch size 8, with and
+// without edge features: 4 and 40 steps an epoch copy up and wait as often, a few times.
+TEST(StochasticShape, SparseBatchCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
+  REQUIRE_GPU();
+  const std::size_t batch = 8;
+  for (const char* algo : {"sgd-l1", "adf", "sgd-l1 c2=0"})
+    for (std::uint32_t E : {0u, 3u}) {
+      const std::string name = algo;
+      SCOPED_TRACE(::testing::Message() << name << " E=" << E);
+      const bool plain = name == "sgd-l1 c2=0";
+      const auto tweak = [&](TrainOptions& o) {
+        if (plain) o.c2 = 0;
+      };
+      const char* trainer = plain ? "sgd-l1" : algo;
+      const EpochCounts small = count_epochs(trainer, 4 * batch, batch, 0.1, E, Sampling::mixed, tweak);
+      const EpochCounts large = count_epochs(trainer, 40 * batch, batch, 0.1, E, Sampling::mixed, tweak);
+      for (int e = 0; e < 2; ++e) {
+        SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
+        expect_same_host_counts(small, large, e);
+        EXPECT_LE(large.epoch[e].syncs, 6u) << "host synchronisations of an epoch of " << large.steps << " steps";
+        // The first epoch makes and copies the sentences' plans (a dozen copies, once per corpus).
+        EXPECT_LE(large.epoch[e].to_device, e == 0 ? 16u : 4u);
+        EXPECT_LE(large.epoch[e].launches, (2 * batch + 20) * large.steps) << "launches per step bounded";
+      }
+      const std::string key = (plain ? std::string("sgd-l1_c2_0") : name) + "_B8_E" + std::to_string(E);
+      RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
+      RecordProperty(key + "_copies_per_epoch", std::to_string(large.epoch[1].to_device));
+      RecordProperty(key + "_launches_per_step",
+                     std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+    }
+}
+
+}  // namespace
+}  // namespace crfx::test

@@ -1,0 +1,67 @@
+// Boosting's held-out stopping rule (`crfx train -a boost --dev D --dev-patience K`; seed 002 §5.2,
+// apps/cmd_train.cpp): the run stops K rounds after the best dev figure and writes that round's
+// model — the written model tagged and scored gives the log's best figure; with K = 0 it runs all
+// its rounds and writes the last one.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace crfx {
+namespace {
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+/// The dev_f1 column of a --log file.
+std::vector<double> dev_column(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_NE(line.find(",dev_f1"), std::string::npos) << line;
+  std::vector<double> dev;
+  while (std::getline(in, line)) dev.push_back(std::stod(line.substr(line.rfind(',') + 1)));
+  return dev;
+}
+
+/// The F1 of `model` on the dev data, by crfx tag and crfx eval.
+double tagged_f1(const std::string& model, const std::string& dev, const std::string& tagged) {
+  std::string out;
+  EXPECT_EQ(test::run(test::crfx_binary() + " tag " + q(dev) + " -m " + q(model) + " -o " + q(tagged), &out), 0) << out;
+  EXPECT_EQ(test::run(test::crfx_binary() + " eval " + q(tagged), &out), 0) << out;
+  const std::size_t at = out.find("FB1:");
+  return at == std::string::npos ? -1 : std::stod(out.substr(at + 4));
+}
+
+TEST(BoostDev, StopsAfterThePatienceAndWritesTheBestRound) {
+  const std::string dir = test::temp_path("boost-dev");
+  const std::string model = dir + ".model", log = dir + ".csv", tagged = dir + ".tagged";
+  const std::string dev = test::data_path("conll2000.test100.txt");
+  const std::string train = test::crfx_binary() + " train " + q(test::data_path("conll2000.train300.txt")) + " -t " +
+                            q(test::data_path("chunking.template")) + " -a boost --threads 1 --dev " + q(dev) +
+                            " -m " + q(model) + " --log " + q(log);
+  std::string out;
+  ASSERT_EQ(test::run(train + " --max-iterations 1000 --dev-patience 8", &out), 0) << out;
+  const std::vector<double> f1 = dev_column(log);
+  ASSERT_FALSE(f1.empty());
+  const std::size_t best = std::size_t(std::max_element(f1.begin(), f1.end()) - f1.begin());  // the first best
+  ASSERT_LT(f1.size(), 1000u) << "the patience never ran out";
+  EXPECT_EQ(f1.size(), best + 1 + 8) << out;  // 8 rounds after the best, none better
+  for (std::size_t k = best + 1; k < f1.size(); ++k) EXPECT_LE(f1[k], f1[best]) << "round " << k + 1;
+  EXPECT_NE(out.find("for 8 iterations (--dev-patience)"), std::string::npos) << out;
+  EXPECT_NE(out.find("the model of iteration " + std::to_string(best + 1)), std::string::npos) << out;
+  EXPECT_NEAR(tagged_f1(model, dev, tagged), f1[best], 0.006);
+  // No patience: every round, the last one's model.
+  ASSERT_EQ(test::run(train + " --max-iterations " + std::to_string(f1.size() + 5) + " --dev-patience 0", &out), 0)
+      << out;
+  const std::vector<double> all = dev_column(log);
+  ASSERT_EQ(all.size(), f1.size() + 5);
+  for (std::size_t k = 0; k < f1.size(); ++k) EXPECT_EQ(all[k], f1[k]) << "round " << k + 1;
+  EXPECT_NEAR(tagged_f1(model, dev, tagged), all.back(), 0.006);
+}
+
+}  // namespace
+}  // namespace crfx
