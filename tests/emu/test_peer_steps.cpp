@@ -6,7 +6,8 @@
 //     an epoch of 300 steps copies and waits as one of 30, where each step waited four times;
 //   - that step is bitwise the primitives' (viterbi → feature_difference → map_reduce →
 //     sparse_penalty → the host's τ → sparse_axpy, arow's map), its loss sum too;
-//   - the trainer's epoch loss (read back once, at the epoch's end) is the one it stops on.
+//   - the trainer's epoch loss (read back once, at the epoch's end) is the one it stops on, and a
+//     checkpoint inside the epoch saves the sum so far (read back there).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "../gpu/gpu_check.hpp"
+#include "checkpoint_check.hpp"
 #include "rules/peer_update.hpp"
 #include "rules/rule_set.hpp"
 #include "stochastic_counts.hpp"
@@ -214,6 +216,33 @@ TEST(StochasticShape, PeerTrainersStopOnTheDevicesEpochLoss) {
     }
     EXPECT_GT(loss[0], 0.0);
     EXPECT_NEAR(loss[1], loss[0], 1e-5 * loss[0]) << "the device's epoch loss";
+  }
+}
+
+// Stopped inside epoch 1 and resumed there, the trainer stops after it on the uninterrupted run's
+// loss (its stop reason prints it): the checkpoint took the device's sum so far, and the resumed
+// run's steps add to it there.
+TEST(StochasticShape, PeerTrainersResumeTheDevicesLossInsideAnEpoch) {
+  REQUIRE_GPU();
+  const RandomProblem p = with_layout(random_problem(4, 24, 2, 17, 8, 43), Layout::observed);
+  const auto make = [](const Dims& d) { return gpu_backend(d); };
+  for (const char* algo : {"pa", "arow"}) {
+    SCOPED_TRACE(algo);
+    const TrainerInfo& info = find_trainer(algo);
+    TrainOptions o = resume_options(algo);
+    o.epochs = 2;
+    o.epsilon = 1e9;  // stops after epoch 1, its mean loss in the reason
+    const std::string path = temp_path(std::string("peer-within-") + algo + ".ckpt");
+    const StoppedRun full = train_stopped(make, p, info, o, 0, path, false);
+    EXPECT_NE(full.stop_reason.find("mean loss of epoch 1"), std::string::npos) << full.stop_reason;
+    for (std::size_t k : {1u, 9u, 16u}) {
+      SCOPED_TRACE(::testing::Message() << "stopped after sentence " << k);
+      const StoppedRun first = train_stopped(make, p, info, o, k, path, false);
+      ASSERT_EQ(first.within.size(), 1u);
+      const StoppedRun rest = train_stopped(make, p, info, o, 0, path, true);
+      EXPECT_EQ(rest.stop_reason, full.stop_reason);
+      EXPECT_TRUE(bitwise_equal(rest.w, full.w));
+    }
   }
 }
 
