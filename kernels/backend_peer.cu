@@ -1,4 +1,4 @@
-// crfx — CudaBackend (cuda_backend.cuh): pa's and arow's step left on the device (issue 37).
+// crfx — CudaBackend (cuda_backend.cuh): pa's, arow's and mira's step left on the device (issue 37).
 // The decode and Δ are ap's (decode_on_device, backend_perceptron.cu); then w·Δ and ‖Δ‖² (arow:
 // Σ Δ_j²·Σ_jj) by the very reductions apply_rule and sparse_penalty run (the same kernels,
 // reduce_on_device: the same sums), left on the device, where one thread takes ℓ and τ (α) by
@@ -6,6 +6,8 @@
 // adds ℓ to the epoch's sum; the updates read them there. Nothing is read back per step: the
 // loss sum once, when the trainer asks (an epoch's end, a checkpoint). Bitwise the primitives'
 // path: map_reduce → sparse_penalty → the host's τ → sparse_axpy (arow: map of ArowUpdateRule).
+// mira's bounds B_i and shrinking counts live on the device between the host's looks (set_mira_state,
+// mira_state), its K in the loss slot; the host still picks the sentences a shrunk epoch skips.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -24,13 +26,33 @@ namespace {
 constexpr std::size_t kDot = 0, kSecond = kRedBlocks + 1, kScalars = 2 * (kRedBlocks + 1);
 constexpr std::size_t kTau = 0, kUTau = 1, kGate = 2, kLoss = 3, kPeerSize = kScalars + 4;
 
-/// PeerStep's numbers (no vector) and u's scale, as launch parameters.
+/// PeerStep's numbers (no vector) and u's scale, as launch parameters; mira's sentence and state.
 struct PeerParams {
   bool arow;
   int pa_type;
   double c, gamma, u_scale;
   bool error_sensitive;
+  bool mira;
+  float mira_c;
+  std::uint32_t sid;
+  float* bounds;          // [sentences] mira's B_i
+  std::uint32_t* shrink;  // [sentences] mira's epochs decoded right running
 };
+
+/// mira's step scalars (its update() and decoded()): the shrinking count, μ by mira_step with
+/// B_i and K (the loss slot) on the device, the gate μ > 1e-10.
+__device__ void mira_scalars(const PeerParams& p, std::uint32_t d, const double* s, double* out) {
+  if (d == 0) {
+    ++p.shrink[p.sid];
+    out[kGate] = 0.0;
+    return;
+  }
+  p.shrink[p.sid] = 0;
+  const double dot = s[kDot + kRedBlocks], second = s[kSecond + kRedBlocks];
+  const double mu = mira_step(double(d), -dot, second, p.mira_c, p.bounds[p.sid], out[kLoss]);
+  out[kTau] = mu;
+  out[kGate] = mu > 1e-10 ? 1.0 : 0.0;
+}
 
 /// The step's scalars from the decode's mistakes and the two sums, as the host's update() takes
 /// them: nothing (gate 0) without a mistake; else ℓ added to the loss sum, τ (α), u's (t − 1)·τ
@@ -38,6 +60,10 @@ struct PeerParams {
 __global__ void peer_scalars_kernel(PeerParams p, const std::uint32_t* wrong, double* s) {
   double* out = s + kScalars;
   const std::uint32_t d = *wrong;
+  if (p.mira) {
+    mira_scalars(p, d, s, out);
+    return;
+  }
   if (d == 0) {
     out[kGate] = 0.0;
     return;
@@ -110,10 +136,29 @@ double CudaBackend::peer_loss() {
   return r;
 }
 
+void CudaBackend::set_mira_state(const float* bounds, const std::uint32_t* shrink, std::size_t n) {
+  mira_bounds_.resize(n);
+  mira_shrink_.resize(n);
+  if (n == 0) return;
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(mira_bounds_.get(), bounds, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  CRFX_CUDA_CHECK(
+      cudaMemcpyAsync(mira_shrink_.get(), shrink, n * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream_));
+  sync();  // the caller's arrays are free again (they change between the epochs)
+}
+
+void CudaBackend::mira_state(float* bounds, std::uint32_t* shrink, std::size_t n) {
+  if (n == 0 || mira_bounds_.size() != n) return;
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(bounds, mira_bounds_.get(), n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CRFX_CUDA_CHECK(
+      cudaMemcpyAsync(shrink, mira_shrink_.get(), n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream_));
+  sync();
+}
+
 bool CudaBackend::peer_step(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
                             double u_scale, SparseVector& delta) {
   const CudaCorpus& c = C(bc);
   if (span.count != 1 || (step.arow && (!step.variance || step.variance->size() != w.size()))) return false;
+  if (step.mira && span[0] >= mira_bounds_.size()) return false;  // (set_mira_state first)
   CudaSparse& x = X(delta);
   if (!decode_on_device(c, span, w, u, x)) return false;
   if (peer_.size() == 0) set_peer_loss(0.0);
@@ -128,7 +173,8 @@ bool CudaBackend::peer_step(const BackendCorpus& bc, SentenceSpan span, const Pe
   } else {
     reduce_on_device(x.n, PenaltyTerm{x.value.get(), 0.0, 1.0}, SumOp{}, 0.0, s + kSecond, stream_);
   }
-  const PeerParams p{step.arow, step.pa_type, step.c, step.gamma, u_scale, step.error_sensitive};
+  const PeerParams p{step.arow, step.pa_type, step.c,    step.gamma,         u_scale,           step.error_sensitive,
+                     step.mira, step.mira_c,  span[0], mira_bounds_.get(), mira_shrink_.get()};
   CRFX_LAUNCH(peer_scalars_kernel, 1, 1, 0, stream_, p, mistakes_.get(), s);
   const double* out = s + kScalars;
   if (step.arow) {

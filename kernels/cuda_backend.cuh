@@ -294,11 +294,13 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// nothing read back (backend_perceptron.cu; a batch: perceptron_batch, Δ in pc_dense_).
   bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
                        SparseVector& delta) override;
-  /// pa's and arow's step on one sentence of a resident corpus (backend_peer.cu), ℓ summed in peer_.
+  /// pa's, arow's and mira's step on one sentence of a resident corpus (backend_peer.cu), ℓ summed in peer_.
   bool peer_step(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
                  double u_scale, SparseVector& delta) override;
   void set_peer_loss(double value) override;
   double peer_loss() override;
+  void set_mira_state(const float* bounds, const std::uint32_t* shrink, std::size_t n) override;
+  void mira_state(float* bounds, std::uint32_t* shrink, std::size_t n) override;
 
  private:
   /// For a pointwise `loss` (point-log, point-exp): sets fp (of the chunk run_chunk_front just
@@ -606,6 +608,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<double> pc_dense_;         // [weights] perceptron_batch's Δ, batch_gradient's sums; zero between steps
   BatchUnion batch_union_;                // batch_support's S(batch)
   DeviceBuffer<double> peer_;  // peer_step: two reductions' partials and sums, τ, u's τ, the gate, Σℓ
+  DeviceBuffer<float> mira_bounds_;           // [sentences] peer_step: mira's B_i
+  DeviceBuffer<std::uint32_t> mira_shrink_;  // [sentences] and its shrinking counts
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;

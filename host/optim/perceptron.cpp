@@ -47,7 +47,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   double f = std::numeric_limits<double>::quiet_NaN();
   double loss = 0;  // the loss summed over the epoch so far (has_loss)
   bool have_avg = false;
-  loss_on_device_ = false;
+  on_device_ = device_refused_ = false;
 
   int epoch = 0;
   auto average = [&] {  // w_avg = w − u/T
@@ -67,9 +67,9 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       throw Error(std::string("checkpoint: ") + name_ + "'s position in the epoch is beyond the corpus");
     ar.value("f", f);
     ar.value("t", t);
-    if (has_loss() && !ar.restoring()) sync_loss(b, loss);
+    if (!ar.restoring()) sync_device(b, loss);
     if (has_loss()) ar.value("epoch.loss", loss);
-    if (ar.restoring()) loss_on_device_ = false;
+    if (ar.restoring()) on_device_ = false;
     if (shuffling) shuffler.state(ar);
     ar.vector("w", b, w);
     if (averaging) ar.vector("u", b, *u);
@@ -81,11 +81,9 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   stop_reason_ = stop_at_limit("epochs", opt.epochs);
   for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
     if (done == 0) {  // (resumed inside the epoch: its permutation and loss are restored)
-      sync_loss(b, loss);
       if (epoch > 1 && stops_after(epoch - 1, loss / N, opt.epsilon)) break;
       if (shuffling) shuffler.next();
       loss = 0;
-      loss_on_device_ = false;
     }
     const std::vector<std::uint32_t>& perm = shuffler.permutation();
     for (std::size_t start = done; start < n; start += batch) {
@@ -107,6 +105,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       }
     }
     done = 0;
+    sync_device(b, loss);
     end_epoch();
     average();
     f = monitor_objective(obj, model);
@@ -145,16 +144,20 @@ void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, S
   // ap: the whole step on the backend where it can keep it there (no path read back, no wait).
   Vector* u_step = t > 1 ? u : nullptr;  // (t − 1)·τ·Δ, τ = 1: nothing at the first step
   if (adds_difference() && sparse_gradients(b).perceptron_step(obj.corpus(), span, w, u_step, t - 1, delta)) return;
-  // pa, arow: the step and its loss on the device where it can (one sentence).
+  // pa, arow, mira: the step and its loss (mira's state) on the device where it can (one sentence).
+  // A backend that refuses the step right after to_device (the CPU's, a streamed corpus) is not
+  // asked again in this run; a refusal later takes the state back for that step alone.
   PeerStep step;
-  if (span.count == 1 && device_step(opt, step)) {
-    if (!loss_on_device_) sparse_gradients(b).set_peer_loss(loss);
+  if (span.count == 1 && !device_refused_ && device_step(opt, step)) {
+    const bool fresh = !on_device_;
+    if (fresh) to_device(sparse_gradients(b), loss);
     if (sparse_gradients(b).peer_step(obj.corpus(), span, step, w, u_step, t - 1, delta)) {
-      loss_on_device_ = true;
+      on_device_ = true;
       return;
     }
+    device_refused_ = fresh;
   }
-  sync_loss(b, loss);
+  sync_device(b, loss);
   b.viterbi(obj.corpus(), w, span, labels, nullptr);
   const std::size_t wrong = sparse_gradients(b).feature_difference(obj.corpus(), span, labels, delta, 1.0);
   decoded(span, wrong);
@@ -164,10 +167,10 @@ void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, S
   if (u && t > 1 && tau != 0) sparse_gradients(b).sparse_axpy((t - 1) * tau, delta, *u);
 }
 
-void MistakeDrivenTrainer::sync_loss(Backend& b, double& loss) {
-  if (!loss_on_device_) return;
-  loss = sparse_gradients(b).peer_loss();
-  loss_on_device_ = false;
+void MistakeDrivenTrainer::sync_device(Backend& b, double& loss) {
+  if (!on_device_) return;
+  from_device(sparse_gradients(b), loss);
+  on_device_ = false;
 }
 
 namespace {

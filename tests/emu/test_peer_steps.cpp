@@ -26,34 +26,35 @@
 namespace crfx::test {
 namespace {
 
-// pa (averaged, the default; edge features) and arow (none) at batch size 1: the
-// copies to and from the device and the host's waits of an epoch do not grow with its steps.
+// pa (averaged, the default; edge features), arow (none) and mira at batch size 1: the copies to
+// and from the device and the host's waits of an epoch do not grow with its steps. An epoch
+// reads its loss back (and the first makes the sentences' plans); mira's also puts its bounds and
+// counts on the device and takes them back.
 TEST(StochasticShape, PeerCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
   REQUIRE_GPU();
   struct Case {
     const char* algo;
     std::uint32_t E;
+    std::size_t extra;  // mira's copies and waits of its state
   };
-  for (const Case& c : {Case{"pa", 3}, Case{"arow", 0}}) {
-      const char* algo = c.algo;
-      const std::uint32_t E = c.E;
-      SCOPED_TRACE(::testing::Message() << algo << " E=" << E);
-      const EpochCounts small = count_epochs(algo, 30, 1, 0.0, E);
-      const EpochCounts large = count_epochs(algo, 300, 1, 0.0, E);
-      for (int e = 0; e < 2; ++e) {
-        SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
-        expect_same_host_counts(small, large, e);
-        EXPECT_LE(large.epoch[e].syncs, 4u) << "host synchronisations of an epoch of " << large.steps << " steps";
-        EXPECT_LE(large.epoch[e].to_device, e == 0 ? 16u : 4u);
-        EXPECT_LE(large.epoch[e].to_host, 4u);
-        EXPECT_LE(large.epoch[e].launches, 20 * large.steps) << "launches per step bounded";
-      }
-      const std::string key = std::string(algo) + "_E" + std::to_string(E);
-      RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
-      RecordProperty(key + "_copies_per_epoch", std::to_string(large.epoch[1].to_device));
-      RecordProperty(key + "_launches_per_step",
-                     std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+  for (const Case& c : {Case{"pa", 3, 0}, Case{"arow", 0, 0}, Case{"mira", 3, 2}}) {
+    SCOPED_TRACE(::testing::Message() << c.algo << " E=" << c.E);
+    const EpochCounts small = count_epochs(c.algo, 30, 1, 0.0, c.E);
+    const EpochCounts large = count_epochs(c.algo, 300, 1, 0.0, c.E);
+    for (int e = 0; e < 2; ++e) {
+      SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
+      expect_same_host_counts(small, large, e);
+      EXPECT_LE(large.epoch[e].syncs, (e == 0 ? 5u : 4u) + c.extra)
+          << "host synchronisations of an epoch of " << large.steps << " steps";
+      EXPECT_LE(large.epoch[e].to_device, (e == 0 ? 16u : 4u) + c.extra);
+      EXPECT_LE(large.epoch[e].to_host, 4u + c.extra);
+      EXPECT_LE(large.epoch[e].launches, 20 * large.steps) << "launches per step bounded";
     }
+    const std::string key = std::string(c.algo) + "_E" + std::to_string(c.E);
+    RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
+    RecordProperty(key + "_copies_per_epoch", std::to_string(large.epoch[1].to_device));
+    RecordProperty(key + "_launches_per_step", std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+  }
 }
 
 /// w, u (pa), Σ's diagonal (arow), the loss sum and the last Δ after `steps` steps on sentences
@@ -61,6 +62,8 @@ TEST(StochasticShape, PeerCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
 /// primitives, as pa's and arow's update() take them.
 struct PeerRun {
   std::vector<double> w, u, variance, delta;
+  std::vector<float> bounds;           // mira's B_i
+  std::vector<std::uint32_t> shrink;  // and its shrinking counts
   double loss = 0;
   std::size_t mistaken = 0, clipped = 0;  // the primitives': steps with a mistake, PA-I's τ = C
 };
@@ -78,8 +81,13 @@ PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep
   std::vector<std::uint32_t> labels(p.corpus.num_tokens());
   const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
   PeerRun out;
-  double loss = 0.25;  // the epoch's sum so far: the device's starts from it
+  double loss = 0.25;  // the epoch's sum so far (mira: K): the device's starts from it
+  std::vector<float> bounds(n, 0.0f);
+  std::vector<std::uint32_t> shrink(n, 0);
+  bounds[0] = 0.03f;
+  shrink[1] = 3;
   if (on_device) sg.set_peer_loss(loss);
+  if (on_device && step.mira) sg.set_mira_state(bounds.data(), shrink.data(), n);
   std::uint32_t x = 777;
   for (std::size_t t = 1; t <= steps; ++t) {
     x = x * 1103515245u + 12345u;
@@ -93,9 +101,16 @@ PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep
     }
     b->viterbi(*corpus, *w, span, labels.data(), nullptr);
     const std::size_t wrong = sg.feature_difference(*corpus, span, labels.data(), *delta, 1.0);
+    if (step.mira) shrink[sid] = wrong ? 0 : shrink[sid] + 1;  // mira's decoded()
     if (!wrong) continue;
     ++out.mistaken;
     const double margin = map_reduce(*b, SparseDotRule{}, {*w}, delta.get());
+    if (step.mira) {  // mira's update()
+      const double mu = mira_step(double(wrong), -margin, sg.sparse_penalty(*delta, 0.0, 1.0), step.mira_c,
+                                  bounds[sid], loss);
+      if (mu > 1e-10) sg.sparse_axpy(mu, *delta, *w);
+      continue;
+    }
     if (step.arow) {
       const double l = arow_loss(margin, wrong);
       ArowUpdateRule rule;
@@ -114,6 +129,11 @@ PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep
     if (ut) sg.sparse_axpy(a * tau, *delta, *ut);
   }
   out.loss = on_device ? sg.peer_loss() : loss;
+  if (on_device && step.mira) sg.mira_state(bounds.data(), shrink.data(), n);
+  if (step.mira) {
+    out.bounds = bounds;
+    out.shrink = shrink;
+  }
   out.w = to_host(*b, *w);
   out.u = to_host(*b, *u);
   out.variance = to_host(*b, *variance);
@@ -130,8 +150,10 @@ std::size_t expect_same_runs(const PeerRun& dev, const PeerRun& prim, std::size_
   EXPECT_TRUE(dev.u == prim.u) << "u";
   EXPECT_TRUE(dev.variance == prim.variance) << "Σ's diagonal";
   EXPECT_TRUE(dev.delta == prim.delta) << "the last step's Δ";
-  EXPECT_EQ(dev.loss, prim.loss) << "the loss sum";
-  EXPECT_GT(prim.loss, 0.25);
+  EXPECT_EQ(dev.loss, prim.loss) << "the loss sum (mira: K)";
+  EXPECT_TRUE(dev.bounds == prim.bounds) << "mira's bounds";
+  EXPECT_TRUE(dev.shrink == prim.shrink) << "mira's shrinking counts";
+  if (prim.bounds.empty()) { EXPECT_GT(prim.loss, 0.25); }  // (mira's K moves on unclipped steps only)
   return steps - prim.mistaken;
 }
 
@@ -185,6 +207,31 @@ TEST(StochasticShape, ArowStepOnTheDeviceEqualsThePrimitives) {
   EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
 }
 
+// mira's step: w, the bounds B_i (clipped at C on some sentences), the shrinking counts and K
+// (the loss slot) bit for bit.
+TEST(StochasticShape, MiraStepOnTheDeviceEqualsThePrimitives) {
+  REQUIRE_GPU();
+  const std::size_t steps = 30;
+  std::size_t right = 0, clipped = 0, violated = 0;
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : kAllLayouts)
+      for (double scale : {0.0, 0.4}) {
+        SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale);
+        const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 91 + E), layout);
+        const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 5);
+        PeerStep step;
+        step.mira = true;
+        step.mira_c = 0.06f;
+        const PeerRun prim = run_peer(p, w0, step, false, steps);
+        right += expect_same_runs(run_peer(p, w0, step, true, steps), prim, steps);
+        for (float bound : prim.bounds) clipped += bound == step.mira_c;
+        violated += prim.loss > 0.25;
+      }
+  EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
+  EXPECT_GT(clipped, 0u) << "no bound reached C";
+  EXPECT_GT(violated, 0u) << "K never moved";
+}
+
 /// The mean loss of epoch 1 read from a trainer's stop reason ("the mean loss of epoch 1, X, …").
 double stopping_loss(const std::string& reason) {
   const std::size_t at = reason.find("epoch 1, ");
@@ -217,6 +264,33 @@ TEST(StochasticShape, PeerTrainersStopOnTheDevicesEpochLoss) {
     EXPECT_GT(loss[0], 0.0);
     EXPECT_NEAR(loss[1], loss[0], 1e-5 * loss[0]) << "the device's epoch loss";
   }
+}
+
+// mira on the device shrinks as on the host: with --shrinking-size 1 the sentences it skips (read
+// from the device's counts at each epoch's end) give the CPU backend's passes, report by report,
+// and its model.
+TEST(StochasticShape, MiraTrainerOnTheDeviceShrinksAsTheCpu) {
+  REQUIRE_GPU();
+  const RandomProblem p = with_layout(random_problem(5, 30, 3, 60, 10, 61), Layout::observed);
+  TrainOptions o;
+  o.epochs = 6;
+  o.shrinking_size = 1;
+  std::vector<double> w[2], passes[2];
+  for (int k = 0; k < 2; ++k) {
+    BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 1)) : gpu_backend(p.dims);
+    auto corpus = b->upload(p.corpus);
+    Objective obj(*b, *corpus, 0.0, 0.0);
+    auto wv = b->vector(p.dims.num_weights());
+    find_trainer("mira").make()->train(obj, *wv, o, [&](const Progress& pr, const Vector&) {
+      passes[k].push_back(pr.passes);
+      return true;
+    });
+    w[k] = to_host(*b, *wv);
+  }
+  EXPECT_TRUE(passes[1] == passes[0]) << "the sentences decoded, epoch by epoch";
+  ASSERT_GE(passes[0].size(), 3u);
+  EXPECT_LT(passes[0][2] - passes[0][1], 1.0) << "no sentence skipped: the shrinking untested";
+  expect_close_vec(w[1], w[0], kGradTol, "mira's weights");
 }
 
 // Stopped inside epoch 1 and resumed there, the trainer stops after it on the uninterrupted run's

@@ -310,9 +310,11 @@ class IncrementalGradients {
   virtual void incremental_load(IncrementalState& state, const std::vector<double>& marginals) = 0;
 };
 
-/// pa's or arow's options for SparseGradients::peer_step.
+/// pa's, arow's or mira's options for SparseGradients::peer_step.
 struct PeerStep {
   bool arow = false;         // arow (else pa)
+  bool mira = false;         // mira (else pa or arow); C as CRF++'s float:
+  float mira_c = 1;
   int pa_type = 1;           // pa: --pa-type
   double c = 1;              // pa: --pa-c
   bool error_sensitive = true;
@@ -386,16 +388,24 @@ class SparseGradients {
   /// pa's or arow's step (host/optim/passive_aggressive.cpp, arow.cpp) on one sentence where the
   /// backend can keep it on its device, as perceptron_step: where ŷ has a mistake, ℓ and τ (α)
   /// from w·Δ and ‖Δ‖² (Σ Δ_j²·Σ_jj) by host/rules/peer_update.hpp, w += τ·Δ and u += u_scale·τ·Δ
-  /// (arow: ArowUpdateRule over Δ's support), ℓ added to a sum on the device (peer_loss) — bitwise
-  /// the primitives' path. False, having done nothing: the caller takes that path.
+  /// (arow: ArowUpdateRule over Δ's support), ℓ added to a sum on the device (peer_loss); mira's
+  /// (mira_step, its state there; its shrinking count moved as decoded()) — bitwise the primitives'
+  /// path. False, having done nothing: the caller takes that path.
   virtual bool peer_step(const BackendCorpus& corpus, SentenceSpan sentences, const PeerStep& step, Vector& w,
                          Vector* u, double u_scale, SparseVector& delta) {
     (void)corpus, (void)sentences, (void)step, (void)w, (void)u, (void)u_scale, (void)delta;
     return false;
   }
-  /// peer_step's loss sum: set to `value` before its first step (nothing read back), or read back.
+  /// peer_step's loss sum (mira: K, the epoch's largest KKT violation): set to `value` before its
+  /// first step (nothing read back), or read back.
   virtual void set_peer_loss(double value) { (void)value; }
   virtual double peer_loss() { return 0.0; }
+  /// mira's bounds B_i and shrinking counts of the n sentences, which peer_step keeps: set before
+  /// its first step, or read back.
+  virtual void set_mira_state(const float* bounds, const std::uint32_t* shrink, std::size_t n) {
+    (void)bounds, (void)shrink, (void)n;
+  }
+  virtual void mira_state(float* bounds, std::uint32_t* shrink, std::size_t n) { (void)bounds, (void)shrink, (void)n; }
   /// dst = src (indices and values).
   virtual void sparse_copy(const SparseVector& src, SparseVector& dst) = 0;
   /// x.value[j] = w[x.index[j]] for every entry j (x's indices unchanged): saves the weights of a
