@@ -40,8 +40,10 @@
 // and a later clipped step C − B_i with it); and CRF++ counts the shrinking in an unsigned char, so that
 // there an -H above 255 never shrinks (the count wraps first), where crfx's counts do not wrap.
 // CRF++ warns that MIRA runs on one thread (-p); crfx's --threads parallelises the primitives with
-// the same result. No averaging: the model is w. The reported objective is the model's full f
-// with the Objective's c1 and c2 (MIRA does not use them; CRF++ prints ‖w‖²).
+// the same result. Where the backend can (SparseGradients::peer_step: the CUDA backend) a
+// sentence's decode, μ and update run on its device, the bounds, counts and K kept there and read
+// back at each epoch's end (issue 37). No averaging: the model is w. The reported objective is the
+// model's full f with the Objective's c1 and c2 (MIRA does not use them; CRF++ prints ‖w‖²).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

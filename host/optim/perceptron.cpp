@@ -14,7 +14,9 @@
 // Objective's c1 and c2 (the perceptron does not use them). Passes: a Viterbi decode is counted as
 // a forward-only evaluation (m/N per batch). Where the backend can (SparseGradients::
 // perceptron_step: the CUDA backend, batches of up to 256 sentences) the decode, Δ and both
-// updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37).
+// updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37);
+// pa's, arow's and mira's sentence steps too (SparseGradients::peer_step; their loss, or mira's
+// state, read back at the epoch's end).
 #include <cmath>
 #include <cstdio>
 #include <limits>
