@@ -14,6 +14,7 @@
 //   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
 //   backend_perceptron.cu  ap's step on the device (perceptron_kernels.cu: Δ, the updates)
+//   backend_sgd_search.cu  sgd-l1's heuristic line search on the device (sgd_search_kernels.cu)
 //   backend_stream.cu    a corpus larger than the device: its chunk plan, pinned copy and passes
 //   corpus_stream.cuh    CorpusArrays (what a chunk's kernels read) and CorpusStream
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
