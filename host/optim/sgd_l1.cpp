@@ -137,7 +137,8 @@ double search_rate(Objective& obj, Vector& w, const Vector* q, const SparseVecto
 
 /// u and Λ where the heuristic line search's device steps keep them (SparseGradients::
 /// sgd_l1_search_step): a backend vector of the two, written before such a step where the host
-/// changed them and read back before the host reads them (an epoch's end, a stop, a host step).
+/// changed them and read back before the host reads them (an epoch's end, a stop) or steps itself
+/// (the device's step refused).
 struct DeviceScalars {
   DeviceScalars(double& u_, double& Lambda_) : u(u_), Lambda(Lambda_) {}
   double &u, &Lambda;
@@ -234,7 +235,6 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       const SentenceSpan span{perm.data() + start, m};
       eta = eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
       if (!(heuristic && step_on_device(obj, w, q.get(), stamp.get(), *g, *saved_w, span, eta, ds))) {
-        ds.to_host(b);  // u and Λ where this step reads them (here already, but for a refused device step)
         const double nll = batch_gradient(obj, w, stamp.get(), Lambda, *g, span, heuristic);
         const double rate = heuristic ? search_rate(obj, w, q.get(), *g, *saved_w, span, nll, eta, u) : eta;
         u += rate * c1 / N;
