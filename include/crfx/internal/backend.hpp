@@ -66,6 +66,18 @@ struct SagScalars {
   unsigned long long trials = 0;
 };
 
+/// A step of sgd-l1's heuristic line search (SparseGradients::sgd_l1_search_step, host/rules/
+/// sgd_l1_search.hpp): the rates its 3 trials can take, η·2^j for j = kLow … kLow + 4 (index
+/// j − kLow), each with what it adds to the L1 penalty per weight (r·c1/N) and to the lazy L2
+/// decay's log-sum (log1p(−2·r·c2/N)) — made on the host, so a device deciding the search
+/// computes no log1p of its own — and the batch objective's penalty coefficients c1/N, c2/N.
+struct SgdL1StepParams {
+  static constexpr int kLow = -2, kRates = 5;
+  double rate[kRates] = {}, u_step[kRates] = {}, log_decay[kRates] = {};
+  double c1 = 0, c2 = 0;
+  SequenceLoss loss = SequenceLoss::seq_log;
+};
+
 class IncrementalState {
  public:
   virtual ~IncrementalState() = default;
@@ -371,6 +383,20 @@ class SparseGradients {
   virtual bool perceptron_step(const BackendCorpus& corpus, SentenceSpan sentences, Vector& w, Vector* u,
                                double u_scale, SparseVector& delta) {
     (void)corpus, (void)sentences, (void)w, (void)u, (void)u_scale, (void)delta;
+    return false;
+  }
+  /// sgd-l1's step with its heuristic line search on a span of one sentence where the backend can
+  /// decide the search on its device (issue 37): with `stamp` the support's weights caught up to
+  /// Λ (LazyDecayRule), the gradient into g, the 3 trials (w restored from `saved`, scratch) and
+  /// their choice k (SgdL1Search), then w (and q) stepped by SgdL1Rule at p.rate[k], u +=
+  /// p.u_step[k], Λ += p.log_decay[k] — u and Λ read from and written to `scalars` (a vector of
+  /// 2), nothing read back. Bitwise the host's step (sgd_l1_search_on_host between the
+  /// primitives). Returns false, having done nothing, where the backend has no such path (the
+  /// default; the CUDA backend: several sentences, a streamed corpus, a loss other than seq-log).
+  virtual bool sgd_l1_search_step(const BackendCorpus& corpus, SentenceSpan sentences, const SgdL1StepParams& p,
+                                  Vector& w, Vector* q, Vector* stamp, Vector& scalars, SparseVector& g,
+                                  SparseVector& saved) {
+    (void)corpus, (void)sentences, (void)p, (void)w, (void)q, (void)stamp, (void)scalars, (void)g, (void)saved;
     return false;
   }
   /// dst = src (indices and values).
