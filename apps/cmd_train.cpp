@@ -128,24 +128,60 @@ struct TrainProgress {
   std::string stopped_within{};
   bool within_checkpoint = false;
   // --dev-patience (boost's held-out stopping rule, seed 002 §5.2): the best dev figure, its
-  // iteration and weights; a stop once `dev_patience` iterations have passed without a better one.
+  // iteration, objective and weights; a stop once `dev_patience` iterations have passed without a
+  // better one. Checkpoints keep them (the "dev-best" note), so a resumed run keeps that round.
   int dev_patience = 0;  // 0: no such rule
   double best_dev = -1;
   int best_iteration = 0;
+  double best_objective = 0;
   std::vector<double> best_w{};
   bool patience_ran_out = false;
 
   /// Keeps w when its dev figure is the best so far; the patience runs out `dev_patience`
   /// iterations after the best.
-  void track_best(double figure, int iteration, const Vector& w) {
+  void track_best(double figure, const Progress& p, const Vector& w) {
     if (figure > best_dev) {
       best_dev = figure;
-      best_iteration = iteration;
+      best_iteration = p.iteration;
+      best_objective = p.objective;
       best_w.resize(w.size());
       backend.read(w, best_w.data());
-    } else if (iteration - best_iteration >= dev_patience) {
+    } else if (p.iteration - best_iteration >= dev_patience) {
       patience_ran_out = true;
     }
+  }
+
+  /// The best so far as a checkpoint note: "iteration figure objective size" and each weight
+  /// that is not +0 as "index:value", the doubles in hexadecimal (read back exactly).
+  std::string best_note() const {
+    std::string s = std::to_string(best_iteration) + " " + fmt("%a %a", best_dev, best_objective) + " " +
+                    std::to_string(best_w.size());
+    for (std::size_t j = 0; j < best_w.size(); ++j)
+      if (best_w[j] != 0 || std::signbit(best_w[j])) s += " " + std::to_string(j) + ":" + fmt("%a", best_w[j]);
+    return s;
+  }
+
+  /// The best so far from a checkpoint's note (best_note); throws naming `path` where it is malformed.
+  void restore_best(const std::string& note, const std::string& path) {
+    std::istringstream in(note);
+    std::string figure, objective, item;
+    std::size_t size = 0;
+    auto number = [](const std::string& t, double& x) {
+      char* end = nullptr;
+      x = std::strtod(t.c_str(), &end);
+      return !t.empty() && *end == '\0';
+    };
+    bool ok = bool(in >> best_iteration >> figure >> objective >> size) && number(figure, best_dev) &&
+              number(objective, best_objective);
+    best_w.assign(ok ? size : 0, 0.0);
+    while (ok && in >> item) {
+      const std::size_t colon = item.find(':');
+      char* end = nullptr;
+      const unsigned long long j = std::strtoull(item.c_str(), &end, 10);
+      ok = colon != std::string::npos && end == item.c_str() + colon && j < size &&
+           number(item.substr(colon + 1), best_w[std::size_t(j)]);
+    }
+    if (!ok) throw Error(path + ": the checkpoint's dev-best note is malformed (a corrupt checkpoint?)");
   }
 
   static constexpr double kCheckpointSeconds = 300;
@@ -169,6 +205,7 @@ struct TrainProgress {
     CheckpointKeys notes = {
         {"device", backend.name()}, {"iteration", std::to_string(iteration)}, {"log", log_text}};
     if (!within.empty()) notes.emplace_back("within", within);
+    if (!best_w.empty()) notes.emplace_back("dev-best", best_note());
     write_checkpoint(sink, checkpoint_keys, notes, state);
     file.write(buffer.data(), buffer.size());
     file.commit();
@@ -194,7 +231,7 @@ struct TrainProgress {
       auto predicted = decode(backend, *dev, dev_corpus, w, labels);
       const double figure = score(predicted, dev_gold, dev_mode).headline();
       dev_f1 = fmt("%.2f", figure);
-      if (dev_patience > 0) track_best(figure, p.iteration, w);
+      if (dev_patience > 0) track_best(figure, p, w);
     }
     if (!quiet) {
       // To the cap at the mean iteration time so far (callbacks included: they take wall time too).
@@ -425,6 +462,8 @@ void resume_training(TrainArgs& a, TrainingRun& run, TrainProgress& progress) {
               << (within.empty() ? "after iteration " + resume.note("iteration") : "in " + within) << "\n";
   }
   progress.iterations = std::atoi(resume.note("iteration").c_str());
+  if (progress.dev_patience > 0 && !resume.note("dev-best").empty())
+    progress.restore_best(resume.note("dev-best"), resume.path());
   progress.resumed = &resume;
   run.trainer().resume_from(&resume.state());
 }
@@ -459,7 +498,11 @@ void keep_best(const TrainProgress& progress, TrainResult& result) {
     result.stop_reason = figure + "not above " + fmt("%.2f", progress.best_dev) + " for " +
                          std::to_string(progress.dev_patience) + " iterations (--dev-patience)";
   if (progress.best_iteration == progress.iterations) return;
+  if (progress.best_w.size() != result.model.weights.size())
+    throw Error("internal: the best dev round's weights (" + std::to_string(progress.best_w.size()) +
+                ") are not the model's (" + std::to_string(result.model.weights.size()) + ")");
   result.model.weights = progress.best_w;
+  result.objective = progress.best_objective;
   result.active_features = std::size_t(
       std::count_if(progress.best_w.begin(), progress.best_w.end(), [](double x) { return x != 0; }));
   result.stop_reason += "; the model of iteration " + std::to_string(progress.best_iteration) + " (" + figure +

@@ -19,7 +19,10 @@
 #            default): which to run when, on this GPU;
 #   stream   one pass per shape resident, resident in about STREAM_CHUNKS [8] chunks, and streamed
 #            from pinned host memory in the same chunks (crfx_gpu_bench --stream; issue 38's
-#            criterion: the streamed pass ≤ 1.5× the resident one; the GPU only);
+#            criterion: the streamed pass ≤ 1.5× the resident one; the GPU only): the shapes at
+#            TOKENS (chunks of ~25,000 tokens: each chunk's launches and its longest sentence weigh
+#            most), then the Zipf shapes at STREAM_TOKENS [2000000] (chunks of ~250,000 tokens, the
+#            size a corpus larger than the GPU streams in);
 #   pytorch  (only when named) pure-PyTorch log-space forward, pytorch-crf's algorithm.
 # Without a usable GPU the GPU columns read NA, `train` is skipped and `passes` runs on the CPU.
 # Figures go to stdout and to $OUT/gpu-bench.txt (or benchmarks/results/gpu-<date>.txt).
@@ -116,6 +119,12 @@ if [[ $steps == *" stream "* ]]; then
     "$build/crfx_gpu_bench" --shapes "${SHAPES:-zipf-L23,conll2000,conll2000-all}" --gpu require \
       --tokens "${TOKENS:-200000}" --repeat "${REPEAT:-5}" --stream "${STREAM_CHUNKS:-8}" --conll2000 "$data" \
       --conll2002 "$data2002" --ner-template benchmarks/ner.template
+    stream_shapes=$(tr , '\n' <<<"${SHAPES:-zipf-L5,zipf-L23}" | grep '^zipf-' | paste -sd, - || true)
+    if [ -n "$stream_shapes" ]; then
+      echo "-- the Zipf shapes at ${STREAM_TOKENS:-2000000} tokens"
+      "$build/crfx_gpu_bench" --shapes "$stream_shapes" --gpu require --tokens "${STREAM_TOKENS:-2000000}" \
+        --repeat "${REPEAT:-5}" --stream "${STREAM_CHUNKS:-8}" | sed "s/^RESULT stream /RESULT stream large=1 /"
+    fi
   fi
 fi
 

@@ -14,6 +14,7 @@
 //   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
 //   backend_perceptron.cu  ap's step on the device (perceptron_kernels.cu: Δ, the updates)
+//   backend_sgd_search.cu  sgd-l1's heuristic line search on the device (sgd_search_kernels.cu)
 //   backend_stream.cu    a corpus larger than the device: its chunk plan, pinned copy and passes
 //   corpus_stream.cuh    CorpusArrays (what a chunk's kernels read) and CorpusStream
 //   chain_kernels.cu     fill_rows, reset_slots, emission, edge_matrix, prepare, forward_backward
@@ -131,6 +132,7 @@
 #include "device_buffer.cuh"
 #include "gather_kernels.cuh"
 #include "sag_kernels.cuh"
+#include "sgd_search_kernels.cuh"
 
 namespace crfx::cuda::detail {
 
@@ -285,6 +287,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
                      bool support_given, SequenceLoss loss, bool loss_to_host);
   std::size_t feature_difference(const BackendCorpus& bc, SentenceSpan span, const std::uint32_t* labels,
                                  SparseVector& out, double scale) override;
+  /// (backend_sgd_search.cu)
+  bool sgd_l1_search_step(const BackendCorpus& corpus, SentenceSpan span, const SgdL1StepParams& p, Vector& w,
+                          Vector* q, Vector* stamp, Vector& scalars, SparseVector& g, SparseVector& saved) override;
   void sparse_copy(const SparseVector& src, SparseVector& dst) override;
   void gather(const Vector& w, SparseVector& xs) override;
   void scatter(const SparseVector& xs, Vector& w) override;
@@ -610,6 +615,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<double> peer_;  // peer_step: two reductions' partials and sums, τ, u's τ, the gate, Σℓ
   DeviceBuffer<float> mira_bounds_;           // [sentences] peer_step: mira's B_i
   DeviceBuffer<std::uint32_t> mira_shrink_;  // [sentences] and its shrinking counts
+  DeviceBuffer<double> lsd_red_;          // sgd_l1_search_step: a penalty's partials and sum
+  DeviceBuffer<SgdL1Search> lsd_search_;  // [1] its line search
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero
   std::vector<std::size_t> h_index_;     // support staging
   std::vector<double> h_value_;

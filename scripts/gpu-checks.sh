@@ -3,7 +3,9 @@
 # nvcc, CMake, ninja, compute-sanitizer, ncu; no apt, no network). Steps, in order, any subset:
 #   build     configure + build into $BUILD_DIR (default build-cuda) for sm_90, with the packed
 #             dependencies in .carry/deps when there (scripts/pack-deps.sh here, then carry .carry);
-#             NCCL's device sum where the toolkit has it (-DCRFX_NCCL=AUTO: tests/gpu/test_nccl.cpp)
+#             NCCL's device sum where the toolkit has it (-DCRFX_NCCL=AUTO: tests/gpu/test_nccl.cpp);
+#             CMAKE_EXTRA adds arguments (e.g. BUILD_DIR=build-nofma CMAKE_EXTRA=-DCRFX_CUDA_FMAD=OFF:
+#             device arithmetic without fused multiply-adds, to compare models with the CPU's)
 #   test      ctest -L gpu (must run, not skip), then the same tagging (3-best lists, marginals)
 #             on both backends, compared byte for byte
 #   suite     the whole ctest suite (the CLI's tests pick the GPU under --device auto)
@@ -75,7 +77,7 @@ for step in "${steps[@]}"; do
       deps=()
       [ -d .carry/deps ] && deps=(-DCRFX_DEPS_DIR="$PWD/.carry/deps")
       bounded cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-        -DCRFX_CUDA_EMULATION=OFF -DCRFX_PYTHON=OFF -DCRFX_NCCL=AUTO "${deps[@]}" > "$logs/build.log" 2>&1 &&
+        -DCRFX_CUDA_EMULATION=OFF -DCRFX_PYTHON=OFF -DCRFX_NCCL=AUTO "${deps[@]}" ${CMAKE_EXTRA:-} > "$logs/build.log" 2>&1 &&
         bounded cmake --build "$build" -j "$(nproc)" >> "$logs/build.log" 2>&1
       status=$?
       if [ $status -eq 0 ] && ! grep -q "CUDA backend ON" "$logs/build.log"; then

@@ -4,6 +4,8 @@
 // its rounds and writes the last one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -61,6 +63,48 @@ TEST(BoostDev, StopsAfterThePatienceAndWritesTheBestRound) {
   ASSERT_EQ(all.size(), f1.size() + 5);
   for (std::size_t k = 0; k < f1.size(); ++k) EXPECT_EQ(all[k], f1[k]) << "round " << k + 1;
   EXPECT_NEAR(tagged_f1(model, dev, tagged), all.back(), 0.006);
+}
+
+// A run stopped between its best round and the patience's end, resumed from its checkpoint, keeps
+// that round (the checkpoint's dev-best note): it stops where the uninterrupted run stops and
+// writes the same model bytes and the same closing objective (the best round's, not the last's).
+TEST(BoostDev, AResumedRunKeepsTheBestRoundOfTheCheckpoint) {
+  const std::string dir = test::temp_path("boost-dev-resume");
+  const std::string dev = test::data_path("conll2000.test100.txt");
+  const std::string train = test::crfx_binary() + " train " + q(test::data_path("conll2000.train300.txt")) + " -t " +
+                            q(test::data_path("chunking.template")) + " -a boost --threads 1 --dev " + q(dev) +
+                            " --dev-patience 8 --log " + q(dir + ".csv");
+  std::string whole_out, out;
+  ASSERT_EQ(test::run(train + " --max-iterations 1000 -m " + q(dir + ".whole"), &whole_out), 0) << whole_out;
+  const std::vector<double> f1 = dev_column(dir + ".csv");
+  const std::size_t best = std::size_t(std::max_element(f1.begin(), f1.end()) - f1.begin()) + 1;  // its round
+  ASSERT_EQ(f1.size(), best + 8);
+  ASSERT_EQ(test::run(train + " --max-iterations " + std::to_string(best + 3) + " -m " + q(dir + ".part") +
+                          " --checkpoint " + q(dir + ".ckpt") + " --checkpoint-every 1",
+                      &out),
+            0)
+      << out;
+  ASSERT_EQ(test::run(train + " --max-iterations 1000 -m " + q(dir + ".resumed") + " --resume " + q(dir + ".ckpt"), &out),
+            0)
+      << out;
+  EXPECT_EQ(dev_column(dir + ".csv").size(), f1.size()) << out;
+  EXPECT_NE(out.find("the model of iteration " + std::to_string(best)), std::string::npos) << out;
+  EXPECT_TRUE(test::read_text(dir + ".resumed") == test::read_text(dir + ".whole")) << "the model differs";
+  auto objective = [](const std::string& text) {  // the "done:" line's objective
+    const std::size_t at = text.find(" passes, objective ");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find(',', at + 19) - at);
+  };
+  EXPECT_FALSE(objective(out).empty()) << out;
+  EXPECT_EQ(objective(out), objective(whole_out));
+  // The closing objective is the best round's, the one its log row has.
+  std::ifstream log(dir + ".csv");
+  std::string row;
+  for (std::size_t k = 0; k <= best && std::getline(log, row);) ++k;
+  ASSERT_FALSE(row.empty());
+  const double logged = std::stod(row.substr(row.find(',', row.find(',') + 1) + 1));
+  const std::string said = objective(whole_out);
+  ASSERT_FALSE(said.empty()) << whole_out;
+  EXPECT_NEAR(std::stod(said.substr(19)), logged, 1e-6 * std::max(1.0, std::fabs(logged))) << row;
 }
 
 }  // namespace

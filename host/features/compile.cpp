@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -213,18 +214,62 @@ struct CrfsuiteAdder {
 };
 
 /// compile's visitor of CRFsuite data: labels and attributes looked up in the frozen
-/// dictionaries (an unknown attribute is no item), the unknown ones counted.
+/// dictionaries (an unknown attribute is no item), the unknown ones counted. A sentence's
+/// attributes are looked up together at its end (Dictionary::find_many fetches the table's
+/// slots and strings ahead, where one look-up at a time waits on memory for each).
 struct CrfsuiteFinder {
   const FeatureSpace& fs;
   Corpus& c;
+  std::string_view text;  // the batch's lines (CrfsuiteLines): names inside it stay put
   std::size_t unknown = 0, total = 0;  // attribute occurrences (check_conll_shape)
+
+  std::vector<std::string_view> names{};  // the sentence's attributes so far
+  std::vector<std::size_t> copied{};    // [names] where a decoded name sits in `decoded`, or npos
+  std::vector<double> values{};
+  std::vector<std::size_t> token_ends{};  // one past each token's attributes in `names`
+  std::string decoded{};  // names decoded from escapes or before a value (their views do not last)
+  std::vector<std::size_t> hashes{};
+  std::vector<std::uint32_t> ids{};
+
   void sentence(std::size_t line) { c.source_lines.push_back(line); }
   void token(std::string_view label, std::size_t) {
     c.labels.push_back(label.empty() ? Corpus::kNoLabel : label_or_none(fs.labels.find(label)));
   }
   void attribute(std::string_view name, double value) {
-    const std::uint32_t id = fs.state_attrs.find(name);
-    ++total;
+    const bool stays = text.empty() || (std::less_equal<>()(text.data(), name.data()) &&
+                                        std::less_equal<>()(name.data() + name.size(), text.data() + text.size()));
+    copied.push_back(stays ? std::string::npos : decoded.size());
+    if (!stays) decoded.append(name);
+    names.push_back(name);
+    values.push_back(value);
+  }
+  void token_end() { token_ends.push_back(names.size()); }
+  void sentence_end() {
+    const std::size_t n = names.size();
+    hashes.resize(n);
+    ids.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (copied[i] != std::string::npos) names[i] = std::string_view(decoded).substr(copied[i], names[i].size());
+      hashes[i] = std::hash<std::string_view>{}(names[i]);
+    }
+    fs.state_attrs.find_many(names.data(), hashes.data(), n, ids.data());
+    total += n;
+    std::size_t i = 0;
+    for (const std::size_t end : token_ends) {
+      for (; i < end; ++i) add(ids[i], values[i]);
+      c.state_offsets.push_back(c.state_ids.size());
+      c.edge_offsets.push_back(c.edge_ids.size());
+    }
+    c.sentence_offsets.push_back(c.labels.size());
+    names.clear();
+    copied.clear();
+    values.clear();
+    token_ends.clear();
+    decoded.clear();
+  }
+
+ private:
+  void add(std::uint32_t id, double value) {
     if (id == Dictionary::kNone) {  // unseen in training: no weight
       ++unknown;
       return;
@@ -237,11 +282,6 @@ struct CrfsuiteFinder {
       c.state_values.push_back(value);
     }
   }
-  void token_end() {
-    c.state_offsets.push_back(c.state_ids.size());
-    c.edge_offsets.push_back(c.edge_ids.size());
-  }
-  void sentence_end() { c.sentence_offsets.push_back(c.labels.size()); }
 };
 
 void check_template_columns(const FeatureTemplate& templ, std::size_t feature_columns,
@@ -469,7 +509,7 @@ Corpus compile(const FeatureSpace& fs, const TextData& data) {
         });
     features_detail::check_feature_columns(fs, data, F);
   } else {
-    CrfsuiteFinder finder{fs, c};
+    CrfsuiteFinder finder{fs, c, data.crfsuite_lines.text};
     visit_crfsuite(data, finder);
     const std::size_t unknown = finder.unknown, total = finder.total;
     features_detail::check_conll_shape(data, unknown, total);

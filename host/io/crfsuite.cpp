@@ -105,6 +105,14 @@ void add_distinct(std::vector<std::string>& values, const std::string& v) {
   if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
 }
 
+/// Whether attribute field `field` (non-empty) has no escape and no value: its name is the field as
+/// it is, which parse_attribute never refuses (the usual case, checked without decoding it).
+bool plain_attribute(std::string_view field) {
+  bool plain = true;
+  for (const char c : field) plain &= (c != '\\') & (c != ':');
+  return plain;
+}
+
 /// Decodes one attribute field `raw` (non-empty) into `attr`; throws with `path`:`line`.
 void parse_attribute(const char* raw, std::size_t n, const std::string& path, std::size_t line,
                      CrfsuiteAttribute& attr) {
@@ -206,6 +214,7 @@ std::size_t CrfsuiteReader::check_line(CrfsuiteAttribute& attr, CrfsuiteToken* t
     tab = line.find('\t', b);
     const std::size_t e = tab == std::string::npos ? line.size() : tab;
     if (e == b) continue;  // empty field: skipped, as CRFsuite does
+    if (!token && plain_attribute(std::string_view(line).substr(b, e - b))) continue;  // nothing to refuse
     CrfsuiteAttribute& a = token ? token->attributes.emplace_back() : attr;
     try {
       parse_attribute(line.data() + b, e - b, reader_.path(), number, a);

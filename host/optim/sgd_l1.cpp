@@ -24,7 +24,10 @@
 // gave the gradient) and after each of at most 3 trial updates (forward-only on the batch); the
 // rate doubles while the trials are not worse than the initial value, and restarts from r(0)·0.5
 // then halves once one is; the best trial rate is applied. Between trials the weights and the
-// per-weight penalties q of the support are restored exactly from gathered copies.
+// per-weight penalties q of the support are restored exactly from gathered copies. The search is
+// SgdL1Search (host/rules/sgd_l1_search.hpp); at batch size 1 a backend may decide it on its
+// device (SparseGradients::sgd_l1_search_step: the CUDA backend), u and Λ then a vector of two
+// there, read back at an epoch's end or a stop.
 //
 // Effective passes: (m forward-backward + m per forward-only trial) / N per step.
 #include "optim/sgd_l1.hpp"
@@ -35,6 +38,7 @@
 #include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
 #include "rules/rule_set.hpp"
+#include "rules/sgd_l1_search.hpp"
 #include "optim/trainers.hpp"
 
 namespace crfx {
@@ -85,9 +89,6 @@ void validate_stochastic_options(const TrainOptions& opt, int epochs) {
 
 namespace {
 
-constexpr int kTrials = 3;         // Algorithm 1: MaxTrialTime
-constexpr double kDecay = 0.5;     // Algorithm 1: the rate's changing factor
-
 void validate_sgd(const TrainOptions& opt, double eta0, int epochs, bool heuristic, double N, double c2) {
   validate_stochastic_options(opt, epochs);
   if (!(eta0 > 0) || !std::isfinite(eta0))
@@ -95,7 +96,7 @@ void validate_sgd(const TrainOptions& opt, double eta0, int epochs, bool heurist
   if (!(opt.alpha > 0 && opt.alpha <= 1))
     throw Error("sgd: alpha must be in (0, 1] (got " + std::to_string(opt.alpha) + ")");
   // The largest rate ever tried: η₀, or η₀/decay² with the line search.
-  const double eta_max = heuristic ? eta0 / (kDecay * kDecay) : eta0;
+  const double eta_max = heuristic ? eta0 / (SgdL1Search::kDecay * SgdL1Search::kDecay) : eta0;
   if (c2 > 0 && !(2 * eta_max * c2 / N < 1))
     throw Error("sgd: the L2 decay 1 − 2·eta·c2/N is not positive (eta0 = " +
                 std::to_string(eta0) + ", c2 = " + std::to_string(c2) +
@@ -122,42 +123,61 @@ double batch_gradient(Objective& obj, Vector& w, Vector* stamp, double Lambda, S
   return nll;
 }
 
-/// The heuristic line search's rate for one batch (Algorithm 1, Eq. 14): up to kTrials rates from
-/// eta, each applied to the batch's support, scored by the batch objective (forward-only) and
-/// undone exactly; the best of them. `g` holds the batch's gradient and `nll` its summed NLL at w;
-/// `u` is the L1 penalty per weight so far; `saved_w` is scratch.
+/// The heuristic line search's rate for one batch (sgd_l1_search_on_host): `g` holds the batch's
+/// gradient and `nll` its summed NLL at w; `u` is the L1 penalty per weight so far; `saved_w` is
+/// scratch.
 double search_rate(Objective& obj, Vector& w, const Vector* q, const SparseVector& g, SparseVector& saved_w,
                    SentenceSpan span, double nll, double eta, double u) {
-  Backend& b = obj.backend();
   const double N = double(obj.corpus().num_sentences()), M = double(span.count);
-  const double c1 = obj.c1(), c2 = obj.c2();
-  sparse_gradients(b).sparse_copy(g, saved_w);
-  sparse_gradients(b).gather(w, saved_w);
-  const double init = nll / M + sparse_gradients(b).sparse_penalty(saved_w, c1 / N, c2 / N);  // Eq. 14
-  double r = eta, best = std::numeric_limits<double>::infinity(), rate = eta;
-  bool worse_seen = false;
-  for (int trial = 0; trial < kTrials; ++trial) {
-    // A trial moves w only (q is read, not written; its term the trial's penalty), so only w is restored.
-    const double penalty = map_reduce(b, SgdL1Rule{r, u + r * c1 / N, c1 / N, c2 / N, true}, {w, q}, &g);
-    const double loss = b.evaluate(obj.corpus(), w, span, nullptr, 1.0, obj.loss()) / M;
-    obj.add_passes(M / N);
-    const double value = loss + penalty;
-    sparse_gradients(b).scatter(saved_w, w);  // exact restore
-    if (value < best) {  // NaN never wins
-      best = value;
-      rate = r;
-    }
-    const bool worse = !(value <= init);
-    if (worse && !worse_seen) {  // the flag changes: restart below r(0)
-      worse_seen = true;
-      r = eta * kDecay;
-    } else if (!worse_seen) {
-      r /= kDecay;
-    } else {
-      r *= kDecay;
-    }
+  const SgdL1StepParams p = sgd_l1_step_params(eta, obj.c1(), obj.c2(), N, obj.loss());
+  const SgdL1Search s = sgd_l1_search_on_host(obj.backend(), obj.corpus(), span, p, w, q, g, saved_w, nll, u);
+  for (int trial = 0; trial < SgdL1Search::kTrials; ++trial) obj.add_passes(M / N);
+  return p.rate[s.chosen_index()];
+}
+
+/// u and Λ where the heuristic line search's device steps keep them (SparseGradients::
+/// sgd_l1_search_step): a backend vector of the two, written before such a step where the host
+/// changed them and read back before the host reads them (an epoch's end, a stop) or steps itself
+/// (the device's step refused).
+struct DeviceScalars {
+  DeviceScalars(double& u_, double& Lambda_) : u(u_), Lambda(Lambda_) {}
+  double &u, &Lambda;
+  VectorPtr v;
+  bool on_device = false;  // v holds them, the host's copies are stale
+  bool refused = false;    // the backend has no such step for this run: the host's path
+  void to_device(Backend& b) {
+    if (on_device) return;
+    if (!v) v = b.vector(2);
+    const double h[2] = {u, Lambda};
+    b.write(*v, h);
+    on_device = true;
   }
-  return rate;
+  void to_host(Backend& b) {
+    if (!on_device) return;
+    double h[2];
+    b.read(*v, h);
+    u = h[0];
+    Lambda = h[1];
+    on_device = false;
+  }
+};
+
+/// The step of a one-sentence batch with the heuristic line search on the backend's device
+/// (batch_gradient, the search and the update there); false where the backend has none.
+bool step_on_device(Objective& obj, Vector& w, Vector* q, Vector* stamp, SparseVector& g, SparseVector& saved,
+                    SentenceSpan span, double eta, DeviceScalars& ds) {
+  Backend& b = obj.backend();
+  const double N = double(obj.corpus().num_sentences());
+  if (ds.refused || span.count != 1) return false;
+  const SgdL1StepParams p = sgd_l1_step_params(eta, obj.c1(), obj.c2(), N, obj.loss());
+  ds.to_device(b);
+  if (!sparse_gradients(b).sgd_l1_search_step(obj.corpus(), span, p, w, q, stamp, *ds.v, g, saved)) {
+    ds.refused = true;
+    ds.to_host(b);
+    return false;
+  }
+  for (int pass = 0; pass <= SgdL1Search::kTrials; ++pass) obj.add_passes(1.0 / N);
+  return true;
 }
 
 }  // namespace
@@ -179,6 +199,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   SparseVectorPtr saved_w = heuristic ? sparse_gradients(b).sparse_vector() : nullptr;  // line search: w restored
   double u = 0;       // total L1 penalty per weight so far (Eq. 10)
   double Lambda = 0;  // cumulative log L2 decay since the last flush
+  DeviceScalars ds{u, Lambda};
   std::size_t k = 0;  // sentences processed
   EpochShuffler shuffler(n, opt.seed);
   Stopwatch clock;
@@ -213,14 +234,17 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       const std::size_t m = std::min(opt.batch_size, n - start);
       const SentenceSpan span{perm.data() + start, m};
       eta = eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
-      const double nll = batch_gradient(obj, w, stamp.get(), Lambda, *g, span, heuristic);
-      const double rate = heuristic ? search_rate(obj, w, q.get(), *g, *saved_w, span, nll, eta, u) : eta;
-      u += rate * c1 / N;
-      map(b, SgdL1Rule{rate, u, 0.0, 0.0, false}, {w, q.get()}, g.get());
-      if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);
+      if (!(heuristic && step_on_device(obj, w, q.get(), stamp.get(), *g, *saved_w, span, eta, ds))) {
+        const double nll = batch_gradient(obj, w, stamp.get(), Lambda, *g, span, heuristic);
+        const double rate = heuristic ? search_rate(obj, w, q.get(), *g, *saved_w, span, nll, eta, u) : eta;
+        u += rate * c1 / N;
+        map(b, SgdL1Rule{rate, u, 0.0, 0.0, false}, {w, q.get()}, g.get());
+        if (c2 > 0) Lambda += std::log1p(-2.0 * rate * c2 / N);
+      }
       k += m;
       done = start + m;
       if (done < n && poll && *poll && (*poll)()) {  // stop inside the epoch
+        ds.to_host(b);
         Progress pr = progress_within(epoch, done, n, obj, w, eta, clock);
         pr.state = &state;
         if (progress) progress(pr, w);
@@ -230,6 +254,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       }
     }
     done = 0;
+    ds.to_host(b);
     if (c2 > 0) {  // flush the lazy decay; restart Λ and the stamps at 0
       map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});
       b.fill(*stamp, 0.0);

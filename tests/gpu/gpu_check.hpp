@@ -65,11 +65,15 @@ inline std::string no_gpu_reason() { return gpu_unavailable(); }
 /// Whether this run takes case `index` of a long test's cases. The emulated suite runs three times in
 /// CI, under schedule seeds 1, 2 and 3 (CRFX_EMU_SEED): seed 1 (and a real GPU, without the
 /// variable) takes every case, seeds 2 and 3 every other one, so each case still meets two
-/// schedules at two thirds of the time.
+/// schedules at two thirds of the time. CRFX_EMU_SHARE=K takes every K-th case instead (the one
+/// whose index ≡ seed mod K): the sanitizer pass (scripts/test-emu-sanitize.sh, seed 1) takes
+/// the odd cases with K = 2.
 inline bool schedule_share(std::size_t index) {
   const char* schedule = std::getenv("CRFX_EMU_SEED");
+  const char* share = std::getenv("CRFX_EMU_SHARE");
   const unsigned long seed = schedule ? std::strtoul(schedule, nullptr, 10) : 1;
-  return seed < 2 || index % 2 == seed % 2;
+  const unsigned long k = share ? std::max(1ul, std::strtoul(share, nullptr, 10)) : seed < 2 ? 1 : 2;
+  return index % k == seed % k;
 }
 
 /// The weight layouts the GPU suites cover: dense (every attribute × label pair), observed

@@ -66,6 +66,18 @@ struct SagScalars {
   unsigned long long trials = 0;
 };
 
+/// A step of sgd-l1's heuristic line search (SparseGradients::sgd_l1_search_step, host/rules/
+/// sgd_l1_search.hpp): the rates its 3 trials can take, η·2^j for j = kLow … kLow + 4 (index
+/// j − kLow), each with what it adds to the L1 penalty per weight (r·c1/N) and to the lazy L2
+/// decay's log-sum (log1p(−2·r·c2/N)) — made on the host, so a device deciding the search
+/// computes no log1p of its own — and the batch objective's penalty coefficients c1/N, c2/N.
+struct SgdL1StepParams {
+  static constexpr int kLow = -2, kRates = 5;
+  double rate[kRates] = {}, u_step[kRates] = {}, log_decay[kRates] = {};
+  double c1 = 0, c2 = 0;
+  SequenceLoss loss = SequenceLoss::seq_log;
+};
+
 class IncrementalState {
  public:
   virtual ~IncrementalState() = default;
@@ -310,16 +322,14 @@ class IncrementalGradients {
   virtual void incremental_load(IncrementalState& state, const std::vector<double>& marginals) = 0;
 };
 
-/// pa's, arow's or mira's options for SparseGradients::peer_step.
+/// pa's, arow's or mira's options for SparseGradients::peer_step (pa: --pa-type, --pa-c,
+/// --error-sensitive; arow: --gamma, Σ's diagonal; mira: C, a float as CRF++'s).
 struct PeerStep {
-  bool arow = false;         // arow (else pa)
-  bool mira = false;         // mira (else pa or arow); C as CRF++'s float:
+  bool arow = false, mira = false, error_sensitive = true;  // (neither: pa)
+  int pa_type = 1;
+  double c = 1, gamma = 1;
   float mira_c = 1;
-  int pa_type = 1;           // pa: --pa-type
-  double c = 1;              // pa: --pa-c
-  bool error_sensitive = true;
-  double gamma = 1;          // arow: --gamma
-  Vector* variance = nullptr;  // arow: Σ's diagonal
+  Vector* variance = nullptr;
 };
 
 /// The sparse batch gradients, a capability a Backend may offer (Backend::sparse): the CRF side of
@@ -385,27 +395,33 @@ class SparseGradients {
     (void)corpus, (void)sentences, (void)w, (void)u, (void)u_scale, (void)delta;
     return false;
   }
-  /// pa's or arow's step (host/optim/passive_aggressive.cpp, arow.cpp) on one sentence where the
-  /// backend can keep it on its device, as perceptron_step: where ŷ has a mistake, ℓ and τ (α)
-  /// from w·Δ and ‖Δ‖² (Σ Δ_j²·Σ_jj) by host/rules/peer_update.hpp, w += τ·Δ and u += u_scale·τ·Δ
-  /// (arow: ArowUpdateRule over Δ's support), ℓ added to a sum on the device (peer_loss); mira's
-  /// (mira_step, its state there; its shrinking count moved as decoded()) — bitwise the primitives'
-  /// path. False, having done nothing: the caller takes that path.
+  /// pa's, arow's or mira's step on one sentence where the backend can keep it on its device, as
+  /// perceptron_step: the scalars by host/rules/peer_update.hpp from w·Δ, ‖Δ‖² and the mistakes, the
+  /// updates gated and ℓ summed there — bitwise the primitives' path. False, having done nothing.
   virtual bool peer_step(const BackendCorpus& corpus, SentenceSpan sentences, const PeerStep& step, Vector& w,
                          Vector* u, double u_scale, SparseVector& delta) {
-    (void)corpus, (void)sentences, (void)step, (void)w, (void)u, (void)u_scale, (void)delta;
-    return false;
+    return (void)corpus, (void)sentences, (void)step, (void)w, (void)u, (void)u_scale, (void)delta, false;
   }
-  /// peer_step's loss sum (mira: K, the epoch's largest KKT violation): set to `value` before its
-  /// first step (nothing read back), or read back.
+  /// peer_step's loss sum (mira: K, the epoch's largest KKT violation), and mira's bounds B_i and
+  /// shrinking counts (n sentences): set before its first step (nothing read back), or read back.
   virtual void set_peer_loss(double value) { (void)value; }
   virtual double peer_loss() { return 0.0; }
-  /// mira's bounds B_i and shrinking counts of the n sentences, which peer_step keeps: set before
-  /// its first step, or read back.
-  virtual void set_mira_state(const float* bounds, const std::uint32_t* shrink, std::size_t n) {
-    (void)bounds, (void)shrink, (void)n;
+  virtual void set_mira_state(const float* b, const std::uint32_t* s, std::size_t n) { (void)b, (void)s, (void)n; }
+  virtual void mira_state(float* b, std::uint32_t* s, std::size_t n) { (void)b, (void)s, (void)n; }
+  /// sgd-l1's step with its heuristic line search on a span of one sentence where the backend can
+  /// decide the search on its device (issue 37): with `stamp` the support's weights caught up to
+  /// Λ (LazyDecayRule), the gradient into g, the 3 trials (w restored from `saved`, scratch) and
+  /// their choice k (SgdL1Search), then w (and q) stepped by SgdL1Rule at p.rate[k], u +=
+  /// p.u_step[k], Λ += p.log_decay[k] — u and Λ read from and written to `scalars` (a vector of
+  /// 2), nothing read back. Bitwise the host's step (sgd_l1_search_on_host between the
+  /// primitives). Returns false, having done nothing, where the backend has no such path (the
+  /// default; the CUDA backend: several sentences, a streamed corpus, a loss other than seq-log).
+  virtual bool sgd_l1_search_step(const BackendCorpus& corpus, SentenceSpan sentences, const SgdL1StepParams& p,
+                                  Vector& w, Vector* q, Vector* stamp, Vector& scalars, SparseVector& g,
+                                  SparseVector& saved) {
+    (void)corpus, (void)sentences, (void)p, (void)w, (void)q, (void)stamp, (void)scalars, (void)g, (void)saved;
+    return false;
   }
-  virtual void mira_state(float* bounds, std::uint32_t* shrink, std::size_t n) { (void)bounds, (void)shrink, (void)n; }
   /// dst = src (indices and values).
   virtual void sparse_copy(const SparseVector& src, SparseVector& dst) = 0;
   /// x.value[j] = w[x.index[j]] for every entry j (x's indices unchanged): saves the weights of a
