@@ -34,13 +34,10 @@ struct GatedSparseAxpyOp {
 
 }  // namespace
 
-bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
-                                  SparseVector& delta) {
-  const CudaCorpus& c = C(bc);
+bool CudaBackend::decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x) {
   if (span.count == 0 || span.count > kChunkIds || c.stream) return false;  // the primitives' path
   if (w.size() != dims_.num_weights() || (u && u->size() != w.size()))
     throw Error("internal: weight vector size mismatch");
-  CudaSparse& x = X(delta);
   // The plans first: they refuse an unlabeled sentence before anything is queued.
   if (span.count == 1) {
     sentence_support(c, span[0], x);  // x ← S({sid}), sp_plan_ ← its plan made once
@@ -70,10 +67,20 @@ bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Ve
   vp.score = nullptr;
   launch_viterbi(vp, n, threads_, stream_);
   if (mistakes_.size() == 0) mistakes_.resize(1);
-  if (n == 1) {
+  if (n == 1) {  // Δ over S({sid}) into x, the mistakes
     const DecodedRows d{sp_plan_.dev_row_tok, c.labels.get(), labels_.get(), rows};
     launch_feature_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, d, 1.0, x.value.get(), mistakes_.get(),
                               stream_);
+  }
+  return true;
+}
+
+bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
+                                  SparseVector& delta) {
+  const CudaCorpus& c = C(bc);
+  CudaSparse& x = X(delta);
+  if (!decode_on_device(c, span, w, u, x)) return false;
+  if (span.count == 1) {
     launch_map(x.n, GatedSparseAxpyOp{x.index.get(), x.value.get(), P(w), 1.0, mistakes_.get()}, stream_);
     if (u) launch_map(x.n, GatedSparseAxpyOp{x.index.get(), x.value.get(), P(*u), u_scale, mistakes_.get()}, stream_);
     return true;

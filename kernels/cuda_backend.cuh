@@ -299,6 +299,13 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// nothing read back (backend_perceptron.cu; a batch: perceptron_batch, Δ in pc_dense_).
   bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
                        SparseVector& delta) override;
+  /// pa's, arow's and mira's step on one sentence of a resident corpus (backend_peer.cu), ℓ summed in peer_.
+  bool peer_step(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
+                 double u_scale, SparseVector& delta) override;
+  void set_peer_loss(double value) override;
+  double peer_loss() override;
+  void set_mira_state(const float* bounds, const std::uint32_t* shrink, std::size_t n) override;
+  void mira_state(float* bounds, std::uint32_t* shrink, std::size_t n) override;
 
  private:
   /// For a pointwise `loss` (point-log, point-exp): sets fp (of the chunk run_chunk_front just
@@ -445,6 +452,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// x ← S({sid}) with zero values (support_host and upload_sparse's result) from the plans made
   /// once: the indices expanded on the device, nothing copied. (backend_plans.cu)
   void sentence_support(const CudaCorpus& c, std::uint32_t sid, CudaSparse& x);
+  /// perceptron_step's decode of a span that one chunk holds (false: refused, nothing queued); a
+  /// sentence alone: S({sid}) and Δ into x, its mistakes into mistakes_. (backend_perceptron.cu)
+  bool decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x);
   /// perceptron_step on a batch's chunk, decoded: Δ summed per sentence in pc_dense_, the updates.
   void perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale);
   /// sgd-l1's and adf's batch of 2 … kChunkIds sentences on the device (backend_sparse_batch.cu):
@@ -602,6 +612,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<std::uint32_t> mistakes_;  // [1] perceptron_step: the decoded span's wrong tokens
   DeviceBuffer<double> pc_dense_;         // [weights] perceptron_batch's Δ, batch_gradient's sums; zero between steps
   BatchUnion batch_union_;                // batch_support's S(batch)
+  DeviceBuffer<double> peer_;  // peer_step: two reductions' partials and sums, τ, u's τ, the gate, Σℓ
+  DeviceBuffer<float> mira_bounds_;           // [sentences] peer_step: mira's B_i
+  DeviceBuffer<std::uint32_t> mira_shrink_;  // [sentences] and its shrinking counts
   DeviceBuffer<double> lsd_red_;          // sgd_l1_search_step: a penalty's partials and sum
   DeviceBuffer<SgdL1Search> lsd_search_;  // [1] its line search
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero

@@ -100,15 +100,22 @@ __global__ void __launch_bounds__(kRedThreads) reduce_pass2(unsigned m, const do
   if (threadIdx.x == 0) *out = r;
 }
 
+/// reduce()'s two passes alone: the result left at red + kRedBlocks on the device (n = 0: pass 2
+/// alone folds `init` over its threads — init itself for a sum from 0 or a max).
+template <class F, class Op>
+void reduce_on_device(std::size_t n, F f, Op op, double init, double* red, cudaStream_t s) {
+  const unsigned blocks = n ? grid_for(n, kRedThreads, kRedBlocks) : 0;  // a function of n only
+  if (n) CRFX_LAUNCH((reduce_pass1<F, Op>), blocks, kRedThreads, 0, s, n, f, op, init, red);
+  CRFX_LAUNCH(reduce_pass2<Op>, 1, kRedThreads, 0, s, blocks, red, op, init, red + kRedBlocks);
+}
+
 /// op over f(0) … f(n − 1) from `init` (init when n = 0), bitwise reproducible: the two passes
 /// above through `red` (kRedBlocks partials, then the result at red + kRedBlocks), then a copy to
 /// the host and a synchronisation of `s`.
 template <class F, class Op>
 double reduce(std::size_t n, F f, Op op, double init, double* red, cudaStream_t s) {
   if (n == 0) return init;
-  const unsigned blocks = grid_for(n, kRedThreads, kRedBlocks);  // a function of n only
-  CRFX_LAUNCH((reduce_pass1<F, Op>), blocks, kRedThreads, 0, s, n, f, op, init, red);
-  CRFX_LAUNCH(reduce_pass2<Op>, 1, kRedThreads, 0, s, blocks, red, op, init, red + kRedBlocks);
+  reduce_on_device(n, f, op, init, red, s);
   double r = 0;
   CRFX_CUDA_CHECK(cudaMemcpyAsync(&r, red + kRedBlocks, sizeof(double), cudaMemcpyDeviceToHost, s));
   CRFX_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -25,6 +25,12 @@ class ArowTrainer final : public MistakeDrivenTrainer {
   bool averaged(const TrainOptions&) const override { return false; }
   bool has_loss() const override { return true; }
   bool converged(double mean, double epsilon) const override { return mean <= epsilon; }
+  bool device_step(const TrainOptions& opt, PeerStep& step) const override {
+    step.arow = true;
+    step.gamma = opt.arow_gamma;
+    step.variance = variance_.get();
+    return true;
+  }
   void prepare(Backend& b, std::size_t num_weights, std::size_t, const TrainOptions& opt) override {
     variance_ = b.vector(num_weights);
     b.fill(*variance_, opt.arow_variance);
@@ -32,10 +38,9 @@ class ArowTrainer final : public MistakeDrivenTrainer {
   double update(Backend& b, Vector& w, const SparseVector& delta, std::size_t wrong, const TrainOptions& opt,
                 double& tau) override {
     tau = 0;  // not w += τ·Δ (and arow does not average)
-    const double loss = -map_reduce(b, SparseDotRule{}, {w}, &delta) + double(wrong);
-    const double confidence = opt.arow_gamma + map_reduce(b, ArowVarianceRule{}, {*variance_}, &delta);
+    const double loss = arow_loss(map_reduce(b, SparseDotRule{}, {w}, &delta), wrong);
     ArowUpdateRule rule;
-    rule.alpha = loss / confidence;
+    rule.alpha = arow_alpha(loss, opt.arow_gamma, map_reduce(b, ArowVarianceRule{}, {*variance_}, &delta));
     rule.gamma = opt.arow_gamma;
     map(b, rule, {w, *variance_}, &delta);
     return loss;

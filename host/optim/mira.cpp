@@ -40,8 +40,10 @@
 // and a later clipped step C − B_i with it); and CRF++ counts the shrinking in an unsigned char, so that
 // there an -H above 255 never shrinks (the count wraps first), where crfx's counts do not wrap.
 // CRF++ warns that MIRA runs on one thread (-p); crfx's --threads parallelises the primitives with
-// the same result. No averaging: the model is w. The reported objective is the model's full f
-// with the Objective's c1 and c2 (MIRA does not use them; CRF++ prints ‖w‖²).
+// the same result. Where the backend can (SparseGradients::peer_step: the CUDA backend) a
+// sentence's decode, μ and update run on its device, the bounds, counts and K kept there and read
+// back at each epoch's end (issue 37). No averaging: the model is w. The reported objective is the
+// model's full f with the Objective's c1 and c2 (MIRA does not use them; CRF++ prints ‖w‖²).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -86,6 +88,23 @@ class MiraTrainer final : public MistakeDrivenTrainer {
 
   bool visits(const SentenceSpan& span) const override { return shrink_[span[0]] < shrinking_size_; }
 
+  // The step on the device (SparseGradients::peer_step): decoded() and update() there, with the
+  // bounds, the counts and K, taken back before end_epoch() and a checkpoint. visits() reads the
+  // host's counts meanwhile: a sentence's changes only at its own visit, once an epoch.
+  bool device_step(const TrainOptions&, PeerStep& step) const override {
+    step.mira = true;
+    step.mira_c = c_;
+    return true;
+  }
+  void to_device(SparseGradients& sg, double) override {
+    sg.set_peer_loss(kkt_);
+    sg.set_mira_state(bounds_.data(), shrink_.data(), bounds_.size());
+  }
+  void from_device(SparseGradients& sg, double&) override {
+    kkt_ = sg.peer_loss();
+    sg.mira_state(bounds_.data(), shrink_.data(), bounds_.size());
+  }
+
   void decoded(const SentenceSpan& span, std::size_t wrong) override {
     sentence_ = span[0];
     if (wrong == 0) {
@@ -101,20 +120,11 @@ class MiraTrainer final : public MistakeDrivenTrainer {
     const double errors = double(wrong);
     const double cost_diff = -map_reduce(b, SparseDotRule{}, {w}, &delta);  // collins(): score(ŷ) − score(y)
     const double s = sparse_gradients(b).sparse_penalty(delta, 0.0, 1.0);   // ‖Δ‖²
-    // runMIRA, lines 146–162, in its types. ‖Δ‖² = 0 (the mislabeled tokens fire no feature) gives
-    // μ = +inf, clipped to the bound, or NaN, which std::max(0.0, NaN) makes 0, as in CRF++.
-    double mu = std::max(0.0, (errors - cost_diff) / s);
-    float& bound = bounds_[sentence_];
-    if (bound + mu > c_) {
-      mu = c_ - bound;
-    } else {
-      kkt_ = std::max(errors - cost_diff, kkt_);
-    }
-    if (mu > 1e-10) {
-      bound += mu;
-      bound = std::min(c_, bound);
-      sparse_gradients(b).sparse_axpy(mu, delta, w);
-    }
+    // runMIRA, lines 146–162, in its types (mira_step, host/rules/peer_update.hpp). ‖Δ‖² = 0 (the
+    // mislabeled tokens fire no feature) gives μ = +inf, clipped to the bound, or NaN, which
+    // std::max(0.0, NaN) makes 0, as in CRF++.
+    const double mu = mira_step(errors, cost_diff, s, c_, bounds_[sentence_], kkt_);
+    if (mu > 1e-10) sparse_gradients(b).sparse_axpy(mu, delta, w);
     return 0.0;  // (no loss: has_loss() is false)
   }
 

@@ -24,15 +24,6 @@
 #include "optim/trainers.hpp"
 
 namespace crfx {
-
-/// PA's step size τ for the loss ℓ and ‖Δ‖² (type 0, 1, 2 as above; c the aggressiveness).
-double passive_aggressive_tau(int type, double loss, double norm2, double c) {
-  if (!(norm2 > 0)) return 0.0;
-  if (type == 0) return loss / norm2;
-  if (type == 1) return std::min(c, loss / norm2);
-  return loss / (norm2 + 0.5 / c);
-}
-
 namespace {
 
 class PassiveAggressiveTrainer final : public MistakeDrivenTrainer {
@@ -43,10 +34,16 @@ class PassiveAggressiveTrainer final : public MistakeDrivenTrainer {
   bool averaged(const TrainOptions& opt) const override { return opt.averaging; }
   bool has_loss() const override { return true; }
   bool converged(double mean, double epsilon) const override { return mean < epsilon; }
+  bool device_step(const TrainOptions& opt, PeerStep& step) const override {
+    step.pa_type = opt.pa_type;
+    step.c = opt.pa_c;
+    step.error_sensitive = opt.error_sensitive;
+    return true;
+  }
   double update(Backend& b, Vector& w, const SparseVector& delta, std::size_t wrong, const TrainOptions& opt,
                 double& tau) override {
     const double margin = map_reduce(b, SparseDotRule{}, {w}, &delta);  // w·Δ ≤ 0: ŷ is the best path
-    const double loss = -margin + (opt.error_sensitive ? std::sqrt(double(wrong)) : 1.0);
+    const double loss = passive_aggressive_loss(margin, wrong, opt.error_sensitive);
     tau = passive_aggressive_tau(opt.pa_type, loss, sparse_gradients(b).sparse_penalty(delta, 0.0, 1.0), opt.pa_c);
     if (tau != 0) sparse_gradients(b).sparse_axpy(tau, delta, w);
     return loss;

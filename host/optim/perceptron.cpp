@@ -14,7 +14,9 @@
 // Objective's c1 and c2 (the perceptron does not use them). Passes: a Viterbi decode is counted as
 // a forward-only evaluation (m/N per batch). Where the backend can (SparseGradients::
 // perceptron_step: the CUDA backend, batches of up to 256 sentences) the decode, Δ and both
-// updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37).
+// updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37);
+// pa's, arow's and mira's sentence steps too (SparseGradients::peer_step; their loss, or mira's
+// state, read back at the epoch's end).
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -47,6 +49,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   double f = std::numeric_limits<double>::quiet_NaN();
   double loss = 0;  // the loss summed over the epoch so far (has_loss)
   bool have_avg = false;
+  on_device_ = device_refused_ = false;
 
   int epoch = 0;
   auto average = [&] {  // w_avg = w − u/T
@@ -66,7 +69,9 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       throw Error(std::string("checkpoint: ") + name_ + "'s position in the epoch is beyond the corpus");
     ar.value("f", f);
     ar.value("t", t);
+    if (!ar.restoring()) sync_device(b, loss);
     if (has_loss()) ar.value("epoch.loss", loss);
+    if (ar.restoring()) on_device_ = false;
     if (shuffling) shuffler.state(ar);
     ar.vector("w", b, w);
     if (averaging) ar.vector("u", b, *u);
@@ -102,6 +107,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       }
     }
     done = 0;
+    sync_device(b, loss);
     end_epoch();
     average();
     f = monitor_objective(obj, model);
@@ -140,6 +146,20 @@ void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, S
   // ap: the whole step on the backend where it can keep it there (no path read back, no wait).
   Vector* u_step = t > 1 ? u : nullptr;  // (t − 1)·τ·Δ, τ = 1: nothing at the first step
   if (adds_difference() && sparse_gradients(b).perceptron_step(obj.corpus(), span, w, u_step, t - 1, delta)) return;
+  // pa, arow, mira: the step and its loss (mira's state) on the device where it can (one sentence).
+  // A backend that refuses the step right after to_device (the CPU's, a streamed corpus) is not
+  // asked again in this run; a refusal later takes the state back for that step alone.
+  PeerStep step;
+  if (span.count == 1 && !device_refused_ && device_step(opt, step)) {
+    const bool fresh = !on_device_;
+    if (fresh) to_device(sparse_gradients(b), loss);
+    if (sparse_gradients(b).peer_step(obj.corpus(), span, step, w, u_step, t - 1, delta)) {
+      on_device_ = true;
+      return;
+    }
+    device_refused_ = fresh;
+  }
+  sync_device(b, loss);
   b.viterbi(obj.corpus(), w, span, labels, nullptr);
   const std::size_t wrong = sparse_gradients(b).feature_difference(obj.corpus(), span, labels, delta, 1.0);
   decoded(span, wrong);
@@ -147,6 +167,12 @@ void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, S
   double tau = 0;
   loss += update(b, w, delta, wrong, opt, tau);
   if (u && t > 1 && tau != 0) sparse_gradients(b).sparse_axpy((t - 1) * tau, delta, *u);
+}
+
+void MistakeDrivenTrainer::sync_device(Backend& b, double& loss) {
+  if (!on_device_) return;
+  from_device(sparse_gradients(b), loss);
+  on_device_ = false;
 }
 
 namespace {

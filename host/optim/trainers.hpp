@@ -77,6 +77,16 @@ class MistakeDrivenTrainer : public Trainer {
   /// Whether update() is w += Δ (τ = 1, no loss) and decoded() reads nothing (ap): then a
   /// backend may take the whole step on its device (SparseGradients::perceptron_step).
   virtual bool adds_difference() const { return false; }
+  /// Whether update() is pa's, arow's or mira's (their options into step): then a backend may take
+  /// a sentence's step on its device (SparseGradients::peer_step), the loss summed there.
+  virtual bool device_step(const TrainOptions& opt, PeerStep& step) const {
+    (void)opt, (void)step;
+    return false;
+  }
+  /// The state peer_step keeps on the device: put there before its first step (`loss`, the
+  /// epoch's sum so far; mira: K, its bounds and counts), taken back where the host reads it.
+  virtual void to_device(SparseGradients& sg, double loss) { sg.set_peer_loss(loss); }
+  virtual void from_device(SparseGradients& sg, double& loss) { loss = sg.peer_loss(); }
   /// Whether the trainer has a loss (saved in checkpoints) and stops on it (converged()).
   virtual bool has_loss() const { return false; }
   /// Whether an epoch of mean loss `mean` stops training (CRFsuite: pa below epsilon, arow at most).
@@ -106,7 +116,13 @@ class MistakeDrivenTrainer : public Trainer {
   void learn(Objective& obj, Vector& w, SentenceSpan span, SparseVector& delta, std::uint32_t* labels, Vector* u,
              double t, const TrainOptions& opt, double& loss);
 
+  /// from_device where the steps since to_device ran there (at the epoch's end, a checkpoint, a
+  /// step the device refused).
+  void sync_device(Backend& b, double& loss);
+
   const char* name_;
+  bool on_device_ = false;  // the state is the device's (peer_step: the epoch's loss, mira's), not the host's
+  bool device_refused_ = false;  // peer_step refused right after to_device: the host's steps
 };
 // Maxent trainers (seed 001; --type maxent, CPU only): gis.cpp, iis.cpp, scgis.cpp, cd.cpp, around
 // maxent_problem.hpp.

@@ -322,6 +322,16 @@ class IncrementalGradients {
   virtual void incremental_load(IncrementalState& state, const std::vector<double>& marginals) = 0;
 };
 
+/// pa's, arow's or mira's options for SparseGradients::peer_step (pa: --pa-type, --pa-c,
+/// --error-sensitive; arow: --gamma, Σ's diagonal; mira: C, a float as CRF++'s).
+struct PeerStep {
+  bool arow = false, mira = false, error_sensitive = true;  // (neither: pa)
+  int pa_type = 1;
+  double c = 1, gamma = 1;
+  float mira_c = 1;
+  Vector* variance = nullptr;
+};
+
 /// The sparse batch gradients, a capability a Backend may offer (Backend::sparse): the CRF side of
 /// the stochastic trainers. Both backends offer it.
 class SparseGradients {
@@ -385,6 +395,19 @@ class SparseGradients {
     (void)corpus, (void)sentences, (void)w, (void)u, (void)u_scale, (void)delta;
     return false;
   }
+  /// pa's, arow's or mira's step on one sentence where the backend can keep it on its device, as
+  /// perceptron_step: the scalars by host/rules/peer_update.hpp from w·Δ, ‖Δ‖² and the mistakes, the
+  /// updates gated and ℓ summed there — bitwise the primitives' path. False, having done nothing.
+  virtual bool peer_step(const BackendCorpus& corpus, SentenceSpan sentences, const PeerStep& step, Vector& w,
+                         Vector* u, double u_scale, SparseVector& delta) {
+    return (void)corpus, (void)sentences, (void)step, (void)w, (void)u, (void)u_scale, (void)delta, false;
+  }
+  /// peer_step's loss sum (mira: K, the epoch's largest KKT violation), and mira's bounds B_i and
+  /// shrinking counts (n sentences): set before its first step (nothing read back), or read back.
+  virtual void set_peer_loss(double value) { (void)value; }
+  virtual double peer_loss() { return 0.0; }
+  virtual void set_mira_state(const float* b, const std::uint32_t* s, std::size_t n) { (void)b, (void)s, (void)n; }
+  virtual void mira_state(float* b, std::uint32_t* s, std::size_t n) { (void)b, (void)s, (void)n; }
   /// sgd-l1's step with its heuristic line search on a span of one sentence where the backend can
   /// decide the search on its device (issue 37): with `stamp` the support's weights caught up to
   /// Λ (LazyDecayRule), the gradient into g, the 3 trials (w restored from `saved`, scratch) and

@@ -1,0 +1,324 @@
+// crfx — pa's and arow's steps on the emulated device (issue 37; the counts as in
+// test_stochastic_steps.cpp, stochastic_counts.hpp):
+//   - a sentence's step — decode, Δ over the sentence's plan made once, w·Δ and ‖Δ‖² (arow:
+//     Σ Δ_j²·Σ_jj) reduced on the device, τ (α) and ℓ by one thread with the host's formulas, the
+//     updates gated there (SparseGradients::peer_step) — leaves nothing for the host to wait for:
+//     an epoch of 300 steps copies and waits as one of 30, where each step waited four times;
+//   - that step is bitwise the primitives' (viterbi → feature_difference → map_reduce →
+//     sparse_penalty → the host's τ → sparse_axpy, arow's map), its loss sum too;
+//   - the trainer's epoch loss (read back once, at the epoch's end) is the one it stops on, and a
+//     checkpoint inside the epoch saves the sum so far (read back there).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../gpu/gpu_check.hpp"
+#include "checkpoint_check.hpp"
+#include "rules/peer_update.hpp"
+#include "rules/rule_set.hpp"
+#include "stochastic_counts.hpp"
+
+namespace crfx::test {
+namespace {
+
+// pa (averaged, the default; edge features), arow (none) and mira at batch size 1: the copies to
+// and from the device and the host's waits of an epoch do not grow with its steps. An epoch
+// reads its loss back (and the first makes the sentences' plans); mira's also puts its bounds and
+// counts on the device and takes them back.
+TEST(StochasticShape, PeerCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
+  REQUIRE_GPU();
+  struct Case {
+    const char* algo;
+    std::uint32_t E;
+    std::size_t extra;  // mira's copies and waits of its state
+  };
+  for (const Case& c : {Case{"pa", 3, 0}, Case{"arow", 0, 0}, Case{"mira", 3, 2}}) {
+    SCOPED_TRACE(::testing::Message() << c.algo << " E=" << c.E);
+    const EpochCounts small = count_epochs(c.algo, 30, 1, 0.0, c.E);
+    const EpochCounts large = count_epochs(c.algo, 300, 1, 0.0, c.E);
+    for (int e = 0; e < 2; ++e) {
+      SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
+      expect_same_host_counts(small, large, e);
+      EXPECT_LE(large.epoch[e].syncs, (e == 0 ? 5u : 4u) + c.extra)
+          << "host synchronisations of an epoch of " << large.steps << " steps";
+      EXPECT_LE(large.epoch[e].to_device, (e == 0 ? 16u : 4u) + c.extra);
+      EXPECT_LE(large.epoch[e].to_host, 4u + c.extra);
+      EXPECT_LE(large.epoch[e].launches, 20 * large.steps) << "launches per step bounded";
+    }
+    const std::string key = std::string(c.algo) + "_E" + std::to_string(c.E);
+    RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
+    RecordProperty(key + "_copies_per_epoch", std::to_string(large.epoch[1].to_device));
+    RecordProperty(key + "_launches_per_step", std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+  }
+}
+
+/// w, u (pa), Σ's diagonal (arow), the loss sum and the last Δ after `steps` steps on sentences
+/// drawn from a fixed sequence from the weights w0: on the device (peer_step) or through the
+/// primitives, as pa's and arow's update() take them.
+struct PeerRun {
+  std::vector<double> w, u, variance, delta;
+  std::vector<float> bounds;           // mira's B_i
+  std::vector<std::uint32_t> shrink;  // and its shrinking counts
+  double loss = 0;
+  std::size_t mistaken = 0, clipped = 0;  // the primitives': steps with a mistake, PA-I's τ = C
+};
+PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep step, bool on_device,
+                 std::size_t steps) {
+  BackendPtr b = gpu_backend(p.dims);
+  auto corpus = b->upload(p.corpus);
+  SparseGradients& sg = *b->sparse();
+  auto w = to_backend(*b, w0);
+  auto u = b->vector(w0.size());
+  auto variance = b->vector(w0.size());
+  b->fill(*variance, 0.7);
+  if (step.arow) step.variance = variance.get();
+  auto delta = sg.sparse_vector();
+  std::vector<std::uint32_t> labels(p.corpus.num_tokens());
+  const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
+  PeerRun out;
+  double loss = 0.25;  // the epoch's sum so far (mira: K): the device's starts from it
+  std::vector<float> bounds(n, 0.0f);
+  std::vector<std::uint32_t> shrink(n, 0);
+  bounds[0] = 0.03f;
+  shrink[1] = 3;
+  if (on_device) sg.set_peer_loss(loss);
+  if (on_device && step.mira) sg.set_mira_state(bounds.data(), shrink.data(), n);
+  std::uint32_t x = 777;
+  for (std::size_t t = 1; t <= steps; ++t) {
+    x = x * 1103515245u + 12345u;
+    const std::uint32_t sid = (x >> 8) % n;
+    const SentenceSpan span{&sid, 1};
+    Vector* ut = t > 1 && !step.arow ? u.get() : nullptr;
+    const double a = double(t) * 0.75 - 0.5;  // not an integer: u's products round
+    if (on_device) {
+      EXPECT_TRUE(sg.peer_step(*corpus, span, step, *w, ut, a, *delta)) << "no device path for one sentence";
+      continue;
+    }
+    b->viterbi(*corpus, *w, span, labels.data(), nullptr);
+    const std::size_t wrong = sg.feature_difference(*corpus, span, labels.data(), *delta, 1.0);
+    if (step.mira) shrink[sid] = wrong ? 0 : shrink[sid] + 1;  // mira's decoded()
+    if (!wrong) continue;
+    ++out.mistaken;
+    const double margin = map_reduce(*b, SparseDotRule{}, {*w}, delta.get());
+    if (step.mira) {  // mira's update()
+      const double mu = mira_step(double(wrong), -margin, sg.sparse_penalty(*delta, 0.0, 1.0), step.mira_c,
+                                  bounds[sid], loss);
+      if (mu > 1e-10) sg.sparse_axpy(mu, *delta, *w);
+      continue;
+    }
+    if (step.arow) {
+      const double l = arow_loss(margin, wrong);
+      ArowUpdateRule rule;
+      rule.alpha = arow_alpha(l, step.gamma, map_reduce(*b, ArowVarianceRule{}, {*variance}, delta.get()));
+      rule.gamma = step.gamma;
+      map(*b, rule, {*w, *variance}, delta.get());
+      loss += l;
+      continue;
+    }
+    const double l = passive_aggressive_loss(margin, wrong, step.error_sensitive);
+    const double tau = passive_aggressive_tau(step.pa_type, l, sg.sparse_penalty(*delta, 0.0, 1.0), step.c);
+    loss += l;
+    if (tau == step.c) ++out.clipped;
+    if (tau == 0) continue;
+    sg.sparse_axpy(tau, *delta, *w);
+    if (ut) sg.sparse_axpy(a * tau, *delta, *ut);
+  }
+  out.loss = on_device ? sg.peer_loss() : loss;
+  if (on_device && step.mira) sg.mira_state(bounds.data(), shrink.data(), n);
+  if (step.mira) {
+    out.bounds = bounds;
+    out.shrink = shrink;
+  }
+  out.w = to_host(*b, *w);
+  out.u = to_host(*b, *u);
+  out.variance = to_host(*b, *variance);
+  auto dense = b->vector(w0.size());
+  sg.sparse_axpy(1.0, *delta, *dense);
+  out.delta = to_host(*b, *dense);
+  return out;
+}
+
+/// The runs agree bit for bit; returns the steps whose path was right (the gate's other side).
+std::size_t expect_same_runs(const PeerRun& dev, const PeerRun& prim, std::size_t steps) {
+  EXPECT_GT(prim.mistaken, 0u);
+  EXPECT_TRUE(dev.w == prim.w) << "w";
+  EXPECT_TRUE(dev.u == prim.u) << "u";
+  EXPECT_TRUE(dev.variance == prim.variance) << "Σ's diagonal";
+  EXPECT_TRUE(dev.delta == prim.delta) << "the last step's Δ";
+  EXPECT_EQ(dev.loss, prim.loss) << "the loss sum (mira: K)";
+  EXPECT_TRUE(dev.bounds == prim.bounds) << "mira's bounds";
+  EXPECT_TRUE(dev.shrink == prim.shrink) << "mira's shrinking counts";
+  if (prim.bounds.empty()) { EXPECT_GT(prim.loss, 0.25); }  // (mira's K moves on unclipped steps only)
+  return steps - prim.mistaken;
+}
+
+// pa's step on the device is the primitives' bit for bit — w, u, the loss sum and the last Δ — for
+// each type (PA-I's τ clipped at C on some steps), error-sensitive or not, in each weight layout,
+// with and without edge features, from zero weights and from random ones.
+TEST(StochasticShape, PaStepOnTheDeviceEqualsThePrimitives) {
+  REQUIRE_GPU();
+  const std::size_t steps = 30;
+  std::size_t right = 0;
+  int k = 0;  // the six (type, error-sensitive) pairs in turn: each twice over the cases
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : kAllLayouts) {
+      const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 91 + E), layout);
+      for (double scale : {0.0, 0.4}) {
+        const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 5);
+        PeerStep step;
+        step.pa_type = k % 3;
+        step.c = 0.05;
+        step.error_sensitive = (k / 3) % 2 == 1;
+        ++k;
+        SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale << " pa-type "
+                                          << step.pa_type << " error-sensitive " << step.error_sensitive);
+        const PeerRun prim = run_peer(p, w0, step, false, steps);
+        right += expect_same_runs(run_peer(p, w0, step, true, steps), prim, steps);
+        if (step.pa_type == 1) { EXPECT_GT(prim.clipped, 0u) << "PA-I's clip at C never taken"; }
+      }
+    }
+  EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
+}
+
+// arow's step: w, Σ's diagonal and the loss sum bit for bit, as pa's.
+TEST(StochasticShape, ArowStepOnTheDeviceEqualsThePrimitives) {
+  REQUIRE_GPU();
+  const std::size_t steps = 30;
+  std::size_t right = 0;
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : kAllLayouts)
+      for (double scale : {0.0, 0.4}) {
+        SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale);
+        const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 91 + E), layout);
+        const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 5);
+        PeerStep step;
+        step.arow = true;
+        step.gamma = 0.3;
+        const PeerRun prim = run_peer(p, w0, step, false, steps);
+        const PeerRun dev = run_peer(p, w0, step, true, steps);
+        right += expect_same_runs(dev, prim, steps);
+        EXPECT_FALSE(prim.variance == std::vector<double>(w0.size(), 0.7)) << "Σ never updated";
+      }
+  EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
+}
+
+// mira's step: w, the bounds B_i (clipped at C on some sentences), the shrinking counts and K
+// (the loss slot) bit for bit.
+TEST(StochasticShape, MiraStepOnTheDeviceEqualsThePrimitives) {
+  REQUIRE_GPU();
+  const std::size_t steps = 30;
+  std::size_t right = 0, clipped = 0, violated = 0;
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : kAllLayouts)
+      for (double scale : {0.0, 0.4}) {
+        SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale);
+        const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 91 + E), layout);
+        const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 5);
+        PeerStep step;
+        step.mira = true;
+        step.mira_c = 0.06f;
+        const PeerRun prim = run_peer(p, w0, step, false, steps);
+        right += expect_same_runs(run_peer(p, w0, step, true, steps), prim, steps);
+        for (float bound : prim.bounds) clipped += bound == step.mira_c;
+        violated += prim.loss > 0.25;
+      }
+  EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
+  EXPECT_GT(clipped, 0u) << "no bound reached C";
+  EXPECT_GT(violated, 0u) << "K never moved";
+}
+
+/// The mean loss of epoch 1 read from a trainer's stop reason ("the mean loss of epoch 1, X, …").
+double stopping_loss(const std::string& reason) {
+  const std::size_t at = reason.find("epoch 1, ");
+  double x = -1;
+  if (at == std::string::npos || std::sscanf(reason.c_str() + at + 9, "%lg", &x) != 1) ADD_FAILURE() << reason;
+  return x;
+}
+
+// The trainer stops on the loss the device summed over the epoch (read back at its end): with
+// an --epsilon above it, after epoch 1, at the CPU backend's mean loss.
+TEST(StochasticShape, PeerTrainersStopOnTheDevicesEpochLoss) {
+  REQUIRE_GPU();
+  const RandomProblem p = with_layout(random_problem(5, 30, 3, 60, 10, 61), Layout::observed);
+  for (const char* algo : {"pa", "arow"}) {
+    SCOPED_TRACE(algo);
+    TrainOptions o;
+    o.epochs = 5;
+    o.epsilon = 1e9;
+    o.seed = 9;
+    double loss[2];
+    for (int k = 0; k < 2; ++k) {
+      BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 1)) : gpu_backend(p.dims);
+      auto corpus = b->upload(p.corpus);
+      Objective obj(*b, *corpus, 0.0, 0.0);
+      auto wv = b->vector(p.dims.num_weights());
+      auto trainer = find_trainer(algo).make();
+      trainer->train(obj, *wv, o, nullptr);
+      loss[k] = stopping_loss(trainer->stop_reason());
+    }
+    EXPECT_GT(loss[0], 0.0);
+    EXPECT_NEAR(loss[1], loss[0], 1e-5 * loss[0]) << "the device's epoch loss";
+  }
+}
+
+// mira on the device shrinks as on the host: with --shrinking-size 1 the sentences it skips (read
+// from the device's counts at each epoch's end) give the CPU backend's passes, report by report,
+// and its model.
+TEST(StochasticShape, MiraTrainerOnTheDeviceShrinksAsTheCpu) {
+  REQUIRE_GPU();
+  const RandomProblem p = with_layout(random_problem(5, 30, 3, 60, 10, 61), Layout::observed);
+  TrainOptions o;
+  o.epochs = 6;
+  o.shrinking_size = 1;
+  std::vector<double> w[2], passes[2];
+  for (int k = 0; k < 2; ++k) {
+    BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 1)) : gpu_backend(p.dims);
+    auto corpus = b->upload(p.corpus);
+    Objective obj(*b, *corpus, 0.0, 0.0);
+    auto wv = b->vector(p.dims.num_weights());
+    find_trainer("mira").make()->train(obj, *wv, o, [&](const Progress& pr, const Vector&) {
+      passes[k].push_back(pr.passes);
+      return true;
+    });
+    w[k] = to_host(*b, *wv);
+  }
+  EXPECT_TRUE(passes[1] == passes[0]) << "the sentences decoded, epoch by epoch";
+  ASSERT_GE(passes[0].size(), 3u);
+  EXPECT_LT(passes[0][2] - passes[0][1], 1.0) << "no sentence skipped: the shrinking untested";
+  expect_close_vec(w[1], w[0], kGradTol, "mira's weights");
+}
+
+// Stopped inside epoch 1 and resumed there, the trainer stops after it on the uninterrupted run's
+// loss (its stop reason prints it): the checkpoint took the device's sum so far, and the resumed
+// run's steps add to it there.
+TEST(StochasticShape, PeerTrainersResumeTheDevicesLossInsideAnEpoch) {
+  REQUIRE_GPU();
+  const RandomProblem p = with_layout(random_problem(4, 24, 2, 17, 8, 43), Layout::observed);
+  const auto make = [](const Dims& d) { return gpu_backend(d); };
+  for (const char* algo : {"pa", "arow"}) {
+    SCOPED_TRACE(algo);
+    const TrainerInfo& info = find_trainer(algo);
+    TrainOptions o = resume_options(algo);
+    o.epochs = 2;
+    o.epsilon = 1e9;  // stops after epoch 1, its mean loss in the reason
+    const std::string path = temp_path(std::string("peer-within-") + algo + ".ckpt");
+    const StoppedRun full = train_stopped(make, p, info, o, 0, path, false);
+    EXPECT_NE(full.stop_reason.find("mean loss of epoch 1"), std::string::npos) << full.stop_reason;
+    for (std::size_t k : {1u, 9u, 16u}) {
+      SCOPED_TRACE(::testing::Message() << "stopped after sentence " << k);
+      const StoppedRun first = train_stopped(make, p, info, o, k, path, false);
+      ASSERT_EQ(first.within.size(), 1u);
+      const StoppedRun rest = train_stopped(make, p, info, o, 0, path, true);
+      EXPECT_EQ(rest.stop_reason, full.stop_reason);
+      EXPECT_TRUE(bitwise_equal(rest.w, full.w));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace crfx::test
