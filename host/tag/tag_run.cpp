@@ -233,10 +233,11 @@ class Run {
         // read() and write() call `turn` once they hold their turn: the time before it is waiting.
         if (!read(b, [&] { lap(mine.wait); })) return;
         lap(mine.read);
-        if (b.spares.sentences.empty()) {
-          // A worker's first batch, one at a time: its parse allocates a vector a token, and on
-          // the one heap of apps/main.cpp (M_ARENA_MAX 1) such allocations on several threads
+        if (b.text.format == InputFormat::conll && b.spares.sentences.empty()) {
+          // A worker's first CoNLL batch, one at a time: its parse allocates a vector a token, and
+          // on the one heap of apps/main.cpp (M_ARENA_MAX 1) such allocations on several threads
           // wait for each other. The batches after it refill its storage (Batch::spares).
+          // (CRFsuite lines are only checked: nothing to allocate.)
           std::lock_guard<std::mutex> lock(parse_mutex_);
           lap(mine.wait);
           parse(b);
