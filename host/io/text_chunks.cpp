@@ -43,7 +43,22 @@ bool plain_line(std::string_view line) {
   return plain;
 }
 
-constexpr std::size_t kScanRead = std::size_t(1) << 18;  // bytes ConllScanner asks for at a time
+constexpr std::size_t kScanRead = std::size_t(1) << 18;  // bytes the scanners ask for at a time
+
+/// The scanners' reading: up to kScanRead more bytes of `reader` onto `buf` (a read error names
+/// line `line`, the one under way); false at the end of the file.
+bool scan_more(LineReader& reader, std::string& buf, std::size_t line) {
+  const std::size_t old = buf.size();
+  buf.resize(old + kScanRead);
+  const std::size_t got = reader.read_bytes(&buf[old], kScanRead, line);
+  buf.resize(old + got);
+  return got > 0;
+}
+
+/// Where the scanners' append stops reading: `max_bytes` after `read` bytes (saturated).
+std::uint64_t scan_end(std::uint64_t read, std::uint64_t max_bytes) {
+  return max_bytes > ~std::uint64_t(0) - read ? ~std::uint64_t(0) : read + max_bytes;
+}
 
 }  // namespace
 
@@ -161,18 +176,11 @@ void ConllScanner::flush(TextChunk& out) {
   pos_ = 0;
 }
 
-void ConllScanner::more() {
-  const std::size_t old = buf_.size();
-  buf_.resize(old + kScanRead);
-  const std::size_t got = reader_.read_bytes(&buf_[old], kScanRead, line_);  // names the line under way
-  buf_.resize(old + got);
-  eof_ = got == 0;
-}
+void ConllScanner::more() { eof_ = !scan_more(reader_, buf_, line_); }
 
 std::size_t ConllScanner::append(TextChunk& out, std::size_t max_tokens, std::uint64_t max_bytes) {
   if (out.text.empty()) out.first_line = line_;
-  const std::uint64_t read = bytes_read();
-  const std::uint64_t bytes_end = max_bytes > ~std::uint64_t(0) - read ? ~std::uint64_t(0) : read + max_bytes;
+  const std::uint64_t bytes_end = scan_end(bytes_read(), max_bytes);
   const std::size_t max = LineReader::max_line_bytes();
   std::size_t tokens = 0;
   bool open = false;  // a sentence is under way
@@ -271,16 +279,11 @@ std::size_t parse_conll_lines(const TextChunk& chunk, const std::string& path, c
 void CrfsuiteScanner::more() {
   buf_.erase(0, pos_);  // (the lines before pos_ are in the caller's CrfsuiteLines)
   pos_ = 0;
-  const std::size_t old = buf_.size();
-  buf_.resize(old + kScanRead);
-  const std::size_t got = reader_.read_bytes(&buf_[old], kScanRead, line_);  // names the line under way
-  buf_.resize(old + got);
-  eof_ = got == 0;
+  eof_ = !scan_more(reader_, buf_, line_);
 }
 
 std::size_t CrfsuiteScanner::append(CrfsuiteLines& out, std::size_t max_tokens, std::uint64_t max_bytes) {
-  const std::uint64_t read = bytes_read();
-  const std::uint64_t bytes_end = max_bytes > ~std::uint64_t(0) - read ? ~std::uint64_t(0) : read + max_bytes;
+  const std::uint64_t bytes_end = scan_end(bytes_read(), max_bytes);
   const std::size_t max = LineReader::max_line_bytes();
   std::size_t tokens = 0;
   bool open = false;  // a sequence is under way
