@@ -321,6 +321,60 @@ TEST(CliTagMany, AnErrorFoundByTheWorkersDropsTheRestOfItsInput) {
   }
 }
 
+TEST(CliTagMany, CrfsuiteLinesCheckedByTheWorkers) {
+  // CRFsuite lines are checked on the workers too (host/tag/tag_run.cpp): an attribute error drops
+  // the rest of its input, read on into later batches. Lines that look like CoNLL columns (an
+  // error at line 3 says so) are not refused as such for what was read on past their error.
+  const std::string dir = temp_dir();
+  std::string cs_model = dir + "/cs.model", out;
+  ASSERT_EQ(run(crfx() + " train --format crfsuite " + q(data_path("conll2000.train60.crfsuite.txt")) + " -m " +
+                    q(cs_model) + " --max-iterations 10 -q",
+                &out),
+            0)
+      << out;
+  std::vector<std::string> s;
+  std::istringstream in(read_text(data_path("conll2000.test30.crfsuite.txt")));
+  for (std::string line, current; std::getline(in, line);) {
+    current += line + "\n";
+    if (line.empty()) s.push_back(current), current.clear();
+  }
+  ASSERT_GE(s.size(), 4u);
+  const std::string before = s[0] + s[1];
+  write_text(dir + "/bad.txt", before + "B-NP\tw=x:abc\n\n" + s[2] + s[3] + s[0]);
+  std::string conll;
+  for (int i = 0; i < 40; ++i) conll += std::string(i == 2 ? "x\tx:abc\tO\n" : "He\tPRP\tB-NP\n") + (i % 5 == 4 ? "\n" : "");
+  write_text(dir + "/conll.txt", conll);
+  write_text(dir + "/good.txt", s[2] + s[3]);
+  write_text(dir + "/before.txt", before);
+  auto tag = [&](const std::string& inputs, const std::string& options) {
+    std::string text;
+    const int rc = run("{ " + crfx() + " tag " + inputs + " -m " + q(cs_model) + " -q " + options + "; }", &text);
+    return std::make_pair(rc, text);
+  };
+  const std::string good_alone = tag(q(dir + "/good.txt"), "2>/dev/null").second;
+  const std::string before_alone = tag(q(dir + "/before.txt"), "2>/dev/null").second;
+  const std::string bad_at = dir + "/bad.txt:" + std::to_string(std::count(before.begin(), before.end(), '\n') + 1) + ":";
+  const std::string conll_at = dir + "/conll.txt:3: lines 1–3 look like CoNLL columns";
+  const std::string all = q(dir + "/bad.txt") + " " + q(dir + "/conll.txt") + " " + q(dir + "/good.txt");
+  for (const std::string threads : {"1", "2", "3"}) {
+    const std::string o = dir + "/out" + threads;
+    const auto kept = tag(all, "--keep-going --batch-tokens 2 --threads " + threads + " -O " + q(o));
+    EXPECT_EQ(kept.first, 1);
+    for (const std::string& where : {bad_at, conll_at}) {
+      EXPECT_NE(kept.second.find(where), std::string::npos) << kept.second;
+      EXPECT_EQ(kept.second.find(where), kept.second.rfind(where)) << "listed once:\n" << kept.second;
+    }
+    EXPECT_EQ(kept.second.find("unknown to the model"), std::string::npos) << kept.second;
+    EXPECT_FALSE(fs::exists(o + "/bad.txt") || fs::exists(o + "/conll.txt"));
+    EXPECT_EQ(read_text(o + "/good.txt"), good_alone);
+    // Without --keep-going, to standard output: the sentences before the bad line, then the error.
+    EXPECT_EQ(tag(all, "--batch-tokens 2 --threads " + threads + " 2>/dev/null"), std::make_pair(1, before_alone));
+    const auto stopped = tag(q(dir + "/conll.txt") + " " + q(dir + "/good.txt"), "--batch-tokens 2 --threads " + threads);
+    EXPECT_EQ(stopped.first, 1);
+    EXPECT_EQ(stopped.second.rfind("crfx tag: " + conll_at, 0), 0u) << stopped.second;
+  }
+}
+
 TEST(CliTagMany, OutputsMayNotOverwriteInputs) {
   const std::string dir = temp_path("self");
   fs::create_directories(dir);

@@ -199,32 +199,35 @@ std::string shape_problem(const ConllShape& shape, const std::string& problem) {
          problem;
 }
 
-std::size_t CrfsuiteReader::check_line(CrfsuiteAttribute& attr, CrfsuiteToken* token) {
-  const std::string& line = line_;
-  const std::size_t number = reader_.line_number();
-  shape_.observe(line, number);
+std::size_t check_crfsuite_line(std::string_view line, const std::string& path, std::size_t number,
+                                CrfsuiteShape& shape, CrfsuiteAttribute& attr, CrfsuiteToken* token) {
+  shape.observe(line, number);
   std::size_t tab = line.find('\t');
-  const std::size_t label_end = crfsuite_label_end(line, reader_.path(), number);
+  const std::size_t label_end = crfsuite_label_end(line, path, number);
   if (token) {
     token->line = number;
-    token->label.assign(line, 0, label_end);
+    token->label.assign(line.substr(0, label_end));
   }
-  while (tab != std::string::npos) {
+  while (tab != std::string_view::npos) {
     const std::size_t b = tab + 1;
     tab = line.find('\t', b);
-    const std::size_t e = tab == std::string::npos ? line.size() : tab;
+    const std::size_t e = tab == std::string_view::npos ? line.size() : tab;
     if (e == b) continue;  // empty field: skipped, as CRFsuite does
-    if (!token && plain_attribute(std::string_view(line).substr(b, e - b))) continue;  // nothing to refuse
+    if (!token && plain_attribute(line.substr(b, e - b))) continue;  // nothing to refuse
     CrfsuiteAttribute& a = token ? token->attributes.emplace_back() : attr;
     try {
-      parse_attribute(line.data() + b, e - b, reader_.path(), number, a);
+      parse_attribute(line.data() + b, e - b, path, number, a);
     } catch (const InputError& error) {
-      const ConllShape shape = conll_shape();
-      if (!shape.found()) throw;
-      throw InputError(reader_.path(), number, shape_problem(shape, error.problem()));
+      const ConllShape verdict = shape.verdict(path);
+      if (!verdict.found()) throw;
+      throw InputError(path, number, shape_problem(verdict, error.problem()));
     }
   }
   return label_end;
+}
+
+std::size_t CrfsuiteReader::check_line(CrfsuiteAttribute& attr, CrfsuiteToken* token) {
+  return check_crfsuite_line(line_, reader_.path(), reader_.line_number(), shape_, attr, token);
 }
 
 bool CrfsuiteReader::next(CrfsuiteSentence& out) {
@@ -316,6 +319,18 @@ ConllShape CrfsuiteShape::verdict(const std::string& path) const {
               "last field looks like a tag (" + tags + ") where a CRFsuite line has its label first ('" +
               utf8_prefix(first_values_.front(), 40) + "' would be a label)";
   return shape;
+}
+
+void CrfsuiteLines::erase(std::size_t first, std::size_t end) {
+  if (first >= end) return;
+  const std::size_t t0 = first_token(first), t1 = sentence_ends[end - 1];  // their tokens
+  const std::size_t c0 = t0 == 0 ? 0 : token_ends[t0 - 1], c1 = token_ends[t1 - 1];  // and bytes
+  text.erase(c0, c1 - c0);
+  token_ends.erase(token_ends.begin() + std::ptrdiff_t(t0), token_ends.begin() + std::ptrdiff_t(t1));
+  for (std::size_t k = t0; k < token_ends.size(); ++k) token_ends[k] -= c1 - c0;
+  sentence_ends.erase(sentence_ends.begin() + std::ptrdiff_t(first), sentence_ends.begin() + std::ptrdiff_t(end));
+  for (std::size_t i = first; i < sentence_ends.size(); ++i) sentence_ends[i] -= t1 - t0;
+  sentence_lines.erase(sentence_lines.begin() + std::ptrdiff_t(first), sentence_lines.begin() + std::ptrdiff_t(end));
 }
 
 std::vector<CrfsuiteSentence> read_crfsuite(const std::string& path) {

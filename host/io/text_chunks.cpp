@@ -34,7 +34,31 @@ bool conll_token(const char* b, const char* e) {
   return b < e && !(e - b >= 10 && std::memcmp(b, "-DOCSTART-", 10) == 0);
 }
 
-constexpr std::size_t kScanRead = std::size_t(1) << 18;  // bytes ConllScanner asks for at a time
+/// Whether CRFsuite line `line` holds no '\\', ':' or NUL byte: no attribute has an escape or a
+/// value (check_crfsuite_line refuses none of them), and LineReader would not refuse it. One pass
+/// without a branch a byte (the compiler vectorises it).
+bool plain_line(std::string_view line) {
+  bool plain = true;
+  for (const char c : line) plain &= (c != '\\') & (c != ':') & (c != '\0');
+  return plain;
+}
+
+constexpr std::size_t kScanRead = std::size_t(1) << 18;  // bytes the scanners ask for at a time
+
+/// The scanners' reading: up to kScanRead more bytes of `reader` onto `buf` (a read error names
+/// line `line`, the one under way); false at the end of the file.
+bool scan_more(LineReader& reader, std::string& buf, std::size_t line) {
+  const std::size_t old = buf.size();
+  buf.resize(old + kScanRead);
+  const std::size_t got = reader.read_bytes(&buf[old], kScanRead, line);
+  buf.resize(old + got);
+  return got > 0;
+}
+
+/// Where the scanners' append stops reading: `max_bytes` after `read` bytes (saturated).
+std::uint64_t scan_end(std::uint64_t read, std::uint64_t max_bytes) {
+  return max_bytes > ~std::uint64_t(0) - read ? ~std::uint64_t(0) : read + max_bytes;
+}
 
 }  // namespace
 
@@ -152,18 +176,11 @@ void ConllScanner::flush(TextChunk& out) {
   pos_ = 0;
 }
 
-void ConllScanner::more() {
-  const std::size_t old = buf_.size();
-  buf_.resize(old + kScanRead);
-  const std::size_t got = reader_.read_bytes(&buf_[old], kScanRead, line_);  // names the line under way
-  buf_.resize(old + got);
-  eof_ = got == 0;
-}
+void ConllScanner::more() { eof_ = !scan_more(reader_, buf_, line_); }
 
 std::size_t ConllScanner::append(TextChunk& out, std::size_t max_tokens, std::uint64_t max_bytes) {
   if (out.text.empty()) out.first_line = line_;
-  const std::uint64_t read = bytes_read();
-  const std::uint64_t bytes_end = max_bytes > ~std::uint64_t(0) - read ? ~std::uint64_t(0) : read + max_bytes;
+  const std::uint64_t bytes_end = scan_end(bytes_read(), max_bytes);
   const std::size_t max = LineReader::max_line_bytes();
   std::size_t tokens = 0;
   bool open = false;  // a sentence is under way
@@ -257,6 +274,80 @@ std::size_t parse_conll_lines(const TextChunk& chunk, const std::string& path, c
   });
   if (whole && n > 0) close();
   return tokens;
+}
+
+void CrfsuiteScanner::more() {
+  buf_.erase(0, pos_);  // (the lines before pos_ are in the caller's CrfsuiteLines)
+  pos_ = 0;
+  eof_ = !scan_more(reader_, buf_, line_);
+}
+
+std::size_t CrfsuiteScanner::append(CrfsuiteLines& out, std::size_t max_tokens, std::uint64_t max_bytes) {
+  const std::uint64_t bytes_end = scan_end(bytes_read(), max_bytes);
+  const std::size_t max = LineReader::max_line_bytes();
+  std::size_t tokens = 0;
+  bool open = false;  // a sequence is under way
+  partial_ = false;
+  try {
+    while (open || (tokens < max_tokens && (tokens == 0 || bytes_read() < bytes_end))) {
+      const char* b = buf_.data() + pos_;
+      const char* const end = buf_.data() + buf_.size();
+      const char* nl = static_cast<const char*>(std::memchr(b, '\n', std::size_t(end - b)));
+      const char* e = nl ? nl : end;
+      if (std::size_t(e - b) > max) throw InputError(reader_.path(), line_, line_too_long_problem());
+      if (!nl && !eof_) {  // the line goes on past what was read
+        more();            // (a read error: out holds the lines before it)
+        continue;
+      }
+      if (b == end) {  // the end of the file
+        exhausted_ = true;
+        break;
+      }
+      if (e > b && e[-1] == '\r') --e;  // (as LineReader strips it)
+      if (crfsuite_blank(std::string_view(b, std::size_t(e - b)))) {
+        if (open) out.sentence_ends.push_back(out.token_ends.size());
+        open = false;
+      } else {
+        if (!open) out.sentence_lines.push_back(line_);
+        open = true;
+        if (!shape_.full()) shape_.observe(std::string_view(b, std::size_t(e - b)), line_);
+        out.text.append(b, std::size_t(e - b));
+        out.token_ends.push_back(out.text.size());
+        ++tokens;
+      }
+      pos_ = std::size_t((nl ? nl + 1 : end) - buf_.data());
+      ++line_;
+    }
+  } catch (const InputError&) {
+    partial_ = open;
+    if (open) out.sentence_ends.push_back(out.token_ends.size());
+    throw;
+  }
+  if (open) out.sentence_ends.push_back(out.token_ends.size());  // (the end of the file ends it)
+  return tokens;
+}
+
+std::size_t check_crfsuite_lines(const CrfsuiteLines& lines, std::size_t first, std::size_t end,
+                                 const std::string& path, CrfsuiteShape& shape, std::exception_ptr& error) {
+  CrfsuiteAttribute scratch;
+  for (std::size_t i = first; i < end; ++i) {
+    std::size_t number = lines.sentence_lines[i];
+    try {
+      for (std::size_t k = lines.first_token(i); k < lines.sentence_ends[i]; ++k, ++number) {
+        const std::string_view line = lines.line(k);
+        if (shape.full() && plain_line(line)) {  // the usual line: only its label to check
+          crfsuite_label_end(line, path, number);
+          continue;
+        }
+        if (std::memchr(line.data(), '\0', line.size())) throw InputError(path, number, nul_byte_problem());
+        check_crfsuite_line(line, path, number, shape, scratch);
+      }
+    } catch (const InputError&) {
+      error = std::current_exception();
+      return i;
+    }
+  }
+  return end;
 }
 
 }  // namespace crfx

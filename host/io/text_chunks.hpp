@@ -9,11 +9,15 @@
 //   ConllScanner       crfx tag's reading (host/tag/tag_run.cpp): whole sentences' lines up to a
 //                      token or byte count, cut at the line that ends a sentence, not split
 //   parse_conll_lines  those lines → ConllSentences, on a worker, with ConllReader's errors
+//   CrfsuiteScanner    the same reading for CRFsuite attribute files: whole sequences' lines
+//                      appended to CrfsuiteLines, not checked
+//   check_crfsuite_lines  those lines checked on a worker, with CrfsuiteReader's errors
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -149,6 +153,43 @@ struct ConllSpares {
 /// (false: the reading stopped in it, which is dropped). The sentences reuse `spares`' storage.
 std::size_t parse_conll_lines(const TextChunk& chunk, const std::string& path, const ConllColumns& rule,
                               bool whole, std::vector<ConllSentence>& out, ConllSpares& spares);
+
+/// A CRFsuite attribute file's sequences, whole ones at a time, appended to CrfsuiteLines as
+/// CrfsuiteReader::next(CrfsuiteLines&) appends them but not checked: the serial part of crfx tag's
+/// reading, the lines checked on the workers (check_crfsuite_lines). A sequence ends at a line of
+/// spaces and tabs only. The first CrfsuiteShape::kLines non-blank lines are observed (shape()).
+class CrfsuiteScanner {
+ public:
+  explicit CrfsuiteScanner(const std::string& path) : reader_(path) {}
+  /// Appends whole sequences to `out` until `max_tokens` tokens were appended or `max_bytes` bytes
+  /// of the file read (at least one sequence); returns how many tokens. A line too long, or a read
+  /// error: an InputError, `out` then holding every line before it, the sequence under way closed
+  /// and partial() set.
+  std::size_t append(CrfsuiteLines& out, std::size_t max_tokens, std::uint64_t max_bytes);
+  /// The file has no more lines.
+  bool exhausted() const { return exhausted_; }
+  /// The last append stopped (its InputError) inside its last sequence, which is unfinished.
+  bool partial() const { return partial_; }
+  std::uint64_t bytes_read() const { return reader_.bytes_read(); }
+  /// The evidence of the file's lines appended so far (at most its first CrfsuiteShape::kLines).
+  const CrfsuiteShape& shape() const { return shape_; }
+
+ private:
+  void more();  // reads on (eof_ at the end)
+  LineReader reader_;
+  CrfsuiteShape shape_;
+  std::string buf_;
+  std::size_t pos_ = 0;   // the first line not scanned
+  std::size_t line_ = 1;  // its number
+  bool eof_ = false, exhausted_ = false, partial_ = false;
+};
+
+/// Checks sequences [first, end) of `lines` (of file `path`, appended by CrfsuiteScanner) as
+/// CrfsuiteReader reads them — a NUL byte, then check_crfsuite_line, `shape` observing on from
+/// the file's lines before them. Returns the sequence of the first bad line, its InputError in
+/// `error`; `end` when every line is good.
+std::size_t check_crfsuite_lines(const CrfsuiteLines& lines, std::size_t first, std::size_t end,
+                                 const std::string& path, CrfsuiteShape& shape, std::exception_ptr& error);
 
 /// Calls fn(line, number) for every line of `chunk` as LineReader::next gives it (too long a line
 /// or a NUL byte: an InputError naming `path` and the line), until fn returns false.

@@ -3,12 +3,14 @@
 // Every worker runs the same loop on a batch of its own:
 //   read      (one worker at a time)   whole sentences from the inputs in order, up to
 //                                      batch_tokens, noting which input each run of sentences
-//                                      came from (a "piece"); CoNLL inputs as their lines' text
-//                                      (ConllScanner: the lines are only told apart, token or not)
-//   compile   (in parallel)            those lines split into columns (parse_conll_lines, with
+//                                      came from (a "piece"), as their lines' text: the lines
+//                                      are only told apart, token or not (ConllScanner,
+//                                      CrfsuiteScanner)
+//   compile   (in parallel)            CoNLL lines split into columns (parse_conll_lines, with
 //                                      the reader's errors; a worker's first batch one at a time,
-//                                      see work), then template expansion against the model's
-//                                      dictionaries
+//                                      see work), CRFsuite lines checked (check_crfsuite_lines),
+//                                      then template expansion or the attributes looked up
+//                                      against the model's dictionaries
 //   decode    (one worker at a time)   Tagger::tag on the backend (which has its own threads)
 //   format    (in parallel)            the text of every sentence, and where each one ends
 //   write     (in batch order)         each piece's text to its input's output
@@ -140,6 +142,12 @@ struct Piece {
   std::size_t lines = std::size_t(-1);  // (none: the input could not be opened)
   ConllColumns rule;
   std::exception_ptr read_error;
+  // CRFsuite: the input's evidence before the piece (the check observes on from it), its verdict
+  // after the piece (the batch's conll_shape when the piece is good), and whether the reading's
+  // error stopped inside its last sequence (unfinished: dropped).
+  CrfsuiteShape shape;
+  ConllShape verdict;
+  bool partial = false;
 };
 
 struct Batch {
@@ -225,10 +233,11 @@ class Run {
         // read() and write() call `turn` once they hold their turn: the time before it is waiting.
         if (!read(b, [&] { lap(mine.wait); })) return;
         lap(mine.read);
-        if (b.spares.sentences.empty()) {
-          // A worker's first batch, one at a time: its parse allocates a vector a token, and on
-          // the one heap of apps/main.cpp (M_ARENA_MAX 1) such allocations on several threads
+        if (b.text.format == InputFormat::conll && b.spares.sentences.empty()) {
+          // A worker's first CoNLL batch, one at a time: its parse allocates a vector a token, and
+          // on the one heap of apps/main.cpp (M_ARENA_MAX 1) such allocations on several threads
           // wait for each other. The batches after it refill its storage (Batch::spares).
+          // (CRFsuite lines are only checked: nothing to allocate.)
           std::lock_guard<std::mutex> lock(parse_mutex_);
           lap(mine.wait);
           parse(b);
@@ -241,8 +250,9 @@ class Run {
         // Every sentence read is tagged and formatted, those of an input that failed after them
         // too (their text is dropped with the input; b.tokens does not count them): a batch with
         // no sentence at all only has pieces to begin and end.
+        Corpus compiled;
+        if (b.text.num_sentences() > 0 && !compile_batch(b, compiled)) return;
         if (b.text.num_sentences() > 0) {
-          Corpus compiled = compile(tagger_.features(), b.text);
           lap(mine.compile);
           {
             std::lock_guard<std::mutex> lock(decode_mutex_);
@@ -304,7 +314,7 @@ class Run {
         b.tokens += got;
         piece.tokens = got;
         piece.end = b.text.num_sentences();
-        if (piece.read_error || (reader_ ? reader_->exhausted() : scanner_->exhausted())) {
+        if (piece.read_error || (lines_ ? lines_->exhausted() : scanner_->exhausted())) {
           piece.ends = true;
           finish_input(piece.input);
           if (piece.read_error && !options_.keep_going) next_input_ = inputs_.size();
@@ -318,21 +328,29 @@ class Run {
       }
       b.pieces.push_back(std::move(piece));
     }
-    bytes_read_ = bytes_done_ + (reader_ ? reader_->bytes_read() : scanner_ ? scanner_->bytes_read() : 0);
+    bytes_read_ = bytes_done_ + (lines_ ? lines_->bytes_read() : scanner_ ? scanner_->bytes_read() : 0);
     return true;
   }
 
-  bool open() const { return reader_ || scanner_; }
+  bool open() const { return lines_ || scanner_; }
 
-  /// CRFsuite: whole sentences of piece.input, parsed, into b.text; returns their tokens.
+  /// CRFsuite: whole sequences' lines of piece.input into b.text.crfsuite_lines (parse checks
+  /// them on the worker); returns their tokens. A read error after some lines is the piece's
+  /// read_error.
   std::size_t append(Batch& b, Piece& piece, std::size_t limit, std::uint64_t byte_limit) {
-    if (!reader_) {
-      reader_ = std::make_unique<TextReader>(tagger_.features(), inputs_[piece.input].path);
-      reader_->keep_lines();  // CRFsuite lines as their text: a batch holds a few bytes a token more
+    const std::string& path = inputs_[piece.input].path;
+    if (!lines_) lines_ = std::make_unique<CrfsuiteScanner>(path);
+    piece.shape = lines_->shape();
+    const std::uint64_t bytes_before = lines_->bytes_read();
+    std::size_t got = 0;
+    try {
+      got = lines_->append(b.text.crfsuite_lines, limit - b.tokens, byte_limit - std::min(byte_limit, b.bytes));
+    } catch (const InputError&) {
+      piece.read_error = std::current_exception();
+      piece.partial = lines_->partial();
     }
-    const std::uint64_t bytes_before = reader_->bytes_read();
-    const std::size_t got = reader_->append(b.text, limit - b.tokens, byte_limit - std::min(byte_limit, b.bytes));
-    b.bytes += reader_->bytes_read() - bytes_before;
+    piece.verdict = lines_->shape().verdict(path);
+    b.bytes += lines_->bytes_read() - bytes_before;
     return got;
   }
 
@@ -360,7 +378,7 @@ class Run {
   /// sentences and tokens; the first error of a piece's lines ends its input there, as reading
   /// them whole would have (its input's pieces after it are not written: write).
   void parse(Batch& b) {
-    if (b.text.format != InputFormat::conll) return;
+    if (b.text.format != InputFormat::conll) return check(b);
     for (Piece& p : b.pieces) {
       p.first = p.end = b.text.conll.size();
       if (p.lines >= b.lines_used) continue;  // (the input could not be opened: p.error)
@@ -376,8 +394,74 @@ class Run {
     }
   }
 
+  /// The CRFsuite pieces' lines checked (on the worker, before compile): the first bad line of a
+  /// piece ends its input there, as CrfsuiteReader would have — the sequences before it stay, the
+  /// rest of the piece is removed (and, the run ending there, every piece after it) — and an
+  /// input's error in reading comes after its lines' errors, its unfinished sequence removed.
+  void check(Batch& b) {
+    CrfsuiteLines& lines = b.text.crfsuite_lines;
+    std::size_t read = b.pieces.size();  // the pieces the reading would have given
+    for (std::size_t i = 0; i < read; ++i) {
+      Piece& p = b.pieces[i];
+      if (p.error) continue;  // (the input could not be opened)
+      std::exception_ptr error;
+      std::size_t keep = check_crfsuite_lines(lines, p.first, p.end, inputs_[p.input].path, p.shape, error);
+      if (!error && p.read_error) {
+        error = p.read_error;
+        keep = p.end - (p.partial ? 1 : 0);
+      }
+      if (!error) continue;
+      p.error = error;
+      p.ends = true;
+      p.tokens = lines.first_token(keep) - lines.first_token(p.first);
+      if (!options_.keep_going) read = i + 1;  // (the run ends with this input)
+      erase(b, keep, options_.keep_going ? p.end : lines.size());
+    }
+    for (std::size_t i = 0; i < read; ++i)  // as TextReader::append set it: the last good piece's
+      if (!b.pieces[i].error) b.text.conll_shape = b.pieces[i].verdict;
+  }
+
+  /// Removes sentences [first, end) of b.text, moving the pieces' sentences after them up.
+  static void erase(Batch& b, std::size_t first, std::size_t end) {
+    if (b.text.format == InputFormat::conll)
+      b.text.conll.erase(b.text.conll.begin() + std::ptrdiff_t(first), b.text.conll.begin() + std::ptrdiff_t(end));
+    else
+      b.text.crfsuite_lines.erase(first, end);
+    for (Piece& p : b.pieces) {
+      p.first = p.first >= end ? p.first - (end - first) : std::min(p.first, first);
+      p.end = p.end >= end ? p.end - (end - first) : std::min(p.end, first);
+    }
+  }
+
+  /// compile(b.text) into `out`. Its InputError (lines refused as CoNLL columns) may come from an
+  /// input read on past an error that an earlier batch's parse found, which the reading would
+  /// not have given it: b then waits for its turn to write, when that is known. An earlier
+  /// input's error ends the run: false (b is not written). Sentences of the input that failed:
+  /// removed, and the rest compiled again. Else the error is b's own.
+  bool compile_batch(Batch& b, Corpus& out) {
+    try {
+      out = compile(tagger_.features(), b.text);
+      return true;
+    } catch (const InputError&) {
+      std::unique_lock<std::mutex> lock(write_mutex_);
+      written_.wait(lock, [&] { return fatal_ || input_error_ || next_write_ == b.seq; });
+      if (fatal_ || input_error_) return false;
+      bool dropped = false;
+      for (const Piece& p : b.pieces)
+        if (p.input == failed_ && p.end > p.first) {
+          dropped = true;
+          erase(b, p.first, p.end);
+        }
+      if (!dropped) throw;
+      for (const Piece& p : b.pieces)
+        if (!p.error && p.input != failed_) b.text.conll_shape = p.verdict;
+    }
+    if (b.text.num_sentences() > 0) out = compile(tagger_.features(), b.text);
+    return true;
+  }
+
   void finish_input(std::size_t input) {
-    reader_.reset();
+    lines_.reset();
     scanner_.reset();
     bytes_done_ += inputs_[input].bytes;
   }
@@ -439,7 +523,7 @@ class Run {
   double start_ = 0;
 
   std::mutex read_mutex_;  // the reader's state
-  std::unique_ptr<TextReader> reader_;  // the input being read (CRFsuite), or null between inputs
+  std::unique_ptr<CrfsuiteScanner> lines_;  // the input being read (CRFsuite), or null between inputs
   std::unique_ptr<ConllScanner> scanner_;  // the same for CoNLL
   std::size_t next_input_ = 0, next_seq_ = 0;
   std::uint64_t bytes_done_ = 0;

@@ -117,6 +117,8 @@ struct CrfsuiteLines {
   }
   /// A line's label: its first field (empty when the line starts with a tab).
   static std::string_view label(std::string_view line) { return line.substr(0, line.find('\t')); }
+  /// Removes sentences [first, end) (those after them move up).
+  void erase(std::size_t first, std::size_t end);
   void clear() {
     text.clear();
     token_ends.clear();
@@ -227,6 +229,12 @@ inline bool crfsuite_blank(std::string_view line) { return line.find_first_not_o
 /// Where the label of CRFsuite line `line` (non-blank), the file's line `number`, ends (its first
 /// tab, or the line's end); an InputError for a space in it (CoNLL columns read as CRFsuite lines).
 std::size_t crfsuite_label_end(std::string_view line, const std::string& path, std::size_t number);
+/// Checks non-blank CRFsuite line `line`, the file's line `number`, as CrfsuiteReader reads it:
+/// `shape` observes it, then its label and every attribute (parsed into `attr`; each one given to
+/// `token` when not null) — an InputError for the first bad one, saying so when `shape` finds
+/// CoNLL columns. Returns the label's end.
+std::size_t check_crfsuite_line(std::string_view line, const std::string& path, std::size_t number,
+                                CrfsuiteShape& shape, CrfsuiteAttribute& attr, CrfsuiteToken* token = nullptr);
 /// The problem of an attribute error (`problem`) in lines that look like CoNLL columns (`shape`
 /// found): the likely cause first, then the error.
 std::string shape_problem(const ConllShape& shape, const std::string& problem);
