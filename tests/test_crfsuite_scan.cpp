@@ -61,7 +61,9 @@ Read by_scanner(const std::string& path, std::size_t tokens, std::uint64_t bytes
     try {
       const std::size_t got = scanner.append(r.lines, tokens, bytes);
       EXPECT_EQ(got, r.lines.token_ends.size() - tokens_before);
-      if (!scanner.exhausted()) EXPECT_GT(got, 0u);  // (the end of the file: perhaps blank lines only)
+      if (!scanner.exhausted()) {
+        EXPECT_GT(got, 0u);  // (the end of the file: perhaps blank lines only)
+      }
     } catch (const InputError& e) {
       read_error = e.what();
       partial = scanner.partial();
