@@ -90,7 +90,8 @@ inline Run train_run(const std::function<BackendPtr(const Dims&)>& make, const R
 }
 
 inline bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+  // (empty vectors may have no data(): memcmp must not be given a null pointer even for 0 bytes)
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }
 
 /// Stops the run at (up to `max_stops`, spread over the run) reported iterations, resumes each from
