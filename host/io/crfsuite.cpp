@@ -105,14 +105,6 @@ void add_distinct(std::vector<std::string>& values, const std::string& v) {
   if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
 }
 
-/// Whether attribute field `field` (non-empty) has no escape and no value: its name is the field as
-/// it is, which parse_attribute never refuses (the usual case, checked without decoding it).
-bool plain_attribute(std::string_view field) {
-  bool plain = true;
-  for (const char c : field) plain &= (c != '\\') & (c != ':');
-  return plain;
-}
-
 /// Decodes one attribute field `raw` (non-empty) into `attr`; throws with `path`:`line`.
 void parse_attribute(const char* raw, std::size_t n, const std::string& path, std::size_t line,
                      CrfsuiteAttribute& attr) {
@@ -168,7 +160,7 @@ CrfsuiteReader::CrfsuiteReader(const std::string& path) : reader_(path) {}
 
 void decode_attribute(std::string_view field, const std::string& path, std::size_t line,
                       CrfsuiteAttribute& scratch, std::string_view& name, double& value) {
-  if (field.find_first_of("\\:") == std::string_view::npos) {  // no escape, no value: the name as it is
+  if (crfsuite_plain_field(field)) {  // no escape, no value: the name as it is
     name = field;
     value = 1.0;
     return;
@@ -213,7 +205,7 @@ std::size_t check_crfsuite_line(std::string_view line, const std::string& path, 
     tab = line.find('\t', b);
     const std::size_t e = tab == std::string_view::npos ? line.size() : tab;
     if (e == b) continue;  // empty field: skipped, as CRFsuite does
-    if (!token && plain_attribute(line.substr(b, e - b))) continue;  // nothing to refuse
+    if (!token && crfsuite_plain_field(line.substr(b, e - b))) continue;  // nothing to refuse
     CrfsuiteAttribute& a = token ? token->attributes.emplace_back() : attr;
     try {
       parse_attribute(line.data() + b, e - b, path, number, a);

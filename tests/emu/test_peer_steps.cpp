@@ -157,6 +157,19 @@ std::size_t expect_same_runs(const PeerRun& dev, const PeerRun& prim, std::size_
   return steps - prim.mistaken;
 }
 
+/// fn(problem, w0) for each case of the step tests: with and without edge features, each weight
+/// layout, from zero weights and from random ones.
+template <class Fn>
+void for_each_case(Fn fn) {
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : kAllLayouts)
+      for (double scale : {0.0, 0.4}) {
+        SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale);
+        const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 91 + E), layout);
+        fn(p, random_weights(p.dims.num_weights(), scale, 5));
+      }
+}
+
 // pa's step on the device is the primitives' bit for bit — w, u, the loss sum and the last Δ — for
 // each type (PA-I's τ clipped at C on some steps), error-sensitive or not, in each weight layout,
 // with and without edge features, from zero weights and from random ones.
@@ -165,23 +178,17 @@ TEST(StochasticShape, PaStepOnTheDeviceEqualsThePrimitives) {
   const std::size_t steps = 30;
   std::size_t right = 0;
   int k = 0;  // the six (type, error-sensitive) pairs in turn: each twice over the cases
-  for (std::uint32_t E : {0u, 3u})
-    for (Layout layout : kAllLayouts) {
-      const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 91 + E), layout);
-      for (double scale : {0.0, 0.4}) {
-        const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 5);
-        PeerStep step;
-        step.pa_type = k % 3;
-        step.c = 0.05;
-        step.error_sensitive = (k / 3) % 2 == 1;
-        ++k;
-        SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale << " pa-type "
-                                          << step.pa_type << " error-sensitive " << step.error_sensitive);
-        const PeerRun prim = run_peer(p, w0, step, false, steps);
-        right += expect_same_runs(run_peer(p, w0, step, true, steps), prim, steps);
-        if (step.pa_type == 1) { EXPECT_GT(prim.clipped, 0u) << "PA-I's clip at C never taken"; }
-      }
-    }
+  for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
+    PeerStep step;
+    step.pa_type = k % 3;
+    step.c = 0.05;
+    step.error_sensitive = (k / 3) % 2 == 1;
+    ++k;
+    SCOPED_TRACE(::testing::Message() << "pa-type " << step.pa_type << " error-sensitive " << step.error_sensitive);
+    const PeerRun prim = run_peer(p, w0, step, false, steps);
+    right += expect_same_runs(run_peer(p, w0, step, true, steps), prim, steps);
+    if (step.pa_type == 1) { EXPECT_GT(prim.clipped, 0u) << "PA-I's clip at C never taken"; }
+  });
   EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
 }
 
@@ -190,20 +197,15 @@ TEST(StochasticShape, ArowStepOnTheDeviceEqualsThePrimitives) {
   REQUIRE_GPU();
   const std::size_t steps = 30;
   std::size_t right = 0;
-  for (std::uint32_t E : {0u, 3u})
-    for (Layout layout : kAllLayouts)
-      for (double scale : {0.0, 0.4}) {
-        SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale);
-        const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 91 + E), layout);
-        const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 5);
-        PeerStep step;
-        step.arow = true;
-        step.gamma = 0.3;
-        const PeerRun prim = run_peer(p, w0, step, false, steps);
-        const PeerRun dev = run_peer(p, w0, step, true, steps);
-        right += expect_same_runs(dev, prim, steps);
-        EXPECT_FALSE(prim.variance == std::vector<double>(w0.size(), 0.7)) << "Σ never updated";
-      }
+  for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
+    PeerStep step;
+    step.arow = true;
+    step.gamma = 0.3;
+    const PeerRun prim = run_peer(p, w0, step, false, steps);
+    const PeerRun dev = run_peer(p, w0, step, true, steps);
+    right += expect_same_runs(dev, prim, steps);
+    EXPECT_FALSE(prim.variance == std::vector<double>(w0.size(), 0.7)) << "Σ never updated";
+  });
   EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
 }
 
@@ -213,20 +215,15 @@ TEST(StochasticShape, MiraStepOnTheDeviceEqualsThePrimitives) {
   REQUIRE_GPU();
   const std::size_t steps = 30;
   std::size_t right = 0, clipped = 0, violated = 0;
-  for (std::uint32_t E : {0u, 3u})
-    for (Layout layout : kAllLayouts)
-      for (double scale : {0.0, 0.4}) {
-        SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale);
-        const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 91 + E), layout);
-        const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 5);
-        PeerStep step;
-        step.mira = true;
-        step.mira_c = 0.06f;
-        const PeerRun prim = run_peer(p, w0, step, false, steps);
-        right += expect_same_runs(run_peer(p, w0, step, true, steps), prim, steps);
-        for (float bound : prim.bounds) clipped += bound == step.mira_c;
-        violated += prim.loss > 0.25;
-      }
+  for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
+    PeerStep step;
+    step.mira = true;
+    step.mira_c = 0.06f;
+    const PeerRun prim = run_peer(p, w0, step, false, steps);
+    right += expect_same_runs(run_peer(p, w0, step, true, steps), prim, steps);
+    for (float bound : prim.bounds) clipped += bound == step.mira_c;
+    violated += prim.loss > 0.25;
+  });
   EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
   EXPECT_GT(clipped, 0u) << "no bound reached C";
   EXPECT_GT(violated, 0u) << "K never moved";

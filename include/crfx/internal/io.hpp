@@ -127,6 +127,12 @@ struct CrfsuiteLines {
   }
 };
 
+/// Whether CRFsuite attribute field `field` has no escape and no value: its name is the field as it
+/// is, which read_crfsuite never refuses (the usual case, taken without decoding).
+inline bool crfsuite_plain_field(std::string_view field) {
+  return field.find_first_of("\\:") == std::string_view::npos;
+}
+
 /// Attribute field `field` (non-empty) of a CRFsuite line, decoded by read_crfsuite's rules:
 /// `name` is a view of the field, or of `scratch` when the name has escapes or a value follows
 /// it. An InputError (`path`:`line`) for a field read_crfsuite refuses.
