@@ -30,8 +30,11 @@ constexpr int kGatherWarps = 8;             // warps per block in the gathers
 constexpr int kFbWarps = 4;                 // sentences (warps) per block of forward-backward at L ≤ 32
 constexpr unsigned kFbSegment = 64;         // positions a warp of the split forward-backward's marginals walks
 constexpr std::size_t kFbSplitLength = 128; // the split forward-backward from a chunk's longest sentence this long
+constexpr std::size_t kFbScanLength = 256;  // a sentence this long gets its recursions as a scan (fb_scan_kernels.cu)
 constexpr unsigned kTransGroup = 32;        // sentences per leaf of the transition tree
 constexpr std::size_t kSharedLimit = 48 * 1024;
+constexpr int kFbGroupBlock = 512;                  // threads a block of the grouped forward-backward (L > 32)
+constexpr std::size_t kFbGroupShared = 200 * 1024;  // its shared memory at most (sm_90: 227 KB a block)
 constexpr int kEmissionRowsMaxL = 512;     // emission by row groups up to here (emission_rows_kernel)
 constexpr std::uint32_t kNone = 0xffffffffu;  // SAG: a position without an edge slot
 
@@ -45,6 +48,16 @@ inline __device__ double block_max(double v, double* red) {
   double r = red[0];
   for (unsigned w = 1; w < (blockDim.x >> 5); ++w) r = fmax(r, red[w]);
   return r;
+}
+
+/// bar.sync id, count: the `count` threads (whole warps) of one group of the block wait for one
+/// another (ids 1–15; __syncthreads is barrier 0), with __syncthreads' memory ordering among them.
+inline __device__ void group_barrier(unsigned id, unsigned count) {
+#if defined(__CUDACC__)
+  asm volatile("bar.sync %0, %1;" : : "r"(id), "r"(count) : "memory");
+#else
+  ::crfx::emu::detail::named_barrier(id, count, __FILE__, __LINE__);
+#endif
 }
 
 /// Fixed-shape sum (lane 0 of each warp after the butterfly, then warps in order).

@@ -10,6 +10,9 @@
 //   reached while other threads of the block have exited are reported. (The hardware counts exited
 //   threads as arrived on sm_70+, but the programming model requires every thread to reach a
 //   barrier; being strict finds the bugs that this hides.)
+// - A named barrier (bar.sync id, count: common.cuh's group_barrier) releases when `count`
+//   threads wait at it (id 1–15), all at the same call site with the same count; more threads
+//   than its count, a count that is not whole warps, or a barrier that never fills are reported.
 // - A warp collective releases when every lane of its mask waits at the same collective (kind,
 //   mask, call site). A mask without the calling lane, naming a lane the block does not have or one
 //   that has exited, a shuffle whose source lane is outside the mask, or lanes of one mask at
@@ -75,7 +78,7 @@ std::vector<Stack>& stack_pool(std::size_t n) {
   return pool;
 }
 
-enum class State : std::uint8_t { runnable, barrier, warp, done };
+enum class State : std::uint8_t { runnable, barrier, named, warp, done };
 
 struct Thread {
   dim3 idx;
@@ -89,6 +92,7 @@ struct Thread {
   Collective kind = Collective::syncwarp;
   unsigned mask = 0;
   int param = 0, width = 32;
+  unsigned bar_id = 0, bar_count = 0;  // the named barrier it waits at (State::named)
   std::size_t size = 0;
   unsigned char value[16] = {};
   unsigned char result[16] = {};
@@ -200,6 +204,38 @@ void resume(BlockRun& b, Thread& th) {
 
 /// Releases every warp collective whose mask's lanes have all arrived. Returns whether one was
 /// released; sets `err` on a misuse.
+/// Releases every named barrier that has its count of threads; an error where one cannot be right.
+bool release_named(BlockRun& b, std::string& err) {
+  bool released = false;
+  for (unsigned id = 1; id < 16; ++id) {
+    const Thread* first = nullptr;
+    unsigned waiting = 0;
+    for (const Thread& th : b.threads) {
+      if (th.state != State::named || th.bar_id != id) continue;
+      if (!first) {
+        first = &th;
+      } else if (th.file != first->file || th.line != first->line || th.bar_count != first->bar_count) {
+        err = "threads wait at named barrier " + std::to_string(id) + " with different call sites or counts: thread " +
+              dim_str(first->idx) + " at " + site(*first) + " (count " + std::to_string(first->bar_count) +
+              "), thread " + dim_str(th.idx) + " at " + site(th) + " (count " + std::to_string(th.bar_count) + ")";
+        return false;
+      }
+      ++waiting;
+    }
+    if (!first) continue;
+    if (first->bar_count == 0 || first->bar_count % 32 != 0 || waiting > first->bar_count) {
+      err = std::to_string(waiting) + " threads wait at named barrier " + std::to_string(id) + " (" + site(*first) +
+            ") of count " + std::to_string(first->bar_count) + " (whole warps, at least as many as wait)";
+      return false;
+    }
+    if (waiting < first->bar_count) continue;
+    for (Thread& th : b.threads)
+      if (th.state == State::named && th.bar_id == id) th.state = State::runnable;
+    released = true;
+  }
+  return released;
+}
+
 bool release_warps(BlockRun& b, std::string& err) {
   const std::size_t n = b.threads.size();
   bool released = false;
@@ -318,6 +354,8 @@ std::string run_block(BlockRun& b, Rng& rng) {
     std::string err;
     if (release_warps(b, err)) continue;
     if (!err.empty()) return err;
+    if (release_named(b, err)) continue;
+    if (!err.empty()) return err;
     // The barrier: every live thread waits at it, at one call site.
     const Thread* first = nullptr;
     bool all_at_barrier = true;
@@ -350,10 +388,11 @@ std::string run_block(BlockRun& b, Rng& rng) {
       continue;
     }
     // Nothing can move: a barrier some thread never reaches, or a collective whose lanes never meet.
-    std::size_t at_barrier = 0, at_warp = 0, done = 0;
-    const Thread *eb = nullptr, *ew = nullptr;
+    std::size_t at_barrier = 0, at_warp = 0, at_named = 0, done = 0;
+    const Thread *eb = nullptr, *ew = nullptr, *en = nullptr;
     for (const Thread& th : b.threads) {
       if (th.state == State::barrier) ++at_barrier, eb = eb ? eb : &th;
+      if (th.state == State::named) ++at_named, en = en ? en : &th;
       if (th.state == State::warp) ++at_warp, ew = ew ? ew : &th;
       if (th.state == State::done) ++done;
     }
@@ -361,7 +400,9 @@ std::string run_block(BlockRun& b, Rng& rng) {
     if (eb) msg += " (" + site(*eb) + ")";
     msg += ", " + std::to_string(at_warp) + " at a warp collective";
     if (ew) msg += " (" + std::string(kind_name(ew->kind)) + " at " + site(*ew) + ", thread " + dim_str(ew->idx) + ")";
-    msg += " whose lanes never all arrive, " + std::to_string(done) + " have exited";
+    msg += " whose lanes never all arrive, " + std::to_string(at_named) + " at a named barrier";
+    if (en) msg += " (" + std::to_string(en->bar_id) + " of count " + std::to_string(en->bar_count) + " at " + site(*en) + ")";
+    msg += " that never fills, " + std::to_string(done) + " have exited";
     return msg;
   }
 }
@@ -382,6 +423,16 @@ const dim3& grid_dim() { return t_block->job->grid; }
 void syncthreads(const char* file, int line) {
   Thread* th = t_thread;
   th->state = State::barrier;
+  th->file = file;
+  th->line = line;
+  yield_to_scheduler();
+}
+
+void named_barrier(unsigned id, unsigned count, const char* file, int line) {
+  Thread* th = t_thread;
+  th->state = State::named;
+  th->bar_id = id;
+  th->bar_count = count;
   th->file = file;
   th->line = line;
   yield_to_scheduler();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common.cuh"
 #include "emu/emu_launch.hpp"
 #include "launch.cuh"
 
@@ -23,6 +24,22 @@ __global__ void neighbour_kernel(bool barrier, double* out) {
   s[threadIdx.x] = threadIdx.x;
   if (barrier) __syncthreads();
   out[threadIdx.x] = s[(threadIdx.x + 1) % blockDim.x];
+}
+
+/// Two groups of 64 threads, each on its own named barrier (crfx::cuda::detail::group_barrier):
+/// group g passes its barrier g + 1 times, reading its neighbour's slot after each (rounds: the
+/// groups need not wait for each other). Without the barrier the reads race.
+__global__ void group_neighbour_kernel(bool barrier, unsigned count, double* out) {
+  CRFX_DYNAMIC_SHARED(double, s);
+  const unsigned g = threadIdx.x / 64, t = threadIdx.x % 64;
+  double v = t;
+  for (unsigned round = 0; round <= g; ++round) {
+    s[threadIdx.x] = v + 100 * round;
+    if (barrier) crfx::cuda::detail::group_barrier(1 + g, count);
+    v = s[g * 64 + (t + 1) % 64];
+    if (barrier) crfx::cuda::detail::group_barrier(1 + g, count);
+  }
+  out[threadIdx.x] = v;
 }
 
 __global__ void early_exit_kernel(double* out) {
@@ -125,6 +142,35 @@ TEST(Emulator, BarrierNotReachedByEveryThreadIsReported) {
   CRFX_LAUNCH(two_barriers_kernel, 1, 64, 0, nullptr, out.p);
   const std::string msg2 = sticky_error();
   EXPECT_NE(msg2.find("different __syncthreads"), std::string::npos) << msg2;
+}
+
+TEST(Emulator, NamedBarriersSyncTheirGroupAlone) {
+  Buffer out(128);
+  std::set<std::vector<double>> with, without;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    crfx::emu::set_schedule_seed(seed);
+    CRFX_LAUNCH(group_neighbour_kernel, 1, 128, 128 * sizeof(double), nullptr, true, 64u, out.p);
+    with.insert(out.read());
+    CRFX_LAUNCH(group_neighbour_kernel, 1, 128, 128 * sizeof(double), nullptr, false, 64u, out.p);
+    without.insert(out.read());
+  }
+  crfx::emu::set_schedule_seed(1);
+  ASSERT_EQ(with.size(), 1u);
+  const std::vector<double> good = *with.begin();
+  for (std::size_t t = 0; t < 64; ++t) {
+    EXPECT_EQ(good[t], double((t + 1) % 64)) << t;                 // group 0: one round
+    EXPECT_EQ(good[64 + t], double((t + 2) % 64 + 100)) << t;  // group 1: two rounds
+  }
+  EXPECT_GT(without.size(), 1u) << "a missing barrier must change the result with the schedule";
+
+  CRFX_LAUNCH(group_neighbour_kernel, 1, 128, 128 * sizeof(double), nullptr, true, 48u, out.p);
+  const std::string partial = sticky_error();
+  EXPECT_NE(partial.find("named barrier"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("whole warps"), std::string::npos) << partial;
+  CRFX_LAUNCH(group_neighbour_kernel, 1, 128, 128 * sizeof(double), nullptr, true, 96u, out.p);
+  const std::string never = sticky_error();
+  EXPECT_NE(never.find("deadlock"), std::string::npos) << never;
+  EXPECT_NE(never.find("of count 96"), std::string::npos) << never;
 }
 
 TEST(Emulator, ShufflesFollowTheirMask) {

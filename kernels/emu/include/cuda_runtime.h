@@ -44,6 +44,8 @@ const dim3& block_idx();
 const dim3& block_dim();
 const dim3& grid_dim();
 void syncthreads(const char* file, int line);
+/// bar.sync id, count: waits until `count` threads of the block wait at named barrier `id`.
+void named_barrier(unsigned id, unsigned count, const char* file, int line);
 enum class Collective : std::uint8_t { shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, any, all, syncwarp };
 /// Waits at a warp collective until every lane of `mask` is there; returns this lane's result
 /// (the shuffled bytes, or the vote as a mask in the first four bytes).
