@@ -80,7 +80,9 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
       const std::string v = env;
       if (v == "fused") fb_mode_ = CudaBackendConfig::ForwardBackward::fused;
       else if (v == "split") fb_mode_ = CudaBackendConfig::ForwardBackward::split;
-      else if (v != "auto" && !v.empty()) throw Error("CRFX_FB: fused, split or auto, not \"" + v + "\"");
+      else if (v == "serial") fb_mode_ = CudaBackendConfig::ForwardBackward::serial;
+      else if (v == "block") fb_mode_ = CudaBackendConfig::ForwardBackward::block;
+      else if (v != "auto" && !v.empty()) throw Error("CRFX_FB: fused, split, serial, block or auto, not \"" + v + "\"");
     }
   if (dims.L > kMaxLabels)
     throw Error("the CUDA backend supports up to " + std::to_string(kMaxLabels) + " labels (model has " +
@@ -538,8 +540,13 @@ void CudaBackend::plan_segments() {
   h_multi_.clear();
   h_longest_ = n ? h_slots_[h_order_[0] + 1] - h_slots_[h_order_[0]] : 0;  // (longest first)
   std::uint32_t first = 0;
+  h_scan_ = {};
   for (const std::uint32_t i : h_order_) {  // the longest sentences' segments first
     const std::size_t T = h_slots_[i + 1] - h_slots_[i];
+    if (T >= scan_length()) {  // (a prefix of the order, and of the segments)
+      ++h_scan_.sentences;
+      h_scan_.segments += unsigned((T + kFbSegment - 1) / kFbSegment);
+    }
     const std::uint32_t count = std::uint32_t(std::max<std::size_t>(1, (T + kFbSegment - 1) / kFbSegment));
     if (count == 1) {
       h_seg_.push_back({i, 0, i});
@@ -655,6 +662,8 @@ FbParams CudaBackend::fb_params(const CorpusArrays& a, const Vector& w) const {
   fp.shared_E = shared_E_;
   fp.shared_pair = shared_pair_;
   fp.independent = !dims_.transitions && !a.edge_off;
+  if (cfg_.gather_counters) fp.longest_chain = &gather_counters_.get()->longest_chain;
+  fp.scan_length = scan_length();
   return fp;
 }
 
@@ -664,21 +673,22 @@ bool CudaBackend::split_fb(const FbWork& work) const {
   if (dims_.L > 32 || work.sentences < 2) return false;
   switch (fb_mode_) {
     case CudaBackendConfig::ForwardBackward::fused: return false;
-    case CudaBackendConfig::ForwardBackward::split: return true;
-    default: return work.longest >= kFbSplitLength;
+    case CudaBackendConfig::ForwardBackward::split:
+    case CudaBackendConfig::ForwardBackward::serial: return true;
+    default: return work.longest >= kFbSplitLength;  // automatic, block
   }
 }
 
 void CudaBackend::launch_fb(const FbParams& fp, std::size_t n, const FbWork& work) {
   if (n == 0) return;
   if (!fp.backward || (fp.independent && !fp.pair) || !split_fb(work)) {
-    launch_forward_backward(fp, n, threads_, stream_);
+    launch_forward_backward(fp, n, threads_, fb_mode_ != CudaBackendConfig::ForwardBackward::block, stream_);
     return;
   }
   // (A streamed corpus's is reserved at upload for its largest chunk: no allocation here.)
   if (fp.pair) reserve_device(seg_pair_, work.partial_rows * dims_.L * dims_.L);
   const FbSegments sg{work.seg, work.segs, work.multi, work.multis, seg_pair_.get()};
-  launch_forward_backward_split(fp, n, sg, stream_);
+  launch_forward_backward_split(fp, n, sg, work.scan, stream_);
 }
 
 }  // namespace detail

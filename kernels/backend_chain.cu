@@ -148,6 +148,7 @@ double CudaBackend::evaluate(const BackendCorpus& bc, const Vector& w, SentenceS
     h.visits += v.visits;
     h.longest_walk = std::max<std::uint64_t>(h.longest_walk, v.longest_walk);
     h.longest_combine = std::max<std::uint64_t>(h.longest_combine, v.longest_combine);
+    h.longest_chain = std::max<std::uint64_t>(h.longest_chain, v.longest_chain);
   }
   return loss;
 }

@@ -304,6 +304,7 @@ std::size_t CudaBackend::stream_layout(CudaCorpus& up, CorpusStream& st, StreamS
     ch.et_segments = n.et_segs;
     ch.longest = h_longest_;
     ch.partial_rows = h_partial_rows_;
+    ch.scan = h_scan_;
     ch.z0 = zt, ch.nz = z, zt += z, zmax = std::max(zmax, z);
     ch.u0 = ut, ch.nu = u, ut += u, umax = std::max(umax, u);
     ch.d0 = dt, ch.nd = d, dt += d, dmax = std::max(dmax, d);
@@ -420,7 +421,7 @@ CorpusArrays CudaBackend::stream_chunk(const CudaCorpus& c, std::size_t k) {
   a.et_own.seg_off = z + ch.et_range;
   a.et_own.segments = ch.et_segments;
   a.ch = {u + ch.sent, z + ch.slots, u + ch.order};
-  a.fb = {ch.n, ch.longest, ch.partial_rows, ch.ng, ch.nm, sl.g.get(), sl.m.get()};
+  a.fb = {ch.n, ch.longest, ch.partial_rows, ch.ng, ch.nm, sl.g.get(), sl.m.get(), ch.scan};
   a.t_lo = 0;
   return a;
 }

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <math_constants.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -197,6 +198,38 @@ __global__ void __launch_bounds__(512, 1) forward_backward_kernel(FbParams p) {
   f.tmax = *p.tmax;
   f.single = f.L <= f.g.size();
   fb_sentence(f, p.ch.order[blockIdx.x]);
+}
+
+/// Several sentences a block at L > 32 — groups of `threads` threads (whole warps), a sentence
+/// each, the longest first — that share one copy of E in shared memory, its rows padded to L + 1
+/// (the backward step reads a row a lane, Eᵀ from E without bank conflicts), each group synced by
+/// its own named barrier. The same arithmetic in the same order as forward_backward_kernel with
+/// blockDim.x = threads: the same bits. Why: a block per sentence copies E (and Eᵀ) for each
+/// sentence, or reads it from L2 at every position where 2·L² doubles do not fit (L ≥ ~55).
+/// Dynamic shared memory: E padded [L][L + 1], then per group vec [L], red [32], rowa [L].
+__global__ void __launch_bounds__(kFbGroupBlock, 1) forward_backward_groups_kernel(FbParams p, unsigned n, int threads) {
+  CRFX_DYNAMIC_SHARED(double, smem);
+  const std::size_t L = std::size_t(p.L), LL = L * L, es = L + 1;
+  for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) smem[(j / L) * es + j % L] = p.E[j];
+  __syncthreads();  // the block's only one
+  const unsigned g = threadIdx.x / unsigned(threads), groups = blockDim.x / unsigned(threads);
+  const unsigned k = blockIdx.x * groups + g;
+  if (k >= n) return;  // group-uniform
+  double* mine = smem + L * es + std::size_t(g) * (2 * L + 32);
+  FbSentence<SubBlockGroup> f;
+  f.g = SubBlockGroup{mine + L, int(g) * threads, threads, 1 + g};
+  f.L = p.L;
+  f.LL = LL;
+  f.vec = mine;
+  f.rowa = mine + L + 32;
+  f.pacc = nullptr;
+  f.E = smem;
+  f.Et = nullptr;
+  f.es = es;
+  f.p = &p;
+  f.tmax = *p.tmax;
+  f.single = f.L <= threads;
+  fb_sentence(f, p.ch.order[k]);
 }
 
 /// A sentence per warp (L ≤ 32), kFbWarps warps a block, the longest sentences first; the same
@@ -405,9 +438,28 @@ std::size_t forward_backward_smem(int L, bool shared_E, bool shared_pair) {
   return (E + std::size_t(kFbWarps) * (2 * std::size_t(L) + (shared_pair ? LL : 0))) * sizeof(double);
 }
 
-void launch_forward_backward(const FbParams& p, std::size_t n, int threads, cudaStream_t s) {
+unsigned fb_groups(int L, int threads) {
+  if (L <= 32) return 0;
+  const unsigned groups = std::min(15u, unsigned(kFbGroupBlock / threads));
+  return groups >= 2 && forward_backward_groups_smem(L, groups) <= kFbGroupShared ? groups : 0;
+}
+
+std::size_t forward_backward_groups_smem(int L, unsigned groups) {
+  const std::size_t l = std::size_t(L);
+  return (l * (l + 1) + groups * (2 * l + 32)) * sizeof(double);
+}
+
+void launch_forward_backward(const FbParams& p, std::size_t n, int threads, bool groups_ok, cudaStream_t s) {
   const std::size_t smem = forward_backward_smem(p.L, p.shared_E, p.shared_pair);
-  if (p.L <= 32)
+  const unsigned groups = groups_ok ? fb_groups(p.L, threads) : 0;
+  if (groups) {
+    const std::size_t gsmem = forward_backward_groups_smem(p.L, groups);
+    if (gsmem > kSharedLimit)
+      CRFX_CUDA_CHECK(cudaFuncSetAttribute(forward_backward_groups_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(gsmem)));
+    CRFX_LAUNCH(forward_backward_groups_kernel, unsigned((n + groups - 1) / groups), int(groups) * threads, gsmem, s,
+                p, unsigned(n), threads);
+  } else if (p.L <= 32)
     CRFX_LAUNCH(forward_backward_warp_kernel, unsigned((n + kFbWarps - 1) / kFbWarps), kFbWarps * 32, smem, s, p,
                 unsigned(n));
   else {

@@ -43,6 +43,11 @@ struct FbParams {
   /// without transitions): p(y | x) = Π_t softmax(s_t), so a sentence costs O(T·L), not O(T·L²)
   /// (the pointwise losses take the general path). CPU twin: independent() in host/cpu/chain.cpp.
   bool independent = false;
+  /// Tests (CudaBackendConfig::gather_counters): the most positions one warp's recursion walked
+  /// in turn, or null.
+  unsigned long long* longest_chain = nullptr;
+  /// A split forward-backward's sentences this long were scanned (launch_fb_scan; see FbScan).
+  std::size_t scan_length = ~std::size_t(0);
 };
 
 /// The split forward-backward's work list (fb_split_kernels.cu), planned with the chunk: a
@@ -62,6 +67,14 @@ struct FbSegments {
   const FbMulti* multi;
   std::size_t multis;
   double* partial;  // [Σ count of the multis][L][L]
+};
+
+/// The sentences of a split forward-backward whose recursions run as a scan over their segments
+/// (fb_scan_kernels.cu: those of kFbScanLength positions or more): the chunk's first `sentences`
+/// in launch order (p.ch.order, the longest first) and their segments, the split work list's
+/// first `segments` entries.
+struct FbScan {
+  unsigned sentences = 0, segments = 0;
 };
 
 /// Block per chunk sentence (n blocks): row → token, row has edge items, and token → row
@@ -88,12 +101,24 @@ void launch_prepare(int L, const double* trans, double* E, double* Et, double* t
 /// Forward-backward on the chunk's n sentences, longest first: a warp per sentence (kFbWarps a
 /// block) when L ≤ 32, else a block of `threads` per sentence; with
 /// forward_backward_smem(L, p.shared_E, p.shared_pair) bytes of dynamic shared memory.
-void launch_forward_backward(const FbParams& p, std::size_t n, int threads, cudaStream_t s);
+/// With `groups_ok`, L > 32 and fb_groups(L, threads) ≥ 2: that many sentences a block
+/// (forward_backward_groups_kernel: one copy of E for them all; the same bits).
+void launch_forward_backward(const FbParams& p, std::size_t n, int threads, bool groups_ok, cudaStream_t s);
+/// Sentences a block of the grouped forward-backward at L > 32 with `threads` threads a sentence
+/// (up to kFbGroupBlock threads, 15 named barriers, kFbGroupShared bytes), or 0: a block each.
+unsigned fb_groups(int L, int threads);
+std::size_t forward_backward_groups_smem(int L, unsigned groups);
 /// The same outputs as launch_forward_backward (L ≤ 32 only; the pair sums of a sentence of
 /// several segments in another order), in three kernels: the forward and backward recursions
 /// on two warps a sentence, the marginals a warp per segment of `sg`, the segments' pair sums
 /// (fb_split_kernels.cu). The same dynamic shared memory as launch_forward_backward.
-void launch_forward_backward_split(const FbParams& p, std::size_t n, const FbSegments& sg, cudaStream_t s);
+/// The recursions of `sc`'s sentences run by launch_fb_scan, the others' on two warps a sentence.
+void launch_forward_backward_split(const FbParams& p, std::size_t n, const FbSegments& sg, const FbScan& sc,
+                                   cudaStream_t s);
+/// The forward and backward recursions (â, b̂, p.result) of `sc`'s sentences, L ≤ 32, in three
+/// kernels: the segments' transfer matrices, their combine, the segments' rows
+/// (fb_scan_kernels.cu; `seg` the split work list).
+void launch_fb_scan(const FbParams& p, const FbScan& sc, const FbSegment* seg, cudaStream_t s);
 /// The dynamic shared memory of launch_forward_backward: E, Eᵀ when shared_E, and per sentence
 /// of a block vec [L] and rowa [L] (and red [32] at L > 32; the pair sums [L][L] at L ≤ 32 when
 /// shared_pair).

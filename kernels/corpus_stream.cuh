@@ -22,6 +22,7 @@ struct FbWork {
   std::size_t sentences = 0, longest = 0, partial_rows = 0, segs = 0, multis = 0;
   const FbSegment* seg = nullptr;
   const FbMulti* multi = nullptr;
+  FbScan scan{};  // the sentences whose recursions run as a scan (their segments come first in seg)
 };
 
 /// The device arrays one chunk's kernels read: the resident corpus's (CudaBackend::arrays), or a
@@ -54,6 +55,7 @@ struct StreamChunk {
   std::size_t st_seg = 0, et_seg = 0, st_segments = 0, et_segments = 0;
   std::size_t state_vals = 0, edge_vals = 0, st_val = 0, et_val = 0;  // double
   std::size_t longest = 0, partial_rows = 0;  // the split forward-backward's plan (ng, nm: its lists)
+  FbScan scan{};
 };
 
 /// The device buffers of one half of the double buffering: a chunk's regions.

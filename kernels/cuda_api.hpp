@@ -45,10 +45,13 @@ struct CudaBackendConfig {
   std::size_t max_chunk_tokens = 0;
   /// Forward-backward at L ≤ 32: `fused` (a warp a sentence, the marginals inside its backward
   /// loop), `split` (the recursions on two warps a sentence, then the marginals a warp per
-  /// segment of positions: a long sentence's serial chain holds only the recursions), or
-  /// `automatic`: split for a chunk whose longest sentence has 128 positions or more. Under
-  /// `automatic` the environment variable CRFX_FB=fused|split|auto decides (benchmarks).
-  enum class ForwardBackward { automatic, fused, split };
+  /// segment of positions: a long sentence's serial chain holds only the recursions; those of
+  /// a sentence of 256 positions or more run as a scan over its segments), `serial` (split,
+  /// without the scan), or `automatic`: split for a chunk whose longest sentence has 128
+  /// positions or more. At L > 32 several sentences share a block (and one copy of E) where
+  /// they fit, except under `block` (a block a sentence; at L ≤ 32 `block` is `automatic`).
+  /// Under `automatic` the environment variable CRFX_FB=fused|split|serial|block|auto decides.
+  enum class ForwardBackward { automatic, fused, split, serial, block };
   ForwardBackward forward_backward = ForwardBackward::automatic;
   /// Tests: when set, evaluate() counts here what its gradient gathers did — the work, to check
   /// that it does not grow with the number of chunks, and the serial work of one warp, to check
@@ -57,6 +60,8 @@ struct CudaBackendConfig {
     std::uint64_t visits = 0;           // occurrences (attribute, token) scanned, added up
     std::uint64_t longest_walk = 0;     // the most occurrences one warp walked in turn (maximum)
     std::uint64_t longest_combine = 0;  // the most partial rows one thread added in turn (maximum)
+    std::uint64_t longest_chain = 0;    // the most positions one warp's recursion walked in turn (split
+                                        // and scanned forward-backward; maximum)
   };
   GatherCounters* gather_counters = nullptr;
   /// The most device memory the run may use (0: what is free): the corpus's copy and the

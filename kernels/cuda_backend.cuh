@@ -40,10 +40,11 @@
 //                      chunk whose sentences are not consecutive; else rows = a token range)
 //     emissions        S [rows][L] = X·W                     (8/16/32 lanes per row, L ≤ 512)
 //     edge_matrices    τ_t [rows][L][L] = τ + Σ_e x_e·W_e    (rows with edge items, E > 0)
-//     forward_backward a warp per sentence (L ≤ 32, 4 a block) or a block per sentence, threads
-//                      over labels, longest sentences first (L ≤ 32 with a sentence of ≥ 128
-//                      positions: split, fb_split_kernels.cu — the recursions, then the
-//                      marginals a warp per 64 positions, planned with the chunk):
+//     forward_backward a warp per sentence (L ≤ 32, 4 a block) or warps per sentence, several
+//                      a block sharing E where it fits (else a block each), threads over labels,
+//                      longest sentences first (L ≤ 32 with a sentence of ≥ 128 positions:
+//                      split, fb_split_kernels.cu — the recursions, ≥ 256 positions as a scan
+//                      (fb_scan_kernels.cu), then the marginals a warp per 64 positions):
 //                      log α, log Z, loss, log β, node marginals − 1(gold) [rows][L],
 //                      Σ_t pairwise marginals − gold counts [sentences][L][L] (factored:
 //                      (a(y')·E(y', y))·v(y), L exps a position), and at rows with edge items
@@ -382,7 +383,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   void plan_segments();
   /// The planned chunk's split forward-backward work (h_seg_, h_multi_ and their copies).
   FbWork planned_fb() const {
-    return {h_sent_.size(), h_longest_, h_partial_rows_, h_seg_.size(), h_multi_.size(), seg_.get(), multi_.get()};
+    return {h_sent_.size(), h_longest_, h_partial_rows_, h_seg_.size(), h_multi_.size(), seg_.get(), multi_.get(),
+            h_scan_};
   }
   /// The chunk's split forward-backward work: a streamed chunk's, or the plan's (after
   /// run_chunk_front copied it).
@@ -390,6 +392,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// Whether a chunk's forward-backward is split (fb_mode_, L, its longest sentence).
   bool split_fb(const FbWork& work) const;
   bool split_fb() const { return split_fb(planned_fb()); }
+  /// The length from which a split forward-backward runs a sentence's recursions as a scan
+  /// (fb_scan_kernels.cu; never under CRFX_FB=serial, nor at L > 32).
+  std::size_t scan_length() const {
+    return fb_mode_ == CudaBackendConfig::ForwardBackward::serial || dims_.L > 32 ? ~std::size_t(0) : kFbScanLength;
+  }
 
   // ---- streaming (backend_stream.cu) -------------------------------------------------------
   /// How much device memory corpus c's copy and workspace may take (limit_, reserved_, free).
@@ -628,6 +635,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   std::vector<FbSegment> h_seg_;
   std::vector<FbMulti> h_multi_;
   std::size_t h_longest_ = 0, h_partial_rows_ = 0;  // h_partial_rows_: Σ count of h_multi_
+  FbScan h_scan_{};  // the chunk's sentences of kFbScanLength positions or more, their segments
   DeviceBuffer<FbSegment> seg_;
   DeviceBuffer<FbMulti> multi_;
   DeviceBuffer<double> seg_pair_;  // the partial pair sums of sentences of several segments

@@ -46,6 +46,35 @@ struct WarpGroup {
   }
 };
 
+/// `n` threads of a block (whole warps from thread `base`) that run one sentence beside the
+/// block's other groups (L > 32: several sentences a block sharing E in shared memory), synced by
+/// named barrier `id` (common.cuh's group_barrier). The reductions have BlockGroup's shape with
+/// blockDim.x = n, so a group gives the bits a block of its size gives.
+struct SubBlockGroup {
+  double* red;  // [32] the group's reduction scratch
+  int base, n;
+  unsigned id;
+  __device__ int tid() const { return int(threadIdx.x) - base; }
+  __device__ int size() const { return n; }
+  __device__ void sync() const { group_barrier(id, unsigned(n)); }
+  template <class Op>
+  __device__ double reduce(double v, Op op) const {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    sync();  // `red` may still be read from the previous call
+    if ((tid() & 31) == 0) red[tid() >> 5] = v;
+    sync();
+    double r = red[0];
+    for (int w = 1; w < (n >> 5); ++w) r = op(r, red[w]);
+    return r;
+  }
+  __device__ double max(double v) const {
+    return reduce(v, [](double a, double b) { return fmax(a, b); });
+  }
+  __device__ double sum(double v) const {
+    return reduce(v, [](double a, double b) { return a + b; });
+  }
+};
+
 /// log Σ_y exp(v(y)) over the group's labels (every thread gets it): the max, then the sum of
 /// shifted exps (both fixed-shape reductions).
 template <class Group, class F>
@@ -69,7 +98,9 @@ struct FbSentence {
   double* rowa;      // [L] shared: per row y', the pairwise factor a(y') or −1 (see pairwise)
   double* pacc;      // [L][L] shared: the sentence's pair sums, or null (summed in p->pair)
   const double* E;   // exp(τ − τ_max), [L][L] (shared memory when it fits)
-  const double* Et;  // Eᵀ
+  const double* Et;  // Eᵀ (unused when es > 0)
+  std::size_t es = 0;  // > 0: E's rows `es` apart (padded, in shared memory) and Eᵀ read from E
+  __device__ std::size_t e_stride() const { return es ? es : std::size_t(L); }
   double tmax;
   bool single;       // L ≤ the group's threads: thread y keeps label y's â and b̂ in registers
   const double* S;   // [T][L] emissions
@@ -87,11 +118,12 @@ struct FbSentence {
 /// a thread (f.single), `own` carries thread y's â_{t−1}(y) in and â_t(y) out, and s_t(y) is loaded
 /// before the reductions wait: the recursion's chain never waits on memory for its own row (the
 /// rows in memory serve the exact paths and the backward pass). The same arithmetic either way.
+/// `ap` and `at` are the rows â_{t−1} is read from and â_t written to (the scan's kernels pass
+/// their own; forward_step's are f.la's rows t − 1 and t).
 template <class Group>
-__device__ double forward_step(const FbSentence<Group>& f, std::size_t t, double& own) {
+__device__ double forward_step_rows(const FbSentence<Group>& f, std::size_t t, double& own, const double* ap,
+                                    double* at) {
   const int L = f.L, tid = f.g.tid(), nth = f.g.size();
-  const double* ap = f.la + (t - 1) * L;
-  double* at = f.la + t * L;
   const double* st = f.S + t * L;
   const double* M = f.edge_at(t);
   const double s_own = f.single && tid < L ? st[tid] : 0.0;
@@ -113,7 +145,8 @@ __device__ double forward_step(const FbSentence<Group>& f, std::size_t t, double
     f.g.sync();
     for (int y = tid; y < L; y += nth) {
       double sum = 0;
-      for (int yp = 0; yp < L; ++yp) sum += f.vec[yp] * f.E[std::size_t(yp) * L + y];
+      const std::size_t es = f.e_stride();
+      for (int yp = 0; yp < L; ++yp) sum += f.vec[yp] * f.E[std::size_t(yp) * es + y];
       double v;
       if (sum > kTinySum && finite) {
         v = score(y) + (f.tmax + log(sum));
@@ -129,15 +162,21 @@ __device__ double forward_step(const FbSentence<Group>& f, std::size_t t, double
   return m;
 }
 
+template <class Group>
+__device__ double forward_step(const FbSentence<Group>& f, std::size_t t, double& own) {
+  return forward_step_rows(f, t, own, f.la + (t - 1) * f.L, f.la + t * f.L);
+}
+
 /// Backward step t ≥ 1: b̂_{t−1}(y') = log Σ_y exp(τ_t(y', y) + s_t(y) + b̂_t(y) − m); returns the
 /// shift m = max_y s_t(y) + b̂_t(y) (0 when no path continues from t). With one label a thread,
 /// `own` carries b̂_t(y) in and b̂_{t−1}(y) out, as forward_step's.
+/// `bp` is the row b̂_{t−1} is written to, or null: not stored (only `own`, f.vec and f.rowa; the
+/// split marginals at a scanned segment's first position).
 template <class Group>
-__device__ double backward_step(const FbSentence<Group>& f, std::size_t t, double& own) {
+__device__ double backward_step_to(const FbSentence<Group>& f, std::size_t t, double& own, double* bp) {
   const int L = f.L, tid = f.g.tid(), nth = f.g.size();
   const double* bt = f.lb + t * L;
   const double* st = f.S + t * L;
-  double* bp = f.lb + (t - 1) * L;
   const double* M = f.edge_at(t);
   const double s_own = f.single && tid < L ? st[tid] : 0.0;
   auto next = [&](int y) { return f.single ? s_own + own : st[y] + bt[y]; };  // y: the thread's own
@@ -150,7 +189,7 @@ __device__ double backward_step(const FbSentence<Group>& f, std::size_t t, doubl
     for (int yp = tid; yp < L; yp += nth) {
       const double* row = M + std::size_t(yp) * L;
       const double v = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
-      bp[yp] = v;
+      if (bp) bp[yp] = v;
       own = v;
     }
   } else {
@@ -158,7 +197,12 @@ __device__ double backward_step(const FbSentence<Group>& f, std::size_t t, doubl
     f.g.sync();
     for (int yp = tid; yp < L; yp += nth) {
       double sum = 0;
-      for (int y = 0; y < L; ++y) sum += f.Et[std::size_t(y) * L + yp] * f.vec[y];
+      if (f.es) {  // row yp of the padded E: conflict-free across the lanes' rows
+        const double* row = f.E + std::size_t(yp) * f.es;
+        for (int y = 0; y < L; ++y) sum += row[y] * f.vec[y];
+      } else {
+        for (int y = 0; y < L; ++y) sum += f.Et[std::size_t(y) * L + yp] * f.vec[y];
+      }
       double v;
       if (sum > kTinySum && finite) {
         v = f.tmax + log(sum);
@@ -168,12 +212,17 @@ __device__ double backward_step(const FbSentence<Group>& f, std::size_t t, doubl
         v = log_sum_exp_seq(L, [&](int y) { return row[y] + st[y] + bt[y] - m; });
         f.rowa[yp] = -1.0;
       }
-      bp[yp] = v;
+      if (bp) bp[yp] = v;
       own = v;
     }
   }
   f.g.sync();  // b̂_{t−1} complete; every read of τ_t for it is done
   return m;
+}
+
+template <class Group>
+__device__ double backward_step(const FbSentence<Group>& f, std::size_t t, double& own) {
+  return backward_step_to(f, t, own, f.lb + (t - 1) * f.L);
 }
 
 /// Pairwise marginals of position t ≥ 1, minus the gold pair: p_t(y', y) = exp(â_{t−1}(y') +
@@ -208,7 +257,7 @@ __device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double z, do
     const double a = M ? -1.0 : f.rowa[yp];
     double pr;
     if (a >= 0) {
-      pr = (a * f.E[j]) * f.vec[y];
+      pr = (a * f.E[f.es ? yp * f.es + y : j]) * f.vec[y];
     } else {
       const double tau = M ? M[j] : f.p->trans[j];
       pr = exp(ap[yp] + tau + st[y] + bt[y] - q);
@@ -416,6 +465,23 @@ inline __device__ void copy_E(const FbParams& p, std::size_t LL, double* to) {
     to[LL + j] = p.Et[j];
   }
   __syncthreads();
+}
+
+/// The warp-path view of FbParams with E, Eᵀ in shared memory when p.shared_E (by the whole
+/// block; before any warp-uniform return). Returns the shared memory after E.
+inline __device__ double* warp_sentence(FbSentence<WarpGroup>& f, const FbParams& p, double* smem) {
+  f.L = p.L;
+  f.LL = std::size_t(p.L) * p.L;
+  f.E = p.E;
+  f.Et = p.Et;
+  f.p = &p;
+  f.pacc = nullptr;
+  f.single = true;  // L ≤ 32: a label a lane
+  if (!p.shared_E) return smem;
+  copy_E(p, f.LL, smem);
+  f.E = smem;
+  f.Et = smem + f.LL;
+  return smem + 2 * f.LL;
 }
 
 }  // namespace fb

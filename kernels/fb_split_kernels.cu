@@ -41,31 +41,14 @@ namespace {
 
 using namespace fb;  // NOLINT: the forward-backward device functions (fb_device.cuh)
 
-/// The warp-path view of FbParams with E, Eᵀ in shared memory when p.shared_E (by the whole
-/// block; before any warp-uniform return). Returns the shared memory after E.
-__device__ double* warp_sentence(FbSentence<WarpGroup>& f, const FbParams& p, double* smem) {
-  f.L = p.L;
-  f.LL = std::size_t(p.L) * p.L;
-  f.E = p.E;
-  f.Et = p.Et;
-  f.p = &p;
-  f.pacc = nullptr;
-  f.single = true;  // L ≤ 32: a label a lane
-  if (!p.shared_E) return smem;
-  copy_E(p, f.LL, smem);
-  f.E = smem;
-  f.Et = smem + f.LL;
-  return smem + 2 * f.LL;
-}
-
 /// Two warps a sentence (kFbWarps / 2 sentences a block), the longest first: the even warp runs
 /// the forward recursion (â, p.result), the odd one the backward recursion (b̂). Dynamic shared
 /// memory: E, Eᵀ when shared_E, then per warp vec [L], rowa [L].
-__global__ void __launch_bounds__(kFbWarps * 32) fb_recursions_kernel(FbParams p, unsigned n) {
+__global__ void __launch_bounds__(kFbWarps * 32) fb_recursions_kernel(FbParams p, unsigned first, unsigned n) {
   CRFX_DYNAMIC_SHARED(double, smem);
   FbSentence<WarpGroup> f;
   double* rest = warp_sentence(f, p, smem);
-  const unsigned v = threadIdx.x / 32, k = blockIdx.x * (kFbWarps / 2) + v / 2;
+  const unsigned v = threadIdx.x / 32, k = first + blockIdx.x * (kFbWarps / 2) + v / 2;
   if (k >= n) return;  // warp-uniform, after the block's only barrier
   f.vec = rest + std::size_t(v) * 2 * p.L;
   f.rowa = f.vec + p.L;
@@ -83,6 +66,19 @@ __global__ void __launch_bounds__(kFbWarps * 32) fb_recursions_kernel(FbParams p
   } else {
     fb_backward(f);
   }
+  if (p.longest_chain && f.g.tid() == 0) atomicMax(p.longest_chain, static_cast<unsigned long long>(f.T));
+}
+
+/// The pairwise marginals at the first position t0 > 0 of a scanned sentence's segment
+/// (fb_scan_kernels.cu), whose b̂_{t0−1} the scan's combine wrote: backward_step(t0) again without
+/// storing it (its shift m, v(y) and rows' factors as the recursion would have them), and
+/// z_{t0−1} from it.
+__device__ void scan_boundary_pairwise(FbSentence<WarpGroup>& f, std::size_t t, double b_t, double a_prev, double* acc) {
+  double b_prev = b_t;
+  const double m = backward_step_to(f, t, b_prev, nullptr);
+  const bool mine = f.g.tid() < f.L;
+  const double z_prev = group_log_sum_exp(f.g, f.L, [&](int) { return mine ? a_prev + b_prev : 0.0; });
+  pairwise(f, t, z_prev, m, a_prev, acc);
 }
 
 /// The marginals of segment `sg` (positions [t0, t1) of chunk sentence sg.i), walked from t1 − 1
@@ -99,7 +95,9 @@ __device__ void segment_marginals(FbSentence<WarpGroup>& f, std::size_t t0, std:
   for (std::size_t t = t1 - 1;; --t) {
     const double a_t = mine ? f.la[t * L + lane] : 0.0, b_t = mine ? f.lb[t * L + lane] : 0.0;
     const double z_prev = t > 0 ? z_at(t - 1) : 0.0;
-    if (t > 0 && acc) {
+    if (t > 0 && acc && t == t0 && f.T >= f.p->scan_length) {
+      scan_boundary_pairwise(f, t, b_t, mine ? f.la[(t - 1) * L + lane] : 0.0, acc);
+    } else if (t > 0 && acc) {
       const double a_prev = mine ? f.la[(t - 1) * L + lane] : 0.0;
       // backward_step(t)'s shift m and v(y), and whether it summed row y' in exp space.
       const double next = mine ? f.S[t * L + lane] + b_t : -CUDART_INF;
@@ -160,12 +158,15 @@ __global__ void __launch_bounds__(256) fb_pair_segments_kernel(FbParams p, FbSeg
 
 }  // namespace
 
-void launch_forward_backward_split(const FbParams& p, std::size_t n, const FbSegments& sg, cudaStream_t s) {
+void launch_forward_backward_split(const FbParams& p, std::size_t n, const FbSegments& sg, const FbScan& sc,
+                                   cudaStream_t s) {
   if (n == 0) return;
   const std::size_t smem = forward_backward_smem(p.L, p.shared_E, p.shared_pair);
   const unsigned per_block = kFbWarps / 2;
-  CRFX_LAUNCH(fb_recursions_kernel, unsigned((n + per_block - 1) / per_block), kFbWarps * 32, smem, s, p,
-              unsigned(n));
+  if (const std::size_t rest = n - sc.sentences)
+    CRFX_LAUNCH(fb_recursions_kernel, unsigned((rest + per_block - 1) / per_block), kFbWarps * 32, smem, s, p,
+                sc.sentences, unsigned(n));
+  launch_fb_scan(p, sc, sg.seg, s);
   if (!p.backward || sg.count == 0) return;
   CRFX_LAUNCH(fb_marginals_kernel, unsigned((sg.count + kFbWarps - 1) / kFbWarps), kFbWarps * 32, smem, s, p, sg,
               unsigned(n));

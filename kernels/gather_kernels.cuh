@@ -73,7 +73,7 @@ struct GatherChunk {
 /// the longest run of occurrences one warp walked, the longest run of partials one thread of
 /// the combine added.
 struct GatherCountersDevice {
-  unsigned long long visits, longest_walk, longest_combine;
+  unsigned long long visits, longest_walk, longest_combine, longest_chain;
 };
 
 /// G[k] += scale · Σ x · delta[row][slot(k)] for each weight k of group gid0 + a, over the

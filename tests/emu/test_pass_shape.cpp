@@ -5,8 +5,12 @@
 //     sentences; a pass over the span of the pass before copies nothing to the device.
 //   - The gradient gather's serial work (the occurrences one warp walks in turn) does not grow
 //     with an attribute's frequency: a corpus where one attribute is in every token.
+//   - Forward-backward's serial work (the positions one warp's recursion walks in turn) does not
+//     grow with a sentence's length past kFbScanLength: a long sentence's recursions run as a scan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -220,6 +224,51 @@ TEST(PassShape, GatherWalkIsBoundedWhateverTheSkew) {
           EXPECT_TRUE(first == g) << "two backends, the same bits";
       }
     }
+}
+
+/// The longest chain of one gradient pass on a backend of forward-backward mode `mode`, and its
+/// loss and gradient.
+std::uint64_t longest_chain(const RandomProblem& p, cuda::CudaBackendConfig::ForwardBackward mode, double& loss,
+                            std::vector<double>& gradient) {
+  cuda::CudaBackendConfig::GatherCounters counters;
+  cuda::CudaBackendConfig cfg;
+  cfg.gather_counters = &counters;
+  cfg.forward_backward = mode;
+  BackendPtr gpu = cuda::make_cuda_backend(p.dims, cfg);
+  auto gc = gpu->upload(p.corpus);
+  auto w = to_backend(*gpu, random_weights(p.dims.num_weights(), 0.5, 3));
+  auto g = gpu->vector(p.dims.num_weights());
+  loss = gpu->evaluate(*gc, *w, all_sentences(*gc), g.get(), 1.0);
+  gradient = to_host(*gpu, *g);
+  return counters.longest_chain;
+}
+
+// Sentences of up to 2,500 positions: with the serial recursions (CRFX_FB=serial) a warp walks
+// the longest sentence's every position in turn; with the scan (the default) no warp walks more
+// than the scan's threshold — 64 positions of a segment, a combine step a segment, or a sentence
+// shorter than 256 — whatever the length. The two give the same loss and gradient to rounding.
+TEST(PassShape, ALongSentencesChainIsItsSegmentsNotItsLength) {
+  REQUIRE_GPU();
+  using Mode = cuda::CudaBackendConfig::ForwardBackward;
+  for (std::uint32_t E : {0u, 2u}) {
+    SCOPED_TRACE(::testing::Message() << "E=" << E);
+    const auto p = random_problem(9, 30, E, 6, 2500, 17 + E);
+    std::size_t longest = 0;
+    for (std::size_t s = 0; s < p.corpus.num_sentences(); ++s) longest = std::max(longest, p.corpus.length(s));
+    ASSERT_GE(longest, 1500u);
+    double serial_loss = 0, scan_loss = 0;
+    std::vector<double> serial_g, scan_g;
+    const std::uint64_t serial = longest_chain(p, Mode::serial, serial_loss, serial_g);
+    const std::uint64_t scan = longest_chain(p, Mode::automatic, scan_loss, scan_g);
+    EXPECT_EQ(serial, longest);
+    EXPECT_GE(scan, 64u);
+    EXPECT_LT(scan, 256u) << "the bound, whatever the length";
+    EXPECT_NEAR(scan_loss, serial_loss, kLossRel * std::fabs(serial_loss));
+    expect_close_vec(scan_g, serial_g, kGradTol, "gradient");
+    RecordProperty("longest_sentence_E" + std::to_string(E), std::to_string(longest));
+    RecordProperty("longest_chain_serial_E" + std::to_string(E), std::to_string(serial));
+    RecordProperty("longest_chain_scan_E" + std::to_string(E), std::to_string(scan));
+  }
 }
 
 /// One streamed (or resident) evaluate pass's counts after a first pass, cut into chunks of at

@@ -5,7 +5,9 @@
 //     marginals and log Z of every loss — since every per-position value is the same arithmetic;
 //   - on sentences of several segments (up to 300 positions), chunked or not, every primitive
 //     and every loss but seq-exp (which overflows there on both backends) matches the CPU within
-//     the suites' tolerances, and two runs give the same bits.
+//     the suites' tolerances, and two runs give the same bits;
+//   - sentences of 256 positions or more, whose recursions run as a scan over their segments
+//     (fb_scan_kernels.cu), are as accurate against the CPU as with the serial recursions.
 // CRFX_FB (read by the CUDA backend when it is made) picks the kernel.
 #include <gtest/gtest.h>
 
@@ -47,25 +49,45 @@ struct Outputs {
 };
 
 /// Every loss with its gradient (seq-exp only with `seq_exp`: exp(log Z − score) overflows on
-/// sentences of hundreds of positions), then the node marginals and log Z, on a backend made
-/// under CRFX_FB=mode.
-Outputs run_gpu(const RandomProblem& p, const char* mode, std::size_t max_chunk_tokens = 0, bool seq_exp = true) {
-  FbMode scope(mode);
-  BackendPtr gpu = gpu_backend(p.dims, max_chunk_tokens);
-  auto gc = gpu->upload(p.corpus);
-  auto w = to_backend(*gpu, random_weights(p.dims.num_weights(), 0.5, 5));
+/// sentences of hundreds of positions), then the node marginals and log Z, on `b`.
+Outputs run_on(Backend& b, const RandomProblem& p, bool seq_exp) {
+  auto bc = b.upload(p.corpus);
+  auto w = to_backend(b, random_weights(p.dims.num_weights(), 0.5, 5));
   Outputs o;
   for (SequenceLoss loss : kLosses) {
     if (loss == SequenceLoss::seq_exp && !seq_exp) continue;
-    auto g = gpu->vector(p.dims.num_weights());
-    o.losses.push_back(gpu->evaluate(*gc, *w, all_sentences(*gc), g.get(), 1.0, loss));
-    const std::vector<double> h = to_host(*gpu, *g);
+    auto g = b.vector(p.dims.num_weights());
+    o.losses.push_back(b.evaluate(*bc, *w, all_sentences(*bc), g.get(), 1.0, loss));
+    const std::vector<double> h = to_host(b, *g);
     o.gradients.insert(o.gradients.end(), h.begin(), h.end());
   }
   o.marginals.resize(p.corpus.num_tokens() * p.dims.L);
   o.log_z.resize(p.corpus.num_sentences());
-  gpu->marginals(*gc, *w, all_sentences(*gc), o.marginals.data(), o.log_z.data());
+  b.marginals(*bc, *w, all_sentences(*bc), o.marginals.data(), o.log_z.data());
   return o;
+}
+
+/// run_on a CUDA backend made under CRFX_FB=mode.
+Outputs run_gpu(const RandomProblem& p, const char* mode, std::size_t max_chunk_tokens = 0, bool seq_exp = true) {
+  FbMode scope(mode);
+  BackendPtr gpu = gpu_backend(p.dims, max_chunk_tokens);
+  return run_on(*gpu, p, seq_exp);
+}
+
+/// The largest |a − b| / max(1, |b|) over the losses, gradients and log Z, and |a − b| / |b| over
+/// the marginals (relative: a small marginal's digits are what point-exp's 1/p weights read).
+double worst_error(const Outputs& a, const Outputs& b) {
+  double worst = 0;
+  auto over = [&](const std::vector<double>& x, const std::vector<double>& y, double floor) {
+    EXPECT_EQ(x.size(), y.size());
+    for (std::size_t k = 0; k < std::min(x.size(), y.size()); ++k)
+      if (std::fabs(y[k]) > 1e-250) worst = std::max(worst, std::fabs(x[k] - y[k]) / std::max(floor, std::fabs(y[k])));
+  };
+  over(a.losses, b.losses, 1.0);
+  over(a.gradients, b.gradients, 1.0);
+  over(a.marginals, b.marginals, 0.0);
+  over(a.log_z, b.log_z, 1.0);
+  return worst;
 }
 
 TEST(CudaFbSplit, GivesTheFusedBitsOnSentencesOfOneSegment) {
@@ -110,6 +132,50 @@ TEST(CudaFbSplit, MatchesTheCpuOnSentencesOfSeveralSegments) {
       }
 }
 
+// Sentences of 256 positions or more run their recursions as a scan over their segments
+// (fb_scan_kernels.cu). Against the CPU its outputs — every loss but seq-exp with its gradient,
+// log Z, the marginals to their last digits — are within 2× of the serial recursions' error
+// (CRFX_FB=serial): point-exp's 1/p weights read the small marginals' last digits. With the
+// combine's vectors kept absolute and the rows' shifts summed plainly (a first version), the
+// scan's error was 2.3–7× the serial's in three of these six problems.
+TEST(CudaFbSplit, AScanIsAsAccurateAsTheSerialRecursions) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 120;
+  for (std::uint32_t L : {3u, 9u, 32u})
+    for (std::uint32_t E : {0u, 2u}) {
+      if (!schedule_share(++seed)) continue;
+      SCOPED_TRACE(::testing::Message() << "L=" << L << " E=" << E);
+      auto p = random_problem(L, 40, E, 8, 700, seed);
+      CpuBackend cpu(p.dims, 1);
+      const Outputs ref = run_on(cpu, p, false);
+      const double serial = worst_error(run_gpu(p, "serial", 0, false), ref);
+      const double scan = worst_error(run_gpu(p, "split", 0, false), ref);
+      EXPECT_LE(scan, 2 * serial) << "serial " << serial;
+      EXPECT_LE(scan, 1e-8);
+    }
+}
+
+// At L > 32 several sentences share a block (forward_backward_groups_kernel: one padded copy of
+// E, a named barrier a sentence): the bits of a block a sentence (CRFX_FB=block), every loss.
+TEST(CudaFbGroups, GiveTheBitsOfABlockASentence) {
+  REQUIRE_GPU();
+  std::uint64_t seed = 160;
+  for (std::uint32_t L : {33u, 45u, 100u})
+    for (std::uint32_t E : {0u, 2u}) {
+      if (!schedule_share(++seed)) continue;
+      SCOPED_TRACE(::testing::Message() << "L=" << L << " E=" << E);
+      const auto p = random_problem(L, 20, E, 12, 14, seed);
+      const Outputs block = run_gpu(p, "block"), groups = run_gpu(p, "auto");
+      EXPECT_EQ(groups.losses, block.losses);
+      EXPECT_EQ(groups.gradients, block.gradients);
+      EXPECT_EQ(groups.marginals, block.marginals);
+      EXPECT_EQ(groups.log_z, block.log_z);
+      CpuBackend cpu(p.dims, 1);
+      const Outputs ref = run_on(cpu, p, true);
+      EXPECT_LE(worst_error(groups, ref), 1e-9);
+    }
+}
+
 // The split run twice: the same bits (no atomics; the segments' sums in a fixed order).
 TEST(CudaFbSplit, IsBitwiseReproducible) {
   REQUIRE_GPU();
@@ -132,7 +198,7 @@ TEST(CudaFbSplit, AnUnknownModeIsRefusedByName) {
     gpu_backend(d);
     FAIL() << "CRFX_FB=halved accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CRFX_FB: fused, split or auto, not \"halved\""), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("CRFX_FB: fused, split, serial, block or auto, not \"halved\""), std::string::npos)
         << e.what();
   }
 }
