@@ -86,18 +86,6 @@ __global__ void peer_scalars_kernel(PeerParams p, const std::uint32_t* wrong, do
 
 __global__ void set_loss_kernel(double* s, double value) { s[kScalars + kLoss] = value; }
 
-/// SparseAxpyOp with a = *a where *gate ≠ 0.
-struct PeerAxpyOp {
-  const std::size_t* idx;
-  const double* val;
-  double* y;
-  const double* a;
-  const double* gate;
-  __device__ void operator()(std::size_t j) const {
-    if (*gate != 0) y[idx[j]] += *a * val[j];
-  }
-};
-
 /// ArowUpdateRule (α = *alpha) over the support where *gate ≠ 0, as apply_rule's map runs it.
 struct PeerArowOp {
   const std::size_t* idx;
@@ -183,8 +171,8 @@ bool CudaBackend::peer_step(const BackendCorpus& bc, SentenceSpan span, const Pe
                stream_);
     return true;
   }
-  launch_map(x.n, PeerAxpyOp{x.index.get(), x.value.get(), P(w), out + kTau, out + kGate}, stream_);
-  if (u) launch_map(x.n, PeerAxpyOp{x.index.get(), x.value.get(), P(*u), out + kUTau, out + kGate}, stream_);
+  launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(w), out + kTau, out + kGate), stream_);
+  if (u) launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(*u), out + kUTau, out + kGate), stream_);
   return true;
 }
 

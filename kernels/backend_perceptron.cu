@@ -18,21 +18,6 @@
 #include "vector_ops.cuh"
 
 namespace crfx::cuda::detail {
-namespace {
-
-/// SparseAxpyOp where the decoded span has a mistake (*gate ≠ 0); nothing otherwise.
-struct GatedSparseAxpyOp {
-  const std::size_t* idx;
-  const double* val;
-  double* y;
-  double a;
-  const std::uint32_t* gate;
-  __device__ void operator()(std::size_t j) const {
-    if (*gate != 0) y[idx[j]] += a * val[j];
-  }
-};
-
-}  // namespace
 
 bool CudaBackend::decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x) {
   if (span.count == 0 || span.count > kChunkIds || c.stream) return false;  // the primitives' path
@@ -81,8 +66,8 @@ bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Ve
   CudaSparse& x = X(delta);
   if (!decode_on_device(c, span, w, u, x)) return false;
   if (span.count == 1) {
-    launch_map(x.n, GatedSparseAxpyOp{x.index.get(), x.value.get(), P(w), 1.0, mistakes_.get()}, stream_);
-    if (u) launch_map(x.n, GatedSparseAxpyOp{x.index.get(), x.value.get(), P(*u), u_scale, mistakes_.get()}, stream_);
+    launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(w), 1.0, mistakes_.get()), stream_);
+    if (u) launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(*u), u_scale, mistakes_.get()), stream_);
     return true;
   }
   perceptron_batch(c, span, w, u, u_scale);
