@@ -82,11 +82,10 @@ double* CudaBackend::zeroed_dense(std::size_t n) {
   return pc_dense_.get();
 }
 
-void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale) {
+double* CudaBackend::batch_difference(const CudaCorpus& c, SentenceSpan span, std::size_t num_weights) {
   // Δ summed sentence by sentence into the dense scratch (all zero between steps), in the host's
-  // order; then each sentence's weights updated — the first time a weight is met it takes its
-  // whole sum — and zeroed.
-  double* dense = zeroed_dense(w.size());
+  // order (add_feature_difference's), the mistakes added up.
+  double* dense = zeroed_dense(num_weights);
   CRFX_CUDA_CHECK(cudaMemsetAsync(mistakes_.get(), 0, sizeof(std::uint32_t), stream_));
   for (std::size_t i = 0; i < span.count; ++i) {
     select_sentence(c, span[i], sp_plan_);
@@ -94,6 +93,13 @@ void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vecto
     launch_feature_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, d, 1.0, nullptr, mistakes_.get(),
                               stream_, dense);
   }
+  return dense;
+}
+
+void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale) {
+  // Δ in the dense scratch; then each sentence's weights updated — the first time a weight is met
+  // it takes its whole sum — and zeroed.
+  double* dense = batch_difference(c, span, w.size());
   for (std::size_t i = 0; i < span.count; ++i) {
     select_sentence(c, span[i], sp_plan_);
     launch_apply_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, dense, P(w),
