@@ -308,29 +308,32 @@ TEST(StochasticShape, MiraTrainerOnTheDeviceShrinksAsTheCpu) {
 
 // Stopped inside epoch 1 and resumed there, the trainer stops after it on the uninterrupted run's
 // loss (its stop reason prints it): the checkpoint took the device's sum so far, and the resumed
-// run's steps add to it there.
+// run's steps add to it there; one sentence a step and batches of 3.
 TEST(StochasticShape, PeerTrainersResumeTheDevicesLossInsideAnEpoch) {
   REQUIRE_GPU();
   const RandomProblem p = with_layout(random_problem(4, 24, 2, 17, 8, 43), Layout::observed);
   const auto make = [](const Dims& d) { return gpu_backend(d); };
-  for (const char* algo : {"pa", "arow"}) {
-    SCOPED_TRACE(algo);
-    const TrainerInfo& info = find_trainer(algo);
-    TrainOptions o = resume_options(algo);
-    o.epochs = 2;
-    o.epsilon = 1e9;  // stops after epoch 1, its mean loss in the reason
-    const std::string path = temp_path(std::string("peer-within-") + algo + ".ckpt");
-    const StoppedRun full = train_stopped(make, p, info, o, 0, path, false);
-    EXPECT_NE(full.stop_reason.find("mean loss of epoch 1"), std::string::npos) << full.stop_reason;
-    for (std::size_t k : {1u, 9u, 16u}) {
-      SCOPED_TRACE(::testing::Message() << "stopped after sentence " << k);
-      const StoppedRun first = train_stopped(make, p, info, o, k, path, false);
-      ASSERT_EQ(first.within.size(), 1u);
-      const StoppedRun rest = train_stopped(make, p, info, o, 0, path, true);
-      EXPECT_EQ(rest.stop_reason, full.stop_reason);
-      EXPECT_TRUE(bitwise_equal(rest.w, full.w));
+  for (const char* algo : {"pa", "arow"})
+    for (std::size_t batch : {1u, 3u}) {
+      SCOPED_TRACE(::testing::Message() << algo << " batch " << batch);
+      const TrainerInfo& info = find_trainer(algo);
+      TrainOptions o = resume_options(algo);
+      o.epochs = 2;
+      o.epsilon = 1e9;  // stops after epoch 1, its mean loss in the reason
+      o.batch_size = batch;
+      const std::string path = temp_path(std::string("peer-within-") + algo + ".ckpt");
+      const StoppedRun full = train_stopped(make, p, info, o, 0, path, false);
+      EXPECT_NE(full.stop_reason.find("mean loss of epoch 1"), std::string::npos) << full.stop_reason;
+      // after the first step, one in the middle and the epoch's last but one (17 sentences)
+      for (std::size_t k : batch == 1 ? std::vector<std::size_t>{1, 9, 16} : std::vector<std::size_t>{1, 3, 5}) {
+        SCOPED_TRACE(::testing::Message() << "stopped after step " << k);
+        const StoppedRun first = train_stopped(make, p, info, o, k, path, false);
+        ASSERT_EQ(first.within.size(), 1u);
+        const StoppedRun rest = train_stopped(make, p, info, o, 0, path, true);
+        EXPECT_EQ(rest.stop_reason, full.stop_reason);
+        EXPECT_TRUE(bitwise_equal(rest.w, full.w));
+      }
     }
-  }
 }
 
 }  // namespace
