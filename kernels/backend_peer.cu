@@ -1,5 +1,7 @@
 // crfx — CudaBackend (cuda_backend.cuh): pa's, arow's and mira's step left on the device (issue 37).
-// The decode and Δ are ap's (decode_on_device, backend_perceptron.cu); then w·Δ and ‖Δ‖² (arow:
+// The decode and Δ are ap's (decode_on_device, backend_perceptron.cu; a batch's Δ summed in its
+// dense scratch, batch_difference, then gathered over S(batch) as sgd-l1's batch gradient is,
+// batch_support: the sparse Δ the host's feature_difference uploads); then w·Δ and ‖Δ‖² (arow:
 // Σ Δ_j²·Σ_jj) by the very reductions apply_rule and sparse_penalty run (the same kernels,
 // reduce_on_device: the same sums), left on the device, where one thread takes ℓ and τ (α) by
 // the host's formulas (host/rules/peer_update.hpp), the update's gate and u's coefficient, and
@@ -13,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "batch_kernels.cuh"
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
 #include "rule_term.cuh"
@@ -86,18 +89,6 @@ __global__ void peer_scalars_kernel(PeerParams p, const std::uint32_t* wrong, do
 
 __global__ void set_loss_kernel(double* s, double value) { s[kScalars + kLoss] = value; }
 
-/// SparseAxpyOp with a = *a where *gate ≠ 0.
-struct PeerAxpyOp {
-  const std::size_t* idx;
-  const double* val;
-  double* y;
-  const double* a;
-  const double* gate;
-  __device__ void operator()(std::size_t j) const {
-    if (*gate != 0) y[idx[j]] += *a * val[j];
-  }
-};
-
 /// ArowUpdateRule (α = *alpha) over the support where *gate ≠ 0, as apply_rule's map runs it.
 struct PeerArowOp {
   const std::size_t* idx;
@@ -157,10 +148,19 @@ void CudaBackend::mira_state(float* bounds, std::uint32_t* shrink, std::size_t n
 bool CudaBackend::peer_step(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
                             double u_scale, SparseVector& delta) {
   const CudaCorpus& c = C(bc);
-  if (span.count != 1 || (step.arow && (!step.variance || step.variance->size() != w.size()))) return false;
-  if (step.mira && span[0] >= mira_bounds_.size()) return false;  // (set_mira_state first)
+  if (step.arow && (!step.variance || step.variance->size() != w.size())) return false;
+  // mira's bounds are a sentence's (its trainer steps one at a time); set_mira_state first.
+  if (step.mira && (span.count != 1 || span[0] >= mira_bounds_.size())) return false;
   CudaSparse& x = X(delta);
   if (!decode_on_device(c, span, w, u, x)) return false;
+  // A batch: x ← S(batch), as the host's support (batch_support: refused only where its offsets
+  // would pass 2³², the decode then wasted), and Δ summed in the host's order and gathered over it
+  // — the sparse Δ the primitives upload, the reductions below over the same entries in the same
+  // order; the mistakes d of the whole batch in mistakes_.
+  if (span.count > 1) {
+    if (!batch_support(c, span, x)) return false;
+    launch_batch_gather(x.n, x.index.get(), 1.0, batch_difference(c, span, w.size()), x.value.get(), stream_);
+  }
   if (peer_.size() == 0) set_peer_loss(0.0);
   double* s = peer_.get();
   RuleTerm<SparseDotRule> dot{SparseDotRule{}, x.index.get(), x.value.get(), {}};
@@ -183,8 +183,8 @@ bool CudaBackend::peer_step(const BackendCorpus& bc, SentenceSpan span, const Pe
                stream_);
     return true;
   }
-  launch_map(x.n, PeerAxpyOp{x.index.get(), x.value.get(), P(w), out + kTau, out + kGate}, stream_);
-  if (u) launch_map(x.n, PeerAxpyOp{x.index.get(), x.value.get(), P(*u), out + kUTau, out + kGate}, stream_);
+  launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(w), out + kTau, out + kGate), stream_);
+  if (u) launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(*u), out + kUTau, out + kGate), stream_);
   return true;
 }
 

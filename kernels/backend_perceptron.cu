@@ -18,21 +18,6 @@
 #include "vector_ops.cuh"
 
 namespace crfx::cuda::detail {
-namespace {
-
-/// SparseAxpyOp where the decoded span has a mistake (*gate ≠ 0); nothing otherwise.
-struct GatedSparseAxpyOp {
-  const std::size_t* idx;
-  const double* val;
-  double* y;
-  double a;
-  const std::uint32_t* gate;
-  __device__ void operator()(std::size_t j) const {
-    if (*gate != 0) y[idx[j]] += a * val[j];
-  }
-};
-
-}  // namespace
 
 bool CudaBackend::decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x) {
   if (span.count == 0 || span.count > kChunkIds || c.stream) return false;  // the primitives' path
@@ -81,8 +66,8 @@ bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Ve
   CudaSparse& x = X(delta);
   if (!decode_on_device(c, span, w, u, x)) return false;
   if (span.count == 1) {
-    launch_map(x.n, GatedSparseAxpyOp{x.index.get(), x.value.get(), P(w), 1.0, mistakes_.get()}, stream_);
-    if (u) launch_map(x.n, GatedSparseAxpyOp{x.index.get(), x.value.get(), P(*u), u_scale, mistakes_.get()}, stream_);
+    launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(w), 1.0, mistakes_.get()), stream_);
+    if (u) launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(*u), u_scale, mistakes_.get()), stream_);
     return true;
   }
   perceptron_batch(c, span, w, u, u_scale);
@@ -97,11 +82,10 @@ double* CudaBackend::zeroed_dense(std::size_t n) {
   return pc_dense_.get();
 }
 
-void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale) {
+double* CudaBackend::batch_difference(const CudaCorpus& c, SentenceSpan span, std::size_t num_weights) {
   // Δ summed sentence by sentence into the dense scratch (all zero between steps), in the host's
-  // order; then each sentence's weights updated — the first time a weight is met it takes its
-  // whole sum — and zeroed.
-  double* dense = zeroed_dense(w.size());
+  // order (add_feature_difference's), the mistakes added up.
+  double* dense = zeroed_dense(num_weights);
   CRFX_CUDA_CHECK(cudaMemsetAsync(mistakes_.get(), 0, sizeof(std::uint32_t), stream_));
   for (std::size_t i = 0; i < span.count; ++i) {
     select_sentence(c, span[i], sp_plan_);
@@ -109,6 +93,13 @@ void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vecto
     launch_feature_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, d, 1.0, nullptr, mistakes_.get(),
                               stream_, dense);
   }
+  return dense;
+}
+
+void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale) {
+  // Δ in the dense scratch; then each sentence's weights updated — the first time a weight is met
+  // it takes its whole sum — and zeroed.
+  double* dense = batch_difference(c, span, w.size());
   for (std::size_t i = 0; i < span.count; ++i) {
     select_sentence(c, span[i], sp_plan_);
     launch_apply_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, dense, P(w),

@@ -300,7 +300,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// nothing read back (backend_perceptron.cu; a batch: perceptron_batch, Δ in pc_dense_).
   bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
                        SparseVector& delta) override;
-  /// pa's, arow's and mira's step on one sentence of a resident corpus (backend_peer.cu), ℓ summed in peer_.
+  /// pa's and arow's step on a span as perceptron_step's, mira's on one sentence (backend_peer.cu);
+  /// ℓ summed in peer_.
   bool peer_step(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
                  double u_scale, SparseVector& delta) override;
   void set_peer_loss(double value) override;
@@ -464,6 +465,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   bool decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x);
   /// perceptron_step on a batch's chunk, decoded: Δ summed per sentence in pc_dense_, the updates.
   void perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale);
+  /// A decoded batch's Δ summed sentence by sentence in pc_dense_ (returned; its users zero it
+  /// again), bitwise the host's feature_difference; the batch's mistakes into mistakes_.
+  double* batch_difference(const CudaCorpus& c, SentenceSpan span, std::size_t num_weights);
   /// sgd-l1's and adf's batch of 2 … kChunkIds sentences on the device (backend_sparse_batch.cu):
   /// x ← S(batch) built from the plans made once; x's values ← scale · the batch's gradient (one
   /// chunk, summed in pc_dense_), nothing copied up or read back. False: sparse_pass's path.

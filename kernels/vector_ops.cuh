@@ -53,6 +53,26 @@ struct SparseAxpyOp {
   double a;
   __device__ void operator()(std::size_t j) const { y[idx[j]] += a * val[j]; }
 };
+/// SparseAxpyOp where a step's gate on the device is set (*gate ≠ 0: ap's decoded mistakes, pa's
+/// τ ≠ 0; issue 37), with a a launch parameter (A = double: ap's 1, u's t − 1) or read on the
+/// device (A = const double*: pa's τ, u's (t − 1)·τ). Made by gated_axpy.
+template <class A, class Gate>
+struct GatedSparseAxpyOp {
+  const std::size_t* idx;
+  const double* val;
+  double* y;
+  A a;
+  const Gate* gate;
+  __device__ static double scale(double x) { return x; }
+  __device__ static double scale(const double* x) { return *x; }
+  __device__ void operator()(std::size_t j) const {
+    if (*gate != 0) y[idx[j]] += scale(a) * val[j];
+  }
+};
+template <class A, class Gate>
+GatedSparseAxpyOp<A, Gate> gated_axpy(const std::size_t* idx, const double* val, double* y, A a, const Gate* gate) {
+  return {idx, val, y, a, gate};
+}
 struct PenaltyTerm {
   const double* v;
   double c1, c2;

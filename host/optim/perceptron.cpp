@@ -15,8 +15,8 @@
 // a forward-only evaluation (m/N per batch). Where the backend can (SparseGradients::
 // perceptron_step: the CUDA backend, batches of up to 256 sentences) the decode, Δ and both
 // updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37);
-// pa's, arow's and mira's sentence steps too (SparseGradients::peer_step; their loss, or mira's
-// state, read back at the epoch's end).
+// pa's and arow's steps too, at any batch size ap's takes, and mira's sentence steps
+// (SparseGradients::peer_step; their loss, or mira's state, read back at the epoch's end).
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -146,11 +146,12 @@ void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, S
   // ap: the whole step on the backend where it can keep it there (no path read back, no wait).
   Vector* u_step = t > 1 ? u : nullptr;  // (t − 1)·τ·Δ, τ = 1: nothing at the first step
   if (adds_difference() && sparse_gradients(b).perceptron_step(obj.corpus(), span, w, u_step, t - 1, delta)) return;
-  // pa, arow, mira: the step and its loss (mira's state) on the device where it can (one sentence).
-  // A backend that refuses the step right after to_device (the CPU's, a streamed corpus) is not
-  // asked again in this run; a refusal later takes the state back for that step alone.
+  // pa, arow, mira: the step and its loss (mira's state) on the device where it can (pa, arow: a
+  // batch as ap's; mira: one sentence). A backend that refuses the step right after to_device (the
+  // CPU's, a streamed corpus) is not asked again in this run; a refusal later takes the state back
+  // for that step alone.
   PeerStep step;
-  if (span.count == 1 && !device_refused_ && device_step(opt, step)) {
+  if (!device_refused_ && device_step(opt, step)) {
     const bool fresh = !on_device_;
     if (fresh) to_device(sparse_gradients(b), loss);
     if (sparse_gradients(b).peer_step(obj.corpus(), span, step, w, u_step, t - 1, delta)) {

@@ -58,8 +58,9 @@ TEST(StochasticShape, PeerCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
 }
 
 /// w, u (pa), Σ's diagonal (arow), the loss sum and the last Δ after `steps` steps on sentences
-/// drawn from a fixed sequence from the weights w0: on the device (peer_step) or through the
-/// primitives, as pa's and arow's update() take them.
+/// drawn from a fixed sequence from the weights w0 — one a step, or `batch` distinct ones (the
+/// first of a shuffle, a partial Fisher–Yates) — on the device (peer_step) or through the
+/// primitives, as pa's and arow's update() take them (Δ, d and ℓ the batch's).
 struct PeerRun {
   std::vector<double> w, u, variance, delta;
   std::vector<float> bounds;           // mira's B_i
@@ -68,7 +69,7 @@ struct PeerRun {
   std::size_t mistaken = 0, clipped = 0;  // the primitives': steps with a mistake, PA-I's τ = C
 };
 PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep step, bool on_device,
-                 std::size_t steps) {
+                 std::size_t steps, std::size_t batch = 1) {
   BackendPtr b = gpu_backend(p.dims);
   auto corpus = b->upload(p.corpus);
   SparseGradients& sg = *b->sparse();
@@ -89,14 +90,20 @@ PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep
   if (on_device) sg.set_peer_loss(loss);
   if (on_device && step.mira) sg.set_mira_state(bounds.data(), shrink.data(), n);
   std::uint32_t x = 777;
+  std::vector<std::uint32_t> ids(n);
+  for (std::uint32_t i = 0; i < n; ++i) ids[i] = i;
   for (std::size_t t = 1; t <= steps; ++t) {
     x = x * 1103515245u + 12345u;
     const std::uint32_t sid = (x >> 8) % n;
-    const SentenceSpan span{&sid, 1};
+    for (std::size_t i = 0; batch > 1 && i < batch; ++i) {
+      x = x * 1103515245u + 12345u;
+      std::swap(ids[i], ids[i + (x >> 8) % (n - i)]);
+    }
+    const SentenceSpan span = batch > 1 ? SentenceSpan{ids.data(), batch} : SentenceSpan{&sid, 1};
     Vector* ut = t > 1 && !step.arow ? u.get() : nullptr;
     const double a = double(t) * 0.75 - 0.5;  // not an integer: u's products round
     if (on_device) {
-      EXPECT_TRUE(sg.peer_step(*corpus, span, step, *w, ut, a, *delta)) << "no device path for one sentence";
+      EXPECT_TRUE(sg.peer_step(*corpus, span, step, *w, ut, a, *delta)) << "no device path for the span";
       continue;
     }
     b->viterbi(*corpus, *w, span, labels.data(), nullptr);
@@ -172,41 +179,50 @@ void for_each_case(Fn fn) {
 
 // pa's step on the device is the primitives' bit for bit — w, u, the loss sum and the last Δ — for
 // each type (PA-I's τ clipped at C on some steps), error-sensitive or not, in each weight layout,
-// with and without edge features, from zero weights and from random ones.
+// with and without edge features, from zero weights and from random ones; on one sentence and on
+// batches of 5 and 8 (Δ summed over the batch in the host's order, d its mistakes).
 TEST(StochasticShape, PaStepOnTheDeviceEqualsThePrimitives) {
   REQUIRE_GPU();
   const std::size_t steps = 30;
-  std::size_t right = 0;
-  int k = 0;  // the six (type, error-sensitive) pairs in turn: each twice over the cases
-  for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
-    PeerStep step;
-    step.pa_type = k % 3;
-    step.c = 0.05;
-    step.error_sensitive = (k / 3) % 2 == 1;
-    ++k;
-    SCOPED_TRACE(::testing::Message() << "pa-type " << step.pa_type << " error-sensitive " << step.error_sensitive);
-    const PeerRun prim = run_peer(p, w0, step, false, steps);
-    right += expect_same_runs(run_peer(p, w0, step, true, steps), prim, steps);
-    if (step.pa_type == 1) { EXPECT_GT(prim.clipped, 0u) << "PA-I's clip at C never taken"; }
-  });
-  EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
+  for (std::size_t batch : {1u, 5u, 8u}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << batch);
+    std::size_t right = 0, clipped = 0;
+    int k = 0;  // the six (type, error-sensitive) pairs in turn: each twice over the cases
+    for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
+      PeerStep step;
+      step.pa_type = k % 3;
+      step.c = 0.05;
+      step.error_sensitive = (k / 3) % 2 == 1;
+      ++k;
+      SCOPED_TRACE(::testing::Message() << "pa-type " << step.pa_type << " error-sensitive " << step.error_sensitive);
+      const PeerRun prim = run_peer(p, w0, step, false, steps, batch);
+      right += expect_same_runs(run_peer(p, w0, step, true, steps, batch), prim, steps);
+      if (step.pa_type == 1) clipped += prim.clipped;
+    });
+    EXPECT_GT(clipped, 0u) << "PA-I's clip at C never taken";
+    if (batch == 1) { EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested"; }
+  }
 }
 
-// arow's step: w, Σ's diagonal and the loss sum bit for bit, as pa's.
+// arow's step: w, Σ's diagonal and the loss sum bit for bit, as pa's, on one sentence and on
+// batches of 5 and 8.
 TEST(StochasticShape, ArowStepOnTheDeviceEqualsThePrimitives) {
   REQUIRE_GPU();
   const std::size_t steps = 30;
-  std::size_t right = 0;
-  for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
-    PeerStep step;
-    step.arow = true;
-    step.gamma = 0.3;
-    const PeerRun prim = run_peer(p, w0, step, false, steps);
-    const PeerRun dev = run_peer(p, w0, step, true, steps);
-    right += expect_same_runs(dev, prim, steps);
-    EXPECT_FALSE(prim.variance == std::vector<double>(w0.size(), 0.7)) << "Σ never updated";
-  });
-  EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested";
+  for (std::size_t batch : {1u, 5u, 8u}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << batch);
+    std::size_t right = 0;
+    for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
+      PeerStep step;
+      step.arow = true;
+      step.gamma = 0.3;
+      const PeerRun prim = run_peer(p, w0, step, false, steps, batch);
+      const PeerRun dev = run_peer(p, w0, step, true, steps, batch);
+      right += expect_same_runs(dev, prim, steps);
+      EXPECT_FALSE(prim.variance == std::vector<double>(w0.size(), 0.7)) << "Σ never updated";
+    });
+    if (batch == 1) { EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested"; }
+  }
 }
 
 // mira's step: w, the bounds B_i (clipped at C on some sentences), the shrinking counts and K
@@ -292,29 +308,32 @@ TEST(StochasticShape, MiraTrainerOnTheDeviceShrinksAsTheCpu) {
 
 // Stopped inside epoch 1 and resumed there, the trainer stops after it on the uninterrupted run's
 // loss (its stop reason prints it): the checkpoint took the device's sum so far, and the resumed
-// run's steps add to it there.
+// run's steps add to it there; one sentence a step and batches of 3.
 TEST(StochasticShape, PeerTrainersResumeTheDevicesLossInsideAnEpoch) {
   REQUIRE_GPU();
   const RandomProblem p = with_layout(random_problem(4, 24, 2, 17, 8, 43), Layout::observed);
   const auto make = [](const Dims& d) { return gpu_backend(d); };
-  for (const char* algo : {"pa", "arow"}) {
-    SCOPED_TRACE(algo);
-    const TrainerInfo& info = find_trainer(algo);
-    TrainOptions o = resume_options(algo);
-    o.epochs = 2;
-    o.epsilon = 1e9;  // stops after epoch 1, its mean loss in the reason
-    const std::string path = temp_path(std::string("peer-within-") + algo + ".ckpt");
-    const StoppedRun full = train_stopped(make, p, info, o, 0, path, false);
-    EXPECT_NE(full.stop_reason.find("mean loss of epoch 1"), std::string::npos) << full.stop_reason;
-    for (std::size_t k : {1u, 9u, 16u}) {
-      SCOPED_TRACE(::testing::Message() << "stopped after sentence " << k);
-      const StoppedRun first = train_stopped(make, p, info, o, k, path, false);
-      ASSERT_EQ(first.within.size(), 1u);
-      const StoppedRun rest = train_stopped(make, p, info, o, 0, path, true);
-      EXPECT_EQ(rest.stop_reason, full.stop_reason);
-      EXPECT_TRUE(bitwise_equal(rest.w, full.w));
+  for (const char* algo : {"pa", "arow"})
+    for (std::size_t batch : {1u, 3u}) {
+      SCOPED_TRACE(::testing::Message() << algo << " batch " << batch);
+      const TrainerInfo& info = find_trainer(algo);
+      TrainOptions o = resume_options(algo);
+      o.epochs = 2;
+      o.epsilon = 1e9;  // stops after epoch 1, its mean loss in the reason
+      o.batch_size = batch;
+      const std::string path = temp_path(std::string("peer-within-") + algo + ".ckpt");
+      const StoppedRun full = train_stopped(make, p, info, o, 0, path, false);
+      EXPECT_NE(full.stop_reason.find("mean loss of epoch 1"), std::string::npos) << full.stop_reason;
+      // after the first step, one in the middle and the epoch's last but one (17 sentences)
+      for (std::size_t k : batch == 1 ? std::vector<std::size_t>{1, 9, 16} : std::vector<std::size_t>{1, 3, 5}) {
+        SCOPED_TRACE(::testing::Message() << "stopped after step " << k);
+        const StoppedRun first = train_stopped(make, p, info, o, k, path, false);
+        ASSERT_EQ(first.within.size(), 1u);
+        const StoppedRun rest = train_stopped(make, p, info, o, 0, path, true);
+        EXPECT_EQ(rest.stop_reason, full.stop_reason);
+        EXPECT_TRUE(bitwise_equal(rest.w, full.w));
+      }
     }
-  }
 }
 
 }  // namespace

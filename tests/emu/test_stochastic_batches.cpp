@@ -3,7 +3,8 @@
 // to the device and waits as one of 4 — S(batch) built on the device from the sentences' plans
 // made once, the chunk plan written from launch parameters, the loss left there — where each step
 // planned its span on the host, copied it and waited about three times. That step is bitwise the
-// span plan's: tests/gpu/test_cuda_sparse_batch.cpp.
+// span plan's: tests/gpu/test_cuda_sparse_batch.cpp. pa's and arow's batches likewise (their step
+// bitwise the primitives': test_peer_steps.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -45,6 +46,36 @@ TEST(StochasticShape, SparseBatchCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
       RecordProperty(key + "_launches_per_step",
                      std::to_string(double(large.epoch[1].launches) / double(large.steps)));
     }
+}
+
+// pa (averaged, the default) and arow at batch sizes 8 and 64, with and without edge features: 4
+// and 40 steps an epoch copy up and wait as often (peer_step on a batch: ap's decode and Δ, S(batch)
+// built on the device, the loss summed there and read back at the epoch's end), where each step
+// waited for its support and Δ, its w·Δ and ‖Δ‖².
+TEST(StochasticShape, PeerBatchCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
+  REQUIRE_GPU();
+  for (const char* algo : {"pa", "arow"})
+    for (std::size_t batch : {8u, 64u})
+      for (std::uint32_t E : {0u, 3u}) {
+        SCOPED_TRACE(::testing::Message() << algo << " batch " << batch << " E=" << E);
+        const EpochCounts small = count_epochs(algo, 4 * batch, batch, 0.0, E);
+        const EpochCounts large = count_epochs(algo, 40 * batch, batch, 0.0, E);
+        for (int e = 0; e < 2; ++e) {
+          SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
+          expect_same_host_counts(small, large, e);
+          EXPECT_LE(large.epoch[e].syncs, e == 0 ? 5u : 4u) << "host synchronisations of an epoch of " << large.steps
+                                                             << " steps";
+          // The first epoch makes and copies the sentences' plans (a dozen copies, once per corpus).
+          EXPECT_LE(large.epoch[e].to_device, e == 0 ? 16u : 4u);
+          EXPECT_LE(large.epoch[e].to_host, 4u);
+          EXPECT_LE(large.epoch[e].launches, (4 * batch + 30) * large.steps) << "launches per step bounded";
+        }
+        const std::string key = std::string(algo) + "_B" + std::to_string(batch) + "_E" + std::to_string(E);
+        RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
+        RecordProperty(key + "_copies_per_epoch", std::to_string(large.epoch[1].to_device));
+        RecordProperty(key + "_launches_per_step",
+                       std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+      }
 }
 
 }  // namespace

@@ -33,10 +33,11 @@ TEST(CudaCheckpoint, EveryTrainerResumesBitExact) {
 }
 
 /// The stochastic trainers stopped by their poll inside an epoch and resumed there on the device:
-/// sgd-l1's, adf's and l2sgd's stamps, ap's sums, pa's and arow's loss summed on the device, mira's
-/// weights beside its host-side bounds, and SAG's lazy-step history and per-group stamps (kept on the
-/// device, saved and restored by incremental_save / incremental_load) and stored marginals — under
-/// uniform sampling with its steps queued there.
+/// sgd-l1's, adf's and l2sgd's stamps, ap's sums, pa's and arow's loss summed on the device (their
+/// steps there at batch size 1 and on batches of 3 and 5), mira's weights beside its host-side
+/// bounds, and SAG's lazy-step history and per-group stamps (kept on the device, saved and restored
+/// by incremental_save / incremental_load) and stored marginals — under uniform sampling with its
+/// steps queued there.
 TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
   REQUIRE_GPU();
   for (Layout layout : {Layout::dense, Layout::observed}) {
@@ -53,7 +54,8 @@ TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
                           Case{"adf", 3, Sampling::mixed}, Case{"ap", 2, Sampling::mixed},
                           Case{"l2sgd", 1, Sampling::mixed}, Case{"mira", 1, Sampling::mixed},
                           Case{"pa", 1, Sampling::mixed},  // the step and its loss sum on the device (peer_step)
-                          Case{"arow", 1, Sampling::mixed}}) {
+                          Case{"arow", 1, Sampling::mixed}, Case{"pa", 3, Sampling::mixed},  // and a batch's
+                          Case{"arow", 5, Sampling::mixed}}) {
       SCOPED_TRACE(::testing::Message() << c.algo << " batch " << c.batch << " " << name_of(c.sampling) << " "
                                         << layout);
       TrainOptions o = test::resume_options(c.algo);

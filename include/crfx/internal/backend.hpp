@@ -395,8 +395,8 @@ class SparseGradients {
     (void)corpus, (void)sentences, (void)w, (void)u, (void)u_scale, (void)delta;
     return false;
   }
-  /// pa's, arow's or mira's step on one sentence where the backend can keep it on its device, as
-  /// perceptron_step: the scalars by host/rules/peer_update.hpp from w·Δ, ‖Δ‖² and the mistakes, the
+  /// pa's or arow's step on a span (mira's: one sentence) where the backend can keep it on its device,
+  /// as perceptron_step: the scalars by host/rules/peer_update.hpp from w·Δ, ‖Δ‖² and the mistakes, the
   /// updates gated and ℓ summed there — bitwise the primitives' path. False, having done nothing.
   virtual bool peer_step(const BackendCorpus& corpus, SentenceSpan sentences, const PeerStep& step, Vector& w,
                          Vector* u, double u_scale, SparseVector& delta) {
