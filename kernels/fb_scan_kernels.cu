@@ -146,27 +146,13 @@ __device__ double normalised(const FbSentence<WarpGroup>& f, double v, ExactSum*
   return mine ? v - m : -CUDART_INF;
 }
 
-/// log Σ_y' exp(v(y') + R(y', y)) for the lane's label y (v: lane y' holds v(y'), shuffled).
-__device__ double combine_forward(int L, double v, const double* R, int y) {
-  double mx = -CUDART_INF, sum = 0;  // log_sum_exp_seq's one pass, the shuffles outside its branches
-  for (int yp = 0; yp < L; ++yp) {
-    const double x = __shfl_sync(kFull, v, yp) + R[std::size_t(yp) * L + y];
-    if (x == -CUDART_INF) continue;
-    if (x > mx) {
-      sum = sum * exp(mx - x) + 1.0;
-      mx = x;
-    } else {
-      sum += exp(x - mx);
-    }
-  }
-  return mx == -CUDART_INF ? mx : mx + log(sum);
-}
-
-/// log Σ_y exp(R(y', y) + v(y)) for the lane's label y'.
-__device__ double combine_backward(int L, double v, const double* R, int yp) {
+/// The combine's sum for the lane's label `me`: forward, log Σ_y' exp(v(y') + R(y', me)); backward,
+/// log Σ_y exp(R(me, y) + v(y)) (v: lane k holds v(k), shuffled; log_sum_exp_seq's one pass with
+/// the shuffles outside its branches).
+__device__ double combine(int L, double v, const double* R, int me, bool forward) {
   double mx = -CUDART_INF, sum = 0;
-  for (int y = 0; y < L; ++y) {
-    const double x = R[std::size_t(yp) * L + y] + __shfl_sync(kFull, v, y);
+  for (int k = 0; k < L; ++k) {
+    const double x = __shfl_sync(kFull, v, k) + R[forward ? std::size_t(k) * L + me : std::size_t(me) * L + k];
     if (x == -CUDART_INF) continue;
     if (x > mx) {
       sum = sum * exp(mx - x) + 1.0;
@@ -191,7 +177,7 @@ __device__ void scan_forward_combine(FbSentence<WarpGroup>& f, unsigned i, const
     double top;
     const double d = row_shift(f, R, top);
     z.add(top);
-    A = normalised(f, combine_forward(L, lane < L ? A + d : -CUDART_INF, R, y), &z);
+    A = normalised(f, combine(L, lane < L ? A + d : -CUDART_INF, R, y, true), &z);
   }
   const double log_z = z.hi + (z.lo + group_log_sum_exp(f.g, L, [&](int) { return A; }));
   double gold = 0, gs = 0, gt = 0;  // fb_forward's sum, in its order
@@ -218,7 +204,7 @@ __device__ void scan_backward_combine(FbSentence<WarpGroup>& f) {
     const double* R = f.lb + (k - 1) * kFbSegment * L;
     double top;
     const double d = row_shift(f, R, top);
-    B = normalised(f, combine_backward(L, B, R, yp) + d, nullptr);
+    B = normalised(f, combine(L, B, R, yp, false) + d, nullptr);
     if (lane < L) f.lb[(k * kFbSegment - 1) * L + lane] = B;
   }
   count_chain(*f.p, K);
