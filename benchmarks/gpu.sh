@@ -14,8 +14,8 @@
 #            on CoNLL-2000 at batch sizes STOCH_BATCHES [1 8 64 256], GPU and CPU (all cores), each run bounded by
 #            EPOCH_SECONDS [60]: the mini-batch trainers' epoch time (issue 37; with benchmarks/batch.sh's
 #            passes to the optimum per batch size, the time to it on each device);
-#   fb       (only when named) the table's pass with each forward-backward (CRFX_FB=fused, serial:
-#            split without the scan, split, block: a block a sentence at L > 32; the shapes of
+#   fb       (only when named) the table's pass with each forward-backward (CRFX_FB=fused, split,
+#            scan: split with long sentences' recursions as a scan, block: a block a sentence at L > 32; the shapes of
 #            L ≤ 32 with CoNLL-2002's long sentences and Zipf L = 45, 128 by
 #            default): which to run when, on this GPU;
 #   stream   one pass per shape resident, resident in about STREAM_CHUNKS [8] chunks, and streamed
@@ -102,9 +102,9 @@ if [[ $steps == *" table "* ]]; then
 fi
 
 if [[ $steps == *" fb "* ]]; then
-  echo "== fb: one pass per shape with each forward-backward (CRFX_FB=fused|serial|split|block)"
+  echo "== fb: one pass per shape with each forward-backward (CRFX_FB=fused|split|scan|block)"
   fb_shapes=${SHAPES:-zipf-L5,zipf-L23,zipf-L45,zipf-L128,conll2000,conll2002-esp,conll2002-ned}
-  for mode in fused serial split block; do
+  for mode in fused split scan block; do
     echo "-- CRFX_FB=$mode"
     CRFX_FB=$mode "$build/crfx_gpu_bench" --shapes "$fb_shapes" --gpu "$gpu_mode" --tokens "${TOKENS:-200000}" \
       --repeat "${REPEAT:-5}" --cpu-repeat 1 --conll2000 "$data" --conll2002 "$data2002" \

@@ -80,9 +80,9 @@ CudaBackend::CudaBackend(const Dims& dims, const CudaBackendConfig& cfg) : Backe
       const std::string v = env;
       if (v == "fused") fb_mode_ = CudaBackendConfig::ForwardBackward::fused;
       else if (v == "split") fb_mode_ = CudaBackendConfig::ForwardBackward::split;
-      else if (v == "serial") fb_mode_ = CudaBackendConfig::ForwardBackward::serial;
+      else if (v == "scan") fb_mode_ = CudaBackendConfig::ForwardBackward::scan;
       else if (v == "block") fb_mode_ = CudaBackendConfig::ForwardBackward::block;
-      else if (v != "auto" && !v.empty()) throw Error("CRFX_FB: fused, split, serial, block or auto, not \"" + v + "\"");
+      else if (v != "auto" && !v.empty()) throw Error("CRFX_FB: fused, split, scan, block or auto, not \"" + v + "\"");
     }
   if (dims.L > kMaxLabels)
     throw Error("the CUDA backend supports up to " + std::to_string(kMaxLabels) + " labels (model has " +
@@ -674,7 +674,7 @@ bool CudaBackend::split_fb(const FbWork& work) const {
   switch (fb_mode_) {
     case CudaBackendConfig::ForwardBackward::fused: return false;
     case CudaBackendConfig::ForwardBackward::split:
-    case CudaBackendConfig::ForwardBackward::serial: return true;
+    case CudaBackendConfig::ForwardBackward::scan: return true;
     default: return work.longest >= kFbSplitLength;  // automatic, block
   }
 }

@@ -45,13 +45,13 @@ struct CudaBackendConfig {
   std::size_t max_chunk_tokens = 0;
   /// Forward-backward at L ≤ 32: `fused` (a warp a sentence, the marginals inside its backward
   /// loop), `split` (the recursions on two warps a sentence, then the marginals a warp per
-  /// segment of positions: a long sentence's serial chain holds only the recursions; those of
-  /// a sentence of 256 positions or more run as a scan over its segments), `serial` (split,
-  /// without the scan), or `automatic`: split for a chunk whose longest sentence has 128
+  /// segment of positions: a long sentence's serial chain holds only the recursions), `scan`
+  /// (split, and a sentence of 256 positions or more gets its recursions as a scan over its
+  /// segments; not the default until a GPU has timed it), or `automatic`: split for a chunk whose longest sentence has 128
   /// positions or more. At L > 32 several sentences share a block (and one copy of E) where
   /// they fit, except under `block` (a block a sentence; at L ≤ 32 `block` is `automatic`).
-  /// Under `automatic` the environment variable CRFX_FB=fused|split|serial|block|auto decides.
-  enum class ForwardBackward { automatic, fused, split, serial, block };
+  /// Under `automatic` the environment variable CRFX_FB=fused|split|scan|block|auto decides.
+  enum class ForwardBackward { automatic, fused, split, scan, block };
   ForwardBackward forward_backward = ForwardBackward::automatic;
   /// Tests: when set, evaluate() counts here what its gradient gathers did — the work, to check
   /// that it does not grow with the number of chunks, and the serial work of one warp, to check

@@ -394,9 +394,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   bool split_fb(const FbWork& work) const;
   bool split_fb() const { return split_fb(planned_fb()); }
   /// The length from which a split forward-backward runs a sentence's recursions as a scan
-  /// (fb_scan_kernels.cu; never under CRFX_FB=serial, nor at L > 32).
+  /// (fb_scan_kernels.cu; only under CRFX_FB=scan, at L ≤ 32).
   std::size_t scan_length() const {
-    return fb_mode_ == CudaBackendConfig::ForwardBackward::serial || dims_.L > 32 ? ~std::size_t(0) : kFbScanLength;
+    return fb_mode_ == CudaBackendConfig::ForwardBackward::scan && dims_.L <= 32 ? kFbScanLength : ~std::size_t(0);
   }
 
   // ---- streaming (backend_stream.cu) -------------------------------------------------------

@@ -26,6 +26,8 @@
 #include <cstring>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "emu_internal.hpp"
@@ -205,35 +207,40 @@ void resume(BlockRun& b, Thread& th) {
 /// Releases every warp collective whose mask's lanes have all arrived. Returns whether one was
 /// released; sets `err` on a misuse.
 /// Releases every named barrier that has its count of threads; an error where one cannot be right.
+/// One pass over the threads (a block of 512 waits at a barrier dozens of times a sentence).
 bool release_named(BlockRun& b, std::string& err) {
-  bool released = false;
-  for (unsigned id = 1; id < 16; ++id) {
-    const Thread* first = nullptr;
-    unsigned waiting = 0;
-    for (const Thread& th : b.threads) {
-      if (th.state != State::named || th.bar_id != id) continue;
-      if (!first) {
-        first = &th;
-      } else if (th.file != first->file || th.line != first->line || th.bar_count != first->bar_count) {
-        err = "threads wait at named barrier " + std::to_string(id) + " with different call sites or counts: thread " +
-              dim_str(first->idx) + " at " + site(*first) + " (count " + std::to_string(first->bar_count) +
-              "), thread " + dim_str(th.idx) + " at " + site(th) + " (count " + std::to_string(th.bar_count) + ")";
-        return false;
-      }
-      ++waiting;
-    }
-    if (!first) continue;
-    if (first->bar_count == 0 || first->bar_count % 32 != 0 || waiting > first->bar_count) {
-      err = std::to_string(waiting) + " threads wait at named barrier " + std::to_string(id) + " (" + site(*first) +
-            ") of count " + std::to_string(first->bar_count) + " (whole warps, at least as many as wait)";
+  const Thread* first[16] = {};
+  unsigned waiting[16] = {};
+  for (const Thread& th : b.threads) {
+    if (th.state != State::named) continue;
+    const unsigned id = th.bar_id & 15;
+    const Thread* f = first[id];
+    if (!f) {
+      first[id] = &th;
+    } else if (th.file != f->file || th.line != f->line || th.bar_count != f->bar_count) {
+      err = "threads wait at named barrier " + std::to_string(id) + " with different call sites or counts: thread " +
+            dim_str(f->idx) + " at " + site(*f) + " (count " + std::to_string(f->bar_count) + "), thread " +
+            dim_str(th.idx) + " at " + site(th) + " (count " + std::to_string(th.bar_count) + ")";
       return false;
     }
-    if (waiting < first->bar_count) continue;
-    for (Thread& th : b.threads)
-      if (th.state == State::named && th.bar_id == id) th.state = State::runnable;
-    released = true;
+    ++waiting[id];
   }
-  return released;
+  bool full[16] = {}, any = false;
+  for (unsigned id = 1; id < 16; ++id) {
+    const Thread* f = first[id];
+    if (!f) continue;
+    if (f->bar_count == 0 || f->bar_count % 32 != 0 || waiting[id] > f->bar_count) {
+      err = std::to_string(waiting[id]) + " threads wait at named barrier " + std::to_string(id) + " (" + site(*f) +
+            ") of count " + std::to_string(f->bar_count) + " (whole warps, at least as many as wait)";
+      return false;
+    }
+    full[id] = waiting[id] == f->bar_count;
+    any = any || full[id];
+  }
+  if (!any) return false;
+  for (Thread& th : b.threads)
+    if (th.state == State::named && full[th.bar_id & 15]) th.state = State::runnable;
+  return true;
 }
 
 bool release_warps(BlockRun& b, std::string& err) {
@@ -429,6 +436,7 @@ void syncthreads(const char* file, int line) {
 }
 
 void named_barrier(unsigned id, unsigned count, const char* file, int line) {
+  if (id == 0 || id > 15) throw std::runtime_error("named barrier " + std::to_string(id) + ": ids are 1 to 15");
   Thread* th = t_thread;
   th->state = State::named;
   th->bar_id = id;

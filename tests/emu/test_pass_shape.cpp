@@ -243,8 +243,8 @@ std::uint64_t longest_chain(const RandomProblem& p, cuda::CudaBackendConfig::For
   return counters.longest_chain;
 }
 
-// Sentences of up to 2,500 positions: with the serial recursions (CRFX_FB=serial) a warp walks
-// the longest sentence's every position in turn; with the scan (the default) no warp walks more
+// Sentences of up to 2,500 positions: with the serial recursions (CRFX_FB=split) a warp walks
+// the longest sentence's every position in turn; with the scan (CRFX_FB=scan) no warp walks more
 // than the scan's threshold — 64 positions of a segment, a combine step a segment, or a sentence
 // shorter than 256 — whatever the length. The two give the same loss and gradient to rounding.
 TEST(PassShape, ALongSentencesChainIsItsSegmentsNotItsLength) {
@@ -258,8 +258,8 @@ TEST(PassShape, ALongSentencesChainIsItsSegmentsNotItsLength) {
     ASSERT_GE(longest, 1500u);
     double serial_loss = 0, scan_loss = 0;
     std::vector<double> serial_g, scan_g;
-    const std::uint64_t serial = longest_chain(p, Mode::serial, serial_loss, serial_g);
-    const std::uint64_t scan = longest_chain(p, Mode::automatic, scan_loss, scan_g);
+    const std::uint64_t serial = longest_chain(p, Mode::split, serial_loss, serial_g);
+    const std::uint64_t scan = longest_chain(p, Mode::scan, scan_loss, scan_g);
     EXPECT_EQ(serial, longest);
     EXPECT_GE(scan, 64u);
     EXPECT_LT(scan, 256u) << "the bound, whatever the length";

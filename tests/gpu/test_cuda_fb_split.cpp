@@ -6,8 +6,9 @@
 //   - on sentences of several segments (up to 300 positions), chunked or not, every primitive
 //     and every loss but seq-exp (which overflows there on both backends) matches the CPU within
 //     the suites' tolerances, and two runs give the same bits;
-//   - sentences of 256 positions or more, whose recursions run as a scan over their segments
-//     (fb_scan_kernels.cu), are as accurate against the CPU as with the serial recursions.
+//   - under CRFX_FB=scan, sentences of 256 positions or more, whose recursions run as a scan over
+//     their segments (fb_scan_kernels.cu), are as accurate against the CPU as with the serial
+//     recursions, and reproducible bit for bit.
 // CRFX_FB (read by the CUDA backend when it is made) picks the kernel.
 #include <gtest/gtest.h>
 
@@ -132,10 +133,10 @@ TEST(CudaFbSplit, MatchesTheCpuOnSentencesOfSeveralSegments) {
       }
 }
 
-// Sentences of 256 positions or more run their recursions as a scan over their segments
+// Under CRFX_FB=scan, sentences of 256 positions or more run their recursions as a scan over their segments
 // (fb_scan_kernels.cu). Against the CPU its outputs — every loss but seq-exp with its gradient,
 // log Z, the marginals to their last digits — are within 2× of the serial recursions' error
-// (CRFX_FB=serial): point-exp's 1/p weights read the small marginals' last digits. With the
+// (CRFX_FB=split): point-exp's 1/p weights read the small marginals' last digits. With the
 // combine's vectors kept absolute and the rows' shifts summed plainly (a first version), the
 // scan's error was 2.3–7× the serial's in three of these six problems.
 TEST(CudaFbSplit, AScanIsAsAccurateAsTheSerialRecursions) {
@@ -148,8 +149,8 @@ TEST(CudaFbSplit, AScanIsAsAccurateAsTheSerialRecursions) {
       auto p = random_problem(L, 40, E, 8, 700, seed);
       CpuBackend cpu(p.dims, 1);
       const Outputs ref = run_on(cpu, p, false);
-      const double serial = worst_error(run_gpu(p, "serial", 0, false), ref);
-      const double scan = worst_error(run_gpu(p, "split", 0, false), ref);
+      const double serial = worst_error(run_gpu(p, "split", 0, false), ref);
+      const double scan = worst_error(run_gpu(p, "scan", 0, false), ref);
       EXPECT_LE(scan, 2 * serial) << "serial " << serial;
       EXPECT_LE(scan, 1e-8);
     }
@@ -176,11 +177,11 @@ TEST(CudaFbGroups, GiveTheBitsOfABlockASentence) {
     }
 }
 
-// The split run twice: the same bits (no atomics; the segments' sums in a fixed order).
+// The split run twice, with the scan: the same bits (no atomics; the segments' sums in a fixed order).
 TEST(CudaFbSplit, IsBitwiseReproducible) {
   REQUIRE_GPU();
   const auto p = random_problem(22, 40, 2, 12, 300, 91);
-  const Outputs a = run_gpu(p, "split", 500, false), b = run_gpu(p, "split", 500, false);
+  const Outputs a = run_gpu(p, "scan", 500, false), b = run_gpu(p, "scan", 500, false);
   ASSERT_EQ(a.losses.size(), 3u);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.gradients, b.gradients);
@@ -198,7 +199,7 @@ TEST(CudaFbSplit, AnUnknownModeIsRefusedByName) {
     gpu_backend(d);
     FAIL() << "CRFX_FB=halved accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CRFX_FB: fused, split, serial, block or auto, not \"halved\""), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("CRFX_FB: fused, split, scan, block or auto, not \"halved\""), std::string::npos)
         << e.what();
   }
 }
