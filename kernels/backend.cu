@@ -543,11 +543,11 @@ void CudaBackend::plan_segments() {
   h_scan_ = {};
   for (const std::uint32_t i : h_order_) {  // the longest sentences' segments first
     const std::size_t T = h_slots_[i + 1] - h_slots_[i];
+    const std::uint32_t count = std::uint32_t(std::max<std::size_t>(1, (T + kFbSegment - 1) / kFbSegment));
     if (T >= scan_length()) {  // (a prefix of the order, and of the segments)
       ++h_scan_.sentences;
-      h_scan_.segments += unsigned((T + kFbSegment - 1) / kFbSegment);
+      h_scan_.segments += count;
     }
-    const std::uint32_t count = std::uint32_t(std::max<std::size_t>(1, (T + kFbSegment - 1) / kFbSegment));
     if (count == 1) {
       h_seg_.push_back({i, 0, i});
       continue;
