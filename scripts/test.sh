@@ -24,7 +24,7 @@ if [ "${emu:-0}" -gt 0 ]; then
   [ "$skipped" -eq 0 ] || { echo "a test of the emulated GPU suite skipped: it must run there" >&2; exit 1; }
   if [ "${CRFX_SANITIZE:-1}" != 0 ]; then
     scripts/test-emu-sanitize.sh
-    echo "GPU suite on the emulated device under ASan + UBSan (seed 1): clean"
+    echo "GPU suite on the emulated device under ASan + UBSan (seed 3): clean"
   fi
 else
   echo "GPU suite on the emulated device: not built (-DCRFX_CUDA_EMULATION=OFF)"

@@ -30,7 +30,9 @@ TEST(StochasticShape, SagCopiesPerEpochDoNotGrowWithSteps) {
     double c1;
     std::uint32_t E;
   };
+  std::size_t index = 0;  // counts do not depend on the schedule: seeds 2 and 3 take every other case
   for (const Case& k : {Case{"sag", 0.0, 0}, Case{"saga", 0.0, 0}, Case{"sag", 0.1, 3}, Case{"saga", 0.1, 3}}) {
+    if (!schedule_share(index++)) continue;
     SCOPED_TRACE(::testing::Message() << k.algo << " c1=" << k.c1 << " E=" << k.E);
     const EpochCounts small = count_epochs(k.algo, 30, 1, k.c1, k.E);
     const EpochCounts large = count_epochs(k.algo, 300, 1, k.c1, k.E);
@@ -83,8 +85,10 @@ TEST(StochasticShape, SparseTrainersCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
 // of kernels a step (a drawn step queues 4 search rounds: see kDrawnRounds).
 TEST(StochasticShape, QueuedNusWaitsAFewTimesPerEpoch) {
   REQUIRE_GPU();
+  std::size_t index = 0;  // counts do not depend on the schedule: seeds 2 and 3 take every other case
   for (const char* algo : {"sag", "saga"}) {
     for (Sampling sampling : {Sampling::mixed, Sampling::lipschitz}) {
+      if (!schedule_share(index++)) continue;
       const std::string key = std::string(algo) + (sampling == Sampling::mixed ? "_mixed" : "_lipschitz");
       SCOPED_TRACE(key);
       const EpochCounts small = count_epochs(algo, 30, 1, 0.0, 3, sampling);
@@ -116,8 +120,10 @@ namespace {
 // waited at least once before; and launches a bounded number of kernels a step.
 TEST(StochasticShape, QueuedSagWaitsAFewTimesPerEpoch) {
   REQUIRE_GPU();
+  std::size_t index = 0;  // counts do not depend on the schedule: seeds 2 and 3 take every other case
   for (const char* algo : {"sag", "saga"}) {
     for (double c1 : {0.0, 0.1}) {
+      if (!schedule_share(index++)) continue;
       SCOPED_TRACE(::testing::Message() << algo << " c1=" << c1);
       const EpochCounts small = count_epochs(algo, 30, 1, c1, 3, Sampling::uniform);
       const EpochCounts large = count_epochs(algo, 300, 1, c1, 3, Sampling::uniform);

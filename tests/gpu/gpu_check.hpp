@@ -63,11 +63,11 @@ inline std::string no_gpu_reason() { return gpu_unavailable(); }
 #endif
 
 /// Whether this run takes case `index` of a long test's cases. The emulated suite runs three times in
-/// CI, under schedule seeds 1, 2 and 3 (CRFX_EMU_SEED): seed 1 (and a real GPU, without the
-/// variable) takes every case, seeds 2 and 3 every other one, so each case still meets two
+/// CI, under schedule seeds 1, 2 and 3 (CRFX_EMU_SEED; seed 3 in the sanitizer pass,
+/// scripts/test-emu-sanitize.sh): seed 1 (and a real GPU, without the variable) takes every case,
+/// seeds 2 and 3 every other one (the even and the odd ones), so each case still meets two
 /// schedules at two thirds of the time. CRFX_EMU_SHARE=K takes every K-th case instead (the one
-/// whose index ≡ seed mod K): the sanitizer pass (scripts/test-emu-sanitize.sh, seed 1) takes
-/// the odd cases with K = 2.
+/// whose index ≡ seed mod K).
 inline bool schedule_share(std::size_t index) {
   const char* schedule = std::getenv("CRFX_EMU_SEED");
   const char* share = std::getenv("CRFX_EMU_SHARE");
