@@ -286,6 +286,12 @@ __device__ void node_marginals(const FbSentence<Group>& f, std::size_t t, double
   }
 }
 
+/// The tests' count of the longest serial chain (FbParams::longest_chain, null outside them): a run
+/// of `steps` positions one after another, recorded once by the group's `leader` thread.
+__device__ inline void count_chain(const FbParams& p, std::size_t steps, bool leader) {
+  if (p.longest_chain && leader) atomicMax(p.longest_chain, static_cast<unsigned long long>(steps));
+}
+
 /// The gold path's terms at position t: s_t(y_t) and, for t ≥ 1, τ_t(y_{t−1}, y_t) (else 0; read
 /// before the backward pass overwrites τ_t with the deltas). One thread loads them before the
 /// forward step and adds them, s then τ, in t order after it: the loads wait beside the

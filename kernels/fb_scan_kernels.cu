@@ -84,10 +84,6 @@ __device__ double* scan_warp(FbSentence<WarpGroup>& f, const FbParams& p, double
   return f.rowa + p.L;  // two rows [L]
 }
 
-__device__ void count_chain(const FbParams& p, std::size_t steps) {
-  if (p.longest_chain && (threadIdx.x & 31) == 0) atomicMax(p.longest_chain, static_cast<unsigned long long>(steps));
-}
-
 /// Last position of the segment that starts at a.
 __device__ std::size_t segment_end(const FbSentence<WarpGroup>& f, std::size_t a) {
   return (a + kFbSegment < f.T ? a + kFbSegment : f.T) - 1;
@@ -114,7 +110,7 @@ __global__ void __launch_bounds__(kFbWarps * 32) fb_scan_transfer_kernel(FbParam
     double* rest = f.lb + std::size_t(L) * L;
     if (lane < L) rest[kA0 * L + lane] = own;
     if (lane == 0) rest[kA0Shift * L] = c.hi, rest[kA0Shift * L + 1] = c.lo;
-    count_chain(p, b + 1);
+    count_chain(p, b + 1, (threadIdx.x & 31) == 0);
     return;
   }
   double* r[2] = {rows, rows + L};
@@ -125,7 +121,7 @@ __global__ void __launch_bounds__(kFbWarps * 32) fb_scan_transfer_kernel(FbParam
   double* R = f.lb + (a - kFbSegment) * L;  // segment k − 1's rows
   if (lane < L) R[std::size_t(y0) * L + lane] = own;
   if (lane == 0) R[std::size_t(L + kShiftHi) * L + y0] = c.hi, R[std::size_t(L + kShiftLo) * L + y0] = c.lo;
-  count_chain(p, b - a + 1);
+  count_chain(p, b - a + 1, (threadIdx.x & 31) == 0);
 }
 
 /// Lane y' of R_k's region: its row's shift less the largest row's (hi parts), d(y'); `top` gets
@@ -191,7 +187,7 @@ __device__ void scan_forward_combine(FbSentence<WarpGroup>& f, unsigned i, const
     }
   }
   if (lane == 0) p.result[i] = log_z - gold;
-  count_chain(p, K);
+  count_chain(p, K, (threadIdx.x & 31) == 0);
 }
 
 /// Phase 2's backward warp: the boundaries B_k into b̂ rows b_k.
@@ -207,7 +203,7 @@ __device__ void scan_backward_combine(FbSentence<WarpGroup>& f) {
     B = normalised(f, combine(L, B, R, yp, false) + d, nullptr);
     if (lane < L) f.lb[(k * kFbSegment - 1) * L + lane] = B;
   }
-  count_chain(*f.p, K);
+  count_chain(*f.p, K, (threadIdx.x & 31) == 0);
 }
 
 /// Phase 2: warp 2j + d of the grid combines scanned sentence j forward (d = 0) or backward.
@@ -247,7 +243,7 @@ __global__ void __launch_bounds__(kFbWarps * 32) fb_scan_rows_kernel(FbParams p,
     if (lane < L) own = f.lb[b * L + lane];  // B_k
     for (std::size_t t = b; t > a; --t) backward_step(f, t, own);
   }
-  count_chain(p, b - a + 1);
+  count_chain(p, b - a + 1, (threadIdx.x & 31) == 0);
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kFbWarps * 32) fb_recursions_kernel(FbParams p
   } else {
     fb_backward(f);
   }
-  if (p.longest_chain && f.g.tid() == 0) atomicMax(p.longest_chain, static_cast<unsigned long long>(f.T));
+  count_chain(p, f.T, f.g.tid() == 0);
 }
 
 /// The pairwise marginals at the first position t0 > 0 of a scanned sentence's segment
