@@ -2,10 +2,12 @@
 // ap's step decoded, differenced and updated without a look from the host: the batch's chunk
 // plan written by a kernel from launch parameters (or, one sentence, launch_one_sentence_chunk),
 // Viterbi's path left in the workspace (labels_), the feature difference taken over the
-// sentences' plans made once (select_sentence; perceptron_kernels.cu) — a batch's summed
-// sentence by sentence in a dense scratch — and the updates of w and u gated on the device by
-// the path's mistakes. Bitwise the path of viterbi → feature_difference → sparse_axpy, which
-// copied the path back, the difference up and waited twice a step.
+// sentences' plans made once (select_sentence; perceptron_kernels.cu) — a batch's in one launch
+// over S(batch) built on the device (batch_union), each weight's sum run over the batch's
+// sentences in order in a dense scratch — and the updates of w and u gated on the device by the
+// path's mistakes. Bitwise the path of viterbi → feature_difference → sparse_axpy, which copied
+// the path back, the difference up and waited twice a step; a step's launches do not grow with
+// the batch.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -70,8 +72,7 @@ bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Ve
     if (u) launch_map(x.n, gated_axpy(x.index.get(), x.value.get(), P(*u), u_scale, mistakes_.get()), stream_);
     return true;
   }
-  perceptron_batch(c, span, w, u, u_scale);
-  return true;
+  return perceptron_batch(c, span, w, u, u_scale);
 }
 
 double* CudaBackend::zeroed_dense(std::size_t n) {
@@ -83,28 +84,37 @@ double* CudaBackend::zeroed_dense(std::size_t n) {
 }
 
 double* CudaBackend::batch_difference(const CudaCorpus& c, SentenceSpan span, std::size_t num_weights) {
-  // Δ summed sentence by sentence into the dense scratch (all zero between steps), in the host's
-  // order (add_feature_difference's), the mistakes added up.
-  double* dense = zeroed_dense(num_weights);
-  CRFX_CUDA_CHECK(cudaMemsetAsync(mistakes_.get(), 0, sizeof(std::uint32_t), stream_));
+  // Δ into the dense scratch (all zero between steps) over S(batch), which batch_union has just
+  // queued for this span; each weight's sum over the sentences in the host's order
+  // (add_feature_difference's), the mistakes added up — two launches whatever the batch's size.
+  const BatchUnion& un = batch_union_;
+  bool same = un.corpus == c.serial && un.h_span.size() == span.count;
+  for (std::size_t i = 0; same && i < span.count; ++i) same = un.h_span[i] == span[i];
+  if (!same) throw Error("internal: a batch's difference without its S(batch)");
+  BatchRows r;
   for (std::size_t i = 0; i < span.count; ++i) {
-    select_sentence(c, span[i], sp_plan_);
-    const DecodedRows d{sp_plan_.dev_row_tok, c.labels.get(), labels_.get() + h_slots_[i], sp_plan_.rows};
-    launch_feature_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, d, 1.0, nullptr, mistakes_.get(),
-                              stream_, dense);
+    if (h_slots_[i] > 0xffffffffu) throw Error("internal: a chunk of more than 2^32 rows");
+    r.sid[i] = span[i];
+    r.slot[i] = std::uint32_t(h_slots_[i]);
   }
+  const SentencePlans& sp = sentence_plans_;
+  const BatchPlans t{sp.groups.get(), sp.d_gbase.get(), sp.oofs.get(), sp.d_obase.get(), sp.onew.get(),
+                     sp.oval.get(),   sp.tokens.get(),  c.sent_off.get(), c.labels.get(), labels_.get()};
+  double* dense = zeroed_dense(num_weights);
+  launch_batch_difference(device_groups(), r, span.count, t, un.groups.get(), un.h_groups.size(), dense,
+                          mistakes_.get(), stream_);
   return dense;
 }
 
-void CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale) {
-  // Δ in the dense scratch; then each sentence's weights updated — the first time a weight is met
-  // it takes its whole sum — and zeroed.
+bool CudaBackend::perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale) {
+  // S(batch)'s groups built on the device (refused only where their offsets would pass 2³²: the
+  // decode then wasted), Δ in the dense scratch; then each weight of S(batch) updated once with
+  // its whole sum — what the first of its sentences did, sentence by sentence — and zeroed.
+  if (!batch_union(c, span)) return false;
   double* dense = batch_difference(c, span, w.size());
-  for (std::size_t i = 0; i < span.count; ++i) {
-    select_sentence(c, span[i], sp_plan_);
-    launch_apply_difference(device_groups(), sp_plan_.view(), sp_plan_.ng, dense, P(w),
-                            u ? P(*u) : nullptr, u_scale, mistakes_.get(), stream_);
-  }
+  launch_apply_difference(device_groups(), batch_union_.groups.get(), batch_union_.h_groups.size(), dense, P(w),
+                          u ? P(*u) : nullptr, u_scale, mistakes_.get(), stream_);
+  return true;
 }
 
 }  // namespace crfx::cuda::detail

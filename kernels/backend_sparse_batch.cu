@@ -42,7 +42,7 @@ void plan_union(SpanGroups& planner, const CudaCorpus& c, SentenceSpan span, con
 
 }  // namespace
 
-bool CudaBackend::batch_support(const CudaCorpus& c, SentenceSpan span, CudaSparse& x) {
+bool CudaBackend::batch_union(const CudaCorpus& c, SentenceSpan span) {
   if (span.count < 2 || span.count > kChunkIds || c.stream) return false;
   for (std::size_t i = 0; i < span.count; ++i) {
     if (span[i] >= c.S) throw Error("internal: sentence id beyond the corpus");
@@ -59,10 +59,16 @@ bool CudaBackend::batch_support(const CudaCorpus& c, SentenceSpan span, CudaSpar
     ids.off[i + 1] = std::uint32_t(ids.off[i] + ng);
   }
   // The host's own plan of S(batch): its sizes, known without a wait; the device builds its own.
-  BatchUnion& u = batch_union_;
-  plan_union(support_groups_, c, span, dims_.groups(), dims_.transitions, u);
+  plan_union(support_groups_, c, span, dims_.groups(), dims_.transitions, batch_union_);
+  launch_batch_union(device_groups(), ids, span.count, sp.groups.get(), sp.d_gbase.get(), batch_union_.compact,
+                     batch_union_, stream_);
+  return true;
+}
+
+bool CudaBackend::batch_support(const CudaCorpus& c, SentenceSpan span, CudaSparse& x) {
+  if (!batch_union(c, span)) return false;
+  const BatchUnion& u = batch_union_;
   const std::size_t compact = u.compact;
-  launch_batch_union(device_groups(), ids, span.count, sp.groups.get(), sp.d_gbase.get(), compact, u, stream_);
   x.reserve(compact);
   x.n = compact;
   x.end = u.end;

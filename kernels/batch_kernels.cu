@@ -16,21 +16,6 @@
 namespace crfx::cuda::detail {
 namespace {
 
-/// The first position in the ascending list [first, last) not below x.
-__device__ const std::uint32_t* lower(const std::uint32_t* first, const std::uint32_t* last, std::uint32_t x) {
-  std::size_t len = std::size_t(last - first);
-  while (len > 0) {
-    const std::size_t half = len / 2;
-    if (first[half] < x) {
-      first += half + 1;
-      len -= half + 1;
-    } else {
-      len = half;
-    }
-  }
-  return first;
-}
-
 /// Sentence i's group list (the plans made once).
 struct GroupList {
   const std::uint32_t* begin;
@@ -51,7 +36,7 @@ __global__ void __launch_bounds__(256) union_flag_kernel(BatchIds ids, std::size
       std::uint32_t first = 1;
       for (std::size_t j = 0; j < i && first; ++j) {
         const GroupList lj = list_of(ids, j, groups, gbase);
-        const std::uint32_t* p = lower(lj.begin, lj.end, x);
+        const std::uint32_t* p = lower_id(lj.begin, lj.end, x);
         if (p != lj.end && *p == x) first = 0;
       }
       flag[ids.off[i] + q] = first;
@@ -97,7 +82,7 @@ __global__ void __launch_bounds__(256) union_place_kernel(BatchIds ids, std::siz
       std::size_t rank = 0, ofs = 0;
       for (std::size_t j = 0; j < n; ++j) {
         const GroupList lj = list_of(ids, j, groups, gbase);
-        const std::size_t p = ids.off[j] + j + std::size_t(lower(lj.begin, lj.end, x) - lj.begin);
+        const std::size_t p = ids.off[j] + j + std::size_t(lower_id(lj.begin, lj.end, x) - lj.begin);
         rank += count[p];
         ofs += size[p];
       }

@@ -1,6 +1,6 @@
 // crfx — what the CUDA backend's kernel files share: the constants (block sizes, limits, the
 // log-space threshold), the block-wide max and sum, the exact log-sum-exp, the view of a chunk's
-// sentences and the edge-position test.
+// sentences, the edge-position test and the binary search of a plan's group list.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -99,6 +99,23 @@ struct ChunkView {
 
 inline __device__ bool row_has_edge(const std::size_t* edge_off, std::size_t tok, std::size_t t) {
   return edge_off != nullptr && t > 0 && edge_off[tok + 1] > edge_off[tok];
+}
+
+/// The first position in the ascending list [first, last) not below x (a sentence's group list of
+/// the plans made once: batch_kernels.cu's union, perceptron_kernels.cu's merged difference).
+inline __device__ const std::uint32_t* lower_id(const std::uint32_t* first, const std::uint32_t* last,
+                                                std::uint32_t x) {
+  std::size_t len = std::size_t(last - first);
+  while (len > 0) {
+    const std::size_t half = len / 2;
+    if (first[half] < x) {
+      first += half + 1;
+      len -= half + 1;
+    } else {
+      len = half;
+    }
+  }
+  return first;
 }
 
 }  // namespace crfx::cuda::detail

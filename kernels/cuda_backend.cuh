@@ -463,11 +463,17 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// perceptron_step's decode of a span that one chunk holds (false: refused, nothing queued); a
   /// sentence alone: S({sid}) and Δ into x, its mistakes into mistakes_. (backend_perceptron.cu)
   bool decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x);
-  /// perceptron_step on a batch's chunk, decoded: Δ summed per sentence in pc_dense_, the updates.
-  void perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale);
-  /// A decoded batch's Δ summed sentence by sentence in pc_dense_ (returned; its users zero it
-  /// again), bitwise the host's feature_difference; the batch's mistakes into mistakes_.
+  /// perceptron_step on a batch's chunk, decoded: S(batch) (false: batch_union refused it), Δ in
+  /// pc_dense_, the updates over S(batch).
+  bool perceptron_batch(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, double u_scale);
+  /// A decoded batch's Δ in pc_dense_ (returned; its users zero it again) over S(batch), which
+  /// batch_union queued for this span just before, in one launch, bitwise the host's
+  /// feature_difference; the batch's mistakes into mistakes_.
   double* batch_difference(const CudaCorpus& c, SentenceSpan span, std::size_t num_weights);
+  /// S(batch)'s groups built on the device into batch_union_ from the plans made once (its sizes
+  /// planned on the host) for 2 … kChunkIds labeled sentences of a resident corpus; false:
+  /// refused, nothing queued. (backend_sparse_batch.cu)
+  bool batch_union(const CudaCorpus& c, SentenceSpan span);
   /// sgd-l1's and adf's batch of 2 … kChunkIds sentences on the device (backend_sparse_batch.cu):
   /// x ← S(batch) built from the plans made once; x's values ← scale · the batch's gradient (one
   /// chunk, summed in pc_dense_), nothing copied up or read back. False: sparse_pass's path.

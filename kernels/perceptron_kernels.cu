@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common.cuh"
 #include "crfx/errors.hpp"
@@ -21,62 +22,111 @@ __device__ bool same_pair(const DecodedRows& d, std::size_t r) {
   return d.gold[d.row_tok[r - 1]] == d.pred[r - 1] && d.gold[d.row_tok[r]] == d.pred[r];
 }
 
-/// Per weight of each planned group (block per group, threads over its weights): the gold slot
+/// Weight slot j's sum over one sentence's rows for its group gid (oofs: the group's entry in
+/// the sentence's plan, [oofs[0], oofs[1]) its occurrences), going on from acc: the gold slot
 /// gets +x, the predicted one −x, at every position whose labels differ — a state group at its
 /// occurrences' rows (slot: the label), the transitions at every row r ≥ 1 (slot: y_{r−1}·L +
 /// y_r, x = 1), an edge group at its occurrences' rows (r ≥ 1 only: the plan has no others).
-__global__ void __launch_bounds__(256) feature_difference_kernel(WeightGroups gl, SagSpanView v, std::size_t count,
-                                                                 DecodedRows d, double scale, double* out,
-                                                                 double* dense) {
+/// The one sum of both kernels below: the same additions in the same order.
+__device__ double sentence_sum(const WeightGroups& gl, std::uint32_t gid, std::size_t j, const DecodedRows& d,
+                               const std::uint32_t* oofs, const std::uint32_t* onew, const double* oval,
+                               double scale, double acc) {
   const std::size_t L = gl.L;
+  auto add = [&](std::size_t gold, std::size_t pred, double x) {
+    if (gold == j) acc = __dadd_rn(acc, x);
+    if (pred == j) acc = __dadd_rn(acc, -x);
+  };
+  if (gid == gl.A) {
+    for (std::size_t r = 1; r < d.rows; ++r)
+      if (!same_pair(d, r))
+        add(d.gold[d.row_tok[r - 1]] * L + d.gold[d.row_tok[r]], d.pred[r - 1] * L + d.pred[r], scale);
+  } else {
+    for (std::uint32_t o = oofs[0]; o < oofs[1]; ++o) {
+      const std::size_t r = onew[o];
+      const double x = __dmul_rn(scale, oval[o]);
+      const std::uint32_t y = d.gold[d.row_tok[r]], p = d.pred[r];
+      if (gid < gl.A) {
+        if (y != p) add(y, p, x);
+      } else if (!same_pair(d, r)) {
+        add(d.gold[d.row_tok[r - 1]] * L + y, d.pred[r - 1] * L + p, x);
+      }
+    }
+  }
+  return acc;
+}
+
+/// out (compact) ← each weight's sum over one sentence (block per planned group, threads over
+/// its weights).
+__global__ void __launch_bounds__(256) feature_difference_kernel(WeightGroups gl, SagSpanView v, std::size_t count,
+                                                                 DecodedRows d, double scale, double* out) {
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid);
-    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
-      const std::size_t j = gl.slot(b + c, gid);
-      double acc = dense ? dense[b + c] : 0.0;
-      auto add = [&](std::size_t gold, std::size_t pred, double x) {
-        if (gold == j) acc = __dadd_rn(acc, x);
-        if (pred == j) acc = __dadd_rn(acc, -x);
-      };
-      if (gid == gl.A) {
-        for (std::size_t r = 1; r < d.rows; ++r)
-          if (!same_pair(d, r))
-            add(d.gold[d.row_tok[r - 1]] * L + d.gold[d.row_tok[r]], d.pred[r - 1] * L + d.pred[r], scale);
-      } else {
-        for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o) {
-          const std::size_t r = v.onew[o];
-          const double x = __dmul_rn(scale, v.oval[o]);
-          const std::uint32_t y = d.gold[d.row_tok[r]], p = d.pred[r];
-          if (gid < gl.A) {
-            if (y != p) add(y, p, x);
-          } else if (!same_pair(d, r)) {
-            add(d.gold[d.row_tok[r - 1]] * L + y, d.pred[r - 1] * L + p, x);
-          }
-        }
-      }
-      if (dense)
-        dense[b + c] = acc;
-      else
-        out[v.gofs[q] + c] = acc;
-    }
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x)
+      out[v.gofs[q] + c] = sentence_sum(gl, gid, gl.slot(b + c, gid), d, v.oofs + q, v.onew, v.oval, scale, 0.0);
   }
 }
 
-/// *wrong ← (add: += ) the rows whose predicted label is not the gold one (one thread: a
-/// sentence's rows).
-__global__ void mistakes_kernel(DecodedRows d, std::uint32_t* wrong, bool add) {
-  std::uint32_t n = add ? *wrong : 0u;
+/// *wrong ← the rows whose predicted label is not the gold one (one thread: a sentence's rows).
+__global__ void mistakes_kernel(DecodedRows d, std::uint32_t* wrong) {
+  std::uint32_t n = 0;
   for (std::size_t r = 0; r < d.rows; ++r) n += d.gold[d.row_tok[r]] != d.pred[r];
   *wrong = n;
 }
 
-__global__ void __launch_bounds__(256) apply_difference_kernel(WeightGroups gl, SagSpanView v, std::size_t count,
-                                                               double* G, double* w, double* u, double a,
-                                                               const std::uint32_t* gate) {
+/// Sentence i of a batch as the one-sentence kernels read it (select_sentence's pointers).
+__device__ DecodedRows rows_of(const BatchRows& br, std::size_t i, const BatchPlans& t) {
+  const std::uint32_t sid = br.sid[i];
+  return {t.tokens + t.sent_off[sid], t.gold, t.pred + br.slot[i], t.sent_off[sid + 1] - t.sent_off[sid]};
+}
+
+/// dense[weight] ← the batch's Δ (block per group of S(batch), threads over its weights): for
+/// each sentence in batch order whose plan lists the group (binary search of its ascending list),
+/// its sum going on from the last — the chain a launch a sentence made, read and written back in
+/// dense between the sentences as then.
+__global__ void __launch_bounds__(256) batch_difference_kernel(WeightGroups gl, BatchRows br, std::size_t n,
+                                                               BatchPlans t, const std::uint32_t* groups,
+                                                               std::size_t count, double* dense) {
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t sid = br.sid[i];
+      const std::uint32_t *first = t.groups + t.gbase[sid], *last = t.groups + t.gbase[sid + 1];
+      const std::uint32_t* at = lower_id(first, last, gid);
+      if (at == last || *at != gid) continue;
+      const DecodedRows d = rows_of(br, i, t);
+      const std::uint32_t* oofs = t.oofs + t.gbase[sid] + sid + (at - first);
+      const std::size_t o0 = t.obase[sid];
+      for (std::size_t c = threadIdx.x; c < size; c += blockDim.x)
+        dense[b + c] = sentence_sum(gl, gid, gl.slot(b + c, gid), d, oofs, t.onew + o0, t.oval + o0, 1.0, dense[b + c]);
+    }
+  }
+}
+
+/// *wrong ← the batch's rows whose predicted label is not the gold one (one block: a thread a
+/// sentence, then their counts added by thread 0).
+__global__ void __launch_bounds__(kChunkIds) batch_mistakes_kernel(BatchRows br, std::size_t n, BatchPlans t,
+                                                                   std::uint32_t* wrong) {
+  __shared__ std::uint32_t part[kChunkIds];
+  std::uint32_t m = 0;
+  if (threadIdx.x < n) {
+    const DecodedRows d = rows_of(br, threadIdx.x, t);
+    for (std::size_t r = 0; r < d.rows; ++r) m += d.gold[d.row_tok[r]] != d.pred[r];
+  }
+  part[threadIdx.x] = m;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (std::size_t i = 1; i < n; ++i) m += part[i];
+  *wrong = m;
+}
+
+__global__ void __launch_bounds__(256) apply_difference_kernel(WeightGroups gl, const std::uint32_t* groups,
+                                                               std::size_t count, double* G, double* w, double* u,
+                                                               double a, const std::uint32_t* gate) {
   const bool update = *gate != 0;
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
-    const std::uint32_t gid = v.groups[q];
+    const std::uint32_t gid = groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid);
     for (std::size_t k = b + threadIdx.x; k < b + size; k += blockDim.x) {
       if (update) {
@@ -111,18 +161,28 @@ int group_threads(std::size_t L) { return int(std::min<std::size_t>(256, (L + 31
 }  // namespace
 
 void launch_feature_difference(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const DecodedRows& d,
-                               double scale, double* out, std::uint32_t* wrong, cudaStream_t s, double* dense) {
-  CRFX_LAUNCH(mistakes_kernel, 1, 1, 0, s, d, wrong, dense != nullptr);
+                               double scale, double* out, std::uint32_t* wrong, cudaStream_t s) {
+  CRFX_LAUNCH(mistakes_kernel, 1, 1, 0, s, d, wrong);
   if (count == 0) return;
   CRFX_LAUNCH(feature_difference_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, v, count, d,
-              scale, out, dense);
+              scale, out);
 }
 
-void launch_apply_difference(const WeightGroups& gl, const SagSpanView& v, std::size_t count, double* G, double* w,
-                             double* u, double a, const std::uint32_t* gate, cudaStream_t s) {
+void launch_batch_difference(const WeightGroups& gl, const BatchRows& r, std::size_t n, const BatchPlans& t,
+                             const std::uint32_t* groups, std::size_t count, double* dense, std::uint32_t* wrong,
+                             cudaStream_t s) {
+  if (n == 0 || n > kChunkIds) throw Error("internal: a batch difference of " + std::to_string(n) + " sentences");
+  CRFX_LAUNCH(batch_mistakes_kernel, 1, int(kChunkIds), 0, s, r, n, t, wrong);
   if (count == 0) return;
-  CRFX_LAUNCH(apply_difference_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, v, count, G, w, u,
-              a, gate);
+  CRFX_LAUNCH(batch_difference_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, r, n, t, groups,
+              count, dense);
+}
+
+void launch_apply_difference(const WeightGroups& gl, const std::uint32_t* groups, std::size_t count, double* G,
+                             double* w, double* u, double a, const std::uint32_t* gate, cudaStream_t s) {
+  if (count == 0) return;
+  CRFX_LAUNCH(apply_difference_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, groups, count, G,
+              w, u, a, gate);
 }
 
 void launch_chunk_from_ids(const std::uint32_t* ids, const std::uint32_t* launch_order, std::size_t n,

@@ -27,21 +27,52 @@ struct DecodedRows {
 /// +x at the gold slot, −x at the predicted one, in (sentence, token, item) order — exactly
 /// add_feature_difference's sums (host/backend/span_groups.cpp) — for the `count` groups of a
 /// plan of one sentence (its rows are the sentence's tokens); *wrong ← the rows with ŷ ≠ y.
-/// With `dense` (a batch, sentence by sentence): the sums go on from dense[weight] and are left
-/// there (out unused), and the rows with ŷ ≠ y are added to *wrong.
 void launch_feature_difference(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const DecodedRows& d,
-                               double scale, double* out, std::uint32_t* wrong, cudaStream_t s,
-                               double* dense = nullptr);
+                               double scale, double* out, std::uint32_t* wrong, cudaStream_t s);
 
-/// For every weight k of the `count` groups of a sentence's plan: where *gate ≠ 0, w[k] += 1·G[k]
-/// and (u non-null) u[k] += a·G[k] (SparseAxpyOp's arithmetic); then G[k] = 0. A weight of several
-/// sentences of a batch gets its whole sum at its first sentence and zeros after (x + 0 = x: no sum
-/// of the perceptron's is −0).
-void launch_apply_difference(const WeightGroups& gl, const SagSpanView& v, std::size_t count, double* G, double* w,
-                             double* u, double a, const std::uint32_t* gate, cudaStream_t s);
-
-/// Most sentences of a chunk plan written from launch parameters (launch_chunk_from_ids).
+/// Most sentences of a chunk plan written from launch parameters (launch_chunk_from_ids), and of
+/// a batch the merged kernels take (BatchRows).
 inline constexpr std::size_t kChunkIds = 256;
+
+/// A decoded batch as the merged difference kernels take it, by value (2 KiB): span position
+/// i's sentence and its first row in the chunk (its predicted labels at pred + slot[i]).
+struct BatchRows {
+  std::uint32_t sid[kChunkIds];
+  std::uint32_t slot[kChunkIds];
+};
+
+/// Where the merged kernels read a batch's sentences: the plans made once (SentencePlans'
+/// device arrays from their starts, cuda_sag.cuh), the corpus's sentence offsets and gold
+/// labels, the chunk's predicted labels.
+struct BatchPlans {
+  const std::uint32_t* groups;  // sentence s's groups at [gbase[s], gbase[s + 1]), ascending
+  const std::size_t* gbase;     // [S + 1]
+  const std::uint32_t* oofs;    // sentence s's at gbase[s] + s
+  const std::size_t* obase;     // [S + 1]
+  const std::uint32_t* onew;    // sentence s's occurrences at obase[s]
+  const double* oval;
+  const std::uint32_t* tokens;  // [N] t at t
+  const std::size_t* sent_off;  // [S + 1]
+  const std::uint32_t* gold;    // [corpus tokens]
+  const std::uint32_t* pred;    // [chunk rows]
+};
+
+/// A batch's Δ in one launch (issue 37): dense[weight] (all zero) ← per weight of each of the
+/// `count` groups of S(batch) (ascending, on the device), the sentences' sums of
+/// launch_feature_difference in batch order, each going on from the last — the chain of additions
+/// that one launch a sentence into `dense` made, so the same bits; *wrong ← the batch's rows with
+/// ŷ ≠ y (a second launch).
+void launch_batch_difference(const WeightGroups& gl, const BatchRows& r, std::size_t n, const BatchPlans& t,
+                             const std::uint32_t* groups, std::size_t count, double* dense, std::uint32_t* wrong,
+                             cudaStream_t s);
+
+/// For every weight k of the `count` groups listed (a batch's S(batch)): where *gate ≠ 0,
+/// w[k] += 1·G[k] and (u non-null) u[k] += a·G[k] (SparseAxpyOp's arithmetic); then G[k] = 0.
+/// Each weight once, as the launch a sentence did before: a weight of several sentences took its
+/// whole sum at its first and zeros after, which left w and u as they were (no sum is −0).
+void launch_apply_difference(const WeightGroups& gl, const std::uint32_t* groups, std::size_t count, double* G,
+                             double* w, double* u, double a, const std::uint32_t* gate, cudaStream_t s);
+
 /// A chunk plan of n ≤ kChunkIds sentences — sent = ids, order = the launch order, slots the
 /// cumulative lengths from sent_off — written on the device from launch parameters: nothing
 /// copied, no host buffer to keep alive for a queued copy.

@@ -4,11 +4,15 @@
 // made once, the chunk plan written from launch parameters, the loss left there — where each step
 // planned its span on the host, copied it and waited about three times. That step is bitwise the
 // span plan's: tests/gpu/test_cuda_sparse_batch.cpp. pa's and arow's batches likewise (their step
-// bitwise the primitives': test_peer_steps.cpp).
+// bitwise the primitives': test_peer_steps.cpp). ap's, pa's and arow's step launches as many
+// kernels at batch size 64 as at 8: a batch's Δ and its update one launch each over S(batch).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "../gpu/gpu_check.hpp"
 #include "stochastic_counts.hpp"
@@ -76,6 +80,54 @@ TEST(StochasticShape, PeerBatchCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
         RecordProperty(key + "_launches_per_step",
                        std::to_string(double(large.epoch[1].launches) / double(large.steps)));
       }
+}
+
+/// The most kernels one step of `algo` (ap: perceptron_step; pa, arow: peer_step) launched on
+/// `batch` distinct sentences, counted by the emulation step by step over three steps, each on
+/// other sentences, after a first (which makes the sentences' plans and the scratch).
+std::size_t launches_per_step(const std::string& algo, std::size_t batch, std::uint32_t E) {
+  const auto p = random_problem(5, 30, E, std::uint32_t(4 * batch), 12, 71);
+  BackendPtr b = gpu_backend(p.dims);
+  auto corpus = b->upload(p.corpus);
+  SparseGradients& sg = *b->sparse();
+  auto w = b->vector(p.dims.num_weights());
+  auto u = b->vector(p.dims.num_weights());
+  auto variance = b->vector(p.dims.num_weights());
+  b->fill(*variance, 0.7);
+  auto delta = sg.sparse_vector();
+  PeerStep step;
+  step.arow = algo == "arow";
+  if (step.arow) step.variance = variance.get();
+  std::vector<std::uint32_t> ids(4 * batch);
+  std::iota(ids.begin(), ids.end(), 0u);
+  std::size_t most = 0;
+  for (std::size_t t = 0; t < 4; ++t) {
+    const SentenceSpan span{ids.data() + t * batch, batch};
+    emu::reset_host_counters();
+    const bool on_device = algo == "ap" ? sg.perceptron_step(*corpus, span, *w, u.get(), 1.5, *delta)
+                                        : sg.peer_step(*corpus, span, step, *w, step.arow ? nullptr : u.get(), 1.5,
+                                                       *delta);
+    EXPECT_TRUE(on_device) << "no device path for the batch";
+    if (t > 0) most = std::max(most, emu::host_counters().launches);
+  }
+  return most;
+}
+
+// ap, pa and arow at batch sizes 8 and 64, with and without edge features: a step launches no
+// more kernels at 64 than at 8, a few dozen at most (before: two a sentence for Δ and its
+// mistakes, ap one more for its update — 146 a step of pa at 64).
+TEST(StochasticShape, MistakeDrivenBatchLaunchesDoNotGrowWithBatchSize) {
+  REQUIRE_GPU();
+  for (const char* algo : {"ap", "pa", "arow"})
+    for (std::uint32_t E : {0u, 3u}) {
+      SCOPED_TRACE(::testing::Message() << algo << " E=" << E);
+      const std::size_t at8 = launches_per_step(algo, 8, E), at64 = launches_per_step(algo, 64, E);
+      EXPECT_LE(at64, at8) << "launches a step at batch size 64 and at 8";
+      EXPECT_LE(at8, 24u) << "launches a step at batch size 8";
+      const std::string key = std::string(algo) + "_E" + std::to_string(E);
+      RecordProperty(key + "_B8_launches_a_step", std::to_string(at8));
+      RecordProperty(key + "_B64_launches_a_step", std::to_string(at64));
+    }
 }
 
 }  // namespace
