@@ -14,8 +14,8 @@
 
 namespace crfx::cuda::detail {
 
-/// A decoded span as the difference kernels read it: per span row its token (gold label
-/// gold[row_tok[r]]) and predicted label pred[r]; first[r] is 1 at a sentence's first row.
+/// A decoded sentence as the difference kernels read it: per row its token (gold label
+/// gold[row_tok[r]]) and predicted label pred[r].
 struct DecodedRows {
   const std::uint32_t* row_tok;  // [rows]
   const std::uint32_t* gold;     // [corpus tokens]
