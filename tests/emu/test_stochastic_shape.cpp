@@ -30,7 +30,7 @@ TEST(StochasticShape, SagCopiesPerEpochDoNotGrowWithSteps) {
     double c1;
     std::uint32_t E;
   };
-  std::size_t index = 0;  // counts do not depend on the schedule: seeds 2 and 3 share the cases
+  std::size_t index = 0;  // counts do not depend on the schedule: the schedule seeds share the cases
   for (const Case& k : {Case{"sag", 0.0, 0}, Case{"saga", 0.0, 0}, Case{"sag", 0.1, 3}, Case{"saga", 0.1, 3}}) {
     if (!schedule_share(index++)) continue;
     SCOPED_TRACE(::testing::Message() << k.algo << " c1=" << k.c1 << " E=" << k.E);
@@ -85,7 +85,7 @@ TEST(StochasticShape, SparseTrainersCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
 // of kernels a step (a drawn step queues 4 search rounds: see kDrawnRounds).
 TEST(StochasticShape, QueuedNusWaitsAFewTimesPerEpoch) {
   REQUIRE_GPU();
-  std::size_t index = 0;  // counts do not depend on the schedule: seeds 2 and 3 share the cases
+  std::size_t index = 0;  // counts do not depend on the schedule: the schedule seeds share the cases
   for (const char* algo : {"sag", "saga"}) {
     for (Sampling sampling : {Sampling::mixed, Sampling::lipschitz}) {
       if (!schedule_share(index++)) continue;
@@ -120,7 +120,7 @@ namespace {
 // waited at least once before; and launches a bounded number of kernels a step.
 TEST(StochasticShape, QueuedSagWaitsAFewTimesPerEpoch) {
   REQUIRE_GPU();
-  std::size_t index = 0;  // counts do not depend on the schedule: seeds 2 and 3 share the cases
+  std::size_t index = 0;  // counts do not depend on the schedule: the schedule seeds share the cases
   for (const char* algo : {"sag", "saga"}) {
     for (double c1 : {0.0, 0.1}) {
       if (!schedule_share(index++)) continue;
@@ -191,7 +191,7 @@ TEST(StochasticShape, QueuedSagStepsEqualTheHostsStepByStep) {
       for (double lambda : {0.02, 400.0})
         for (double L0 : {1.0, 1e-3})
           for (std::size_t read_every : {1000u, 7u}) {
-            if (!schedule_share(index++)) continue;  // seeds 2 and 3 share the cases
+            if (!schedule_share(index++)) continue;  // the schedule seeds share the cases
             SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " mu1=" << mu1 << " lambda=" << lambda
                                               << " L0=" << L0 << " read every " << read_every);
             SagStepParams params{lambda, mu1, saga ? 3.0 : 1.0, 1.0, nd, 7.0, 1.0 / nd, 0.97, saga};
@@ -267,7 +267,7 @@ TEST(StochasticShape, QueuedDrawnStepsEqualTheHostsStepByStep) {
       for (double lambda : {0.02, 400.0})
         for (double Li : {1.0, 1e-3})
           for (std::size_t read_every : {1000u, 7u}) {
-            if (!schedule_share(index++)) continue;  // seeds 2 and 3 share the cases
+            if (!schedule_share(index++)) continue;  // the schedule seeds share the cases
             SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " mode=" << int(mode)
                                               << " lambda=" << lambda << " Li=" << Li << " read every "
                                               << read_every);

@@ -64,20 +64,21 @@ inline std::string no_gpu_reason() { return gpu_unavailable(); }
 
 /// Whether this run takes case `index` of a long test's cases. The emulated suite runs three times in
 /// CI, under schedule seeds 1, 2 and 3 (CRFX_EMU_SEED; seed 3 in the sanitizer pass,
-/// scripts/test-emu-sanitize.sh, where a case costs 3–4 times as much): seed 1 (and a real GPU,
-/// without the variable) takes every case, seed 2 three of every four, seed 3 the fourth, so each
-/// case still meets two schedules. CRFX_EMU_SHARE=K takes every K-th case instead (the one whose
-/// index ≡ seed mod K).
+/// scripts/test-emu-sanitize.sh, where a case costs 3–4 times as much). A real GPU, or the
+/// emulation without the variable, takes every case; under the emulation seed 1 takes the even
+/// cases, seed 2 the odd ones and seed 3 every fourth (index ≡ 3 mod 4): every case runs in the
+/// plain pass, a fourth of them also under the sanitizers. The tests that do not share run under
+/// all three seeds. CRFX_EMU_SHARE=K takes every K-th case instead (the one whose index ≡ seed mod K).
 inline bool schedule_share(std::size_t index) {
   const char* schedule = std::getenv("CRFX_EMU_SEED");
   const char* share = std::getenv("CRFX_EMU_SHARE");
+  if (!schedule && !share) return true;
   const unsigned long seed = schedule ? std::strtoul(schedule, nullptr, 10) : 1;
   if (share) {
     const unsigned long k = std::max(1ul, std::strtoul(share, nullptr, 10));
     return index % k == seed % k;
   }
-  if (seed < 2) return true;
-  return seed == 2 ? index % 4 != 3 : index % 4 == 3;
+  return seed < 3 ? index % 2 == seed % 2 : index % 4 == 3;
 }
 
 /// Built with AddressSanitizer (the sanitizer pass): the heaviest tests take smaller problems there.
@@ -87,6 +88,14 @@ inline bool schedule_share(std::size_t index) {
 inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
+#endif
+
+/// The suite runs on the emulated device (label gpu-emu): the optimum tests take smaller problems
+/// there, where a launch costs what a thousand do on a GPU; a real GPU runs the full ones.
+#ifdef CRFX_EMULATED_CUDA
+inline constexpr bool kEmulated = true;
+#else
+inline constexpr bool kEmulated = false;
 #endif
 
 /// The weight layouts the GPU suites cover: dense (every attribute × label pair), observed

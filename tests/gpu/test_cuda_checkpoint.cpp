@@ -16,7 +16,7 @@ namespace {
 
 using namespace test;
 
-// Under the emulation's schedule seeds 2 and 3 share the runs (schedule_share).
+// Under the emulation the schedule seeds share the runs (schedule_share).
 TEST(CudaCheckpoint, EveryTrainerResumesBitExact) {
   REQUIRE_GPU();
   std::size_t index = 0;
@@ -40,7 +40,7 @@ TEST(CudaCheckpoint, EveryTrainerResumesBitExact) {
 /// steps there at batch size 1 and on batches of 3 and 5), mira's weights beside its host-side
 /// bounds, and SAG's lazy-step history and per-group stamps (kept on the device, saved and restored
 /// by incremental_save / incremental_load) and stored marginals — under uniform sampling with its
-/// steps queued there. Under the emulation's schedule seeds 2 and 3 share the runs (schedule_share).
+/// steps queued there. Under the emulation the schedule seeds share the runs (schedule_share).
 TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
   REQUIRE_GPU();
   std::size_t index = 0;

@@ -113,7 +113,7 @@ TEST(CudaFbSplit, GivesTheFusedBitsOnSentencesOfOneSegment) {
   for (std::uint32_t L : {1u, 2u, 5u, 22u, 32u})
     for (std::uint32_t E : {0u, 3u})
       for (Layout layout : {Layout::dense, Layout::observed}) {
-        if (!schedule_share(++seed)) continue;  // under the emulation seeds 2 and 3 share the cases
+        if (!schedule_share(++seed)) continue;  // under the emulation the schedule seeds share the cases
         SCOPED_TRACE(::testing::Message() << "L=" << L << " E=" << E << " " << layout);
         const auto p = with_layout(random_problem(L, 30, E, 24, 64, seed), layout);
         const Outputs fused = run_gpu(p, "fused"), split = run_gpu(p, "split");
@@ -131,7 +131,7 @@ TEST(CudaFbSplit, MatchesTheCpuOnSentencesOfSeveralSegments) {
   for (std::uint32_t L : {3u, 22u, 32u})
     for (std::uint32_t E : {0u, 2u})
       for (std::size_t chunk : {std::size_t(0), std::size_t(400)}) {
-        if (!schedule_share(++seed)) continue;  // under the emulation seeds 2 and 3 share the cases
+        if (!schedule_share(++seed)) continue;  // under the emulation the schedule seeds share the cases
         SCOPED_TRACE(::testing::Message() << "L=" << L << " E=" << E << " chunk tokens " << chunk);
         const auto p = random_problem(L, 40, E, 10, 300, seed);
         compare_primitives(p, 0.5, seed, chunk, false, /*with_nbest=*/false);
