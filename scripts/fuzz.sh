@@ -15,7 +15,7 @@
 #               reproducers in FUZZ_WORK/runs/DATE-PID; a smoke run uses a fresh
 #               FUZZ_WORK/smoke.XXXXXX, removed when clean. The seeds in tests/fuzz/T are read,
 #               never written.
-#   FUZZ_JOBS   targets run at the same time (default 1)
+#   FUZZ_JOBS   targets run at the same time (default: a smoke run one a core, a long run 1)
 #   FUZZ_SMOKE_SECONDS   seconds per target in a smoke run (default 15)
 #   BUILD_DIR_FUZZ       build folder (default build-fuzz)
 set -euo pipefail
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 all_targets=(template conll crfsuite model)
 build=${BUILD_DIR_FUZZ:-build-fuzz}
 work=${FUZZ_WORK:-${TMPDIR:-/tmp}/crfx-fuzz}
-jobs=${FUZZ_JOBS:-1}
+jobs=${FUZZ_JOBS:-}
 
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 mode=${1:-}
@@ -126,7 +126,8 @@ case "$mode" in
     mkdir -p "$work"
     dir=$(mktemp -d "$work/smoke.XXXXXX")
     secs=${FUZZ_SMOKE_SECONDS:-15}
-    echo "fuzz smoke: ${#all_targets[@]} targets, $secs s each (libFuzzer, ASan + UBSan)"
+    jobs=${jobs:-$(nproc)}
+    echo "fuzz smoke: ${#all_targets[@]} targets, $secs s each, $jobs at a time (libFuzzer, ASan + UBSan)"
     # Its folder is removed when clean: named only where it stays (findings).
     if FUZZ_KEEP_LOGS=drop run_all "$secs" "$dir/corpus" "$dir" "${all_targets[@]}"; then
       rm -rf "$dir"
@@ -146,6 +147,7 @@ case "$mode" in
       [[ " ${all_targets[*]} " == *" $t "* ]] || { echo "unknown target '$t' (${all_targets[*]})" >&2; exit 2; }
     done
     build_targets
+    jobs=${jobs:-1}
     mkdir -p "$work"
     run=$work/runs/$(date +%Y%m%d-%H%M%S)-$$
     echo "fuzz long: ${targets[*]}, $secs s each, $jobs at a time; corpus in $work/corpus, logs and findings in $run"
