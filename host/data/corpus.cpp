@@ -146,8 +146,25 @@ void Dictionary::find_many(const std::string_view* s, const std::size_t* h, std:
 }
 
 std::vector<std::uint32_t> Dictionary::absorb(Dictionary&& other) {
-  std::vector<std::uint32_t> ids(other.size());
-  for (std::size_t id = 0; id < ids.size(); ++id) ids[id] = insert(std::move(other.strings_[id]), other.hashes_[id]);
+  const std::size_t n = other.size();
+  std::vector<std::uint32_t> ids(n);
+  // The table made large enough for all of other's strings first (insert's own test would rehash
+  // it as they come), so that the slots fetched ahead stay where they are: look-up i + kSlot's
+  // slot, i + kEntry's entry (its hash and string), then look-up i (a training compile's merge,
+  // on one thread while the others wait: with a shard's ~10^5 new strings each look-up waited
+  // for memory's round trips, as find_many's would).
+  if (slots_.empty() || 2 * (size() + n) > slots_.size()) rehash(table_for(size() + n));
+  constexpr std::size_t kSlot = 16, kEntry = 8;
+  const std::size_t mask = slots_.size() - 1;
+  const std::size_t* h = other.hashes_.data();
+  for (std::size_t id = 0; id < n; ++id) {
+    if (id + kSlot < n) __builtin_prefetch(&slots_[h[id + kSlot] & mask]);
+    if (id + kEntry < n) {
+      const std::uint32_t at = slots_[h[id + kEntry] & mask];
+      if (at != kNone) __builtin_prefetch(&hashes_[at]), __builtin_prefetch(&strings_[at]);
+    }
+    ids[id] = insert(std::move(other.strings_[id]), h[id]);
+  }
   other = Dictionary();
   return ids;
 }
