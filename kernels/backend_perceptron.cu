@@ -91,18 +91,9 @@ double* CudaBackend::batch_difference(const CudaCorpus& c, SentenceSpan span, st
   bool same = un.corpus == c.serial && un.h_span.size() == span.count;
   for (std::size_t i = 0; same && i < span.count; ++i) same = un.h_span[i] == span[i];
   if (!same) throw Error("internal: a batch's difference without its S(batch)");
-  BatchRows r;
-  for (std::size_t i = 0; i < span.count; ++i) {
-    if (h_slots_[i] > 0xffffffffu) throw Error("internal: a chunk of more than 2^32 rows");
-    r.sid[i] = span[i];
-    r.slot[i] = std::uint32_t(h_slots_[i]);
-  }
-  const SentencePlans& sp = sentence_plans_;
-  const BatchPlans t{sp.groups.get(), sp.d_gbase.get(), sp.oofs.get(), sp.d_obase.get(), sp.onew.get(),
-                     sp.oval.get(),   sp.tokens.get(),  c.sent_off.get(), c.labels.get(), labels_.get()};
   double* dense = zeroed_dense(num_weights);
-  launch_batch_difference(device_groups(), r, span.count, t, un.groups.get(), un.h_groups.size(), dense,
-                          mistakes_.get(), stream_);
+  launch_batch_difference(device_groups(), batch_rows(span), span.count, batch_plans(c), un.groups.get(),
+                          un.h_groups.size(), dense, mistakes_.get(), stream_);
   return dense;
 }
 

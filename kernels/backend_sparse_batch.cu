@@ -3,10 +3,11 @@
 // chunk holds, support and evaluate_sparse_gradient copy nothing up and wait for nothing:
 // S(batch) is built on the device from the sentences' plans made once (batch_kernels.cu; the
 // host plans it too, for its sizes only), the chunk plan is written from launch parameters (as
-// ap's), the forward-backward's deltas are read in the workspace, the gradient is summed
-// sentence by sentence into a dense scratch in plan_span's order — bitwise the span plan's sums
-// (sparse_pass, backend_sparse.cu) — and gathered over S(batch); the loss, unread, stays in
-// losses_. Anything else takes sparse_pass's planned and copied span.
+// ap's), the forward-backward's deltas are read in the workspace, the gradient is summed into a
+// dense scratch in one launch over S(batch), each weight's sum run sentence by sentence in
+// plan_span's order — bitwise the span plan's sums (sparse_pass, backend_sparse.cu) — and
+// gathered over S(batch); the loss, unread, stays in losses_. A step's launches do not grow with
+// the batch. Anything else takes sparse_pass's planned and copied span.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -30,6 +31,7 @@ void plan_union(SpanGroups& planner, const CudaCorpus& c, SentenceSpan span, con
   for (std::size_t i = 0; same && i < span.count; ++i) same = u.h_span[i] == span[i];
   if (same) return;
   planner.plan(c.host, span, wg, transitions, u.h_groups);
+  u.on_device = false;
   u.compact = u.end = 0;
   for (const std::uint32_t g : u.h_groups) {
     u.compact += wg.size(g);
@@ -62,7 +64,24 @@ bool CudaBackend::batch_union(const CudaCorpus& c, SentenceSpan span) {
   plan_union(support_groups_, c, span, dims_.groups(), dims_.transitions, batch_union_);
   launch_batch_union(device_groups(), ids, span.count, sp.groups.get(), sp.d_gbase.get(), batch_union_.compact,
                      batch_union_, stream_);
+  batch_union_.on_device = true;
   return true;
+}
+
+BatchRows CudaBackend::batch_rows(SentenceSpan span) const {
+  BatchRows r;
+  for (std::size_t i = 0; i < span.count; ++i) {
+    if (h_slots_[i] > 0xffffffffu) throw Error("internal: a chunk of more than 2^32 rows");
+    r.sid[i] = span[i];
+    r.slot[i] = std::uint32_t(h_slots_[i]);
+  }
+  return r;
+}
+
+BatchPlans CudaBackend::batch_plans(const CudaCorpus& c) const {
+  const SentencePlans& sp = sentence_plans_;
+  return {sp.groups.get(), sp.d_gbase.get(), sp.oofs.get(), sp.d_obase.get(), sp.onew.get(),
+          sp.oval.get(),   sp.tokens.get(),  c.sent_off.get(), c.labels.get(), labels_.get()};
 }
 
 bool CudaBackend::batch_support(const CudaCorpus& c, SentenceSpan span, CudaSparse& x) {
@@ -95,10 +114,13 @@ bool CudaBackend::batch_gradient(const CudaCorpus& c, const Vector& w, SentenceS
     if (x.n != batch_union_.compact)
       throw Error("internal: evaluate_sparse given a support of " + std::to_string(x.n) +
                   " entries for a span whose support has " + std::to_string(batch_union_.compact));
+    // The sum runs over S(batch)'s groups on the device: support() built them (batch_support)
+    // unless it took the host's path.
+    if (!batch_union_.on_device && !batch_union(c, span)) return false;
   } else if (!batch_support(c, span, x)) {
     return false;
   }
-  const std::size_t n = span.count, rows = h_slots_[n], L = dims_.L, LL = L * L;
+  const std::size_t n = span.count, rows = h_slots_[n];
   if (!plan_on_device_) {
     launch_chunk_from_ids(h_sent_.data(), h_order_.data(), n, c.sent_off.get(), sent_.get(), order_.get(),
                           slots_.get(), stream_);
@@ -114,16 +136,14 @@ bool CudaBackend::batch_gradient(const CudaCorpus& c, const Vector& w, SentenceS
   fp.pair = pairs ? pair_.get() : nullptr;
   launch_fb(fp, n);
   if (loss_kind == SequenceLoss::seq_exp) launch_seq_exp(fp, n, stream_);
-  // The gradient, sentence by sentence over its plan made once, into the dense scratch (all zero
-  // between steps), then scaled and gathered over S(batch), the scratch zeroed again.
+  // The gradient over S(batch) in one launch, each weight's sum run sentence by sentence over
+  // their plans made once into the dense scratch (all zero between steps), then scaled and
+  // gathered over S(batch), the scratch zeroed again.
+  if (sentence_plans_corpus_ != c.serial) plan_sentences(c, 0);  // (made for another corpus since)
   double* dense = zeroed_dense(w.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    select_sentence(c, span[i], sp_plan_);
-    const std::size_t row0 = h_slots_[i];
-    launch_batch_gradient(device_groups(), sp_plan_.view(), sp_plan_.ng, node_.get() + row0 * L,
-                          pairs ? pair_.get() + i * LL : nullptr, edges ? edge_.get() + row0 * LL : nullptr,
-                          dense, stream_);
-  }
+  launch_batch_gradient(device_groups(), batch_rows(span), n, batch_plans(c), batch_union_.groups.get(),
+                        batch_union_.h_groups.size(), node_.get(), pairs ? pair_.get() : nullptr,
+                        edges ? edge_.get() : nullptr, dense, stream_);
   launch_batch_gather(x.n, x.index.get(), scale, dense, x.value.get(), stream_);
   return true;
 }

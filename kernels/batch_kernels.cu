@@ -92,17 +92,36 @@ __global__ void __launch_bounds__(256) union_place_kernel(BatchIds ids, std::siz
   }
 }
 
-/// sag_gradient_kernel's sums (span_group_sum, sag_kernels.cuh) for one sentence of a batch, going on from
-/// dense[weight] and left there unscaled (block per group, threads over its weights).
-__global__ void __launch_bounds__(256) batch_gradient_kernel(WeightGroups gl, SagSpanView v, std::size_t count,
-                                                             const double* node, const double* pair,
-                                                             const double* edge, double* dense) {
+/// dense[weight] ← the batch's gradient, unscaled (block per group of S(batch), threads over its
+/// weights): for each sentence in batch order whose plan lists the group (binary search of its
+/// ascending list), sag_gradient_kernel's sum over the sentence's rows (span_group_sum,
+/// sag_kernels.cuh) going on from the last — the chain that a launch a sentence into `dense`
+/// made, so the same bits.
+__global__ void __launch_bounds__(256) batch_gradient_kernel(WeightGroups gl, BatchRows br, std::size_t n,
+                                                             BatchPlans t, const std::uint32_t* groups,
+                                                             std::size_t count, const double* node,
+                                                             const double* pair, const double* edge, double* dense) {
+  const std::size_t L = gl.L, LL = L * L;
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
-    const std::uint32_t gid = v.groups[q];
-    const std::size_t size = gl.size(gid), b = gl.begin(gid), width = gid < gl.A ? gl.L : gl.L * gl.L;
-    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
-      const std::size_t j = gl.slot(b + c, gid);
-      dense[b + c] = span_group_sum(gl, v, q, gid, j, width, node, pair, edge, dense[b + c]);
+    const std::uint32_t gid = groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid), width = gid < gl.A ? L : LL;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t sid = br.sid[i];
+      const std::uint32_t *first = t.groups + t.gbase[sid], *last = t.groups + t.gbase[sid + 1];
+      const std::uint32_t* at = lower_id(first, last, gid);
+      if (at == last || *at != gid) continue;
+      // The sentence's plan as select_sentence points at it, its rows at its chunk slot.
+      SagSpanView v{};
+      v.oofs = t.oofs + t.gbase[sid] + sid;
+      v.onew = t.onew + t.obase[sid];
+      v.oval = t.oval + t.obase[sid];
+      v.n = 1;
+      const std::size_t row0 = br.slot[i], ql = std::size_t(at - first);
+      const double* nd = node + row0 * L;
+      const double* pr = pair ? pair + i * LL : nullptr;
+      const double* ed = edge ? edge + row0 * LL : nullptr;
+      for (std::size_t c = threadIdx.x; c < size; c += blockDim.x)
+        dense[b + c] = span_group_sum(gl, v, ql, gid, gl.slot(b + c, gid), width, nd, pr, ed, dense[b + c]);
     }
   }
 }
@@ -138,11 +157,13 @@ void launch_batch_union(const WeightGroups& gl, const BatchIds& ids, std::size_t
               u.size.get(), ng, compact, u.groups.get(), u.gofs.get());
 }
 
-void launch_batch_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* node,
-                           const double* pair, const double* edge, double* dense, cudaStream_t s) {
+void launch_batch_gradient(const WeightGroups& gl, const BatchRows& r, std::size_t n, const BatchPlans& t,
+                           const std::uint32_t* groups, std::size_t count, const double* node, const double* pair,
+                           const double* edge, double* dense, cudaStream_t s) {
+  if (n == 0 || n > kChunkIds) throw Error("internal: a batch gradient of " + std::to_string(n) + " sentences");
   if (count == 0) return;
-  CRFX_LAUNCH(batch_gradient_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, v, count, node,
-              pair, edge, dense);
+  CRFX_LAUNCH(batch_gradient_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, r, n, t, groups,
+              count, node, pair, edge, dense);
 }
 
 void launch_batch_gather(std::size_t n, const std::size_t* index, double scale, double* dense, double* value,

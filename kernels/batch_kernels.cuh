@@ -1,8 +1,9 @@
 // crfx — sgd-l1's and adf's batch gradient on the device (kernels/batch_kernels.cu; issue 37):
 // S(batch), the sorted union of the batch's sentences' group lists, built from the plans made
 // once (SentencePlans) with the sentence ids in the launch parameters, and the batch's gradient
-// summed sentence by sentence into a dense scratch in plan_span's order (sentence, token, item),
-// then gathered over S(batch) — so that a step copies nothing up and waits for nothing
+// summed into a dense scratch in one launch over S(batch), each weight's sum in plan_span's order
+// (sentence, token, item), then gathered over S(batch) — so that a step copies nothing up, waits
+// for nothing, and launches as many kernels whatever the batch's size
 // (CudaBackend::batch_support / batch_gradient, backend_sparse_batch.cu).
 #pragma once
 
@@ -34,6 +35,7 @@ struct BatchUnion {
   std::vector<std::uint32_t> h_span;         // the sentence ids h_groups was planned for
   std::uint64_t corpus = 0;                  // and their corpus's serial (0: none)
   std::size_t compact = 0, end = 0;          // S(batch)'s weights; one past its last weight
+  bool on_device = false;                    // the groups below are h_span's (launch_batch_union)
   DeviceBuffer<std::uint32_t> groups, flag;  // [ng], [entries]
   DeviceBuffer<std::size_t> gofs, count, size;  // [ng + 1], [entries + sentences] (twice)
 };
@@ -45,11 +47,14 @@ void launch_batch_union(const WeightGroups& gl, const BatchIds& ids, std::size_t
                         const std::uint32_t* sentence_groups, const std::size_t* gbase, std::size_t compact,
                         BatchUnion& u, cudaStream_t s);
 
-/// dense[weight] += the gradient of one sentence of a batch over its plan made once (v, count
-/// groups; its rows the sentence's: node, pair and edge point at them): sag_gradient's sums, the
-/// accumulator starting from dense[weight] and left there, unscaled.
-void launch_batch_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* node,
-                           const double* pair, const double* edge, double* dense, cudaStream_t s);
+/// dense[weight] (all zero) ← the batch's gradient over the `count` groups of S(batch) (ascending,
+/// on the device), unscaled: per weight, each sentence's sum over its plan made once (sag_gradient's
+/// sums; its rows in the chunk at r.slot[i]: node + slot·L, edge + slot·L², pair + i·L²) in batch
+/// order, each going on from the last — the chain of additions that one launch a sentence made,
+/// so the same bits, in one launch.
+void launch_batch_gradient(const WeightGroups& gl, const BatchRows& r, std::size_t n, const BatchPlans& t,
+                           const std::uint32_t* groups, std::size_t count, const double* node, const double* pair,
+                           const double* edge, double* dense, cudaStream_t s);
 
 /// value[p] = scale · dense[index[p]], and dense[index[p]] = 0 (all zero again), p < n.
 void launch_batch_gather(std::size_t n, const std::size_t* index, double scale, double* dense, double* value,

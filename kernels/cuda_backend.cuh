@@ -474,6 +474,10 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// planned on the host) for 2 … kChunkIds labeled sentences of a resident corpus; false:
   /// refused, nothing queued. (backend_sparse_batch.cu)
   bool batch_union(const CudaCorpus& c, SentenceSpan span);
+  /// The span's sentences with their slots in the chunk just planned for it, and the plans made
+  /// once, as the merged batch kernels take them (backend_sparse_batch.cu).
+  BatchRows batch_rows(SentenceSpan span) const;
+  BatchPlans batch_plans(const CudaCorpus& c) const;
   /// sgd-l1's and adf's batch of 2 … kChunkIds sentences on the device (backend_sparse_batch.cu):
   /// x ← S(batch) built from the plans made once; x's values ← scale · the batch's gradient (one
   /// chunk, summed in pc_dense_), nothing copied up or read back. False: sparse_pass's path.
