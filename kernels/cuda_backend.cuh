@@ -394,9 +394,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   bool split_fb(const FbWork& work) const;
   bool split_fb() const { return split_fb(planned_fb()); }
   /// The length from which a split forward-backward runs a sentence's recursions as a scan
-  /// (fb_scan_kernels.cu; only under CRFX_FB=scan, at L ≤ 32).
+  /// (fb_scan_kernels.cu; at L ≤ 32, under the automatic mode and CRFX_FB=scan).
   std::size_t scan_length() const {
-    return fb_mode_ == CudaBackendConfig::ForwardBackward::scan && dims_.L <= 32 ? kFbScanLength : ~std::size_t(0);
+    const bool scan = fb_mode_ == CudaBackendConfig::ForwardBackward::scan ||
+                      fb_mode_ == CudaBackendConfig::ForwardBackward::automatic;
+    return scan && dims_.L <= 32 ? kFbScanLength : ~std::size_t(0);
   }
 
   // ---- streaming (backend_stream.cu) -------------------------------------------------------
