@@ -47,10 +47,11 @@ struct CudaBackendConfig {
   /// loop), `split` (the recursions on two warps a sentence, then the marginals a warp per
   /// segment of positions: a long sentence's serial chain holds only the recursions), `scan`
   /// (split, and a sentence of 256 positions or more gets its recursions as a scan over its
-  /// segments), or `automatic`: scan for a chunk whose longest sentence has 128 positions or
-  /// more (H200: 1.55x / 1.38x split's pass on CoNLL-2002 Spanish / Dutch, equal elsewhere). At
-  /// L > 32 several sentences share a block (and one copy of E) where they fit, except under
-  /// `block` (a block a sentence; at L ≤ 32 `block` is `split`'s automatic choice, no scan).
+  /// segments), or `automatic`: split for a chunk whose longest sentence has 128 positions or
+  /// more, its sentences of 256 or more scanned (H200: 1.55x / 1.38x the serial recursions' pass
+  /// on CoNLL-2002 Spanish / Dutch, equal elsewhere). At L > 32 several sentences share a block
+  /// (and one copy of E) where they fit, except under `block` (a block a sentence; at L ≤ 32
+  /// `block` is `automatic` without the scan).
   /// Under `automatic` the environment variable CRFX_FB=fused|split|scan|block|auto decides.
   enum class ForwardBackward { automatic, fused, split, scan, block };
   ForwardBackward forward_backward = ForwardBackward::automatic;

@@ -55,11 +55,15 @@ std::size_t Dictionary::growth_bytes(std::size_t more) const {
   return b;
 }
 
+void Dictionary::reserve_slots(std::size_t n) {
+  const std::size_t slots = table_for(n);
+  if (slots > slots_.size()) rehash(slots);
+}
+
 void Dictionary::reserve(std::size_t n) {
   strings_.reserve(n);
   hashes_.reserve(n);
-  const std::size_t slots = table_for(n);
-  if (slots > slots_.size()) rehash(slots);
+  reserve_slots(n);
 }
 
 std::size_t Dictionary::assign(std::vector<std::string> strings) {
@@ -152,8 +156,9 @@ std::vector<std::uint32_t> Dictionary::absorb(Dictionary&& other) {
   // it as they come), so that the slots fetched ahead stay where they are: look-up i + kSlot's
   // slot, i + kEntry's entry (its hash and string), then look-up i (a training compile's merge,
   // on one thread while the others wait: with a shard's ~10^5 new strings each look-up waited
-  // for memory's round trips, as find_many's would).
-  if (slots_.empty() || 2 * (size() + n) > slots_.size()) rehash(table_for(size() + n));
+  // for memory's round trips, as find_many's would). Only the table: reserve()'s exact vectors
+  // would grow by a batch's strings at a time instead of doubling.
+  reserve_slots(size() + n);
   constexpr std::size_t kSlot = 16, kEntry = 8;
   const std::size_t mask = slots_.size() - 1;
   const std::size_t* h = other.hashes_.data();

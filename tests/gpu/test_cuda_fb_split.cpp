@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -173,6 +174,16 @@ TEST(CudaFbSplit, AScanIsAsAccurateAsTheSerialRecursions) {
       const Outputs ref = run_on(cpu, p, false);
       const Errors serial = errors(run_gpu(p, "split", 0, false), ref);
       const Errors scan = errors(run_gpu(p, "scan", 0, false), ref);
+      const std::string key = "L" + std::to_string(L) + "_E" + std::to_string(E);
+      auto g = [](double x) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.3g", x);
+        return std::string(b);
+      };
+      RecordProperty(key + "_serial_worst", g(serial.worst));
+      RecordProperty(key + "_scan_worst", g(scan.worst));
+      RecordProperty(key + "_serial_rms", g(serial.rms));
+      RecordProperty(key + "_scan_rms", g(scan.rms));
       EXPECT_LE(scan.rms, 2 * serial.rms) << "serial " << serial.rms;
       EXPECT_LE(scan.worst, 1e-8) << "serial " << serial.worst;
     }

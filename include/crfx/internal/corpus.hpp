@@ -63,6 +63,7 @@ class Dictionary {
   /// The slot holding `s` (hash h), or the empty slot where it would go.
   std::size_t probe(std::string_view s, std::size_t h) const;
   void rehash(std::size_t slots);  // slots: a power of two > 2·size()
+  void reserve_slots(std::size_t n);  // a table with room for n strings (rehashed if smaller)
   template <class String>
   std::uint32_t insert(String&& s, std::size_t h);  // add's body, a string copied or moved
 
