@@ -47,7 +47,8 @@
 //                      (fb_scan_kernels.cu), then the marginals a warp per 64 positions):
 //                      log α, log Z, loss, log β, node marginals − 1(gold) [rows][L],
 //                      Σ_t pairwise marginals − gold counts [sentences][L][L] (factored:
-//                      (a(y')·E(y', y))·v(y), L exps a position), and at rows with edge items
+//                      (a(y')·E(y', y))·v(y), L exps a position; at L > 32 summed after the
+//                      backward pass as E ⊙ Σ_t a_t v_tᵀ in registers), and at rows with edge items
 //                      p_t(y', y) − 1(gold) written over τ_t
 //     gather_state     g[a·L + y] += scale · Σ_{occurrences of a, token order} x · delta, a
 //                      warp per segment of ≤ 256 occurrences, then the segments' partial rows

@@ -272,6 +272,68 @@ __device__ void pairwise(const FbSentence<Group>& f, std::size_t t, double z, do
   }
 }
 
+/// pairwise's deferred form, for a sentence whose pair sums go to memory (L > 32, no per-position
+/// marginals kept: fb_sentence's `defer`): a factored row's products are not added
+/// here but after the backward pass, all positions at once, as E ⊙ Σ_t a_t v_tᵀ (pair_products):
+/// a_t(y') (0 for an exact row) goes to â's row t and v_t to b̂'s row t (fb_sentence copies it
+/// there after the position's last read), rows that no later step reads. A position adds to `acc`
+/// only its exact rows' entries and the gold pair's −1, each entry j by thread j mod size() as in
+/// pairwise: the L² read-modify-writes of memory a position become L² FMAs in registers.
+template <class Group>
+__device__ void pairwise_deferred(const FbSentence<Group>& f, std::size_t t, double z, double m, double a_own,
+                                  double* acc) {
+  const unsigned L = unsigned(f.L), LL = unsigned(f.LL), tid = unsigned(f.g.tid()), nth = unsigned(f.g.size());
+  const double* ap = f.la + (t - 1) * L;
+  const double* bt = f.lb + t * L;
+  const double* st = f.S + t * L;
+  double* at = f.la + t * L;  // last read by position t + 1's step
+  for (unsigned yp = tid; yp < L; yp += nth) {
+    const double a = f.rowa[yp] > 0 ? exp((f.single ? a_own : ap[yp]) + f.tmax - z) : -1.0;
+    f.rowa[yp] = a;
+    at[yp] = a >= 0 ? a : 0.0;
+  }
+  f.g.sync();
+  const double q = z + m;
+  for (unsigned yp = 0; yp < L; ++yp) {  // the exact rows (rare: where the row's sum underflowed)
+    if (f.rowa[yp] >= 0) continue;
+    const unsigned base = yp * L;
+    for (unsigned y = (tid + nth - base % nth) % nth; y < L; y += nth)  // base + y ≡ tid (mod nth)
+      acc[base + y] += exp(ap[yp] + f.p->trans[base + y] + st[y] + bt[y] - q);
+  }
+  const unsigned gj = f.p->gold ? f.p->labels[f.tok0 + t - 1] * L + f.p->labels[f.tok0 + t] : LL;
+  if (gj < LL && gj % nth == tid) acc[gj] -= 1.0;
+}
+
+/// The deferred pair sums (pairwise_deferred) after the backward pass: acc(y', y) += E(y', y) ·
+/// Σ_{t ≥ 1} a_t(y') v_t(y), a thread a tile of 4 × 8 entries at a time, their sums in registers
+/// over t in order (a fixed order: the same bits run to run). Follows a group sync.
+template <class Group>
+__device__ void pair_products(const FbSentence<Group>& f, double* acc) {
+  constexpr unsigned R = 4, C = 8;
+  const unsigned L = unsigned(f.L), tid = unsigned(f.g.tid()), nth = unsigned(f.g.size());
+  const unsigned cols = (L + C - 1) / C, tiles = (L + R - 1) / R * cols;
+  const std::size_t es = f.e_stride();
+  for (unsigned k = tid; k < tiles; k += nth) {
+    const unsigned y0 = k / cols * R, x0 = k % cols * C;
+    double s[R][C] = {};
+    for (std::size_t t = 1; t < f.T; ++t) {
+      const double* a = f.la + t * L;
+      const double* v = f.lb + t * L;
+      double ar[R], vr[C];
+      for (unsigned i = 0; i < R; ++i) ar[i] = y0 + i < L ? a[y0 + i] : 0.0;
+      for (unsigned c = 0; c < C; ++c) vr[c] = x0 + c < L ? v[x0 + c] : 0.0;
+      for (unsigned i = 0; i < R; ++i)
+        for (unsigned c = 0; c < C; ++c) s[i][c] += ar[i] * vr[c];
+    }
+    for (unsigned i = 0; i < R; ++i)
+      for (unsigned c = 0; c < C; ++c)
+        if (y0 + i < L && x0 + c < L) {
+          const std::size_t yp = y0 + i, y = x0 + c;
+          acc[yp * L + y] += f.E[yp * es + y] * s[i][c];
+        }
+  }
+}
+
 /// Node marginals of position t, p_t(y) = exp(â_t + b̂_t − z_t), minus 1 at the gold label
 /// (a_own, b_own: the thread's own label's â_t, b̂_t when f.single).
 template <class Group>
@@ -330,21 +392,6 @@ __device__ void independent_sentence(const FbSentence<Group>& f, std::size_t i) 
   if (f.g.tid() == 0) p.result[i] = log_z - gold;
 }
 
-/// One sentence's forward-backward by the group `f.g` (chunk sentence i; f.L, f.LL, f.vec, f.E,
-/// f.Et, f.tmax and f.p set by the kernel).
-///
-/// The CPU twin is host/cpu/chain.cpp (scaled exp space, per-position normalisers, with a
-/// whole-sentence log-space fallback). Here the recursions run in log space, each position stored
-/// with its own shift: â_t = log α_t − c_t and b̂_t = log β_t − d_t, where the shift of a position
-/// is the maximum its recursion step computes anyway (max_y' â_{t−1}(y'), max_y s_t(y) + b̂_t(y)),
-/// so every stored value stays within |scores| + log L of 0 whatever the sentence length, and
-/// log Z = c_{T−1} + log Σ_y exp â_{T−1}(y). Marginals are normalised per position — p_t(y) =
-/// exp(â_t + b̂_t − z_t) with z_t the position's own log Σ_y exp(â_t + b̂_t), and p_t(y', y) by
-/// q_t = z_{t−1} + (the shift of b̂_{t−1}) — so their error does not grow with T (no difference of
-/// two O(T) logs is ever exponentiated). The inner sums are max-shifted exp-space products
-/// (L exps + L² FMAs per position) with an exact log-space redo of an entry whose sum falls below
-/// kTinySum; pairwise marginals are exact per entry. The steps: forward_step, backward_step,
-/// pairwise, node_marginals, gold_terms above.
 /// Points f at chunk sentence i's rows (f.tok0, f.T, f.r0, f.S, f.la, f.lb).
 template <class Group>
 __device__ void fb_locate(FbSentence<Group>& f, unsigned i) {
@@ -417,8 +464,9 @@ __device__ void fb_backward(FbSentence<Group>& f) {
 /// q_t = z_{t−1} + (the shift of b̂_{t−1}) — so their error does not grow with T (no difference of
 /// two O(T) logs is ever exponentiated). The inner sums are max-shifted exp-space products
 /// (L exps + L² FMAs per position) with an exact log-space redo of an entry whose sum falls below
-/// kTinySum; pairwise marginals are exact per entry. The steps: forward_step, backward_step,
-/// pairwise, node_marginals, gold_terms above.
+/// kTinySum; pairwise marginals are exact per entry or factored (pairwise; pairwise_deferred and
+/// pair_products at L > 32). The steps: forward_step, backward_step, node_marginals, gold_terms
+/// above.
 template <class Group>
 __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
   const FbParams& p = *f.p;
@@ -443,6 +491,9 @@ __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
   // Backward, from b̂_{T−1} = 0, with the marginals of each position; the pair sums in shared
   // memory when the launch gave room (copied out at the end by the threads that summed them).
   double* acc = pair && f.pacc ? f.pacc : pair;
+  // pairwise_deferred at L > 32 (at L ≤ 32 the pair sums are in shared memory, or the fused
+  // kernel gives the split marginals' bits, which sum each position's entries as it comes).
+  const bool defer = acc && acc == pair && !p.pair_at && f.L > 32;
   if (acc)
     for (std::size_t j = tid; j < f.LL; j += nth) acc[j] = 0;
   for (int y = tid; y < f.L; y += nth) f.lb[(T - 1) * f.L + y] = 0;
@@ -456,9 +507,22 @@ __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
     const double a_prev = mine ? ap[tid] : 0.0;  // â_{t−1}: the forward pass's, loaded ahead
     const double shift = backward_step(f, t, b_own);
     const double z = group_log_sum_exp(f.g, f.L, [&](int y) { return f.single ? a_prev + b_own : ap[y] + bp[y]; });
-    if (acc) pairwise(f, t, z, shift, a_prev, acc);
+    const double* M = f.edge_at(t);
+    if (defer && !M)
+      pairwise_deferred(f, t, z, shift, a_prev, acc);
+    else if (acc)
+      pairwise(f, t, z, shift, a_prev, acc);
     node_marginals(f, t - 1, z, a_prev, b_own);
     f.g.sync();
+    if (defer)  // v_t (f.vec: each thread's own labels) or nothing (τ_t exact), after b̂_t's last read
+      for (int y = tid; y < f.L; y += nth) {
+        f.lb[t * f.L + y] = M ? 0.0 : f.vec[y];
+        if (M) f.la[t * f.L + y] = 0;
+      }
+  }
+  if (defer && T > 1) {
+    f.g.sync();
+    pair_products(f, acc);
   }
   if (acc != pair)
     for (std::size_t j = tid; j < f.LL; j += nth) pair[j] = acc[j];

@@ -161,11 +161,8 @@ inline void expect_close_vec(const std::vector<double>& gpu, const std::vector<d
   EXPECT_EQ(bad, 0u) << what << ": entries beyond tolerance " << tol;
 }
 
-/// Every batch primitive of both backends on the same problem, weights and span.
-inline void compare_primitives(const RandomProblem& p, double weight_scale, std::uint64_t seed,
-                        std::size_t max_chunk_tokens = 0, bool log_space_reference = false,
-                        bool with_nbest = true) {
-  BothBackends both(p, 2, weight_scale, seed, max_chunk_tokens, log_space_reference);
+/// Every batch primitive of both backends on the same problem, weights (both.w) and span.
+inline void compare_primitives_on(BothBackends& both, const RandomProblem& p, bool with_nbest = true) {
   auto& [cpu, gpu, cc, gc, w, wc, wg] = both;
   // A permuted span (every other sentence reversed, then the rest) exercises span order.
   std::vector<std::uint32_t> ids;
@@ -216,6 +213,14 @@ inline void compare_primitives(const RandomProblem& p, double weight_scale, std:
     }
     expect_close_vec(pg, pc, kLossRel, "viterbi_nbest scores");
   }
+}
+
+/// compare_primitives_on with random weights of the given scale.
+inline void compare_primitives(const RandomProblem& p, double weight_scale, std::uint64_t seed,
+                               std::size_t max_chunk_tokens = 0, bool log_space_reference = false,
+                               bool with_nbest = true) {
+  BothBackends both(p, 2, weight_scale, seed, max_chunk_tokens, log_space_reference);
+  compare_primitives_on(both, p, with_nbest);
 }
 
 }  // namespace crfx::test

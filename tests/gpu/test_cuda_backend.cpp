@@ -269,6 +269,26 @@ TEST(CudaBackend, ExtremeWeightsMatchLogSpaceReference) {
     }
 }
 
+// A transition row far below the others (τ(0, ·) ≈ −800: its exp-space sum underflows, so the
+// backward step and the pair marginals take that row exactly) on the label that emissions make
+// every path take (+900 an item): the exact row carries the pair marginals' mass. At L = 45 the
+// block kernels defer the factored rows' products to the end of the sentence (fb_device.cuh's
+// pairwise_deferred) and add the exact rows' entries as they come.
+TEST(CudaBackend, AnUnderflowingTransitionRowOnTheLikelyPathMatchesTheCpu) {
+  REQUIRE_GPU();
+  for (std::uint32_t L : {3u, 45u}) {
+    SCOPED_TRACE(::testing::Message() << "L=" << L);
+    const auto p = test::random_problem(L, 12, 0, 10, 20, 700 + L);
+    BothBackends both(p, 2, 1.0, 71, 0, /*log_space_reference=*/true);
+    const std::size_t tr = p.dims.transition_offset();
+    for (std::size_t a = 0; a < p.dims.A; ++a) both.w[a * L] += 900;
+    for (std::size_t y = 0; y < L; ++y) both.w[tr + y] -= 800;
+    both.wc = to_backend(both.cpu, both.w);
+    both.wg = to_backend(*both.gpu, both.w);
+    compare_primitives_on(both, p);
+  }
+}
+
 TEST(CudaBackend, ViterbiTiesGoToSmallestLabel) {
   REQUIRE_GPU();
   for (Layout layout : kAllLayouts) {
