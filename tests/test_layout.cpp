@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
@@ -74,6 +75,46 @@ TEST(ObservedLayout, RowsAreTheTrainingPairs) {
 
   c.labels[1] = Corpus::kNoLabel;
   EXPECT_THROW(observed_layout(c, d), Error);
+}
+
+// observed_layout takes each row's distinct slots from a bitset where it is no larger than the
+// sorted items (many items an id, few slots) and sorts them otherwise (few items, wide rows):
+// both against a set of each id's slots, over label counts and corpus sizes that take each path
+// for the state rows and the edge rows.
+TEST(ObservedLayout, RowsAreEachIdsDistinctSlotsOnBothPaths) {
+  struct Case {
+    std::uint32_t L, A, E;
+    std::size_t sentences;
+  };
+  for (const Case k : {Case{3, 4, 2, 40}, Case{22, 30, 3, 200}, Case{200, 40, 2, 60}, Case{200, 2000, 50, 6},
+                       Case{65, 5, 1, 300}}) {
+    SCOPED_TRACE(::testing::Message() << "L=" << k.L << " A=" << k.A << " E=" << k.E);
+    const auto p = random_problem(k.L, k.A, k.E, k.sentences, 12, 900 + k.L + k.A);
+    const Corpus& c = p.corpus;
+    std::vector<std::set<std::uint32_t>> state(k.A), edge(k.E);
+    for (std::size_t s = 0; s < c.num_sentences(); ++s)
+      for (std::size_t t = c.sentence_offsets[s]; t < c.sentence_offsets[s + 1]; ++t) {
+        for (std::size_t j = c.state_offsets[t]; j < c.state_offsets[t + 1]; ++j) state[c.state_ids[j]].insert(c.labels[t]);
+        for (std::size_t j = c.edge_offsets[t]; j < c.edge_offsets[t + 1]; ++j)
+          edge[c.edge_ids[j]].insert(c.labels[t - 1] * k.L + c.labels[t]);
+      }
+    std::vector<std::uint32_t> slots;
+    std::vector<std::size_t> offsets{0};
+    auto add = [&](const std::set<std::uint32_t>& row) {
+      slots.insert(slots.end(), row.begin(), row.end());
+      offsets.push_back(slots.size());
+    };
+    for (const auto& row : state) add(row);
+    std::set<std::uint32_t> bigrams;
+    for (std::size_t s = 0; s < c.num_sentences(); ++s)
+      for (std::size_t t = c.sentence_offsets[s] + 1; t < c.sentence_offsets[s + 1]; ++t)
+        bigrams.insert(c.labels[t - 1] * k.L + c.labels[t]);
+    add(bigrams);
+    for (const auto& row : edge) add(row);
+    const WeightLayout w = observed_layout(c, p.dims);
+    EXPECT_EQ(w.offsets, offsets);
+    EXPECT_EQ(w.slots, slots);
+  }
 }
 
 TEST(ObservedLayout, MalformedLayoutsAreRefused) {
