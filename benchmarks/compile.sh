@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Reading and compiling at scale (issue 38): CoNLL-2000 train.txt ×COPIES (default 10: 2.1 M
 # tokens) with chunking.template, `crfx train --max-iterations 1 --device cpu` on each thread count
-# of THREADS_LIST (default "1 2"), RUNS times each: the data line's reading time and tokens/s (the
+# of THREADS_LIST (default "1 2"), RUNS times each: the data line's seconds (reading, compiling
+# and the weight layout: what the first pass waits for), its reading time and tokens/s (the
 # median is the figure to quote), the peak resident memory (/usr/bin/time), and the models of
 # every thread count compared byte for byte. BASELINE=path/to/another/crfx runs it before each run
 # (alternating, for a paired comparison on a busy machine) and compares its model too.
@@ -38,7 +39,7 @@ echo "== commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git 
 run() {
   /usr/bin/time -f "peak resident memory %M KB, cpu %U + %S s" "$1" train "${input[@]}" "$data" \
     --max-iterations 1 --device cpu --threads "$2" -m "$out/$3.model" 2>"$out/$3.err"
-  echo "$(grep -o 'the reading.*tokens/s' "$out/$3.err"), $(grep '^peak' "$out/$3.err")"
+  echo "$(grep -o '[0-9.]* s, the reading.*tokens/s' "$out/$3.err" | sed 's/^/to the data line /'), $(grep '^peak' "$out/$3.err")"
 }
 first=
 for t in $threads_list; do
