@@ -72,6 +72,7 @@ BackendPtr make_backend(const Dims& dims, const BackendOptions& options, std::st
         std::string why;
         const int devices = cuda::device_count(&why);
         if (devices > 0 && options.cuda_device > 0) config.device = options.cuda_device % devices;
+        config.host_threads = options.threads;
         backend = cuda::make_cuda_backend(dims, config);
       } catch (const Error& e) {  // e.g. more labels than the kernels handle
         if (options.device == DeviceKind::cuda)

@@ -25,46 +25,21 @@ namespace crfx::cuda {
 namespace detail {
 namespace {
 
-/// Attribute → occurrences (token id, value), token order; `keep(tok)` filters tokens. Binary
-/// attributes (no values) give no values either.
-template <class Keep>
-void transpose_csr(std::size_t num_attrs, const std::vector<std::size_t>& off,
-                   const std::vector<std::uint32_t>& ids, const std::vector<double>& vals, Keep keep,
-                   std::vector<std::size_t>& t_off, std::vector<std::uint32_t>& t_tok,
-                   std::vector<double>& t_val) {
-  const std::size_t N = off.size() - 1;
-  t_off.assign(num_attrs + 1, 0);
-  for (std::size_t tok = 0; tok < N; ++tok)
-    if (keep(tok))
-      for (std::size_t k = off[tok]; k < off[tok + 1]; ++k) ++t_off[ids[k] + 1];
-  for (std::size_t a = 0; a < num_attrs; ++a) t_off[a + 1] += t_off[a];
-  t_tok.resize(t_off[num_attrs]);
-  t_val.resize(vals.empty() ? 0 : t_off[num_attrs]);
-  std::vector<std::size_t> cur(t_off.begin(), t_off.end() - 1);
-  for (std::size_t tok = 0; tok < N; ++tok)
-    if (keep(tok))
-      for (std::size_t k = off[tok]; k < off[tok + 1]; ++k) {
-        const std::size_t pos = cur[ids[k]]++;
-        t_tok[pos] = std::uint32_t(tok);
-        if (!vals.empty()) t_val[pos] = vals[k];
-      }
-}
-
 /// A corpus's transposes (CudaCorpus): the state one, and with `edges` the edge one without the
-/// items at each sentence's first token.
+/// items at each sentence's first token (transpose_items, on the host's threads).
 struct Transposes {
   std::vector<std::size_t> st_off, et_off;
   std::vector<std::uint32_t> st_tok, et_tok;
   std::vector<double> st_val, et_val;
-  Transposes(const Dims& dims, const Corpus& c, bool edges) {
-    transpose_csr(dims.A, c.state_offsets, c.state_ids, c.state_values, [](std::size_t) { return true; }, st_off,
-                  st_tok, st_val);
+  Transposes(const Dims& dims, const Corpus& c, bool edges, unsigned threads) {
+    ItemTranspose st = transpose_items(dims.A, c.state_offsets, c.state_ids, c.state_values, nullptr, threads);
+    st_off = std::move(st.off), st_tok = std::move(st.tok), st_val = std::move(st.val);
     if (!edges) return;
     std::vector<std::uint8_t> first(c.num_tokens(), 0);  // token opens its sentence
     for (std::size_t s = 0; s < c.num_sentences(); ++s)
       if (c.length(s)) first[c.sentence_offsets[s]] = 1;
-    transpose_csr(dims.E, c.edge_offsets, c.edge_ids, c.edge_values, [&](std::size_t tok) { return !first[tok]; },
-                  et_off, et_tok, et_val);
+    ItemTranspose et = transpose_items(dims.E, c.edge_offsets, c.edge_ids, c.edge_values, &first, threads);
+    et_off = std::move(et.off), et_tok = std::move(et.tok), et_val = std::move(et.val);
   }
 };
 
@@ -259,7 +234,7 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
     *spare_ = CorpusBuffers();
     CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (streams(corpus_bytes, up->max_len, free_b)) {
-      const Transposes t(dims_, c, edges);
+      const Transposes t(dims_, c, edges, cfg_.host_threads);
       upload_streamed(*up, t.st_off, t.st_tok, t.st_val, t.et_off, t.et_tok, t.et_val, edges);
       return up;
     }
@@ -306,7 +281,7 @@ bool CudaBackend::ample(const Corpus& c, std::size_t corpus_bytes, std::size_t f
 void CudaBackend::gathers(const CudaCorpus& c) {
   if (c.gathers_built || c.stream) return;
   const bool edges = c.edge_off.get() != nullptr;
-  const Transposes t(dims_, c.host, edges);
+  const Transposes t(dims_, c.host, edges, cfg_.host_threads);
   const WeightGroups hg = dims_.groups();
   c.st_plan.build(dims_.A, t.st_off, [&](std::size_t a) { return hg.size(std::uint32_t(a)); }, stream_);
   upload_vector(c.st_tok, t.st_tok, stream_);

@@ -37,6 +37,8 @@ void sag_sampler_steps_on_device(int device, const SagSamplerRef& sampler, std::
 /// Settings of the CUDA backend.
 struct CudaBackendConfig {
   int device = 0;
+  /// Host threads for the host's share of an upload (the gradients' transposes); 0 = all cores.
+  unsigned host_threads = 0;
   /// Upper bound on the tokens one chunk of evaluate()/viterbi()/marginals() holds (0 = as many
   /// as the device memory budget allows; then the environment variable CRFX_CHUNK_TOKENS, where
   /// set, gives it: the CLI tests and benchmarks). Tests lower it to exercise chunking; the

@@ -117,6 +117,39 @@ TEST(ObservedLayout, RowsAreEachIdsDistinctSlotsOnBothPaths) {
   }
 }
 
+// The items grouped by id (the CUDA backend's gradient transposes): each id's tokens in token
+// order with their values, skipped tokens left out — the same arrays on 1 and 5 threads (several
+// parts of ≥ 2^16 items each) as a direct grouping.
+TEST(ItemTranspose, GroupsTheItemsByIdInTokenOrderOnAnyThreadCount) {
+  for (const bool binary : {false, true}) {
+    const auto p = random_problem(7, 300, 0, 60000, 12, 31 + binary, binary);
+    const Corpus& c = p.corpus;
+    std::vector<std::uint8_t> skip(c.num_tokens(), 0);
+    for (std::size_t t = 0; t < skip.size(); t += 7) skip[t] = 1;
+    ASSERT_GT(c.state_ids.size(), std::size_t(5) << 16);
+    std::vector<std::vector<std::pair<std::uint32_t, double>>> want(300);
+    for (std::size_t t = 0; t < c.num_tokens(); ++t)
+      if (!skip[t])
+        for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k)
+          want[c.state_ids[k]].emplace_back(std::uint32_t(t), c.state_value(k));
+    for (const unsigned threads : {1u, 5u}) {
+      SCOPED_TRACE(::testing::Message() << "threads=" << threads << " binary=" << binary);
+      const ItemTranspose r = transpose_items(300, c.state_offsets, c.state_ids, c.state_values, &skip, threads);
+      ASSERT_EQ(r.off.size(), 301u);
+      EXPECT_EQ(r.val.size(), binary ? 0u : r.tok.size());
+      for (std::size_t a = 0; a < 300; ++a) {
+        ASSERT_EQ(r.off[a + 1] - r.off[a], want[a].size()) << "id " << a;
+        for (std::size_t j = 0; j < want[a].size(); ++j) {
+          ASSERT_EQ(r.tok[r.off[a] + j], want[a][j].first) << "id " << a;
+          if (!binary) {
+            ASSERT_EQ(r.val[r.off[a] + j], want[a][j].second) << "id " << a;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ObservedLayout, MalformedLayoutsAreRefused) {
   Dims d;
   d.L = 3;

@@ -4,6 +4,7 @@
 #include <functional>
 #include <utility>
 #include <stdexcept>
+#include <thread>
 
 #include "crfx/errors.hpp"
 #include "crfx/internal/corpus.hpp"
@@ -319,6 +320,53 @@ WeightLayout observed_layout(const Corpus& c, const Dims& dims, bool all_states,
     });
   }
   return layout;
+}
+
+ItemTranspose transpose_items(std::size_t n, const std::vector<std::size_t>& tok_off,
+                              const std::vector<std::uint32_t>& ids, const std::vector<double>& vals,
+                              const std::vector<std::uint8_t>* skip, unsigned threads) {
+  const std::size_t N = tok_off.size() - 1, items = tok_off[N];
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // Parts of ~equal items, at least 2^16 each, their counts [parts][n] within the items' own size.
+  std::size_t parts = std::min<std::size_t>({threads, items / (std::size_t(1) << 16) + 1,
+                                            std::max<std::size_t>(1, std::max(items, std::size_t(1) << 23) / (n + 1))});
+  std::vector<std::size_t> first(parts + 1, N);  // part p: tokens first[p] … first[p + 1]
+  for (std::size_t p = 0; p < parts; ++p)
+    first[p] = std::size_t(std::lower_bound(tok_off.begin(), tok_off.end() - 1, items * p / parts) - tok_off.begin());
+  auto run = [&](auto&& fn) {  // fn(p) for each part, on its own thread but the first
+    std::vector<std::thread> helpers;
+    for (std::size_t p = 1; p < parts; ++p) helpers.emplace_back(fn, p);
+    fn(std::size_t(0));
+    for (std::thread& t : helpers) t.join();
+  };
+  auto kept = [&](std::size_t t) { return !skip || !(*skip)[t]; };
+  std::vector<std::size_t> at(parts * n, 0);  // counts, then each part's next position
+  run([&](std::size_t p) {
+    std::size_t* c = at.data() + p * n;
+    for (std::size_t t = first[p]; t < first[p + 1]; ++t)
+      if (kept(t))
+        for (std::size_t k = tok_off[t]; k < tok_off[t + 1]; ++k) ++c[ids[k]];
+  });
+  ItemTranspose r;
+  r.off.assign(n + 1, 0);
+  for (std::size_t a = 0; a < n; ++a) {
+    std::size_t next = r.off[a];
+    for (std::size_t p = 0; p < parts; ++p) std::swap(next, at[p * n + a]), next += at[p * n + a];
+    r.off[a + 1] = next;
+  }
+  r.tok.resize(r.off[n]);
+  r.val.resize(vals.empty() ? 0 : r.off[n]);
+  run([&](std::size_t p) {
+    std::size_t* c = at.data() + p * n;
+    for (std::size_t t = first[p]; t < first[p + 1]; ++t)
+      if (kept(t))
+        for (std::size_t k = tok_off[t]; k < tok_off[t + 1]; ++k) {
+          const std::size_t pos = c[ids[k]]++;
+          r.tok[pos] = std::uint32_t(t);
+          if (!vals.empty()) r.val[pos] = vals[k];
+        }
+  });
+  return r;
 }
 
 }  // namespace crfx

@@ -213,4 +213,19 @@ struct Corpus {
 WeightLayout observed_layout(const Corpus& c, const Dims& dims, bool all_states = false,
                              bool all_transitions = false);
 
+/// A corpus's items grouped by id (its CSR transposed): the items of id a are off[a] … off[a + 1],
+/// in token order, with their tokens and values (none where the items have no values).
+struct ItemTranspose {
+  std::vector<std::size_t> off;    // [n + 1]
+  std::vector<std::uint32_t> tok;  // [items kept]
+  std::vector<double> val;         // [items kept] or empty
+};
+/// The transpose of the items `ids` of tokens [0, N) (token t's are tok_off[t] … tok_off[t + 1]),
+/// ids below n, leaving out the tokens t with skip[t] != 0 (skip: null or N flags). A counting
+/// sort on up to `threads` threads (0: all cores), each a range of the tokens: the same arrays
+/// whatever the count.
+ItemTranspose transpose_items(std::size_t n, const std::vector<std::size_t>& tok_off,
+                              const std::vector<std::uint32_t>& ids, const std::vector<double>& vals,
+                              const std::vector<std::uint8_t>* skip, unsigned threads);
+
 }  // namespace crfx
