@@ -305,20 +305,21 @@ __device__ void pairwise_deferred(const FbSentence<Group>& f, std::size_t t, dou
 }
 
 /// The deferred pair sums (pairwise_deferred) after the backward pass: acc(y', y) += E(y', y) ·
-/// Σ_{t ≥ 1} a_t(y') v_t(y), a thread a tile of 4 × 8 entries at a time, their sums in registers
-/// over t in order (a fixed order: the same bits run to run). Follows a group sync.
-template <class Group>
-__device__ void pair_products(const FbSentence<Group>& f, double* acc) {
+/// Σ_{1 ≤ t < T} a_t(y') v_t(y) (a_t in la's row t, v_t in lb's, rows L apart; E's rows `es`
+/// apart), thread `tid` of `nth` a tile of 4 × 8 entries at a time, their sums in registers over t
+/// in order (a fixed order: the same bits run to run). Follows a group sync. Not inlined, and given
+/// scalars only: inlined, its 32 sums shared the registers of the recursions' loop (ptxas spilled
+/// there); given the FbSentence, the kernel kept that in local memory.
+__device__ __noinline__ inline void pair_products(const double* la, const double* lb, const double* E, std::size_t es,
+                                                  unsigned L, std::size_t T, unsigned tid, unsigned nth, double* acc) {
   constexpr unsigned R = 4, C = 8;
-  const unsigned L = unsigned(f.L), tid = unsigned(f.g.tid()), nth = unsigned(f.g.size());
   const unsigned cols = (L + C - 1) / C, tiles = (L + R - 1) / R * cols;
-  const std::size_t es = f.e_stride();
   for (unsigned k = tid; k < tiles; k += nth) {
     const unsigned y0 = k / cols * R, x0 = k % cols * C;
     double s[R][C] = {};
-    for (std::size_t t = 1; t < f.T; ++t) {
-      const double* a = f.la + t * L;
-      const double* v = f.lb + t * L;
+    for (std::size_t t = 1; t < T; ++t) {
+      const double* a = la + t * L;
+      const double* v = lb + t * L;
       double ar[R], vr[C];
       for (unsigned i = 0; i < R; ++i) ar[i] = y0 + i < L ? a[y0 + i] : 0.0;
       for (unsigned c = 0; c < C; ++c) vr[c] = x0 + c < L ? v[x0 + c] : 0.0;
@@ -329,7 +330,7 @@ __device__ void pair_products(const FbSentence<Group>& f, double* acc) {
       for (unsigned c = 0; c < C; ++c)
         if (y0 + i < L && x0 + c < L) {
           const std::size_t yp = y0 + i, y = x0 + c;
-          acc[yp * L + y] += f.E[yp * es + y] * s[i][c];
+          acc[yp * L + y] += E[yp * es + y] * s[i][c];
         }
   }
 }
@@ -522,7 +523,7 @@ __device__ void fb_sentence(FbSentence<Group>& f, unsigned i) {
   }
   if (defer && T > 1) {
     f.g.sync();
-    pair_products(f, acc);
+    pair_products(f.la, f.lb, f.E, f.e_stride(), unsigned(f.L), T, unsigned(tid), unsigned(nth), acc);
   }
   if (acc != pair)
     for (std::size_t j = tid; j < f.LL; j += nth) pair[j] = acc[j];
