@@ -28,18 +28,14 @@ namespace {
 /// A corpus's transposes (CudaCorpus): the state one, and with `edges` the edge one without the
 /// items at each sentence's first token (transpose_items, on the host's threads).
 struct Transposes {
-  std::vector<std::size_t> st_off, et_off;
-  std::vector<std::uint32_t> st_tok, et_tok;
-  std::vector<double> st_val, et_val;
-  Transposes(const Dims& dims, const Corpus& c, bool edges, unsigned threads) {
-    ItemTranspose st = transpose_items(dims.A, c.state_offsets, c.state_ids, c.state_values, nullptr, threads);
-    st_off = std::move(st.off), st_tok = std::move(st.tok), st_val = std::move(st.val);
+  ItemTranspose st, et;
+  Transposes(const Dims& dims, const Corpus& c, bool edges, unsigned threads)
+      : st(transpose_items(dims.A, c.state_offsets, c.state_ids, c.state_values, nullptr, threads)) {
     if (!edges) return;
     std::vector<std::uint8_t> first(c.num_tokens(), 0);  // token opens its sentence
     for (std::size_t s = 0; s < c.num_sentences(); ++s)
       if (c.length(s)) first[c.sentence_offsets[s]] = 1;
-    ItemTranspose et = transpose_items(dims.E, c.edge_offsets, c.edge_ids, c.edge_values, &first, threads);
-    et_off = std::move(et.off), et_tok = std::move(et.tok), et_val = std::move(et.val);
+    et = transpose_items(dims.E, c.edge_offsets, c.edge_ids, c.edge_values, &first, threads);
   }
 };
 
@@ -235,7 +231,7 @@ BackendCorpusPtr CudaBackend::upload_owned(Corpus&& in) {
     CRFX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (streams(corpus_bytes, up->max_len, free_b)) {
       const Transposes t(dims_, c, edges, cfg_.host_threads);
-      upload_streamed(*up, t.st_off, t.st_tok, t.st_val, t.et_off, t.et_tok, t.et_val, edges);
+      upload_streamed(*up, t.st.off, t.st.tok, t.st.val, t.et.off, t.et.tok, t.et.val, edges);
       return up;
     }
   } else {
@@ -283,13 +279,13 @@ void CudaBackend::gathers(const CudaCorpus& c) {
   const bool edges = c.edge_off.get() != nullptr;
   const Transposes t(dims_, c.host, edges, cfg_.host_threads);
   const WeightGroups hg = dims_.groups();
-  c.st_plan.build(dims_.A, t.st_off, [&](std::size_t a) { return hg.size(std::uint32_t(a)); }, stream_);
-  upload_vector(c.st_tok, t.st_tok, stream_);
-  upload_vector(c.st_val, t.st_val, stream_);
+  c.st_plan.build(dims_.A, t.st.off, [&](std::size_t a) { return hg.size(std::uint32_t(a)); }, stream_);
+  upload_vector(c.st_tok, t.st.tok, stream_);
+  upload_vector(c.st_val, t.st.val, stream_);
   if (edges) {
-    c.et_plan.build(dims_.E, t.et_off, [&](std::size_t e) { return hg.size(hg.edge(std::uint32_t(e))); }, stream_);
-    upload_vector(c.et_tok, t.et_tok, stream_);
-    upload_vector(c.et_val, t.et_val, stream_);
+    c.et_plan.build(dims_.E, t.et.off, [&](std::size_t e) { return hg.size(hg.edge(std::uint32_t(e))); }, stream_);
+    upload_vector(c.et_tok, t.et.tok, stream_);
+    upload_vector(c.et_val, t.et.val, stream_);
   }
   sync();  // the host vectors above must outlive the copies
   c.gathers_built = true;

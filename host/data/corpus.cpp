@@ -233,30 +233,25 @@ void Dims::check_layout() const {
 
 namespace {
 /// Appends to `layout` the rows of `n` ids: row r lists, ascending, the distinct slots (< width)
-/// that the items of id r contribute; slot_of(s, t) is the slot of an item of token t of sentence
-/// s (the labels of t and of its predecessor). One pass over the items into a bitset of `width`
-/// bits an id, then each row's bits in order — where the bitset takes no more than the sort below
-/// would (always for state rows of L ≤ 128 labels); else the items grouped by id (a counting
-/// sort) and each id's slots sorted. Why: CoNLL-2000 ×10's 40 M items sorted took ~1 s on one
+/// that the items of id r contribute; slot_of(t) is the slot of an item of token t (the labels of
+/// t and of its predecessor). One pass over the items into a bitset of `width` bits an id, then
+/// each row's bits in order — where the bitset takes no more than the items grouped by id would
+/// (always for state rows of L ≤ 128 labels); else the items grouped by id (transpose_items) and
+/// each id's slots sorted. Why: CoNLL-2000 ×10's 40 M items grouped and sorted took ~1 s on one
 /// thread after the reading (as long as the reading itself); the bitset's pass, a tenth of it.
 template <class SlotOf>
 void append_observed_rows(WeightLayout& layout, std::size_t n, std::size_t width,
                           const std::vector<std::size_t>& tok_offsets, const std::vector<std::uint32_t>& ids,
-                          const Corpus& c, SlotOf slot_of) {
-  auto each_item = [&](auto&& fn) {
-    for (std::size_t s = 0; s < c.num_sentences(); ++s)
-      for (std::size_t t = c.sentence_offsets[s]; t < c.sentence_offsets[s + 1]; ++t) {
-        if (tok_offsets[t] == tok_offsets[t + 1]) continue;
-        const std::uint32_t slot = slot_of(s, t);
-        for (std::size_t k = tok_offsets[t]; k < tok_offsets[t + 1]; ++k) fn(ids[k], slot);
-      }
-  };
-  const std::size_t words = (width + 63) / 64;
-  if (n * words <= ids.size() / 2 + 2 * n) {  // the sort's 4 bytes an item and 16 an id, at most
+                          SlotOf slot_of) {
+  const std::size_t words = (width + 63) / 64, N = tok_offsets.size() - 1;
+  if (n * words <= ids.size() / 2 + 2 * n) {  // the grouping's 4 bytes an item and 16 an id, at most
     std::vector<std::uint64_t> bits(n * words, 0);
-    each_item([&](std::uint32_t id, std::uint32_t slot) {
-      bits[std::size_t(id) * words + slot / 64] |= std::uint64_t(1) << (slot % 64);
-    });
+    for (std::size_t t = 0; t < N; ++t) {
+      if (tok_offsets[t] == tok_offsets[t + 1]) continue;
+      const std::uint32_t slot = slot_of(t);
+      for (std::size_t k = tok_offsets[t]; k < tok_offsets[t + 1]; ++k)
+        bits[std::size_t(ids[k]) * words + slot / 64] |= std::uint64_t(1) << (slot % 64);
+    }
     for (std::size_t r = 0; r < n; ++r) {
       for (std::size_t w = 0; w < words; ++w)
         for (std::uint64_t b = bits[r * words + w]; b; b &= b - 1)
@@ -265,16 +260,13 @@ void append_observed_rows(WeightLayout& layout, std::size_t n, std::size_t width
     }
     return;
   }
-  std::vector<std::size_t> occ_offsets(n + 1, 0);
-  for (auto id : ids) ++occ_offsets[std::size_t(id) + 1];
-  for (std::size_t i = 0; i < n; ++i) occ_offsets[i + 1] += occ_offsets[i];
-  std::vector<std::uint32_t> occ_slots(ids.size());
-  std::vector<std::size_t> fill(occ_offsets.begin(), occ_offsets.end() - 1);
-  each_item([&](std::uint32_t id, std::uint32_t slot) { occ_slots[fill[id]++] = slot; });
+  const ItemTranspose g = transpose_items(n, tok_offsets, ids, {}, nullptr, 1);
+  std::vector<std::uint32_t> row;
   for (std::size_t r = 0; r < n; ++r) {
-    auto b = occ_slots.begin() + std::ptrdiff_t(occ_offsets[r]), e = occ_slots.begin() + std::ptrdiff_t(occ_offsets[r + 1]);
-    std::sort(b, e);
-    layout.slots.insert(layout.slots.end(), b, std::unique(b, e));
+    row.clear();
+    for (std::size_t k = g.off[r]; k < g.off[r + 1]; ++k) row.push_back(slot_of(g.tok[k]));
+    std::sort(row.begin(), row.end());
+    layout.slots.insert(layout.slots.end(), row.begin(), std::unique(row.begin(), row.end()));
     layout.offsets.push_back(layout.slots.size());
   }
 }
@@ -298,8 +290,7 @@ WeightLayout observed_layout(const Corpus& c, const Dims& dims, bool all_states,
   if (all_states) {
     full_rows(dims.A, L);
   } else {
-    append_observed_rows(layout, dims.A, L, c.state_offsets, c.state_ids, c,
-                         [&](std::size_t, std::size_t t) { return c.labels[t]; });
+    append_observed_rows(layout, dims.A, L, c.state_offsets, c.state_ids, [&](std::size_t t) { return c.labels[t]; });
   }
   // Transitions: the gold bigrams, ascending y'·L + y.
   std::vector<bool> seen(dims.transitions ? L * L : 0, all_transitions);
@@ -314,8 +305,10 @@ WeightLayout observed_layout(const Corpus& c, const Dims& dims, bool all_states,
     full_rows(dims.E, L * L);
   } else if (dims.E > 0) {
     if (c.edge_offsets.size() != c.state_offsets.size()) throw Error("internal: corpus without edge items");
-    append_observed_rows(layout, dims.E, L * L, c.edge_offsets, c.edge_ids, c, [&](std::size_t s, std::size_t t) {
-      if (t == c.sentence_offsets[s]) throw Error("internal: edge items at a sentence's first token");
+    for (std::size_t s = 0; s < c.num_sentences(); ++s)
+      if (c.length(s) && c.edge_offsets[c.sentence_offsets[s]] != c.edge_offsets[c.sentence_offsets[s] + 1])
+        throw Error("internal: edge items at a sentence's first token");
+    append_observed_rows(layout, dims.E, L * L, c.edge_offsets, c.edge_ids, [&](std::size_t t) {
       return std::uint32_t(std::size_t(c.labels[t - 1]) * L + c.labels[t]);
     });
   }
