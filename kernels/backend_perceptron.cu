@@ -7,9 +7,11 @@
 // sentences in order in a dense scratch — and the updates of w and u gated on the device by the
 // path's mistakes. Bitwise the path of viterbi → feature_difference → sparse_axpy, which copied
 // the path back, the difference up and waited twice a step; a step's launches do not grow with
-// the batch.
+// the batch. At batch size 1 a run of steps is one launch of one block (perceptron_steps,
+// launch_perceptron_run): the steps one after another on the device, bitwise the same.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -73,6 +75,41 @@ bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Ve
     return true;
   }
   return perceptron_batch(c, span, w, u, u_scale);
+}
+
+bool CudaBackend::perceptron_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double t0) {
+  const CudaCorpus& c = C(bc);
+  if (c.stream || c.edge_off.get() || !dims_.transitions || dims_.L > kRunMaxL) return false;
+  if (span.count == 0) return true;  // (the trainer's question)
+  if (w.size() != dims_.num_weights() || (u && u->size() != w.size()))
+    throw Error("internal: weight vector size mismatch");
+  if (rows_cap_ == 0) throw Error("CUDA backend: no device workspace (a device allocation failed earlier)");
+  for (std::size_t i = 0; i < span.count; ++i) {  // what the steps' plans refuse, before anything is queued
+    const std::uint32_t sid = span[i];
+    if (sid >= c.S) throw Error("internal: sentence id beyond the corpus");
+    if (!c.h_labeled[sid]) throw Error("sentence " + std::to_string(sid) + " has tokens without a label");
+    if (c.h_sent_off[sid + 1] - c.h_sent_off[sid] > rows_cap_)
+      throw Error("internal: sentence longer than the CUDA workspace");
+  }
+  if (sentence_plans_corpus_ != c.serial) plan_sentences(c, 0);
+  PerceptronRun r{};
+  r.gl = device_groups();
+  r.state_off = c.state_off.get();
+  r.state_ids = c.state_ids.get();
+  r.state_vals = c.state_vals.get();
+  r.t = batch_plans(c);
+  r.path = labels_.get();
+  r.w = P(w);
+  r.u = u ? P(*u) : nullptr;
+  r.S = S_.get();
+  r.back = back_.get();
+  for (std::size_t begin = 0; begin < span.count; begin += kRunIds) {
+    r.steps = std::min(kRunIds, span.count - begin);
+    for (std::size_t i = 0; i < r.steps; ++i) r.ids[i] = span[begin + i];
+    r.t0 = t0 + double(begin);
+    launch_perceptron_run(r, stream_);
+  }
+  return true;
 }
 
 double* CudaBackend::zeroed_dense(std::size_t n) {

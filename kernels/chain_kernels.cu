@@ -66,12 +66,8 @@ __global__ void __launch_bounds__(256) emission_kernel(int L, std::size_t rows, 
 }
 
 /// Emissions by row: a group of G lanes (8, 16 or 32, the least ≥ L) per row, 256 / G rows a
-/// block, the same sums in the same order as emission_kernel (bitwise). Dense layout: lane y sums
-/// labels y, y + G, … in a register over the token's items, each item's row read coalesced. Sparse
-/// layout: per item the group walks the attribute's row (no search) and lane q adds x · W[q] to
-/// its slot's sum in shared memory [256 / G][L]; a row's slots are distinct, and the warp steps
-/// through items together (its groups' longest item list, a __syncwarp after each), so each
-/// slot's sum is taken in item order.
+/// block (emission_row: the same sums in the same order as emission_kernel, bitwise; a sparse
+/// layout's sums in shared memory [256 / G][L]).
 template <int G>
 __global__ void __launch_bounds__(256) emission_rows_kernel(int L, std::size_t rows, const std::size_t* row_token,
                                                             const std::size_t* state_off, const std::uint32_t* ids,
@@ -87,37 +83,9 @@ __global__ void __launch_bounds__(256) emission_rows_kernel(int L, std::size_t r
     k0 = state_off[tok];
     k1 = state_off[tok + 1];
   }
-  const unsigned UL = unsigned(L);
-  if (gl.dense()) {
-    if (!live) return;
-    for (unsigned y0 = 0; y0 < UL; y0 += G) {
-      const unsigned y = y0 + lane;
-      if (y >= UL) break;
-      double acc = 0;
-      for (std::size_t k = k0; k < k1; ++k)
-        acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[std::size_t(ids[k]) * UL + y]));
-      S[r * UL + y] = acc;
-    }
-    return;
-  }
   CRFX_DYNAMIC_SHARED(double, smem);
-  double* acc = smem + std::size_t(grp) * UL;
-  for (unsigned y = lane; y < UL; y += G) acc[y] = 0;
-  unsigned most = unsigned(k1 - k0);  // the warp's longest item list
-  for (int o = 16; o > 0; o >>= 1) most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
-  __syncwarp(0xffffffffu);
-  for (unsigned i = 0; i < most; ++i) {
-    if (k0 + i < k1) {
-      const std::size_t k = k0 + i;
-      const std::uint32_t a = ids[k];
-      const double x = vals ? vals[k] : 1.0;
-      const std::size_t b = gl.begin(a), e = b + gl.size(a);
-      for (std::size_t q = b + lane; q < e; q += G) acc[gl.slots[q]] = __dadd_rn(acc[gl.slots[q]], __dmul_rn(x, W[q]));
-    }
-    __syncwarp(0xffffffffu);
-  }
-  if (live)
-    for (unsigned y = lane; y < UL; y += G) S[r * UL + y] = acc[y];
+  emission_row<G>(unsigned(L), live, k0, k1, lane, ids, vals, W, gl, gl.dense() ? nullptr : smem + std::size_t(grp) * L,
+                  S + r * unsigned(L));
 }
 
 /// Block per row with edge items: τ_t = τ + Σ_k x_k · W_e[k] (CPU order, no FMA contraction); a
@@ -152,10 +120,8 @@ __global__ void __launch_bounds__(256) edge_matrix_kernel(int L, const std::size
 __global__ void __launch_bounds__(256) dense_row_kernel(WeightGroups gl, std::uint32_t gid, std::size_t width,
                                                         const double* W, double* out) {
   for (std::size_t j = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; j < width;
-       j += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t q = gl.find(gid, std::uint32_t(j));
-    out[j] = q != WeightGroups::kNoWeight ? W[q] : 0.0;
-  }
+       j += std::size_t(gridDim.x) * blockDim.x)
+    out[j] = dense_row_entry(gl, gid, j, W);
 }
 
 /// One block: τ_max = max τ (0 when not finite), E = exp(τ − τ_max), Eᵀ. CPU twin:

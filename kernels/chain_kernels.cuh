@@ -92,6 +92,56 @@ void launch_emission(int L, std::size_t rows, const std::size_t* row_token, cons
 void launch_edge_matrix(int L, std::size_t rows, const std::size_t* row_token, const std::uint8_t* row_edge,
                         const std::size_t* edge_off, const std::uint32_t* ids, const double* vals,
                         const double* trans, const double* W, const WeightGroups& gl, double* M, cudaStream_t s);
+// ---- device functions the kernels share (chain_kernels.cu, perceptron_kernels.cu) ----------------
+
+/// Slot j of group gid's row of W: its weight, or 0 where the row lists none (a sparse layout's
+/// transitions as the dense τ: dense_row's entry).
+__device__ inline double dense_row_entry(const WeightGroups& gl, std::uint32_t gid, std::size_t j, const double* W) {
+  const std::size_t q = gl.find(gid, std::uint32_t(j));
+  return q != WeightGroups::kNoWeight ? W[q] : 0.0;
+}
+
+/// One row's emissions S_row[y] = Σ_k x_k · W[weight of (a_k, y)] over its items [k0, k1) in CSR
+/// order, without FMA contraction (bitwise emission_kernel's and the CPU's sums), by a group of G
+/// lanes (8, 16 or 32; `lane` its lane, the warp's groups calling together, `live` false for a
+/// group without a row). Dense layout: lane y sums labels y, y + G, … in a register over the items,
+/// each item's row read coalesced. Sparse layout: per item the group walks the attribute's row (no
+/// search) and lane q adds x · W[q] to its slot's sum in `acc` (the group's [L] doubles of shared
+/// memory); a row's slots are distinct, and the warp steps through items together (its groups'
+/// longest item list, a __syncwarp after each), so each slot's sum is taken in item order.
+template <int G>
+__device__ void emission_row(unsigned L, bool live, std::size_t k0, std::size_t k1, unsigned lane,
+                             const std::uint32_t* ids, const double* vals, const double* W, const WeightGroups& gl,
+                             double* acc, double* S_row) {
+  if (gl.dense()) {
+    if (!live) return;
+    for (unsigned y0 = 0; y0 < L; y0 += G) {
+      const unsigned y = y0 + lane;
+      if (y >= L) break;
+      double sum = 0;
+      for (std::size_t k = k0; k < k1; ++k)
+        sum = __dadd_rn(sum, __dmul_rn(vals ? vals[k] : 1.0, W[std::size_t(ids[k]) * L + y]));
+      S_row[y] = sum;
+    }
+    return;
+  }
+  for (unsigned y = lane; y < L; y += G) acc[y] = 0;
+  unsigned most = unsigned(k1 - k0);  // the warp's longest item list
+  for (int o = 16; o > 0; o >>= 1) most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
+  __syncwarp(0xffffffffu);
+  for (unsigned i = 0; i < most; ++i) {
+    if (k0 + i < k1) {
+      const std::size_t k = k0 + i;
+      const double x = vals ? vals[k] : 1.0;
+      const std::size_t b = gl.begin(ids[k]), e = b + gl.size(ids[k]);
+      for (std::size_t q = b + lane; q < e; q += G) acc[gl.slots[q]] = __dadd_rn(acc[gl.slots[q]], __dmul_rn(x, W[q]));
+    }
+    __syncwarp(0xffffffffu);
+  }
+  if (live)
+    for (unsigned y = lane; y < L; y += G) S_row[y] = acc[y];
+}
+
 /// out [width] = group gid's row of W spread over its slots, zero where the row lists none (a
 /// sparse layout's transitions as the dense [L][L] τ).
 void launch_dense_row(const WeightGroups& gl, std::uint32_t gid, std::size_t width, const double* W, double* out,

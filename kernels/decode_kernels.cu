@@ -57,35 +57,17 @@ __global__ void __launch_bounds__(512) viterbi_kernel(ViterbiParams p) {
     const double* M = p.edge && row_has_edge(p.edge_off, tok0 + t, t) ? p.edge + (r0 + t) * LL : p.trans;
     const double* dp = d + (t - 1) * L;
     for (int yc = tid; yc < L; yc += nth) {
-      double best = -CUDART_INF;
-      std::uint32_t arg = 0;
-      for (int yp = 0; yp < L; ++yp) {
-        const double v = dp[yp] + M[std::size_t(yp) * L + yc];
-        if (v > best) {  // strict: ties keep the smallest label id
-          best = v;
-          arg = std::uint32_t(yp);
-        }
-      }
+      double best;
+      std::uint32_t arg;
+      best_predecessor(dp, M, L, yc, best, arg);
       d[t * L + yc] = best + S[t * L + yc];
       back[t * L + yc] = arg;
     }
     __syncthreads();
   }
   if (tid == 0) {
-    double best = -CUDART_INF;
-    std::uint32_t arg = 0;
-    for (int y = 0; y < L; ++y)
-      if (d[(T - 1) * L + y] > best) {
-        best = d[(T - 1) * L + y];
-        arg = std::uint32_t(y);
-      }
+    const double best = backtrack(d + (T - 1) * L, back, L, T, p.out + r0);
     if (p.score) p.score[i] = best;
-    std::uint32_t* out = p.out + r0;
-    out[T - 1] = arg;
-    for (std::size_t t = T - 1; t > 0; --t) {
-      arg = back[t * L + arg];
-      out[t - 1] = arg;
-    }
   }
 }
 

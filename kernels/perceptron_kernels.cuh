@@ -73,6 +73,37 @@ void launch_batch_difference(const WeightGroups& gl, const BatchRows& r, std::si
 void launch_apply_difference(const WeightGroups& gl, const std::uint32_t* groups, std::size_t count, double* G,
                              double* w, double* u, double a, const std::uint32_t* gate, cudaStream_t s);
 
+/// Sentences a run of perceptron steps takes in one launch (their ids are its launch parameters:
+/// 2 KiB), and the label counts it takes (τ, Viterbi's last two rows and a sparse layout's emission
+/// sums in shared memory: ≤ 38 KB at L = 64).
+inline constexpr std::size_t kRunIds = 512;
+inline constexpr std::size_t kRunMaxL = 64;
+
+/// ap's steps at batch size 1 over `steps` sentences in a row (launch_perceptron_run, by value):
+/// each the step perceptron_step takes on one sentence — Viterbi at w, and where the path has a
+/// mistake w += Δ and u += (t0 + i)·Δ for the run's i-th (nothing to u where t0 + i is 0).
+struct PerceptronRun {
+  std::uint32_t ids[kRunIds];  // the sentences, in step order
+  std::size_t steps;
+  double t0;                   // the trainer's steps before the run's first
+  WeightGroups gl;             // device groups (the transitions' row: group gl.A)
+  const std::size_t* state_off;
+  const std::uint32_t* state_ids;
+  const double* state_vals;    // or null (binary attributes)
+  BatchPlans t;                // the plans made once, sent_off and gold; t.pred: the path, read
+  std::uint32_t* path;         // [longest sentence] the path written (t.pred)
+  double* w;
+  double* u;                   // null: no averaging
+  double* S;                   // [longest sentence][L] its emissions
+  std::uint32_t* back;         // [longest sentence][L] Viterbi's predecessors
+};
+
+/// The run in one launch of one block (issue 37: at batch size 1 a step was ~11 launches).
+/// Bitwise the steps of perceptron_step one sentence at a time: the same sums in the same order
+/// (emission_row, best_predecessor, backtrack, the difference's sentence sums, the updates'
+/// expressions). The layout's transitions must be on, no edge attributes, L ≤ kRunMaxL.
+void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s);
+
 /// A chunk plan of n ≤ kChunkIds sentences — sent = ids, order = the launch order, slots the
 /// cumulative lengths from sent_off — written on the device from launch parameters: nothing
 /// copied, no host buffer to keep alive for a queued copy.

@@ -238,6 +238,7 @@ std::vector<std::string> cli_run(const std::string& algo) {
     a.insert(a.end(), {"--epochs", "25"});
   else if (algo == "sag" || algo == "saga") a.insert(a.end(), {"--max-epochs", "25"});
   else if (algo == "two-stage") a.insert(a.end(), {"--sgd-epochs", "3", "--max-iterations", "40"});
+  else if (algo == "bcd") a.insert(a.end(), {"--max-iterations", "4"});  // ~375 passes an iteration
   else a.insert(a.end(), {"--max-iterations", "40"});
   return a;
 }
@@ -285,57 +286,71 @@ int train_interrupted(const std::vector<std::string>& args, const std::string& l
   return train_signalled(args, [&] { return log_rows(log) >= 1; });
 }
 
-TEST(CliCheckpoint, EveryAlgorithmStoppedBySignalResumesToTheSameModel) {
-  namespace fs = std::filesystem;
-  for (const TrainerInfo& info : trainer_registry()) {
-    if (info.maxent_only) continue;  // on Maxent models: tests/test_maxent.cpp
-    const std::string algo = info.name;
-    SCOPED_TRACE(algo);
-    const std::string dir = test::temp_path("resume-cli-" + algo);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    const std::string full = dir + "/full.model", stopped = dir + "/stopped.model", resumed = dir + "/resumed.model",
-                      ckpt = dir + "/run.ckpt", log = dir + "/log.csv", log2 = dir + "/log2.csv";
-    std::string args;
-    for (const std::string& a : cli_run(algo)) args += " " + q(a);
-    const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) + args;
-    std::string out;
-    ASSERT_EQ(test::run(base + " -q -m " + q(full) + " --log " + q(log2), &out), 0) << out;
-
-    // A checkpoint at every iteration: a trainer whose iterations take over a second (bcd on a
-    // loaded machine) is stopped inside the next one, whose pass is abandoned; its checkpoint is
-    // the last iteration's (one written at the stop needs the stop at a report).
-    std::vector<std::string> stop = {kTrain, "-t",  kTemplate, "-m", stopped, "--log", log, "--checkpoint", ckpt,
-                                     "--checkpoint-every", "1", "-q"};
-    for (const std::string& a : cli_run(algo)) stop.push_back(a);
-    ASSERT_EQ(train_interrupted(stop, log), 3);
-    const int done = log_rows(log);
-    ASSERT_LT(done, log_rows(log2)) << "the run ended before the signal stopped it";
-    ASSERT_TRUE(fs::exists(ckpt));
-
-    ASSERT_EQ(test::run(base + " -m " + q(resumed) + " --log " + q(log) + " --resume " + q(ckpt), &out), 0) << out;
-    // The stochastic trainers stop inside the epoch after the reported one, the others after it.
-    EXPECT_TRUE(out.find("resuming: " + ckpt + ", after iteration " + std::to_string(done) + "\n") !=
-                    std::string::npos ||
-                out.find("resuming: " + ckpt + ", in epoch " + std::to_string(done + 1) + " after ") !=
-                    std::string::npos)
-        << out;
-    EXPECT_EQ(read_bytes(resumed), read_bytes(full)) << "stopped after iteration " << done;
-    // The log goes on from the checkpoint's rows: the uninterrupted run's iterations, each once.
-    std::ifstream a(log), b(log2);
-    std::string ra, rb;
-    int rows = 0;
-    while (std::getline(b, rb)) {
-      ASSERT_TRUE(std::getline(a, ra));
-      EXPECT_EQ(ra.substr(0, ra.find(',', ra.find(',') + 1)), rb.substr(0, rb.find(',', rb.find(',') + 1)));
-      ++rows;
-    }
-    EXPECT_FALSE(std::getline(a, ra)) << "extra rows";
-    EXPECT_GT(rows, done);
-    for (const auto& e : fs::directory_iterator(dir))
-      EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
-  }
+/// The CRF trainers of the registry (on Maxent models: tests/test_maxent.cpp), a test each: ctest
+/// spreads them over its jobs.
+std::vector<std::string> crf_trainers() {
+  std::vector<std::string> names;
+  for (const TrainerInfo& info : trainer_registry())
+    if (!info.maxent_only) names.push_back(info.name);
+  return names;
 }
+
+class CliCheckpointEvery : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliCheckpointEvery, AlgorithmStoppedBySignalResumesToTheSameModel) {
+  namespace fs = std::filesystem;
+  const std::string algo = GetParam();
+  const std::string dir = test::temp_path("resume-cli-" + algo);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string full = dir + "/full.model", stopped = dir + "/stopped.model", resumed = dir + "/resumed.model",
+                    ckpt = dir + "/run.ckpt", log = dir + "/log.csv", log2 = dir + "/log2.csv";
+  std::string args;
+  for (const std::string& a : cli_run(algo)) args += " " + q(a);
+  const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) + args;
+  std::string out;
+  ASSERT_EQ(test::run(base + " -q -m " + q(full) + " --log " + q(log2), &out), 0) << out;
+
+  // A checkpoint at every iteration: a trainer whose iterations take over a second (bcd on a
+  // loaded machine) is stopped inside the next one, whose pass is abandoned; its checkpoint is
+  // the last iteration's (one written at the stop needs the stop at a report).
+  std::vector<std::string> stop = {kTrain, "-t",  kTemplate, "-m", stopped, "--log", log, "--checkpoint", ckpt,
+                                   "--checkpoint-every", "1", "-q"};
+  for (const std::string& a : cli_run(algo)) stop.push_back(a);
+  ASSERT_EQ(train_interrupted(stop, log), 3);
+  const int done = log_rows(log);
+  ASSERT_LT(done, log_rows(log2)) << "the run ended before the signal stopped it";
+  ASSERT_TRUE(fs::exists(ckpt));
+
+  ASSERT_EQ(test::run(base + " -m " + q(resumed) + " --log " + q(log) + " --resume " + q(ckpt), &out), 0) << out;
+  // The stochastic trainers stop inside the epoch after the reported one, the others after it.
+  EXPECT_TRUE(out.find("resuming: " + ckpt + ", after iteration " + std::to_string(done) + "\n") !=
+                  std::string::npos ||
+              out.find("resuming: " + ckpt + ", in epoch " + std::to_string(done + 1) + " after ") !=
+                  std::string::npos)
+      << out;
+  EXPECT_EQ(read_bytes(resumed), read_bytes(full)) << "stopped after iteration " << done;
+  // The log goes on from the checkpoint's rows: the uninterrupted run's iterations, each once.
+  std::ifstream a(log), b(log2);
+  std::string ra, rb;
+  int rows = 0;
+  while (std::getline(b, rb)) {
+    ASSERT_TRUE(std::getline(a, ra));
+    EXPECT_EQ(ra.substr(0, ra.find(',', ra.find(',') + 1)), rb.substr(0, rb.find(',', rb.find(',') + 1)));
+    ++rows;
+  }
+  EXPECT_FALSE(std::getline(a, ra)) << "extra rows";
+  EXPECT_GT(rows, done);
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
+}
+
+INSTANTIATE_TEST_SUITE_P(Trainers, CliCheckpointEvery, ::testing::ValuesIn(crf_trainers()), [](const auto& info) {
+  std::string name = info.param;
+  for (char& ch : name)
+    if (ch == '-') ch = '_';
+  return name;
+});
 
 /// crfx train with `args` (stderr to `err`), sent SIGINT `delay_ms` after it says "training:"
 /// (its data read, the first epoch starting); the exit status.

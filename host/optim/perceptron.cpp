@@ -15,12 +15,14 @@
 // a forward-only evaluation (m/N per batch). Where the backend can (SparseGradients::
 // perceptron_step: the CUDA backend, batches of up to 256 sentences) the decode, Δ and both
 // updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37);
-// pa's and arow's steps too, at any batch size ap's takes, and mira's sentence steps
+// at batch size 1 the steps go to it in runs (SparseGradients::perceptron_steps: the CUDA backend
+// takes a few hundred in one launch); pa's and arow's steps too, at any batch size ap's takes, and mira's sentence steps
 // (SparseGradients::peer_step; their loss, or mira's state, read back at the epoch's end).
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
@@ -80,6 +82,9 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   };
   restore(state);
 
+  // ap at batch size 1 where the backend runs steps in a row: the epoch's sentences are counted and
+  // polled for as they come, and taken from run_start to done at the epoch's end or a stop (take_run).
+  const bool runs = batch == 1 && adds_difference() && take_run(b, corpus, {}, w, u.get(), 0.0);
   stop_reason_ = stop_at_limit("epochs", opt.epochs);
   for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
     if (done == 0) {  // (resumed inside the epoch: its permutation and loss are restored)
@@ -88,15 +93,18 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       loss = 0;
     }
     const std::vector<std::uint32_t>& perm = shuffler.permutation();
+    const auto [run_start, run_t0] = std::pair(done, t);  // ap's run of this epoch (runs)
     for (std::size_t start = done; start < n; start += batch) {
       const std::size_t m = std::min(batch, n - start);
       const SentenceSpan span{perm.data() + start, m};
       if (visits(span)) {
         t += 1;
-        learn(obj, w, span, *delta, labels.data(), u.get(), t, opt, loss);
+        obj.add_passes(double(span.count) / N);
+        if (!runs) learn(obj, w, span, *delta, labels.data(), u.get(), t, opt, loss);
       }
       done = start + m;
       if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
+        if (runs) take_run(b, corpus, {perm.data() + run_start, done - run_start}, w, u.get(), run_t0);
         average();
         Progress pr = progress_within(epoch, done, n, obj, model, 0.0, clock);
         pr.state = &state;
@@ -106,6 +114,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
         return std::numeric_limits<double>::quiet_NaN();
       }
     }
+    if (runs) take_run(b, corpus, {perm.data() + run_start, done - run_start}, w, u.get(), run_t0);
     done = 0;
     sync_device(b, loss);
     end_epoch();
@@ -121,6 +130,13 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   }
   if (have_avg) b.copy(*avg, w);
   return f;
+}
+
+bool MistakeDrivenTrainer::take_run(Backend& b, const BackendCorpus& corpus, SentenceSpan run, Vector& w, Vector* u,
+                                    double t0) {
+  const bool taken = sparse_gradients(b).perceptron_steps(corpus, run, w, u, t0);
+  if (run.count && !taken) throw Error(std::string("internal: ") + name_ + "'s backend refused a run of steps it had accepted");
+  return taken;
 }
 
 bool MistakeDrivenTrainer::stops_after(int last, double mean_loss, double epsilon) {
@@ -142,7 +158,6 @@ void MistakeDrivenTrainer::learn(Objective& obj, Vector& w, SentenceSpan span, S
                                  std::uint32_t* labels, Vector* u, double t, const TrainOptions& opt,
                                  double& loss) {
   Backend& b = obj.backend();
-  obj.add_passes(double(span.count) / double(obj.corpus().num_sentences()));
   // ap: the whole step on the backend where it can keep it there (no path read back, no wait).
   Vector* u_step = t > 1 ? u : nullptr;  // (t − 1)·τ·Δ, τ = 1: nothing at the first step
   if (adds_difference() && sparse_gradients(b).perceptron_step(obj.corpus(), span, w, u_step, t - 1, delta)) return;

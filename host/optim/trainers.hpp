@@ -77,6 +77,9 @@ class MistakeDrivenTrainer : public Trainer {
   /// Whether update() is w += Δ (τ = 1, no loss) and decoded() reads nothing (ap): then a
   /// backend may take the whole step on its device (SparseGradients::perceptron_step).
   virtual bool adds_difference() const { return false; }
+  /// ap's steps at batch size 1 on `run` (the first step t0 + 1) in one call where the backend
+  /// runs them in a row (SparseGradients::perceptron_steps); an empty run asks whether it does.
+  bool take_run(Backend& b, const BackendCorpus& corpus, SentenceSpan run, Vector& w, Vector* u, double t0);
   /// Whether update() is pa's, arow's or mira's (their options into step): then a backend may take
   /// a sentence's step on its device (SparseGradients::peer_step), the loss summed there.
   virtual bool device_step(const TrainOptions& opt, PeerStep& step) const {

@@ -5,9 +5,12 @@
 //     batch's chunk plan written from launch parameters): an epoch of 300 steps copies and waits
 //     as one of 30 — at its end — where each step read its path back, copied Δ up and waited
 //     twice;
-//   - that step is bitwise the primitives' (viterbi → feature_difference → sparse_axpy).
+//   - that step is bitwise the primitives' (viterbi → feature_difference → sparse_axpy);
+//   - at batch size 1 the steps go in runs, one launch for hundreds (perceptron_steps), bitwise
+//     the steps one at a time.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +42,9 @@ TEST(StochasticShape, PerceptronCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
         // The first epoch makes and copies the sentences' plans (a dozen copies, once per corpus).
         EXPECT_LE(large.epoch[e].to_device, e == 0 ? 16u : 4u);
         EXPECT_LE(large.epoch[e].launches, (4 * batch + 12) * large.steps) << "launches per step bounded";
+        // At batch size 1 without edge features the steps go in runs (perceptron_steps): 30 and
+        // 300 steps, one run each, launch as many kernels (the epoch's report's).
+        if (batch == 1 && E == 0) { EXPECT_EQ(large.epoch[e].launches, small.epoch[e].launches) << "a run"; }
       }
       const std::string key = "ap_B" + std::to_string(batch) + "_E" + std::to_string(E);
       RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
@@ -122,6 +128,60 @@ TEST(StochasticShape, PerceptronStepOnTheDeviceEqualsThePrimitives) {
             EXPECT_TRUE(dev.delta == prim.delta) << "the last step's Δ";
           }
         }
+}
+
+// ap's steps at batch size 1 in runs (perceptron_steps: one launch of one block for up to
+// kRunIds steps) are the steps one at a time (perceptron_step, u scaled by t0 + i and not
+// updated where that is 0) bit for bit: w and u, both weight layouts, from zero weights and from
+// random ones, a run that repeats sentences and one of two launches (600 steps).
+TEST(StochasticShape, PerceptronRunsEqualTheStepsOneByOne) {
+  REQUIRE_GPU();
+  for (Layout layout : {Layout::dense, Layout::observed})
+    for (double scale : {0.0, 0.4}) {
+      SCOPED_TRACE(::testing::Message() << layout << " w0 scale " << scale);
+      const RandomProblem p = with_layout(random_problem(4, 15, 0, 12, 7, 93), layout);
+      const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 6);
+      const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
+      for (const std::size_t steps : {std::size_t(40), std::size_t(600)})
+        for (const double t0 : {0.0, 7.0}) {
+          SCOPED_TRACE(::testing::Message() << steps << " steps after " << t0);
+          std::vector<std::uint32_t> ids(steps);
+          std::uint32_t x = 4242;
+          for (std::uint32_t& id : ids) id = (x = x * 1103515245u + 12345u) >> 8 & 0xffff;
+          for (std::uint32_t& id : ids) id %= n;
+          std::vector<double> got[2][2];  // [one by one, run][w, u]
+          for (int run = 0; run < 2; ++run) {
+            BackendPtr b = gpu_backend(p.dims);
+            auto corpus = b->upload(p.corpus);
+            SparseGradients& sg = *b->sparse();
+            auto w = to_backend(*b, w0);
+            auto u = b->vector(w0.size());
+            auto delta = sg.sparse_vector();
+            if (run) {
+              ASSERT_TRUE(sg.perceptron_steps(*corpus, SentenceSpan{ids.data(), steps}, *w, u.get(), t0));
+            } else {
+              for (std::size_t i = 0; i < steps; ++i)
+                ASSERT_TRUE(sg.perceptron_step(*corpus, SentenceSpan{&ids[i], 1}, *w, t0 + double(i) > 0 ? u.get() : nullptr,
+                                               t0 + double(i), *delta));
+            }
+            got[run][0] = to_host(*b, *w);
+            got[run][1] = to_host(*b, *u);
+          }
+          EXPECT_TRUE(got[1][0] == got[0][0]) << "w";
+          EXPECT_TRUE(got[1][1] == got[0][1]) << "u";
+          double moved = 0;
+          for (std::size_t k = 0; k < w0.size(); ++k) moved += std::abs(got[1][0][k] - w0[k]);
+          EXPECT_GT(moved, 0.0) << "no step had a mistake";
+        }
+    }
+  // Where the backend has no run (edge features): false, nothing done.
+  const RandomProblem e = random_problem(4, 15, 2, 12, 7, 93);
+  BackendPtr b = gpu_backend(e.dims);
+  auto corpus = b->upload(e.corpus);
+  auto w = b->vector(e.dims.num_weights());
+  const std::uint32_t one = 0;
+  EXPECT_FALSE(b->sparse()->perceptron_steps(*corpus, SentenceSpan{&one, 1}, *w, nullptr, 0.0));
+  EXPECT_TRUE(to_host(*b, *w) == std::vector<double>(e.dims.num_weights(), 0.0));
 }
 
 // The trainer: ap's model on the device at batch sizes 1, 8 and 64 is the CPU backend's (Viterbi

@@ -392,8 +392,13 @@ class SparseGradients {
   /// most 256 sentences does not hold): the caller takes the primitives' path.
   virtual bool perceptron_step(const BackendCorpus& corpus, SentenceSpan sentences, Vector& w, Vector* u,
                                double u_scale, SparseVector& delta) {
-    (void)corpus, (void)sentences, (void)w, (void)u, (void)u_scale, (void)delta;
-    return false;
+    return (void)corpus, (void)sentences, (void)w, (void)u, (void)u_scale, (void)delta, false;
+  }
+  /// ap's steps at batch size 1, the i-th perceptron_step(sentence i, u_scale t0 + i, no u where 0)
+  /// bitwise, where the backend runs them without a launch a step (CUDA: one a few hundred; issue
+  /// 37). False, having done nothing, where it has no such path (the default; an empty span asks).
+  virtual bool perceptron_steps(const BackendCorpus& corpus, SentenceSpan sentences, Vector& w, Vector* u, double t0) {
+    return (void)corpus, (void)sentences, (void)w, (void)u, (void)t0, false;
   }
   /// pa's or arow's step on a span (mira's: one sentence) where the backend can keep it on its device,
   /// as perceptron_step: the scalars by host/rules/peer_update.hpp from w·Δ, ‖Δ‖² and the mistakes, the
