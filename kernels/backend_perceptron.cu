@@ -79,7 +79,7 @@ bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Ve
 
 bool CudaBackend::perceptron_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double t0) {
   const CudaCorpus& c = C(bc);
-  if (c.stream || c.edge_off.get() || !dims_.transitions || dims_.L > kRunMaxL) return false;
+  if (c.stream || !dims_.transitions || dims_.L > kRunMaxL) return false;
   if (span.count == 0) return true;  // (the trainer's question)
   if (w.size() != dims_.num_weights() || (u && u->size() != w.size()))
     throw Error("internal: weight vector size mismatch");
@@ -97,6 +97,10 @@ bool CudaBackend::perceptron_steps(const BackendCorpus& bc, SentenceSpan span, V
   r.state_off = c.state_off.get();
   r.state_ids = c.state_ids.get();
   r.state_vals = c.state_vals.get();
+  r.edge_off = c.edge_off.get();
+  r.edge_ids = c.edge_ids.get();
+  r.edge_vals = c.edge_vals.get();
+  r.edge = c.edge_off.get() ? edge_.get() : nullptr;
   r.t = batch_plans(c);
   r.path = labels_.get();
   r.w = P(w);

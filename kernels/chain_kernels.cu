@@ -99,20 +99,8 @@ __global__ void __launch_bounds__(256) edge_matrix_kernel(int L, const std::size
   if (!row_edge[r]) return;
   const std::size_t LL = std::size_t(L) * L, tok = row_token[r];
   double* out = M + r * LL;
-  const double* WE = W + gl.begin(gl.edge(0));  // dense: the edge blocks
-  for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) {
-    double acc = trans[j];
-    if (gl.dense()) {
-      for (std::size_t k = edge_off[tok]; k < edge_off[tok + 1]; ++k)
-        acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, WE[std::size_t(ids[k]) * LL + j]));
-    } else {
-      for (std::size_t k = edge_off[tok]; k < edge_off[tok + 1]; ++k) {
-        const std::size_t q = gl.find(gl.edge(ids[k]), std::uint32_t(j));
-        if (q != WeightGroups::kNoWeight) acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[q]));
-      }
-    }
-    out[j] = acc;
-  }
+  for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x)
+    out[j] = edge_entry(gl, trans[j], j, edge_off[tok], edge_off[tok + 1], ids, vals, W);
 }
 
 /// out[j] = W[find(gid, j)], or 0 where group gid's row does not list slot j. CPU twin: the

@@ -101,6 +101,25 @@ __device__ inline double dense_row_entry(const WeightGroups& gl, std::uint32_t g
   return q != WeightGroups::kNoWeight ? W[q] : 0.0;
 }
 
+/// Entry j of an edge row's matrix τ_t = τ + Σ_k x_k · W_e[k] (tau_j: τ's entry j) over the token's
+/// edge items [k0, k1) in order, without FMA contraction (the CPU's order); a sparse layout adds
+/// x_k · W[find(edge(e_k), j)] where the row lists pair j.
+__device__ inline double edge_entry(const WeightGroups& gl, double tau_j, std::size_t j, std::size_t k0,
+                                    std::size_t k1, const std::uint32_t* ids, const double* vals, const double* W) {
+  double acc = tau_j;
+  if (gl.dense()) {
+    const double* WE = W + gl.begin(gl.edge(0));  // the edge blocks
+    const std::size_t LL = gl.L * gl.L;
+    for (std::size_t k = k0; k < k1; ++k) acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, WE[std::size_t(ids[k]) * LL + j]));
+  } else {
+    for (std::size_t k = k0; k < k1; ++k) {
+      const std::size_t q = gl.find(gl.edge(ids[k]), std::uint32_t(j));
+      if (q != WeightGroups::kNoWeight) acc = __dadd_rn(acc, __dmul_rn(vals ? vals[k] : 1.0, W[q]));
+    }
+  }
+  return acc;
+}
+
 /// One row's emissions S_row[y] = Σ_k x_k · W[weight of (a_k, y)] over its items [k0, k1) in CSR
 /// order, without FMA contraction (bitwise emission_kernel's and the CPU's sums), by a group of G
 /// lanes (8, 16 or 32; `lane` its lane, the warp's groups calling together, `live` false for a

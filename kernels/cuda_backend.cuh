@@ -302,7 +302,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
                        SparseVector& delta) override;
   /// ap's steps at batch size 1 in runs of kRunIds, one launch each (launch_perceptron_run): a
-  /// resident corpus without edge attributes, transitions on, L ≤ kRunMaxL (backend_perceptron.cu).
+  /// resident corpus, transitions on, L ≤ kRunMaxL (backend_perceptron.cu).
   bool perceptron_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double t0) override;
   /// pa's and arow's step on a span as perceptron_step's, mira's on one sentence (backend_peer.cu);
   /// ℓ summed in peer_.

@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(256) apply_difference_kernel(WeightGroups gl, 
 constexpr unsigned kRunThreads = 256, kRunWarps = kRunThreads / 32;
 
 /// One block takes the run's steps in turn, each as perceptron_step's launches take it: τ at w
-/// (dense_row_entry), the emissions (a warp a row), Viterbi (its last two rows in shared memory),
+/// (dense_row_entry), the emissions (a warp a row), the edge rows' τ_t (edge_entry), Viterbi (its
+/// last two rows in shared memory),
 /// the mistakes, and where there is one, per weight of the sentence's plan (a warp a group) its Δ
 /// (sentence_sum) added to w and, times t0 + i, to u. The barrier that ends a step makes the next
 /// read the weights it left.
@@ -169,6 +170,11 @@ __global__ void __launch_bounds__(kRunThreads) perceptron_run_kernel(PerceptronR
     if (tid == 0) wrong = 0;
     __syncthreads();
     if (T == 0) continue;  // (block-uniform) no path, no mistake
+    for (std::size_t r = 1; p.edge_off && r < T; ++r)  // τ_t at the rows with edge items
+      if (row_has_edge(p.edge_off, tok0 + r, r))
+        for (std::size_t j = tid; j < LL; j += kRunThreads)
+          p.edge[r * LL + j] = edge_entry(p.gl, M[j], j, p.edge_off[tok0 + r], p.edge_off[tok0 + r + 1], p.edge_ids,
+                                          p.edge_vals, p.w);
     for (unsigned y = tid; y < L; y += kRunThreads) rows[y] = p.S[y];
     __syncthreads();
     for (std::size_t r = 1; r < T; ++r) {
@@ -176,7 +182,7 @@ __global__ void __launch_bounds__(kRunThreads) perceptron_run_kernel(PerceptronR
       for (unsigned yc = tid; yc < L; yc += kRunThreads) {
         double best;
         std::uint32_t arg;
-        best_predecessor(dp, M, int(L), int(yc), best, arg);
+        best_predecessor(dp, row_has_edge(p.edge_off, tok0 + r, r) ? p.edge + r * LL : M, int(L), int(yc), best, arg);
         rows[(r & 1) * L + yc] = best + p.S[r * L + yc];
         p.back[r * L + yc] = arg;
       }

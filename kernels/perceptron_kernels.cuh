@@ -90,6 +90,10 @@ struct PerceptronRun {
   const std::size_t* state_off;
   const std::uint32_t* state_ids;
   const double* state_vals;    // or null (binary attributes)
+  const std::size_t* edge_off;  // null: no edge attributes
+  const std::uint32_t* edge_ids;
+  const double* edge_vals;
+  double* edge;                // [longest sentence][L][L] τ_t at its rows with edge items
   BatchPlans t;                // the plans made once, sent_off and gold; t.pred: the path, read
   std::uint32_t* path;         // [longest sentence] the path written (t.pred)
   double* w;
@@ -101,7 +105,7 @@ struct PerceptronRun {
 /// The run in one launch of one block (issue 37: at batch size 1 a step was ~11 launches).
 /// Bitwise the steps of perceptron_step one sentence at a time: the same sums in the same order
 /// (emission_row, best_predecessor, backtrack, the difference's sentence sums, the updates'
-/// expressions). The layout's transitions must be on, no edge attributes, L ≤ kRunMaxL.
+/// expressions, edge_entry). The layout's transitions must be on, L ≤ kRunMaxL.
 void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s);
 
 /// A chunk plan of n ≤ kChunkIds sentences — sent = ids, order = the launch order, slots the

@@ -42,9 +42,9 @@ TEST(StochasticShape, PerceptronCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
         // The first epoch makes and copies the sentences' plans (a dozen copies, once per corpus).
         EXPECT_LE(large.epoch[e].to_device, e == 0 ? 16u : 4u);
         EXPECT_LE(large.epoch[e].launches, (4 * batch + 12) * large.steps) << "launches per step bounded";
-        // At batch size 1 without edge features the steps go in runs (perceptron_steps): 30 and
-        // 300 steps, one run each, launch as many kernels (the epoch's report's).
-        if (batch == 1 && E == 0) { EXPECT_EQ(large.epoch[e].launches, small.epoch[e].launches) << "a run"; }
+        // At batch size 1 the steps go in runs (perceptron_steps): 30 and 300 steps, one run each,
+        // launch as many kernels (the epoch's report's).
+        if (batch == 1) { EXPECT_EQ(large.epoch[e].launches, small.epoch[e].launches) << "a run"; }
       }
       const std::string key = "ap_B" + std::to_string(batch) + "_E" + std::to_string(E);
       RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
@@ -132,14 +132,16 @@ TEST(StochasticShape, PerceptronStepOnTheDeviceEqualsThePrimitives) {
 
 // ap's steps at batch size 1 in runs (perceptron_steps: one launch of one block for up to
 // kRunIds steps) are the steps one at a time (perceptron_step, u scaled by t0 + i and not
-// updated where that is 0) bit for bit: w and u, both weight layouts, from zero weights and from
-// random ones, a run that repeats sentences and one of two launches (600 steps).
+// updated where that is 0) bit for bit: w and u, both weight layouts, with and without edge
+// features, from zero weights and from random ones, a run that repeats sentences and one of two
+// launches (600 steps).
 TEST(StochasticShape, PerceptronRunsEqualTheStepsOneByOne) {
   REQUIRE_GPU();
+  for (std::uint32_t E : {0u, 3u})
   for (Layout layout : {Layout::dense, Layout::observed})
     for (double scale : {0.0, 0.4}) {
-      SCOPED_TRACE(::testing::Message() << layout << " w0 scale " << scale);
-      const RandomProblem p = with_layout(random_problem(4, 15, 0, 12, 7, 93), layout);
+      SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale);
+      const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 93), layout);
       const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 6);
       const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
       for (const std::size_t steps : {std::size_t(40), std::size_t(600)})
@@ -174,8 +176,9 @@ TEST(StochasticShape, PerceptronRunsEqualTheStepsOneByOne) {
           EXPECT_GT(moved, 0.0) << "no step had a mistake";
         }
     }
-  // Where the backend has no run (edge features): false, nothing done.
-  const RandomProblem e = random_problem(4, 15, 2, 12, 7, 93);
+  // Where the backend has no run (a model without transitions): false, nothing done.
+  RandomProblem e = random_problem(4, 15, 0, 12, 7, 93);
+  e.dims.transitions = false;
   BackendPtr b = gpu_backend(e.dims);
   auto corpus = b->upload(e.corpus);
   auto w = b->vector(e.dims.num_weights());

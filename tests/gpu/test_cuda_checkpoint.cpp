@@ -36,17 +36,17 @@ TEST(CudaCheckpoint, EveryTrainerResumesBitExact) {
 }
 
 /// The stochastic trainers stopped by their poll inside an epoch and resumed there on the device:
-/// sgd-l1's, adf's and l2sgd's stamps, ap's sums (at batch size 1 in runs: a problem without
-/// edge features), pa's and arow's loss summed on the device (their steps there at batch size 1
-/// and on batches of 3 and 5), mira's weights beside its host-side bounds, and SAG's lazy-step history and per-group stamps (kept on the device, saved and restored
-/// by incremental_save / incremental_load) and stored marginals — under uniform sampling with its
-/// steps queued there. Under the emulation the schedule seeds share the runs (schedule_share).
+/// sgd-l1's, adf's and l2sgd's stamps, ap's sums (at batch size 1 in runs), pa's and arow's loss
+/// summed on the device (their steps there at batch size 1 and on batches of 3 and 5), mira's
+/// weights beside its host-side bounds, and SAG's lazy-step history and per-group stamps (kept on
+/// the device, saved and restored by incremental_save / incremental_load) and stored marginals —
+/// under uniform sampling with its steps queued there. Under the emulation the schedule seeds share the runs (schedule_share).
 TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
   REQUIRE_GPU();
   std::size_t index = 0;
   for (Layout layout : {Layout::dense, Layout::observed}) {
-    const auto edges = test::with_layout(test::random_problem(4, 24, 2, 17, 8, 43), layout);
-    const auto plain = test::with_layout(test::random_problem(4, 24, 0, 17, 8, 43), layout);
+    const auto p = test::with_layout(test::random_problem(4, 24, 2, 17, 8, 43), layout);
+    const std::size_t n = p.corpus.num_sentences();
     struct Case {
       const char* algo;
       std::size_t batch;
@@ -56,14 +56,12 @@ TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
                           Case{"saga", 1, Sampling::uniform},  // queued on the device (incremental_schedule)
                           Case{"saga", 2, Sampling::lipschitz}, Case{"sgd-l1", 2, Sampling::mixed},
                           Case{"adf", 3, Sampling::mixed}, Case{"ap", 2, Sampling::mixed},
-                          Case{"ap", 1, Sampling::mixed},  // without edges: runs (perceptron_steps) taken at the stop
+                          Case{"ap", 1, Sampling::mixed},  // runs (perceptron_steps), taken at the stop
                           Case{"l2sgd", 1, Sampling::mixed}, Case{"mira", 1, Sampling::mixed},
                           Case{"pa", 1, Sampling::mixed},  // the step and its loss sum on the device (peer_step)
                           Case{"arow", 1, Sampling::mixed}, Case{"pa", 3, Sampling::mixed},  // and a batch's
                           Case{"arow", 5, Sampling::mixed}}) {
       if (!schedule_share(index++)) continue;
-      const auto& p = std::string(c.algo) == "ap" && c.batch == 1 ? plain : edges;
-      const std::size_t n = p.corpus.num_sentences();
       SCOPED_TRACE(::testing::Message() << c.algo << " batch " << c.batch << " " << name_of(c.sampling) << " "
                                         << layout);
       TrainOptions o = test::resume_options(c.algo);
