@@ -18,8 +18,10 @@
 #include "batch_kernels.cuh"
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
+#include "peer_step.cuh"
 #include "rule_term.cuh"
 #include "rules/rule_set.hpp"
+#include "run_kernels.cuh"
 #include "vector_ops.cuh"
 
 namespace crfx::cuda::detail {
@@ -28,19 +30,6 @@ namespace {
 // peer_'s layout: two reductions (kRedBlocks partials, then the sum), then the step's scalars.
 constexpr std::size_t kDot = 0, kSecond = kRedBlocks + 1, kScalars = 2 * (kRedBlocks + 1);
 constexpr std::size_t kTau = 0, kUTau = 1, kGate = 2, kLoss = 3, kPeerSize = kScalars + 4;
-
-/// PeerStep's numbers (no vector) and u's scale, as launch parameters; mira's sentence and state.
-struct PeerParams {
-  bool arow;
-  int pa_type;
-  double c, gamma, u_scale;
-  bool error_sensitive;
-  bool mira;
-  float mira_c;
-  std::uint32_t sid;
-  float* bounds;          // [sentences] mira's B_i
-  std::uint32_t* shrink;  // [sentences] mira's epochs decoded right running
-};
 
 /// mira's step scalars (its update() and decoded()): the shrinking count, μ by mira_step with
 /// B_i and K (the loss slot) on the device, the gate μ > 1e-10.
@@ -71,42 +60,14 @@ __global__ void peer_scalars_kernel(PeerParams p, const std::uint32_t* wrong, do
     out[kGate] = 0.0;
     return;
   }
-  const double dot = s[kDot + kRedBlocks], second = s[kSecond + kRedBlocks];
-  double loss = 0, a = 0;
-  if (p.arow) {
-    loss = arow_loss(dot, d);
-    a = arow_alpha(loss, p.gamma, second);
-    out[kGate] = 1.0;
-  } else {
-    loss = passive_aggressive_loss(dot, d, p.error_sensitive);
-    a = passive_aggressive_tau(p.pa_type, loss, second, p.c);
-    out[kGate] = a != 0 ? 1.0 : 0.0;
-  }
-  out[kTau] = a;
-  out[kUTau] = mul_rn(p.u_scale, a);
-  out[kLoss] = out[kLoss] + loss;
+  const PeerScalars k = peer_scalars(p, d, s[kDot + kRedBlocks], s[kSecond + kRedBlocks]);
+  out[kGate] = k.gate ? 1.0 : 0.0;
+  out[kTau] = k.tau;
+  out[kUTau] = mul_rn(p.u_scale, k.tau);
+  out[kLoss] = out[kLoss] + k.loss;
 }
 
 __global__ void set_loss_kernel(double* s, double value) { s[kScalars + kLoss] = value; }
-
-/// ArowUpdateRule (α = *alpha) over the support where *gate ≠ 0, as apply_rule's map runs it.
-struct PeerArowOp {
-  const std::size_t* idx;
-  const double* val;
-  double* w;
-  double* variance;
-  const double* alpha;
-  double gamma;
-  const double* gate;
-  __device__ void operator()(std::size_t j) const {
-    if (*gate == 0) return;
-    ArowUpdateRule rule;
-    rule.alpha = *alpha;
-    rule.gamma = gamma;
-    double* p[2] = {w + idx[j], variance + idx[j]};
-    rule(val[j], p);
-  }
-};
 
 }  // namespace
 
@@ -143,6 +104,31 @@ void CudaBackend::mira_state(float* bounds, std::uint32_t* shrink, std::size_t n
   CRFX_CUDA_CHECK(
       cudaMemcpyAsync(shrink, mira_shrink_.get(), n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream_));
   sync();
+}
+
+bool CudaBackend::peer_steps(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
+                             double t0, SparseVector& scratch) {
+  const CudaCorpus& c = C(bc);
+  if (runs_refused(c) || step.mira) return false;  // (mira: its bounds and shrinking a sentence's)
+  if (step.arow && (!step.variance || step.variance->size() != w.size())) return false;
+  if (span.count == 0) return true;  // (the trainer's question)
+  PeerRun q{run_params(c, span, w, step.arow ? nullptr : u), {}, nullptr, nullptr, nullptr, nullptr, nullptr};
+  q.step.arow = step.arow;
+  q.step.pa_type = step.pa_type;
+  q.step.c = step.c;
+  q.step.gamma = step.gamma;
+  q.step.error_sensitive = step.error_sensitive;
+  q.variance = step.arow ? P(*step.variance) : nullptr;
+  CudaSparse& x = X(scratch);  // Δ over the sentence's compact support
+  x.reserve(sentence_plans_.most_compact);
+  x.n = x.end = 0;
+  q.gofs = sentence_plans_.gofs.get();
+  q.idx = x.index.get();
+  q.val = x.value.get();
+  if (peer_.size() == 0) set_peer_loss(0.0);
+  q.loss = peer_.get() + kScalars + kLoss;
+  for_each_run(span, t0, q.run, [&] { launch_peer_run(q, stream_); });
+  return true;
 }
 
 bool CudaBackend::peer_step(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,

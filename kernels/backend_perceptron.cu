@@ -19,6 +19,7 @@
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
 #include "perceptron_kernels.cuh"
+#include "run_kernels.cuh"
 #include "vector_ops.cuh"
 
 namespace crfx::cuda::detail {
@@ -77,10 +78,7 @@ bool CudaBackend::perceptron_step(const BackendCorpus& bc, SentenceSpan span, Ve
   return perceptron_batch(c, span, w, u, u_scale);
 }
 
-bool CudaBackend::perceptron_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double t0) {
-  const CudaCorpus& c = C(bc);
-  if (c.stream || !dims_.transitions || dims_.L > kRunMaxL) return false;
-  if (span.count == 0) return true;  // (the trainer's question)
+PerceptronRun CudaBackend::run_params(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u) {
   if (w.size() != dims_.num_weights() || (u && u->size() != w.size()))
     throw Error("internal: weight vector size mismatch");
   if (rows_cap_ == 0) throw Error("CUDA backend: no device workspace (a device allocation failed earlier)");
@@ -107,12 +105,19 @@ bool CudaBackend::perceptron_steps(const BackendCorpus& bc, SentenceSpan span, V
   r.u = u ? P(*u) : nullptr;
   r.S = S_.get();
   r.back = back_.get();
-  for (std::size_t begin = 0; begin < span.count; begin += kRunIds) {
-    r.steps = std::min(kRunIds, span.count - begin);
-    for (std::size_t i = 0; i < r.steps; ++i) r.ids[i] = span[begin + i];
-    r.t0 = t0 + double(begin);
-    launch_perceptron_run(r, stream_);
-  }
+  return r;
+}
+
+bool CudaBackend::runs_refused(const CudaCorpus& c) const {
+  return c.stream || !dims_.transitions || dims_.L > kRunMaxL;
+}
+
+bool CudaBackend::perceptron_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double t0) {
+  const CudaCorpus& c = C(bc);
+  if (runs_refused(c)) return false;
+  if (span.count == 0) return true;  // (the trainer's question)
+  PerceptronRun r = run_params(c, span, w, u);
+  for_each_run(span, t0, r, [&] { launch_perceptron_run(r, stream_); });
   return true;
 }
 

@@ -13,7 +13,7 @@
 //   backend_sag.cu       SAG / SAGA
 //   backend_plans.cu     span plans (SAG and evaluate_sparse), every sentence's made once
 //   backend_sparse.cu    the stochastic trainers' sparse primitives
-//   backend_perceptron.cu  ap's step on the device (perceptron_kernels.cu: Δ, the updates)
+//   backend_perceptron.cu  ap's step on the device (perceptron_kernels.cu: Δ, the updates; run_kernels.cu: runs)
 //   backend_sgd_search.cu  sgd-l1's heuristic line search on the device (sgd_search_kernels.cu)
 //   backend_stream.cu    a corpus larger than the device: its chunk plan, pinned copy and passes
 //   corpus_stream.cuh    CorpusArrays (what a chunk's kernels read) and CorpusStream
@@ -137,6 +137,8 @@
 #include "sgd_search_kernels.cuh"
 
 namespace crfx::cuda::detail {
+
+struct PerceptronRun;  // run_kernels.cuh
 
 // ---- backend objects -------------------------------------------------------------------------
 
@@ -301,9 +303,12 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// nothing read back (backend_perceptron.cu; a batch: perceptron_batch, Δ in pc_dense_).
   bool perceptron_step(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double u_scale,
                        SparseVector& delta) override;
-  /// ap's steps at batch size 1 in runs of kRunIds, one launch each (launch_perceptron_run): a
-  /// resident corpus, transitions on, L ≤ kRunMaxL (backend_perceptron.cu).
+  /// ap's, pa's and arow's steps at batch size 1 in runs of kRunIds, one launch each
+  /// (run_kernels.cuh): a resident corpus, transitions on, L ≤ kRunMaxL (runs_refused;
+  /// backend_perceptron.cu, backend_peer.cu).
   bool perceptron_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, Vector* u, double t0) override;
+  bool peer_steps(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u, double t0,
+                  SparseVector& scratch) override;
   /// pa's and arow's step on a span as perceptron_step's, mira's on one sentence (backend_peer.cu);
   /// ℓ summed in peer_.
   bool peer_step(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
@@ -466,6 +471,10 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// x ← S({sid}) with zero values (support_host and upload_sparse's result) from the plans made
   /// once: the indices expanded on the device, nothing copied. (backend_plans.cu)
   void sentence_support(const CudaCorpus& c, std::uint32_t sid, CudaSparse& x);
+  /// Whether the corpus or the model rules runs out (perceptron_steps, peer_steps); a run's
+  /// parameters but its sentences, the sentences checked (backend_perceptron.cu).
+  bool runs_refused(const CudaCorpus& c) const;
+  PerceptronRun run_params(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u);
   /// perceptron_step's decode of a span that one chunk holds (false: refused, nothing queued); a
   /// sentence alone: S({sid}) and Δ into x, its mistakes into mistakes_. (backend_perceptron.cu)
   bool decode_on_device(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u, CudaSparse& x);

@@ -8,54 +8,14 @@
 #include <cstdint>
 #include <string>
 
-#include "chain_kernels.cuh"
 #include "common.cuh"
 #include "crfx/errors.hpp"
-#include "decode_kernels.cuh"
 #include "device_buffer.cuh"
 #include "launch.cuh"
 #include "perceptron_kernels.cuh"
 
 namespace crfx::cuda::detail {
 namespace {
-
-/// Whether rows r − 1 and r carry the same label pair in gold and prediction (r ≥ 1).
-__device__ bool same_pair(const DecodedRows& d, std::size_t r) {
-  return d.gold[d.row_tok[r - 1]] == d.pred[r - 1] && d.gold[d.row_tok[r]] == d.pred[r];
-}
-
-/// Weight slot j's sum over one sentence's rows for its group gid (oofs: the group's entry in
-/// the sentence's plan, [oofs[0], oofs[1]) its occurrences), going on from acc: the gold slot
-/// gets +x, the predicted one −x, at every position whose labels differ — a state group at its
-/// occurrences' rows (slot: the label), the transitions at every row r ≥ 1 (slot: y_{r−1}·L +
-/// y_r, x = 1), an edge group at its occurrences' rows (r ≥ 1 only: the plan has no others).
-/// The one sum of both kernels below: the same additions in the same order.
-__device__ double sentence_sum(const WeightGroups& gl, std::uint32_t gid, std::size_t j, const DecodedRows& d,
-                               const std::uint32_t* oofs, const std::uint32_t* onew, const double* oval,
-                               double scale, double acc) {
-  const std::size_t L = gl.L;
-  auto add = [&](std::size_t gold, std::size_t pred, double x) {
-    if (gold == j) acc = __dadd_rn(acc, x);
-    if (pred == j) acc = __dadd_rn(acc, -x);
-  };
-  if (gid == gl.A) {
-    for (std::size_t r = 1; r < d.rows; ++r)
-      if (!same_pair(d, r))
-        add(d.gold[d.row_tok[r - 1]] * L + d.gold[d.row_tok[r]], d.pred[r - 1] * L + d.pred[r], scale);
-  } else {
-    for (std::uint32_t o = oofs[0]; o < oofs[1]; ++o) {
-      const std::size_t r = onew[o];
-      const double x = __dmul_rn(scale, oval[o]);
-      const std::uint32_t y = d.gold[d.row_tok[r]], p = d.pred[r];
-      if (gid < gl.A) {
-        if (y != p) add(y, p, x);
-      } else if (!same_pair(d, r)) {
-        add(d.gold[d.row_tok[r - 1]] * L + y, d.pred[r - 1] * L + p, x);
-      }
-    }
-  }
-  return acc;
-}
 
 /// out (compact) ← each weight's sum over one sentence (block per planned group, threads over
 /// its weights).
@@ -140,78 +100,6 @@ __global__ void __launch_bounds__(256) apply_difference_kernel(WeightGroups gl, 
   }
 }
 
-constexpr unsigned kRunThreads = 256, kRunWarps = kRunThreads / 32;
-
-/// One block takes the run's steps in turn, each as perceptron_step's launches take it: τ at w
-/// (dense_row_entry), the emissions (a warp a row), the edge rows' τ_t (edge_entry), Viterbi (its
-/// last two rows in shared memory),
-/// the mistakes, and where there is one, per weight of the sentence's plan (a warp a group) its Δ
-/// (sentence_sum) added to w and, times t0 + i, to u. The barrier that ends a step makes the next
-/// read the weights it left.
-__global__ void __launch_bounds__(kRunThreads) perceptron_run_kernel(PerceptronRun p) {
-  const unsigned L = unsigned(p.gl.L), tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const std::size_t LL = std::size_t(L) * L;
-  CRFX_DYNAMIC_SHARED(double, smem);
-  double* M = smem;            // [L][L] τ at w
-  double* rows = M + LL;       // [2][L] Viterbi's rows t − 1 and t
-  double* acc = rows + 2 * L;  // [kRunWarps][L] a sparse layout's emission sums
-  __shared__ int wrong;
-  const BatchPlans& t = p.t;
-  for (std::size_t i = 0; i < p.steps; ++i) {
-    const std::uint32_t sid = p.ids[i];
-    const std::size_t tok0 = t.sent_off[sid], T = t.sent_off[sid + 1] - tok0;
-    for (std::size_t j = tid; j < LL; j += kRunThreads) M[j] = dense_row_entry(p.gl, p.gl.A, j, p.w);
-    for (std::size_t r0 = 0; r0 < T; r0 += kRunWarps) {  // (every warp the same number of rounds)
-      const std::size_t r = r0 + warp;
-      const bool live = r < T;
-      const std::size_t k0 = live ? p.state_off[tok0 + r] : 0, k1 = live ? p.state_off[tok0 + r + 1] : 0;
-      emission_row<32>(L, live, k0, k1, lane, p.state_ids, p.state_vals, p.w, p.gl, acc + warp * L, p.S + r * L);
-    }
-    if (tid == 0) wrong = 0;
-    __syncthreads();
-    if (T == 0) continue;  // (block-uniform) no path, no mistake
-    for (std::size_t r = 1; p.edge_off && r < T; ++r)  // τ_t at the rows with edge items
-      if (row_has_edge(p.edge_off, tok0 + r, r))
-        for (std::size_t j = tid; j < LL; j += kRunThreads)
-          p.edge[r * LL + j] = edge_entry(p.gl, M[j], j, p.edge_off[tok0 + r], p.edge_off[tok0 + r + 1], p.edge_ids,
-                                          p.edge_vals, p.w);
-    for (unsigned y = tid; y < L; y += kRunThreads) rows[y] = p.S[y];
-    __syncthreads();
-    for (std::size_t r = 1; r < T; ++r) {
-      const double* dp = rows + ((r - 1) & 1) * L;
-      for (unsigned yc = tid; yc < L; yc += kRunThreads) {
-        double best;
-        std::uint32_t arg;
-        best_predecessor(dp, row_has_edge(p.edge_off, tok0 + r, r) ? p.edge + r * LL : M, int(L), int(yc), best, arg);
-        rows[(r & 1) * L + yc] = best + p.S[r * L + yc];
-        p.back[r * L + yc] = arg;
-      }
-      __syncthreads();
-    }
-    if (tid == 0) backtrack(rows + ((T - 1) & 1) * L, p.back, int(L), T, p.path);
-    __syncthreads();
-    for (std::size_t r = tid; r < T; r += kRunThreads)
-      if (t.gold[tok0 + r] != t.pred[r]) wrong = 1;  // (every writer writes 1)
-    __syncthreads();
-    if (wrong) {
-      const DecodedRows d{t.tokens + tok0, t.gold, t.pred, T};
-      const std::size_t g0 = t.gbase[sid], ng = t.gbase[sid + 1] - g0, o0 = t.obase[sid];
-      const double a = p.t0 + double(i);
-      for (std::size_t q = warp; q < ng; q += kRunWarps) {
-        const std::uint32_t gid = t.groups[g0 + q];
-        const std::size_t b = p.gl.begin(gid), size = p.gl.size(gid);
-        for (std::size_t c = lane; c < size; c += 32) {
-          const double delta = sentence_sum(p.gl, gid, p.gl.slot(b + c, gid), d, t.oofs + g0 + sid + q,
-                                            t.onew + o0, t.oval + o0, 1.0, 0.0);
-          p.w[b + c] += 1.0 * delta;  // (gated_axpy's expressions: w's a = 1, u's a = t − 1)
-          if (p.u && a != 0) p.u[b + c] += a * delta;
-        }
-      }
-    }
-    __syncthreads();
-  }
-}
-
 /// The launch parameters of a chunk plan (launch_chunk_from_ids): 2 KiB.
 struct ChunkIds {
   std::uint32_t sent[kChunkIds], order[kChunkIds];
@@ -257,14 +145,6 @@ void launch_apply_difference(const WeightGroups& gl, const std::uint32_t* groups
   if (count == 0) return;
   CRFX_LAUNCH(apply_difference_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, groups, count, G,
               w, u, a, gate);
-}
-
-void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s) {
-  const std::size_t L = p.gl.L;
-  if (p.steps == 0) return;
-  if (p.steps > kRunIds || L > kRunMaxL) throw Error("internal: a perceptron run beyond its launch's bounds");
-  const std::size_t smem = (L * L + (2 + kRunWarps) * L) * sizeof(double);
-  CRFX_LAUNCH(perceptron_run_kernel, 1, int(kRunThreads), smem, s, p);
 }
 
 void launch_chunk_from_ids(const std::uint32_t* ids, const std::uint32_t* launch_order, std::size_t n,

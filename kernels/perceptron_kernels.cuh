@@ -23,6 +23,45 @@ struct DecodedRows {
   std::size_t rows;
 };
 
+/// Whether rows r − 1 and r carry the same label pair in gold and prediction (r ≥ 1).
+__device__ inline bool same_pair(const DecodedRows& d, std::size_t r) {
+  return d.gold[d.row_tok[r - 1]] == d.pred[r - 1] && d.gold[d.row_tok[r]] == d.pred[r];
+}
+
+/// Weight slot j's sum over one sentence's rows for its group gid (oofs: the group's entry in
+/// the sentence's plan, [oofs[0], oofs[1]) its occurrences), going on from acc: the gold slot
+/// gets +x, the predicted one −x, at every position whose labels differ — a state group at its
+/// occurrences' rows (slot: the label), the transitions at every row r ≥ 1 (slot: y_{r−1}·L +
+/// y_r, x = 1), an edge group at its occurrences' rows (r ≥ 1 only: the plan has no others).
+/// The one sum of the difference kernels (perceptron_kernels.cu) and the runs (run_kernels.cu):
+/// the same additions in the same order.
+__device__ inline double sentence_sum(const WeightGroups& gl, std::uint32_t gid, std::size_t j, const DecodedRows& d,
+                               const std::uint32_t* oofs, const std::uint32_t* onew, const double* oval,
+                               double scale, double acc) {
+  const std::size_t L = gl.L;
+  auto add = [&](std::size_t gold, std::size_t pred, double x) {
+    if (gold == j) acc = __dadd_rn(acc, x);
+    if (pred == j) acc = __dadd_rn(acc, -x);
+  };
+  if (gid == gl.A) {
+    for (std::size_t r = 1; r < d.rows; ++r)
+      if (!same_pair(d, r))
+        add(d.gold[d.row_tok[r - 1]] * L + d.gold[d.row_tok[r]], d.pred[r - 1] * L + d.pred[r], scale);
+  } else {
+    for (std::uint32_t o = oofs[0]; o < oofs[1]; ++o) {
+      const std::size_t r = onew[o];
+      const double x = __dmul_rn(scale, oval[o]);
+      const std::uint32_t y = d.gold[d.row_tok[r]], p = d.pred[r];
+      if (gid < gl.A) {
+        if (y != p) add(y, p, x);
+      } else if (!same_pair(d, r)) {
+        add(d.gold[d.row_tok[r - 1]] * L + y, d.pred[r - 1] * L + p, x);
+      }
+    }
+  }
+  return acc;
+}
+
 /// out (compact, per planned group) = scale · Σ over the span's positions whose labels differ:
 /// +x at the gold slot, −x at the predicted one, in (sentence, token, item) order — exactly
 /// add_feature_difference's sums (host/backend/span_groups.cpp) — for the `count` groups of a
@@ -72,41 +111,6 @@ void launch_batch_difference(const WeightGroups& gl, const BatchRows& r, std::si
 /// whole sum at its first and zeros after, which left w and u as they were (no sum is −0).
 void launch_apply_difference(const WeightGroups& gl, const std::uint32_t* groups, std::size_t count, double* G,
                              double* w, double* u, double a, const std::uint32_t* gate, cudaStream_t s);
-
-/// Sentences a run of perceptron steps takes in one launch (their ids are its launch parameters:
-/// 2 KiB), and the label counts it takes (τ, Viterbi's last two rows and a sparse layout's emission
-/// sums in shared memory: ≤ 38 KB at L = 64).
-inline constexpr std::size_t kRunIds = 512;
-inline constexpr std::size_t kRunMaxL = 64;
-
-/// ap's steps at batch size 1 over `steps` sentences in a row (launch_perceptron_run, by value):
-/// each the step perceptron_step takes on one sentence — Viterbi at w, and where the path has a
-/// mistake w += Δ and u += (t0 + i)·Δ for the run's i-th (nothing to u where t0 + i is 0).
-struct PerceptronRun {
-  std::uint32_t ids[kRunIds];  // the sentences, in step order
-  std::size_t steps;
-  double t0;                   // the trainer's steps before the run's first
-  WeightGroups gl;             // device groups (the transitions' row: group gl.A)
-  const std::size_t* state_off;
-  const std::uint32_t* state_ids;
-  const double* state_vals;    // or null (binary attributes)
-  const std::size_t* edge_off;  // null: no edge attributes
-  const std::uint32_t* edge_ids;
-  const double* edge_vals;
-  double* edge;                // [longest sentence][L][L] τ_t at its rows with edge items
-  BatchPlans t;                // the plans made once, sent_off and gold; t.pred: the path, read
-  std::uint32_t* path;         // [longest sentence] the path written (t.pred)
-  double* w;
-  double* u;                   // null: no averaging
-  double* S;                   // [longest sentence][L] its emissions
-  std::uint32_t* back;         // [longest sentence][L] Viterbi's predecessors
-};
-
-/// The run in one launch of one block (issue 37: at batch size 1 a step was ~11 launches).
-/// Bitwise the steps of perceptron_step one sentence at a time: the same sums in the same order
-/// (emission_row, best_predecessor, backtrack, the difference's sentence sums, the updates'
-/// expressions, edge_entry). The layout's transitions must be on, L ≤ kRunMaxL.
-void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s);
 
 /// A chunk plan of n ≤ kChunkIds sentences — sent = ids, order = the launch order, slots the
 /// cumulative lengths from sent_off — written on the device from launch parameters: nothing

@@ -15,8 +15,8 @@
 // a forward-only evaluation (m/N per batch). Where the backend can (SparseGradients::
 // perceptron_step: the CUDA backend, batches of up to 256 sentences) the decode, Δ and both
 // updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37);
-// at batch size 1 the steps go to it in runs (SparseGradients::perceptron_steps: the CUDA backend
-// takes a few hundred in one launch); pa's and arow's steps too, at any batch size ap's takes, and mira's sentence steps
+// at batch size 1 the steps go to it in runs (SparseGradients::perceptron_steps, peer_steps: the
+// CUDA backend takes a few hundred in one launch); pa's and arow's steps too, at any batch size ap's takes, and mira's sentence steps
 // (SparseGradients::peer_step; their loss, or mira's state, read back at the epoch's end).
 #include <cmath>
 #include <cstdio>
@@ -82,9 +82,9 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   };
   restore(state);
 
-  // ap at batch size 1 where the backend runs steps in a row: the epoch's sentences are counted and
-  // polled for as they come, and taken from run_start to done at the epoch's end or a stop (take_run).
-  const bool runs = batch == 1 && adds_difference() && take_run(b, corpus, {}, w, u.get(), 0.0);
+  // ap, pa, arow at batch size 1 where the backend runs steps in a row: the epoch's sentences are
+  // counted and polled for as they come, and taken from run_start to done at its end or a stop.
+  const bool runs = batch == 1 && run_step(opt) && take_run(obj, {}, w, u.get(), 0.0, *delta, loss);
   stop_reason_ = stop_at_limit("epochs", opt.epochs);
   for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
     if (done == 0) {  // (resumed inside the epoch: its permutation and loss are restored)
@@ -104,7 +104,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       }
       done = start + m;
       if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
-        if (runs) take_run(b, corpus, {perm.data() + run_start, done - run_start}, w, u.get(), run_t0);
+        if (runs) take_run(obj, {perm.data() + run_start, done - run_start}, w, u.get(), run_t0, *delta, loss);
         average();
         Progress pr = progress_within(epoch, done, n, obj, model, 0.0, clock);
         pr.state = &state;
@@ -114,7 +114,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
         return std::numeric_limits<double>::quiet_NaN();
       }
     }
-    if (runs) take_run(b, corpus, {perm.data() + run_start, done - run_start}, w, u.get(), run_t0);
+    if (runs) take_run(obj, {perm.data() + run_start, done - run_start}, w, u.get(), run_t0, *delta, loss);
     done = 0;
     sync_device(b, loss);
     end_epoch();
@@ -132,9 +132,25 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   return f;
 }
 
-bool MistakeDrivenTrainer::take_run(Backend& b, const BackendCorpus& corpus, SentenceSpan run, Vector& w, Vector* u,
-                                    double t0) {
-  const bool taken = sparse_gradients(b).perceptron_steps(corpus, run, w, u, t0);
+bool MistakeDrivenTrainer::run_step(const TrainOptions& opt) {
+  if (adds_difference()) return true;  // ap: perceptron_steps
+  run_peer_ = PeerStep{};
+  return device_step(opt, run_peer_) && !run_peer_.mira;  // (mira's bounds and shrinking: a sentence's)
+}
+
+bool MistakeDrivenTrainer::take_run(Objective& obj, SentenceSpan run, Vector& w, Vector* u, double t0,
+                                    SparseVector& scratch, double& loss) {
+  SparseGradients& sg = sparse_gradients(obj.backend());
+  bool taken = false;
+  if (adds_difference()) {
+    taken = sg.perceptron_steps(obj.corpus(), run, w, u, t0);
+  } else {
+    if (run.count && !on_device_) {  // the epoch's loss so far goes with the steps (from_device: back)
+      to_device(sg, loss);
+      on_device_ = true;
+    }
+    taken = sg.peer_steps(obj.corpus(), run, run_peer_, w, u, t0, scratch);
+  }
   if (run.count && !taken) throw Error(std::string("internal: ") + name_ + "'s backend refused a run of steps it had accepted");
   return taken;
 }

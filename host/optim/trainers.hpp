@@ -77,9 +77,13 @@ class MistakeDrivenTrainer : public Trainer {
   /// Whether update() is w += Δ (τ = 1, no loss) and decoded() reads nothing (ap): then a
   /// backend may take the whole step on its device (SparseGradients::perceptron_step).
   virtual bool adds_difference() const { return false; }
-  /// ap's steps at batch size 1 on `run` (the first step t0 + 1) in one call where the backend
-  /// runs them in a row (SparseGradients::perceptron_steps); an empty run asks whether it does.
-  bool take_run(Backend& b, const BackendCorpus& corpus, SentenceSpan run, Vector& w, Vector* u, double t0);
+  /// The steps at batch size 1 on `run` (the first step t0 + 1) in one call where the backend runs
+  /// them in a row (SparseGradients::perceptron_steps for ap, peer_steps for pa and arow with the
+  /// epoch's `loss` on the device); an empty run asks whether it does. run_step: whether the
+  /// trainer's steps go in runs (not mira's), its PeerStep set.
+  bool run_step(const TrainOptions& opt);
+  bool take_run(Objective& obj, SentenceSpan run, Vector& w, Vector* u, double t0, SparseVector& scratch,
+                double& loss);
   /// Whether update() is pa's, arow's or mira's (their options into step): then a backend may take
   /// a sentence's step on its device (SparseGradients::peer_step), the loss summed there.
   virtual bool device_step(const TrainOptions& opt, PeerStep& step) const {
@@ -124,6 +128,7 @@ class MistakeDrivenTrainer : public Trainer {
   void sync_device(Backend& b, double& loss);
 
   const char* name_;
+  PeerStep run_peer_;  // run_step's
   bool on_device_ = false;  // the state is the device's (peer_step: the epoch's loss, mira's), not the host's
   bool device_refused_ = false;  // peer_step refused right after to_device: the host's steps
 };

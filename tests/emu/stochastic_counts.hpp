@@ -1,18 +1,34 @@
 // crfx — what the emulated device counts of a stochastic trainer's epochs (issue 37): the
 // copies, synchronisations and launches the host asks of the device per epoch, for
-// test_stochastic_shape.cpp and test_stochastic_batches.cpp.
+// test_stochastic_shape.cpp and test_stochastic_batches.cpp; the step tests' start (DeviceStart).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "../gpu/gpu_check.hpp"
 #include "crfx/internal/trainer.hpp"
 #include "emu/emu_launch.hpp"
 
 namespace crfx::test {
+
+/// The step tests' start on the emulated device: a GPU backend with the problem uploaded, w = w0,
+/// u = 0, Σ's diagonal at 0.7 (arow's) and a sparse scratch.
+struct DeviceStart {
+  BackendPtr b;
+  BackendCorpusPtr corpus;
+  VectorPtr w, u, variance;
+  SparseVectorPtr delta;
+  DeviceStart(const RandomProblem& p, const std::vector<double>& w0)
+      : b(gpu_backend(p.dims)), corpus(b->upload(p.corpus)), w(to_backend(*b, w0)), u(b->vector(w0.size())),
+        variance(b->vector(w0.size())), delta(b->sparse()->sparse_vector()) {
+    b->fill(*variance, 0.7);
+  }
+  SparseGradients& sg() { return *b->sparse(); }
+};
 
 struct EpochCounts {
   emu::HostCounters epoch[2];  // each of two epochs

@@ -49,6 +49,8 @@ TEST(StochasticShape, PeerCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
       EXPECT_LE(large.epoch[e].to_device, (e == 0 ? 16u : 4u) + c.extra);
       EXPECT_LE(large.epoch[e].to_host, 4u + c.extra);
       EXPECT_LE(large.epoch[e].launches, 20 * large.steps) << "launches per step bounded";
+      // pa's and arow's steps go in runs (peer_steps): 30 and 300 steps launch as many kernels.
+      if (!c.extra) { EXPECT_EQ(large.epoch[e].launches, small.epoch[e].launches) << "a run"; }
     }
     const std::string key = std::string(c.algo) + "_E" + std::to_string(c.E);
     RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
@@ -70,15 +72,13 @@ struct PeerRun {
 };
 PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep step, bool on_device,
                  std::size_t steps, std::size_t batch = 1) {
-  BackendPtr b = gpu_backend(p.dims);
-  auto corpus = b->upload(p.corpus);
-  SparseGradients& sg = *b->sparse();
-  auto w = to_backend(*b, w0);
-  auto u = b->vector(w0.size());
-  auto variance = b->vector(w0.size());
-  b->fill(*variance, 0.7);
-  if (step.arow) step.variance = variance.get();
-  auto delta = sg.sparse_vector();
+  DeviceStart d(p, w0);
+  Backend* b = d.b.get();
+  BackendCorpus* corpus = d.corpus.get();
+  SparseGradients& sg = d.sg();
+  Vector *w = d.w.get(), *u = d.u.get(), *variance = d.variance.get();
+  SparseVector* delta = d.delta.get();
+  if (step.arow) step.variance = variance;
   std::vector<std::uint32_t> labels(p.corpus.num_tokens());
   const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
   PeerRun out;
@@ -100,7 +100,7 @@ PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep
       std::swap(ids[i], ids[i + (x >> 8) % (n - i)]);
     }
     const SentenceSpan span = batch > 1 ? SentenceSpan{ids.data(), batch} : SentenceSpan{&sid, 1};
-    Vector* ut = t > 1 && !step.arow ? u.get() : nullptr;
+    Vector* ut = t > 1 && !step.arow ? u : nullptr;
     const double a = double(t) * 0.75 - 0.5;  // not an integer: u's products round
     if (on_device) {
       EXPECT_TRUE(sg.peer_step(*corpus, span, step, *w, ut, a, *delta)) << "no device path for the span";
@@ -111,7 +111,7 @@ PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep
     if (step.mira) shrink[sid] = wrong ? 0 : shrink[sid] + 1;  // mira's decoded()
     if (!wrong) continue;
     ++out.mistaken;
-    const double margin = map_reduce(*b, SparseDotRule{}, {*w}, delta.get());
+    const double margin = map_reduce(*b, SparseDotRule{}, {*w}, delta);
     if (step.mira) {  // mira's update()
       const double mu = mira_step(double(wrong), -margin, sg.sparse_penalty(*delta, 0.0, 1.0), step.mira_c,
                                   bounds[sid], loss);
@@ -121,9 +121,9 @@ PeerRun run_peer(const RandomProblem& p, const std::vector<double>& w0, PeerStep
     if (step.arow) {
       const double l = arow_loss(margin, wrong);
       ArowUpdateRule rule;
-      rule.alpha = arow_alpha(l, step.gamma, map_reduce(*b, ArowVarianceRule{}, {*variance}, delta.get()));
+      rule.alpha = arow_alpha(l, step.gamma, map_reduce(*b, ArowVarianceRule{}, {*variance}, delta));
       rule.gamma = step.gamma;
-      map(*b, rule, {*w, *variance}, delta.get());
+      map(*b, rule, {*w, *variance}, delta);
       loss += l;
       continue;
     }
@@ -223,6 +223,57 @@ TEST(StochasticShape, ArowStepOnTheDeviceEqualsThePrimitives) {
     });
     if (batch == 1) { EXPECT_GT(right, 0u) << "no step whose path was right: the gate untested"; }
   }
+}
+
+/// w, u (pa), Σ's diagonal (arow) and the loss sum after pa's or arow's steps at batch size 1 on
+/// `sids` from w0 and a loss sum of 0.25: one peer_step a sentence (u scaled by t0 + i, not updated
+/// where that is 0), or all of them in runs (peer_steps).
+std::vector<std::vector<double>> run_peer_steps(const RandomProblem& p, const std::vector<double>& w0, PeerStep step,
+                                                const std::vector<std::uint32_t>& sids, double t0, bool runs) {
+  DeviceStart d(p, w0);
+  SparseGradients& sg = d.sg();
+  if (step.arow) step.variance = d.variance.get();
+  sg.set_peer_loss(0.25);
+  Vector* uu = step.arow ? nullptr : d.u.get();
+  if (runs) {
+    EXPECT_TRUE(sg.peer_steps(*d.corpus, SentenceSpan{sids.data(), sids.size()}, step, *d.w, uu, t0, *d.delta));
+  } else {
+    for (std::size_t i = 0; i < sids.size(); ++i)
+      EXPECT_TRUE(sg.peer_step(*d.corpus, SentenceSpan{&sids[i], 1}, step, *d.w, t0 + double(i) > 0 ? uu : nullptr,
+                               t0 + double(i), *d.delta));
+  }
+  return {to_host(*d.b, *d.w), to_host(*d.b, *d.u), to_host(*d.b, *d.variance), {sg.peer_loss()}};
+}
+
+// pa's and arow's steps at batch size 1 in runs (peer_steps: one launch of one block for up to
+// kRunIds steps, w·Δ and ‖Δ‖² by reduce_on_device's blocks one after another) are the steps one at
+// a time bit for bit — w, u, Σ's diagonal, the loss sum — for each pa type, error-sensitive or not,
+// and arow, in every case of the step tests; and a run of two launches (600 steps).
+TEST(StochasticShape, PeerRunsEqualTheStepsOneByOne) {
+  REQUIRE_GPU();
+  int k = 0;
+  for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
+    PeerStep step;
+    step.arow = k % 4 == 3;
+    step.gamma = 0.3;
+    step.pa_type = k % 3;
+    step.c = 0.05;
+    step.error_sensitive = (k / 4) % 2 == 1;
+    const std::size_t steps = k == 0 ? 600 : 40;
+    ++k;
+    SCOPED_TRACE(::testing::Message() << (step.arow ? "arow" : "pa") << " type " << step.pa_type << " error-sensitive "
+                                      << step.error_sensitive << ", " << steps << " steps");
+    std::vector<std::uint32_t> sids(steps);
+    std::uint32_t x = 99;
+    for (std::uint32_t& id : sids) id = ((x = x * 1103515245u + 12345u) >> 8) % std::uint32_t(p.corpus.num_sentences());
+    const double t0 = k % 2 ? 0.0 : 5.0;
+    const auto one = run_peer_steps(p, w0, step, sids, t0, false), run = run_peer_steps(p, w0, step, sids, t0, true);
+    EXPECT_TRUE(run[0] == one[0]) << "w";
+    EXPECT_TRUE(run[1] == one[1]) << "u";
+    EXPECT_TRUE(run[2] == one[2]) << "Σ's diagonal";
+    EXPECT_EQ(run[3][0], one[3][0]) << "the loss sum";
+    EXPECT_GT(one[3][0], 0.25) << "no step had a loss";
+  });
 }
 
 // mira's step: w, the bounds B_i (clipped at C on some sentences), the shrinking counts and K

@@ -61,12 +61,12 @@ struct PerceptronRun {
 };
 PerceptronRun run_perceptron(const RandomProblem& p, const std::vector<double>& w0, bool on_device, std::size_t steps,
                              std::size_t batch = 1) {
-  BackendPtr b = gpu_backend(p.dims);
-  auto corpus = b->upload(p.corpus);
-  SparseGradients& sg = *b->sparse();
-  auto w = to_backend(*b, w0);
-  auto u = b->vector(w0.size());
-  auto delta = sg.sparse_vector();
+  DeviceStart d(p, w0);
+  Backend* b = d.b.get();
+  BackendCorpus* corpus = d.corpus.get();
+  SparseGradients& sg = d.sg();
+  Vector *w = d.w.get(), *u = d.u.get();
+  SparseVector* delta = d.delta.get();
   std::vector<std::uint32_t> labels(p.corpus.num_tokens());
   const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
   PerceptronRun out;
@@ -80,7 +80,7 @@ PerceptronRun run_perceptron(const RandomProblem& p, const std::vector<double>& 
       std::swap(ids[i], ids[i + (x >> 8) % (n - i)]);
     }
     const SentenceSpan span{ids.data(), batch};
-    Vector* ut = t > 1 ? u.get() : nullptr;
+    Vector* ut = t > 1 ? u : nullptr;
     const double a = double(t) * 0.75 - 0.5;  // not an integer: u's products round
     if (on_device) {
       EXPECT_TRUE(sg.perceptron_step(*corpus, span, *w, ut, a, *delta)) << "no device path for one sentence";
@@ -153,21 +153,16 @@ TEST(StochasticShape, PerceptronRunsEqualTheStepsOneByOne) {
           for (std::uint32_t& id : ids) id %= n;
           std::vector<double> got[2][2];  // [one by one, run][w, u]
           for (int run = 0; run < 2; ++run) {
-            BackendPtr b = gpu_backend(p.dims);
-            auto corpus = b->upload(p.corpus);
-            SparseGradients& sg = *b->sparse();
-            auto w = to_backend(*b, w0);
-            auto u = b->vector(w0.size());
-            auto delta = sg.sparse_vector();
+            DeviceStart d(p, w0);
             if (run) {
-              ASSERT_TRUE(sg.perceptron_steps(*corpus, SentenceSpan{ids.data(), steps}, *w, u.get(), t0));
+              ASSERT_TRUE(d.sg().perceptron_steps(*d.corpus, SentenceSpan{ids.data(), steps}, *d.w, d.u.get(), t0));
             } else {
               for (std::size_t i = 0; i < steps; ++i)
-                ASSERT_TRUE(sg.perceptron_step(*corpus, SentenceSpan{&ids[i], 1}, *w, t0 + double(i) > 0 ? u.get() : nullptr,
-                                               t0 + double(i), *delta));
+                ASSERT_TRUE(d.sg().perceptron_step(*d.corpus, SentenceSpan{&ids[i], 1}, *d.w,
+                                                   t0 + double(i) > 0 ? d.u.get() : nullptr, t0 + double(i), *d.delta));
             }
-            got[run][0] = to_host(*b, *w);
-            got[run][1] = to_host(*b, *u);
+            got[run][0] = to_host(*d.b, *d.w);
+            got[run][1] = to_host(*d.b, *d.u);
           }
           EXPECT_TRUE(got[1][0] == got[0][0]) << "w";
           EXPECT_TRUE(got[1][1] == got[0][1]) << "u";

@@ -400,6 +400,12 @@ class SparseGradients {
   virtual bool perceptron_steps(const BackendCorpus& corpus, SentenceSpan sentences, Vector& w, Vector* u, double t0) {
     return (void)corpus, (void)sentences, (void)w, (void)u, (void)t0, false;
   }
+  /// pa's or arow's steps at batch size 1 as perceptron_steps: the i-th peer_step(sentence i, u_scale
+  /// t0 + i, no u where 0) bitwise, the loss summed with peer_loss's; `scratch` a sparse vector.
+  virtual bool peer_steps(const BackendCorpus& corpus, SentenceSpan sentences, const PeerStep& step, Vector& w,
+                          Vector* u, double t0, SparseVector& scratch) {
+    return (void)corpus, (void)sentences, (void)step, (void)w, (void)u, (void)t0, (void)scratch, false;
+  }
   /// pa's or arow's step on a span (mira's: one sentence) where the backend can keep it on its device,
   /// as perceptron_step: the scalars by host/rules/peer_update.hpp from w·Δ, ‖Δ‖² and the mistakes, the
   /// updates gated and ℓ summed there — bitwise the primitives' path. False, having done nothing.

@@ -1,0 +1,209 @@
+// crfx — the mistake-driven trainers' runs at batch size 1 (declared in run_kernels.cuh; issue 37):
+// one block takes the run's steps one after another, each through the device functions the
+// step's own launches use, with a barrier between the steps so that each reads the weights the
+// last one left. CPU twins: the trainers' steps through the primitives (host/optim/perceptron.cpp,
+// passive_aggressive.cpp, arow.cpp).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+
+#include "chain_kernels.cuh"
+#include "common.cuh"
+#include "crfx/errors.hpp"
+#include "decode_kernels.cuh"
+#include "launch.cuh"
+#include "rule_term.cuh"
+#include "rules/rule_set.hpp"
+#include "run_kernels.cuh"
+#include "vector_ops.cuh"
+
+namespace crfx::cuda::detail {
+namespace {
+
+constexpr unsigned kRunThreads = 256, kRunWarps = kRunThreads / 32;
+static_assert(kRunThreads == unsigned(kRedThreads), "a run's sums are reduce_on_device's blocks, one after another");
+using RunReduce = cub::BlockReduce<double, kRunThreads>;
+
+/// A run's dynamic shared memory: τ at w [L][L], Viterbi's rows t − 1 and t [2][L], a sparse
+/// layout's emission sums [kRunWarps][L].
+struct RunShared {
+  double *M, *rows, *acc;
+};
+__device__ RunShared run_shared(std::size_t L, double* smem) { return {smem, smem + L * L, smem + L * L + 2 * L}; }
+std::size_t run_shared_bytes(std::size_t L) { return (L * L + (2 + kRunWarps) * L) * sizeof(double); }
+
+/// Sentence sid's decode by the whole block, as perceptron_step's launches take it: τ at w
+/// (dense_row_entry), the emissions (a warp a row), the edge rows' τ_t (edge_entry), Viterbi (its
+/// last two rows in shared memory) into p.path. Returns, in every thread, the rows with ŷ ≠ y.
+__device__ std::uint32_t run_decode(const PerceptronRun& p, std::uint32_t sid, const RunShared& sh) {
+  const unsigned L = unsigned(p.gl.L), tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const std::size_t LL = std::size_t(L) * L;
+  __shared__ std::uint32_t wrong;
+  const BatchPlans& t = p.t;
+  const std::size_t tok0 = t.sent_off[sid], T = t.sent_off[sid + 1] - tok0;
+  for (std::size_t j = tid; j < LL; j += kRunThreads) sh.M[j] = dense_row_entry(p.gl, p.gl.A, j, p.w);
+  for (std::size_t r0 = 0; r0 < T; r0 += kRunWarps) {  // (every warp the same number of rounds)
+    const std::size_t r = r0 + warp;
+    const bool live = r < T;
+    const std::size_t k0 = live ? p.state_off[tok0 + r] : 0, k1 = live ? p.state_off[tok0 + r + 1] : 0;
+    emission_row<32>(L, live, k0, k1, lane, p.state_ids, p.state_vals, p.w, p.gl, sh.acc + warp * L, p.S + r * L);
+  }
+  if (tid == 0) wrong = 0;
+  __syncthreads();
+  if (T == 0) return 0;  // (block-uniform) no path, no mistake
+  for (std::size_t r = 1; p.edge_off && r < T; ++r)  // τ_t at the rows with edge items
+    if (row_has_edge(p.edge_off, tok0 + r, r))
+      for (std::size_t j = tid; j < LL; j += kRunThreads)
+        p.edge[r * LL + j] = edge_entry(p.gl, sh.M[j], j, p.edge_off[tok0 + r], p.edge_off[tok0 + r + 1],
+                                        p.edge_ids, p.edge_vals, p.w);
+  for (unsigned y = tid; y < L; y += kRunThreads) sh.rows[y] = p.S[y];
+  __syncthreads();
+  for (std::size_t r = 1; r < T; ++r) {
+    const double* dp = sh.rows + ((r - 1) & 1) * L;
+    const double* M = row_has_edge(p.edge_off, tok0 + r, r) ? p.edge + r * LL : sh.M;
+    for (unsigned yc = tid; yc < L; yc += kRunThreads) {
+      double best;
+      std::uint32_t arg;
+      best_predecessor(dp, M, int(L), int(yc), best, arg);
+      sh.rows[(r & 1) * L + yc] = best + p.S[r * L + yc];
+      p.back[r * L + yc] = arg;
+    }
+    __syncthreads();
+  }
+  if (tid == 0) backtrack(sh.rows + ((T - 1) & 1) * L, p.back, int(L), T, p.path);
+  __syncthreads();
+  for (std::size_t r = tid; r < T; r += kRunThreads)
+    if (t.gold[tok0 + r] != t.pred[r]) atomicAdd(&wrong, 1u);
+  __syncthreads();
+  return wrong;  // (read before the step's last barrier: the next step's reset comes after it)
+}
+
+/// f(j) for each weight of sentence sid's plan, in the plan's order (its compact support's:
+/// group q's weights from gofs[q]), a warp a group: f(j, weight, Δ_weight).
+template <class F>
+__device__ void for_each_difference(const PerceptronRun& p, std::uint32_t sid, const std::size_t* gofs, F f) {
+  const BatchPlans& t = p.t;
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::size_t tok0 = t.sent_off[sid];
+  const DecodedRows d{t.tokens + tok0, t.gold, t.pred, t.sent_off[sid + 1] - tok0};
+  const std::size_t g0 = t.gbase[sid], ng = t.gbase[sid + 1] - g0, o0 = t.obase[sid];
+  for (std::size_t q = warp; q < ng; q += kRunWarps) {
+    const std::uint32_t gid = t.groups[g0 + q];
+    const std::size_t b = p.gl.begin(gid), size = p.gl.size(gid), j0 = gofs ? gofs[g0 + sid + q] : 0;
+    for (std::size_t c = lane; c < size; c += 32)
+      f(j0 + c, b + c,
+        sentence_sum(p.gl, gid, p.gl.slot(b + c, gid), d, t.oofs + g0 + sid + q, t.onew + o0, t.oval + o0, 1.0, 0.0));
+  }
+}
+
+/// Σ f(j) over j < n by reduce_on_device's two passes — its grid's blocks one after another, each
+/// with cub's block reduction — so its bits; returned in every thread.
+template <class F>
+__device__ double run_sum(std::size_t n, const F& f, double* partial, RunReduce::TempStorage& tmp, double* out) {
+  const unsigned tid = threadIdx.x;
+  const std::size_t blocks = n ? min((n + kRunThreads - 1) / kRunThreads, std::size_t(kRedBlocks)) : 0;
+  for (std::size_t b = 0; b < blocks; ++b) {
+    double acc = 0.0;
+    for (std::size_t i = b * kRunThreads + tid; i < n; i += blocks * kRunThreads) acc = SumOp{}(acc, f(i));
+    const double r = RunReduce(tmp).Reduce(acc, SumOp{});
+    if (tid == 0) partial[b] = r;
+    __syncthreads();
+  }
+  double acc = 0.0;
+  for (std::size_t i = tid; i < blocks; i += kRunThreads) acc = SumOp{}(acc, partial[i]);
+  const double r = RunReduce(tmp).Reduce(acc, SumOp{});
+  if (tid == 0) *out = r;
+  __syncthreads();
+  return *out;
+}
+
+/// ap: where the path has a mistake, w += Δ and u += (t0 + i)·Δ (gated_axpy's expressions).
+__global__ void __launch_bounds__(kRunThreads) perceptron_run_kernel(PerceptronRun p) {
+  CRFX_DYNAMIC_SHARED(double, smem);
+  const RunShared sh = run_shared(p.gl.L, smem);
+  for (std::size_t i = 0; i < p.steps; ++i) {
+    const std::uint32_t sid = p.ids[i];
+    if (run_decode(p, sid, sh) != 0) {
+      const double a = p.t0 + double(i);
+      for_each_difference(p, sid, nullptr, [&](std::size_t, std::size_t k, double delta) {
+        p.w[k] += 1.0 * delta;
+        if (p.u && a != 0) p.u[k] += a * delta;
+      });
+    }
+    __syncthreads();
+  }
+}
+
+/// pa, arow: where the path has a mistake, Δ into idx/val, the two sums, the scalars (thread 0,
+/// ℓ added to the loss), then the gated updates over idx/val as peer_step's maps take them.
+__global__ void __launch_bounds__(kRunThreads) peer_run_kernel(PeerRun q) {
+  const PerceptronRun& p = q.run;
+  CRFX_DYNAMIC_SHARED(double, smem);
+  const RunShared sh = run_shared(p.gl.L, smem);
+  __shared__ double partial[kRedBlocks];
+  __shared__ RunReduce::TempStorage tmp;
+  __shared__ double sums[2], scalars[2];  // w·Δ, ‖Δ‖² (Σ Δ²·Σ); τ (α), the gate
+  for (std::size_t i = 0; i < p.steps; ++i) {
+    const std::uint32_t sid = p.ids[i];
+    const std::uint32_t d = run_decode(p, sid, sh);
+    if (d != 0) {
+      for_each_difference(p, sid, q.gofs, [&](std::size_t j, std::size_t k, double delta) {
+        q.idx[j] = k;
+        q.val[j] = delta;
+      });
+      __syncthreads();
+      const std::size_t f0 = p.t.gbase[sid] + sid, n = q.gofs[f0 + p.t.gbase[sid + 1] - p.t.gbase[sid]] - q.gofs[f0];
+      RuleTerm<SparseDotRule> dot{SparseDotRule{}, q.idx, q.val, {}};
+      dot.base[0] = p.w;
+      run_sum(n, dot, partial, tmp, &sums[0]);
+      if (q.step.arow) {
+        RuleTerm<ArowVarianceRule> conf{ArowVarianceRule{}, q.idx, q.val, {}};
+        conf.base[0] = q.variance;
+        run_sum(n, conf, partial, tmp, &sums[1]);
+      } else {
+        run_sum(n, PenaltyTerm{q.val, 0.0, 1.0}, partial, tmp, &sums[1]);
+      }
+      if (threadIdx.x == 0) {
+        const PeerScalars k = peer_scalars(q.step, d, sums[0], sums[1]);
+        *q.loss = *q.loss + k.loss;
+        scalars[0] = k.tau;
+        scalars[1] = k.gate ? 1.0 : 0.0;
+      }
+      __syncthreads();
+      const double a = p.t0 + double(i), tau = scalars[0], utau = mul_rn(a, tau);
+      const PeerArowOp arow{q.idx, q.val, p.w, q.variance, &scalars[0], q.step.gamma, &scalars[1]};
+      for (std::size_t j = threadIdx.x; scalars[1] != 0 && j < n; j += kRunThreads) {
+        if (q.step.arow) {
+          arow(j);
+          continue;
+        }
+        p.w[q.idx[j]] += tau * q.val[j];
+        if (p.u && a != 0) p.u[q.idx[j]] += utau * q.val[j];
+      }
+    }
+    __syncthreads();
+  }
+}
+
+void check_run(const PerceptronRun& p) {
+  if (p.steps > kRunIds || p.gl.L > kRunMaxL) throw Error("internal: a run beyond its launch's bounds");
+}
+
+}  // namespace
+
+void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s) {
+  if (p.steps == 0) return;
+  check_run(p);
+  CRFX_LAUNCH(perceptron_run_kernel, 1, int(kRunThreads), run_shared_bytes(p.gl.L), s, p);
+}
+
+void launch_peer_run(const PeerRun& p, cudaStream_t s) {
+  if (p.run.steps == 0) return;
+  check_run(p.run);
+  CRFX_LAUNCH(peer_run_kernel, 1, int(kRunThreads), run_shared_bytes(p.run.gl.L), s, p);
+}
+
+}  // namespace crfx::cuda::detail

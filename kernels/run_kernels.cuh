@@ -1,0 +1,80 @@
+// crfx — the mistake-driven trainers' steps at batch size 1 in runs (kernels/run_kernels.cu;
+// issue 37): one launch of one block takes a few hundred steps one after another, each as the
+// step's own launches (about a dozen) took it, through the same device functions — so the same
+// bits — where a step's launches, not its work, were its cost.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "crfx/internal/backend.hpp"  // SentenceSpan
+#include "crfx/internal/corpus.hpp"   // WeightGroups
+#include "peer_step.cuh"             // PeerParams
+#include "perceptron_kernels.cuh"    // BatchPlans
+
+namespace crfx::cuda::detail {
+
+/// Sentences a run takes in one launch (their ids are its launch parameters: 2 KiB), and the label
+/// counts it takes (τ, Viterbi's last two rows and a sparse layout's emission sums in shared
+/// memory: ≤ 38 KB at L = 64).
+inline constexpr std::size_t kRunIds = 512;
+inline constexpr std::size_t kRunMaxL = 64;
+
+/// ap's steps at batch size 1 over `steps` sentences in a row (launch_perceptron_run, by value):
+/// each the step perceptron_step takes on one sentence — Viterbi at w, and where the path has a
+/// mistake w += Δ and u += (t0 + i)·Δ for the run's i-th (nothing to u where t0 + i is 0).
+struct PerceptronRun {
+  std::uint32_t ids[kRunIds];  // the sentences, in step order
+  std::size_t steps;
+  double t0;                   // the trainer's steps before the run's first
+  WeightGroups gl;             // device groups (the transitions' row: group gl.A)
+  const std::size_t* state_off;
+  const std::uint32_t* state_ids;
+  const double* state_vals;     // or null (binary attributes)
+  const std::size_t* edge_off;  // null: no edge attributes
+  const std::uint32_t* edge_ids;
+  const double* edge_vals;
+  double* edge;                // [longest sentence][L][L] τ_t at its rows with edge items
+  BatchPlans t;                // the plans made once, sent_off and gold; t.pred: the path, read
+  std::uint32_t* path;         // [longest sentence] the path written (t.pred)
+  double* w;
+  double* u;                   // null: no averaging
+  double* S;                   // [longest sentence][L] its emissions
+  std::uint32_t* back;         // [longest sentence][L] Viterbi's predecessors
+};
+
+/// Sets r's ids, steps and t0 to each kRunIds sentences of `span` in turn (the first step t0 + 1),
+/// calling launch() after each.
+template <class Launch>
+void for_each_run(SentenceSpan span, double t0, PerceptronRun& r, Launch&& launch) {
+  for (std::size_t begin = 0; begin < span.count; begin += kRunIds) {
+    r.steps = span.count - begin < kRunIds ? span.count - begin : kRunIds;
+    for (std::size_t i = 0; i < r.steps; ++i) r.ids[i] = span[begin + i];
+    r.t0 = t0 + double(begin);
+    launch();
+  }
+}
+
+/// ap's run in one launch of one block. Bitwise the steps of perceptron_step one sentence at a
+/// time: the same sums in the same order (emission_row, edge_entry, best_predecessor, backtrack,
+/// sentence_sum, the updates' expressions). The layout's transitions must be on, L ≤ kRunMaxL.
+void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s);
+
+/// pa's or arow's steps at batch size 1 in a row (launch_peer_run): each peer_step's on one
+/// sentence — the decode as ap's, Δ over the sentence's plan into idx/val (its compact support),
+/// w·Δ and ‖Δ‖² (arow: Σ Δ_j²·Σ_jj) by reduce_on_device's two passes, the scalars (peer_scalars),
+/// ℓ added to *loss, and w (arow: w and Σ; pa: u by mul_rn(t0 + i, τ)) updated where the gate is set.
+struct PeerRun {
+  PerceptronRun run;         // (u: pa's average, null for arow)
+  PeerParams step;           // not mira's
+  double* variance;          // arow's Σ
+  const std::size_t* gofs;   // the plans' group offsets (sentence s's at gbase[s] + s)
+  std::size_t* idx;          // [the largest compact support] scratch
+  double* val;
+  double* loss;              // the epoch's ℓ sum so far
+};
+void launch_peer_run(const PeerRun& p, cudaStream_t s);
+
+}  // namespace crfx::cuda::detail
