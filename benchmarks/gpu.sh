@@ -10,7 +10,8 @@
 #            pair), wall time and test F1;
 #   passes   one pass over CoNLL-2000 as a Maxent model and with each of the other losses
 #            (crfx bench), GPU and CPU;
-#   stochastic (only when named) one epoch of sag (also with --sampling uniform), sgd-l1, adf and ap
+#   stochastic (only when named) one epoch of sag (also with --sampling uniform), sgd-l1, adf, ap, pa and
+#            arow (STOCH_TRAINERS)
 #            on CoNLL-2000 at batch sizes STOCH_BATCHES [1 8 64 256], GPU and CPU (all cores), each run bounded by
 #            EPOCH_SECONDS [60]: the mini-batch trainers' epoch time (issue 37; with benchmarks/batch.sh's
 #            passes to the optimum per batch size, the time to it on each device);
@@ -163,7 +164,7 @@ if [[ $steps == *" stochastic "* ]]; then
   echo "== stochastic: one epoch on CoNLL-2000 (observed pairs, c2 = 1), GPU and CPU, at most ${EPOCH_SECONDS:-60} s a run"
   devices="cpu"
   [ $gpu -eq 0 ] || devices="cuda cpu"
-  for run in sag sag-uniform sgd-l1 adf ap; do  # sag-uniform: its batch-1 steps queued on the device
+  for run in ${STOCH_TRAINERS:-sag sag-uniform sgd-l1 adf ap pa arow}; do  # sag-uniform: batch-1 steps queued
     algo=${run%-uniform}
     case $run in sag) one="--max-epochs 1" ;; sag-uniform) one="--max-epochs 1 --sampling uniform" ;; *) one="--epochs 1" ;; esac
     for batch in ${STOCH_BATCHES:-1 8 64 256}; do
