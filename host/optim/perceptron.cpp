@@ -15,9 +15,10 @@
 // a forward-only evaluation (m/N per batch). Where the backend can (SparseGradients::
 // perceptron_step: the CUDA backend, batches of up to 256 sentences) the decode, Δ and both
 // updates stay on its device, gated there by the mistakes: nothing is read back per step (issue 37);
-// at batch size 1 the steps go to it in runs (SparseGradients::perceptron_steps, peer_steps: the
-// CUDA backend takes a few hundred in one launch); pa's and arow's steps too, at any batch size ap's takes, and mira's sentence steps
-// (SparseGradients::peer_step; their loss, or mira's state, read back at the epoch's end).
+// pa's and arow's steps too, at any batch size ap's takes, and mira's sentence steps
+// (SparseGradients::peer_step; their loss, or mira's state, read back at the epoch's end). At batch
+// size 1 ap's, pa's and arow's steps go to the backend in runs (SparseGradients::perceptron_steps,
+// peer_steps: the CUDA backend takes a few hundred in one launch).
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -93,7 +94,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       loss = 0;
     }
     const std::vector<std::uint32_t>& perm = shuffler.permutation();
-    const auto [run_start, run_t0] = std::pair(done, t);  // ap's run of this epoch (runs)
+    const auto [run_start, run_t0] = std::pair(done, t);  // the epoch's run (runs)
     for (std::size_t start = done; start < n; start += batch) {
       const std::size_t m = std::min(batch, n - start);
       const SentenceSpan span{perm.data() + start, m};
@@ -151,7 +152,8 @@ bool MistakeDrivenTrainer::take_run(Objective& obj, SentenceSpan run, Vector& w,
     }
     taken = sg.peer_steps(obj.corpus(), run, run_peer_, w, u, t0, scratch);
   }
-  if (run.count && !taken) throw Error(std::string("internal: ") + name_ + "'s backend refused a run of steps it had accepted");
+  if (run.count && !taken)
+    throw Error(std::string("internal: ") + name_ + "'s backend refused a run of steps it had accepted");
   return taken;
 }
 
