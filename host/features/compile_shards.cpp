@@ -79,8 +79,10 @@ constexpr std::size_t kMaxCacheBytes = std::size_t(64) << 20;
 struct ShardSink {
   const Dictionary* global = nullptr;  // as before the batch: only read while shards run
   Dictionary added;                    // the shard's strings new to `global`, in its order
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> counted;  // (kLocal id, occurrences)
-  std::vector<std::uint32_t> known;  // [id] occurrences of the dictionary's ids (the shared caches' hits)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> counted;  // (id as given, occurrences)
+  // [id] occurrences of the dictionary's ids, as the shared caches' hits come (CoNLL: a pair an
+  // item would be most of the items); merged over the dictionary's size, once a shard a batch.
+  std::vector<std::uint32_t> known;
   std::uint32_t lookup(std::string_view s) {
     const std::size_t h = std::hash<std::string_view>{}(s);
     const std::uint32_t id = global->find(s, h);
@@ -336,7 +338,7 @@ struct AttributeBlock {
     sh.state.global->find_many(names.data(), hashes.data(), n, ids.data());
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t id = ids[i] != Dictionary::kNone ? ids[i] : kLocal | sh.state.added.add(names[i], hashes[i]);
-      if (sh.state.counting()) sh.state.count(id, 1);
+      if (sh.state.counting()) sh.state.counted.emplace_back(id, 1);  // (`known` is the shared caches')
       c.state_ids.push_back(id);
       if (values[i] != 1.0 || !c.state_values.empty()) {
         c.state_values.resize(c.state_ids.size() - 1, 1.0);  // the first time: the ones before it
