@@ -1,7 +1,7 @@
 // compile_training over CoNLL files on several threads (TrainingCompiler::add_file): the corpus
 // and dictionaries of the text read line by line (read_text, the reference readers), whatever the
-// thread count and the chunks' size, and the first bad line's error, named by file and line; and
-// the template expansion's ids against a plain loop (every string built, in text order), its
+// thread count and the chunks' size (the caches the threads share among them), and the first bad
+// line's error, named by file and line; and the template expansion's ids against a plain loop (every string built, in text order), its
 // caches kept from call to call as a chunk slot keeps them.
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -94,6 +94,45 @@ TEST(ParallelCompile, EveryThreadCountGivesTheLineByLineCompile) {
   gzwrite(f, text.data(), unsigned(text.size()));
   gzclose(f);
   check_threads(read_text(data_path("chunking.template")), gz, 2);
+}
+
+/// `text` (CoNLL lines "word POS chunk") with the words of part `part` made its own ("word~2"),
+/// and from part 3 on its POS tags too.
+std::string part_text(const std::string& text, int part) {
+  std::string out;
+  for (std::size_t b = 0; b < text.size();) {
+    const std::size_t e = std::min(text.find('\n', b), text.size());
+    std::string line = text.substr(b, e - b);
+    const std::size_t word = line.find(' '), pos = line.find(' ', word + 1);
+    if (part >= 3 && pos != std::string::npos) line.insert(pos, "~" + std::to_string(part));
+    if (part >= 2 && word != std::string::npos) line.insert(word, "~" + std::to_string(part));
+    out += line + "\n";
+    b = e + 1;
+  }
+  return out;
+}
+
+TEST(ParallelCompile, SharedCachesGiveTheIdsOfOneThread) {
+  // Parts of new words and tags (an overlay's values outgrowing the shared caches' direct tables
+  // within a batch) between parts met before (the shared caches' hits), read on many threads in
+  // small batches: a string is first met by one slot while others meet it in the same batch, or
+  // first in a later batch. Counted (min_freq 3) and not.
+  const std::string text = read_text(data_path("conll2000.train300.txt"));
+  std::string mixed;
+  for (const int part : {0, 2, 0, 3, 2, 4, 0}) mixed += part_text(text, part);
+  const std::string p = temp_path("parallel-parts.txt");
+  write_text(p, mixed);
+  for (const std::size_t min_freq : {std::size_t(1), std::size_t(3)}) {
+    FeatureSpace whole = conll_space(edge_template());
+    const Corpus cw = compile_training(whole, read_text(whole, p), min_freq);
+    for (const unsigned threads : {2u, 5u, 16u})
+      for (const std::uint64_t batch : {std::uint64_t(800), std::uint64_t(6000)}) {
+        SCOPED_TRACE(::testing::Message() << "min_freq " << min_freq << ", " << threads << " threads, batch " << batch);
+        FeatureSpace fs = conll_space(edge_template());
+        const Corpus c = compile_training(fs, Strings{p}, min_freq, batch, {}, 0, threads);
+        expect_same(whole, cw, fs, c);
+      }
+  }
 }
 
 TEST(ParallelCompile, FilesAndCrfsuiteAlike) {

@@ -1,16 +1,19 @@
 // TrainingCompiler::add_file and add_crfsuite_file: a CoNLL or CRFsuite training file read and
 // compiled on several threads.
 //
-//   TextChunker: a batch of text (4 MB a thread, 8 MB at most), one chunk of whole sentences a thread
+//   TextChunker: a batch of text (4 MB a thread, 8 MB at most; on several threads the first
+//     batches smaller, 1/16 of that, then twice as large each time), one chunk of whole sentences a thread
 //     → in parallel, per chunk (a shard): parse_conll_chunk, then expand_conll against the
 //       dictionaries as they stand before the batch (read only, shared): a string they hold
 //       gets its id, a new one kLocal + its index in the shard's own dictionary (in the order
-//       the shard meets it); the chunk slot's caches (ExpandCaches), kept from its earlier
-//       batches, spare it the strings it met there
+//       the shard meets it); the caches the slots share (ExpandCaches::shared), holding what
+//       the earlier batches met, spare it those strings, the slot's own (an overlay) the
+//       batch's new ones it meets again
 //     → in order, on one thread: each shard's new strings added to the dictionaries in that
 //       order (Dictionary::absorb; a string an earlier shard added gets that id)
-//     → in parallel: each shard's items renumbered and copied into the corpus at its place, and
-//       the ids its caches hold renumbered the same way
+//     → in parallel: each shard's items renumbered and copied into the corpus at its place
+//     → the slots' new column values added to the shared caches, then their new keys, line by
+//       line in parallel, with the dictionaries' ids
 //
 // Adding the shards' new strings shard after shard, each shard's in its own order, is adding
 // every string at its first appearance in the text: the ids, and so the model, are those of
@@ -64,8 +67,12 @@ constexpr std::uint32_t kLocal = 0x80000000u;
 /// The text a batch holds at most, when several threads share it (add_file).
 constexpr std::uint64_t kMaxBatchBytes = std::uint64_t(8) << 20;
 
-/// A chunk slot's caches are emptied before a batch once they hold more, so that the reading's
-/// memory stays bounded whatever the text (CoNLL-2000 with the chunking template: 13 MB a slot).
+/// The first batches of a file read on several threads are smaller (add_file): 2^-kRamp of the
+/// others, then twice as large each time.
+constexpr unsigned kRamp = 4;
+
+/// The shared caches are emptied before a batch once they hold more, so that the reading's
+/// memory stays bounded whatever the text (CoNLL-2000 with the chunking template: 13 MB).
 constexpr std::size_t kMaxCacheBytes = std::size_t(64) << 20;
 
 /// A shard's view of one dictionary (expand_conll's Sink).
@@ -73,6 +80,9 @@ struct ShardSink {
   const Dictionary* global = nullptr;  // as before the batch: only read while shards run
   Dictionary added;                    // the shard's strings new to `global`, in its order
   std::vector<std::pair<std::uint32_t, std::uint32_t>> counted;  // (id as given, occurrences)
+  // [id] occurrences of the dictionary's ids, as the shared caches' hits come (CoNLL: a pair an
+  // item would be most of the items); merged over the dictionary's size, once a shard a batch.
+  std::vector<std::uint32_t> known;
   std::uint32_t lookup(std::string_view s) {
     const std::size_t h = std::hash<std::string_view>{}(s);
     const std::uint32_t id = global->find(s, h);
@@ -80,12 +90,16 @@ struct ShardSink {
   }
   bool counting_ = true;  // min_freq > 1 (the occurrences are not needed otherwise)
   bool counting() const { return counting_; }
-  void count(std::uint32_t id, std::uint32_t n) { counted.emplace_back(id, n); }
+  void count(std::uint32_t id, std::uint32_t n) {
+    if (id & kLocal) counted.emplace_back(id, n);
+    else bump(known, id, n);
+  }
   void reset(const Dictionary& dict, bool counting) {
     global = &dict;
     counting_ = counting;
     added = Dictionary();
     counted.clear();
+    known.assign(counting ? known.size() : 0, 0);
   }
 };
 
@@ -116,10 +130,8 @@ struct Shard {
   std::exception_ptr error;
   std::size_t error_line = 0;    // CRFsuite: the bad line's number
   bool attribute_error = false;  // CRFsuite: the error is an attribute's (CrfsuiteShape may explain it)
-  // The slot's columns' codes and lines' caches, kept from batch to batch (up to kMaxCacheBytes):
-  // a string met in an earlier batch of this slot is neither built nor looked up again.
+  // The batch's values and keys the shared caches lack, as the slot meets them (an overlay).
   features_detail::ExpandCaches caches;
-  Shard() { caches.kept = true; }
 };
 
 /// Empties `c` keeping its arrays' memory (a shard's corpus, batch after batch).
@@ -180,8 +192,11 @@ inline std::uint32_t global_id(std::uint32_t id, const std::vector<std::uint32_t
 std::vector<std::uint32_t> merge(Dictionary& dict, ShardSink& sink, std::vector<std::uint32_t>* count) {
   std::vector<std::uint32_t> ids = dict.absorb(std::move(sink.added));
   if (dict.size() >= kLocal) throw Error("more than 2^31 distinct labels or attributes");
-  if (count)
+  if (count) {
     for (const auto& [id, n] : sink.counted) bump(*count, global_id(id, ids), n);
+    for (std::uint32_t id = 0; id < sink.known.size(); ++id)
+      if (sink.known[id] > 0) bump(*count, id, sink.known[id]);
+  }
   return ids;
 }
 
@@ -237,11 +252,63 @@ void add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, Fea
   c.edge_ids.resize(end.edge);
   c.source_lines.resize(end.sentence);
   c.sentence_offsets.resize(end.sentence + 1);
-  parallel(n, threads, [&](std::size_t i) {
-    Shard& sh = shards[i];
-    place(sh, at[i], c);
-    sh.caches.remap([&](std::uint32_t id) { return global_id(id, sh.state_ids); },
-                    [&](std::uint32_t id) { return global_id(id, sh.edge_ids); });
+  parallel(n, threads, [&](std::size_t i) { place(shards[i], at[i], c); });
+}
+
+using features_detail::ExpandCaches;
+using Codes = std::vector<std::vector<std::uint32_t>>;  // [column][an overlay's code] the shared caches' code
+
+/// `overlay`'s values of each column added to the shared caches' (their codes returned). Any
+/// order of the overlays gives the same ids: a code is only a part of the keys, each of which
+/// stands for one string.
+Codes add_columns(ExpandCaches& shared, const ExpandCaches& overlay) {
+  if (shared.columns.size() < overlay.columns.size()) shared.columns.resize(overlay.columns.size());
+  Codes codes(overlay.columns.size());
+  for (std::size_t col = 0; col < overlay.columns.size(); ++col) {
+    const features_detail::ColumnCodes& from = overlay.columns[col];
+    codes[col].resize(from.size());
+    for (std::uint32_t c = 0; c < from.size(); ++c)
+      codes[col][c] = shared.columns[col].code(from.value(c), from.hash(c));
+  }
+  return codes;
+}
+
+/// Line l of `overlay` added to the shared caches' line l, its codes translated (add_columns'
+/// `codes`), each key with id(the overlay's id): its string's id in the dictionary, once the
+/// batch's new strings are in it.
+template <class Id>
+void add_keys(ExpandCaches& shared, std::size_t l, const ExpandCaches& overlay, const Codes& codes, Id id) {
+  features_detail::LineCache& to = shared.line(l);
+  const features_detail::LineCache& from = overlay.line(l);
+  const auto& macros = from.macros();
+  from.for_each([&](const std::uint32_t* key, std::uint32_t held) {
+    std::uint32_t k[features_detail::kMaxKeyed] = {key[0], key[1], key[2]};
+    for (std::size_t j = 0; j < macros.size(); ++j) {
+      const std::size_t col = std::size_t(macros[j].col), base = overlay.base[col];
+      if (k[j] < features_detail::kBefore && k[j] >= base) k[j] = codes[col][k[j] - base];
+    }
+    to.set(k, held == Dictionary::kNone ? held : id(held));
+  });
+}
+
+/// After the merge: the shards' overlays added to the shared caches, in the shards' order (any
+/// would do), their ids the dictionaries'; the values first, then the keys line by line, in
+/// parallel, each line planned for the values (LineCache::replan).
+void share_caches(std::vector<Shard>& shards, std::size_t n, unsigned threads, ExpandCaches& shared,
+                  std::size_t tokens) {
+  std::vector<Codes> codes(n);
+  for (std::size_t i = 0; i < n; ++i) codes[i] = add_columns(shared, shards[i].caches);
+  std::vector<std::uint32_t> values;
+  for (const features_detail::ColumnCodes& col : shared.columns) values.push_back(col.size());
+  parallel(shared.lines(), threads, [&](std::size_t l) {
+    shared.line(l).replan(values, tokens);
+    const bool state = l < shared.unigrams.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const Shard& sh = shards[i];
+      if (sh.caches.lines() != shared.lines()) continue;  // (not expanded: an error, or no token)
+      const std::vector<std::uint32_t>& ids = state ? sh.state_ids : sh.edge_ids;
+      add_keys(shared, l, sh.caches, codes[i], [&](std::uint32_t id) { return global_id(id, ids); });
+    }
   });
 }
 
@@ -271,7 +338,7 @@ struct AttributeBlock {
     sh.state.global->find_many(names.data(), hashes.data(), n, ids.data());
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t id = ids[i] != Dictionary::kNone ? ids[i] : kLocal | sh.state.added.add(names[i], hashes[i]);
-      if (sh.state.counting()) sh.state.count(id, 1);
+      if (sh.state.counting()) sh.state.counted.emplace_back(id, 1);  // (`known` is the shared caches')
       c.state_ids.push_back(id);
       if (values[i] != 1.0 || !c.state_values.empty()) {
         c.state_values.resize(c.state_ids.size() - 1, 1.0);  // the first time: the ones before it
@@ -435,17 +502,22 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   TextChunker chunker(path);
   {
-    // A batch of `threads` chunks of batch_bytes each, up to kMaxBatchBytes in all: a chunk starts
-    // with empty caches and looks every string it meets up again, so the smaller the chunks, the
-    // more work in all (2 MB chunks: a third more than 4 MB ones); the batch's bytes are bounded
-    // because its shards' arrays take several times its text.
+    // A batch of `threads` chunks of batch_bytes each, up to kMaxBatchBytes in all: a chunk looks
+    // up again every string new to the shared caches that it meets, so the smaller the chunks,
+    // the more work in all; the batch's bytes are bounded because its shards' arrays take
+    // several times its text.
     const std::uint64_t batch = batch_text(batch_bytes, threads);
     const std::size_t target = std::size_t(std::max<std::uint64_t>(1, batch / threads));
     std::vector<Shard> shards(threads);
     FileContext file{&fs_, &path, 0, 0, fs_.type == ModelType::crf};
-    for (;;) {
+    ExpandCaches shared;  // (the slots', kept from batch to batch)
+    shared.kept = true;
+    for (unsigned ramp = threads > 1 ? kRamp : 0;; ramp -= ramp > 0) {
+      // The first batches' slots meet most strings anew, each its own, the shared caches empty
+      // or nearly: smaller batches share what they met sooner.
+      const std::size_t chunk = std::max<std::size_t>(1, target >> ramp);
       std::size_t n = 0;
-      while (n < shards.size() && chunker.next(shards[n].chunk, target)) ++n;
+      while (n < shards.size() && chunker.next(shards[n].chunk, chunk)) ++n;
       if (n == 0) break;
       // The file's first token, its columns checked. Line-by-line reading (add) checks them once
       // its first batch is read: a bad line of that batch comes first.
@@ -457,10 +529,13 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
             columns_error = std::current_exception();
           }
       file.expand = !columns_error;
+      if (shared.bytes() > kMaxCacheBytes) shared.clear();
+      shared.make_lines(fs_.templ, file.edges);
       for (std::size_t i = 0; i < n; ++i) {
         Shard& sh = shards[i];
         clear(sh.c);
-        if (sh.caches.bytes() > kMaxCacheBytes) sh.caches.clear();
+        sh.caches.clear();
+        sh.caches.shared = &shared;
         sh.labels.reset(fs_.labels, false), sh.state.reset(fs_.state_attrs, counting_);
         sh.edge.reset(fs_.edge_attrs, counting_);
         sh.error = nullptr;
@@ -473,6 +548,7 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
         std::rethrow_exception(columns_error);
       }
       add_shards(shards, n, threads, fs_, c_, state_count_, edge_count_);
+      share_caches(shards, n, threads, shared, c_.labels.size());
       std::size_t line = 0;
       for (std::size_t i = 0; i < n; ++i)
         if (!shards[i].tokens.sentence_lines.empty()) line = shards[i].tokens.sentence_lines.back();

@@ -2,7 +2,7 @@
 // compile_shards.cpp (training files read on several threads): expand_conll over any tokens
 // (TextTokens: sentences of ConllTokens; ChunkTokens: views into a chunk of a file) into any sink
 // of attribute ids (a dictionary, or a shard's view of one), its caches kept from call to call
-// where the caller asks (ExpandCaches: a training compile's chunk slot, batch after batch).
+// where the caller asks, or shared by a training compile's chunk slots (ExpandCaches).
 #pragma once
 
 #include <algorithm>
@@ -36,11 +36,15 @@ inline void bump(std::vector<std::uint32_t>& count, std::uint32_t id, std::uint3
 // ids are exactly those of the plain loop. The caches are probed line after line over a block of
 // tokens (LinePass), so that one line's table is in the CPU cache at a time, and the first-seen
 // keys' strings are looked up afterwards in text order (the order the ids follow). A training
-// compile keeps the caches from batch to batch (ExpandCaches).
+// compile's chunk slots share one set of caches, read by all during a batch and given the slots'
+// new keys after it (ExpandCaches::shared).
 
 constexpr std::uint32_t kBefore = 0x80000000u;  // code of _B-k: kBefore + k
 constexpr std::uint32_t kAfter = 0xc0000000u;   // code of _B+k: kAfter + k
 constexpr std::uint32_t kFree = 0xffffffffu;    // key[0] of an empty cache slot
+/// A column's values a ColumnCodes codes at most: an overlay's codes (ExpandCaches::shared) follow
+/// the shared caches' and stay below kBefore.
+constexpr std::uint32_t kMaxValues = 0x40000000u;
 constexpr std::size_t kMaxKeyed = 3;            // macros per line a cache key can hold
 
 class LineCache {
@@ -61,9 +65,7 @@ class LineCache {
     if (counting && counts_.empty()) counts_.assign(slots_.size(), 0);  // (before any key is held)
     if (!direct() && count_ > 0) return;
     if (direct()) {
-      bool fits = true;
-      for (std::size_t j = 0; j < macros_.size(); ++j) fits = fits && values[std::size_t(macros_[j].col)] <= base_[j];
-      if (fits) return;
+      if (fits(values)) return;
       std::vector<std::uint32_t>().swap(direct_ids_);
       std::vector<std::uint32_t>().swap(direct_counts_);
     }
@@ -88,6 +90,7 @@ class LineCache {
       stride_[j] = size;
       base_[j] = base;
       before_[j] = std::uint32_t(before);
+      dim_[j] = dim;
       if (dim > limit || size * dim > limit) return;
       size *= dim;
     }
@@ -95,6 +98,12 @@ class LineCache {
     if (counting) direct_counts_.assign(size, 0);
   }
   bool direct() const { return !direct_ids_.empty(); }
+  /// Whether the direct table holds every key of columns with `values` values.
+  bool fits(const std::vector<std::uint32_t>& values) const {
+    for (std::size_t j = 0; j < macros_.size(); ++j)
+      if (values[std::size_t(macros_[j].col)] > base_[j]) return false;
+    return true;
+  }
   /// The direct table's index of `key`.
   std::size_t direct_index(const std::uint32_t* key) const {
     std::size_t index = 0;
@@ -125,13 +134,47 @@ class LineCache {
       if (direct_ids_[i] != kUnset && direct_ids_[i] != Dictionary::kNone && direct_counts_[i] > 0)
         fn(direct_ids_[i], direct_counts_[i]), direct_counts_[i] = 0;
   }
-  /// Replaces every id held (kNone aside) by fn(id): a shard's own ids by the dictionary's, once merged.
+  /// Calls fn(key, id) for every key held (the shared caches' merge, compile_shards.cpp).
   template <class Fn>
-  void remap(Fn fn) {
-    for (Slot& s : slots_)
-      if (s.key[0] != kFree && s.id != Dictionary::kNone) s.id = fn(s.id);
-    for (std::uint32_t& id : direct_ids_)
-      if (id != kUnset && id != Dictionary::kNone) id = fn(id);
+  void for_each(Fn fn) const {
+    for (const Slot& s : slots_)
+      if (s.key[0] != kFree) fn(s.key, s.id);
+    std::uint32_t key[kMaxKeyed] = {0, 0, 0};
+    for (std::size_t index = 0; index < direct_ids_.size(); ++index) {
+      if (direct_ids_[index] == kUnset) continue;
+      for (std::size_t j = 0; j < macros_.size(); ++j) {  // direct_index's digits, back to codes
+        const std::size_t digit = index / stride_[j] % dim_[j];
+        key[j] = digit < base_[j]                ? std::uint32_t(digit)
+                 : digit < base_[j] + before_[j] ? kBefore + std::uint32_t(digit - base_[j]) + 1
+                                                 : kAfter + std::uint32_t(digit - base_[j] - before_[j]) + 1;
+      }
+      fn(key, direct_ids_[index]);
+    }
+  }
+  /// The id held for `key` at place(key) `at`, or kUnset; nothing written (the shared caches,
+  /// read by the slots at once).
+  std::uint32_t get(const std::uint32_t* key, std::size_t at) const {
+    if (direct()) return direct_ids_[at];
+    for (std::size_t i = at & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (s.key[0] == kFree) return kUnset;
+      if (s.key[0] == key[0] && s.key[1] == key[1] && s.key[2] == key[2]) return s.id;
+    }
+  }
+  /// Holds `id` for `key` (the shared caches' merge; no occurrences counted there).
+  void set(const std::uint32_t* key, std::uint32_t id) {
+    bool inserted = false;
+    (direct() ? direct_ids_[direct_index(key)] : find_or_insert(key, hash(key), inserted)) = id;
+  }
+  /// A shared line made ready for keys of columns with `values` values: a fresh line plans a
+  /// direct table, one whose direct table the values outgrew plans again, keeping its keys (in a
+  /// new direct table, or slots where it would be too large); a line in hash mode stays so.
+  void replan(const std::vector<std::uint32_t>& values, std::size_t tokens) {
+    if (!keyed() || (direct() ? fits(values) : count_ > 0)) return;
+    LineCache fresh(*line_);
+    fresh.plan_direct(values, false, tokens, true);
+    for_each([&](const std::uint32_t* key, std::uint32_t id) { fresh.set(key, id); });
+    *this = std::move(fresh);
   }
   /// The heap bytes held.
   std::size_t bytes() const {
@@ -218,7 +261,7 @@ class LineCache {
   // Direct mode (plan_direct): ids [and occurrences] per key index; per macro the radix
   // (stride), the column's value count (base) and its _B-k count (before).
   std::vector<std::uint32_t> direct_ids_, direct_counts_;
-  std::size_t stride_[kMaxKeyed] = {0, 0, 0}, base_[kMaxKeyed] = {0, 0, 0};
+  std::size_t stride_[kMaxKeyed] = {0, 0, 0}, base_[kMaxKeyed] = {0, 0, 0}, dim_[kMaxKeyed] = {0, 0, 0};
   std::uint32_t before_[kMaxKeyed] = {0, 0, 0};
 };
 
@@ -228,15 +271,27 @@ class LineCache {
 /// not), in an open-addressing table of codes with the strings' hashes beside them.
 class ColumnCodes {
  public:
-  std::uint32_t code(std::string_view s) {
+  /// The code of `s` (its hash `h`), a new one for a value not met before.
+  std::uint32_t code(std::string_view s, std::size_t h) {
     if (2 * (hashes_.size() + 1) > slots_.size()) grow();
-    const std::size_t h = std::hash<std::string_view>{}(s), mask = slots_.size() - 1;
+    const std::size_t mask = slots_.size() - 1;
     for (std::size_t i = h & mask;; i = (i + 1) & mask) {
       const std::uint32_t c = slots_[i];
       if (c == kFree) return slots_[i] = add(s, h);
-      if (hashes_[c] == h && at(c) == s) return c;
+      if (hashes_[c] == h && value(c) == s) return c;
     }
   }
+  /// The code of `s`, or kFree for a value not met; nothing written (the shared caches).
+  std::uint32_t find(std::string_view s, std::size_t h) const {
+    if (slots_.empty()) return kFree;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      const std::uint32_t c = slots_[i];
+      if (c == kFree || (hashes_[c] == h && value(c) == s)) return c;
+    }
+  }
+  std::string_view value(std::uint32_t c) const { return {text_.data() + ends_[c], ends_[c + 1] - ends_[c]}; }
+  std::size_t hash(std::uint32_t c) const { return hashes_[c]; }
   std::uint32_t size() const { return std::uint32_t(hashes_.size()); }
   std::size_t bytes() const {
     return text_.capacity() + (ends_.capacity() + hashes_.capacity()) * sizeof(std::size_t) +
@@ -244,9 +299,8 @@ class ColumnCodes {
   }
 
  private:
-  std::string_view at(std::uint32_t c) const { return {text_.data() + ends_[c], ends_[c + 1] - ends_[c]}; }
   std::uint32_t add(std::string_view s, std::size_t h) {
-    if (hashes_.size() >= kBefore) throw Error("too many distinct column values");
+    if (hashes_.size() >= kMaxValues) throw Error("too many distinct column values");
     text_.append(s);
     ends_.push_back(text_.size());
     hashes_.push_back(h);
@@ -268,32 +322,49 @@ class ColumnCodes {
 };
 
 /// What expand_conll memoises: the columns' codes and every template line's cache (codes → id).
-/// Made afresh for each call, or kept by the caller from call to call (`kept`: a training
-/// compile's chunk slot, batch after batch), so that what an earlier batch met is neither built
-/// nor looked up again; the ids they hold are then the sinks' ids as of the last call, which the
-/// caller renumbers (remap) when they change.
+/// Made afresh for each call, or kept by the caller from call to call (`kept`: its direct tables
+/// leave room for more values), so that what an earlier call met is neither built nor looked up
+/// again (the ids they hold are the sinks'), or an overlay of caches shared by a training
+/// compile's chunk slots (`shared`, kept from batch to batch).
 struct ExpandCaches {
   bool kept = false;
+  /// The caches a training compile's chunk slots share (null: none). During a batch every slot
+  /// reads them, nothing written, and these (the slot's, emptied before each batch: an overlay)
+  /// hold only what they lack: the values they do not hold coded from base[col] on (their count
+  /// then), the keys they do not hold with the sink's ids. After the batch the slots' new values
+  /// and keys are added to them with the dictionaries' ids (compile_shards.cpp, share_caches).
+  /// Each slot would otherwise meet and build most strings itself: on 16 threads a batch gives a
+  /// slot 512 KB of text, a sixteenth of what the others have met.
+  const ExpandCaches* shared = nullptr;
+  std::vector<std::uint32_t> base;  // [F] an overlay's first code of each column
   std::vector<ColumnCodes> columns;         // [F]
   std::vector<LineCache> unigrams, bigrams;  // per U line, per macro B line (none without edges)
 
   /// The lines' caches made (the first call), then planned for a call of `tokens` tokens.
   void prepare(const FeatureTemplate& templ, bool edges, const std::vector<std::uint32_t>& values,
                bool count_states, bool count_edges, std::size_t tokens) {
-    if (unigrams.empty() && bigrams.empty()) {
-      for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
-      if (edges)
-        for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
-    }
-    for (LineCache& cache : unigrams) cache.prepare(values, count_states, tokens, kept);
-    for (LineCache& cache : bigrams) cache.prepare(values, count_edges, tokens, kept);
+    make_lines(templ, edges);
+    // An overlay plans direct tables only while the shared caches are empty (a file's first
+    // batch): after it, it holds the few keys they lack, and tables made for those batch after
+    // batch cost more than the probes they save (no values to plan with: hash mode).
+    const std::vector<std::uint32_t> none;
+    const std::vector<std::uint32_t>& plan = shared && !shared->columns.empty() ? none : values;
+    for (LineCache& cache : unigrams) cache.prepare(plan, count_states, tokens, kept);
+    for (LineCache& cache : bigrams) cache.prepare(plan, count_edges, tokens, kept);
   }
-  /// state(id) and edge(id) for every id the lines hold.
-  template <class State, class Edge>
-  void remap(State state, Edge edge) {
-    for (LineCache& cache : unigrams) cache.remap(state);
-    for (LineCache& cache : bigrams) cache.remap(edge);
+  void make_lines(const FeatureTemplate& templ, bool edges) {
+    if (!unigrams.empty() || !bigrams.empty()) return;
+    for (const auto& line : templ.unigrams()) unigrams.emplace_back(line);
+    if (edges)
+      for (const auto& line : templ.edge_bigrams()) bigrams.emplace_back(line);
   }
+  /// Line i: the U lines, then the B lines.
+  std::size_t lines() const { return unigrams.size() + bigrams.size(); }
+  LineCache& line(std::size_t i) { return i < unigrams.size() ? unigrams[i] : bigrams[i - unigrams.size()]; }
+  const LineCache& line(std::size_t i) const {
+    return i < unigrams.size() ? unigrams[i] : bigrams[i - unigrams.size()];
+  }
+
   std::size_t bytes() const {
     std::size_t b = 0;
     for (const ColumnCodes& col : columns) b += col.bytes();
@@ -312,12 +383,22 @@ std::vector<std::uint32_t> intern_columns(const Tokens& tokens, std::size_t F, s
   codes.resize(N * F);
   caches.columns.resize(F);
   c.labels.reserve(N);
+  // An overlay (caches.shared) codes a value the shared caches hold as they do, another from
+  // base[col] on: the codes of a column stay dense, for the direct tables.
+  const std::size_t shared = caches.shared ? std::min(F, caches.shared->columns.size()) : 0;
+  caches.base.assign(F, 0);
+  for (std::size_t col = 0; col < shared; ++col) caches.base[col] = caches.shared->columns[col].size();
   for (std::size_t k = 0; k < N; ++k) {
     c.labels.push_back(label(k));
-    for (std::size_t col = 0; col < F; ++col) codes[k * F + col] = caches.columns[col].code(tokens.cell(k, col));
+    for (std::size_t col = 0; col < F; ++col) {
+      const std::string_view s = tokens.cell(k, col);
+      const std::size_t h = std::hash<std::string_view>{}(s);
+      const std::uint32_t known = col < shared ? caches.shared->columns[col].find(s, h) : kFree;
+      codes[k * F + col] = known != kFree ? known : caches.base[col] + caches.columns[col].code(s, h);
+    }
   }
   std::vector<std::uint32_t> column_values(F);
-  for (std::size_t col = 0; col < F; ++col) column_values[col] = caches.columns[col].size();
+  for (std::size_t col = 0; col < F; ++col) column_values[col] = caches.base[col] + caches.columns[col].size();
   return column_values;
 }
 
@@ -337,10 +418,14 @@ template <class Tokens, class Sink>
 class LinePass {
  public:
   /// `sentence_of[k]` is token k's sentence; a line has an item at position t ≥ `first` only.
+  /// `shared`: null, or the shared caches' lines (`lines` their overlay: its codes of column col
+  /// are [base[col], values[col])), looked up first.
   LinePass(const Tokens& tokens, const std::vector<std::uint32_t>& codes, std::size_t F,
            const std::vector<std::uint32_t>& sentence_of, std::vector<LineCache>& lines, Sink& sink,
-           std::size_t first)
+           std::size_t first, const std::vector<LineCache>* shared, const std::vector<std::uint32_t>& base,
+           const std::vector<std::uint32_t>& values)
       : tokens_(tokens), codes_(codes), F_(F), sentence_of_(sentence_of), lines_(lines), sink_(sink), first_(first),
+        shared_(shared && shared->size() == lines.size() ? shared : nullptr), base_(&base), values_(values),
         pending_(lines.size()) {}
 
   /// ids[i·kBlockRow + k − k0] for every line i and token k in [k0, k0 + B): the id, or kNone where the
@@ -381,25 +466,59 @@ class LinePass {
     std::uint32_t keys[kGroup][kMaxKeyed];
     std::size_t at[kGroup];
     bool item[kGroup];
+    bool shared[kGroup];  // looked up in the shared line first (`at` is its place there)
   };
-  void ask(const LineCache& cache, std::size_t k, std::size_t n, Group& group) const {
+  /// Whether `key` has a code of the overlay's values: from first[j] on (boundary codes aside).
+  static bool overlay_key(const std::uint32_t* key, const std::uint32_t* first) {
+    return (key[0] >= first[0] && key[0] < kBefore) || (key[1] >= first[1] && key[1] < kBefore) ||
+           (key[2] >= first[2] && key[2] < kBefore);
+  }
+  /// Asks for the entries of n tokens' keys from k: in the shared line where kShared (of a keyed
+  /// line; `first`: null, or the overlay's first code of each macro's column, whose keys are
+  /// not looked up there), else in the line.
+  template <bool kShared>
+  void ask(const LineCache& cache, const LineCache* shared, const std::uint32_t* first, std::size_t k, std::size_t n,
+           Group& group) const {
     group.n = n;
+    const bool keyed = cache.keyed();
     for (std::size_t q = 0; q < n; ++q) {
       group.item[q] = key(cache, k + q, group.keys[q]);
-      if (!group.item[q] || !cache.keyed()) continue;
-      group.at[q] = cache.place(group.keys[q]);
-      cache.prefetch(group.at[q]);
+      if (!group.item[q] || !keyed) continue;
+      const std::uint32_t* key = group.keys[q];
+      group.shared[q] = kShared && !(first && overlay_key(key, first));
+      const LineCache& table = kShared && group.shared[q] ? *shared : cache;
+      group.at[q] = table.place(key);
+      table.prefetch(group.at[q]);
     }
   }
 
   /// Line i over the block into row: the id, kNone, or LineCache::kPending for a key met in this
   /// block for the first time (a miss, recorded; a line without a cache misses at every item).
   void probe(std::size_t i, std::size_t k0, std::size_t B, std::uint32_t* row) {
-    LineCache& cache = lines_[i];
+    const LineCache& cache = lines_[i];
+    const LineCache* shared = shared_ && cache.keyed() ? &(*shared_)[i] : nullptr;
+    // A key with a code of the overlay's values is not in the shared line: looked up there, it
+    // finds no slot of a hash line, and kUnset in a direct table whose digits reach its codes
+    // (the table has room for them: the usual case); only a direct table the overlay's values
+    // outgrew needs the keys told apart.
+    std::uint32_t first[kMaxKeyed] = {kBefore, kBefore, kBefore};
+    const bool tell = shared && shared->direct() && !shared->fits(values_);
+    for (std::size_t j = 0; tell && j < cache.macros().size(); ++j)
+      first[j] = (*base_)[std::size_t(cache.macros()[j].col)];
+    if (shared) scan<true>(i, k0, B, row, shared, tell ? first : nullptr);
+    else scan<false>(i, k0, B, row, nullptr, nullptr);
+  }
+  /// probe's loop, the shared line's look-ups compiled in only where there is one.
+  template <bool kShared>
+  void scan(std::size_t i, std::size_t k0, std::size_t B, std::uint32_t* row, const LineCache* shared,
+            const std::uint32_t* first) {
+    const LineCache& cache = lines_[i];
+    const bool counting = sink_.counting();
     Group groups[2];
-    if (B > 0) ask(cache, k0, std::min(kGroup, B), groups[0]);
+    if (B > 0) ask<kShared>(cache, shared, first, k0, std::min(kGroup, B), groups[0]);
     for (std::size_t g = 0, b = 0; g < B; g += kGroup, b ^= 1) {
-      if (g + kGroup < B) ask(cache, k0 + g + kGroup, std::min(kGroup, B - g - kGroup), groups[b ^ 1]);
+      if (g + kGroup < B)
+        ask<kShared>(cache, shared, first, k0 + g + kGroup, std::min(kGroup, B - g - kGroup), groups[b ^ 1]);
       const Group& now = groups[b];
       for (std::size_t q = 0; q < now.n; ++q) {
         std::uint32_t& out = row[g + q];
@@ -407,22 +526,37 @@ class LinePass {
           out = Dictionary::kNone;
           continue;
         }
-        bool miss = !cache.keyed();
-        std::uint32_t* id = &out;
-        if (cache.direct()) {
-          id = &cache.direct_at(now.at[q]);
-          miss = *id == LineCache::kUnset;
-        } else if (cache.keyed()) {
-          id = &cache.find_or_insert(now.keys[q], now.at[q], miss);
+        std::size_t at = now.at[q];
+        if (kShared && now.shared[q]) {
+          if ((out = shared->get(now.keys[q], at)) != LineCache::kUnset) {
+            if (counting && out != Dictionary::kNone) sink_.count(out, 1);  // (the sink counts the shared ids)
+            continue;
+          }
+          at = cache.place(now.keys[q]);  // (the line's own place)
         }
-        if (miss) {
-          *id = LineCache::kPending;
-          misses_.push_back({k0 + g + q, i});
-          pending_[i] = true;
-        }
-        out = *id;
+        own(i, k0 + g + q, now.keys[q], at, out);
       }
     }
+  }
+
+  /// Line i's own entry for token k's `key` (at its place `at`) into out: its id, or kPending for
+  /// a key met for the first time (a miss, recorded; a line without a cache misses at every item).
+  void own(std::size_t i, std::size_t k, const std::uint32_t* key, std::size_t at, std::uint32_t& out) {
+    LineCache& cache = lines_[i];
+    bool miss = !cache.keyed();
+    std::uint32_t* id = &out;
+    if (cache.direct()) {
+      id = &cache.direct_at(at);
+      miss = *id == LineCache::kUnset;
+    } else if (cache.keyed()) {
+      id = &cache.find_or_insert(key, at, miss);
+    }
+    if (miss) {
+      *id = LineCache::kPending;
+      misses_.push_back({k, i});
+      pending_[i] = true;
+    }
+    out = *id;
   }
 
   /// The misses' strings looked up in text order, then every kPending of the block replaced.
@@ -460,6 +594,9 @@ class LinePass {
   std::vector<LineCache>& lines_;
   Sink& sink_;
   std::size_t first_;
+  const std::vector<LineCache>* shared_;
+  const std::vector<std::uint32_t>* base_;
+  const std::vector<std::uint32_t>& values_;  // [F] the overlay's column values (the shared's, then its own)
   std::vector<Miss> misses_;
   std::vector<bool> pending_;  // [line] some entry of the block is kPending
   std::string buf_;            // one attribute string, reused
@@ -494,8 +631,12 @@ void expand_conll(const FeatureTemplate& templ, std::size_t F, const Tokens& tok
   c.state_ids.reserve(N * unigrams.size());
   c.edge_ids.reserve(N * bigrams.size());
   c.source_lines.reserve(S);
-  LinePass<Tokens, Sink> state_pass(tokens, codes, F, sentence_of, unigrams, state, 0);
-  LinePass<Tokens, Sink> edge_pass(tokens, codes, F, sentence_of, bigrams, edge, 1);
+  // (Shared caches without values: a file's first batch, nothing to look up there.)
+  const ExpandCaches* shared = caches.shared && !caches.shared->columns.empty() ? caches.shared : nullptr;
+  LinePass<Tokens, Sink> state_pass(tokens, codes, F, sentence_of, unigrams, state, 0,
+                                    shared ? &shared->unigrams : nullptr, caches.base, column_values);
+  LinePass<Tokens, Sink> edge_pass(tokens, codes, F, sentence_of, bigrams, edge, 1,
+                                   shared ? &shared->bigrams : nullptr, caches.base, column_values);
   std::vector<std::uint32_t> state_ids(kBlockRow * unigrams.size()), edge_ids(kBlockRow * bigrams.size());
   for (std::size_t k0 = 0, s = 0; k0 < N; k0 += kExpandBlock) {
     const std::size_t B = std::min(kExpandBlock, N - k0);
