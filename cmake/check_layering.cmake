@@ -9,7 +9,7 @@
 #   data      corpus.hpp, host/data                → base
 #   features  features.hpp, template.hpp, host/features → io data base
 #   model     model.hpp, host/model                → features io data base
-#   backend   backend.hpp (the interface), loss.hpp → data base
+#   backend   backend.hpp (the interface), loss.hpp, step_params.hpp → data base
 #   rules     host/rules (the optimizers' element rules) → backend data base
 #   cpu       host/cpu (the CPU backend)           → rules backend data base
 #   cuda      kernels/ (cuda_api.hpp and the rest)  → rules backend data base
@@ -62,6 +62,7 @@ set(header_template features)
 set(header_model model)
 set(header_backend backend)
 set(header_loss backend)
+set(header_step_params backend)
 set(header_trainer optim)
 set(header_checkpoint optim)
 set(header_eval eval)

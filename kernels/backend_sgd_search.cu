@@ -6,10 +6,12 @@
 // waited for. The rates are the host's (SgdL1StepParams), so no log1p is computed here.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
 #include "cuda_backend.cuh"
+#include "run_kernels.cuh"
 #include "sgd_search_kernels.cuh"
 
 namespace crfx::cuda::detail {
@@ -57,6 +59,41 @@ bool CudaBackend::sgd_l1_search_step(const BackendCorpus& bc, SentenceSpan span,
   // The update at the rate chosen, u and Λ advanced.
   launch_sgd_search_end(search, p, sc, stream_);
   launch_sgd_step(g.n, g.index.get(), g.value.get(), p, search, sc, P(w), qd, stream_);
+  return true;
+}
+
+bool CudaBackend::gradient_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, const GradientSteps& s) {
+  const CudaCorpus& c = C(bc);
+  // The step's forward-backward at one sentence is the warp kernel's (L ≤ 32), its gradient seq-log's.
+  if (runs_refused(c) || dims_.L > 32 || s.loss != SequenceLoss::seq_log) return false;
+  if (span.count == 0) return true;  // (the trainer's question)
+  for (Vector* v : {s.q, s.rate, s.count, s.stamp})
+    if (v) same(w, *v);
+  if ((s.adf && (!s.rate || !s.count)) || (s.stamp && !s.clock) || (!s.adf && (!s.eta || !s.u)))
+    throw Error("internal: gradient steps without their operands");
+  GradientRun r{};
+  r.run = run_params(c, span, w, nullptr);
+  r.fb = fb_params(arrays(c), w);  // (its chunk, τ and E are the run's own)
+  r.fb.gold = true;
+  r.fb.backward = true;
+  r.fb.node = node_.get();
+  r.fb.pair = pair_.get();
+  r.adf = s.adf;
+  r.coef = s.coef;
+  r.q = s.q ? P(*s.q) : nullptr;
+  r.rate = s.rate ? P(*s.rate) : nullptr;
+  r.count = s.count ? P(*s.count) : nullptr;
+  r.stamp = s.stamp ? P(*s.stamp) : nullptr;
+  for (std::size_t begin = 0; begin < span.count; begin += kRunIds) {
+    r.run.steps = std::min(kRunIds, span.count - begin);
+    for (std::size_t i = 0; i < r.run.steps; ++i) {
+      r.run.ids[i] = span[begin + i];
+      r.clock[i] = s.clock ? s.clock[begin + i] : 0.0;
+      r.eta[i] = s.eta ? s.eta[begin + i] : 0.0;
+      r.u[i] = s.u ? s.u[begin + i] : 0.0;
+    }
+    launch_gradient_run(r, stream_);
+  }
   return true;
 }
 

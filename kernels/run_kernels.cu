@@ -14,10 +14,12 @@
 #include "common.cuh"
 #include "crfx/errors.hpp"
 #include "decode_kernels.cuh"
+#include "fb_device.cuh"
 #include "launch.cuh"
 #include "rule_term.cuh"
 #include "rules/rule_set.hpp"
 #include "run_kernels.cuh"
+#include "sag_kernels.cuh"
 #include "vector_ops.cuh"
 
 namespace crfx::cuda::detail {
@@ -35,30 +37,43 @@ struct RunShared {
 __device__ RunShared run_shared(std::size_t L, double* smem) { return {smem, smem + L * L, smem + L * L + 2 * L}; }
 std::size_t run_shared_bytes(std::size_t L) { return (L * L + (2 + kRunWarps) * L) * sizeof(double); }
 
+/// The emissions of a sentence's T rows from token tok0 into p.S, a warp a row (the emission
+/// kernels' sums: the same whatever the lanes a row); `acc` [kRunWarps][L] shared.
+__device__ void run_emissions(const PerceptronRun& p, std::size_t tok0, std::size_t T, double* acc) {
+  const unsigned L = unsigned(p.gl.L), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (std::size_t r0 = 0; r0 < T; r0 += kRunWarps) {  // (every warp the same number of rounds)
+    const std::size_t r = r0 + warp;
+    const bool live = r < T;
+    const std::size_t k0 = live ? p.state_off[tok0 + r] : 0, k1 = live ? p.state_off[tok0 + r + 1] : 0;
+    emission_row<32>(L, live, k0, k1, lane, p.state_ids, p.state_vals, p.w, p.gl, acc + warp * L, p.S + r * L);
+  }
+}
+
+/// τ_t (edge_entry from τ in M, complete) into p.edge at the sentence's rows with edge items.
+__device__ void run_edge_rows(const PerceptronRun& p, std::size_t tok0, std::size_t T, const double* M) {
+  const std::size_t LL = p.gl.L * p.gl.L;
+  for (std::size_t r = 1; p.edge_off && r < T; ++r)
+    if (row_has_edge(p.edge_off, tok0 + r, r))
+      for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads)
+        p.edge[r * LL + j] = edge_entry(p.gl, M[j], j, p.edge_off[tok0 + r], p.edge_off[tok0 + r + 1],
+                                        p.edge_ids, p.edge_vals, p.w);
+}
+
 /// Sentence sid's decode by the whole block, as perceptron_step's launches take it: τ at w
 /// (dense_row_entry), the emissions (a warp a row), the edge rows' τ_t (edge_entry), Viterbi (its
 /// last two rows in shared memory) into p.path. Returns, in every thread, the rows with ŷ ≠ y.
 __device__ std::uint32_t run_decode(const PerceptronRun& p, std::uint32_t sid, const RunShared& sh) {
-  const unsigned L = unsigned(p.gl.L), tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const unsigned L = unsigned(p.gl.L), tid = threadIdx.x;
   const std::size_t LL = std::size_t(L) * L;
   __shared__ std::uint32_t wrong;
   const BatchPlans& t = p.t;
   const std::size_t tok0 = t.sent_off[sid], T = t.sent_off[sid + 1] - tok0;
   for (std::size_t j = tid; j < LL; j += kRunThreads) sh.M[j] = dense_row_entry(p.gl, p.gl.A, j, p.w);
-  for (std::size_t r0 = 0; r0 < T; r0 += kRunWarps) {  // (every warp the same number of rounds)
-    const std::size_t r = r0 + warp;
-    const bool live = r < T;
-    const std::size_t k0 = live ? p.state_off[tok0 + r] : 0, k1 = live ? p.state_off[tok0 + r + 1] : 0;
-    emission_row<32>(L, live, k0, k1, lane, p.state_ids, p.state_vals, p.w, p.gl, sh.acc + warp * L, p.S + r * L);
-  }
+  run_emissions(p, tok0, T, sh.acc);
   if (tid == 0) wrong = 0;
   __syncthreads();
   if (T == 0) return 0;  // (block-uniform) no path, no mistake
-  for (std::size_t r = 1; p.edge_off && r < T; ++r)  // τ_t at the rows with edge items
-    if (row_has_edge(p.edge_off, tok0 + r, r))
-      for (std::size_t j = tid; j < LL; j += kRunThreads)
-        p.edge[r * LL + j] = edge_entry(p.gl, sh.M[j], j, p.edge_off[tok0 + r], p.edge_off[tok0 + r + 1],
-                                        p.edge_ids, p.edge_vals, p.w);
+  run_edge_rows(p, tok0, T, sh.M);
   for (unsigned y = tid; y < L; y += kRunThreads) sh.rows[y] = p.S[y];
   __syncthreads();
   for (std::size_t r = 1; r < T; ++r) {
@@ -188,6 +203,107 @@ __global__ void __launch_bounds__(kRunThreads) peer_run_kernel(PeerRun q) {
   }
 }
 
+/// Rule r on weight k with operands at k of `base` (null: none), as RuleTerm's map takes it.
+template <class R>
+__device__ void apply_at(const R& r, std::size_t k, double g, double* const (&base)[3]) {
+  double* v[MapOperands::kMax] = {};
+  for (int o = 0; o < 3; ++o) v[o] = base[o] ? base[o] + k : nullptr;
+  RuleMemo<R> memo{};
+  apply_element(r, g, v, memo);
+}
+
+/// f(q, gid, weight) for every weight of sentence sid's support (its plan's groups), a warp a group.
+template <class F>
+__device__ void for_each_weight(const PerceptronRun& p, std::uint32_t sid, F f) {
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::size_t g0 = p.t.gbase[sid], ng = p.t.gbase[sid + 1] - g0;
+  for (std::size_t q = warp; q < ng; q += kRunWarps) {
+    const std::uint32_t gid = p.t.groups[g0 + q];
+    const std::size_t b = p.gl.begin(gid), size = p.gl.size(gid);
+    for (std::size_t c = lane; c < size; c += 32) f(q, gid, b + c);
+  }
+}
+
+/// A gradient run's dynamic shared memory: τ, E, Eᵀ and the pair sums [L][L] each, the
+/// forward-backward's vec and rowa [L] each, the emission sums [kRunWarps][L].
+std::size_t gradient_shared_bytes(std::size_t L) { return (4 * L * L + (2 + kRunWarps) * L) * sizeof(double); }
+
+/// sgd-l1, adf: the steps of launch_gradient_run, each as its launches take it (see GradientRun).
+__global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q) {
+  const PerceptronRun& p = q.run;
+  CRFX_DYNAMIC_SHARED(double, smem);
+  const std::size_t L = p.gl.L, LL = L * L;
+  double *M = smem, *E = M + LL, *Et = E + LL, *pacc = Et + LL, *vec = pacc + LL, *rowa = vec + L, *acc = rowa + L;
+  __shared__ double red[32];
+  __shared__ std::uint32_t ch_sent[1], ch_order[1];  // the one-sentence chunk the forward-backward reads
+  __shared__ std::size_t ch_slots[2];
+  double* const decay_ops[3] = {p.w, q.stamp, q.adf ? q.rate : nullptr};
+  double* const step_ops[3] = {p.w, q.adf ? q.rate : q.q, q.adf ? q.count : nullptr};
+  for (std::size_t i = 0; i < p.steps; ++i) {
+    const std::uint32_t sid = p.ids[i];
+    const std::size_t tok0 = p.t.sent_off[sid], T = p.t.sent_off[sid + 1] - tok0;
+    if (q.stamp)  // the support brought up to the clock (batch_gradient's catch-up)
+      for_each_weight(p, sid, [&](std::size_t, std::uint32_t, std::size_t k) {
+        apply_at(LazyDecayRule{q.clock[i], q.coef}, k, 0.0, decay_ops);
+      });
+    __syncthreads();
+    // prepare(w): τ, τ_max (prepare_kernel's: a max, exact whatever the threads), E and Eᵀ.
+    for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) M[j] = dense_row_entry(p.gl, p.gl.A, j, p.w);
+    __syncthreads();
+    double m = -CUDART_INF;
+    for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) m = fmax(m, M[j]);
+    double tmax = block_max(m, red);
+    if (!isfinite(tmax)) tmax = 0;
+    for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) {
+      const double e = exp(M[j] - tmax);
+      const std::size_t yp = j / L, y = j - yp * L;
+      E[j] = e;
+      Et[y * L + yp] = e;
+    }
+    run_emissions(p, tok0, T, acc);  // (the chunk front's)
+    run_edge_rows(p, tok0, T, M);
+    if (threadIdx.x == 0) {
+      ch_sent[0] = sid;
+      ch_order[0] = 0;
+      ch_slots[0] = 0;
+      ch_slots[1] = T;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // forward_backward_warp_kernel's sentence
+      FbParams fp = q.fb;
+      fp.ch = ChunkView{ch_sent, ch_slots, ch_order};
+      fp.trans = M;
+      fb::FbSentence<fb::WarpGroup> f;
+      f.L = int(L);
+      f.LL = LL;
+      f.E = E;
+      f.Et = Et;
+      f.p = &fp;
+      f.vec = vec;
+      f.rowa = rowa;
+      f.pacc = fp.shared_pair ? pacc : nullptr;
+      f.tmax = tmax;
+      f.single = true;
+      fb::fb_sentence(f, 0);
+    }
+    __syncthreads();
+    // span_gradient (scale 1) and the step's rule, weight by weight.
+    const std::size_t g0 = p.t.gbase[sid], o0 = p.t.obase[sid];
+    const SagSpanView v{p.t.groups + g0, nullptr, p.t.oofs + g0 + sid, p.t.onew + o0, nullptr, nullptr,
+                        p.t.oval + o0, nullptr, 1u};
+    for_each_weight(p, sid, [&](std::size_t k, std::uint32_t gid, std::size_t w) {
+      const std::size_t j = p.gl.slot(w, gid);
+      const double g = __dmul_rn(1.0, span_group_sum(p.gl, v, k, gid, j, marginal_width(p.gl, gid), q.fb.node,
+                                                     q.fb.pair, q.fb.edge, 0.0));
+      if (q.adf)
+        apply_at(AdfStepRule{}, w, g, step_ops);
+      else
+        apply_at(SgdL1Rule{q.eta[i], q.u[i], 0.0, 0.0, false}, w, g, step_ops);
+    });
+    __syncthreads();
+  }
+}
+
 void check_run(const PerceptronRun& p) {
   if (p.steps > kRunIds || p.gl.L > kRunMaxL) throw Error("internal: a run beyond its launch's bounds");
 }
@@ -198,6 +314,13 @@ void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s) {
   if (p.steps == 0) return;
   check_run(p);
   CRFX_LAUNCH(perceptron_run_kernel, 1, int(kRunThreads), run_shared_bytes(p.gl.L), s, p);
+}
+
+void launch_gradient_run(const GradientRun& p, cudaStream_t s) {
+  if (p.run.steps == 0) return;
+  check_run(p.run);
+  if (p.run.gl.L > 32) throw Error("internal: a gradient run beyond L = 32");
+  CRFX_LAUNCH(gradient_run_kernel, 1, int(kRunThreads), gradient_shared_bytes(p.run.gl.L), s, p);
 }
 
 void launch_peer_run(const PeerRun& p, cudaStream_t s) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "crfx/internal/backend.hpp"  // SentenceSpan
+#include "chain_kernels.cuh"           // FbParams
 #include "crfx/internal/corpus.hpp"   // WeightGroups
 #include "peer_step.cuh"             // PeerParams
 #include "perceptron_kernels.cuh"    // BatchPlans
@@ -76,5 +77,22 @@ struct PeerRun {
   double* loss;              // the epoch's ℓ sum so far
 };
 void launch_peer_run(const PeerRun& p, cudaStream_t s);
+
+/// sgd-l1's (no line search) or adf's steps at batch size 1 in a row (launch_gradient_run): each
+/// the step the primitives take on one sentence (GradientSteps, step_params.hpp) — the support
+/// caught up (LazyDecayRule at clock[i]), τ and E = exp(τ − τ_max), the emissions and edge rows
+/// as the chunk front's, the forward-backward as the warp kernel's (one warp), the gradient as
+/// sag_gradient_kernel's, and the rule (SgdL1Rule at eta[i], u[i]; AdfStepRule) on each weight.
+struct GradientRun {
+  PerceptronRun run;  // the sentences, the corpus's arrays, the plans, w, S, the edge rows
+  double clock[kRunIds], eta[kRunIds], u[kRunIds];
+  FbParams fb;        // the step's (fb_params, gold mode): la, lb, node, pair, result, the flags
+  bool adf;
+  double coef;        // the catch-up's
+  double *q, *rate, *count, *stamp;  // (null where not used)
+};
+static_assert(sizeof(GradientRun) <= 32764, "a kernel's parameters (CUDA 12.1 and later on sm_70 and up)");
+/// Takes L ≤ 32 (the forward-backward on one warp), a resident corpus, transitions on.
+void launch_gradient_run(const GradientRun& p, cudaStream_t s);
 
 }  // namespace crfx::cuda::detail

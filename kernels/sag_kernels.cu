@@ -40,12 +40,6 @@ __global__ void __launch_bounds__(256) sag_catch_up_kernel(WeightGroups gl, cons
   }
 }
 
-/// Width of group gid's marginal rows: L (state groups) or L² (transitions, edge groups). Weight
-/// k of the group reads column slot(k) of them (dense: the k-th; sparse: the pair its row lists).
-__device__ std::size_t marginal_width(const WeightGroups& gl, std::uint32_t gid) {
-  return gid < gl.A ? gl.L : gl.L * gl.L;
-}
-
 /// g (compact, per group) = scale · Σ over the span's occurrences of x · (μ_new − gold);
 /// transitions: scale · Σ over the span's sentences of the pairwise deltas. Fixed order per entry.
 __global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagSpanView v, std::size_t count, const double* new_node,

@@ -31,6 +31,12 @@ struct SagSpanView {
   std::uint32_t n;
 };
 
+/// Width of group gid's marginal rows: L (state groups) or L² (transitions, edge groups). Weight
+/// k of the group reads column slot(k) of them (dense: the k-th; sparse: the pair its row lists).
+inline __device__ std::size_t marginal_width(const WeightGroups& gl, std::uint32_t gid) {
+  return gid < gl.A ? gl.L : gl.L * gl.L;
+}
+
 /// The span's gradient sum for weight slot j of its q-th group gid (width: L for state groups, L²
 /// for the transitions and edge groups), added to acc in the plan's fixed order: the transitions
 /// over the span's sentences' pairwise rows, other groups over their occurrences, value ×

@@ -20,8 +20,11 @@
 // its own per-step factor — exact, since γ_i is constant within a window) before its batch is
 // evaluated, and every weight is flushed before each rate update and at the end of each epoch.
 // c1 is not used by the update (ADF is an L2 method) but is part of the reported objective.
+// At batch size 1 the steps are queued and handed to the backend at a window's end, a stop or an
+// epoch's end (GradientRunQueue, sgd_l1.hpp; CUDA: a few hundred steps a launch, issue 37).
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "crfx/errors.hpp"
 #include "optim/quasi_newton.hpp"
@@ -32,6 +35,19 @@
 namespace crfx {
 namespace {
 
+void validate_adf(const TrainOptions& opt, double eta0, double coef) {
+  validate_stochastic_options(opt, opt.epochs);
+  if (!(eta0 > 0) || !std::isfinite(eta0))
+    throw Error("adf: eta0 (the initial rate) must be a finite number > 0 (got " + std::to_string(eta0) + ")");
+  if (!(opt.adf_alpha > 0 && opt.adf_alpha <= 1))
+    throw Error("adf: adf_alpha must be in (0, 1] (got " + std::to_string(opt.adf_alpha) + ")");
+  if (!(opt.adf_beta > 0 && opt.adf_beta <= 1))
+    throw Error("adf: adf_beta must be in (0, 1] (got " + std::to_string(opt.adf_beta) + ")");
+  if (opt.adf_windows < 1)
+    throw Error("adf: adf_windows must be ≥ 1 (got " + std::to_string(opt.adf_windows) + ")");
+  if (!(coef * eta0 < 1)) throw Error("adf: the L2 decay 1 − 2·eta0·c2/N is not positive: lower eta0");
+}
+
 class AdfTrainer final : public Trainer {
  public:
   double train(Objective& obj, Vector& w, const TrainOptions& opt, const ProgressFn& progress) override {
@@ -39,19 +55,9 @@ class AdfTrainer final : public Trainer {
     const BackendCorpus& corpus = obj.corpus();
     const std::size_t n = corpus.num_sentences();
     const double N = double(n), c2 = obj.c2();
-    validate_stochastic_options(opt, opt.epochs);
     const double eta0 = opt.eta0.value_or(kDefaultEta0);
-    if (!(eta0 > 0) || !std::isfinite(eta0))
-      throw Error("adf: eta0 (the initial rate) must be a finite number > 0 (got " + std::to_string(eta0) + ")");
-    if (!(opt.adf_alpha > 0 && opt.adf_alpha <= 1))
-      throw Error("adf: adf_alpha must be in (0, 1] (got " + std::to_string(opt.adf_alpha) + ")");
-    if (!(opt.adf_beta > 0 && opt.adf_beta <= 1))
-      throw Error("adf: adf_beta must be in (0, 1] (got " + std::to_string(opt.adf_beta) + ")");
-    if (opt.adf_windows < 1)
-      throw Error("adf: adf_windows must be ≥ 1 (got " + std::to_string(opt.adf_windows) + ")");
     const double coef = 2.0 * c2 / N;  // per-step L2 decay: 1 − coef·γ_i (γ_i ≤ eta0)
-    if (c2 > 0 && !(coef * eta0 < 1))
-      throw Error("adf: the L2 decay 1 − 2·eta0·c2/N is not positive: lower eta0");
+    validate_adf(opt, eta0, c2 > 0 ? coef : 0.0);
 
     const std::size_t nw = w.size();
     VectorPtr rate = b.vector(nw), count = b.vector(nw);
@@ -60,6 +66,12 @@ class AdfTrainer final : public Trainer {
     SparseVectorPtr g = sparse_gradients(b).sparse_vector();
     const std::size_t window = std::max<std::size_t>(1, n / std::size_t(opt.adf_windows));
     std::size_t in_window = 0, steps_in_window = 0;
+    GradientSteps shape;  // batch size 1: the steps in runs where the backend takes them
+    shape.adf = true;
+    shape.loss = obj.loss();
+    shape.coef = coef;
+    std::tie(shape.rate, shape.count, shape.stamp) = std::tuple(rate.get(), count.get(), stamp.get());
+    GradientRunQueue runs(obj, w, shape, opt.batch_size == 1);
     double steps = 0;  // the lazy-decay clock
     EpochShuffler shuffler(n, opt.seed);
     Stopwatch clock;
@@ -93,23 +105,29 @@ class AdfTrainer final : public Trainer {
       for (std::size_t start = done; start < n; start += opt.batch_size) {
         const std::size_t m = std::min(opt.batch_size, n - start);
         const SentenceSpan span{perm.data() + start, m};
-        if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
-          sparse_gradients(b).support(corpus, span, *g);
-          map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate}, g.get());
+        if (runs.on()) {
+          runs.push(span[0], steps, 0.0, 0.0);
+        } else {
+          if (c2 > 0) {  // the span's weights brought up to date first: g's indices are its support
+            sparse_gradients(b).support(corpus, span, *g);
+            map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate}, g.get());
+          }
+          sparse_gradients(b).evaluate_sparse_gradient(corpus, w, span, *g, 1.0 / double(m), c2 > 0, obj.loss());
+          map(b, AdfStepRule{}, {w, *rate, *count}, g.get());
         }
-        sparse_gradients(b).evaluate_sparse_gradient(corpus, w, span, *g, 1.0 / double(m), c2 > 0, obj.loss());
         obj.add_passes(double(m) / N);
-        map(b, AdfStepRule{}, {w, *rate, *count}, g.get());
         steps += 1;
         ++steps_in_window;
         in_window += m;
         if (in_window >= window) {
+          runs.take();
           if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
           map(b, AdfRateRule{double(steps_in_window), opt.adf_alpha, opt.adf_beta}, {*rate, *count});
           in_window = steps_in_window = 0;
         }
         done = start + m;
         if (done < n && stop_requested()) {  // stop inside the epoch
+          runs.take();
           Progress pr = progress_within(epoch, done, n, obj, w, eta0, clock);
           pr.state = &state;
           if (progress) progress(pr, w);
@@ -119,6 +137,7 @@ class AdfTrainer final : public Trainer {
         }
       }
       done = 0;
+      runs.take();
       if (c2 > 0) map(b, LazyDecayRule{steps, coef}, {w, *stamp, *rate});
       f = monitor_objective(obj, w);
       require_finite("adf", "epoch", epoch, f, obj.loss());

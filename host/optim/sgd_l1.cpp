@@ -27,7 +27,10 @@
 // per-weight penalties q of the support are restored exactly from gathered copies. The search is
 // SgdL1Search (host/rules/sgd_l1_search.hpp); at batch size 1 a backend may decide it on its
 // device (SparseGradients::sgd_l1_search_step: the CUDA backend), u and Λ then a vector of two
-// there, read back at an epoch's end or a stop.
+// there, read back at an epoch's end or a stop. Without the search, at batch size 1, the host
+// decides each step's η, u and Λ as below and queues the step (GradientRunQueue): the backend takes
+// the queue at an epoch's end or a stop (SparseGradients::gradient_steps; CUDA: a few hundred steps
+// a launch, issue 37), bitwise the steps one at a time.
 //
 // Effective passes: (m forward-backward + m per forward-only trial) / N per step.
 #include "optim/sgd_l1.hpp"
@@ -62,6 +65,32 @@ void EpochShuffler::state(StateArchive& ar) {
   const std::size_t n = perm_.size();
   ar.values("shuffler.permutation", perm_);
   if (perm_.size() != n) throw Error("checkpoint: the saved permutation is not of this corpus");
+}
+
+GradientRunQueue::GradientRunQueue(Objective& obj, Vector& w, const GradientSteps& shape, bool wanted)
+    : obj_(obj), w_(w), shape_(shape) {
+  on_ = wanted && sparse_gradients(obj.backend()).gradient_steps(obj.corpus(), {}, w, shape);
+}
+
+void GradientRunQueue::push(std::uint32_t sentence, double clock, double eta, double u) {
+  ids_.push_back(sentence);
+  clock_.push_back(clock);
+  eta_.push_back(eta);
+  u_.push_back(u);
+}
+
+void GradientRunQueue::take() {
+  if (ids_.empty()) return;
+  GradientSteps s = shape_;
+  s.clock = clock_.data();
+  s.eta = eta_.data();
+  s.u = u_.data();
+  if (!sparse_gradients(obj_.backend()).gradient_steps(obj_.corpus(), {ids_.data(), ids_.size()}, w_, s))
+    throw Error("internal: the backend refused a run of gradient steps it had accepted");
+  ids_.clear();
+  clock_.clear();
+  eta_.clear();
+  u_.clear();
 }
 
 double monitor_objective(Objective& obj, const Vector& w) {
@@ -180,6 +209,15 @@ bool step_on_device(Objective& obj, Vector& w, Vector* q, Vector* stamp, SparseV
   return true;
 }
 
+/// The shape of sgd-l1's steps in runs (batch size 1 without the line search).
+GradientSteps sgd_steps(const Objective& obj, Vector* q, Vector* stamp) {
+  GradientSteps s;
+  s.loss = obj.loss();
+  s.q = q;
+  s.stamp = stamp;
+  return s;
+}
+
 }  // namespace
 
 double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs, bool heuristic,
@@ -200,6 +238,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   double u = 0;       // total L1 penalty per weight so far (Eq. 10)
   double Lambda = 0;  // cumulative log L2 decay since the last flush
   DeviceScalars ds{u, Lambda};
+  GradientRunQueue runs(obj, w, sgd_steps(obj, q.get(), stamp.get()), !heuristic && opt.batch_size == 1);
   std::size_t k = 0;  // sentences processed
   EpochShuffler shuffler(n, opt.seed);
   Stopwatch clock;
@@ -234,7 +273,13 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       const std::size_t m = std::min(opt.batch_size, n - start);
       const SentenceSpan span{perm.data() + start, m};
       eta = eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
-      if (!(heuristic && step_on_device(obj, w, q.get(), stamp.get(), *g, *saved_w, span, eta, ds))) {
+      if (runs.on()) {  // the step's scalars as below, the step queued
+        obj.add_passes(1.0 / N);
+        const double clock = Lambda;
+        u += eta * c1 / N;
+        runs.push(span[0], clock, eta, u);
+        if (c2 > 0) Lambda += std::log1p(-2.0 * eta * c2 / N);
+      } else if (!(heuristic && step_on_device(obj, w, q.get(), stamp.get(), *g, *saved_w, span, eta, ds))) {
         const double nll = batch_gradient(obj, w, stamp.get(), Lambda, *g, span, heuristic);
         const double rate = heuristic ? search_rate(obj, w, q.get(), *g, *saved_w, span, nll, eta, u) : eta;
         u += rate * c1 / N;
@@ -244,6 +289,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       k += m;
       done = start + m;
       if (done < n && poll && *poll && (*poll)()) {  // stop inside the epoch
+        runs.take();
         ds.to_host(b);
         Progress pr = progress_within(epoch, done, n, obj, w, eta, clock);
         pr.state = &state;
@@ -254,6 +300,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       }
     }
     done = 0;
+    runs.take();
     ds.to_host(b);
     if (c2 > 0) {  // flush the lazy decay; restart Λ and the stamps at 0
       map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});

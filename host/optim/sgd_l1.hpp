@@ -36,6 +36,27 @@ class EpochShuffler {
   std::vector<std::uint32_t> perm_;
 };
 
+/// sgd-l1's (no line search) and adf's steps at batch size 1 in runs where the backend takes them
+/// (SparseGradients::gradient_steps; issue 37): the trainer decides each step's scalars as before
+/// and queues them with its sentence; take() hands the queue over, before anything reads the
+/// weights (a window's end, a stop, an epoch's end). Off (the trainer steps through the
+/// primitives) where not `wanted` or where the backend has no runs.
+class GradientRunQueue {
+ public:
+  GradientRunQueue(Objective& obj, Vector& w, const GradientSteps& shape, bool wanted);
+  bool on() const { return on_; }
+  void push(std::uint32_t sentence, double clock, double eta, double u);
+  void take();
+
+ private:
+  Objective& obj_;
+  Vector& w_;
+  GradientSteps shape_;
+  bool on_ = false;
+  std::vector<std::uint32_t> ids_;
+  std::vector<double> clock_, eta_, u_;
+};
+
 /// Full objective f(w) = Σ NLL + c1·‖w‖₁ + c2·‖w‖² over the whole corpus, for monitoring: one
 /// forward pass that is NOT counted in Objective::passes().
 double monitor_objective(Objective& obj, const Vector& w);

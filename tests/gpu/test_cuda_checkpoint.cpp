@@ -56,6 +56,8 @@ TEST(CudaCheckpoint, StochasticTrainersStopInsideAnEpochAndResumeBitExact) {
                           Case{"saga", 1, Sampling::uniform},  // queued on the device (incremental_schedule)
                           Case{"saga", 2, Sampling::lipschitz}, Case{"sgd-l1", 2, Sampling::mixed},
                           Case{"adf", 3, Sampling::mixed}, Case{"ap", 2, Sampling::mixed},
+                          Case{"sgd-l1", 1, Sampling::mixed},  // runs (gradient_steps), taken at the stop
+                          Case{"adf", 1, Sampling::mixed},     // and at each window's end,
                           Case{"ap", 1, Sampling::mixed},  // runs (perceptron_steps), taken at the stop
                           Case{"l2sgd", 1, Sampling::mixed}, Case{"mira", 1, Sampling::mixed},
                           Case{"pa", 1, Sampling::mixed},  // the step and its loss sum on the device (peer_step)

@@ -22,6 +22,7 @@
 
 #include "crfx/internal/corpus.hpp"
 #include "crfx/internal/loss.hpp"
+#include "crfx/internal/step_params.hpp"
 
 namespace crfx {
 
@@ -64,18 +65,6 @@ struct SagStepParams {
 struct SagScalars {
   double L = 1.0, alpha = 0.0;
   unsigned long long trials = 0;
-};
-
-/// A step of sgd-l1's heuristic line search (SparseGradients::sgd_l1_search_step, host/rules/
-/// sgd_l1_search.hpp): the rates its 3 trials can take, η·2^j for j = kLow … kLow + 4 (index
-/// j − kLow), each with what it adds to the L1 penalty per weight (r·c1/N) and to the lazy L2
-/// decay's log-sum (log1p(−2·r·c2/N)) — made on the host, so a device deciding the search
-/// computes no log1p of its own — and the batch objective's penalty coefficients c1/N, c2/N.
-struct SgdL1StepParams {
-  static constexpr int kLow = -2, kRates = 5;
-  double rate[kRates] = {}, u_step[kRates] = {}, log_decay[kRates] = {};
-  double c1 = 0, c2 = 0;
-  SequenceLoss loss = SequenceLoss::seq_log;
 };
 
 class IncrementalState {
@@ -432,6 +421,14 @@ class SparseGradients {
                                   SparseVector& saved) {
     (void)corpus, (void)sentences, (void)p, (void)w, (void)q, (void)stamp, (void)scalars, (void)g, (void)saved;
     return false;
+  }
+  /// sgd-l1's (no line search) or adf's steps at batch size 1 (GradientSteps, step_params.hpp),
+  /// bitwise the steps through the primitives one at a time, where the backend runs them without
+  /// a launch a step (CUDA: one a few hundred; issue 37). False, having done nothing, where it has
+  /// no such path (the default; an empty span asks).
+  virtual bool gradient_steps(const BackendCorpus& corpus, SentenceSpan sentences, Vector& w,
+                              const GradientSteps& steps) {
+    return (void)corpus, (void)sentences, (void)w, (void)steps, false;
   }
   /// dst = src (indices and values).
   virtual void sparse_copy(const SparseVector& src, SparseVector& dst) = 0;

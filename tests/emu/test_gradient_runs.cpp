@@ -1,0 +1,147 @@
+// crfx — sgd-l1's (no line search) and adf's steps at batch size 1 in runs on the emulated device
+// (SparseGradients::gradient_steps; issue 37): one launch of one block for up to kRunIds steps,
+// bitwise the steps one at a time through the primitives (the trainers' own path: the support's
+// catch-up, evaluate_sparse_gradient, the step's rule), and an epoch that launches as many kernels
+// for 300 steps as for 30.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../gpu/gpu_check.hpp"
+#include "rules/rule_set.hpp"
+#include "stochastic_counts.hpp"
+
+namespace crfx::test {
+namespace {
+
+struct RunCase {
+  bool adf;
+  bool stamp;  // L2: the lazy catch-up
+  bool q;      // sgd-l1 with c1: the penalties received
+};
+
+/// The state after `ids.size()` steps from w0: on the primitives one at a time, or in runs.
+std::vector<std::vector<double>> run_steps(const RandomProblem& p, const std::vector<double>& w0, const RunCase& k,
+                                           const std::vector<std::uint32_t>& ids, bool runs) {
+  DeviceStart d(p, w0);
+  Backend& b = *d.b;
+  const std::size_t nw = w0.size(), steps = ids.size();
+  VectorPtr q = b.vector(nw), rate = b.vector(nw), count = b.vector(nw), stamp = b.vector(nw);
+  b.fill(*rate, 0.1);
+  map(b, AdfRateRule{4.0, 0.95, 0.6}, {*rate, *count});  // (all at 0.095: rates not all the initial)
+  // The host's scalars, as the trainers make them: a decaying rate, the L1 penalty so far, the
+  // lazy decay's clock (Λ's log-sum; adf: the step count).
+  const double N = 50, c1 = 0.3, c2 = 0.5, coef = k.adf ? 2 * c2 / N : 0.0;
+  std::vector<double> clock(steps), eta(steps), u(steps);
+  double Lambda = 0, pen = 0;
+  for (std::size_t i = 0; i < steps; ++i) {
+    eta[i] = 0.2 * std::pow(0.9, double(i) / N);
+    clock[i] = k.adf ? double(i) : Lambda;
+    pen += eta[i] * c1 / N;
+    u[i] = pen;
+    Lambda += std::log1p(-2.0 * eta[i] * c2 / N);
+  }
+  GradientSteps s;
+  s.adf = k.adf;
+  s.coef = coef;
+  s.q = k.q ? q.get() : nullptr;
+  s.rate = k.adf ? rate.get() : nullptr;
+  s.count = k.adf ? count.get() : nullptr;
+  s.stamp = k.stamp ? stamp.get() : nullptr;
+  s.clock = clock.data();
+  s.eta = eta.data();
+  s.u = u.data();
+  SparseGradients& sg = d.sg();
+  if (runs) {
+    EXPECT_TRUE(sg.gradient_steps(*d.corpus, SentenceSpan{ids.data(), steps}, *d.w, s));
+  } else {
+    SparseVector& g = *d.delta;
+    for (std::size_t i = 0; i < steps; ++i) {
+      const SentenceSpan span{&ids[i], 1};
+      if (k.stamp) {
+        sg.support(*d.corpus, span, g);
+        map(b, LazyDecayRule{clock[i], coef}, {*d.w, *stamp, k.adf ? rate.get() : nullptr}, &g);
+      }
+      sg.evaluate_sparse_gradient(*d.corpus, *d.w, span, g, 1.0, k.stamp, SequenceLoss::seq_log);
+      if (k.adf)
+        map(b, AdfStepRule{}, {*d.w, *rate, *count}, &g);
+      else
+        map(b, SgdL1Rule{eta[i], u[i], 0.0, 0.0, false}, {*d.w, s.q}, &g);
+    }
+  }
+  return {to_host(b, *d.w), to_host(b, *q), to_host(b, *rate), to_host(b, *count), to_host(b, *stamp)};
+}
+
+// The runs are the steps one at a time bit for bit — w and every operand the rules write — for
+// sgd-l1 (with and without L1's penalties and L2's catch-up) and adf (with and without the
+// catch-up), both weight layouts, with and without edge features, from zero and random weights,
+// a run that repeats sentences and one of two launches (600 steps).
+TEST(StochasticShape, GradientRunsEqualTheStepsOneByOne) {
+  REQUIRE_GPU();
+  const RunCase cases[] = {{false, false, false}, {false, true, true}, {false, false, true}, {true, false, false},
+                           {true, true, false}};
+  const char* names[] = {"w", "q", "rate", "count", "stamp"};
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : {Layout::dense, Layout::observed})
+      for (double scale : {0.0, 0.4}) {
+        const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 95), layout);
+        const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 8);
+        const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
+        for (const RunCase& k : cases)
+          for (const std::size_t steps : {std::size_t(40), std::size_t(600)}) {
+            if (steps == 600 && scale == 0.0) continue;  // (two launches: once a case is enough)
+            SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale << " "
+                                              << (k.adf ? "adf" : "sgd-l1") << " stamp=" << k.stamp
+                                              << " q=" << k.q << ", " << steps << " steps");
+            std::vector<std::uint32_t> ids(steps);
+            std::uint32_t x = 5151;
+            for (std::uint32_t& id : ids) id = ((x = x * 1103515245u + 12345u) >> 8 & 0xffff) % n;
+            const auto one = run_steps(p, w0, k, ids, false), run = run_steps(p, w0, k, ids, true);
+            for (std::size_t v = 0; v < one.size(); ++v) EXPECT_TRUE(run[v] == one[v]) << names[v];
+            double moved = 0;
+            for (std::size_t j = 0; j < w0.size(); ++j) moved += std::abs(run[0][j] - w0[j]);
+            EXPECT_GT(moved, 0.0) << "the steps left w as it was";
+          }
+      }
+  // Where the backend has no run (no transitions; a loss but seq-log's): false, nothing done.
+  RandomProblem e = random_problem(4, 15, 0, 12, 7, 93);
+  e.dims.transitions = false;
+  for (int refused = 0; refused < 2; ++refused) {
+    const RandomProblem& r = refused == 0 ? e : random_problem(4, 15, 0, 12, 7, 93);
+    BackendPtr b = gpu_backend(r.dims);
+    auto corpus = b->upload(r.corpus);
+    auto w = b->vector(r.dims.num_weights());
+    const std::uint32_t one = 0;
+    const double zero = 0;
+    GradientSteps s;
+    s.eta = s.u = s.clock = &zero;
+    if (refused == 1) s.loss = SequenceLoss::seq_exp;
+    EXPECT_FALSE(b->sparse()->gradient_steps(*corpus, SentenceSpan{&one, 1}, *w, s)) << refused;
+    EXPECT_TRUE(to_host(*b, *w) == std::vector<double>(r.dims.num_weights(), 0.0));
+  }
+}
+
+// The trainers at batch size 1: an epoch of 300 steps launches as many kernels as one of 30 (the
+// epoch's runs and its report's), copies and waits as often; adf's windows each end a run.
+TEST(StochasticShape, GradientRunsLaunchPerEpochNotPerStep) {
+  REQUIRE_GPU();
+  for (const char* algo : {"sgd-l1", "adf"})
+    for (std::uint32_t E : {0u, 3u}) {
+      SCOPED_TRACE(::testing::Message() << algo << " E=" << E);
+      const EpochCounts small = count_epochs(algo, 30, 1, 0.1, E);
+      const EpochCounts large = count_epochs(algo, 300, 1, 0.1, E);
+      for (int e = 0; e < 2; ++e) {
+        SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
+        expect_same_host_counts(small, large, e);
+        EXPECT_EQ(small.epoch[e].launches, large.epoch[e].launches) << "kernel launches";
+      }
+      RecordProperty(std::string(algo) + "_E" + std::to_string(E) + "_launches_per_epoch",
+                     std::to_string(large.epoch[1].launches));
+    }
+}
+
+}  // namespace
+}  // namespace crfx::test
