@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cuda_backend.cuh"
+#include "rules/sgd_l1_search.hpp"
 #include "run_kernels.cuh"
 #include "sgd_search_kernels.cuh"
 
@@ -69,7 +70,9 @@ bool CudaBackend::gradient_steps(const BackendCorpus& bc, SentenceSpan span, Vec
   if (span.count == 0) return true;  // (the trainer's question)
   for (Vector* v : {s.q, s.rate, s.count, s.stamp})
     if (v) same(w, *v);
-  if ((s.adf && (!s.rate || !s.count)) || (s.stamp && !s.clock) || (!s.adf && (!s.eta || !s.u)))
+  const bool search = s.line_search;
+  if (search ? !s.search || !s.scalars || s.adf
+             : (s.adf && (!s.rate || !s.count)) || (s.stamp && !s.clock) || (!s.adf && (!s.eta || !s.u)))
     throw Error("internal: gradient steps without their operands");
   GradientRun r{};
   r.run = run_params(c, span, w, nullptr);
@@ -79,22 +82,59 @@ bool CudaBackend::gradient_steps(const BackendCorpus& bc, SentenceSpan span, Vec
   r.fb.node = node_.get();
   r.fb.pair = pair_.get();
   r.adf = s.adf;
+  r.search = search;
   r.coef = s.coef;
   r.q = s.q ? P(*s.q) : nullptr;
   r.rate = s.rate ? P(*s.rate) : nullptr;
   r.count = s.count ? P(*s.count) : nullptr;
   r.stamp = s.stamp ? P(*s.stamp) : nullptr;
+  if (search) search_run_params(s, span.count, r);
   for (std::size_t begin = 0; begin < span.count; begin += kRunIds) {
     r.run.steps = std::min(kRunIds, span.count - begin);
     for (std::size_t i = 0; i < r.run.steps; ++i) {
       r.run.ids[i] = span[begin + i];
-      r.clock[i] = s.clock ? s.clock[begin + i] : 0.0;
-      r.eta[i] = s.eta ? s.eta[begin + i] : 0.0;
-      r.u[i] = s.u ? s.u[begin + i] : 0.0;
+      double* const ps = r.per_step + i * (search ? 6 : 3);
+      if (search) {
+        const SgdL1StepParams& sp = s.search[begin + i];
+        ps[0] = sp.rate[-SgdL1StepParams::kLow];
+        for (int k = 0; k < SgdL1StepParams::kRates; ++k) ps[1 + k] = sp.log_decay[k];
+      } else {
+        ps[0] = s.clock ? s.clock[begin + i] : 0.0;
+        ps[1] = s.eta ? s.eta[begin + i] : 0.0;
+        ps[2] = s.u ? s.u[begin + i] : 0.0;
+      }
     }
     launch_gradient_run(r, stream_);
   }
   return true;
+}
+
+void CudaBackend::search_run_params(const GradientSteps& s, std::size_t steps, GradientRun& r) {
+  // The device remakes each step's rates from η and r·c1/N of each (run_step_params): checked here
+  // against the host's, so that a change to sgd_l1_step_params cannot pass unnoticed.
+  for (std::size_t i = 0; i < steps; ++i) {
+    const SgdL1StepParams& sp = s.search[i];
+    const SgdL1StepParams h = sgd_l1_step_params(sp.rate[-SgdL1StepParams::kLow], s.c1, 0.0, s.N, sp.loss);
+    bool same_rates = h.c1 == sp.c1 && sp.loss == SequenceLoss::seq_log;
+    for (int k = 0; k < SgdL1StepParams::kRates; ++k)
+      same_rates = same_rates && h.rate[k] == sp.rate[k] && h.u_step[k] == sp.u_step[k];
+    if (!same_rates) throw Error("internal: sgd-l1's step rates are not sgd_l1_step_params' of its η");
+  }
+  if (s.scalars->size() != 2) throw Error("internal: sgd-l1's device scalars are u and Λ, not " +
+                                          std::to_string(s.scalars->size()) + " values");
+  r.c1 = s.c1;
+  r.N = s.N;
+  r.pc1 = s.search[0].c1;
+  r.pc2 = s.search[0].c2;
+  r.scalars = P(*s.scalars);
+  const SentencePlans& sp = sentence_plans_;  // (run_params made them)
+  r.gofs = sp.gofs.get();
+  reserve_device(run_index_, sp.most_compact);
+  reserve_device(run_g_, sp.most_compact);
+  reserve_device(run_saved_, sp.most_compact);
+  r.idx = run_index_.get();
+  r.g = run_g_.get();
+  r.saved = run_saved_.get();
 }
 
 }  // namespace crfx::cuda::detail

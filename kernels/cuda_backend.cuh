@@ -139,6 +139,7 @@
 namespace crfx::cuda::detail {
 
 struct PerceptronRun;  // run_kernels.cuh
+struct GradientRun;    // run_kernels.cuh
 
 // ---- backend objects -------------------------------------------------------------------------
 
@@ -477,6 +478,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// Whether the corpus or the model rules runs out (perceptron_steps, peer_steps); a run's
   /// parameters but its sentences, the sentences checked (backend_perceptron.cu).
   bool runs_refused(const CudaCorpus& c) const;
+  void search_run_params(const GradientSteps& s, std::size_t steps, GradientRun& r);
   PerceptronRun run_params(const CudaCorpus& c, SentenceSpan span, Vector& w, Vector* u);
   /// perceptron_step's decode of a span that one chunk holds (false: refused, nothing queued); a
   /// sentence alone: S({sid}) and Δ into x, its mistakes into mistakes_. (backend_perceptron.cu)
@@ -654,6 +656,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   DeviceBuffer<double> peer_;  // peer_step: two reductions' partials and sums, τ, u's τ, the gate, Σℓ
   DeviceBuffer<float> mira_bounds_;           // [sentences] peer_step: mira's B_i
   DeviceBuffer<std::uint32_t> mira_shrink_;  // [sentences] and its shrinking counts
+  DeviceBuffer<std::size_t> run_index_;  // gradient_steps' line search: the support, compact
+  DeviceBuffer<double> run_g_, run_saved_;  // and its gradient and w there
   DeviceBuffer<double> lsd_red_;          // sgd_l1_search_step: a penalty's partials and sum
   DeviceBuffer<SgdL1Search> lsd_search_;  // [1] its line search
   std::vector<double> h_dense_;          // dense host scratch (feature_difference), all-zero

@@ -18,6 +18,7 @@
 #include "launch.cuh"
 #include "rule_term.cuh"
 #include "rules/rule_set.hpp"
+#include "rules/sgd_l1_search.hpp"
 #include "run_kernels.cuh"
 #include "sag_kernels.cuh"
 #include "vector_ops.cuh"
@@ -225,68 +226,182 @@ __device__ void for_each_weight(const PerceptronRun& p, std::uint32_t sid, F f) 
 }
 
 /// A gradient run's dynamic shared memory: τ, E, Eᵀ and the pair sums [L][L] each, the
-/// forward-backward's vec and rowa [L] each, the emission sums [kRunWarps][L].
+/// forward-backward's vec and rowa [L] each, the emission sums [kRunWarps][L]; and its static:
+/// the one-sentence chunk the forward-backward reads, a max's scratch.
+struct GradShared {
+  double *M, *E, *Et, *pacc, *vec, *rowa, *acc;
+  double* red;  // [32]
+  std::uint32_t *sent, *order;  // [1] each
+  std::size_t* slots;           // [2]
+  __device__ ChunkView chunk() const { return {sent, slots, order}; }
+};
 std::size_t gradient_shared_bytes(std::size_t L) { return (4 * L * L + (2 + kRunWarps) * L) * sizeof(double); }
+
+/// The chunk front of sentence sid at w as prepare and run_chunk_front take it: τ, τ_max
+/// (prepare_kernel's, a max: exact whatever the threads), E and Eᵀ, the emissions, the edge rows,
+/// the chunk. Returns τ_max; ends with a barrier.
+__device__ double gradient_front(const PerceptronRun& p, std::uint32_t sid, std::size_t tok0, std::size_t T,
+                                 const GradShared& sh) {
+  const std::size_t L = p.gl.L, LL = L * L;
+  for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) sh.M[j] = dense_row_entry(p.gl, p.gl.A, j, p.w);
+  __syncthreads();
+  double m = -CUDART_INF;
+  for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) m = fmax(m, sh.M[j]);
+  double tmax = block_max(m, sh.red);
+  if (!isfinite(tmax)) tmax = 0;
+  for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) {
+    const double e = exp(sh.M[j] - tmax);
+    const std::size_t yp = j / L, y = j - yp * L;
+    sh.E[j] = e;
+    sh.Et[y * L + yp] = e;
+  }
+  run_emissions(p, tok0, T, sh.acc);
+  run_edge_rows(p, tok0, T, sh.M);
+  if (threadIdx.x == 0) {
+    sh.sent[0] = sid;
+    sh.order[0] = 0;
+    sh.slots[0] = 0;
+    sh.slots[1] = T;
+  }
+  __syncthreads();
+  return tmax;
+}
+
+/// The sentence's forward-backward as forward_backward_warp_kernel's (one warp; gold mode, the
+/// loss in fb.result[0]): with `backward`, the marginals' deltas into fb.node and fb.pair; without,
+/// the loss only (sentence_loss_on_device's). Ends with a barrier.
+__device__ void gradient_fb(const GradientRun& q, const GradShared& sh, double tmax, bool backward) {
+  if (threadIdx.x < 32) {
+    FbParams fp = q.fb;
+    fp.ch = sh.chunk();
+    fp.trans = sh.M;
+    if (!backward) {
+      fp.backward = false;
+      fp.node = fp.pair = nullptr;
+    }
+    fb::FbSentence<fb::WarpGroup> f;
+    f.L = fp.L;
+    f.LL = std::size_t(fp.L) * fp.L;
+    f.E = sh.E;
+    f.Et = sh.Et;
+    f.p = &fp;
+    f.vec = sh.vec;
+    f.rowa = sh.rowa;
+    f.pacc = fp.shared_pair && backward ? sh.pacc : nullptr;
+    f.tmax = tmax;
+    f.single = true;
+    fb::fb_sentence(f, 0);
+  }
+  __syncthreads();
+}
+
+/// Step i's SgdL1StepParams as sgd_l1_step_params made them: the rates from η by its doublings
+/// and halvings, r·c1/N of each (two rounded operations, as the host's), the host's log_decay.
+__device__ SgdL1StepParams run_step_params(const GradientRun& q, const double* ps) {
+  constexpr int z = -SgdL1StepParams::kLow;
+  SgdL1StepParams sp;
+  sp.rate[z] = ps[0];
+  sp.rate[z + 1] = __ddiv_rn(ps[0], SgdL1Search::kDecay);
+  sp.rate[z + 2] = __ddiv_rn(sp.rate[z + 1], SgdL1Search::kDecay);
+  sp.rate[z - 1] = __dmul_rn(ps[0], SgdL1Search::kDecay);
+  sp.rate[z - 2] = __dmul_rn(sp.rate[z - 1], SgdL1Search::kDecay);
+  for (int k = 0; k < SgdL1StepParams::kRates; ++k) {
+    sp.u_step[k] = __ddiv_rn(__dmul_rn(sp.rate[k], q.c1), q.N);
+    sp.log_decay[k] = ps[1 + k];
+  }
+  sp.c1 = q.pc1;
+  sp.c2 = q.pc2;
+  return sp;
+}
+
+/// What a search step keeps in shared memory: reduce_on_device's partials and block reduction, the
+/// search, the sums.
+struct SearchShared {
+  double* partial;  // [kRedBlocks]
+  RunReduce::TempStorage* tmp;
+  SgdL1Search* search;
+  double* sum;
+};
+
+/// sgd_l1_search_step after its forward-backward: the gradient, the support and w over it into
+/// idx/g/saved in the plan's compact order; l(w) = NLL + the penalty; the 3 trials (each a rule
+/// pass summing its penalty, the forward-only loss, the restore); u and Λ advanced; the step.
+__device__ void search_step(const GradientRun& q, const double* ps, std::uint32_t sid, std::size_t tok0,
+                            std::size_t T, const GradShared& sh, const SearchShared& ss) {
+  const PerceptronRun& p = q.run;
+  const SgdL1StepParams sp = run_step_params(q, ps);
+  const std::size_t g0 = p.t.gbase[sid], f0 = g0 + sid, o0 = p.t.obase[sid];
+  const std::size_t n = q.gofs[f0 + p.t.gbase[sid + 1] - g0] - q.gofs[f0];
+  const SagSpanView v{p.t.groups + g0, nullptr, p.t.oofs + f0, p.t.onew + o0, nullptr, nullptr, p.t.oval + o0,
+                      nullptr, 1u};
+  for_each_weight(p, sid, [&](std::size_t k, std::uint32_t gid, std::size_t w) {
+    const std::size_t o = q.gofs[f0 + k] - q.gofs[f0] + (w - p.gl.begin(gid));
+    q.idx[o] = w;
+    q.g[o] = __dmul_rn(1.0, span_group_sum(p.gl, v, k, gid, p.gl.slot(w, gid), marginal_width(p.gl, gid),
+                                           q.fb.node, q.fb.pair, q.fb.edge, 0.0));
+    q.saved[o] = p.w[w];
+  });
+  __syncthreads();
+  const double penalty = run_sum(n, PenaltyTerm{q.saved, sp.c1, sp.c2}, ss.partial, *ss.tmp, ss.sum);
+  if (threadIdx.x == 0) *ss.search = SgdL1Search(__dadd_rn(q.fb.result[0], penalty));
+  __syncthreads();
+  for (int trial = 0; trial < SgdL1Search::kTrials; ++trial) {
+    const int k = ss.search->index();
+    const SgdL1Rule r{sp.rate[k], __dadd_rn(q.scalars[0], sp.u_step[k]), sp.c1, sp.c2, true};
+    auto term = [&](std::size_t j) {
+      double* const o[2] = {p.w + q.idx[j], q.q ? q.q + q.idx[j] : nullptr};
+      return r(q.g[j], o);
+    };
+    const double tp = run_sum(n, term, ss.partial, *ss.tmp, ss.sum);
+    gradient_fb(q, sh, gradient_front(p, sid, tok0, T, sh), false);
+    for (std::size_t j = threadIdx.x; j < n; j += kRunThreads) p.w[q.idx[j]] = q.saved[j];  // exact restore
+    if (threadIdx.x == 0) ss.search->tried(__dadd_rn(q.fb.result[0], tp));
+    __syncthreads();
+  }
+  const int k = ss.search->chosen_index();
+  if (threadIdx.x == 0) {  // sgd_search_end_kernel's
+    q.scalars[0] = __dadd_rn(q.scalars[0], sp.u_step[k]);
+    if (sp.c2 > 0) q.scalars[1] = __dadd_rn(q.scalars[1], sp.log_decay[k]);
+  }
+  __syncthreads();
+  const SgdL1Rule r{sp.rate[k], q.scalars[0], 0.0, 0.0, false};
+  for (std::size_t j = threadIdx.x; j < n; j += kRunThreads) {
+    double* const o[2] = {p.w + q.idx[j], q.q ? q.q + q.idx[j] : nullptr};
+    r(q.g[j], o);
+  }
+  __syncthreads();
+}
 
 /// sgd-l1, adf: the steps of launch_gradient_run, each as its launches take it (see GradientRun).
 __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q) {
   const PerceptronRun& p = q.run;
   CRFX_DYNAMIC_SHARED(double, smem);
   const std::size_t L = p.gl.L, LL = L * L;
-  double *M = smem, *E = M + LL, *Et = E + LL, *pacc = Et + LL, *vec = pacc + LL, *rowa = vec + L, *acc = rowa + L;
-  __shared__ double red[32];
-  __shared__ std::uint32_t ch_sent[1], ch_order[1];  // the one-sentence chunk the forward-backward reads
+  __shared__ double red[32], partial[kRedBlocks], sum;
+  __shared__ RunReduce::TempStorage tmp;
+  __shared__ SgdL1Search search;
+  __shared__ std::uint32_t ch_sent[1], ch_order[1];
   __shared__ std::size_t ch_slots[2];
+  GradShared sh{smem, smem + LL, smem + 2 * LL, smem + 3 * LL, smem + 4 * LL, smem + 4 * LL + L,
+                smem + 4 * LL + 2 * L, red, ch_sent, ch_order, ch_slots};
+  const SearchShared ss{partial, &tmp, &search, &sum};
   double* const decay_ops[3] = {p.w, q.stamp, q.adf ? q.rate : nullptr};
   double* const step_ops[3] = {p.w, q.adf ? q.rate : q.q, q.adf ? q.count : nullptr};
   for (std::size_t i = 0; i < p.steps; ++i) {
     const std::uint32_t sid = p.ids[i];
     const std::size_t tok0 = p.t.sent_off[sid], T = p.t.sent_off[sid + 1] - tok0;
+    const double* ps = q.per_step + i * (q.search ? 6 : 3);
+    const double clock = q.search ? q.scalars[1] : ps[0];  // (the search: Λ on the device)
     if (q.stamp)  // the support brought up to the clock (batch_gradient's catch-up)
       for_each_weight(p, sid, [&](std::size_t, std::uint32_t, std::size_t k) {
-        apply_at(LazyDecayRule{q.clock[i], q.coef}, k, 0.0, decay_ops);
+        apply_at(LazyDecayRule{clock, q.coef}, k, 0.0, decay_ops);
       });
     __syncthreads();
-    // prepare(w): τ, τ_max (prepare_kernel's: a max, exact whatever the threads), E and Eᵀ.
-    for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) M[j] = dense_row_entry(p.gl, p.gl.A, j, p.w);
-    __syncthreads();
-    double m = -CUDART_INF;
-    for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) m = fmax(m, M[j]);
-    double tmax = block_max(m, red);
-    if (!isfinite(tmax)) tmax = 0;
-    for (std::size_t j = threadIdx.x; j < LL; j += kRunThreads) {
-      const double e = exp(M[j] - tmax);
-      const std::size_t yp = j / L, y = j - yp * L;
-      E[j] = e;
-      Et[y * L + yp] = e;
+    gradient_fb(q, sh, gradient_front(p, sid, tok0, T, sh), true);
+    if (q.search) {
+      search_step(q, ps, sid, tok0, T, sh, ss);
+      continue;
     }
-    run_emissions(p, tok0, T, acc);  // (the chunk front's)
-    run_edge_rows(p, tok0, T, M);
-    if (threadIdx.x == 0) {
-      ch_sent[0] = sid;
-      ch_order[0] = 0;
-      ch_slots[0] = 0;
-      ch_slots[1] = T;
-    }
-    __syncthreads();
-    if (threadIdx.x < 32) {  // forward_backward_warp_kernel's sentence
-      FbParams fp = q.fb;
-      fp.ch = ChunkView{ch_sent, ch_slots, ch_order};
-      fp.trans = M;
-      fb::FbSentence<fb::WarpGroup> f;
-      f.L = int(L);
-      f.LL = LL;
-      f.E = E;
-      f.Et = Et;
-      f.p = &fp;
-      f.vec = vec;
-      f.rowa = rowa;
-      f.pacc = fp.shared_pair ? pacc : nullptr;
-      f.tmax = tmax;
-      f.single = true;
-      fb::fb_sentence(f, 0);
-    }
-    __syncthreads();
     // span_gradient (scale 1) and the step's rule, weight by weight.
     const std::size_t g0 = p.t.gbase[sid], o0 = p.t.obase[sid];
     const SagSpanView v{p.t.groups + g0, nullptr, p.t.oofs + g0 + sid, p.t.onew + o0, nullptr, nullptr,
@@ -298,7 +413,7 @@ __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q
       if (q.adf)
         apply_at(AdfStepRule{}, w, g, step_ops);
       else
-        apply_at(SgdL1Rule{q.eta[i], q.u[i], 0.0, 0.0, false}, w, g, step_ops);
+        apply_at(SgdL1Rule{ps[1], ps[2], 0.0, 0.0, false}, w, g, step_ops);
     });
     __syncthreads();
   }

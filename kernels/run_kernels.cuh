@@ -78,18 +78,27 @@ struct PeerRun {
 };
 void launch_peer_run(const PeerRun& p, cudaStream_t s);
 
-/// sgd-l1's (no line search) or adf's steps at batch size 1 in a row (launch_gradient_run): each
-/// the step the primitives take on one sentence (GradientSteps, step_params.hpp) — the support
-/// caught up (LazyDecayRule at clock[i]), τ and E = exp(τ − τ_max), the emissions and edge rows
-/// as the chunk front's, the forward-backward as the warp kernel's (one warp), the gradient as
-/// sag_gradient_kernel's, and the rule (SgdL1Rule at eta[i], u[i]; AdfStepRule) on each weight.
+/// sgd-l1's or adf's steps at batch size 1 in a row (launch_gradient_run): each the step the
+/// primitives take on one sentence (GradientSteps, step_params.hpp) — the support caught up
+/// (LazyDecayRule), τ and E = exp(τ − τ_max) as prepare's, the emissions and edge rows as the
+/// chunk front's, the forward-backward as the warp kernel's (one warp), the gradient as
+/// sag_gradient_kernel's, and the rule (SgdL1Rule, AdfStepRule) on each weight. With `search`,
+/// sgd_l1_search_step's: the gradient and w over the support into idx/g/saved (compact), the
+/// penalty and each trial's by reduce_on_device's passes, the forward-only trials, the search
+/// (SgdL1Search) in shared memory, u and Λ in `scalars`.
 struct GradientRun {
   PerceptronRun run;  // the sentences, the corpus's arrays, the plans, w, S, the edge rows
-  double clock[kRunIds], eta[kRunIds], u[kRunIds];
+  /// Per step, the host's: clock, η, u (3 a step) or, with `search`, η and log_decay[5] (6).
+  double per_step[kRunIds * 6];
   FbParams fb;        // the step's (fb_params, gold mode): la, lb, node, pair, result, the flags
-  bool adf;
+  bool adf, search;
   double coef;        // the catch-up's
   double *q, *rate, *count, *stamp;  // (null where not used)
+  double c1, N, pc1, pc2;            // search: c1 and N as the host's, c1/N and c2/N
+  double* scalars;                   // search: u, Λ
+  const std::size_t* gofs;           // search: the plans' group offsets (sentence s's at gbase[s] + s)
+  std::size_t* idx;                  // search: [the largest compact support] scratch
+  double *g, *saved;
 };
 static_assert(sizeof(GradientRun) <= 32764, "a kernel's parameters (CUDA 12.1 and later on sm_70 and up)");
 /// Takes L ≤ 32 (the forward-backward on one warp), a resident corpus, transitions on.

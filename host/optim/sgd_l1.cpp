@@ -27,10 +27,10 @@
 // per-weight penalties q of the support are restored exactly from gathered copies. The search is
 // SgdL1Search (host/rules/sgd_l1_search.hpp); at batch size 1 a backend may decide it on its
 // device (SparseGradients::sgd_l1_search_step: the CUDA backend), u and Λ then a vector of two
-// there, read back at an epoch's end or a stop. Without the search, at batch size 1, the host
-// decides each step's η, u and Λ as below and queues the step (GradientRunQueue): the backend takes
-// the queue at an epoch's end or a stop (SparseGradients::gradient_steps; CUDA: a few hundred steps
-// a launch, issue 37), bitwise the steps one at a time.
+// there, read back at an epoch's end or a stop. At batch size 1 the host decides each step's η
+// (without the search also u and Λ) as below and queues the step (GradientRunQueue): the backend
+// takes the queue at an epoch's end or a stop (SparseGradients::gradient_steps; CUDA: a few hundred
+// steps a launch, the search's too; issue 37), bitwise the steps one at a time.
 //
 // Effective passes: (m forward-backward + m per forward-only trial) / N per step.
 #include "optim/sgd_l1.hpp"
@@ -79,18 +79,29 @@ void GradientRunQueue::push(std::uint32_t sentence, double clock, double eta, do
   u_.push_back(u);
 }
 
-void GradientRunQueue::take() {
+void GradientRunQueue::push(std::uint32_t sentence, const SgdL1StepParams& search) {
+  ids_.push_back(sentence);
+  search_.push_back(search);
+}
+
+void GradientRunQueue::take(Vector* scalars) {
   if (ids_.empty()) return;
   GradientSteps s = shape_;
-  s.clock = clock_.data();
-  s.eta = eta_.data();
-  s.u = u_.data();
+  if (s.line_search) {
+    s.search = search_.data();
+    s.scalars = scalars;
+  } else {
+    s.clock = clock_.data();
+    s.eta = eta_.data();
+    s.u = u_.data();
+  }
   if (!sparse_gradients(obj_.backend()).gradient_steps(obj_.corpus(), {ids_.data(), ids_.size()}, w_, s))
     throw Error("internal: the backend refused a run of gradient steps it had accepted");
   ids_.clear();
   clock_.clear();
   eta_.clear();
   u_.clear();
+  search_.clear();
 }
 
 double monitor_objective(Objective& obj, const Vector& w) {
@@ -209,13 +220,39 @@ bool step_on_device(Objective& obj, Vector& w, Vector* q, Vector* stamp, SparseV
   return true;
 }
 
-/// The shape of sgd-l1's steps in runs (batch size 1 without the line search).
-GradientSteps sgd_steps(const Objective& obj, Vector* q, Vector* stamp) {
+/// The shape of sgd-l1's steps in runs (batch size 1).
+GradientSteps sgd_steps(const Objective& obj, Vector* q, Vector* stamp, bool heuristic) {
   GradientSteps s;
   s.loss = obj.loss();
   s.q = q;
   s.stamp = stamp;
+  s.line_search = heuristic;
+  s.c1 = obj.c1();
+  s.N = double(obj.corpus().num_sentences());
   return s;
+}
+
+/// A step at batch size 1 queued (runs): u and Λ advanced as the primitives' path below advances
+/// them, or (the line search) step_on_device's step, u and Λ on the device.
+void queue_step(Objective& obj, GradientRunQueue& runs, std::uint32_t sentence, double eta, bool heuristic, double& u,
+                double& Lambda) {
+  const double N = double(obj.corpus().num_sentences()), c1 = obj.c1(), c2 = obj.c2();
+  if (heuristic) {
+    for (int pass = 0; pass <= SgdL1Search::kTrials; ++pass) obj.add_passes(1.0 / N);
+    runs.push(sentence, sgd_l1_step_params(eta, c1, c2, N, obj.loss()));
+    return;
+  }
+  obj.add_passes(1.0 / N);
+  const double clock = Lambda;
+  u += eta * c1 / N;
+  runs.push(sentence, clock, eta, u);
+  if (c2 > 0) Lambda += std::log1p(-2.0 * eta * c2 / N);
+}
+
+/// The queued steps to the backend; the line search's with u and Λ on the device (ds).
+void take_run(Backend& b, GradientRunQueue& runs, DeviceScalars& ds, bool heuristic) {
+  if (heuristic) ds.to_device(b);
+  runs.take(heuristic ? ds.v.get() : nullptr);
 }
 
 }  // namespace
@@ -238,7 +275,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
   double u = 0;       // total L1 penalty per weight so far (Eq. 10)
   double Lambda = 0;  // cumulative log L2 decay since the last flush
   DeviceScalars ds{u, Lambda};
-  GradientRunQueue runs(obj, w, sgd_steps(obj, q.get(), stamp.get()), !heuristic && opt.batch_size == 1);
+  GradientRunQueue runs(obj, w, sgd_steps(obj, q.get(), stamp.get(), heuristic), opt.batch_size == 1);
   std::size_t k = 0;  // sentences processed
   EpochShuffler shuffler(n, opt.seed);
   Stopwatch clock;
@@ -273,12 +310,8 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       const std::size_t m = std::min(opt.batch_size, n - start);
       const SentenceSpan span{perm.data() + start, m};
       eta = eta0 * std::pow(opt.alpha, double(k) / N);  // Eq. 12
-      if (runs.on()) {  // the step's scalars as below, the step queued
-        obj.add_passes(1.0 / N);
-        const double clock = Lambda;
-        u += eta * c1 / N;
-        runs.push(span[0], clock, eta, u);
-        if (c2 > 0) Lambda += std::log1p(-2.0 * eta * c2 / N);
+      if (runs.on()) {
+        queue_step(obj, runs, span[0], eta, heuristic, u, Lambda);
       } else if (!(heuristic && step_on_device(obj, w, q.get(), stamp.get(), *g, *saved_w, span, eta, ds))) {
         const double nll = batch_gradient(obj, w, stamp.get(), Lambda, *g, span, heuristic);
         const double rate = heuristic ? search_rate(obj, w, q.get(), *g, *saved_w, span, nll, eta, u) : eta;
@@ -289,7 +322,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       k += m;
       done = start + m;
       if (done < n && poll && *poll && (*poll)()) {  // stop inside the epoch
-        runs.take();
+        take_run(b, runs, ds, heuristic);
         ds.to_host(b);
         Progress pr = progress_within(epoch, done, n, obj, w, eta, clock);
         pr.state = &state;
@@ -300,7 +333,7 @@ double run_sgd_l1(Objective& obj, Vector& w, const TrainOptions& opt, int epochs
       }
     }
     done = 0;
-    runs.take();
+    take_run(b, runs, ds, heuristic);
     ds.to_host(b);
     if (c2 > 0) {  // flush the lazy decay; restart Λ and the stamps at 0
       map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});

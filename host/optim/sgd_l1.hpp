@@ -46,7 +46,9 @@ class GradientRunQueue {
   GradientRunQueue(Objective& obj, Vector& w, const GradientSteps& shape, bool wanted);
   bool on() const { return on_; }
   void push(std::uint32_t sentence, double clock, double eta, double u);
-  void take();
+  void push(std::uint32_t sentence, const SgdL1StepParams& search);  // (GradientSteps::line_search)
+  /// `scalars`: the line search's u and Λ on the backend (GradientSteps::scalars).
+  void take(Vector* scalars = nullptr);
 
  private:
   Objective& obj_;
@@ -55,6 +57,7 @@ class GradientRunQueue {
   bool on_ = false;
   std::vector<std::uint32_t> ids_;
   std::vector<double> clock_, eta_, u_;
+  std::vector<SgdL1StepParams> search_;
 };
 
 /// Full objective f(w) = Σ NLL + c1·‖w‖₁ + c2·‖w‖² over the whole corpus, for monitoring: one

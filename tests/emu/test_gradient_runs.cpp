@@ -7,11 +7,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../gpu/gpu_check.hpp"
 #include "rules/rule_set.hpp"
+#include "rules/sgd_l1_search.hpp"
 #include "stochastic_counts.hpp"
 
 namespace crfx::test {
@@ -124,15 +128,111 @@ TEST(StochasticShape, GradientRunsEqualTheStepsOneByOne) {
   }
 }
 
-// The trainers at batch size 1: an epoch of 300 steps launches as many kernels as one of 30 (the
-// epoch's runs and its report's), copies and waits as often; adf's windows each end a run.
+/// sgd-l1 with its heuristic line search: w, q, the stamps and (u, Λ) after the steps, one at a
+/// time (sgd_l1_search_step) or in runs.
+std::vector<std::vector<double>> run_search_steps(const RandomProblem& p, const std::vector<double>& w0, bool l1,
+                                                  bool l2, const std::vector<std::uint32_t>& ids, bool runs) {
+  DeviceStart d(p, w0);
+  Backend& b = *d.b;
+  const std::size_t nw = w0.size(), steps = ids.size();
+  VectorPtr q = b.vector(nw), stamp = b.vector(nw), scalars = to_backend(b, std::vector<double>{0.01, -0.002});
+  const double N = 50, c1 = l1 ? 0.3 : 0.0, c2 = l2 ? 0.5 : 0.0;
+  std::vector<SgdL1StepParams> search(steps);
+  for (std::size_t i = 0; i < steps; ++i)
+    search[i] = sgd_l1_step_params(0.2 * std::pow(0.9, double(i) / N), c1, c2, N, SequenceLoss::seq_log);
+  SparseGradients& sg = d.sg();
+  Vector* qv = l1 ? q.get() : nullptr;
+  Vector* sv = l2 ? stamp.get() : nullptr;
+  if (runs) {
+    GradientSteps s;
+    s.line_search = true;
+    s.search = search.data();
+    s.scalars = scalars.get();
+    s.q = qv;
+    s.stamp = sv;
+    s.c1 = c1;
+    s.N = N;
+    EXPECT_TRUE(sg.gradient_steps(*d.corpus, SentenceSpan{ids.data(), steps}, *d.w, s));
+  } else {
+    SparseVectorPtr saved = sg.sparse_vector();
+    for (std::size_t i = 0; i < steps; ++i)
+      EXPECT_TRUE(sg.sgd_l1_search_step(*d.corpus, SentenceSpan{&ids[i], 1}, search[i], *d.w, qv, sv, *scalars,
+                                        *d.delta, *saved));
+  }
+  return {to_host(b, *d.w), to_host(b, *q), to_host(b, *stamp), to_host(b, *scalars)};
+}
+
+// sgd-l1's heuristic line search in runs (the gradient, the penalty and each trial's by
+// reduce_on_device's passes taken one after another, the forward-only trials, the search in
+// shared memory) is sgd_l1_search_step one step at a time bit for bit: w, q, the stamps, u and Λ;
+// with and without L1 and L2, both layouts, edge features, 40 and 600 steps.
+TEST(StochasticShape, SgdSearchRunsEqualTheStepsOneByOne) {
+  REQUIRE_GPU();
+  const char* names[] = {"w", "q", "stamp", "u and Λ"};
+  for (std::uint32_t E : {0u, 3u})
+    for (Layout layout : {Layout::dense, Layout::observed})
+      for (const auto& [l1, l2] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+        const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 97), layout);
+        const std::vector<double> w0 = random_weights(p.dims.num_weights(), 0.4, 9);
+        const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
+        for (const std::size_t steps : {std::size_t(40), std::size_t(600)}) {
+          if (steps == 600 && !(l1 && l2)) continue;  // (two launches: once a layout is enough)
+          SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " l1=" << l1 << " l2=" << l2 << ", "
+                                            << steps << " steps");
+          std::vector<std::uint32_t> ids(steps);
+          std::uint32_t x = 6161;
+          for (std::uint32_t& id : ids) id = ((x = x * 1103515245u + 12345u) >> 8 & 0xffff) % n;
+          const auto one = run_search_steps(p, w0, l1, l2, ids, false), run = run_search_steps(p, w0, l1, l2, ids, true);
+          for (std::size_t v = 0; v < one.size(); ++v) EXPECT_TRUE(run[v] == one[v]) << names[v];
+          EXPECT_TRUE(one[3] != (std::vector<double>{0.01, -0.002})) << "u and Λ as they were";
+        }
+      }
+}
+
+// The trainers at batch size 1 in runs (sgd-l1 with L1 and L2, with and without its line search;
+// adf): the device's model is the CPU backend's to the GPU suite's tolerance, and two device runs
+// agree bit for bit.
+TEST(StochasticShape, GradientRunTrainersReachTheCpuModel) {
+  REQUIRE_GPU();
+  const RandomProblem p = with_layout(random_problem(5, 30, 3, 60, 10, 63), Layout::observed);
+  for (const char* algo : {"sgd-l1", "sgd-l1-ls", "adf"}) {
+    SCOPED_TRACE(algo);
+    const bool ls = std::string(algo) == "sgd-l1-ls";
+    TrainOptions o;
+    o.epochs = 3;
+    o.seed = 4;
+    if (ls) o.line_search = LineSearch::heuristic;
+    std::vector<double> w[3];
+    for (int k = 0; k < 3; ++k) {
+      BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
+      auto corpus = b->upload(p.corpus);
+      Objective obj(*b, *corpus, 0.2, 0.5);
+      auto wv = b->vector(p.dims.num_weights());
+      find_trainer(ls ? "sgd-l1" : algo).make()->train(obj, *wv, o, nullptr);
+      w[k] = to_host(*b, *wv);
+    }
+    expect_close_vec(w[1], w[0], kGradTol, "the weights");
+    EXPECT_TRUE(w[1] == w[2]) << "two device runs: weights not bitwise equal";
+    std::size_t nonzero = 0;
+    for (double x : w[1]) nonzero += x != 0;
+    EXPECT_GT(nonzero, w[1].size() / 10) << "the model learned little";
+  }
+}
+
+// The trainers at batch size 1 (sgd-l1 with and without its line search, adf): an epoch of 300
+// steps launches as many kernels as one of 30 (the epoch's runs and its report's), copies and
+// waits as often; adf's windows each end a run.
 TEST(StochasticShape, GradientRunsLaunchPerEpochNotPerStep) {
   REQUIRE_GPU();
-  for (const char* algo : {"sgd-l1", "adf"})
+  const std::function<void(TrainOptions&)> heuristic = [](TrainOptions& o) { o.line_search = LineSearch::heuristic; },
+                                            none;
+  for (const char* algo : {"sgd-l1", "sgd-l1-ls", "adf"})
     for (std::uint32_t E : {0u, 3u}) {
       SCOPED_TRACE(::testing::Message() << algo << " E=" << E);
-      const EpochCounts small = count_epochs(algo, 30, 1, 0.1, E);
-      const EpochCounts large = count_epochs(algo, 300, 1, 0.1, E);
+      const bool ls = std::string(algo) == "sgd-l1-ls";
+      const char* trainer = ls ? "sgd-l1" : algo;
+      const EpochCounts small = count_epochs(trainer, 30, 1, 0.1, E, Sampling::mixed, ls ? heuristic : none);
+      const EpochCounts large = count_epochs(trainer, 300, 1, 0.1, E, Sampling::mixed, ls ? heuristic : none);
       for (int e = 0; e < 2; ++e) {
         SCOPED_TRACE(::testing::Message() << "epoch " << e + 1);
         expect_same_host_counts(small, large, e);

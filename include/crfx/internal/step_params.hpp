@@ -24,13 +24,19 @@ struct SgdL1StepParams {
   SequenceLoss loss = SequenceLoss::seq_log;
 };
 
-/// sgd-l1's steps (without its line search) or adf's at batch size 1, one sentence each, for
-/// SparseGradients::gradient_steps. Step i on sentence i of the span is the trainer's step through
-/// the primitives: where `stamp` is given, the sentence's support caught up by
-/// LazyDecayRule{clock[i], coef} on {w, stamp, adf ? rate : none}; the gradient g of its loss at w
-/// (evaluate_sparse_gradient, scale 1); then SgdL1Rule{rate[i], u[i]} on {w, q} (sgd-l1) or
-/// AdfStepRule on {w, rate, count} (adf) over g's support. The scalars are the host's, per step.
+/// sgd-l1's steps or adf's at batch size 1, one sentence each, for SparseGradients::gradient_steps.
+/// Step i on sentence i of the span is the trainer's step through the primitives: where `stamp` is
+/// given, the sentence's support caught up by LazyDecayRule{clock[i], coef} on {w, stamp, adf ? rate
+/// : none}; the gradient g of its loss at w (evaluate_sparse_gradient, scale 1); then
+/// SgdL1Rule{eta[i], u[i]} on {w, q} (sgd-l1) or AdfStepRule on {w, rate, count} (adf) over g's
+/// support. The scalars are the host's, per step. With `line_search`, sgd-l1's steps with its
+/// heuristic line search instead: step i is sgd_l1_search_step's with search[i], u and Λ in
+/// `scalars` (a vector of 2; Λ the catch-up's clock).
 struct GradientSteps {
+  bool line_search = false;
+  const SgdL1StepParams* search = nullptr;  // [steps] (sgd_l1_step_params(η, c1, c2, N, loss))
+  Vector* scalars = nullptr;                // u, Λ
+  double c1 = 0, N = 1;                     // as sgd_l1_step_params was given them
   bool adf = false;
   SequenceLoss loss = SequenceLoss::seq_log;
   double coef = 0;           // the catch-up's decay coefficient (sgd-l1: 0, Λ the clock)
