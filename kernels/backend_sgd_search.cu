@@ -71,8 +71,9 @@ bool CudaBackend::gradient_steps(const BackendCorpus& bc, SentenceSpan span, Vec
   for (Vector* v : {s.q, s.rate, s.count, s.stamp})
     if (v) same(w, *v);
   const bool search = s.line_search;
-  if (search ? !s.search || !s.scalars || s.adf
-             : (s.adf && (!s.rate || !s.count)) || (s.stamp && !s.clock) || (!s.adf && (!s.eta || !s.u)))
+  if (search ? !s.search || !s.scalars || s.adf || s.axpy
+             : (s.adf && (!s.rate || !s.count)) || (s.stamp && !s.clock) || (!s.adf && !s.eta) ||
+                   (!s.adf && !s.axpy && !s.u) || (s.loss_sum && s.loss_sum->size() != 1))
     throw Error("internal: gradient steps without their operands");
   GradientRun r{};
   r.run = run_params(c, span, w, nullptr);
@@ -82,6 +83,8 @@ bool CudaBackend::gradient_steps(const BackendCorpus& bc, SentenceSpan span, Vec
   r.fb.node = node_.get();
   r.fb.pair = pair_.get();
   r.adf = s.adf;
+  r.axpy = s.axpy;
+  r.loss = s.loss_sum ? P(*s.loss_sum) : nullptr;
   r.search = search;
   r.coef = s.coef;
   r.q = s.q ? P(*s.q) : nullptr;

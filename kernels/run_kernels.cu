@@ -372,7 +372,7 @@ __device__ void search_step(const GradientRun& q, const double* ps, std::uint32_
   __syncthreads();
 }
 
-/// sgd-l1, adf: the steps of launch_gradient_run, each as its launches take it (see GradientRun).
+/// sgd-l1, adf, l2sgd: the steps of launch_gradient_run, each as its launches take it (see GradientRun).
 __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q) {
   const PerceptronRun& p = q.run;
   CRFX_DYNAMIC_SHARED(double, smem);
@@ -398,6 +398,7 @@ __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q
       });
     __syncthreads();
     gradient_fb(q, sh, gradient_front(p, sid, tok0, T, sh), true);
+    if (q.loss && threadIdx.x == 0) *q.loss += q.fb.result[0];  // (the host's sum, in step order)
     if (q.search) {
       search_step(q, ps, sid, tok0, T, sh, ss);
       continue;
@@ -412,6 +413,8 @@ __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q
                                                      q.fb.pair, q.fb.edge, 0.0));
       if (q.adf)
         apply_at(AdfStepRule{}, w, g, step_ops);
+      else if (q.axpy)
+        p.w[w] += (-ps[1]) * g;  // SparseAxpyOp's, a = −η
       else
         apply_at(SgdL1Rule{ps[1], ps[2], 0.0, 0.0, false}, w, g, step_ops);
     });

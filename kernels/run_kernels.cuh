@@ -82,7 +82,7 @@ void launch_peer_run(const PeerRun& p, cudaStream_t s);
 /// primitives take on one sentence (GradientSteps, step_params.hpp) — the support caught up
 /// (LazyDecayRule), τ and E = exp(τ − τ_max) as prepare's, the emissions and edge rows as the
 /// chunk front's, the forward-backward as the warp kernel's (one warp), the gradient as
-/// sag_gradient_kernel's, and the rule (SgdL1Rule, AdfStepRule) on each weight. With `search`,
+/// sag_gradient_kernel's, and the rule (SgdL1Rule, AdfStepRule; l2sgd's axpy) on each weight. With `search`,
 /// sgd_l1_search_step's: the gradient and w over the support into idx/g/saved (compact), the
 /// penalty and each trial's by reduce_on_device's passes, the forward-only trials, the search
 /// (SgdL1Search) in shared memory, u and Λ in `scalars`.
@@ -91,7 +91,8 @@ struct GradientRun {
   /// Per step, the host's: clock, η, u (3 a step) or, with `search`, η and log_decay[5] (6).
   double per_step[kRunIds * 6];
   FbParams fb;        // the step's (fb_params, gold mode): la, lb, node, pair, result, the flags
-  bool adf, search;
+  bool adf, search, axpy;
+  double* loss;       // each step's NLL added (null: none)
   double coef;        // the catch-up's
   double *q, *rate, *count, *stamp;  // (null where not used)
   double c1, N, pc1, pc2;            // search: c1 and N as the host's, c1/N and c2/N

@@ -42,6 +42,12 @@
 // (dataset_shuffle in the calibration and in every epoch). CRFsuite starts from w = 0, where its
 // L0's (λ/2)·‖w‖²·N is 0; crfx starts from the w it is given, and scores L0 as the trials are.
 //
+// Where the backend takes steps in runs (SparseGradients::gradient_steps; CUDA: a few hundred a
+// launch, issue 37) the steps are queued with their η and Λ and the NLLs summed on the backend, in
+// step order: settled (the run taken, the sum read back) before anything reads w or the sum — a
+// flush, a stop, a trial's score — so a step waits for nothing. A trial in runs does all its S
+// steps (the host's path stops at the first non-finite sum: either way the score is not finite).
+//
 // Effective passes: one sentence evaluated per step (1/N), L0's S/N, and each trial's steps.
 #include <algorithm>
 #include <cfloat>
@@ -90,17 +96,31 @@ struct L2sgdRun {
       : obj(obj_), b(obj_.backend()), corpus(obj_.corpus()), w(w_), opt(opt_), n(corpus.num_sentences()),
         N(double(n)), c1(obj_.c1()), c2(obj_.c2()), lambda(2.0 * c2 / N),  // CRFsuite: opt.lambda = 2. * opt.c2 / N
         stamp(b.vector(w_.size())), best(b.vector(w_.size())), g(sparse_gradients(b).sparse_vector()),
-        shuffler(n, opt_.seed), improvement(opt_.period, opt_.delta) {}
+        device_sum(b.vector(1)), runs(obj_, w_, run_shape(obj_, *stamp, *device_sum), true), shuffler(n, opt_.seed),
+        improvement(opt_.period, opt_.delta) {}
+
+  /// l2sgd's steps in runs (GradientRunQueue, sgd_l1.hpp): the catch-up to Λ, w −= η·g, the NLLs
+  /// summed on the backend.
+  static GradientSteps run_shape(const Objective& obj, Vector& stamp, Vector& sum) {
+    GradientSteps s;
+    s.axpy = true;
+    s.loss = obj.loss();
+    s.stamp = &stamp;
+    s.loss_sum = &sum;
+    return s;
+  }
 
   /// Every weight brought up to Λ; Λ and the stamps restart at 0.
   void flush() {
+    settle();
     map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr});
     b.fill(*stamp, 0.0);
     Lambda = 0;
   }
 
-  /// The step on the sentence *id, the k-th of a run with offset `offset`; returns its NLL.
-  double step(const std::uint32_t* id, double offset, double k) {
+  /// The step on the sentence *id, the k-th of a run with offset `offset`; its NLL added to `sum`
+  /// (in runs: the step queued, the sum continued on the backend until settle()).
+  void step(const std::uint32_t* id, double offset, double k, double& sum) {
     const SentenceSpan span{id, 1};
     eta = 1 / (lambda * (offset + k));
     const double factor = 1.0 - eta * lambda;
@@ -110,12 +130,25 @@ struct L2sgdRun {
       flush();
       b.scale(factor, w);
     }
+    obj.add_passes(1.0 / N);
+    if (runs.on()) {
+      if (!sum_at) b.write(*device_sum, &sum);
+      sum_at = &sum;
+      runs.push(*id, Lambda, eta, 0.0);
+      return;
+    }
     sparse_gradients(b).support(corpus, span, *g);
     map(b, LazyDecayRule{Lambda, 0.0}, {w, *stamp, nullptr}, g.get());
-    const double nll = sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0, true, obj.loss());
-    obj.add_passes(1.0 / N);
+    sum += sparse_gradients(b).evaluate_sparse(corpus, w, span, *g, 1.0, true, obj.loss());
     sparse_gradients(b).sparse_axpy(-eta, *g, w);
-    return nll;
+  }
+
+  /// The queued steps taken, their NLLs' sum brought back (before anything reads w or the sum).
+  void settle() {
+    if (!sum_at) return;
+    runs.take();
+    b.read(*device_sum, sum_at);
+    sum_at = nullptr;
   }
 
   /// A calibration trial at `rate` over the first S sentences of `perm`, from the starting
@@ -127,11 +160,10 @@ struct L2sgdRun {
     const double offset = 1.0 / (lambda * rate);
     double sum = 0;
     for (std::size_t i = 0; i < S; ++i) {
-      const double nll = step(perm.data() + i, offset, double(i));
-      if (!std::isfinite(nll)) return nll;  // overflowed: the trial is worse, however it would go on
-      sum += nll;
+      step(perm.data() + i, offset, double(i), sum);
+      if (!std::isfinite(sum)) return sum;  // overflowed: the trial is worse, however it would go on
     }
-    flush();
+    flush();  // (runs: the sum settled; one that overflowed stays so)
     return sum + 0.5 * lambda * b.norm2sq(w) * double(S);
   }
 
@@ -226,6 +258,9 @@ struct L2sgdRun {
   VectorPtr stamp;  // Λ at each weight's last catch-up
   VectorPtr best;   // the best epoch's weights; during the calibration, the starting ones
   SparseVectorPtr g;
+  VectorPtr device_sum;        // runs: the NLLs' sum on the backend
+  GradientRunQueue runs;
+  double* sum_at = nullptr;    // runs: the host's sum the device's continues (settle()), or none
   EpochShuffler shuffler;
   ImprovementTest improvement;
   Stopwatch clock;
@@ -270,10 +305,11 @@ class L2sgdTrainer final : public Trainer {
       }
       const std::vector<std::uint32_t>& perm = r.shuffler.permutation();
       for (std::size_t i = r.done; i < n; ++i) {
-        r.loss += r.step(perm.data() + i, r.t0, r.t);
+        r.step(perm.data() + i, r.t0, r.t, r.loss);
         r.t += 1;
         r.done = i + 1;
         if (r.done < n && stop_requested()) {  // stop inside the epoch
+          r.settle();
           Progress pr = progress_within(r.epoch, r.done, n, obj, w, r.eta, r.clock);
           pr.state = &state;
           if (progress) progress(pr, w);

@@ -29,7 +29,8 @@ struct SgdL1StepParams {
 /// given, the sentence's support caught up by LazyDecayRule{clock[i], coef} on {w, stamp, adf ? rate
 /// : none}; the gradient g of its loss at w (evaluate_sparse_gradient, scale 1); then
 /// SgdL1Rule{eta[i], u[i]} on {w, q} (sgd-l1) or AdfStepRule on {w, rate, count} (adf) over g's
-/// support. The scalars are the host's, per step. With `line_search`, sgd-l1's steps with its
+/// support, or (`axpy`: l2sgd) w += −eta[i]·g as sparse_axpy; where `loss_sum` is given (a vector
+/// of 1), each step's NLL is added to it in step order. The scalars are the host's, per step. With `line_search`, sgd-l1's steps with its
 /// heuristic line search instead: step i is sgd_l1_search_step's with search[i], u and Λ in
 /// `scalars` (a vector of 2; Λ the catch-up's clock).
 struct GradientSteps {
@@ -37,7 +38,8 @@ struct GradientSteps {
   const SgdL1StepParams* search = nullptr;  // [steps] (sgd_l1_step_params(η, c1, c2, N, loss))
   Vector* scalars = nullptr;                // u, Λ
   double c1 = 0, N = 1;                     // as sgd_l1_step_params was given them
-  bool adf = false;
+  bool adf = false, axpy = false;
+  Vector* loss_sum = nullptr;  // each step's NLL added, or null
   SequenceLoss loss = SequenceLoss::seq_log;
   double coef = 0;           // the catch-up's decay coefficient (sgd-l1: 0, Λ the clock)
   Vector* q = nullptr;       // sgd-l1: the L1 penalty each weight has received, or null
