@@ -109,10 +109,18 @@ void CudaBackend::mira_state(float* bounds, std::uint32_t* shrink, std::size_t n
 bool CudaBackend::peer_steps(const BackendCorpus& bc, SentenceSpan span, const PeerStep& step, Vector& w, Vector* u,
                              double t0, SparseVector& scratch) {
   const CudaCorpus& c = C(bc);
-  if (runs_refused(c) || step.mira) return false;  // (mira: its bounds and shrinking a sentence's)
+  if (runs_refused(c)) return false;
   if (step.arow && (!step.variance || step.variance->size() != w.size())) return false;
   if (span.count == 0) return true;  // (the trainer's question)
-  PeerRun q{run_params(c, span, w, step.arow ? nullptr : u), {}, nullptr, nullptr, nullptr, nullptr, nullptr};
+  // mira's bounds and counts are its sentences' (set_mira_state first), its u none.
+  for (std::size_t i = 0; step.mira && i < span.count; ++i)
+    if (span[i] >= mira_bounds_.size()) throw Error("internal: mira's run before its bounds");
+  PeerRun q{run_params(c, span, w, step.arow || step.mira ? nullptr : u), {}, nullptr, nullptr, nullptr, nullptr,
+            nullptr};
+  q.step.mira = step.mira;
+  q.step.mira_c = step.mira_c;
+  q.step.bounds = step.mira ? mira_bounds_.get() : nullptr;
+  q.step.shrink = step.mira ? mira_shrink_.get() : nullptr;
   q.step.arow = step.arow;
   q.step.pa_type = step.pa_type;
   q.step.c = step.c;

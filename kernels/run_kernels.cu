@@ -165,6 +165,7 @@ __global__ void __launch_bounds__(kRunThreads) peer_run_kernel(PeerRun q) {
   for (std::size_t i = 0; i < p.steps; ++i) {
     const std::uint32_t sid = p.ids[i];
     const std::uint32_t d = run_decode(p, sid, sh);
+    if (d == 0 && q.step.mira && threadIdx.x == 0) ++q.step.shrink[sid];  // (mira_scalars')
     if (d != 0) {
       for_each_difference(p, sid, q.gofs, [&](std::size_t j, std::size_t k, double delta) {
         q.idx[j] = k;
@@ -182,7 +183,11 @@ __global__ void __launch_bounds__(kRunThreads) peer_run_kernel(PeerRun q) {
       } else {
         run_sum(n, PenaltyTerm{q.val, 0.0, 1.0}, partial, tmp, &sums[1]);
       }
-      if (threadIdx.x == 0) {
+      if (threadIdx.x == 0 && q.step.mira) {  // mira_scalars': K in the loss slot, B_i and the count its sentence's
+        q.step.shrink[sid] = 0;
+        scalars[0] = mira_step(double(d), -sums[0], sums[1], q.step.mira_c, q.step.bounds[sid], *q.loss);
+        scalars[1] = scalars[0] > 1e-10 ? 1.0 : 0.0;
+      } else if (threadIdx.x == 0) {
         const PeerScalars k = peer_scalars(q.step, d, sums[0], sums[1]);
         *q.loss = *q.loss + k.loss;
         scalars[0] = k.tau;

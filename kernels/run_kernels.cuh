@@ -63,13 +63,14 @@ void for_each_run(SentenceSpan span, double t0, PerceptronRun& r, Launch&& launc
 /// sentence_sum, the updates' expressions). The layout's transitions must be on, L ≤ kRunMaxL.
 void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s);
 
-/// pa's or arow's steps at batch size 1 in a row (launch_peer_run): each peer_step's on one
+/// pa's, arow's or mira's steps at batch size 1 in a row (launch_peer_run): each peer_step's on one
 /// sentence — the decode as ap's, Δ over the sentence's plan into idx/val (its compact support),
-/// w·Δ and ‖Δ‖² (arow: Σ Δ_j²·Σ_jj) by reduce_on_device's two passes, the scalars (peer_scalars),
-/// ℓ added to *loss, and w (arow: w and Σ; pa: u by mul_rn(t0 + i, τ)) updated where the gate is set.
+/// w·Δ and ‖Δ‖² (arow: Σ Δ_j²·Σ_jj) by reduce_on_device's two passes, the scalars (peer_scalars;
+/// mira's mira_step with its bounds, counts and K), ℓ added to *loss, and w (arow: w and Σ; pa: u
+/// by mul_rn(t0 + i, τ)) updated where the gate is set.
 struct PeerRun {
   PerceptronRun run;         // (u: pa's average, null for arow)
-  PeerParams step;           // not mira's
+  PeerParams step;           // (mira: its bounds and counts indexed by the step's sentence, K the loss)
   double* variance;          // arow's Σ
   const std::size_t* gofs;   // the plans' group offsets (sentence s's at gbase[s] + s)
   std::size_t* idx;          // [the largest compact support] scratch

@@ -42,7 +42,8 @@
 // CRF++ warns that MIRA runs on one thread (-p); crfx's --threads parallelises the primitives with
 // the same result. Where the backend can (SparseGradients::peer_step: the CUDA backend) a
 // sentence's decode, μ and update run on its device, the bounds, counts and K kept there and read
-// back at each epoch's end (issue 37). No averaging: the model is w. The reported objective is the
+// back at each epoch's end (issue 37) — in runs, an epoch's visited sentences a few hundred a
+// launch (SparseGradients::peer_steps; visits() reads the counts of the epoch's start). No averaging: the model is w. The reported objective is the
 // model's full f with the Objective's c1 and c2 (MIRA does not use them; CRF++ prints ‖w‖²).
 #include <algorithm>
 #include <cmath>

@@ -83,8 +83,9 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   };
   restore(state);
 
-  // ap, pa, arow at batch size 1 where the backend runs steps in a row: the epoch's sentences are
-  // counted and polled for as they come, and taken from run_start to done at its end or a stop.
+  // ap, pa, arow, mira at batch size 1 where the backend runs steps in a row: the epoch's sentences
+  // are counted and polled for as they come, those visited queued (run_ids_), taken at its end or a
+  // stop.
   const bool runs = batch == 1 && run_step(opt) && take_run(obj, {}, w, u.get(), 0.0, *delta, loss);
   stop_reason_ = stop_at_limit("epochs", opt.epochs);
   for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
@@ -94,18 +95,19 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
       loss = 0;
     }
     const std::vector<std::uint32_t>& perm = shuffler.permutation();
-    const auto [run_start, run_t0] = std::pair(done, t);  // the epoch's run (runs)
+    const double run_t0 = t;  // the epoch's run's first step's (runs)
     for (std::size_t start = done; start < n; start += batch) {
       const std::size_t m = std::min(batch, n - start);
       const SentenceSpan span{perm.data() + start, m};
       if (visits(span)) {
         t += 1;
         obj.add_passes(double(span.count) / N);
-        if (!runs) learn(obj, w, span, *delta, labels.data(), u.get(), t, opt, loss);
+        if (runs) run_ids_.push_back(span[0]);
+        else learn(obj, w, span, *delta, labels.data(), u.get(), t, opt, loss);
       }
       done = start + m;
       if (done < n && stop_requested()) {  // stop inside the epoch: the model is the average so far
-        if (runs) take_run(obj, {perm.data() + run_start, done - run_start}, w, u.get(), run_t0, *delta, loss);
+        if (runs) take_run(obj, {run_ids_.data(), run_ids_.size()}, w, u.get(), run_t0, *delta, loss);
         average();
         Progress pr = progress_within(epoch, done, n, obj, model, 0.0, clock);
         pr.state = &state;
@@ -115,7 +117,7 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
         return std::numeric_limits<double>::quiet_NaN();
       }
     }
-    if (runs) take_run(obj, {perm.data() + run_start, done - run_start}, w, u.get(), run_t0, *delta, loss);
+    if (runs) take_run(obj, {run_ids_.data(), run_ids_.size()}, w, u.get(), run_t0, *delta, loss);
     done = 0;
     sync_device(b, loss);
     end_epoch();
@@ -134,9 +136,10 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
 }
 
 bool MistakeDrivenTrainer::run_step(const TrainOptions& opt) {
+  run_ids_.clear();
   if (adds_difference()) return true;  // ap: perceptron_steps
   run_peer_ = PeerStep{};
-  return device_step(opt, run_peer_) && !run_peer_.mira;  // (mira's bounds and shrinking: a sentence's)
+  return device_step(opt, run_peer_);
 }
 
 bool MistakeDrivenTrainer::take_run(Objective& obj, SentenceSpan run, Vector& w, Vector* u, double t0,
@@ -154,6 +157,7 @@ bool MistakeDrivenTrainer::take_run(Objective& obj, SentenceSpan run, Vector& w,
   }
   if (run.count && !taken)
     throw Error(std::string("internal: ") + name_ + "'s backend refused a run of steps it had accepted");
+  run_ids_.clear();
   return taken;
 }
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "crfx/internal/trainer.hpp"
 
@@ -78,9 +79,9 @@ class MistakeDrivenTrainer : public Trainer {
   /// backend may take the whole step on its device (SparseGradients::perceptron_step).
   virtual bool adds_difference() const { return false; }
   /// The steps at batch size 1 on `run` (the first step t0 + 1) in one call where the backend runs
-  /// them in a row (SparseGradients::perceptron_steps for ap, peer_steps for pa and arow with the
-  /// epoch's `loss` on the device); an empty run asks whether it does. run_step: whether the
-  /// trainer's steps go in runs (not mira's), its PeerStep set.
+  /// them in a row (SparseGradients::perceptron_steps for ap, peer_steps for pa, arow and mira with
+  /// the epoch's `loss` — mira's state — on the device); an empty run asks whether it does.
+  /// run_step: whether the trainer's steps go in runs, its PeerStep set.
   bool run_step(const TrainOptions& opt);
   bool take_run(Objective& obj, SentenceSpan run, Vector& w, Vector* u, double t0, SparseVector& scratch,
                 double& loss);
@@ -129,6 +130,7 @@ class MistakeDrivenTrainer : public Trainer {
 
   const char* name_;
   PeerStep run_peer_;  // run_step's
+  std::vector<std::uint32_t> run_ids_;  // the epoch's sentences visited since its run's start
   bool on_device_ = false;  // the state is the device's (peer_step: the epoch's loss, mira's), not the host's
   bool device_refused_ = false;  // peer_step refused right after to_device: the host's steps
 };

@@ -27,7 +27,8 @@ namespace crfx::test {
 namespace {
 
 // pa (averaged, the default; edge features), arow (none) and mira at batch size 1: the copies to
-// and from the device and the host's waits of an epoch do not grow with its steps. An epoch
+// and from the device, the host's waits and the launches of an epoch do not grow with its steps
+// (its steps in runs: one launch for up to 512). An epoch
 // reads its loss back (and the first makes the sentences' plans); mira's also puts its bounds and
 // counts on the device and takes them back.
 TEST(StochasticShape, PeerCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
@@ -49,13 +50,13 @@ TEST(StochasticShape, PeerCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
       EXPECT_LE(large.epoch[e].to_device, (e == 0 ? 16u : 4u) + c.extra);
       EXPECT_LE(large.epoch[e].to_host, 4u + c.extra);
       EXPECT_LE(large.epoch[e].launches, 20 * large.steps) << "launches per step bounded";
-      // pa's and arow's steps go in runs (peer_steps): 30 and 300 steps launch as many kernels.
-      if (!c.extra) { EXPECT_EQ(large.epoch[e].launches, small.epoch[e].launches) << "a run"; }
+      // The steps go in runs (peer_steps): 30 and 300 steps launch as many kernels.
+      EXPECT_EQ(large.epoch[e].launches, small.epoch[e].launches) << "a run";
     }
     const std::string key = std::string(c.algo) + "_E" + std::to_string(c.E);
     RecordProperty(key + "_syncs_per_epoch", std::to_string(large.epoch[1].syncs));
     RecordProperty(key + "_copies_per_epoch", std::to_string(large.epoch[1].to_device));
-    RecordProperty(key + "_launches_per_step", std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+    RecordProperty(key + "_launches_per_epoch", std::to_string(large.epoch[1].launches));
   }
 }
 
@@ -225,16 +226,22 @@ TEST(StochasticShape, ArowStepOnTheDeviceEqualsThePrimitives) {
   }
 }
 
-/// w, u (pa), Σ's diagonal (arow) and the loss sum after pa's or arow's steps at batch size 1 on
-/// `sids` from w0 and a loss sum of 0.25: one peer_step a sentence (u scaled by t0 + i, not updated
-/// where that is 0), or all of them in runs (peer_steps).
+/// w, u (pa), Σ's diagonal (arow), the loss sum (mira: K), mira's bounds and counts after pa's,
+/// arow's or mira's steps at batch size 1 on `sids` from w0 and a loss sum of 0.25: one peer_step a
+/// sentence (u scaled by t0 + i, not updated where that is 0), or all of them in runs (peer_steps).
 std::vector<std::vector<double>> run_peer_steps(const RandomProblem& p, const std::vector<double>& w0, PeerStep step,
                                                 const std::vector<std::uint32_t>& sids, double t0, bool runs) {
   DeviceStart d(p, w0);
   SparseGradients& sg = d.sg();
   if (step.arow) step.variance = d.variance.get();
   sg.set_peer_loss(0.25);
-  Vector* uu = step.arow ? nullptr : d.u.get();
+  const std::size_t n = p.corpus.num_sentences();
+  std::vector<float> bounds(n, 0.0f);  // mira's: one sentence's part of the way to C, one shrinking
+  std::vector<std::uint32_t> shrink(n, 0);
+  bounds[0] = 0.03f;
+  shrink[1] = 3;
+  if (step.mira) sg.set_mira_state(bounds.data(), shrink.data(), n);
+  Vector* uu = step.arow || step.mira ? nullptr : d.u.get();
   if (runs) {
     EXPECT_TRUE(sg.peer_steps(*d.corpus, SentenceSpan{sids.data(), sids.size()}, step, *d.w, uu, t0, *d.delta));
   } else {
@@ -242,7 +249,13 @@ std::vector<std::vector<double>> run_peer_steps(const RandomProblem& p, const st
       EXPECT_TRUE(sg.peer_step(*d.corpus, SentenceSpan{&sids[i], 1}, step, *d.w, t0 + double(i) > 0 ? uu : nullptr,
                                t0 + double(i), *d.delta));
   }
-  return {to_host(*d.b, *d.w), to_host(*d.b, *d.u), to_host(*d.b, *d.variance), {sg.peer_loss()}};
+  if (step.mira) sg.mira_state(bounds.data(), shrink.data(), n);
+  return {to_host(*d.b, *d.w),
+          to_host(*d.b, *d.u),
+          to_host(*d.b, *d.variance),
+          {sg.peer_loss()},
+          std::vector<double>(bounds.begin(), bounds.end()),
+          std::vector<double>(shrink.begin(), shrink.end())};
 }
 
 // pa's and arow's steps at batch size 1 in runs (peer_steps: one launch of one block for up to
@@ -274,6 +287,31 @@ TEST(StochasticShape, PeerRunsEqualTheStepsOneByOne) {
     EXPECT_EQ(run[3][0], one[3][0]) << "the loss sum";
     EXPECT_GT(one[3][0], 0.25) << "no step had a loss";
   });
+}
+
+// mira's steps in runs (peer_steps with its bounds, counts and K on the device, each step's its
+// sentence's) are the steps one at a time bit for bit: w, B_i (clipped at C on some sentences),
+// the shrinking counts and K, in every case of the step tests; and a run of two launches (600 steps).
+TEST(StochasticShape, MiraRunsEqualTheStepsOneByOne) {
+  REQUIRE_GPU();
+  std::size_t clipped = 0, counted = 0, k = 0;
+  for_each_case([&](const RandomProblem& p, const std::vector<double>& w0) {
+    PeerStep step;
+    step.mira = true;
+    step.mira_c = 0.06f;
+    const std::size_t steps = k++ == 0 ? 600 : 40;
+    SCOPED_TRACE(::testing::Message() << steps << " steps");
+    std::vector<std::uint32_t> sids(steps);
+    std::uint32_t x = 123;
+    for (std::uint32_t& id : sids) id = ((x = x * 1103515245u + 12345u) >> 8) % std::uint32_t(p.corpus.num_sentences());
+    const auto one = run_peer_steps(p, w0, step, sids, 0.0, false), run = run_peer_steps(p, w0, step, sids, 0.0, true);
+    const char* names[] = {"w", "u", "Σ's diagonal", "K", "the bounds", "the shrinking counts"};
+    for (std::size_t v = 0; v < one.size(); ++v) EXPECT_TRUE(run[v] == one[v]) << names[v];
+    for (double bound : one[4]) clipped += bound == double(step.mira_c);
+    for (double count : one[5]) counted += count > 3;
+  });
+  EXPECT_GT(clipped, 0u) << "no bound reached C";
+  EXPECT_GT(counted, 0u) << "no sentence decoded right twice: the counts untested";
 }
 
 // mira's step: w, the bounds B_i (clipped at C on some sentences), the shrinking counts and K
