@@ -53,7 +53,6 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   double loss = 0;  // the loss summed over the epoch so far (has_loss)
   bool have_avg = false;
   on_device_ = device_refused_ = false;
-
   int epoch = 0;
   auto average = [&] {  // w_avg = w − u/T
     if (!averaging) return;
@@ -83,9 +82,8 @@ double MistakeDrivenTrainer::train(Objective& obj, Vector& w, const TrainOptions
   };
   restore(state);
 
-  // ap, pa, arow, mira at batch size 1 where the backend runs steps in a row: the epoch's sentences
-  // are counted and polled for as they come, those visited queued (run_ids_), taken at its end or a
-  // stop.
+  // ap, pa, arow, mira at batch size 1 in runs where the backend has them: the sentences visited
+  // queued (run_ids_) as they come, counted and polled for, taken at the epoch's end or a stop.
   const bool runs = batch == 1 && run_step(opt) && take_run(obj, {}, w, u.get(), 0.0, *delta, loss);
   stop_reason_ = stop_at_limit("epochs", opt.epochs);
   for (epoch += done > 0 ? 0 : 1; epoch <= opt.epochs; ++epoch) {
