@@ -10,8 +10,9 @@
 #            pair), wall time and test F1;
 #   passes   one pass over CoNLL-2000 as a Maxent model and with each of the other losses
 #            (crfx bench), GPU and CPU;
-#   stochastic (only when named) one epoch of sag (also with --sampling uniform), sgd-l1, adf, ap, pa and
-#            arow (STOCH_TRAINERS)
+#   stochastic (only when named) one epoch of sag (also with --sampling uniform), sgd-l1 (also with
+#            --line-search heuristic: sgd-l1-ls), adf, ap, pa, arow, mira and l2sgd (STOCH_TRAINERS; the
+#            last two at batch size 1 only)
 #            on CoNLL-2000 at batch sizes STOCH_BATCHES [1 8 64 256], GPU and CPU (all cores), each run bounded by
 #            EPOCH_SECONDS [60]: the mini-batch trainers' epoch time (issue 37; with benchmarks/batch.sh's
 #            passes to the optimum per batch size, the time to it on each device);
@@ -164,14 +165,25 @@ if [[ $steps == *" stochastic "* ]]; then
   echo "== stochastic: one epoch on CoNLL-2000 (observed pairs, c2 = 1), GPU and CPU, at most ${EPOCH_SECONDS:-60} s a run"
   devices="cpu"
   [ $gpu -eq 0 ] || devices="cuda cpu"
-  for run in ${STOCH_TRAINERS:-sag sag-uniform sgd-l1 adf ap pa arow}; do  # sag-uniform: batch-1 steps queued
+  for run in ${STOCH_TRAINERS:-sag sag-uniform sgd-l1 sgd-l1-ls adf ap pa arow mira l2sgd}; do  # sag-uniform: batch-1 steps queued
     algo=${run%-uniform}
-    case $run in sag) one="--max-epochs 1" ;; sag-uniform) one="--max-epochs 1 --sampling uniform" ;; *) one="--epochs 1" ;; esac
+    algo=${algo%-ls}
+    case $run in
+      sag) one="--max-epochs 1" ;;
+      sag-uniform) one="--max-epochs 1 --sampling uniform" ;;
+      sgd-l1-ls) one="--epochs 1 --line-search heuristic" ;;
+      *) one="--epochs 1" ;;
+    esac
     for batch in ${STOCH_BATCHES:-1 8 64 256}; do
+      bopt=(--batch-size "$batch")
+      if [[ $run == mira || $run == l2sgd ]]; then  # one sentence a step: no such setting
+        [ "$batch" = 1 ] || continue
+        bopt=()
+      fi
       for device in $devices; do
         read -r -a opts <<< "$one"
         line=$(timeout "${EPOCH_SECONDS:-60}" "$build/crfx" train "$data/train.txt" -t "$data/chunking.template" \
-          -a $algo "${opts[@]}" --batch-size $batch --device $device -m "$work/epoch.model" 2>&1 | grep '^done:' ||
+          -a $algo "${opts[@]}" "${bopt[@]}" --device $device -m "$work/epoch.model" 2>&1 | grep '^done:' ||
           echo "not finished in ${EPOCH_SECONDS:-60} s")
         printf '%-11s batch %-4s %-5s %s\n' "$run" "$batch" "$device" "$line"
       done
