@@ -65,8 +65,9 @@ bool CudaBackend::sgd_l1_search_step(const BackendCorpus& bc, SentenceSpan span,
 
 bool CudaBackend::gradient_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, const GradientSteps& s) {
   const CudaCorpus& c = C(bc);
-  // The step's forward-backward at one sentence is the warp kernel's (L ≤ 32), its gradient seq-log's.
-  if (runs_refused(c) || dims_.L > 32 || s.loss != SequenceLoss::seq_log) return false;
+  // The step's forward-backward at one sentence is the warp kernel's (L ≤ 32) or a block of threads_
+  // (≤ 64 at L ≤ kRunMaxL: the run's group), its gradient seq-log's.
+  if (runs_refused(c) || s.loss != SequenceLoss::seq_log) return false;
   if (span.count == 0) return true;  // (the trainer's question)
   for (Vector* v : {s.q, s.rate, s.count, s.stamp})
     if (v) same(w, *v);
@@ -86,6 +87,9 @@ bool CudaBackend::gradient_steps(const BackendCorpus& bc, SentenceSpan span, Vec
   r.axpy = s.axpy;
   r.loss = s.loss_sum ? P(*s.loss_sum) : nullptr;
   r.search = search;
+  r.fb_threads = threads_;
+  r.E = E_.get();
+  r.Et = Et_.get();
   r.coef = s.coef;
   r.q = s.q ? P(*s.q) : nullptr;
   r.rate = s.rate ? P(*s.rate) : nullptr;

@@ -296,7 +296,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   bool sgd_l1_search_step(const BackendCorpus& corpus, SentenceSpan span, const SgdL1StepParams& p, Vector& w,
                           Vector* q, Vector* stamp, Vector& scalars, SparseVector& g, SparseVector& saved) override;
   /// sgd-l1's and adf's steps at batch size 1 in runs of kRunIds, one launch each
-  /// (run_kernels.cuh): as perceptron_steps', and L ≤ 32, the loss seq-log (backend_sgd_search.cu).
+  /// (run_kernels.cuh): as perceptron_steps', the loss seq-log (backend_sgd_search.cu).
   bool gradient_steps(const BackendCorpus& bc, SentenceSpan span, Vector& w, const GradientSteps& steps) override;
   void sparse_copy(const SparseVector& src, SparseVector& dst) override;
   void gather(const Vector& w, SparseVector& xs) override;

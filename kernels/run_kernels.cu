@@ -240,7 +240,9 @@ struct GradShared {
   std::size_t* slots;           // [2]
   __device__ ChunkView chunk() const { return {sent, slots, order}; }
 };
-std::size_t gradient_shared_bytes(std::size_t L) { return (4 * L * L + (2 + kRunWarps) * L) * sizeof(double); }
+std::size_t gradient_shared_bytes(std::size_t L) {
+  return ((L <= 32 ? 4 : 1) * L * L + (2 + kRunWarps) * L) * sizeof(double);  // (L > 32: E, Eᵀ global)
+}
 
 /// The chunk front of sentence sid at w as prepare and run_chunk_front take it: τ, τ_max
 /// (prepare_kernel's, a max: exact whatever the threads), E and Eᵀ, the emissions, the edge rows,
@@ -272,30 +274,43 @@ __device__ double gradient_front(const PerceptronRun& p, std::uint32_t sid, std:
   return tmax;
 }
 
-/// The sentence's forward-backward as forward_backward_warp_kernel's (one warp; gold mode, the
-/// loss in fb.result[0]): with `backward`, the marginals' deltas into fb.node and fb.pair; without,
-/// the loss only (sentence_loss_on_device's). Ends with a barrier.
+/// The sentence's forward-backward on `group` (gold mode, the loss in fb.result[0]): with
+/// `backward`, the marginals' deltas into fb.node and fb.pair (the pair sums in `pacc` where given);
+/// without, the loss only (sentence_loss_on_device's).
+template <class Group>
+__device__ void run_fb(const GradientRun& q, const GradShared& sh, double tmax, bool backward, Group group,
+                       double* pacc) {
+  FbParams fp = q.fb;
+  fp.ch = sh.chunk();
+  fp.trans = sh.M;
+  if (!backward) {
+    fp.backward = false;
+    fp.node = fp.pair = nullptr;
+  }
+  fb::FbSentence<Group> f;
+  f.g = group;
+  f.L = fp.L;
+  f.LL = std::size_t(fp.L) * fp.L;
+  f.E = sh.E;
+  f.Et = sh.Et;
+  f.p = &fp;
+  f.vec = sh.vec;
+  f.rowa = sh.rowa;
+  f.pacc = backward ? pacc : nullptr;
+  f.tmax = tmax;
+  f.single = fp.L <= group.size();
+  fb::fb_sentence(f, 0);
+}
+
+/// The step's forward-backward as the step's launch takes it: at L ≤ 32 forward_backward_warp_kernel's
+/// (one warp); beyond, forward_backward_kernel's with blockDim.x = fb_threads (or the groups kernel's
+/// group of as many: the same bits) on the block's first fb_threads threads, named barrier 1. Ends
+/// with a barrier.
 __device__ void gradient_fb(const GradientRun& q, const GradShared& sh, double tmax, bool backward) {
-  if (threadIdx.x < 32) {
-    FbParams fp = q.fb;
-    fp.ch = sh.chunk();
-    fp.trans = sh.M;
-    if (!backward) {
-      fp.backward = false;
-      fp.node = fp.pair = nullptr;
-    }
-    fb::FbSentence<fb::WarpGroup> f;
-    f.L = fp.L;
-    f.LL = std::size_t(fp.L) * fp.L;
-    f.E = sh.E;
-    f.Et = sh.Et;
-    f.p = &fp;
-    f.vec = sh.vec;
-    f.rowa = sh.rowa;
-    f.pacc = fp.shared_pair && backward ? sh.pacc : nullptr;
-    f.tmax = tmax;
-    f.single = true;
-    fb::fb_sentence(f, 0);
+  if (q.fb.L <= 32) {
+    if (threadIdx.x < 32) run_fb(q, sh, tmax, backward, fb::WarpGroup{}, q.fb.shared_pair ? sh.pacc : nullptr);
+  } else if (int(threadIdx.x) < q.fb_threads) {
+    run_fb(q, sh, tmax, backward, fb::SubBlockGroup{sh.red, 0, q.fb_threads, 1}, nullptr);
   }
   __syncthreads();
 }
@@ -387,8 +402,10 @@ __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q
   __shared__ SgdL1Search search;
   __shared__ std::uint32_t ch_sent[1], ch_order[1];
   __shared__ std::size_t ch_slots[2];
-  GradShared sh{smem, smem + LL, smem + 2 * LL, smem + 3 * LL, smem + 4 * LL, smem + 4 * LL + L,
-                smem + 4 * LL + 2 * L, red, ch_sent, ch_order, ch_slots};
+  const bool warp = L <= 32;  // E, Eᵀ and the pair sums in shared memory (else E, Eᵀ global)
+  double* const rest = smem + (warp ? 4 : 1) * LL;
+  GradShared sh{smem, warp ? smem + LL : q.E, warp ? smem + 2 * LL : q.Et, warp ? smem + 3 * LL : nullptr, rest,
+                rest + L, rest + 2 * L, red, ch_sent, ch_order, ch_slots};
   const SearchShared ss{partial, &tmp, &search, &sum};
   double* const decay_ops[3] = {p.w, q.stamp, q.adf ? q.rate : nullptr};
   double* const step_ops[3] = {p.w, q.adf ? q.rate : q.q, q.adf ? q.count : nullptr};
@@ -442,7 +459,8 @@ void launch_perceptron_run(const PerceptronRun& p, cudaStream_t s) {
 void launch_gradient_run(const GradientRun& p, cudaStream_t s) {
   if (p.run.steps == 0) return;
   check_run(p.run);
-  if (p.run.gl.L > 32) throw Error("internal: a gradient run beyond L = 32");
+  if (p.run.gl.L > 32 && (p.fb_threads < int(p.run.gl.L) || p.fb_threads > int(kRunThreads) || !p.E || !p.Et))
+    throw Error("internal: a gradient run's forward-backward group beyond its block");
   CRFX_LAUNCH(gradient_run_kernel, 1, int(kRunThreads), gradient_shared_bytes(p.run.gl.L), s, p);
 }
 

@@ -82,7 +82,7 @@ void launch_peer_run(const PeerRun& p, cudaStream_t s);
 /// sgd-l1's or adf's steps at batch size 1 in a row (launch_gradient_run): each the step the
 /// primitives take on one sentence (GradientSteps, step_params.hpp) — the support caught up
 /// (LazyDecayRule), τ and E = exp(τ − τ_max) as prepare's, the emissions and edge rows as the
-/// chunk front's, the forward-backward as the warp kernel's (one warp), the gradient as
+/// chunk front's, the forward-backward as the warp kernel's (one warp; L > 32: the block kernel's), the gradient as
 /// sag_gradient_kernel's, and the rule (SgdL1Rule, AdfStepRule; l2sgd's axpy) on each weight. With `search`,
 /// sgd_l1_search_step's: the gradient and w over the support into idx/g/saved (compact), the
 /// penalty and each trial's by reduce_on_device's passes, the forward-only trials, the search
@@ -101,9 +101,12 @@ struct GradientRun {
   const std::size_t* gofs;           // search: the plans' group offsets (sentence s's at gbase[s] + s)
   std::size_t* idx;                  // search: [the largest compact support] scratch
   double *g, *saved;
+  int fb_threads;     // L > 32: the forward-backward's group (the step's block: threads_), ≤ 256
+  double *E, *Et;     // L > 32: [L][L] each (E and Eᵀ there; at L ≤ 32 in shared memory)
 };
 static_assert(sizeof(GradientRun) <= 32764, "a kernel's parameters (CUDA 12.1 and later on sm_70 and up)");
-/// Takes L ≤ 32 (the forward-backward on one warp), a resident corpus, transitions on.
+/// Takes L ≤ kRunMaxL (the forward-backward on one warp at L ≤ 32, else on the block's first
+/// fb_threads threads, as the block kernels' group), a resident corpus, transitions on.
 void launch_gradient_run(const GradientRun& p, cudaStream_t s);
 
 }  // namespace crfx::cuda::detail

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "../gpu/gpu_check.hpp"
@@ -29,6 +30,22 @@ struct DeviceStart {
   }
   SparseGradients& sg() { return *b->sparse(); }
 };
+
+/// `algo`'s weights trained from zero on the CPU backend (2 threads), then twice on the emulated
+/// device (the trainers' CPU-agreement and run-to-run checks).
+inline std::vector<std::vector<double>> cpu_and_two_device_models(const RandomProblem& p, const char* algo,
+                                                                  const TrainOptions& o, double c1, double c2) {
+  std::vector<std::vector<double>> w(3);
+  for (int k = 0; k < 3; ++k) {
+    BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
+    auto corpus = b->upload(p.corpus);
+    Objective obj(*b, *corpus, c1, c2);
+    auto wv = b->vector(p.dims.num_weights());
+    find_trainer(algo).make()->train(obj, *wv, o, nullptr);
+    w[k] = to_host(*b, *wv);
+  }
+  return w;
+}
 
 struct EpochCounts {
   emu::HostCounters epoch[2];  // each of two epochs

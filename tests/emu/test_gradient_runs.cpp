@@ -122,6 +122,19 @@ TEST(StochasticShape, GradientRunsEqualTheStepsOneByOne) {
             EXPECT_GT(moved, 0.0) << "the steps left w as it was";
           }
       }
+  // L = 40: the forward-backward on the block's first 64 threads (the block kernels' group).
+  {
+    const RandomProblem p = with_layout(random_problem(40, 15, 3, 12, 7, 96), Layout::observed);
+    const std::vector<double> w0 = random_weights(p.dims.num_weights(), 0.4, 8);
+    std::vector<std::uint32_t> ids(60);
+    std::uint32_t x = 5353;
+    for (std::uint32_t& id : ids) id = ((x = x * 1103515245u + 12345u) >> 8 & 0xffff) % 12;
+    for (const RunCase& k : {cases[1], cases[4], cases[5]}) {
+      SCOPED_TRACE(::testing::Message() << "L = 40 " << (k.adf ? "adf" : k.axpy ? "l2sgd" : "sgd-l1"));
+      const auto one = run_steps(p, w0, k, ids, false), run = run_steps(p, w0, k, ids, true);
+      for (std::size_t v = 0; v < one.size(); ++v) EXPECT_TRUE(run[v] == one[v]) << names[v];
+    }
+  }
   // Where the backend has no run (no transitions; a loss but seq-log's): false, nothing done.
   RandomProblem e = random_problem(4, 15, 0, 12, 7, 93);
   e.dims.transitions = false;
@@ -199,11 +212,19 @@ TEST(StochasticShape, SgdSearchRunsEqualTheStepsOneByOne) {
           EXPECT_TRUE(one[3] != (std::vector<double>{0.01, -0.002})) << "u and Λ as they were";
         }
       }
+  // L = 40: the forward-backward (and the trials' forward passes) on the block's first 64 threads.
+  const RandomProblem p = with_layout(random_problem(40, 15, 3, 12, 7, 98), Layout::observed);
+  const std::vector<double> w0 = random_weights(p.dims.num_weights(), 0.4, 9);
+  std::vector<std::uint32_t> ids(60);
+  std::uint32_t x = 6363;
+  for (std::uint32_t& id : ids) id = ((x = x * 1103515245u + 12345u) >> 8 & 0xffff) % 12;
+  const auto one = run_search_steps(p, w0, true, true, ids, false), run = run_search_steps(p, w0, true, true, ids, true);
+  for (std::size_t v = 0; v < one.size(); ++v) EXPECT_TRUE(run[v] == one[v]) << "L = 40: " << names[v];
 }
 
 // The trainers at batch size 1 in runs (sgd-l1 with L1 and L2, with and without its line search;
-// adf; l2sgd, its calibration included): the device's model is the CPU backend's to the GPU suite's tolerance, and two device runs
-// agree bit for bit.
+// adf; l2sgd, its calibration included): the device's model is the CPU backend's to the GPU
+// suite's tolerance, and two device runs agree bit for bit.
 TEST(StochasticShape, GradientRunTrainersReachTheCpuModel) {
   REQUIRE_GPU();
   const RandomProblem p = with_layout(random_problem(5, 30, 3, 60, 10, 63), Layout::observed);
@@ -214,15 +235,7 @@ TEST(StochasticShape, GradientRunTrainersReachTheCpuModel) {
     o.epochs = 3;
     o.seed = 4;
     if (ls) o.line_search = LineSearch::heuristic;
-    std::vector<double> w[3];
-    for (int k = 0; k < 3; ++k) {
-      BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
-      auto corpus = b->upload(p.corpus);
-      Objective obj(*b, *corpus, 0.2, 0.5);
-      auto wv = b->vector(p.dims.num_weights());
-      find_trainer(ls ? "sgd-l1" : algo).make()->train(obj, *wv, o, nullptr);
-      w[k] = to_host(*b, *wv);
-    }
+    const auto w = cpu_and_two_device_models(p, ls ? "sgd-l1" : algo, o, 0.2, 0.5);
     expect_close_vec(w[1], w[0], kGradTol, "the weights");
     EXPECT_TRUE(w[1] == w[2]) << "two device runs: weights not bitwise equal";
     std::size_t nonzero = 0;

@@ -194,15 +194,7 @@ TEST(StochasticShape, PerceptronTrainerOnTheDeviceReachesTheCpuModel) {
     o.epochs = 3;
     o.batch_size = batch;
     o.seed = 9;
-    std::vector<double> w[3];
-    for (int k = 0; k < 3; ++k) {
-      BackendPtr b = k == 0 ? BackendPtr(std::make_unique<CpuBackend>(p.dims, 2)) : gpu_backend(p.dims);
-      auto corpus = b->upload(p.corpus);
-      Objective obj(*b, *corpus, 0.0, 0.0);
-      auto wv = b->vector(p.dims.num_weights());
-      find_trainer("ap").make()->train(obj, *wv, o, nullptr);
-      w[k] = to_host(*b, *wv);
-    }
+    const auto w = cpu_and_two_device_models(p, "ap", o, 0.0, 0.0);
     expect_close_vec(w[1], w[0], kGradTol, "ap's averaged weights");
     EXPECT_TRUE(w[1] == w[2]) << "two device runs: weights not bitwise equal";
     double norm = 0;
