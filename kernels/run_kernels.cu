@@ -211,11 +211,11 @@ __global__ void __launch_bounds__(kRunThreads) peer_run_kernel(PeerRun q) {
 
 /// Rule r on weight k with operands at k of `base` (null: none), as RuleTerm's map takes it.
 template <class R>
-__device__ void apply_at(const R& r, std::size_t k, double g, double* const (&base)[3]) {
+__device__ double apply_at(const R& r, std::size_t k, double g, double* const (&base)[3]) {
   double* v[MapOperands::kMax] = {};
   for (int o = 0; o < 3; ++o) v[o] = base[o] ? base[o] + k : nullptr;
   RuleMemo<R> memo{};
-  apply_element(r, g, v, memo);
+  return apply_element(r, g, v, memo);
 }
 
 /// f(q, gid, weight) for every weight of sentence sid's support (its plan's groups), a warp a group.
@@ -228,6 +228,12 @@ __device__ void for_each_weight(const PerceptronRun& p, std::uint32_t sid, F f) 
     const std::size_t b = p.gl.begin(gid), size = p.gl.size(gid);
     for (std::size_t c = lane; c < size; c += 32) f(q, gid, b + c);
   }
+}
+
+/// Sentence sid's one-sentence span plan (the plans made once) as span_group_sum reads it.
+__device__ SagSpanView sentence_view(const PerceptronRun& p, std::uint32_t sid) {
+  const std::size_t g0 = p.t.gbase[sid], o0 = p.t.obase[sid];
+  return {p.t.groups + g0, nullptr, p.t.oofs + g0 + sid, p.t.onew + o0, nullptr, nullptr, p.t.oval + o0, nullptr, 1u};
 }
 
 /// A gradient run's dynamic shared memory: τ, E, Eᵀ and the pair sums [L][L] each, the
@@ -315,6 +321,15 @@ __device__ void gradient_fb(const GradientRun& q, const GradShared& sh, double t
   __syncthreads();
 }
 
+/// Weight w's gradient (its k-th group gid of the sentence's plan v) as sag_gradient_kernel's at
+/// scale 1, from the forward-backward's deltas.
+__device__ double weight_gradient(const GradientRun& q, const SagSpanView& v, std::size_t k, std::uint32_t gid,
+                                  std::size_t w) {
+  const WeightGroups& gl = q.run.gl;
+  return __dmul_rn(1.0, span_group_sum(gl, v, k, gid, gl.slot(w, gid), marginal_width(gl, gid), q.fb.node,
+                                       q.fb.pair, q.fb.edge, 0.0));
+}
+
 /// Step i's SgdL1StepParams as sgd_l1_step_params made them: the rates from η by its doublings
 /// and halvings, r·c1/N of each (two rounded operations, as the host's), the host's log_decay.
 __device__ SgdL1StepParams run_step_params(const GradientRun& q, const double* ps) {
@@ -350,15 +365,14 @@ __device__ void search_step(const GradientRun& q, const double* ps, std::uint32_
                             std::size_t T, const GradShared& sh, const SearchShared& ss) {
   const PerceptronRun& p = q.run;
   const SgdL1StepParams sp = run_step_params(q, ps);
-  const std::size_t g0 = p.t.gbase[sid], f0 = g0 + sid, o0 = p.t.obase[sid];
+  double* const ops[3] = {p.w, q.q, nullptr};  // SgdL1Rule's
+  const std::size_t g0 = p.t.gbase[sid], f0 = g0 + sid;
   const std::size_t n = q.gofs[f0 + p.t.gbase[sid + 1] - g0] - q.gofs[f0];
-  const SagSpanView v{p.t.groups + g0, nullptr, p.t.oofs + f0, p.t.onew + o0, nullptr, nullptr, p.t.oval + o0,
-                      nullptr, 1u};
+  const SagSpanView v = sentence_view(p, sid);
   for_each_weight(p, sid, [&](std::size_t k, std::uint32_t gid, std::size_t w) {
     const std::size_t o = q.gofs[f0 + k] - q.gofs[f0] + (w - p.gl.begin(gid));
     q.idx[o] = w;
-    q.g[o] = __dmul_rn(1.0, span_group_sum(p.gl, v, k, gid, p.gl.slot(w, gid), marginal_width(p.gl, gid),
-                                           q.fb.node, q.fb.pair, q.fb.edge, 0.0));
+    q.g[o] = weight_gradient(q, v, k, gid, w);
     q.saved[o] = p.w[w];
   });
   __syncthreads();
@@ -368,10 +382,7 @@ __device__ void search_step(const GradientRun& q, const double* ps, std::uint32_
   for (int trial = 0; trial < SgdL1Search::kTrials; ++trial) {
     const int k = ss.search->index();
     const SgdL1Rule r{sp.rate[k], __dadd_rn(q.scalars[0], sp.u_step[k]), sp.c1, sp.c2, true};
-    auto term = [&](std::size_t j) {
-      double* const o[2] = {p.w + q.idx[j], q.q ? q.q + q.idx[j] : nullptr};
-      return r(q.g[j], o);
-    };
+    auto term = [&](std::size_t j) { return apply_at(r, q.idx[j], q.g[j], ops); };
     const double tp = run_sum(n, term, ss.partial, *ss.tmp, ss.sum);
     gradient_fb(q, sh, gradient_front(p, sid, tok0, T, sh), false);
     for (std::size_t j = threadIdx.x; j < n; j += kRunThreads) p.w[q.idx[j]] = q.saved[j];  // exact restore
@@ -385,10 +396,7 @@ __device__ void search_step(const GradientRun& q, const double* ps, std::uint32_
   }
   __syncthreads();
   const SgdL1Rule r{sp.rate[k], q.scalars[0], 0.0, 0.0, false};
-  for (std::size_t j = threadIdx.x; j < n; j += kRunThreads) {
-    double* const o[2] = {p.w + q.idx[j], q.q ? q.q + q.idx[j] : nullptr};
-    r(q.g[j], o);
-  }
+  for (std::size_t j = threadIdx.x; j < n; j += kRunThreads) apply_at(r, q.idx[j], q.g[j], ops);
   __syncthreads();
 }
 
@@ -426,13 +434,9 @@ __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q
       continue;
     }
     // span_gradient (scale 1) and the step's rule, weight by weight.
-    const std::size_t g0 = p.t.gbase[sid], o0 = p.t.obase[sid];
-    const SagSpanView v{p.t.groups + g0, nullptr, p.t.oofs + g0 + sid, p.t.onew + o0, nullptr, nullptr,
-                        p.t.oval + o0, nullptr, 1u};
+    const SagSpanView v = sentence_view(p, sid);
     for_each_weight(p, sid, [&](std::size_t k, std::uint32_t gid, std::size_t w) {
-      const std::size_t j = p.gl.slot(w, gid);
-      const double g = __dmul_rn(1.0, span_group_sum(p.gl, v, k, gid, j, marginal_width(p.gl, gid), q.fb.node,
-                                                     q.fb.pair, q.fb.edge, 0.0));
+      const double g = weight_gradient(q, v, k, gid, w);
       if (q.adf)
         apply_at(AdfStepRule{}, w, g, step_ops);
       else if (q.axpy)
