@@ -329,6 +329,14 @@ __global__ void __launch_bounds__(256) pointwise_loss_kernel(FbParams p, bool ex
   for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) p.pair_at[r0 * LL + j] = 0;  // no factor at t = 0
 }
 
+/// Threads for a block that walks the L² entries of a matrix one a thread, each on its own (an
+/// elementwise map or a max, exact whatever the count): no more whole warps than entries, at most
+/// `most` — at small L most of a fixed-size block would only wait at its barriers.
+unsigned entry_threads(int L, unsigned most) {
+  const std::size_t LL = std::size_t(L) * L, warps = (LL + 31) / 32;
+  return unsigned(std::clamp<std::size_t>(warps * 32, 32, most));
+}
+
 }  // namespace
 
 void launch_pointwise_loss(const FbParams& p, std::size_t n, bool exp_loss, bool gradient, cudaStream_t s) {
@@ -373,8 +381,8 @@ void launch_emission(int L, std::size_t rows, const std::size_t* row_token, cons
 void launch_edge_matrix(int L, std::size_t rows, const std::size_t* row_token, const std::uint8_t* row_edge,
                         const std::size_t* edge_off, const std::uint32_t* ids, const double* vals,
                         const double* trans, const double* W, const WeightGroups& gl, double* M, cudaStream_t s) {
-  CRFX_LAUNCH(edge_matrix_kernel, unsigned(rows), 256, 0, s, L, row_token, row_edge, edge_off, ids, vals, trans, W,
-              gl, M);
+  CRFX_LAUNCH(edge_matrix_kernel, unsigned(rows), entry_threads(L, 256), 0, s, L, row_token, row_edge, edge_off, ids,
+              vals, trans, W, gl, M);
 }
 
 void launch_dense_row(const WeightGroups& gl, std::uint32_t gid, std::size_t width, const double* W, double* out,
@@ -383,7 +391,7 @@ void launch_dense_row(const WeightGroups& gl, std::uint32_t gid, std::size_t wid
 }
 
 void launch_prepare(int L, const double* trans, double* E, double* Et, double* tmax_out, cudaStream_t s) {
-  CRFX_LAUNCH(prepare_kernel, 1, 1024, 0, s, L, trans, E, Et, tmax_out);
+  CRFX_LAUNCH(prepare_kernel, 1, entry_threads(L, 1024), 0, s, L, trans, E, Et, tmax_out);
 }
 
 std::size_t forward_backward_smem(int L, bool shared_E, bool shared_pair) {
