@@ -10,6 +10,10 @@
 // and the wait finishes it on the host's primitives — the search with its looks, the flush — and
 // queues the rest again. The queue waits after queue_cap steps (64, doubled up to kMaxQueue after
 // each wait without a halt, quartered after a halt), so a halt costs at most that many steps again.
+// Where the layout takes runs (transitions on, L ≤ 64, a resident corpus), uniform steps are not
+// launched one by one: up to 256 queued steps go in one run (launch_sag_run, run_kernels.cu; one
+// block, the same device functions, the search looping there until done, so only P_k halts it),
+// launched as they reach 256 and at each wait (CudaBackendConfig::sag_runs: the tests' switch).
 // Drawn steps (incremental_schedule_drawn: SAG-NUS, lipschitz and mixed sampling) queue the same
 // way with the sentence decided on the device: a one-thread kernel draws it with the host's code
 // (SagSamplerRef, host/rules/sag_sampler.hpp, on a copy of the host's sampler uploaded when the
@@ -23,6 +27,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -30,6 +35,7 @@
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
+#include "run_kernels.cuh"
 #include "sag_kernels.cuh"
 #include "vector_ops.cuh"
 
@@ -129,6 +135,11 @@ void CudaBackend::sag_enqueue(CudaSag& s, std::size_t at) {
   Vector& w = *s.qw;
   s.synced = s.evaluated = s.tried = false;
   select_sentence(*s.corpus, sid, s.plan);
+  if (sag_runs(s)) {  // launched with the next run's
+    sag_placeholder(s);
+    if (s.queued.size() - s.run_from >= kSagRunSteps) sag_launch_run(s);
+    return;
+  }
   const SpanPlan& pl = s.plan;
   const auto* halt = reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const char*>(s.queue.get()) +
                                                              offsetof(SagQueueState, halt));
@@ -164,6 +175,64 @@ void CudaBackend::sag_enqueue(CudaSag& s, std::size_t at) {
   sag_placeholder(s);
 }
 
+bool CudaBackend::sag_runs(const CudaSag& s) const { return cfg_.sag_runs && !runs_refused(*s.corpus); }
+
+void CudaBackend::sag_launch_run(CudaSag& s) {
+  if (s.run_from >= s.queued.size() || !sag_runs(s)) return;
+  const CudaCorpus& c = *s.corpus;
+  const bool drawn = s.queued.front().first == kDrawn;
+  if (c.max_len > rows_cap_) throw Error("internal: sentence longer than the CUDA workspace");
+  const std::size_t n = s.queued.size() - s.run_from, LL = std::size_t(dims_.L) * dims_.L;
+  if (n > kSagRunSteps) throw Error("internal: more SAG steps pending than a run takes");
+  std::vector<std::uint32_t> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = s.queued[s.run_from + i].first;
+  const SentenceSpan span{ids.data(), drawn ? 0 : n};  // (drawn: the device draws them)
+  Vector& w = *s.qw;
+  const SentencePlans& sp = sentence_plans_;
+  const bool edges = !s.edge_slot.empty();
+  if (edges) reserve_device(s.new_edge, std::max<std::size_t>(1, c.max_len) * LL);
+  reserve_device(s.g, sp.most_compact);
+  reserve_device(s.saved, sp.most_compact);
+  auto r = std::make_unique<SagRun>();  // (22 KB)
+  r->run = run_params(c, span, w, nullptr);
+  r->fb = fb_params(arrays(c), w);  // (its chunk, τ and E are the run's own)
+  r->fb.gold = true;
+  r->fb.backward = true;
+  r->fb.node = node_.get();
+  r->fb.pair = pair_.get();
+  r->fb_threads = threads_;
+  r->E = E_.get();
+  r->Et = Et_.get();
+  r->queue = s.queue.get();
+  r->P = s.dP.get();
+  r->S = s.dS.get();
+  r->R = s.dR.get();
+  r->stamp = s.stamp.get();
+  r->d = P(*s.qd);
+  r->tables = {sp.groups.get(), sp.gofs.get(), sp.oofs.get(), sp.onew.get(), sp.oold.get(),
+               sp.osent.get(),  sp.oval.get(), sp.ids.get(),  1u};
+  r->slots = sp.slots.get();
+  r->old_node = s.node.get();
+  r->old_pair = dims_.transitions ? s.pair.get() : nullptr;
+  r->old_edge = edges ? s.edge.get() : nullptr;
+  r->new_edge = edges ? s.new_edge.get() : nullptr;
+  r->g = s.g.get();
+  r->saved = s.saved.get();
+  if (drawn) {
+    r->sampler = s.sampler.ref();
+    r->draws = s.draws.get();
+  }
+  r->run.steps = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    r->run.ids[i] = ids[i];
+    r->step[i] = s.queued[s.run_from + i].second;
+  }
+  r->at0 = std::uint32_t(s.run_from);
+  r->k0 = s.queue_k0 + s.run_from;
+  launch_sag_run(*r, stream_);
+  s.run_from = s.queued.size();
+}
+
 void CudaBackend::sag_placeholder(CudaSag& s) {
   // The host's history holds a placeholder for the step until the wait reads it back.
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -179,6 +248,11 @@ void CudaBackend::sag_enqueue_drawn(CudaSag& s, std::size_t at) {
   Vector& w = *s.qw;
   s.synced = s.evaluated = s.tried = false;
   s.plan.valid = false;  // the host's plan is not this step's
+  if (sag_runs(s)) {  // launched with the next run's
+    sag_placeholder(s);
+    if (s.queued.size() - s.run_from >= kSagRunSteps) sag_launch_run(s);
+    return;
+  }
   const auto* halt = reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const char*>(s.queue.get()) +
                                                              offsetof(SagQueueState, halt));
   const SagGate gate{halt, std::uint32_t(at)};
@@ -293,6 +367,7 @@ void CudaBackend::sentence_loss_picked(const CudaCorpus& c, const Vector& w, con
 
 void CudaBackend::sag_finish(CudaSag& s) {
   while (!s.queued.empty()) {
+    sag_launch_run(s);
     // The scalars and the history's steps queue_k0 + 1 … k, as the device left them.
     const std::size_t k0 = s.queue_k0, m = s.k() - k0;
     CRFX_CUDA_CHECK(cudaMemcpyAsync(&s.hq, s.queue.get(), sizeof s.hq, cudaMemcpyDeviceToHost, stream_));
@@ -305,6 +380,7 @@ void CudaBackend::sag_finish(CudaSag& s) {
     if (drawn) s.sampler.downloaded(s.host_sampler);
     auto queued = std::move(s.queued);
     s.queued.clear();
+    s.run_from = 0;
     s.scalars = s.hq.s;
     if (s.hq.halt == SagQueueState::kNoHalt) {
       s.queue_cap = std::min(kMaxQueue, 2 * s.queue_cap);

@@ -80,6 +80,10 @@ struct CudaBackendConfig {
   /// workspace as a resident corpus's do, so results are bitwise the same as resident ones with
   /// the same max_chunk_tokens). The environment variable CRFX_STREAM=1 sets it.
   bool always_stream = false;
+  /// SAG / SAGA's queued steps at batch size 1 in runs (launch_sag_run: a launch takes 256 steps)
+  /// where the layout allows them (transitions on, L ≤ 64, a resident corpus). Tests: false
+  /// keeps them on their ~30 launches a step (what other layouts take), to check both paths.
+  bool sag_runs = true;
 };
 
 

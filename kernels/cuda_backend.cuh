@@ -551,6 +551,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// returned) and its loss, with (backward) or without the marginals.
   bool sag_queue_ready(CudaSag& s, Vector& w, Vector& d, bool drawn);
   void sag_placeholder(CudaSag& s), sag_enqueue_drawn(CudaSag& s, std::size_t at);
+  /// The queue's steps at batch size 1 in runs (launch_sag_run) where the layout takes them; the
+  /// queued steps from s.run_from (at most kSagRunSteps: a run is launched as they reach it, and
+  /// at each wait) launched in one run (backend_sag_queue.cu).
+  bool sag_runs(const CudaSag& s) const;
+  void sag_launch_run(CudaSag& s);
   const double* sag_evaluate_picked(CudaSag& s, const Vector& w, const SagPick& pick);
   void sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward);
   CudaSparse& X(SparseVector& x) const {

@@ -133,6 +133,7 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   DeviceBuffer<SagQueueState> queue;  SagQueueState hq{};  // [1], and its host copy
   std::vector<std::pair<std::uint32_t, SagStepParams>> queued;  // (sentence, its step's parameters)
   std::size_t queue_k0 = 0, queue_cap = 64;
+  std::size_t run_from = 0;  // the first queued step not yet launched (sag runs: launched in runs)
   Vector *qw = nullptr, *qd = nullptr;
   // Drawn steps (incremental_schedule_drawn, SAG-NUS): the sampler's copy on the device, the
   // host's state it came from (written back at the wait), each queued step's draw and its L_i.

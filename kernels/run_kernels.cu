@@ -1,8 +1,9 @@
-// crfx — the mistake-driven trainers' runs at batch size 1 (declared in run_kernels.cuh; issue 37):
+// crfx — the stochastic trainers' runs at batch size 1 (declared in run_kernels.cuh; issue 37):
 // one block takes the run's steps one after another, each through the device functions the
 // step's own launches use, with a barrier between the steps so that each reads the weights the
 // last one left. CPU twins: the trainers' steps through the primitives (host/optim/perceptron.cpp,
-// passive_aggressive.cpp, arow.cpp).
+// passive_aggressive.cpp, arow.cpp, mira.cpp, sgd_l1.cpp, adf.cpp, l2sgd.cpp; sag.cpp's
+// scheduled steps, IncrementalGradients' default).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -250,6 +251,17 @@ std::size_t gradient_shared_bytes(std::size_t L) {
   return ((L <= 32 ? 4 : 1) * L * L + (2 + kRunWarps) * L) * sizeof(double);  // (L > 32: E, Eᵀ global)
 }
 
+/// A gradient run's GradShared: its dynamic shared memory `smem`, E and Eᵀ there at L ≤ 32 (with
+/// the pair sums; else E, Et global), and the static arrays given.
+__device__ GradShared gradient_shared(std::size_t L, double* smem, double* E, double* Et, double* red,
+                                      std::uint32_t* sent, std::uint32_t* order, std::size_t* slots) {
+  const std::size_t LL = L * L;
+  const bool warp = L <= 32;
+  double* const rest = smem + (warp ? 4 : 1) * LL;
+  return {smem, warp ? smem + LL : E, warp ? smem + 2 * LL : Et, warp ? smem + 3 * LL : nullptr, rest,
+          rest + L, rest + 2 * L, red, sent, order, slots};
+}
+
 /// The chunk front of sentence sid at w as prepare and run_chunk_front take it: τ, τ_max
 /// (prepare_kernel's, a max: exact whatever the threads), E and Eᵀ, the emissions, the edge rows,
 /// the chunk. Returns τ_max; ends with a barrier.
@@ -284,9 +296,9 @@ __device__ double gradient_front(const PerceptronRun& p, std::uint32_t sid, std:
 /// `backward`, the marginals' deltas into fb.node and fb.pair (the pair sums in `pacc` where given);
 /// without, the loss only (sentence_loss_on_device's).
 template <class Group>
-__device__ void run_fb(const GradientRun& q, const GradShared& sh, double tmax, bool backward, Group group,
+__device__ void run_fb(const FbParams& fb, const GradShared& sh, double tmax, bool backward, Group group,
                        double* pacc) {
-  FbParams fp = q.fb;
+  FbParams fp = fb;
   fp.ch = sh.chunk();
   fp.trans = sh.M;
   if (!backward) {
@@ -312,22 +324,21 @@ __device__ void run_fb(const GradientRun& q, const GradShared& sh, double tmax, 
 /// (one warp); beyond, forward_backward_kernel's with blockDim.x = fb_threads (or the groups kernel's
 /// group of as many: the same bits) on the block's first fb_threads threads, named barrier 1. Ends
 /// with a barrier.
-__device__ void gradient_fb(const GradientRun& q, const GradShared& sh, double tmax, bool backward) {
-  if (q.fb.L <= 32) {
-    if (threadIdx.x < 32) run_fb(q, sh, tmax, backward, fb::WarpGroup{}, q.fb.shared_pair ? sh.pacc : nullptr);
-  } else if (int(threadIdx.x) < q.fb_threads) {
-    run_fb(q, sh, tmax, backward, fb::SubBlockGroup{sh.red, 0, q.fb_threads, 1}, nullptr);
+__device__ void gradient_fb(const FbParams& fb, int fb_threads, const GradShared& sh, double tmax, bool backward) {
+  if (fb.L <= 32) {
+    if (threadIdx.x < 32) run_fb(fb, sh, tmax, backward, fb::WarpGroup{}, fb.shared_pair ? sh.pacc : nullptr);
+  } else if (int(threadIdx.x) < fb_threads) {
+    run_fb(fb, sh, tmax, backward, fb::SubBlockGroup{sh.red, 0, fb_threads, 1}, nullptr);
   }
   __syncthreads();
 }
 
 /// Weight w's gradient (its k-th group gid of the sentence's plan v) as sag_gradient_kernel's at
 /// scale 1, from the forward-backward's deltas.
-__device__ double weight_gradient(const GradientRun& q, const SagSpanView& v, std::size_t k, std::uint32_t gid,
-                                  std::size_t w) {
-  const WeightGroups& gl = q.run.gl;
-  return __dmul_rn(1.0, span_group_sum(gl, v, k, gid, gl.slot(w, gid), marginal_width(gl, gid), q.fb.node,
-                                       q.fb.pair, q.fb.edge, 0.0));
+__device__ double weight_gradient(const WeightGroups& gl, const FbParams& fb, const SagSpanView& v, std::size_t k,
+                                  std::uint32_t gid, std::size_t w) {
+  return __dmul_rn(1.0, span_group_sum(gl, v, k, gid, gl.slot(w, gid), marginal_width(gl, gid), fb.node, fb.pair,
+                                       fb.edge, 0.0));
 }
 
 /// Step i's SgdL1StepParams as sgd_l1_step_params made them: the rates from η by its doublings
@@ -372,7 +383,7 @@ __device__ void search_step(const GradientRun& q, const double* ps, std::uint32_
   for_each_weight(p, sid, [&](std::size_t k, std::uint32_t gid, std::size_t w) {
     const std::size_t o = q.gofs[f0 + k] - q.gofs[f0] + (w - p.gl.begin(gid));
     q.idx[o] = w;
-    q.g[o] = weight_gradient(q, v, k, gid, w);
+    q.g[o] = weight_gradient(p.gl, q.fb, v, k, gid, w);
     q.saved[o] = p.w[w];
   });
   __syncthreads();
@@ -384,7 +395,7 @@ __device__ void search_step(const GradientRun& q, const double* ps, std::uint32_
     const SgdL1Rule r{sp.rate[k], __dadd_rn(q.scalars[0], sp.u_step[k]), sp.c1, sp.c2, true};
     auto term = [&](std::size_t j) { return apply_at(r, q.idx[j], q.g[j], ops); };
     const double tp = run_sum(n, term, ss.partial, *ss.tmp, ss.sum);
-    gradient_fb(q, sh, gradient_front(p, sid, tok0, T, sh), false);
+    gradient_fb(q.fb, q.fb_threads, sh, gradient_front(p, sid, tok0, T, sh), false);
     for (std::size_t j = threadIdx.x; j < n; j += kRunThreads) p.w[q.idx[j]] = q.saved[j];  // exact restore
     if (threadIdx.x == 0) ss.search->tried(__dadd_rn(q.fb.result[0], tp));
     __syncthreads();
@@ -404,16 +415,13 @@ __device__ void search_step(const GradientRun& q, const double* ps, std::uint32_
 __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q) {
   const PerceptronRun& p = q.run;
   CRFX_DYNAMIC_SHARED(double, smem);
-  const std::size_t L = p.gl.L, LL = L * L;
+  const std::size_t L = p.gl.L;
   __shared__ double red[32], partial[kRedBlocks], sum;
   __shared__ RunReduce::TempStorage tmp;
   __shared__ SgdL1Search search;
   __shared__ std::uint32_t ch_sent[1], ch_order[1];
   __shared__ std::size_t ch_slots[2];
-  const bool warp = L <= 32;  // E, Eᵀ and the pair sums in shared memory (else E, Eᵀ global)
-  double* const rest = smem + (warp ? 4 : 1) * LL;
-  GradShared sh{smem, warp ? smem + LL : q.E, warp ? smem + 2 * LL : q.Et, warp ? smem + 3 * LL : nullptr, rest,
-                rest + L, rest + 2 * L, red, ch_sent, ch_order, ch_slots};
+  const GradShared sh = gradient_shared(L, smem, q.E, q.Et, red, ch_sent, ch_order, ch_slots);
   const SearchShared ss{partial, &tmp, &search, &sum};
   double* const decay_ops[3] = {p.w, q.stamp, q.adf ? q.rate : nullptr};
   double* const step_ops[3] = {p.w, q.adf ? q.rate : q.q, q.adf ? q.count : nullptr};
@@ -427,7 +435,7 @@ __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q
         apply_at(LazyDecayRule{clock, q.coef}, k, 0.0, decay_ops);
       });
     __syncthreads();
-    gradient_fb(q, sh, gradient_front(p, sid, tok0, T, sh), true);
+    gradient_fb(q.fb, q.fb_threads, sh, gradient_front(p, sid, tok0, T, sh), true);
     if (q.loss && threadIdx.x == 0) *q.loss += q.fb.result[0];  // (the host's sum, in step order)
     if (q.search) {
       search_step(q, ps, sid, tok0, T, sh, ss);
@@ -436,7 +444,7 @@ __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q
     // span_gradient (scale 1) and the step's rule, weight by weight.
     const SagSpanView v = sentence_view(p, sid);
     for_each_weight(p, sid, [&](std::size_t k, std::uint32_t gid, std::size_t w) {
-      const double g = weight_gradient(q, v, k, gid, w);
+      const double g = weight_gradient(p.gl, q.fb, v, k, gid, w);
       if (q.adf)
         apply_at(AdfStepRule{}, w, g, step_ops);
       else if (q.axpy)
@@ -445,6 +453,126 @@ __global__ void __launch_bounds__(kRunThreads) gradient_run_kernel(GradientRun q
         apply_at(SgdL1Rule{ps[1], ps[2], 0.0, 0.0, false}, w, g, step_ops);
     });
     __syncthreads();
+  }
+}
+
+/// A SAG run's step state in shared memory: the line search, SAGA's coefficient, the halt.
+struct SagShared {
+  SagLineSearch search;
+  SagDraw draw;  // a drawn step's draw and its L_i
+  double L0, coef;
+  bool halted;
+};
+
+/// The compact index of weight w (its k-th group gid of plan v): sag_gradient_kernel's.
+__device__ std::size_t compact_at(const WeightGroups& gl, const SagSpanView& v, std::size_t k, std::uint32_t gid,
+                                  std::size_t w) {
+  return v.gofs[k] + (w - gl.begin(gid));
+}
+
+/// Sentence sid's groups (plan v, ng of them) brought from their stamps to step k, as
+/// sag_catch_up_kernel (none at k = 0); then its forward-backward at w, the edge rows' deltas
+/// into new_edge, the gradient into g (compact). Ends with a barrier.
+__device__ void sag_run_evaluate(const SagRun& q, std::uint32_t sid, const SagSpanView& v, std::size_t ng,
+                                 std::size_t k, const GradShared& sh) {
+  const PerceptronRun& p = q.run;
+  if (k > 0) {
+    for_each_weight(p, sid, [&](std::size_t, std::uint32_t gid, std::size_t w) {
+      const std::uint32_t k0 = q.stamp[gid];
+      if (k0 != k) p.w[w] = SagCatchUp(q.P, q.S, q.R, k0, k)(p.w[w], q.d[w]);
+    });
+    __syncthreads();  // every thread has read the stamps
+    for (std::size_t g = threadIdx.x; g < ng; g += kRunThreads) q.stamp[v.groups[g]] = std::uint32_t(k);
+  }
+  __syncthreads();
+  const std::size_t tok0 = p.t.sent_off[sid], T = p.t.sent_off[sid + 1] - tok0, LL = p.gl.L * p.gl.L;
+  gradient_fb(q.fb, q.fb_threads, sh, gradient_front(p, sid, tok0, T, sh), true);
+  for (std::size_t j = threadIdx.x; q.new_edge && j < T * LL; j += kRunThreads) q.new_edge[j] = p.edge[j];
+  for_each_weight(p, sid, [&](std::size_t g, std::uint32_t gid, std::size_t w) {
+    q.g[compact_at(p.gl, v, g, gid, w)] = weight_gradient(p.gl, q.fb, v, g, gid, w);
+  });
+  __syncthreads();
+}
+
+/// incremental_search's loop on the device: while the search is not done, the trial (saved ← w,
+/// w ← w − step·g), the forward-only loss, the exact restore, the trial's loss taken.
+__device__ void sag_run_search(const SagRun& q, std::uint32_t sid, const SagSpanView& v, const GradShared& sh,
+                               SagLineSearch& search) {
+  const PerceptronRun& p = q.run;
+  const std::size_t tok0 = p.t.sent_off[sid], T = p.t.sent_off[sid + 1] - tok0;
+  while (!search.done) {  // (block-uniform: read after a barrier)
+    const double step = search.step();
+    for_each_weight(p, sid, [&](std::size_t g, std::uint32_t gid, std::size_t w) {
+      const std::size_t o = compact_at(p.gl, v, g, gid, w);
+      q.saved[o] = p.w[w];
+      p.w[w] = __dsub_rn(p.w[w], __dmul_rn(step, q.g[o]));
+    });
+    __syncthreads();
+    gradient_fb(q.fb, q.fb_threads, sh, gradient_front(p, sid, tok0, T, sh), false);
+    for_each_weight(p, sid, [&](std::size_t g, std::uint32_t gid, std::size_t w) {
+      p.w[w] = q.saved[compact_at(p.gl, v, g, gid, w)];
+    });
+    if (threadIdx.x == 0) search.tried(q.fb.result[0]);
+    __syncthreads();
+  }
+}
+
+/// The step's commit (d += Δ_i; SAGA: w −= coef·Δ_i) and store (μ_stored ← μ_new), as
+/// sag_commit_kernel and sag_store_kernel take them. Ends with a barrier.
+__device__ void sag_run_commit(const SagRun& q, std::uint32_t sid, const SagSpanView& v, const double* coef) {
+  const PerceptronRun& p = q.run;
+  for_each_weight(p, sid, [&](std::size_t g, std::uint32_t gid, std::size_t w) {
+    sag_commit_weight(p.gl, v, g, gid, w, q.fb.node, q.old_node, q.fb.pair, q.old_pair, q.new_edge, q.old_edge,
+                      coef, q.d, p.w);
+  });
+  __syncthreads();  // every commit has read the stored marginals
+  const std::size_t L = p.gl.L, LL = L * L, tok0 = p.t.sent_off[sid], T = p.t.sent_off[sid + 1] - tok0;
+  for (std::size_t j = threadIdx.x; j < T * L; j += kRunThreads)
+    q.old_node[std::size_t(p.t.tokens[tok0 + j / L]) * L + j % L] = q.fb.node[j];
+  for (std::size_t j = threadIdx.x; q.new_edge && j < T * LL; j += kRunThreads) {
+    const std::uint32_t slot = q.slots[tok0 + j / LL];
+    if (slot != kNone) q.old_edge[std::size_t(slot) * LL + j % LL] = q.new_edge[j];
+  }
+  for (std::size_t j = threadIdx.x; q.old_pair && j < LL; j += kRunThreads) q.old_pair[sid * LL + j] = q.fb.pair[j];
+  __syncthreads();
+}
+
+/// sag, saga: the steps of launch_sag_run (see SagRun).
+__global__ void __launch_bounds__(kRunThreads) sag_run_kernel(SagRun q) {
+  const PerceptronRun& p = q.run;
+  CRFX_DYNAMIC_SHARED(double, smem);
+  __shared__ double red[32], partial[kRedBlocks], sum;
+  __shared__ RunReduce::TempStorage tmp;
+  __shared__ SagShared ss;
+  __shared__ std::uint32_t ch_sent[1], ch_order[1];
+  __shared__ std::size_t ch_slots[2];
+  const GradShared sh = gradient_shared(p.gl.L, smem, q.E, q.Et, red, ch_sent, ch_order, ch_slots);
+  if (q.queue->halt != SagQueueState::kNoHalt) return;  // an earlier step halted (block-uniform)
+  for (std::size_t i = 0; i < p.steps; ++i) {
+    const std::uint32_t at = q.at0 + std::uint32_t(i);
+    if (q.draws) {  // sag_draw_kernel's
+      if (threadIdx.x == 0) {
+        ss.draw = q.sampler.draw_one();
+        q.draws[at] = ss.draw;
+        ss.L0 = q.sampler.get(ss.draw.id);
+      }
+      __syncthreads();
+    }
+    const std::uint32_t sid = q.draws ? ss.draw.id : p.ids[i];
+    const std::size_t k = q.k0 + i, ng = p.t.gbase[sid + 1] - p.t.gbase[sid];
+    const SagSpanView v = sentence_plan(q.tables, p.t.gbase, p.t.obase, sid);
+    sag_run_evaluate(q, sid, v, ng, k, sh);
+    const double g2 = run_sum(v.gofs[ng], DotTerm{q.g, q.g}, partial, tmp, &sum);
+    if (threadIdx.x == 0) ss.search = SagLineSearch(q.fb.result[0], g2, 1.0, q.draws ? ss.L0 : q.queue->s.L);
+    __syncthreads();
+    sag_run_search(q, sid, v, sh, ss.search);
+    if (threadIdx.x == 0)
+      ss.halted = q.draws ? !sag_drawn_step_end(q.queue, ss.search, at, q.sampler, ss.draw, q.step[i], k + 1, q.P,
+                                                q.S, q.R, &ss.coef)
+                          : !sag_step_end(q.queue, ss.search, at, q.step[i], k + 1, q.P, q.S, q.R, &ss.coef);
+    __syncthreads();
+    if (ss.halted) return;  // (block-uniform) it and the steps after it change nothing
+    sag_run_commit(q, sid, v, q.step[i].saga ? &ss.coef : nullptr);
   }
 }
 
@@ -466,6 +594,15 @@ void launch_gradient_run(const GradientRun& p, cudaStream_t s) {
   if (p.run.gl.L > 32 && (p.fb_threads < int(p.run.gl.L) || p.fb_threads > int(kRunThreads) || !p.E || !p.Et))
     throw Error("internal: a gradient run's forward-backward group beyond its block");
   CRFX_LAUNCH(gradient_run_kernel, 1, int(kRunThreads), gradient_shared_bytes(p.run.gl.L), s, p);
+}
+
+void launch_sag_run(const SagRun& p, cudaStream_t s) {
+  if (p.run.steps == 0) return;
+  check_run(p.run);
+  if (p.run.steps > kSagRunSteps) throw Error("internal: a SAG run beyond its launch's bounds");
+  if (p.run.gl.L > 32 && (p.fb_threads < int(p.run.gl.L) || p.fb_threads > int(kRunThreads) || !p.E || !p.Et))
+    throw Error("internal: a SAG run's forward-backward group beyond its block");
+  CRFX_LAUNCH(sag_run_kernel, 1, int(kRunThreads), gradient_shared_bytes(p.run.gl.L), s, p);
 }
 
 void launch_peer_run(const PeerRun& p, cudaStream_t s) {

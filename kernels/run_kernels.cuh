@@ -14,6 +14,7 @@
 #include "crfx/internal/corpus.hpp"   // WeightGroups
 #include "peer_step.cuh"             // PeerParams
 #include "perceptron_kernels.cuh"    // BatchPlans
+#include "sag_kernels.cuh"           // SagQueueState, SagSpanView
 
 namespace crfx::cuda::detail {
 
@@ -108,5 +109,43 @@ static_assert(sizeof(GradientRun) <= 32764, "a kernel's parameters (CUDA 12.1 an
 /// Takes L ≤ kRunMaxL (the forward-backward on one warp at L ≤ 32, else on the block's first
 /// fb_threads threads, as the block kernels' group), a resident corpus, transitions on.
 void launch_gradient_run(const GradientRun& p, cudaStream_t s);
+
+/// Steps a SAG run takes in one launch (their SagStepParams are its launch parameters: 18 KB).
+inline constexpr std::size_t kSagRunSteps = 256;
+
+/// SAG's or SAGA's queued steps at batch size 1 in a row (launch_sag_run; incremental_schedule's
+/// queue, backend_sag_queue.cu): each the step its ~30 launches took — the sentence's groups
+/// caught up to the history's step (SagCatchUp), the forward-backward at w into fb.node/pair (the
+/// edge rows' deltas copied to new_edge), the gradient into g (compact) as sag_gradient_kernel's,
+/// ‖g‖² by reduce_on_device's passes, the line search (SagLineSearch from the queue's L, looping
+/// on the device: trial, forward-only loss, exact restore), the step's end (sag_step_end: the
+/// scalars, the history's step, SAGA's coefficient, or the halt), the commit and the store. The run
+/// does nothing when an earlier step halted, and stops at a step that halts. Drawn steps
+/// (incremental_schedule_drawn, SAG-NUS) draw their sentence first (one thread, the host's code),
+/// search from its L_i and end as sag_drawn_step_end.
+struct SagRun {
+  PerceptronRun run;                    // the sentences (≤ kSagRunSteps), the corpus's arrays, the plans, w
+  SagStepParams step[kSagRunSteps];     // each step's, the host's
+  FbParams fb;                          // fb_params, gold mode, the backward's deltas into node_, pair_
+  int fb_threads;                       // L > 32: the forward-backward's group (threads_)
+  double *E, *Et;                       // L > 32: [L][L] each
+  SagQueueState* queue;                 // the scalars (L, α, trials) and the halt
+  std::uint32_t at0;                    // the queue index of the run's first step
+  std::size_t k0;                       // the history's steps before it
+  double *P, *S, *R;                    // the lazy-step history (device)
+  std::uint32_t* stamp;                 // [groups] each group's step
+  double* d;                            // SAG's Σ of the stored gradients
+  SagSpanView tables;                   // SentencePlans' arrays from their starts (sentence_plan)
+  const std::uint32_t* slots;           // [N] SentencePlans::slots
+  double *old_node, *old_pair, *old_edge;  // the stored marginals (pair: null without transitions)
+  double* new_edge;                     // [longest sentence][L][L] (null: no edge attributes)
+  double *g, *saved;                    // [the largest compact support]
+  SagSamplerRef sampler;                // drawn steps: the device's copy of SAG-NUS's sampler
+  SagDraw* draws;                       // drawn steps: each step's draw at its queue index; null:
+                                        // the sentences are run.ids
+};
+static_assert(sizeof(SagRun) <= 32764, "a kernel's parameters (CUDA 12.1 and later on sm_70 and up)");
+/// Takes L ≤ kRunMaxL, a resident corpus, transitions on (as launch_gradient_run).
+void launch_sag_run(const SagRun& p, cudaStream_t s);
 
 }  // namespace crfx::cuda::detail

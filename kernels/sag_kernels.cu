@@ -101,29 +101,9 @@ __global__ void __launch_bounds__(256) sag_commit_kernel(WeightGroups gl, SagSpa
   }
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
-    const std::size_t size = gl.size(gid), b = gl.begin(gid), width = marginal_width(gl, gid);
-    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) {
-      const std::size_t j = gl.slot(b + c, gid);
-      double dj = d[b + c], wj = coef ? w[b + c] : 0.0;
-      if (gid == gl.A) {
-        for (std::uint32_t i = 0; i < v.n; ++i) {
-          const double x = __dsub_rn(new_pair[std::size_t(i) * width + j], old_pair[std::size_t(v.sid[i]) * width + j]);
-          dj = __dadd_rn(dj, x);
-          if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[i], x));
-        }
-      } else {
-        const double* nw = gid < gl.A ? new_node : new_edge;
-        const double* od = gid < gl.A ? old_node : old_edge;
-        for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o) {
-          const double x = __dmul_rn(
-              v.oval[o], __dsub_rn(nw[std::size_t(v.onew[o]) * width + j], od[std::size_t(v.oold[o]) * width + j]));
-          dj = __dadd_rn(dj, x);
-          if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[v.osent[o]], x));
-        }
-      }
-      d[b + c] = dj;
-      if (coef) w[b + c] = wj;
-    }
+    const std::size_t size = gl.size(gid), b = gl.begin(gid);
+    for (std::size_t c = threadIdx.x; c < size; c += blockDim.x)
+      sag_commit_weight(gl, v, q, gid, b + c, new_node, old_node, new_pair, old_pair, new_edge, old_edge, coef, d, w);
   }
 }
 
@@ -181,24 +161,7 @@ __global__ void sag_queue_search_start_kernel(SagLineSearch* search, const doubl
 __global__ void sag_queue_step_kernel(SagQueueState* q, const SagLineSearch* search, std::uint32_t at,
                                       SagStepParams p, std::size_t k, double* P, double* S, double* R,
                                       double* coef) {
-  if (q->halt < at) return;
-  if (!search->done) {
-    q->halt = at;
-    return;
-  }
-  const SagStepScalars x(p, search->L);
-  const double Pk = __dmul_rn(P[k - 1], x.a);
-  if (Pk < 1e-150) {
-    q->halt = at;
-    return;
-  }
-  q->s.trials += search->trials;
-  q->s.alpha = x.alpha;
-  q->s.L = __dmul_rn(search->L, p.decay);
-  if (coef) *coef = x.coef;
-  S[k] = __dadd_rn(S[k - 1], __ddiv_rn(x.b, Pk));
-  R[k] = __dadd_rn(R[k - 1], __ddiv_rn(x.tau, Pk));
-  P[k] = Pk;
+  if (q->halt >= at) sag_step_end(q, *search, at, p, k, P, S, R, coef);
 }
 
 /// A one-sentence span drawn by SAG-NUS's sampler (the host's rules, SagSamplerRef).
@@ -222,29 +185,7 @@ __global__ void sag_found_kernel(SagSamplerRef r, const SagDraw* draw, const dou
 __global__ void sag_queue_drawn_step_kernel(SagQueueState* q, const SagLineSearch* search, std::uint32_t at,
                                             SagSamplerRef r, const SagDraw* draw, SagStepParams p, std::size_t k,
                                             double* P, double* S, double* R, double* coef) {
-  if (q->halt < at) return;
-  if (!search->done) {
-    q->halt = at;
-    return;
-  }
-  const std::uint32_t id = draw->id;
-  const double Li = r.get(id);  // the search's L0
-  r.found(&id, 1, Li, search->L);
-  p.seen = double(r.s->m);
-  p.prob = draw->prob;
-  const SagStepScalars x(p, SagStepSize{r.step_size(p.lip_mult, p.lambda)});
-  const double Pk = __dmul_rn(P[k - 1], x.a);
-  if (Pk < 1e-150) {
-    r.set(id, Li);  // the tree as before found(): its sums are recomputed from the same leaves
-    q->halt = at;
-    return;
-  }
-  q->s.trials += search->trials;
-  q->s.alpha = x.alpha;
-  if (coef) *coef = x.coef;
-  S[k] = __dadd_rn(S[k - 1], __ddiv_rn(x.b, Pk));
-  R[k] = __dadd_rn(R[k - 1], __ddiv_rn(x.tau, Pk));
-  P[k] = Pk;
+  if (q->halt >= at) sag_drawn_step_end(q, *search, at, r, *draw, p, k, P, S, R, coef);
 }
 
 /// The drawn sentence's chunk plan and rows (launch_picked_chunk).

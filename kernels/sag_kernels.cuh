@@ -55,6 +55,14 @@ inline __device__ double span_group_sum(const WeightGroups& gl, const SagSpanVie
   return acc;
 }
 
+/// Sentence s's one-sentence span plan in the plans made once (SentencePlans' arrays from their
+/// starts in `t`; CudaBackend::select_sentence's pointers, taken on the device).
+CRFX_HOST_DEVICE inline SagSpanView sentence_plan(const SagSpanView& t, const std::size_t* gbase,
+                                                  const std::size_t* obase, std::uint32_t s) {
+  const std::size_t g0 = gbase[s], f0 = g0 + s, o0 = obase[s];
+  return {t.groups + g0, t.gofs + f0, t.oofs + f0, t.onew + o0, t.oold + o0, t.osent, t.oval + o0, t.sid + s, 1u};
+}
+
 /// A one-sentence span whose sentence the device drew (SAG-NUS's queued steps, issue 37): the
 /// sentence at draw->id, its plan its entry in the plans made once (SentencePlans, cuda_sag.cuh,
 /// select_sentence's pointers taken on the device). The span kernels given one are launched for
@@ -69,12 +77,7 @@ struct SagPick {
   const std::uint32_t* tokens = nullptr;  // [N] SentencePlans::tokens
   const std::uint32_t* slots = nullptr;   // [N] SentencePlans::slots
   CRFX_HOST_DEVICE std::uint32_t sid() const { return draw->id; }
-  CRFX_HOST_DEVICE SagSpanView view() const {
-    const std::uint32_t s = sid();
-    const std::size_t g0 = gbase[s], f0 = g0 + s, o0 = obase[s];
-    return {tables.groups + g0, tables.gofs + f0, tables.oofs + f0, tables.onew + o0, tables.oold + o0,
-            tables.osent,       tables.oval + o0, tables.sid + s,   1u};
-  }
+  CRFX_HOST_DEVICE SagSpanView view() const { return sentence_plan(tables, gbase, obase, sid()); }
   CRFX_HOST_DEVICE std::size_t groups() const { return gbase[sid() + 1] - gbase[sid()]; }
   CRFX_HOST_DEVICE std::size_t row0() const { return sent_off[sid()]; }
   CRFX_HOST_DEVICE std::size_t rows() const { return sent_off[sid() + 1] - sent_off[sid()]; }
@@ -87,6 +90,92 @@ struct SagQueueState {
   SagScalars s;
   std::uint32_t halt;
 };
+
+/// d += Δ_i and (coef given) w −= coef_i·Δ_i at weight k (slot j of group gid, the q-th of the
+/// span's plan v): Δ_i = X_iᵀ(μ_new,i − μ_stored,i), its slot's column of the marginals in the
+/// span's (sentence, token, item) order, as the CPU (sag_commit_kernel's, a sag run's).
+inline __device__ void sag_commit_weight(const WeightGroups& gl, const SagSpanView& v, std::size_t q,
+                                         std::uint32_t gid, std::size_t k, const double* new_node,
+                                         const double* old_node, const double* new_pair, const double* old_pair,
+                                         const double* new_edge, const double* old_edge, const double* coef,
+                                         double* d, double* w) {
+  const std::size_t j = gl.slot(k, gid), width = marginal_width(gl, gid);
+  double dj = d[k], wj = coef ? w[k] : 0.0;
+  if (gid == gl.A) {
+    for (std::uint32_t i = 0; i < v.n; ++i) {
+      const double x = __dsub_rn(new_pair[std::size_t(i) * width + j], old_pair[std::size_t(v.sid[i]) * width + j]);
+      dj = __dadd_rn(dj, x);
+      if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[i], x));
+    }
+  } else {
+    const double* nw = gid < gl.A ? new_node : new_edge;
+    const double* od = gid < gl.A ? old_node : old_edge;
+    for (std::uint32_t o = v.oofs[q]; o < v.oofs[q + 1]; ++o) {
+      const double x =
+          __dmul_rn(v.oval[o], __dsub_rn(nw[std::size_t(v.onew[o]) * width + j], od[std::size_t(v.oold[o]) * width + j]));
+      dj = __dadd_rn(dj, x);
+      if (coef) wj = __dsub_rn(wj, __dmul_rn(coef[v.osent[o]], x));
+    }
+  }
+  d[k] = dj;
+  if (coef) w[k] = wj;
+}
+
+/// A queued step's end (one thread; sag_queue_step_kernel's, a sag run's): finish_sag_step's
+/// scalars into q and the history's step k (LazyStepHistory::push, rounded as the host's), SAGA's
+/// coefficient into *coef; or false, q->halt = at, where it halts — its search not done, or P_k
+/// below 1e-150 (the CPU flushes first).
+inline __device__ bool sag_step_end(SagQueueState* q, const SagLineSearch& search, std::uint32_t at,
+                                    const SagStepParams& p, std::size_t k, double* P, double* S, double* R,
+                                    double* coef) {
+  const SagStepScalars x(p, search.L);
+  const double Pk = __dmul_rn(P[k - 1], x.a);
+  if (!search.done || Pk < 1e-150) {
+    q->halt = at;
+    return false;
+  }
+  q->s.trials += search.trials;
+  q->s.alpha = x.alpha;
+  q->s.L = __dmul_rn(search.L, p.decay);
+  if (coef) *coef = x.coef;
+  S[k] = __dadd_rn(S[k - 1], __ddiv_rn(x.b, Pk));
+  R[k] = __dadd_rn(R[k - 1], __ddiv_rn(x.tau, Pk));
+  P[k] = Pk;
+  return true;
+}
+
+/// A queued drawn step's end (one thread; sag_queue_drawn_step_kernel's, a sag run's): as
+/// sag_step_end, with the drawn sentence's L_i scaled to the L its search found and α the
+/// sampler's (SagSamplerRef::found, step_size), the sentences seen and the draw's probability into
+/// SagStepScalars, L left as it was; L_i restored where the step halts on P_k (the host then ends
+/// it again).
+inline __device__ bool sag_drawn_step_end(SagQueueState* q, const SagLineSearch& search, std::uint32_t at,
+                                          const SagSamplerRef& r, const SagDraw& draw, SagStepParams p,
+                                          std::size_t k, double* P, double* S, double* R, double* coef) {
+  if (!search.done) {
+    q->halt = at;
+    return false;
+  }
+  const std::uint32_t id = draw.id;
+  const double Li = r.get(id);  // the search's L0
+  r.found(&id, 1, Li, search.L);
+  p.seen = double(r.s->m);
+  p.prob = draw.prob;
+  const SagStepScalars x(p, SagStepSize{r.step_size(p.lip_mult, p.lambda)});
+  const double Pk = __dmul_rn(P[k - 1], x.a);
+  if (Pk < 1e-150) {
+    r.set(id, Li);  // the tree as before found(): its sums are recomputed from the same leaves
+    q->halt = at;
+    return false;
+  }
+  q->s.trials += search.trials;
+  q->s.alpha = x.alpha;
+  if (coef) *coef = x.coef;
+  S[k] = __dadd_rn(S[k - 1], __ddiv_rn(x.b, Pk));
+  R[k] = __dadd_rn(R[k - 1], __ddiv_rn(x.tau, Pk));
+  P[k] = Pk;
+  return true;
+}
 /// Where a queued step's kernel stands: `halt` the queue's (null: not queued), `at` its index.
 /// A step after a halted one changes nothing (its catch-up, commit and store return at once),
 /// nor does the halted step commit.

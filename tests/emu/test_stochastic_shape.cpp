@@ -81,8 +81,9 @@ TEST(StochasticShape, SparseTrainersCopiesAndWaitsPerEpochDoNotGrowWithSteps) {
 // (incremental_schedule_drawn: each step's sentence drawn ∝ L_i on the device by the host's code,
 // L_i, α, a, b, τ and SAGA's coefficient decided there): an epoch of 300 steps waits for the device
 // as often as one of 30 — a few times, at its end (5 here, from 300 before) — where a step waited
-// at least once before (the sampler's next draw needs the L found); and launches a bounded number
-// of kernels a step (a drawn step queues 4 search rounds: see kDrawnRounds).
+// at least once before (the sampler's next draw needs the L found); and its steps go in runs of
+// 256 (launch_sag_run: the draw, the search and the step's end on the device), so the epoch of 300
+// launches at most one kernel more a 256 steps than the epoch of 30 (a step took ~46 before).
 TEST(StochasticShape, QueuedNusWaitsAFewTimesPerEpoch) {
   REQUIRE_GPU();
   std::size_t index = 0;  // counts do not depend on the schedule: the schedule seeds share the cases
@@ -97,13 +98,14 @@ TEST(StochasticShape, QueuedNusWaitsAFewTimesPerEpoch) {
       EXPECT_LE(large.epoch[1].syncs, 10u) << "host synchronisations of an epoch of " << large.steps << " steps";
       EXPECT_LE(large.epoch[0].syncs, 20u) << "the first epoch (the queue grows from 64 steps)";
       EXPECT_LE(large.epoch[1].to_device, 4u) << "host → device copies (the sampler's only where it changed)";
-      for (int e = 0; e < 2; ++e) EXPECT_LE(large.epoch[e].launches, 60 * large.steps + 60) << "epoch " << e + 1;
+      for (int e = 0; e < 2; ++e)
+        EXPECT_LE(large.epoch[e].launches, small.epoch[e].launches + (large.steps + 255) / 256) << "epoch " << e + 1;
       RecordProperty(key + "_n300_syncs_epoch1", std::to_string(large.epoch[0].syncs));
       RecordProperty(key + "_n300_syncs_epoch2", std::to_string(large.epoch[1].syncs));
       RecordProperty(key + "_n30_syncs_epoch2", std::to_string(small.epoch[1].syncs));
       RecordProperty(key + "_n300_copies_epoch2", std::to_string(large.epoch[1].to_device));
-      RecordProperty(key + "_n300_launches_per_step",
-                     std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+      RecordProperty(key + "_n300_launches_epoch2", std::to_string(large.epoch[1].launches));
+      RecordProperty(key + "_n30_launches_epoch2", std::to_string(small.epoch[1].launches));
     }
   }
 }
@@ -115,9 +117,10 @@ namespace crfx::test {
 namespace {
 
 // Uniform sampling's steps queued on the device (incremental_schedule: L, α, a, b, τ and SAGA's
-// coefficient decided there, the search's rounds without a look) at batch size 1: an epoch of 300
-// steps waits for the device as often as one of 30 — a few times, at its end — where a step
-// waited at least once before; and launches a bounded number of kernels a step.
+// coefficient decided there, the search looping there) at batch size 1: an epoch of 300 steps
+// waits for the device as often as one of 30 — a few times, at its end — where a step waited at
+// least once before; and its steps go in runs of 256 (launch_sag_run): the epoch of 300 launches
+// at most one kernel more a 256 steps than the epoch of 30 (a step took ~30 launches before).
 TEST(StochasticShape, QueuedSagWaitsAFewTimesPerEpoch) {
   REQUIRE_GPU();
   std::size_t index = 0;  // counts do not depend on the schedule: the schedule seeds share the cases
@@ -131,27 +134,33 @@ TEST(StochasticShape, QueuedSagWaitsAFewTimesPerEpoch) {
       EXPECT_LE(large.epoch[1].syncs, 10u) << "host synchronisations of an epoch of " << large.steps << " steps";
       EXPECT_LE(large.epoch[0].syncs, 20u) << "the first epoch (the queue grows from 64 steps; L from 1)";
       EXPECT_LE(large.epoch[1].to_device, 4u) << "host → device copies";
-      for (int e = 0; e < 2; ++e) EXPECT_LE(large.epoch[e].launches, 40 * large.steps + 60) << "epoch " << e + 1;
+      for (int e = 0; e < 2; ++e)
+        EXPECT_LE(large.epoch[e].launches, small.epoch[e].launches + (large.steps + 255) / 256) << "epoch " << e + 1;
       const std::string key = std::string(algo) + (c1 > 0 ? "_l1" : "");
       RecordProperty(key + "_n300_syncs_epoch1", std::to_string(large.epoch[0].syncs));
       RecordProperty(key + "_n300_syncs_epoch2", std::to_string(large.epoch[1].syncs));
       RecordProperty(key + "_n30_syncs_epoch2", std::to_string(small.epoch[1].syncs));
-      RecordProperty(key + "_n300_launches_per_step",
-                     std::to_string(double(large.epoch[1].launches) / double(large.steps)));
+      RecordProperty(key + "_n300_launches_epoch2", std::to_string(large.epoch[1].launches));
+      RecordProperty(key + "_n30_launches_epoch2", std::to_string(small.epoch[1].launches));
     }
   }
 }
 
 /// `steps` scheduled steps of SAG or SAGA on sentences from a fixed sequence, queued (the CUDA
-/// backend's incremental_schedule, its scalars read every `read_every` steps) or one by one on
-/// the host's primitives (IncrementalGradients' default), then flushed: w, d and the scalars.
+/// backend's incremental_schedule, its scalars read every `read_every` steps: in runs, or each
+/// step on its launches) or one by one on the host's primitives (IncrementalGradients' default),
+/// then flushed: w, d and the scalars.
 struct ScheduledRun {
   std::vector<double> w, d;
   SagScalars scalars;
 };
-ScheduledRun run_scheduled(const RandomProblem& p, bool queued, const SagStepParams& params, double L0,
+enum class Scheduled { host, launches, runs };
+ScheduledRun run_scheduled(const RandomProblem& p, Scheduled how, const SagStepParams& params, double L0,
                            std::size_t steps, std::size_t read_every) {
-  BackendPtr b = gpu_backend(p.dims);
+  cuda::CudaBackendConfig cfg;
+  cfg.sag_runs = how == Scheduled::runs;
+  BackendPtr b = gpu_backend(p.dims, cfg);
+  const bool queued = how != Scheduled::host;
   auto corpus = b->upload(p.corpus);
   IncrementalGradients& ig = *b->incremental();
   auto state = ig.incremental_create(*corpus);
@@ -195,19 +204,41 @@ TEST(StochasticShape, QueuedSagStepsEqualTheHostsStepByStep) {
             SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " mu1=" << mu1 << " lambda=" << lambda
                                               << " L0=" << L0 << " read every " << read_every);
             SagStepParams params{lambda, mu1, saga ? 3.0 : 1.0, 1.0, nd, 7.0, 1.0 / nd, 0.97, saga};
-            const ScheduledRun host = run_scheduled(p, false, params, L0, 90, read_every);
-            const ScheduledRun queue = run_scheduled(p, true, params, L0, 90, read_every);
-            EXPECT_TRUE(queue.w == host.w) << "w";
-            EXPECT_TRUE(queue.d == host.d) << "d";
-            EXPECT_EQ(queue.scalars.L, host.scalars.L);
-            EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
-            EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            const ScheduledRun host = run_scheduled(p, Scheduled::host, params, L0, 90, read_every);
+            for (Scheduled how : {Scheduled::launches, Scheduled::runs}) {
+              SCOPED_TRACE(how == Scheduled::runs ? "in runs" : "a step's launches");
+              const ScheduledRun queue = run_scheduled(p, how, params, L0, 90, read_every);
+              EXPECT_TRUE(queue.w == host.w) << "w";
+              EXPECT_TRUE(queue.d == host.d) << "d";
+              EXPECT_EQ(queue.scalars.L, host.scalars.L);
+              EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+              EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            }
             EXPECT_GT(host.scalars.trials, 0u);
           }
+  // In runs at L > 32 (the forward-backward on a group of the block), and over 1,000 steps: the
+  // queue's cap grows to 512, so that one wait takes two runs (the first launched at 256 steps).
+  struct Long {
+    std::uint32_t L;
+    std::size_t steps;
+  };
+  for (const Long& k : {Long{40, 60}, Long{4, 1000}}) {
+    if (!schedule_share(index++)) continue;
+    SCOPED_TRACE(::testing::Message() << "L=" << k.L << ", " << k.steps << " steps");
+    const auto q = random_problem(k.L, 20, 2, 25, 9, 17);
+    const double n = double(q.corpus.num_sentences());
+    const SagStepParams params{0.02, 0.01, 1.0, 1.0, n, 7.0, 1.0 / n, 0.97, false};
+    const ScheduledRun host = run_scheduled(q, Scheduled::host, params, 1e-3, k.steps, 1000000);
+    const ScheduledRun runs = run_scheduled(q, Scheduled::runs, params, 1e-3, k.steps, 1000000);
+    EXPECT_TRUE(runs.w == host.w) << "w";
+    EXPECT_TRUE(runs.d == host.d) << "d";
+    EXPECT_EQ(runs.scalars.L, host.scalars.L);
+    EXPECT_EQ(runs.scalars.trials, host.scalars.trials);
+  }
 }
 
-/// `steps` drawn steps of SAG-NUS (incremental_schedule_drawn: queued on the CUDA backend, or one
-/// by one on its primitives, schedule_drawn_on_host) from a sampler whose every sentence is seen
+/// `steps` drawn steps of SAG-NUS (incremental_schedule_drawn: queued on the CUDA backend, in runs
+/// or on each step's launches, or one by one on its primitives, schedule_drawn_on_host) from a sampler whose every sentence is seen
 /// with L_i = Li (read back every `read_every` steps), then flushed: w, d, the scalars, the sampler.
 struct DrawnRun {
   std::vector<double> w, d, sum, max;
@@ -215,9 +246,12 @@ struct DrawnRun {
   SagScalars scalars;
   std::uint64_t m = 0, next = 0;  // sentences seen; the generator's next output
 };
-DrawnRun run_drawn(const RandomProblem& p, bool queued, const SagStepParams& params, SamplerMode mode, double Li,
+DrawnRun run_drawn(const RandomProblem& p, Scheduled how, const SagStepParams& params, SamplerMode mode, double Li,
                    std::size_t steps, std::size_t read_every) {
-  BackendPtr b = gpu_backend(p.dims);
+  cuda::CudaBackendConfig cfg;
+  cfg.sag_runs = how == Scheduled::runs;
+  BackendPtr b = gpu_backend(p.dims, cfg);
+  const bool queued = how != Scheduled::host;
   auto corpus = b->upload(p.corpus);
   IncrementalGradients& ig = *b->incremental();
   auto state = ig.incremental_create(*corpus);
@@ -272,16 +306,37 @@ TEST(StochasticShape, QueuedDrawnStepsEqualTheHostsStepByStep) {
                                               << " lambda=" << lambda << " Li=" << Li << " read every "
                                               << read_every);
             const SagStepParams params{lambda, 0.01, saga ? 3.0 : 1.0, 1.0, nd, 0.0, 0.0, 1.0, saga};
-            const DrawnRun host = run_drawn(p, false, params, mode, Li, 90, read_every);
-            const DrawnRun queue = run_drawn(p, true, params, mode, Li, 90, read_every);
-            EXPECT_TRUE(queue.w == host.w) << "w";
-            EXPECT_TRUE(queue.d == host.d) << "d";
-            EXPECT_TRUE(queue.sum == host.sum && queue.max == host.max) << "the L_i";
-            EXPECT_EQ(queue.next, host.next) << "the generators";
-            EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
-            EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            const DrawnRun host = run_drawn(p, Scheduled::host, params, mode, Li, 90, read_every);
+            for (Scheduled how : {Scheduled::launches, Scheduled::runs}) {
+              SCOPED_TRACE(how == Scheduled::runs ? "in runs" : "a step's launches");
+              const DrawnRun queue = run_drawn(p, how, params, mode, Li, 90, read_every);
+              EXPECT_TRUE(queue.w == host.w) << "w";
+              EXPECT_TRUE(queue.d == host.d) << "d";
+              EXPECT_TRUE(queue.sum == host.sum && queue.max == host.max) << "the L_i";
+              EXPECT_EQ(queue.next, host.next) << "the generators";
+              EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+              EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            }
             EXPECT_GT(host.scalars.trials, 0u);
           }
+  // In runs over 1,000 steps (two runs a wait once the queue's cap reaches 512) and at L = 40.
+  struct Long {
+    std::uint32_t L;
+    std::size_t steps;
+  };
+  for (const Long& k : {Long{40, 60}, Long{4, 1000}}) {
+    if (!schedule_share(index++)) continue;
+    SCOPED_TRACE(::testing::Message() << "L=" << k.L << ", " << k.steps << " steps");
+    const auto q = random_problem(k.L, 20, 2, 25, 9, 17);
+    const SagStepParams params{0.02, 0.01, 1.0, 1.0, double(q.corpus.num_sentences()), 0.0, 0.0, 1.0, false};
+    const DrawnRun host = run_drawn(q, Scheduled::host, params, SamplerMode::mixed, 1e-3, k.steps, 1000000);
+    const DrawnRun runs = run_drawn(q, Scheduled::runs, params, SamplerMode::mixed, 1e-3, k.steps, 1000000);
+    EXPECT_TRUE(runs.w == host.w) << "w";
+    EXPECT_TRUE(runs.d == host.d) << "d";
+    EXPECT_TRUE(runs.sum == host.sum && runs.max == host.max) << "the L_i";
+    EXPECT_EQ(runs.next, host.next) << "the generators";
+    EXPECT_EQ(runs.scalars.trials, host.scalars.trials);
+  }
 }
 
 }  // namespace

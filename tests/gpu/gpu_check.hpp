@@ -131,6 +131,12 @@ inline BackendPtr gpu_backend(const Dims& dims, std::size_t max_chunk_tokens = 0
 #endif
 }
 
+#ifdef CRFX_HAVE_CUDA
+inline BackendPtr gpu_backend(const Dims& dims, const cuda::CudaBackendConfig& cfg) {
+  return cuda::make_cuda_backend(dims, cfg);
+}
+#endif
+
 /// The CPU reference and the GPU backend on one problem, the same random weights on each (for a
 /// test's `auto& [cpu, gpu, cc, gc, w, wc, wg] = both;`).
 struct BothBackends {
