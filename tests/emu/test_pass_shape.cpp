@@ -97,7 +97,7 @@ TEST(PassShape, SplitForwardBackwardDoesNotGrowWithSentences) {
   for (std::uint32_t E : {0u, 3u}) {
     SCOPED_TRACE(::testing::Message() << "E=" << E);
     const PassCounts small = count_passes(random_problem(5, 30, E, 30, 200, 73));
-    const PassCounts large = count_passes(random_problem(5, 30, E, 300, 200, 73));
+    const PassCounts large = count_passes(random_problem(5, 30, E, kSanitized ? 100 : 300, 200, 73));
     expect_same(small.evaluate, large.evaluate, "evaluate with gradient");
     EXPECT_EQ(large.evaluate.syncs, 1u);
     EXPECT_EQ(large.evaluate.to_device, 0u);
