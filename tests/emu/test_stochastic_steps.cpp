@@ -130,60 +130,6 @@ TEST(StochasticShape, PerceptronStepOnTheDeviceEqualsThePrimitives) {
         }
 }
 
-// ap's steps at batch size 1 in runs (perceptron_steps: one launch of one block for up to
-// kRunIds steps) are the steps one at a time (perceptron_step, u scaled by t0 + i and not
-// updated where that is 0) bit for bit: w and u, both weight layouts, with and without edge
-// features, from zero weights and from random ones, a run that repeats sentences and one of two
-// launches (600 steps).
-TEST(StochasticShape, PerceptronRunsEqualTheStepsOneByOne) {
-  REQUIRE_GPU();
-  std::size_t index = 0;
-  for (std::uint32_t E : {0u, 3u})
-  for (Layout layout : {Layout::dense, Layout::observed})
-    for (double scale : {0.0, 0.4}) {
-      if (!schedule_share(index++)) continue;  // the schedule seeds share the cases
-      SCOPED_TRACE(::testing::Message() << "E=" << E << " " << layout << " w0 scale " << scale);
-      const RandomProblem p = with_layout(random_problem(4, 15, E, 12, 7, 93), layout);
-      const std::vector<double> w0 = random_weights(p.dims.num_weights(), scale, 6);
-      const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
-      for (const std::size_t steps : {std::size_t(40), std::size_t(600)})
-        for (const double t0 : {0.0, 7.0}) {
-          SCOPED_TRACE(::testing::Message() << steps << " steps after " << t0);
-          std::vector<std::uint32_t> ids(steps);
-          std::uint32_t x = 4242;
-          for (std::uint32_t& id : ids) id = (x = x * 1103515245u + 12345u) >> 8 & 0xffff;
-          for (std::uint32_t& id : ids) id %= n;
-          std::vector<double> got[2][2];  // [one by one, run][w, u]
-          for (int run = 0; run < 2; ++run) {
-            DeviceStart d(p, w0);
-            if (run) {
-              ASSERT_TRUE(d.sg().perceptron_steps(*d.corpus, SentenceSpan{ids.data(), steps}, *d.w, d.u.get(), t0));
-            } else {
-              for (std::size_t i = 0; i < steps; ++i)
-                ASSERT_TRUE(d.sg().perceptron_step(*d.corpus, SentenceSpan{&ids[i], 1}, *d.w,
-                                                   t0 + double(i) > 0 ? d.u.get() : nullptr, t0 + double(i), *d.delta));
-            }
-            got[run][0] = to_host(*d.b, *d.w);
-            got[run][1] = to_host(*d.b, *d.u);
-          }
-          EXPECT_TRUE(got[1][0] == got[0][0]) << "w";
-          EXPECT_TRUE(got[1][1] == got[0][1]) << "u";
-          double moved = 0;
-          for (std::size_t k = 0; k < w0.size(); ++k) moved += std::abs(got[1][0][k] - w0[k]);
-          EXPECT_GT(moved, 0.0) << "no step had a mistake";
-        }
-    }
-  // Where the backend has no run (a model without transitions): false, nothing done.
-  RandomProblem e = random_problem(4, 15, 0, 12, 7, 93);
-  e.dims.transitions = false;
-  BackendPtr b = gpu_backend(e.dims);
-  auto corpus = b->upload(e.corpus);
-  auto w = b->vector(e.dims.num_weights());
-  const std::uint32_t one = 0;
-  EXPECT_FALSE(b->sparse()->perceptron_steps(*corpus, SentenceSpan{&one, 1}, *w, nullptr, 0.0));
-  EXPECT_TRUE(to_host(*b, *w) == std::vector<double>(e.dims.num_weights(), 0.0));
-}
-
 // The trainer: ap's model on the device at batch sizes 1, 8 and 64 is the CPU backend's (Viterbi
 // and the differences are bitwise the CPU's; the updates may contract into FMAs on a GPU), and
 // two device runs agree bit for bit.

@@ -1,0 +1,211 @@
+// crfx — SAG / SAGA's queued steps at batch size 1 (incremental_schedule, incremental_schedule_drawn;
+// kernels/backend_sag_queue.cu) against the host's steps one at a time, bit for bit: in runs
+// (launch_sag_run) and on each step's launches, on the GPU and on the emulated device (issue 37).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu_check.hpp"
+#include "rules/sag_sampler.hpp"
+#include "rules/sag_update.hpp"
+
+namespace crfx::test {
+namespace {
+
+/// `steps` scheduled steps of SAG or SAGA on sentences from a fixed sequence, queued (the CUDA
+/// backend's incremental_schedule, its scalars read every `read_every` steps: in runs, or each
+/// step on its launches) or one by one on the host's primitives (IncrementalGradients' default),
+/// then flushed: w, d and the scalars.
+struct ScheduledRun {
+  std::vector<double> w, d;
+  SagScalars scalars;
+};
+enum class Scheduled { host, launches, runs };
+ScheduledRun run_scheduled(const RandomProblem& p, Scheduled how, const SagStepParams& params, double L0,
+                           std::size_t steps, std::size_t read_every) {
+  cuda::CudaBackendConfig cfg;
+  cfg.sag_runs = how == Scheduled::runs;
+  BackendPtr b = gpu_backend(p.dims, cfg);
+  const bool queued = how != Scheduled::host;
+  auto corpus = b->upload(p.corpus);
+  IncrementalGradients& ig = *b->incremental();
+  auto state = ig.incremental_create(*corpus);
+  auto w = b->vector(p.dims.num_weights()), d = b->vector(p.dims.num_weights());
+  ig.incremental_set_scalars(*state, SagScalars{L0, 0.0, 0});
+  const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
+  std::uint32_t x = 12345;
+  for (std::size_t t = 0; t < steps; ++t) {
+    x = x * 1103515245u + 12345u;
+    const std::uint32_t sid = (x >> 8) % n;
+    const SentenceSpan span{&sid, 1};
+    if (queued)
+      ig.incremental_schedule(*state, span, params, *w, *d);
+    else
+      schedule_on_host(ig, *state, span, params, *w, *d);
+    if ((t + 1) % read_every == 0) ig.incremental_scalars(*state);
+  }
+  ScheduledRun out;
+  out.scalars = ig.incremental_scalars(*state);
+  ig.incremental_flush(*state, *w, *d);
+  out.w = to_host(*b, *w);
+  out.d = to_host(*b, *d);
+  return out;
+}
+
+// The queue's model is the host's step by step, bit for bit: SAG and SAGA, with and without L1,
+// read back at once or rarely, and with the halts — a start at L = 1e-3, whose first searches
+// need more trials than a step queues, and an L2 coefficient so large that P_k underflows every
+// few steps (a flush between two steps).
+TEST(CudaSagQueue, StepsEqualTheHostsStepByStep) {
+  REQUIRE_GPU();
+  std::size_t index = 0;
+  const auto p = random_problem(4, 20, 2, 25, 9, 17);
+  const double nd = double(p.corpus.num_sentences());
+  for (bool saga : {false, true})
+    for (double mu1 : {0.0, 0.01})
+      for (double lambda : {0.02, 400.0})
+        for (double L0 : {1.0, 1e-3})
+          for (std::size_t read_every : {1000u, 7u}) {
+            if (!schedule_share(index++)) continue;  // the schedule seeds share the cases
+            SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " mu1=" << mu1 << " lambda=" << lambda
+                                              << " L0=" << L0 << " read every " << read_every);
+            SagStepParams params{lambda, mu1, saga ? 3.0 : 1.0, 1.0, nd, 7.0, 1.0 / nd, 0.97, saga};
+            const ScheduledRun host = run_scheduled(p, Scheduled::host, params, L0, 90, read_every);
+            for (Scheduled how : {Scheduled::launches, Scheduled::runs}) {
+              SCOPED_TRACE(how == Scheduled::runs ? "in runs" : "a step's launches");
+              const ScheduledRun queue = run_scheduled(p, how, params, L0, 90, read_every);
+              EXPECT_TRUE(queue.w == host.w) << "w";
+              EXPECT_TRUE(queue.d == host.d) << "d";
+              EXPECT_EQ(queue.scalars.L, host.scalars.L);
+              EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+              EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            }
+            EXPECT_GT(host.scalars.trials, 0u);
+          }
+  // In runs at L > 32 (the forward-backward on a group of the block), and over 1,000 steps: the
+  // queue's cap grows to 512, so that one wait takes two runs (the first launched at 256 steps).
+  struct Long {
+    std::uint32_t L;
+    std::size_t steps;
+  };
+  for (const Long& k : {Long{40, 60}, Long{4, 1000}}) {
+    if (!schedule_share(index++)) continue;
+    SCOPED_TRACE(::testing::Message() << "L=" << k.L << ", " << k.steps << " steps");
+    const auto q = random_problem(k.L, 20, 2, 25, 9, 17);
+    const double n = double(q.corpus.num_sentences());
+    const SagStepParams params{0.02, 0.01, 1.0, 1.0, n, 7.0, 1.0 / n, 0.97, false};
+    const ScheduledRun host = run_scheduled(q, Scheduled::host, params, 1e-3, k.steps, 1000000);
+    const ScheduledRun runs = run_scheduled(q, Scheduled::runs, params, 1e-3, k.steps, 1000000);
+    EXPECT_TRUE(runs.w == host.w) << "w";
+    EXPECT_TRUE(runs.d == host.d) << "d";
+    EXPECT_EQ(runs.scalars.L, host.scalars.L);
+    EXPECT_EQ(runs.scalars.trials, host.scalars.trials);
+  }
+}
+
+/// `steps` drawn steps of SAG-NUS (incremental_schedule_drawn: queued on the CUDA backend, in runs
+/// or on each step's launches, or one by one on its primitives, schedule_drawn_on_host) from a sampler whose every sentence is seen
+/// with L_i = Li (read back every `read_every` steps), then flushed: w, d, the scalars, the sampler.
+struct DrawnRun {
+  std::vector<double> w, d, sum, max;
+  std::vector<char> seen;
+  SagScalars scalars;
+  std::uint64_t m = 0, next = 0;  // sentences seen; the generator's next output
+};
+DrawnRun run_drawn(const RandomProblem& p, Scheduled how, const SagStepParams& params, SamplerMode mode, double Li,
+                   std::size_t steps, std::size_t read_every) {
+  cuda::CudaBackendConfig cfg;
+  cfg.sag_runs = how == Scheduled::runs;
+  BackendPtr b = gpu_backend(p.dims, cfg);
+  const bool queued = how != Scheduled::host;
+  auto corpus = b->upload(p.corpus);
+  IncrementalGradients& ig = *b->incremental();
+  auto state = ig.incremental_create(*corpus);
+  auto w = b->vector(p.dims.num_weights()), d = b->vector(p.dims.num_weights());
+  ig.incremental_set_scalars(*state, SagScalars{1.0, 0.0, 0});
+  const std::size_t n = p.corpus.num_sentences();
+  DrawnRun out;
+  SagSamplerScalars sc{};
+  sc.rng.seed(5);
+  sc.n = n;
+  sc.leaves = 1;
+  while (sc.leaves < n) sc.leaves *= 2;
+  sc.mode = mode;
+  out.sum.assign(2 * sc.leaves, 0.0);
+  out.max.assign(2 * sc.leaves, 0.0);
+  out.seen.assign(n, 1);
+  const SagSamplerRef r{&sc, out.sum.data(), out.max.data(), out.seen.data()};
+  for (std::size_t i = 0; i < n; ++i) r.set(i, Li);
+  sc.m = n;
+  for (std::size_t t = 0; t < steps; ++t) {
+    if (queued)
+      ig.incremental_schedule_drawn(*state, r, params, *w, *d);
+    else
+      schedule_drawn_on_host(ig, *state, r, params, *w, *d);
+    if ((t + 1) % read_every == 0) ig.incremental_scalars(*state);
+  }
+  out.scalars = ig.incremental_scalars(*state);
+  ig.incremental_flush(*state, *w, *d);
+  out.w = to_host(*b, *w);
+  out.d = to_host(*b, *d);
+  out.m = sc.m;
+  out.next = sc.rng();
+  return out;
+}
+
+// The drawn queue's model and sampler are the host's step by step, bit for bit: SAG and SAGA
+// under mixed and lipschitz sampling, read back at once or rarely, and with the halts — every
+// L_i at 1e-3 (searches that need more trials than a step queues) and an L2 coefficient so large
+// that P_k underflows every few steps (L_i restored on the device, the step ended on the host).
+TEST(CudaSagQueue, DrawnStepsEqualTheHostsStepByStep) {
+  REQUIRE_GPU();
+  std::size_t index = 0;
+  const auto p = random_problem(4, 20, 2, 25, 9, 17);
+  const double nd = double(p.corpus.num_sentences());
+  for (bool saga : {false, true})
+    for (SamplerMode mode : {SamplerMode::mixed, SamplerMode::lipschitz})
+      for (double lambda : {0.02, 400.0})
+        for (double Li : {1.0, 1e-3})
+          for (std::size_t read_every : {1000u, 7u}) {
+            if (!schedule_share(index++)) continue;  // the schedule seeds share the cases
+            SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " mode=" << int(mode)
+                                              << " lambda=" << lambda << " Li=" << Li << " read every "
+                                              << read_every);
+            const SagStepParams params{lambda, 0.01, saga ? 3.0 : 1.0, 1.0, nd, 0.0, 0.0, 1.0, saga};
+            const DrawnRun host = run_drawn(p, Scheduled::host, params, mode, Li, 90, read_every);
+            for (Scheduled how : {Scheduled::launches, Scheduled::runs}) {
+              SCOPED_TRACE(how == Scheduled::runs ? "in runs" : "a step's launches");
+              const DrawnRun queue = run_drawn(p, how, params, mode, Li, 90, read_every);
+              EXPECT_TRUE(queue.w == host.w) << "w";
+              EXPECT_TRUE(queue.d == host.d) << "d";
+              EXPECT_TRUE(queue.sum == host.sum && queue.max == host.max) << "the L_i";
+              EXPECT_EQ(queue.next, host.next) << "the generators";
+              EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+              EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+            }
+            EXPECT_GT(host.scalars.trials, 0u);
+          }
+  // In runs over 1,000 steps (two runs a wait once the queue's cap reaches 512) and at L = 40.
+  struct Long {
+    std::uint32_t L;
+    std::size_t steps;
+  };
+  for (const Long& k : {Long{40, 60}, Long{4, 1000}}) {
+    if (!schedule_share(index++)) continue;
+    SCOPED_TRACE(::testing::Message() << "L=" << k.L << ", " << k.steps << " steps");
+    const auto q = random_problem(k.L, 20, 2, 25, 9, 17);
+    const SagStepParams params{0.02, 0.01, 1.0, 1.0, double(q.corpus.num_sentences()), 0.0, 0.0, 1.0, false};
+    const DrawnRun host = run_drawn(q, Scheduled::host, params, SamplerMode::mixed, 1e-3, k.steps, 1000000);
+    const DrawnRun runs = run_drawn(q, Scheduled::runs, params, SamplerMode::mixed, 1e-3, k.steps, 1000000);
+    EXPECT_TRUE(runs.w == host.w) << "w";
+    EXPECT_TRUE(runs.d == host.d) << "d";
+    EXPECT_TRUE(runs.sum == host.sum && runs.max == host.max) << "the L_i";
+    EXPECT_EQ(runs.next, host.next) << "the generators";
+    EXPECT_EQ(runs.scalars.trials, host.scalars.trials);
+  }
+}
+
+}  // namespace
+}  // namespace crfx::test
