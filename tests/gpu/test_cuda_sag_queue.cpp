@@ -23,35 +23,75 @@ struct ScheduledRun {
   SagScalars scalars;
 };
 enum class Scheduled { host, launches, runs };
+
+/// SAG's state on the GPU backend (its queued steps in runs or not), the problem uploaded, w and d
+/// at zero, L at L0; finish(): the scalars read back, the state flushed, w and d to the host.
+struct SagOnDevice {
+  BackendPtr b;
+  BackendCorpusPtr corpus;
+  IncrementalGradients& ig;
+  IncrementalStatePtr state;
+  VectorPtr w, d;
+  const bool queued;
+  SagOnDevice(const RandomProblem& p, Scheduled how, double L0)
+      : b(gpu_backend(p.dims, config(how))), corpus(b->upload(p.corpus)), ig(*b->incremental()),
+        state(ig.incremental_create(*corpus)), w(b->vector(p.dims.num_weights())),
+        d(b->vector(p.dims.num_weights())), queued(how != Scheduled::host) {
+    ig.incremental_set_scalars(*state, SagScalars{L0, 0.0, 0});
+  }
+  static cuda::CudaBackendConfig config(Scheduled how) {
+    cuda::CudaBackendConfig cfg;
+    cfg.sag_runs = how == Scheduled::runs;
+    return cfg;
+  }
+  SagScalars finish(std::vector<double>& w_out, std::vector<double>& d_out) {
+    const SagScalars s = ig.incremental_scalars(*state);
+    ig.incremental_flush(*state, *w, *d);
+    w_out = to_host(*b, *w);
+    d_out = to_host(*b, *d);
+    return s;
+  }
+};
+
 ScheduledRun run_scheduled(const RandomProblem& p, Scheduled how, const SagStepParams& params, double L0,
                            std::size_t steps, std::size_t read_every) {
-  cuda::CudaBackendConfig cfg;
-  cfg.sag_runs = how == Scheduled::runs;
-  BackendPtr b = gpu_backend(p.dims, cfg);
-  const bool queued = how != Scheduled::host;
-  auto corpus = b->upload(p.corpus);
-  IncrementalGradients& ig = *b->incremental();
-  auto state = ig.incremental_create(*corpus);
-  auto w = b->vector(p.dims.num_weights()), d = b->vector(p.dims.num_weights());
-  ig.incremental_set_scalars(*state, SagScalars{L0, 0.0, 0});
+  SagOnDevice s(p, how, L0);
   const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
   std::uint32_t x = 12345;
   for (std::size_t t = 0; t < steps; ++t) {
     x = x * 1103515245u + 12345u;
     const std::uint32_t sid = (x >> 8) % n;
     const SentenceSpan span{&sid, 1};
-    if (queued)
-      ig.incremental_schedule(*state, span, params, *w, *d);
+    if (s.queued)
+      s.ig.incremental_schedule(*s.state, span, params, *s.w, *s.d);
     else
-      schedule_on_host(ig, *state, span, params, *w, *d);
-    if ((t + 1) % read_every == 0) ig.incremental_scalars(*state);
+      schedule_on_host(s.ig, *s.state, span, params, *s.w, *s.d);
+    if ((t + 1) % read_every == 0) s.ig.incremental_scalars(*s.state);
   }
   ScheduledRun out;
-  out.scalars = ig.incremental_scalars(*state);
-  ig.incremental_flush(*state, *w, *d);
-  out.w = to_host(*b, *w);
-  out.d = to_host(*b, *d);
+  out.scalars = s.finish(out.w, out.d);
   return out;
+}
+
+/// A queued run's state is the host's bit for bit.
+void expect_same(const ScheduledRun& queue, const ScheduledRun& host) {
+  EXPECT_TRUE(queue.w == host.w) << "w";
+  EXPECT_TRUE(queue.d == host.d) << "d";
+  EXPECT_EQ(queue.scalars.L, host.scalars.L);
+  EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+  EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+}
+
+/// The long cases, the schedule seeds sharing them: L = 40 (the forward-backward on a group of the
+/// block) for 60 steps, and 1,000 steps at L = 4 (the queue's cap grows to 512, so that one wait
+/// takes two runs, the first launched at 256 steps); f(problem, steps).
+template <class F>
+void for_each_long_case(std::size_t& index, F f) {
+  for (const auto& [L, steps] : {std::pair<std::uint32_t, std::size_t>{40, 60}, {4, 1000}}) {
+    if (!schedule_share(index++)) continue;
+    SCOPED_TRACE(::testing::Message() << "L=" << L << ", " << steps << " steps");
+    f(random_problem(L, 20, 2, 25, 9, 17), steps);
+  }
 }
 
 // The queue's model is the host's step by step, bit for bit: SAG and SAGA, with and without L1,
@@ -75,39 +115,23 @@ TEST(CudaSagQueue, StepsEqualTheHostsStepByStep) {
             const ScheduledRun host = run_scheduled(p, Scheduled::host, params, L0, 90, read_every);
             for (Scheduled how : {Scheduled::launches, Scheduled::runs}) {
               SCOPED_TRACE(how == Scheduled::runs ? "in runs" : "a step's launches");
-              const ScheduledRun queue = run_scheduled(p, how, params, L0, 90, read_every);
-              EXPECT_TRUE(queue.w == host.w) << "w";
-              EXPECT_TRUE(queue.d == host.d) << "d";
-              EXPECT_EQ(queue.scalars.L, host.scalars.L);
-              EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
-              EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+              expect_same(run_scheduled(p, how, params, L0, 90, read_every), host);
             }
             EXPECT_GT(host.scalars.trials, 0u);
           }
-  // In runs at L > 32 (the forward-backward on a group of the block), and over 1,000 steps: the
-  // queue's cap grows to 512, so that one wait takes two runs (the first launched at 256 steps).
-  struct Long {
-    std::uint32_t L;
-    std::size_t steps;
-  };
-  for (const Long& k : {Long{40, 60}, Long{4, 1000}}) {
-    if (!schedule_share(index++)) continue;
-    SCOPED_TRACE(::testing::Message() << "L=" << k.L << ", " << k.steps << " steps");
-    const auto q = random_problem(k.L, 20, 2, 25, 9, 17);
+  // In runs at L > 32 and over 1,000 steps (two runs a wait).
+  for_each_long_case(index, [](const RandomProblem& q, std::size_t steps) {
     const double n = double(q.corpus.num_sentences());
     const SagStepParams params{0.02, 0.01, 1.0, 1.0, n, 7.0, 1.0 / n, 0.97, false};
-    const ScheduledRun host = run_scheduled(q, Scheduled::host, params, 1e-3, k.steps, 1000000);
-    const ScheduledRun runs = run_scheduled(q, Scheduled::runs, params, 1e-3, k.steps, 1000000);
-    EXPECT_TRUE(runs.w == host.w) << "w";
-    EXPECT_TRUE(runs.d == host.d) << "d";
-    EXPECT_EQ(runs.scalars.L, host.scalars.L);
-    EXPECT_EQ(runs.scalars.trials, host.scalars.trials);
-  }
+    expect_same(run_scheduled(q, Scheduled::runs, params, 1e-3, steps, 1000000),
+                run_scheduled(q, Scheduled::host, params, 1e-3, steps, 1000000));
+  });
 }
 
 /// `steps` drawn steps of SAG-NUS (incremental_schedule_drawn: queued on the CUDA backend, in runs
-/// or on each step's launches, or one by one on its primitives, schedule_drawn_on_host) from a sampler whose every sentence is seen
-/// with L_i = Li (read back every `read_every` steps), then flushed: w, d, the scalars, the sampler.
+/// or on each step's launches, or one by one on its primitives, schedule_drawn_on_host) from a
+/// sampler whose every sentence is seen with L_i = Li (read back every `read_every` steps), then
+/// flushed: w, d, the scalars, the sampler.
 struct DrawnRun {
   std::vector<double> w, d, sum, max;
   std::vector<char> seen;
@@ -116,15 +140,7 @@ struct DrawnRun {
 };
 DrawnRun run_drawn(const RandomProblem& p, Scheduled how, const SagStepParams& params, SamplerMode mode, double Li,
                    std::size_t steps, std::size_t read_every) {
-  cuda::CudaBackendConfig cfg;
-  cfg.sag_runs = how == Scheduled::runs;
-  BackendPtr b = gpu_backend(p.dims, cfg);
-  const bool queued = how != Scheduled::host;
-  auto corpus = b->upload(p.corpus);
-  IncrementalGradients& ig = *b->incremental();
-  auto state = ig.incremental_create(*corpus);
-  auto w = b->vector(p.dims.num_weights()), d = b->vector(p.dims.num_weights());
-  ig.incremental_set_scalars(*state, SagScalars{1.0, 0.0, 0});
+  SagOnDevice s(p, how, 1.0);
   const std::size_t n = p.corpus.num_sentences();
   DrawnRun out;
   SagSamplerScalars sc{};
@@ -140,19 +156,26 @@ DrawnRun run_drawn(const RandomProblem& p, Scheduled how, const SagStepParams& p
   for (std::size_t i = 0; i < n; ++i) r.set(i, Li);
   sc.m = n;
   for (std::size_t t = 0; t < steps; ++t) {
-    if (queued)
-      ig.incremental_schedule_drawn(*state, r, params, *w, *d);
+    if (s.queued)
+      s.ig.incremental_schedule_drawn(*s.state, r, params, *s.w, *s.d);
     else
-      schedule_drawn_on_host(ig, *state, r, params, *w, *d);
-    if ((t + 1) % read_every == 0) ig.incremental_scalars(*state);
+      schedule_drawn_on_host(s.ig, *s.state, r, params, *s.w, *s.d);
+    if ((t + 1) % read_every == 0) s.ig.incremental_scalars(*s.state);
   }
-  out.scalars = ig.incremental_scalars(*state);
-  ig.incremental_flush(*state, *w, *d);
-  out.w = to_host(*b, *w);
-  out.d = to_host(*b, *d);
+  out.scalars = s.finish(out.w, out.d);
   out.m = sc.m;
   out.next = sc.rng();
   return out;
+}
+
+/// A drawn queued run's state and sampler are the host's bit for bit.
+void expect_same(const DrawnRun& queue, const DrawnRun& host) {
+  EXPECT_TRUE(queue.w == host.w) << "w";
+  EXPECT_TRUE(queue.d == host.d) << "d";
+  EXPECT_TRUE(queue.sum == host.sum && queue.max == host.max) << "the L_i";
+  EXPECT_EQ(queue.next, host.next) << "the generators";
+  EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
+  EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
 }
 
 // The drawn queue's model and sampler are the host's step by step, bit for bit: SAG and SAGA
@@ -177,34 +200,16 @@ TEST(CudaSagQueue, DrawnStepsEqualTheHostsStepByStep) {
             const DrawnRun host = run_drawn(p, Scheduled::host, params, mode, Li, 90, read_every);
             for (Scheduled how : {Scheduled::launches, Scheduled::runs}) {
               SCOPED_TRACE(how == Scheduled::runs ? "in runs" : "a step's launches");
-              const DrawnRun queue = run_drawn(p, how, params, mode, Li, 90, read_every);
-              EXPECT_TRUE(queue.w == host.w) << "w";
-              EXPECT_TRUE(queue.d == host.d) << "d";
-              EXPECT_TRUE(queue.sum == host.sum && queue.max == host.max) << "the L_i";
-              EXPECT_EQ(queue.next, host.next) << "the generators";
-              EXPECT_EQ(queue.scalars.alpha, host.scalars.alpha);
-              EXPECT_EQ(queue.scalars.trials, host.scalars.trials);
+              expect_same(run_drawn(p, how, params, mode, Li, 90, read_every), host);
             }
             EXPECT_GT(host.scalars.trials, 0u);
           }
-  // In runs over 1,000 steps (two runs a wait once the queue's cap reaches 512) and at L = 40.
-  struct Long {
-    std::uint32_t L;
-    std::size_t steps;
-  };
-  for (const Long& k : {Long{40, 60}, Long{4, 1000}}) {
-    if (!schedule_share(index++)) continue;
-    SCOPED_TRACE(::testing::Message() << "L=" << k.L << ", " << k.steps << " steps");
-    const auto q = random_problem(k.L, 20, 2, 25, 9, 17);
+  // In runs at L > 32 and over 1,000 steps (two runs a wait).
+  for_each_long_case(index, [](const RandomProblem& q, std::size_t steps) {
     const SagStepParams params{0.02, 0.01, 1.0, 1.0, double(q.corpus.num_sentences()), 0.0, 0.0, 1.0, false};
-    const DrawnRun host = run_drawn(q, Scheduled::host, params, SamplerMode::mixed, 1e-3, k.steps, 1000000);
-    const DrawnRun runs = run_drawn(q, Scheduled::runs, params, SamplerMode::mixed, 1e-3, k.steps, 1000000);
-    EXPECT_TRUE(runs.w == host.w) << "w";
-    EXPECT_TRUE(runs.d == host.d) << "d";
-    EXPECT_TRUE(runs.sum == host.sum && runs.max == host.max) << "the L_i";
-    EXPECT_EQ(runs.next, host.next) << "the generators";
-    EXPECT_EQ(runs.scalars.trials, host.scalars.trials);
-  }
+    expect_same(run_drawn(q, Scheduled::runs, params, SamplerMode::mixed, 1e-3, steps, 1000000),
+                run_drawn(q, Scheduled::host, params, SamplerMode::mixed, 1e-3, steps, 1000000));
+  });
 }
 
 }  // namespace
