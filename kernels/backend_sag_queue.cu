@@ -10,8 +10,8 @@
 // and the wait finishes it on the host's primitives — the search with its looks, the flush — and
 // queues the rest again. The queue waits after queue_cap steps (64, doubled up to kMaxQueue after
 // each wait without a halt, quartered after a halt), so a halt costs at most that many steps again.
-// Where the layout takes runs (transitions on, L ≤ 64, a resident corpus), uniform steps are not
-// launched one by one: up to 256 queued steps go in one run (launch_sag_run, run_kernels.cu; one
+// Where the layout takes runs (transitions on, L ≤ 64, a resident corpus), queued steps, drawn ones
+// too, are not launched one by one: up to 256 go in one run (launch_sag_run, run_kernels.cu; one
 // block, the same device functions, the search looping there until done, so only P_k halts it),
 // launched as they reach 256 and at each wait (CudaBackendConfig::sag_runs: the tests' switch).
 // Drawn steps (incremental_schedule_drawn: SAG-NUS, lipschitz and mixed sampling) queue the same
