@@ -184,9 +184,9 @@ void CudaBackend::sag_launch_run(CudaSag& s) {
   if (c.max_len > rows_cap_) throw Error("internal: sentence longer than the CUDA workspace");
   const std::size_t n = s.queued.size() - s.run_from, LL = std::size_t(dims_.L) * dims_.L;
   if (n > kSagRunSteps) throw Error("internal: more SAG steps pending than a run takes");
-  std::vector<std::uint32_t> ids(n);
-  for (std::size_t i = 0; i < n; ++i) ids[i] = s.queued[s.run_from + i].first;
-  const SentenceSpan span{ids.data(), drawn ? 0 : n};  // (drawn: the device draws them)
+  std::vector<std::uint32_t> ids;  // (drawn: none, the device draws them)
+  for (std::size_t i = 0; !drawn && i < n; ++i) ids.push_back(s.queued[s.run_from + i].first);
+  const SentenceSpan span{ids.data(), ids.size()};
   Vector& w = *s.qw;
   const SentencePlans& sp = sentence_plans_;
   const bool edges = !s.edge_slot.empty();
@@ -224,7 +224,7 @@ void CudaBackend::sag_launch_run(CudaSag& s) {
   }
   r->run.steps = n;
   for (std::size_t i = 0; i < n; ++i) {
-    r->run.ids[i] = ids[i];
+    r->run.ids[i] = drawn ? 0 : ids[i];
     r->step[i] = s.queued[s.run_from + i].second;
   }
   r->at0 = std::uint32_t(s.run_from);
