@@ -155,13 +155,17 @@ const double* CudaBackend::sag_evaluate_on_device(CudaSag& s, const Vector& w) {
   if (s.red.size() < std::size_t(kRedBlocks) + 1) s.red.resize(std::size_t(kRedBlocks) + 1);
   if (s.search.size() < 1) s.search.resize(1);
   reserve_device(s.saved, pl.compact());
+  return sag_g2_on_device(s, pl.compact());
+}
+
+const double* CudaBackend::sag_g2_on_device(CudaSag& s, std::size_t compact) {
   double* g2 = s.red.get() + kRedBlocks;
-  if (pl.compact() == 0) {
+  if (compact == 0) {
     launch_sag_set(g2, 0.0, stream_);
   } else {  // reduce()'s two passes (vector_ops.cuh), the same sum, left on the device
-    const unsigned blocks = grid_for(pl.compact(), kRedThreads, kRedBlocks);
+    const unsigned blocks = grid_for(compact, kRedThreads, kRedBlocks);
     const DotTerm f{s.g.get(), s.g.get()};
-    CRFX_LAUNCH((reduce_pass1<DotTerm, SumOp>), blocks, kRedThreads, 0, stream_, pl.compact(), f, SumOp{}, 0.0,
+    CRFX_LAUNCH((reduce_pass1<DotTerm, SumOp>), blocks, kRedThreads, 0, stream_, compact, f, SumOp{}, 0.0,
                 s.red.get());
     CRFX_LAUNCH(reduce_pass2<SumOp>, 1, kRedThreads, 0, stream_, blocks, s.red.get(), SumOp{}, 0.0, g2);
   }

@@ -1,5 +1,5 @@
-// crfx — CudaBackend (cuda_backend.cuh): SAG / SAGA's scheduled steps (uniform sampling, batch
-// size 1) queued on the device, so that an epoch waits for the device a few times rather than
+// crfx — CudaBackend (cuda_backend.cuh): SAG / SAGA's scheduled steps (uniform sampling, and NUS
+// at batch size 1) queued on the device, so that an epoch waits for the device a few times rather than
 // once per step (issue 37). A queued step is incremental_sync's catch-up, the evaluation and
 // line search of incremental_search — kRounds rounds of trial, forward-only loss and restore,
 // without a look — then one thread's finish_sag_step (SagStepScalars, the history's push) and the
@@ -19,6 +19,12 @@
 // (SagSamplerRef, host/rules/sag_sampler.hpp, on a copy of the host's sampler uploaded when the
 // queue starts and read back at the wait), and the step's kernels find its plan from the draw
 // (SagPick), launched for the longest sentence's; its end scales L_i and takes α from the sampler.
+// Batch steps (uniform sampling, a span of 2 … kChunkIds sentences that one unsplit chunk takes)
+// queue the same way (sag_enqueue_batch): S(batch) built on the device from the plans made once
+// (batch_union, as sgd-l1's batches), the chunk plan from launch parameters, the span's losses
+// summed on the device in span order, the gradient, commit and store sentence by sentence over the
+// plans made once (batch_kernels.cu) — the span plan's sums bit for bit; a halted one is finished
+// on the host's primitives (schedule_on_host's). Other spans take schedule_on_host at once.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,6 +41,7 @@
 #include "cuda_backend.cuh"
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
+#include "batch_kernels.cuh"
 #include "run_kernels.cuh"
 #include "sag_kernels.cuh"
 #include "vector_ops.cuh"
@@ -48,6 +55,10 @@ constexpr int kRounds = 2;                                 // line-search rounds
 constexpr int kDrawnRounds = 4;
 constexpr std::size_t kMinQueue = 64, kMaxQueue = 1u << 14;  // steps between two waits
 constexpr std::uint32_t kDrawn = 0xffffffffu;              // a queued step's sentence: the device's draw
+constexpr std::uint32_t kBatch = 0xfffffffeu;              // a queued step's sentence: its batch's (batch_span)
+
+/// A queued step's kind: kDrawn, kBatch, or 0 (a sentence of its own).
+std::uint32_t kind_of(std::uint32_t first) { return first == kDrawn || first == kBatch ? first : 0u; }
 
 /// ‖g‖² of a drawn span (g compact, zero-padded in effect to the largest sentence's size): the
 /// terms DotTerm's, a zero past the sentence's size, so that reduce's passes launched for the
@@ -67,12 +78,21 @@ struct PickedDotTerm {
 void CudaBackend::incremental_schedule(IncrementalState& state, SentenceSpan span, const SagStepParams& p, Vector& w,
                                        Vector& d) {
   CudaSag& s = G(state);
-  if (span.count != 1 || s.k() + s.queued.size() + 2 >= 0xffffffffu) {  // several sentences, or stamps near 2³²
+  // Stamps near 2³², or several sentences that one chunk does not take: on the host's primitives.
+  if (s.k() + s.queued.size() + 2 >= 0xffffffffu || (span.count != 1 && !sag_batch_fits(s, span))) {
     sag_finish(s);
     schedule_on_host(*this, state, span, p, w, d);
     return;
   }
-  sag_queue_ready(s, w, d, false);
+  if (span.count != 1) {
+    sag_queue_ready(s, w, d, kBatch);
+    s.queued.emplace_back(kBatch, p);
+    s.batch_ids.insert(s.batch_ids.end(), span.ids, span.ids + span.count);
+    s.batch_at.push_back(s.batch_ids.size());
+    sag_enqueue(s, s.queued.size() - 1);
+    return;
+  }
+  sag_queue_ready(s, w, d, 0);
   select_sentence(*s.corpus, span[0], s.plan);  // its checks, before anything is queued
   s.queued.emplace_back(span[0], p);
   sag_enqueue(s, s.queued.size() - 1);
@@ -87,7 +107,7 @@ void CudaBackend::incremental_schedule_drawn(IncrementalState& state, const SagS
     return;
   }
   if (!s.queued.empty() && s.host_sampler.s != sampler.s) sag_finish(s);
-  if (sag_queue_ready(s, w, d, true)) {  // a new queue: the sampler's state onto the device
+  if (sag_queue_ready(s, w, d, kDrawn)) {  // a new queue: the sampler's state onto the device
     const CudaCorpus& c = *s.corpus;
     if (sentence_plans_corpus_ != c.serial) plan_sentences(c, 0);
     s.host_sampler = sampler;
@@ -99,11 +119,11 @@ void CudaBackend::incremental_schedule_drawn(IncrementalState& state, const SagS
   sag_enqueue(s, s.queued.size() - 1);
 }
 
-bool CudaBackend::sag_queue_ready(CudaSag& s, Vector& w, Vector& d, bool drawn) {
+bool CudaBackend::sag_queue_ready(CudaSag& s, Vector& w, Vector& d, std::uint32_t kind) {
   if (w.size() != dims_.num_weights() || d.size() != dims_.num_weights())
     throw Error("internal: SAG vectors have the wrong size");
   if (!s.queued.empty() && (s.queued.size() >= s.queue_cap || s.qw != &w || s.qd != &d ||
-                            (s.queued.back().first == kDrawn) != drawn))
+                            kind_of(s.queued.back().first) != kind))
     sag_finish(s);
   // The device's history complete (after a checkpoint's load it is not) and room for the step.
   if (s.uploaded < s.k() + 1 || s.k() + 2 > std::min({s.dP.size(), s.dS.size(), s.dR.size()})) {
@@ -128,6 +148,10 @@ bool CudaBackend::sag_queue_ready(CudaSag& s, Vector& w, Vector& d, bool drawn) 
 void CudaBackend::sag_enqueue(CudaSag& s, std::size_t at) {
   if (s.queued[at].first == kDrawn) {
     sag_enqueue_drawn(s, at);
+    return;
+  }
+  if (s.queued[at].first == kBatch) {
+    sag_enqueue_batch(s, at);
     return;
   }
   const std::uint32_t sid = s.queued[at].first;
@@ -365,6 +389,108 @@ void CudaBackend::sentence_loss_picked(const CudaCorpus& c, const Vector& w, con
   launch_fb(fp, 1, FbWork{1, 0, 0, 0, 0, nullptr, nullptr});  // one sentence: never split
 }
 
+bool CudaBackend::sag_batch_fits(const CudaSag& s, SentenceSpan span) {
+  const CudaCorpus& c = *s.corpus;
+  if (span.count < 2 || span.count > kChunkIds || c.stream) return false;
+  for (std::size_t i = 0; i < span.count; ++i) {
+    if (span[i] >= c.S) throw Error("internal: sentence id beyond the corpus");
+    if (!c.h_labeled[span[i]]) return false;  // (SAG refuses such a corpus: the host's errors)
+  }
+  // One chunk (a repeated sentence or the workspace would cut it), its plan written by a kernel
+  // (the split forward-backward's work list would need copies beside it).
+  return plan(c, span, 0) == span.count && !split_fb();
+}
+
+void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
+  // incremental_sync's catch-up, incremental_search's evaluation and kRounds rounds of its trials,
+  // finish_sag_step's end, commit and store — on S(batch) built on the device from the plans made
+  // once (batch_union, as sgd-l1's batches), the chunk plan written from launch parameters, the
+  // span's losses summed on the device in span order: nothing copied up, nothing waited for.
+  const SentenceSpan span = s.batch_span(at);
+  const SagStepParams& p = s.queued[at].second;
+  const CudaCorpus& c = *s.corpus;
+  Vector& w = *s.qw;
+  s.synced = s.evaluated = s.tried = false;
+  s.plan.valid = false;  // the host's plan is not this step's
+  if (!batch_union(c, span) || !sag_batch_fits(s, span)) throw Error("internal: a queued SAG batch left its chunk");
+  const BatchUnion& u = batch_union_;
+  const std::size_t n = span.count, rows = h_slots_[n], ng = u.h_groups.size(), L = dims_.L, LL = L * L;
+  const bool edges = !s.edge_slot.empty(), pairs = dims_.transitions || c.edge_off.get() != nullptr;
+  const auto* halt = reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const char*>(s.queue.get()) +
+                                                             offsetof(SagQueueState, halt));
+  const SagGate gate{halt, std::uint32_t(at)};
+  const std::size_t k = s.k();
+  if (k > 0 && ng)
+    launch_sag_catch_up(device_groups(), u.groups.get(), ng, std::uint32_t(k), s.dP.get(), s.dS.get(), s.dR.get(),
+                        s.stamp.get(), P(w), P(*s.qd), stream_, gate);
+  // The evaluation: the marginals out of the workspace (the trials' passes overwrite it), g, ‖g‖².
+  if (s.red.size() < std::size_t(kRedBlocks) + 3) s.red.resize(std::size_t(kRedBlocks) + 3);
+  if (s.search.size() < 1) s.search.resize(1);
+  double* f = s.red.get() + kRedBlocks + 1;
+  double* ft = f + 1;
+  reserve_device(s.new_node, rows * L);
+  reserve_device(s.new_pair, n * LL);
+  if (c.edge_off.get()) reserve_device(s.new_edge, rows * LL);
+  reserve_device(s.g, u.compact);
+  reserve_device(s.saved, u.compact);
+  reserve_device(s.coef, n);
+  batch_loss_on_device(c, w, span, true, f);
+  CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_node.get(), node_.get(), rows * L * sizeof(double), cudaMemcpyDeviceToDevice,
+                                  stream_));
+  if (pairs)
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_pair.get(), pair_.get(), n * LL * sizeof(double), cudaMemcpyDeviceToDevice,
+                                    stream_));
+  if (c.edge_off.get())
+    CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_edge.get(), edge_.get(), rows * LL * sizeof(double),
+                                    cudaMemcpyDeviceToDevice, stream_));
+  const BatchRows br = batch_rows(span);
+  const BatchPlans t = batch_plans(c);
+  const SagBatchMarginals m{s.new_node.get(), s.new_pair.get(), edges ? s.new_edge.get() : nullptr,
+                            s.node.get(),     dims_.transitions ? s.pair.get() : nullptr,
+                            edges ? s.edge.get() : nullptr};
+  launch_sag_batch_gradient(device_groups(), br, n, t, u.groups.get(), u.gofs.get(), ng, m, 1.0, s.g.get(), stream_);
+  const double* g2 = sag_g2_on_device(s, u.compact);
+  launch_sag_queue_search_start(s.search.get(), f, g2, s.queue.get(), gate.at, stream_, nullptr, double(n));
+  const SagSpanView v{u.groups.get(), u.gofs.get(), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0u};
+  for (int r = 0; r < kRounds; ++r) {  // incremental_search's rounds, without a look
+    if (ng) launch_sag_trial(device_groups(), v, ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_);
+    batch_loss_on_device(c, w, span, false, ft);
+    if (ng)
+      launch_sag_trial(device_groups(), v, ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_);
+    launch_sag_search_tried(s.search.get(), ft, stream_);
+  }
+  double* coef = p.saga ? s.coef.get() : nullptr;
+  launch_sag_queue_step(s.queue.get(), s.search.get(), gate.at, p, k + 1, s.dP.get(), s.dS.get(), s.dR.get(), coef,
+                        stream_, std::uint32_t(n));
+  launch_sag_batch_commit(device_groups(), br, n, t, u.groups.get(), ng, m, coef, P(*s.qd), P(w), stream_, gate);
+  launch_sag_batch_store(L, br, n, c.sent_off.get(), t.slots, m, stream_, gate);
+  sag_placeholder(s);
+  s.run_from = s.queued.size();  // (never in a run)
+}
+
+void CudaBackend::batch_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span, bool backward,
+                                       double* out) {
+  // span_marginals' chunk (backward) or evaluate's forward-only one, the losses summed on the device.
+  const std::size_t n = span.count;
+  if (plan(c, span, 0) != n) throw Error("internal: a SAG batch beyond one chunk");
+  prepare(w);
+  if (!plan_on_device_) {
+    launch_chunk_from_ids(h_sent_.data(), h_order_.data(), n, c.sent_off.get(), sent_.get(), order_.get(),
+                          slots_.get(), stream_);
+    plan_on_device_ = true;
+  }
+  run_chunk_front(c, w, n, h_slots_[n], false);
+  FbParams fp = fb_params(c, w);
+  fp.gold = true;
+  fp.backward = backward;
+  if (backward) {
+    fp.node = node_.get();
+    fp.pair = dims_.transitions || c.edge_off.get() != nullptr ? pair_.get() : nullptr;
+  }
+  launch_fb(fp, n);
+  launch_span_loss(losses_.get(), n, out, stream_);
+}
+
 void CudaBackend::sag_finish(CudaSag& s) {
   while (!s.queued.empty()) {
     sag_launch_run(s);
@@ -380,6 +506,10 @@ void CudaBackend::sag_finish(CudaSag& s) {
     if (drawn) s.sampler.downloaded(s.host_sampler);
     auto queued = std::move(s.queued);
     s.queued.clear();
+    const std::vector<std::uint32_t> batch_ids = std::move(s.batch_ids);
+    const std::vector<std::size_t> batch_at = std::move(s.batch_at);
+    s.batch_ids.clear();
+    s.batch_at.assign(1, 0);
     s.run_from = 0;
     s.scalars = s.hq.s;
     if (s.hq.halt == SagQueueState::kNoHalt) {
@@ -404,11 +534,13 @@ void CudaBackend::sag_finish(CudaSag& s) {
       sync();
       incremental_sync(s, SentenceSpan{&x.id, 1}, w, d);  // its groups are caught up already: no-op
       finish_drawn_step(*this, s, s.host_sampler, x, queued[h].second, w, d);
-    } else {
+    } else {  // a sentence, or a batch (its search on the host's primitives, as schedule_on_host)
       const std::uint32_t sid = queued[h].first;
-      incremental_sync(s, SentenceSpan{&sid, 1}, w, d);  // its groups are caught up already: no-op
+      const SentenceSpan span = sid != kBatch ? SentenceSpan{&sid, 1}
+                                              : SentenceSpan{batch_ids.data() + batch_at[h], batch_at[h + 1] - batch_at[h]};
+      incremental_sync(s, span, w, d);  // its groups are caught up already: no-op
       const LipschitzFound found = incremental_search(s, w, s.scalars.L);
-      finish_sag_step(*this, s, 1, queued[h].second, found, w, d);
+      finish_sag_step(*this, s, span.count, queued[h].second, found, w, d);
     }
     incremental_set_scalars(s, s.scalars);
     if (drawn) s.sampler.upload(s.host_sampler, stream_);
@@ -417,6 +549,11 @@ void CudaBackend::sag_finish(CudaSag& s) {
     s.qd = &d;
     for (std::size_t i = h + 1; i < queued.size(); ++i) {
       s.queued.push_back(queued[i]);
+      if (queued[i].first == kBatch) {
+        s.batch_ids.insert(s.batch_ids.end(), batch_ids.begin() + std::ptrdiff_t(batch_at[i]),
+                           batch_ids.begin() + std::ptrdiff_t(batch_at[i + 1]));
+        s.batch_at.push_back(s.batch_ids.size());
+      }
       sag_enqueue(s, s.queued.size() - 1);
     }
   }

@@ -80,8 +80,9 @@ BatchRows CudaBackend::batch_rows(SentenceSpan span) const {
 
 BatchPlans CudaBackend::batch_plans(const CudaCorpus& c) const {
   const SentencePlans& sp = sentence_plans_;
-  return {sp.groups.get(), sp.d_gbase.get(), sp.oofs.get(), sp.d_obase.get(), sp.onew.get(),
-          sp.oval.get(),   sp.tokens.get(),  c.sent_off.get(), c.labels.get(), labels_.get()};
+  return {sp.groups.get(), sp.d_gbase.get(), sp.oofs.get(),  sp.d_obase.get(), sp.onew.get(),
+          sp.oval.get(),   sp.tokens.get(),  c.sent_off.get(), c.labels.get(),   labels_.get(),
+          sp.oold.get(),   sp.osent.get(),   sp.slots.get()};
 }
 
 bool CudaBackend::batch_support(const CudaCorpus& c, SentenceSpan span, CudaSparse& x) {

@@ -92,38 +92,117 @@ __global__ void __launch_bounds__(256) union_place_kernel(BatchIds ids, std::siz
   }
 }
 
+/// Sentence `sid`'s plan made once as select_sentence points at it, where it lists group gid
+/// (binary search of its ascending list): its view (one sentence: its rows sentence-local, its
+/// stored rows absolute, its sentence index 0) and the group's index ql in it; false: not listed.
+__device__ bool batch_sentence(const BatchPlans& t, std::uint32_t sid, std::uint32_t gid, SagSpanView& v,
+                               std::size_t& ql) {
+  const std::uint32_t *first = t.groups + t.gbase[sid], *last = t.groups + t.gbase[sid + 1];
+  const std::uint32_t* at = lower_id(first, last, gid);
+  if (at == last || *at != gid) return false;
+  v = SagSpanView{};
+  v.oofs = t.oofs + t.gbase[sid] + sid;
+  v.onew = t.onew + t.obase[sid];
+  v.oold = t.oold ? t.oold + t.obase[sid] : nullptr;
+  v.osent = t.osent;
+  v.oval = t.oval + t.obase[sid];
+  v.n = 1;
+  ql = std::size_t(at - first);
+  return true;
+}
+
 /// dense[weight] ← the batch's gradient, unscaled (block per group of S(batch), threads over its
-/// weights): for each sentence in batch order whose plan lists the group (binary search of its
-/// ascending list), sag_gradient_kernel's sum over the sentence's rows (span_group_sum,
-/// sag_kernels.cuh) going on from the last — the chain that a launch a sentence into `dense`
-/// made, so the same bits.
+/// weights): for each sentence in batch order whose plan lists the group, sag_gradient_kernel's
+/// sum over the sentence's rows (span_group_sum, sag_kernels.cuh; its rows at its chunk slot)
+/// going on from the last — the chain that a launch a sentence into `dense` made, so the same
+/// bits. With `g` (SAG's batch step): g[gofs[q] + c] ← scale · that chain from 0 instead.
 __global__ void __launch_bounds__(256) batch_gradient_kernel(WeightGroups gl, BatchRows br, std::size_t n,
                                                              BatchPlans t, const std::uint32_t* groups,
-                                                             std::size_t count, const double* node,
-                                                             const double* pair, const double* edge, double* dense) {
+                                                             const std::size_t* gofs, std::size_t count,
+                                                             const double* node, const double* pair,
+                                                             const double* edge, double* dense, double scale,
+                                                             double* g) {
   const std::size_t L = gl.L, LL = L * L;
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid), width = gid < gl.A ? L : LL;
+    double* out = g ? g + gofs[q] : dense + b;
+    if (g)
+      for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) out[c] = 0.0;
     for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t sid = br.sid[i];
-      const std::uint32_t *first = t.groups + t.gbase[sid], *last = t.groups + t.gbase[sid + 1];
-      const std::uint32_t* at = lower_id(first, last, gid);
-      if (at == last || *at != gid) continue;
-      // The sentence's plan as select_sentence points at it, its rows at its chunk slot.
-      SagSpanView v{};
-      v.oofs = t.oofs + t.gbase[sid] + sid;
-      v.onew = t.onew + t.obase[sid];
-      v.oval = t.oval + t.obase[sid];
-      v.n = 1;
-      const std::size_t row0 = br.slot[i], ql = std::size_t(at - first);
+      SagSpanView v;
+      std::size_t ql;
+      if (!batch_sentence(t, br.sid[i], gid, v, ql)) continue;
+      const std::size_t row0 = br.slot[i];
       const double* nd = node + row0 * L;
       const double* pr = pair ? pair + i * LL : nullptr;
       const double* ed = edge ? edge + row0 * LL : nullptr;
       for (std::size_t c = threadIdx.x; c < size; c += blockDim.x)
-        dense[b + c] = span_group_sum(gl, v, ql, gid, gl.slot(b + c, gid), width, nd, pr, ed, dense[b + c]);
+        out[c] = span_group_sum(gl, v, ql, gid, gl.slot(b + c, gid), width, nd, pr, ed, out[c]);
+    }
+    if (g)
+      for (std::size_t c = threadIdx.x; c < size; c += blockDim.x) out[c] = __dmul_rn(scale, out[c]);
+  }
+}
+
+/// SAG's commit on S(batch) (block per group, threads over its weights): per sentence in batch
+/// order whose plan lists the group, sag_commit_weight on its plan (its rows at its chunk slot,
+/// its pairwise row at i, its SAGA coefficient coef[i]) — the chain of a span plan's commit, whose
+/// occurrences run in (sentence, token, item) order. The halted step and those after commit nothing.
+__global__ void __launch_bounds__(256) sag_batch_commit_kernel(WeightGroups gl, BatchRows br, std::size_t n,
+                                                               BatchPlans t, const std::uint32_t* groups,
+                                                               std::size_t count, SagBatchMarginals m,
+                                                               const double* coef, double* d, double* w,
+                                                               SagGate gate) {
+  if (gate.halted_before(gate.at + 1)) return;  // grid-uniform
+  const std::size_t L = gl.L, LL = L * L;
+  for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
+    const std::uint32_t gid = groups[q];
+    const std::size_t size = gl.size(gid), b = gl.begin(gid);
+    for (std::size_t i = 0; i < n; ++i) {
+      SagSpanView v;
+      std::size_t ql;
+      if (!batch_sentence(t, br.sid[i], gid, v, ql)) continue;
+      const std::uint32_t sid = br.sid[i];
+      v.sid = &sid;
+      const std::size_t row0 = br.slot[i];
+      const double* ne = m.new_edge ? m.new_edge + row0 * LL : nullptr;
+      const double* np = m.new_pair ? m.new_pair + i * LL : nullptr;
+      for (std::size_t c = threadIdx.x; c < size; c += blockDim.x)
+        sag_commit_weight(gl, v, ql, gid, b + c, m.new_node + row0 * L, m.old_node, np, m.old_pair, ne, m.old_edge,
+                          coef ? coef + i : nullptr, d, w);
     }
   }
+}
+
+/// SAG's store of a batch's marginals (block per sentence): its rows' node marginals (and edge
+/// rows where the token has an edge slot) from its chunk slot to its tokens' stored rows, its
+/// summed pairwise marginals to its stored row — sag_store_kernel's copies, placed by the chunk.
+__global__ void __launch_bounds__(256) sag_batch_store_kernel(std::size_t L, BatchRows br, std::size_t n,
+                                                              const std::size_t* sent_off, const std::uint32_t* slots,
+                                                              SagBatchMarginals m, SagGate gate) {
+  if (gate.halted_before(gate.at + 1)) return;  // grid-uniform
+  const std::size_t LL = L * L;
+  for (std::size_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const std::uint32_t sid = br.sid[i];
+    const std::size_t tok0 = sent_off[sid], T = sent_off[sid + 1] - tok0, row0 = br.slot[i];
+    for (std::size_t e = threadIdx.x; e < T * L; e += blockDim.x)
+      m.old_node[tok0 * L + e] = m.new_node[row0 * L + e];
+    if (m.old_edge)
+      for (std::size_t t = 0; t < T; ++t)
+        if (slots[tok0 + t] != kNone)
+          for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x)
+            m.old_edge[std::size_t(slots[tok0 + t]) * LL + j] = m.new_edge[(row0 + t) * LL + j];
+    if (m.old_pair)
+      for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) m.old_pair[std::size_t(sid) * LL + j] = m.new_pair[i * LL + j];
+  }
+}
+
+/// *out = Σ losses[i], i < n, left to right from 0 (the host's sum of a span's losses; one thread).
+__global__ void span_loss_kernel(const double* losses, std::size_t n, double* out) {
+  double acc = 0.0;
+  for (std::size_t i = 0; i < n; ++i) acc = __dadd_rn(acc, losses[i]);
+  *out = acc;
 }
 
 __global__ void batch_gather_kernel(std::size_t n, const std::size_t* index, double scale, double* dense,
@@ -163,7 +242,36 @@ void launch_batch_gradient(const WeightGroups& gl, const BatchRows& r, std::size
   if (n == 0 || n > kChunkIds) throw Error("internal: a batch gradient of " + std::to_string(n) + " sentences");
   if (count == 0) return;
   CRFX_LAUNCH(batch_gradient_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, r, n, t, groups,
-              count, node, pair, edge, dense);
+              nullptr, count, node, pair, edge, dense, 1.0, nullptr);
+}
+
+void launch_sag_batch_gradient(const WeightGroups& gl, const BatchRows& r, std::size_t n, const BatchPlans& t,
+                               const std::uint32_t* groups, const std::size_t* gofs, std::size_t count,
+                               const SagBatchMarginals& m, double scale, double* g, cudaStream_t s) {
+  if (n == 0 || n > kChunkIds) throw Error("internal: a batch gradient of " + std::to_string(n) + " sentences");
+  if (count == 0) return;
+  CRFX_LAUNCH(batch_gradient_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, r, n, t, groups,
+              gofs, count, m.new_node, m.new_pair, m.new_edge, nullptr, scale, g);
+}
+
+void launch_sag_batch_commit(const WeightGroups& gl, const BatchRows& r, std::size_t n, const BatchPlans& t,
+                             const std::uint32_t* groups, std::size_t count, const SagBatchMarginals& m,
+                             const double* coef, double* d, double* w, cudaStream_t s, SagGate gate) {
+  if (n == 0 || n > kChunkIds) throw Error("internal: a batch commit of " + std::to_string(n) + " sentences");
+  if (count == 0) return;
+  CRFX_LAUNCH(sag_batch_commit_kernel, grid_for(count, 1, 1u << 20), group_threads(gl.L), 0, s, gl, r, n, t, groups,
+              count, m, coef, d, w, gate);
+}
+
+void launch_sag_batch_store(std::size_t L, const BatchRows& r, std::size_t n, const std::size_t* sent_off,
+                            const std::uint32_t* slots, const SagBatchMarginals& m, cudaStream_t s, SagGate gate) {
+  if (n == 0 || n > kChunkIds) throw Error("internal: a batch store of " + std::to_string(n) + " sentences");
+  CRFX_LAUNCH(sag_batch_store_kernel, grid_for(n, 1, 1u << 20), group_threads(L), 0, s, L, r, n, sent_off, slots, m,
+              gate);
+}
+
+void launch_span_loss(const double* losses, std::size_t n, double* out, cudaStream_t s) {
+  CRFX_LAUNCH(span_loss_kernel, 1, 1, 0, s, losses, n, out);
 }
 
 void launch_batch_gather(std::size_t n, const std::size_t* index, double scale, double* dense, double* value,

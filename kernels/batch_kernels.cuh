@@ -56,6 +56,34 @@ void launch_batch_gradient(const WeightGroups& gl, const BatchRows& r, std::size
                            const std::uint32_t* groups, std::size_t count, const double* node, const double* pair,
                            const double* edge, double* dense, cudaStream_t s);
 
+/// SAG's batch step (issue 37; CudaBackend::sag_enqueue_batch): the batch's pending marginals
+/// (deltas) as the chunk left them — node and edge rows at each sentence's chunk slot, pairwise
+/// rows at its batch index (null where the model has none) — and the stored ones they replace.
+struct SagBatchMarginals {
+  const double* new_node;
+  const double* new_pair;
+  const double* new_edge;
+  double* old_node;
+  double* old_pair;
+  double* old_edge;
+};
+
+/// g[gofs[q] + c] ← scale · the batch's gradient at weight c of S(batch)'s q-th group: the chain
+/// launch_batch_gradient sums, from 0 — sag_gradient's on the batch's span plan, bit for bit.
+void launch_sag_batch_gradient(const WeightGroups& gl, const BatchRows& r, std::size_t n, const BatchPlans& t,
+                               const std::uint32_t* groups, const std::size_t* gofs, std::size_t count,
+                               const SagBatchMarginals& m, double scale, double* g, cudaStream_t s);
+/// d += Δ_i and (coef given) w −= coef[i]·Δ_i over S(batch)'s `count` groups, sentence by
+/// sentence in batch order: launch_sag_commit's arithmetic on the batch's span plan.
+void launch_sag_batch_commit(const WeightGroups& gl, const BatchRows& r, std::size_t n, const BatchPlans& t,
+                             const std::uint32_t* groups, std::size_t count, const SagBatchMarginals& m,
+                             const double* coef, double* d, double* w, cudaStream_t s, SagGate gate);
+/// μ_stored ← μ_new for the batch's sentences (launch_sag_store's copies; block per sentence).
+void launch_sag_batch_store(std::size_t L, const BatchRows& r, std::size_t n, const std::size_t* sent_off,
+                            const std::uint32_t* slots, const SagBatchMarginals& m, cudaStream_t s, SagGate gate);
+/// *out = the sum of losses[0, n) left to right (the host's sum of a span's losses; one thread).
+void launch_span_loss(const double* losses, std::size_t n, double* out, cudaStream_t s);
+
 /// value[p] = scale · dense[index[p]], and dense[index[p]] = 0 (all zero again), p < n.
 void launch_batch_gather(std::size_t n, const std::size_t* index, double scale, double* dense, double* value,
                          cudaStream_t s);

@@ -549,7 +549,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// The queue's room and history for one more step (true: a new queue); a queued step's
   /// placeholder in the host's history; a drawn step queued (SagPick), its evaluation (‖g‖²
   /// returned) and its loss, with (backward) or without the marginals.
-  bool sag_queue_ready(CudaSag& s, Vector& w, Vector& d, bool drawn);
+  bool sag_queue_ready(CudaSag& s, Vector& w, Vector& d, std::uint32_t kind);
   void sag_placeholder(CudaSag& s), sag_enqueue_drawn(CudaSag& s, std::size_t at);
   /// The queue's steps at batch size 1 in runs (launch_sag_run) where the layout takes them; the
   /// queued steps from s.run_from (at most kSagRunSteps: a run is launched as they reach it, and
@@ -557,6 +557,14 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   bool sag_runs(const CudaSag& s) const;
   void sag_launch_run(CudaSag& s);
   const double* sag_evaluate_picked(CudaSag& s, const Vector& w, const SagPick& pick);
+  /// ‖s.g‖² over its first `compact` entries (reduce()'s two passes) left on the device.
+  const double* sag_g2_on_device(CudaSag& s, std::size_t compact);
+  /// A batch step (a span of several sentences) queued on the device: whether the span takes it
+  /// (2 … kChunkIds labeled sentences of a resident corpus in one chunk, unsplit), its launches,
+  /// and its chunk's loss (the sum of its sentences', into *out) with or without the marginals.
+  bool sag_batch_fits(const CudaSag& s, SentenceSpan span);
+  void sag_enqueue_batch(CudaSag& s, std::size_t at);
+  void batch_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span, bool backward, double* out);
   void sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward);
   CudaSparse& X(SparseVector& x) const {
     auto* p = dynamic_cast<CudaSparse*>(&x);

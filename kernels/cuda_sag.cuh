@@ -141,6 +141,13 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   SagSamplerRef host_sampler{};
   DeviceBuffer<SagDraw> draws;  // [kMaxQueue]
   DeviceBuffer<double> draw_L0;  // [1]
+  // Batch steps (a span of 2 … kChunkIds sentences, uniform sampling; sag_enqueue_batch): queued
+  // step i's sentences at batch_ids[batch_at[i], batch_at[i + 1]) (a queue of batch steps only).
+  std::vector<std::uint32_t> batch_ids;
+  std::vector<std::size_t> batch_at{0};
+  SentenceSpan batch_span(std::size_t i) const {
+    return {batch_ids.data() + batch_at[i], batch_at[i + 1] - batch_at[i]};
+  }
 };
 
 }  // namespace crfx::cuda::detail

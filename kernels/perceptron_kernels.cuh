@@ -94,6 +94,10 @@ struct BatchPlans {
   const std::size_t* sent_off;  // [S + 1]
   const std::uint32_t* gold;    // [corpus tokens]
   const std::uint32_t* pred;    // [chunk rows]
+  // SAG's batch steps (sag_kernels' batch launchers): stored rows, zero sentence indices, edge slots.
+  const std::uint32_t* oold;    // sentence s's occurrences at obase[s]
+  const std::uint32_t* osent;   // [longest sentence's occurrences] zeros
+  const std::uint32_t* slots;   // [N] the edge slot of token t, or kNone
 };
 
 /// A batch's Δ in one launch (issue 37): dense[weight] (all zero) ← per weight of each of the

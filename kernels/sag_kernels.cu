@@ -151,17 +151,19 @@ __global__ void sag_set_kernel(double* dst, double v) { *dst = v; }
 /// A queued step's search from the queue's L (incremental_schedule); done at once, so that its
 /// trials change nothing, where an earlier step halted.
 __global__ void sag_queue_search_start_kernel(SagLineSearch* search, const double* f, const double* g2,
-                                              const SagQueueState* q, std::uint32_t at, const double* L0) {
-  *search = SagLineSearch(*f, *g2, 1.0, L0 ? *L0 : q->s.L);
+                                              const SagQueueState* q, std::uint32_t at, const double* L0, double B) {
+  *search = SagLineSearch(*f, *g2, B, L0 ? *L0 : q->s.L);
   if (q->halt < at) search->done = true;
 }
 
 /// A queued step's end (finish_sag_step's scalars, LazyStepHistory::push as sag_push_kernel), or
 /// its halt: its search not done after the rounds queued, or P_k below 1e-150 (a flush first).
+/// SAGA's coefficient into coef[0, count) (a batch's sentences all take the same).
 __global__ void sag_queue_step_kernel(SagQueueState* q, const SagLineSearch* search, std::uint32_t at,
                                       SagStepParams p, std::size_t k, double* P, double* S, double* R,
-                                      double* coef) {
-  if (q->halt >= at) sag_step_end(q, *search, at, p, k, P, S, R, coef);
+                                      double* coef, std::uint32_t count) {
+  if (q->halt >= at && sag_step_end(q, *search, at, p, k, P, S, R, coef) && coef)
+    for (std::uint32_t i = 1; i < count; ++i) coef[i] = coef[0];
 }
 
 /// A one-sentence span drawn by SAG-NUS's sampler (the host's rules, SagSamplerRef).
@@ -320,13 +322,14 @@ void launch_sag_found(const SagSamplerRef& sampler, const SagDraw* draw, const d
 void launch_sag_set(double* dst, double v, cudaStream_t s) { CRFX_LAUNCH(sag_set_kernel, 1, 1, 0, s, dst, v); }
 
 void launch_sag_queue_search_start(SagLineSearch* search, const double* f, const double* g2, const SagQueueState* q,
-                                   std::uint32_t at, cudaStream_t s, const double* L0) {
-  CRFX_LAUNCH(sag_queue_search_start_kernel, 1, 1, 0, s, search, f, g2, q, at, L0);
+                                   std::uint32_t at, cudaStream_t s, const double* L0, double B) {
+  CRFX_LAUNCH(sag_queue_search_start_kernel, 1, 1, 0, s, search, f, g2, q, at, L0, B);
 }
 
 void launch_sag_queue_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at, const SagStepParams& p,
-                           std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s) {
-  CRFX_LAUNCH(sag_queue_step_kernel, 1, 1, 0, s, q, search, at, p, k, P, S, R, coef);
+                           std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s,
+                           std::uint32_t count) {
+  CRFX_LAUNCH(sag_queue_step_kernel, 1, 1, 0, s, q, search, at, p, k, P, S, R, coef, count);
 }
 
 void launch_one_sentence_chunk(std::uint32_t sid, std::size_t T, std::uint32_t* sent, std::uint32_t* order,

@@ -227,11 +227,13 @@ void launch_expand_groups(const WeightGroups& gl, const std::uint32_t* groups, c
                           std::size_t count, std::size_t* index, cudaStream_t s);
 /// A queued step's search from q's L (done at once after a halted step), and its end: the
 /// scalars and the history's step k, or the halt (incremental_schedule; one thread each).
-/// With L0 (a drawn step: its L_i, launch_sag_draw's) the search starts from *L0, not q's L.
+/// With L0 (a drawn step: its L_i, launch_sag_draw's) the search starts from *L0, not q's L; B is
+/// the span's size (SagLineSearch's). SAGA's coefficient goes to coef[0, count).
 void launch_sag_queue_search_start(SagLineSearch* search, const double* f, const double* g2, const SagQueueState* q,
-                                   std::uint32_t at, cudaStream_t s, const double* L0 = nullptr);
+                                   std::uint32_t at, cudaStream_t s, const double* L0 = nullptr, double B = 1.0);
 void launch_sag_queue_step(SagQueueState* q, const SagLineSearch* search, std::uint32_t at, const SagStepParams& p,
-                           std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s);
+                           std::size_t k, double* P, double* S, double* R, double* coef, cudaStream_t s,
+                           std::uint32_t count = 1);
 /// SAG-NUS's sampler on the device (SagSamplerRef over device arrays, host/rules/sag_sampler.hpp;
 /// one thread each): a span of one sentence drawn — *draw its sentence and probability, *L0 its
 /// L_i after the visit (the line search's start) — and the end of its search: L_i scaled to the

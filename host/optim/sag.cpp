@@ -55,8 +55,8 @@
 //   the mean of the members' L_i and scales each member's L_i by the same factor.
 //   Under uniform sampling nothing the host draws depends on the L found, so a step is handed to
 //   the backend whole (incremental_schedule: search, α, commit, lazy step, L's decay), which keeps
-//   L, α and the trials until read after the epoch or at a stop: the CUDA backend queues a
-//   one-sentence step on the device without a wait (issue 37). NUS at batch size 1 hands the
+//   L, α and the trials until read after the epoch or at a stop: the CUDA backend queues a step
+//   (of one sentence, or a batch that one chunk takes) on the device without a wait (issue 37). NUS at batch size 1 hands the
 //   backend the sampler too (incremental_schedule_drawn): the draws ∝ L_i need the L of the step
 //   before, so the CUDA backend draws on the device with the same code (host/rules/
 //   sag_sampler.hpp) and writes the sampler back when read. NUS with |B| > 1 stays on the host,

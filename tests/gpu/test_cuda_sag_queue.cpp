@@ -3,6 +3,7 @@
 // (launch_sag_run) and on each step's launches, on the GPU and on the emulated device (issue 37).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,14 +55,19 @@ struct SagOnDevice {
 };
 
 ScheduledRun run_scheduled(const RandomProblem& p, Scheduled how, const SagStepParams& params, double L0,
-                           std::size_t steps, std::size_t read_every) {
+                           std::size_t steps, std::size_t read_every, std::size_t batch = 1) {
   SagOnDevice s(p, how, L0);
   const std::uint32_t n = std::uint32_t(p.corpus.num_sentences());
   std::uint32_t x = 12345;
+  std::vector<std::uint32_t> ids;
   for (std::size_t t = 0; t < steps; ++t) {
-    x = x * 1103515245u + 12345u;
-    const std::uint32_t sid = (x >> 8) % n;
-    const SentenceSpan span{&sid, 1};
+    ids.clear();
+    while (ids.size() < batch) {  // distinct sentences, as the trainer's batches
+      x = x * 1103515245u + 12345u;
+      const std::uint32_t sid = (x >> 8) % n;
+      if (std::find(ids.begin(), ids.end(), sid) == ids.end()) ids.push_back(sid);
+    }
+    const SentenceSpan span{ids.data(), batch};
     if (s.queued)
       s.ig.incremental_schedule(*s.state, span, params, *s.w, *s.d);
     else
@@ -126,6 +132,40 @@ TEST(CudaSagQueue, StepsEqualTheHostsStepByStep) {
     expect_same(run_scheduled(q, Scheduled::runs, params, 1e-3, steps, 1000000),
                 run_scheduled(q, Scheduled::host, params, 1e-3, steps, 1000000));
   });
+}
+
+// Batch steps (uniform sampling, a span of 2 or 8 sentences): queued on the device — S(batch)
+// from the plans made once, the span's losses summed there — the model is the host's step by step
+// (schedule_on_host: span plans, each loss read back), bit for bit: SAG and SAGA, with and without
+// L1, with edge features, and the halts (a start at L = 1e-3; P_k underflowing).
+TEST(CudaSagQueue, BatchStepsEqualTheHostsStepByStep) {
+  REQUIRE_GPU();
+  std::size_t index = 0;
+  const auto p = random_problem(4, 20, 2, 25, 9, 17);
+  const double nd = double(p.corpus.num_sentences());
+  for (std::size_t batch : {2u, 8u})
+    for (bool saga : {false, true})
+      for (double mu1 : {0.0, 0.01})
+        for (double lambda : {0.02, 400.0})
+          for (double L0 : {1.0, 1e-3})
+            for (std::size_t read_every : {1000u, 7u}) {
+              if (!schedule_share(index++)) continue;  // the schedule seeds share the cases
+              SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " batch " << batch << " mu1=" << mu1
+                                                << " lambda=" << lambda << " L0=" << L0 << " read every "
+                                                << read_every);
+              const SagStepParams params{lambda, mu1, saga ? 3.0 : 1.0, double(batch), nd, 7.0, 1.0 / nd, 0.97, saga};
+              const ScheduledRun host = run_scheduled(p, Scheduled::host, params, L0, 40, read_every, batch);
+              expect_same(run_scheduled(p, Scheduled::launches, params, L0, 40, read_every, batch), host);
+              EXPECT_GT(host.scalars.trials, 0u);
+            }
+  // L > 32 without edge features, 24 sentences a batch.
+  if (schedule_share(index++)) {
+    const auto q = random_problem(40, 20, 0, 60, 9, 17);
+    const double n = double(q.corpus.num_sentences());
+    const SagStepParams params{0.02, 0.01, 3.0, 24.0, n, 0.0, 1.0 / n, 0.97, true};
+    expect_same(run_scheduled(q, Scheduled::launches, params, 1e-3, 12, 1000000, 24),
+                run_scheduled(q, Scheduled::host, params, 1e-3, 12, 1000000, 24));
+  }
 }
 
 /// `steps` drawn steps of SAG-NUS (incremental_schedule_drawn: queued on the CUDA backend, in runs
