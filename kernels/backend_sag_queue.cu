@@ -101,7 +101,7 @@ void CudaBackend::incremental_schedule(IncrementalState& state, SentenceSpan spa
 void CudaBackend::incremental_schedule_drawn(IncrementalState& state, const SagSamplerRef& sampler,
                                              const SagStepParams& p, Vector& w, Vector& d) {
   CudaSag& s = G(state);
-  if (s.k() + s.queued.size() + 2 >= 0xffffffffu) {  // stamps near 2³²
+  if (p.B > 1 || s.k() + s.queued.size() + 2 >= 0xffffffffu) {  // a batch's draws, or stamps near 2³²
     sag_finish(s);
     schedule_drawn_on_host(*this, state, sampler, p, w, d);
     return;

@@ -36,6 +36,8 @@ cases=(
   "rprop-l1|--algo rprop --c1 0.5 --c2 0.5 --max-iterations 25"
   "sag-l2|--algo sag --c2 1 --max-epochs 4"
   "saga-l1|--algo saga --c1 0.5 --c2 0.5 --max-epochs 4 --sampling uniform"
+  "sag-b8|--algo sag --c2 1 --max-epochs 3 --batch-size 8"
+  "saga-b8|--algo saga --c1 0.5 --c2 0.5 --max-epochs 3 --sampling uniform --batch-size 8"
   "sgd-l1|--algo sgd-l1 --c1 1 --epochs 4"
   "sgd-l1-ls|--algo sgd-l1 --c1 1 --c2 0.5 --epochs 3 --line-search heuristic --batch-size 8"
   "two-stage|--algo two-stage --c1 1 --sgd-epochs 2 --max-iterations 10"

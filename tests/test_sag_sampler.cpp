@@ -164,5 +164,49 @@ TEST(SagSampler, DrawsAsTheHostSamplerDid) {
   }
 }
 
+// Batches of B distinct sentences (draw_span) as the trainer drew them before they were shared
+// (SagSampler::draw_batch: a repeat redrawn by a flag per sentence, each probability at its draw,
+// then the visits): on n = 9 and 1000 at B = 2, 5 and 9 (every sentence, n = 9), the same ids,
+// probabilities, L_i and RNG, bit for bit.
+TEST(SagSampler, SpansDrawAsTheHostSamplerDid) {
+  for (SamplerMode mode : {SamplerMode::uniform, SamplerMode::lipschitz, SamplerMode::mixed}) {
+    for (std::size_t n : {std::size_t(9), std::size_t(1000)}) {
+      for (std::size_t B : {std::size_t(2), std::size_t(5), std::size_t(9)}) {
+        SCOPED_TRACE(::testing::Message() << "mode " << int(mode) << ", n = " << n << ", B = " << B);
+        OldSampler old(n, int(mode), 11);
+        SagSamplerScalars sc{};
+        sc.rng.seed(11);
+        sc.n = n;
+        sc.leaves = old.size;
+        sc.mode = mode;
+        std::vector<double> sum(2 * sc.leaves, 0.0), max(2 * sc.leaves, 0.0);
+        std::vector<char> seen(n, 0), in_batch(n, 0);
+        const SagSamplerRef r{&sc, sum.data(), max.data(), seen.data()};
+        std::vector<std::uint32_t> ids(B), ids_old(B);
+        std::vector<double> prob(B), prob_old(B);
+        std::size_t differ = 0, repeats = 0;
+        for (int step = 0; step < 400; ++step) {
+          for (std::size_t i = 0; i < B; ++i) {
+            std::size_t j;
+            for (j = old.draw(); in_batch[j]; j = old.draw()) ++repeats;
+            in_batch[j] = 1;
+            ids_old[i] = std::uint32_t(j);
+            prob_old[i] = old.probability(j);
+          }
+          for (std::size_t i = 0; i < B; ++i) in_batch[ids_old[i]] = 0;
+          for (std::size_t i = 0; i < B; ++i) old.visit(ids_old[i]);
+          r.draw_span(ids.data(), prob.data(), B);
+          differ += ids != ids_old || prob != prob_old;
+        }
+        EXPECT_EQ(differ, 0u);
+        if (n == 9) EXPECT_GT(repeats, 0u) << "no repeat was redrawn";
+        EXPECT_EQ(sum, old.sum);
+        EXPECT_EQ(sc.m, old.m);
+        EXPECT_EQ(sc.rng(), old.gen()) << "the generators after the draws";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace crfx

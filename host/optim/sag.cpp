@@ -56,11 +56,11 @@
 //   Under uniform sampling nothing the host draws depends on the L found, so a step is handed to
 //   the backend whole (incremental_schedule: search, α, commit, lazy step, L's decay), which keeps
 //   L, α and the trials until read after the epoch or at a stop: the CUDA backend queues a step
-//   (of one sentence, or a batch that one chunk takes) on the device without a wait (issue 37). NUS at batch size 1 hands the
-//   backend the sampler too (incremental_schedule_drawn): the draws ∝ L_i need the L of the step
-//   before, so the CUDA backend draws on the device with the same code (host/rules/
-//   sag_sampler.hpp) and writes the sampler back when read. NUS with |B| > 1 stays on the host,
-//   a step at a time (take_step: the batch's draws, the mean L_i, its own wait per step).
+//   (of one sentence, or a batch that one chunk takes) on the device without a wait (issue 37).
+//   NUS hands the backend the sampler too (incremental_schedule_drawn): the draws ∝ L_i need the
+//   L_i of the step before, so the CUDA backend draws on the device with the same code (host/
+//   rules/sag_sampler.hpp) at batch size 1 and writes the sampler back when read; a batch of NUS
+//   draws runs on the host's primitives (schedule_drawn_on_host, host/rules/sag_update.hpp).
 // SAGA uses the same L estimates with α divided by 3 in the Lipschitz part (α = 1/(3L + λ), as
 // Defazio et al. 2014 recommend); p_j is the draw probability of j at the time of the draw.
 //
@@ -95,7 +95,7 @@ namespace {
 /// runs on the device too; this owns the arrays.
 class SagSampler {
  public:
-  SagSampler(std::size_t n, Sampling sampling, std::uint64_t seed) : sampling_(sampling), seen_(n, 0), in_batch_(n, 0) {
+  SagSampler(std::size_t n, Sampling sampling, std::uint64_t seed) : sampling_(sampling), seen_(n, 0) {
     sc_.rng.seed(seed);
     sc_.n = n;
     sc_.leaves = 1;
@@ -131,41 +131,9 @@ class SagSampler {
   }
 
   /// B distinct sentences (a repeat is redrawn) and their draw probabilities; then the first
-  /// visits and the revisits (SagSamplerRef::visit).
+  /// visits and the revisits (SagSamplerRef::draw_span, visit).
   void draw_batch(std::vector<std::uint32_t>& batch, std::vector<double>& prob) {
-    const SagSamplerRef r = ref();
-    const std::size_t B = batch.size();
-    for (std::size_t i = 0; i < B; ++i) {
-      std::size_t j;
-      do j = r.draw(); while (in_batch_[j]);
-      in_batch_[j] = 1;
-      batch[i] = std::uint32_t(j);
-      prob[i] = r.probability(j);
-    }
-    for (std::size_t i = 0; i < B; ++i) in_batch_[batch[i]] = 0;
-    for (std::size_t i = 0; i < B; ++i) r.visit(batch[i]);
-  }
-
-  /// The line search's starting L for the batch: the global L, or the batch's mean L_i.
-  double batch_lipschitz(const std::vector<std::uint32_t>& batch) {
-    if (sampling_ == Sampling::uniform) return L_global_;
-    return ref().span_lipschitz(batch.data(), batch.size());
-  }
-  /// What the line search found (Lb from L0): the global L, or the batch's L_i scaled alike.
-  void found_lipschitz(const std::vector<std::uint32_t>& batch, double L0, double Lb) {
-    if (sampling_ == Sampling::uniform)
-      L_global_ = Lb;
-    else
-      ref().found(batch.data(), batch.size(), L0, Lb);
-  }
-  /// The step size α for L multiplied by lip_mult (3 for SAGA) and the L2 coefficient λ.
-  double step_size(double lip_mult, double lambda) {
-    if (sampling_ == Sampling::uniform) return 1.0 / (lip_mult * L_global_ + lambda);
-    return ref().step_size(lip_mult, lambda);
-  }
-  /// After each step: the global L decays by 2^(−B/n) (uniform sampling).
-  void decay(double factor) {
-    if (sampling_ == Sampling::uniform) L_global_ *= factor;
+    ref().draw_span(batch.data(), prob.data(), batch.size());
   }
   /// The state, for a backend that draws (incremental_schedule_drawn).
   SagSamplerRef ref() { return {&sc_, sum_.data(), max_.data(), seen_.data()}; }
@@ -175,20 +143,20 @@ class SagSampler {
   Sampling sampling_;
   SagSamplerScalars sc_{};
   std::vector<double> sum_, max_;
-  std::vector<char> seen_, in_batch_;
+  std::vector<char> seen_;
   double L_global_ = 1.0;
 };
 
-/// A step's batch: the sentences drawn, their draw probabilities and (SAGA) memory coefficients.
+/// A step's batch: the sentences drawn and their draw probabilities (uniform sampling).
 struct Batch {
-  explicit Batch(std::size_t B) : ids(B), prob(B), coef(B) {}
+  explicit Batch(std::size_t B) : ids(B), prob(B) {}
   std::vector<std::uint32_t> ids;
-  std::vector<double> prob, coef;
+  std::vector<double> prob;
 };
 
 /// Steps scheduled on the backend: uniform sampling's (incremental_schedule: the host draws the
-/// batches and counts the sentences seen) and NUS's at batch size 1 (incremental_schedule_drawn:
-/// the backend draws with the sampler's state, written back when read); L, α and the line
+/// batches and counts the sentences seen) and NUS's (incremental_schedule_drawn: the backend
+/// draws with the sampler's state, written back when read); L, α and the line
 /// searches' trials stay with the backend
 /// (on a GPU, on the device: no wait per step) until read — after an epoch, or at a stop.
 struct Schedule {
@@ -196,8 +164,7 @@ struct Schedule {
   IncrementalState& state;
   std::size_t B;
   double nd;
-  bool on = false;     // uniform sampling, or NUS at batch size 1 (else take_step)
-  bool drawn = false;  // NUS at batch size 1: the backend draws (incremental_schedule_drawn)
+  bool drawn = false;  // NUS: the backend draws (incremental_schedule_drawn)
   SagStepParams params{};
   std::size_t unread = 0;  // steps since the last read
   unsigned long long trials_read = 0;
@@ -214,9 +181,8 @@ struct Schedule {
     ig.incremental_schedule(state, SentenceSpan{batch.ids.data(), B}, params, w, d);
   }
   /// The backend's scalars into the sampler (and its state, drawn) and α; the passes of the steps since the last read
-  /// (an evaluation each and every trial, B/n apiece, added one by one as take_step does).
+  /// (an evaluation each and every trial, B/n apiece, added one by one).
   void read(Objective& obj, SagSampler& sampler, double& alpha) {
-    if (!on) return;
     const SagScalars sc = ig.incremental_scalars(state);
     for (unsigned long long t = unread + (sc.trials - trials_read); t > 0; --t) obj.add_passes(double(B) / nd);
     trials_read = sc.trials;
@@ -276,8 +242,7 @@ class SagTrainer final : public Trainer {
       epoch = 1;
     }
     Schedule sched{incremental_gradients(b), *state, B, nd};
-    sched.on = opt.sampling == Sampling::uniform || B == 1;
-    sched.drawn = opt.sampling != Sampling::uniform && B == 1;
+    sched.drawn = opt.sampling != Sampling::uniform;
     sched.params = SagStepParams{lambda, mu1, saga_ ? 3.0 : 1.0, double(B), nd, 0.0, 1.0 / nd, decay, saga_};
     sched.ig.incremental_set_scalars(*state, SagScalars{sampler.global_lipschitz(), alpha, 0});
 
@@ -285,12 +250,7 @@ class SagTrainer final : public Trainer {
     for (bool reported = resumed && steps_done == 0; epoch <= opt.max_epochs; ++epoch, reported = false) {
       if (!reported) {
         for (std::size_t step = steps_done; step < steps_per_epoch; ++step) {
-          if (sched.on) {
-            sched.step(sampler, batch, w, *d);
-          } else {
-            alpha = take_step(obj, w, *d, *state, sampler, batch, lambda, mu1);
-            sampler.decay(decay);
-          }
+          sched.step(sampler, batch, w, *d);
           steps_done = step + 1;
           if (steps_done < steps_per_epoch && stop_requested()) {  // stop inside the epoch
             sched.read(obj, sampler, alpha);
@@ -331,34 +291,6 @@ class SagTrainer final : public Trainer {
     if (opt.max_epochs < 1) throw Error(std::string(algo) + ": max_epochs must be ≥ 1");
     if (!(opt.epsilon >= 0) || !std::isfinite(opt.epsilon))
       throw Error(std::string(algo) + ": epsilon must be finite and ≥ 0");
-  }
-
-  /// One step of Algorithm 2 on a batch it draws: the batch's gradients and the Lipschitz line
-  /// search on the batch mean, then the memory update and the (lazy) step. Returns the step size α.
-  double take_step(Objective& obj, Vector& w, Vector& d, IncrementalState& state, SagSampler& sampler, Batch& batch,
-                   double lambda, double mu1) const {
-    IncrementalGradients& inc = incremental_gradients(obj.backend());
-    const std::size_t B = batch.ids.size();
-    const double nd = double(obj.corpus().num_sentences());
-    sampler.draw_batch(batch.ids, batch.prob);
-    inc.incremental_sync(state, SentenceSpan{batch.ids.data(), B}, w, d);
-    const double L0 = sampler.batch_lipschitz(batch.ids);
-    const LipschitzFound found = inc.incremental_search(state, w, L0);
-    obj.add_passes(double(B) / nd);                                              // the evaluation
-    for (unsigned t = 0; t < found.trials; ++t) obj.add_passes(double(B) / nd);  // each trial's
-    sampler.found_lipschitz(batch.ids, L0, found.L);
-    const double alpha = sampler.step_size(saga_ ? 3.0 : 1.0, lambda);
-    const double a = 1.0 - alpha * lambda;
-    if (saga_) {
-      for (std::size_t i = 0; i < B; ++i)
-        batch.coef[i] = alpha * (1.0 / (double(B) * batch.prob[i] * nd) - 1.0 / nd) / a;
-      inc.incremental_commit(state, d, w, batch.coef.data());
-      inc.incremental_step(state, a, alpha / nd, alpha * mu1, w, d);
-    } else {
-      inc.incremental_commit(state, d, w, nullptr);
-      inc.incremental_step(state, a, alpha / double(sampler.seen()), alpha * mu1, w, d);
-    }
-    return alpha;
   }
 
   /// The epoch's measure of convergence: ‖G‖∞ for G = d/n + λw, or of its pseudo-gradient (L1).

@@ -177,6 +177,23 @@ struct SagSamplerRef {
     return out;
   }
 
+  /// A span of `count` distinct sentences (a repeat is redrawn) and the probability each was
+  /// drawn with, then their visits in span order (a batch of SAG at batch size > 1).
+  CRFX_HOST_DEVICE void draw_span(std::uint32_t* ids, double* prob, std::size_t count) const {
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint64_t j;
+      bool repeat;
+      do {
+        j = draw();
+        repeat = false;
+        for (std::size_t k = 0; k < i && !repeat; ++k) repeat = ids[k] == j;
+      } while (repeat);
+      ids[i] = std::uint32_t(j);
+      prob[i] = probability(j);
+    }
+    for (std::size_t i = 0; i < count; ++i) visit(ids[i]);
+  }
+
   // ---- the line search's L and the step (NUS: lipschitz, mixed)
   /// The line search's starting L: the span's mean L_i.
   CRFX_HOST_DEVICE double span_lipschitz(const std::uint32_t* ids, std::size_t count) const {

@@ -125,9 +125,41 @@ inline void finish_drawn_step(IncrementalGradients& ig, IncrementalState& state,
   ig.incremental_step(state, sc.a, sc.b, sc.tau, w, d);
 }
 
-/// incremental_schedule_drawn on the host, one step at a time: the CPU backend's.
+/// The end of a drawn span of several sentences (its draws `ids`, `prob`; synced): the search
+/// from the span's mean L_i, the span's L_i scaled alike, α the sampler's, then SagStepScalars
+/// with the sentences seen and, for SAGA, each member's coefficient from its own probability.
+inline void finish_drawn_span(IncrementalGradients& ig, IncrementalState& state, const SagSamplerRef& sampler,
+                              const std::vector<std::uint32_t>& ids, const std::vector<double>& prob,
+                              SagStepParams p, Vector& w, Vector& d) {
+  const double L0 = sampler.span_lipschitz(ids.data(), ids.size());
+  const LipschitzFound found = ig.incremental_search(state, w, L0);
+  sampler.found(ids.data(), ids.size(), L0, found.L);
+  p.seen = double(sampler.s->m);
+  const SagStepSize step{sampler.step_size(p.lip_mult, p.lambda)};
+  std::vector<double> coef(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    p.prob = prob[i];
+    coef[i] = SagStepScalars(p, step).coef;
+  }
+  const SagStepScalars sc(p, step);
+  state.scalars.trials += found.trials;
+  state.scalars.alpha = sc.alpha;
+  ig.incremental_commit(state, d, w, p.saga ? coef.data() : nullptr);
+  ig.incremental_step(state, sc.a, sc.b, sc.tau, w, d);
+}
+
+/// incremental_schedule_drawn on the host, one step at a time: the CPU backend's. A span of
+/// p.B > 1 sentences: B distinct draws (SagSamplerRef::draw_span) and finish_drawn_span.
 inline void schedule_drawn_on_host(IncrementalGradients& ig, IncrementalState& state, const SagSamplerRef& sampler,
                                    const SagStepParams& p, Vector& w, Vector& d) {
+  if (p.B > 1) {
+    std::vector<std::uint32_t> ids(std::size_t(p.B));
+    std::vector<double> prob(ids.size());
+    sampler.draw_span(ids.data(), prob.data(), ids.size());
+    ig.incremental_sync(state, SentenceSpan{ids.data(), ids.size()}, w, d);
+    finish_drawn_span(ig, state, sampler, ids, prob, p, w, d);
+    return;
+  }
   const SagDraw x = sampler.draw_one();
   ig.incremental_sync(state, SentenceSpan{&x.id, 1}, w, d);
   finish_drawn_step(ig, state, sampler, x, p, w, d);

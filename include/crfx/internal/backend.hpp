@@ -284,10 +284,10 @@ class IncrementalGradients {
   /// waits for every queued one. On the host through the primitives here: schedule_on_host.
   virtual void incremental_schedule(IncrementalState& state, SentenceSpan span, const SagStepParams& p, Vector& w,
                                     Vector& d) = 0;
-  /// One step of SAG-NUS (lipschitz or mixed sampling) at batch size 1 whose sentence `sampler`
-  /// draws (host/rules/sag_sampler.hpp): the draw, incremental_sync, incremental_search from its
-  /// L_i, L_i scaled to the L found, α = the sampler's step size, then as incremental_schedule
-  /// with the sentences seen and the draw's probability. A backend may queue it, drawing on its
+  /// One step of SAG-NUS (lipschitz or mixed sampling) on p.B sentences that `sampler` draws
+  /// (host/rules/sag_sampler.hpp): the draws, incremental_sync, incremental_search from their mean
+  /// L_i, their L_i scaled to the L found, α = the sampler's step size, then as
+  /// incremental_schedule with the sentences seen and each draw's probability. A backend may queue it, drawing on its
   /// device from a copy of the sampler's state: incremental_scalars then writes that state back
   /// into the arrays `sampler` points to, which the caller leaves alone in between (and keeps
   /// alive). On the host through the primitives: schedule_drawn_on_host.
