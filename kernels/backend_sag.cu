@@ -158,12 +158,30 @@ const double* CudaBackend::sag_evaluate_on_device(CudaSag& s, const Vector& w) {
   return sag_g2_on_device(s, pl.compact());
 }
 
-const double* CudaBackend::sag_g2_on_device(CudaSag& s, std::size_t compact) {
+namespace {
+/// ‖g‖² of a span whose compact size the device holds (a drawn batch): DotTerm's terms, a zero
+/// past *n, so that reduce's passes launched for the bound sum the same terms in the same places.
+struct BoundedDotTerm {
+  const double* g;
+  const std::size_t* n;
+  __device__ double operator()(std::size_t i) const {
+    const double x = i < *n ? g[i] : 0.0;
+    return x * x;
+  }
+};
+}  // namespace
+
+const double* CudaBackend::sag_g2_on_device(CudaSag& s, std::size_t compact, const std::size_t* compact_at) {
   double* g2 = s.red.get() + kRedBlocks;
+  const unsigned blocks = grid_for(compact, kRedThreads, kRedBlocks);
   if (compact == 0) {
     launch_sag_set(g2, 0.0, stream_);
+  } else if (compact_at) {
+    const BoundedDotTerm f{s.g.get(), compact_at};
+    CRFX_LAUNCH((reduce_pass1<BoundedDotTerm, SumOp>), blocks, kRedThreads, 0, stream_, compact, f, SumOp{}, 0.0,
+                s.red.get());
+    CRFX_LAUNCH(reduce_pass2<SumOp>, 1, kRedThreads, 0, stream_, blocks, s.red.get(), SumOp{}, 0.0, g2);
   } else {  // reduce()'s two passes (vector_ops.cuh), the same sum, left on the device
-    const unsigned blocks = grid_for(compact, kRedThreads, kRedBlocks);
     const DotTerm f{s.g.get(), s.g.get()};
     CRFX_LAUNCH((reduce_pass1<DotTerm, SumOp>), blocks, kRedThreads, 0, stream_, compact, f, SumOp{}, 0.0,
                 s.red.get());

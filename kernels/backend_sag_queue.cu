@@ -1,5 +1,5 @@
-// crfx — CudaBackend (cuda_backend.cuh): SAG / SAGA's scheduled steps (uniform sampling, and NUS
-// at batch size 1) queued on the device, so that an epoch waits for the device a few times rather than
+// crfx — CudaBackend (cuda_backend.cuh): SAG / SAGA's scheduled steps (uniform sampling and NUS,
+// one sentence or a batch) queued on the device, so that an epoch waits for the device a few times rather than
 // once per step (issue 37). A queued step is incremental_sync's catch-up, the evaluation and
 // line search of incremental_search — kRounds rounds of trial, forward-only loss and restore,
 // without a look — then one thread's finish_sag_step (SagStepScalars, the history's push) and the
@@ -19,12 +19,15 @@
 // (SagSamplerRef, host/rules/sag_sampler.hpp, on a copy of the host's sampler uploaded when the
 // queue starts and read back at the wait), and the step's kernels find its plan from the draw
 // (SagPick), launched for the longest sentence's; its end scales L_i and takes α from the sampler.
-// Batch steps (uniform sampling, a span of 2 … kChunkIds sentences that one unsplit chunk takes)
-// queue the same way (sag_enqueue_batch): S(batch) built on the device from the plans made once
-// (batch_union, as sgd-l1's batches), the chunk plan from launch parameters, the span's losses
-// summed on the device in span order, the gradient, commit and store sentence by sentence over the
-// plans made once (batch_kernels.cu) — the span plan's sums bit for bit; a halted one is finished
-// on the host's primitives (schedule_on_host's). Other spans take schedule_on_host at once.
+// Batch steps (a span of 2 … kChunkIds sentences that one unsplit chunk takes) queue the same way
+// (sag_enqueue_batch): S(batch) built on the device from the plans made once (batch_union, as
+// sgd-l1's batches), the chunk plan from launch parameters, the span's losses summed on the device
+// in span order, the gradient, commit and store sentence by sentence over the plans made once
+// (batch_kernels.cu, reading the batch from a SagBatch on the device) — the span plan's sums bit
+// for bit; a halted one is finished on the host's primitives. SAG-NUS's batches (drawn ones, any B
+// sentences fitting a chunk of the longest) are drawn there by one thread (draw_span), which also
+// writes the chunk plan and rows; S(batch)'s sizes stay on the device and its kernels are
+// launched for bounds. Other spans take the host's path (schedule_on_host, _drawn_) at once.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -56,9 +59,11 @@ constexpr int kDrawnRounds = 4;
 constexpr std::size_t kMinQueue = 64, kMaxQueue = 1u << 14;  // steps between two waits
 constexpr std::uint32_t kDrawn = 0xffffffffu;              // a queued step's sentence: the device's draw
 constexpr std::uint32_t kBatch = 0xfffffffeu;              // a queued step's sentence: its batch's (batch_span)
+constexpr std::uint32_t kDrawnBatch = 0xfffffffdu;         // a queued step's sentences: the device's draws
 
-/// A queued step's kind: kDrawn, kBatch, or 0 (a sentence of its own).
-std::uint32_t kind_of(std::uint32_t first) { return first == kDrawn || first == kBatch ? first : 0u; }
+/// A queued step's kind: kDrawn, kBatch, kDrawnBatch, or 0 (a sentence of its own).
+std::uint32_t kind_of(std::uint32_t first) { return first >= kDrawnBatch ? first : 0u; }
+bool drawn_kind(std::uint32_t first) { return first == kDrawn || first == kDrawnBatch; }
 
 /// ‖g‖² of a drawn span (g compact, zero-padded in effect to the largest sentence's size): the
 /// terms DotTerm's, a zero past the sentence's size, so that reduce's passes launched for the
@@ -101,13 +106,15 @@ void CudaBackend::incremental_schedule(IncrementalState& state, SentenceSpan spa
 void CudaBackend::incremental_schedule_drawn(IncrementalState& state, const SagSamplerRef& sampler,
                                              const SagStepParams& p, Vector& w, Vector& d) {
   CudaSag& s = G(state);
-  if (p.B > 1 || s.k() + s.queued.size() + 2 >= 0xffffffffu) {  // a batch's draws, or stamps near 2³²
+  const bool batch = p.B > 1;
+  // Stamps near 2³², or a batch the device cannot draw and step in one chunk: on the host.
+  if (s.k() + s.queued.size() + 2 >= 0xffffffffu || (batch && !sag_drawn_batch_fits(s, std::size_t(p.B)))) {
     sag_finish(s);
     schedule_drawn_on_host(*this, state, sampler, p, w, d);
     return;
   }
   if (!s.queued.empty() && s.host_sampler.s != sampler.s) sag_finish(s);
-  if (sag_queue_ready(s, w, d, kDrawn)) {  // a new queue: the sampler's state onto the device
+  if (sag_queue_ready(s, w, d, batch ? kDrawnBatch : kDrawn)) {  // a new queue: the sampler onto the device
     const CudaCorpus& c = *s.corpus;
     if (sentence_plans_corpus_ != c.serial) plan_sentences(c, 0);
     s.host_sampler = sampler;
@@ -115,7 +122,7 @@ void CudaBackend::incremental_schedule_drawn(IncrementalState& state, const SagS
     if (s.draws.size() < kMaxQueue) s.draws.resize(kMaxQueue);
     if (s.draw_L0.size() < 1) s.draw_L0.resize(1);
   }
-  s.queued.emplace_back(kDrawn, p);
+  s.queued.emplace_back(batch ? kDrawnBatch : kDrawn, p);
   sag_enqueue(s, s.queued.size() - 1);
 }
 
@@ -150,7 +157,7 @@ void CudaBackend::sag_enqueue(CudaSag& s, std::size_t at) {
     sag_enqueue_drawn(s, at);
     return;
   }
-  if (s.queued[at].first == kBatch) {
+  if (s.queued[at].first == kBatch || s.queued[at].first == kDrawnBatch) {
     sag_enqueue_batch(s, at);
     return;
   }
@@ -401,28 +408,88 @@ bool CudaBackend::sag_batch_fits(const CudaSag& s, SentenceSpan span) {
   return plan(c, span, 0) == span.count && !split_fb();
 }
 
+bool CudaBackend::sag_drawn_batch_fits(const CudaSag& s, std::size_t B) {
+  // Any B sentences in one chunk (B of the longest), which no mode splits.
+  const CudaCorpus& c = *s.corpus;
+  const std::size_t T = std::max<std::size_t>(1, c.max_len);
+  if (B < 2 || B > kChunkIds || B > c.S || c.stream || B > sents_cap_ || B * T > rows_cap_) return false;
+  if (split_fb(FbWork{B, T, 0, 0, 0, nullptr, nullptr})) return false;
+  if (sentence_plans_corpus_ != c.serial) plan_sentences(c, 0);
+  return true;
+}
+
+SagBatchSizes CudaBackend::sag_batch_begin(CudaSag& s, std::size_t at, const SagGate& gate, SentenceSpan& span) {
+  // The batch onto the device (its SagBatch) and S(batch) built there: the host's span's, or the
+  // device's draws (then its sizes are bounds: B of the longest sentence, of the most groups).
+  const bool drawn = s.queued[at].first == kDrawnBatch;
+  const SagStepParams& p = s.queued[at].second;
+  const CudaCorpus& c = *s.corpus;
+  const SentencePlans& sp = sentence_plans_;
+  if (s.batch.size() < 1) s.batch.resize(1);
+  SagBatch* b = s.batch.get();
+  BatchUnion& u = batch_union_;
+  std::size_t n, rows, ng, compact;
+  if (drawn) {
+    n = std::size_t(p.B);
+    rows = n * std::max<std::size_t>(1, c.max_len);
+    ng = std::min(n * sp.most_groups, s.groups);
+    compact = std::min(n * sp.most_compact, dims_.num_weights());
+    launch_sag_draw_batch(s.sampler.ref(), b, n, sp.d_gbase.get(), c.sent_off.get(), c.edge_off.get(), rows,
+                          sent_.get(), order_.get(), slots_.get(), row_token_.get(), row_edge_.get(), stream_, gate);
+    plan_key_.corpus = 0;  // the device's chunk plan is the draw's: the next plan() is made and copied again
+    plan_on_device_ = slots_set_ = false;
+    u.corpus = 0;  // S(batch) on the device is not the host's plan's
+    u.on_device = false;
+    launch_batch_union(device_groups(), b, n, n * sp.most_groups, ng, sp.groups.get(), sp.d_gbase.get(), u, stream_);
+  } else {
+    span = s.batch_span(at);
+    if (!batch_union(c, span) || !sag_batch_fits(s, span)) throw Error("internal: a queued SAG batch left its chunk");
+    n = span.count;
+    rows = h_slots_[n];
+    ng = u.h_groups.size();
+    compact = u.compact;
+    BatchIds ids;
+    ids.off[0] = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      ids.sid[i] = span[i];
+      ids.off[i + 1] = std::uint32_t(ids.off[i] + (sp.gbase[span[i] + 1] - sp.gbase[span[i]]));
+    }
+    launch_sag_batch_set(b, ids, batch_rows(span), n, ng, compact, stream_);
+  }
+  return {n, rows, ng, compact};
+}
+
 void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
-  // incremental_sync's catch-up, incremental_search's evaluation and kRounds rounds of its trials,
-  // finish_sag_step's end, commit and store — on S(batch) built on the device from the plans made
-  // once (batch_union, as sgd-l1's batches), the chunk plan written from launch parameters, the
-  // span's losses summed on the device in span order: nothing copied up, nothing waited for.
-  const SentenceSpan span = s.batch_span(at);
+  // incremental_sync's catch-up, incremental_search's evaluation and its trials' rounds,
+  // finish_sag_step's end (a drawn batch: finish_drawn_span's), commit and store — on S(batch)
+  // built on the device from the plans made once (batch_union, as sgd-l1's batches), the chunk plan
+  // written by a kernel (from launch parameters, or by the draw), the span's losses summed on the
+  // device in span order: nothing copied up, nothing waited for. A drawn batch's sizes are the
+  // device's: its kernels are launched for bounds (B of the longest sentence, of the most groups).
+  const bool drawn = s.queued[at].first == kDrawnBatch;
   const SagStepParams& p = s.queued[at].second;
   const CudaCorpus& c = *s.corpus;
   Vector& w = *s.qw;
   s.synced = s.evaluated = s.tried = false;
   s.plan.valid = false;  // the host's plan is not this step's
-  if (!batch_union(c, span) || !sag_batch_fits(s, span)) throw Error("internal: a queued SAG batch left its chunk");
-  const BatchUnion& u = batch_union_;
-  const std::size_t n = span.count, rows = h_slots_[n], ng = u.h_groups.size(), L = dims_.L, LL = L * L;
-  const bool edges = !s.edge_slot.empty(), pairs = dims_.transitions || c.edge_off.get() != nullptr;
   const auto* halt = reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const char*>(s.queue.get()) +
                                                              offsetof(SagQueueState, halt));
   const SagGate gate{halt, std::uint32_t(at)};
-  const std::size_t k = s.k();
+  SentenceSpan span{};
+  const SagBatchSizes z = sag_batch_begin(s, at, gate, span);
+  const std::size_t n = z.n, rows = z.rows, ng = z.ng, compact = z.compact;  // a drawn batch's: bounds
+  SagBatch* b = s.batch.get();
+  BatchUnion& u = batch_union_;
+  const auto field = [b](std::size_t offset) {  // a field of *b (its sizes on the device)
+    return reinterpret_cast<const std::size_t*>(reinterpret_cast<const char*>(b) + offset);
+  };
+  const std::size_t* ng_at = drawn ? field(offsetof(SagBatch, ng)) : nullptr;
+  const std::size_t* compact_at = drawn ? field(offsetof(SagBatch, compact)) : nullptr;
+  const std::size_t L = dims_.L, LL = L * L, k = s.k();
+  const bool edges = !s.edge_slot.empty(), pairs = dims_.transitions || c.edge_off.get() != nullptr;
   if (k > 0 && ng)
     launch_sag_catch_up(device_groups(), u.groups.get(), ng, std::uint32_t(k), s.dP.get(), s.dS.get(), s.dR.get(),
-                        s.stamp.get(), P(w), P(*s.qd), stream_, gate);
+                        s.stamp.get(), P(w), P(*s.qd), stream_, gate, {}, ng_at);
   // The evaluation: the marginals out of the workspace (the trials' passes overwrite it), g, ‖g‖².
   if (s.red.size() < std::size_t(kRedBlocks) + 3) s.red.resize(std::size_t(kRedBlocks) + 3);
   if (s.search.size() < 1) s.search.resize(1);
@@ -431,10 +498,10 @@ void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
   reserve_device(s.new_node, rows * L);
   reserve_device(s.new_pair, n * LL);
   if (c.edge_off.get()) reserve_device(s.new_edge, rows * LL);
-  reserve_device(s.g, u.compact);
-  reserve_device(s.saved, u.compact);
+  reserve_device(s.g, compact);
+  reserve_device(s.saved, compact);
   reserve_device(s.coef, n);
-  batch_loss_on_device(c, w, span, true, f);
+  batch_loss_on_device(c, w, drawn ? nullptr : &span, n, rows, true, f);
   CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_node.get(), node_.get(), rows * L * sizeof(double), cudaMemcpyDeviceToDevice,
                                   stream_));
   if (pairs)
@@ -443,43 +510,60 @@ void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
   if (c.edge_off.get())
     CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_edge.get(), edge_.get(), rows * LL * sizeof(double),
                                     cudaMemcpyDeviceToDevice, stream_));
-  const BatchRows br = batch_rows(span);
   const BatchPlans t = batch_plans(c);
   const SagBatchMarginals m{s.new_node.get(), s.new_pair.get(), edges ? s.new_edge.get() : nullptr,
                             s.node.get(),     dims_.transitions ? s.pair.get() : nullptr,
                             edges ? s.edge.get() : nullptr};
-  launch_sag_batch_gradient(device_groups(), br, n, t, u.groups.get(), u.gofs.get(), ng, m, 1.0, s.g.get(), stream_);
-  const double* g2 = sag_g2_on_device(s, u.compact);
-  launch_sag_queue_search_start(s.search.get(), f, g2, s.queue.get(), gate.at, stream_, nullptr, double(n));
+  launch_sag_batch_gradient(device_groups(), b, ng, t, u.groups.get(), u.gofs.get(), m, 1.0, s.g.get(), stream_);
+  const double* g2 = sag_g2_on_device(s, compact, compact_at);
+  const double* L0 = drawn ? reinterpret_cast<const double*>(reinterpret_cast<const char*>(b) + offsetof(SagBatch, L0))
+                           : nullptr;
+  launch_sag_queue_search_start(s.search.get(), f, g2, s.queue.get(), gate.at, stream_, L0, double(n));
   const SagSpanView v{u.groups.get(), u.gofs.get(), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0u};
-  for (int r = 0; r < kRounds; ++r) {  // incremental_search's rounds, without a look
-    if (ng) launch_sag_trial(device_groups(), v, ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_);
-    batch_loss_on_device(c, w, span, false, ft);
+  for (int r = 0; r < (drawn ? kDrawnRounds : kRounds); ++r) {  // incremental_search's rounds, without a look
     if (ng)
-      launch_sag_trial(device_groups(), v, ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_);
+      launch_sag_trial(device_groups(), v, ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_, {},
+                       ng_at);
+    batch_loss_on_device(c, w, drawn ? nullptr : &span, n, rows, false, ft);
+    if (ng)
+      launch_sag_trial(device_groups(), v, ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_,
+                       {}, ng_at);
     launch_sag_search_tried(s.search.get(), ft, stream_);
   }
   double* coef = p.saga ? s.coef.get() : nullptr;
-  launch_sag_queue_step(s.queue.get(), s.search.get(), gate.at, p, k + 1, s.dP.get(), s.dS.get(), s.dR.get(), coef,
-                        stream_, std::uint32_t(n));
-  launch_sag_batch_commit(device_groups(), br, n, t, u.groups.get(), ng, m, coef, P(*s.qd), P(w), stream_, gate);
-  launch_sag_batch_store(L, br, n, c.sent_off.get(), t.slots, m, stream_, gate);
+  if (drawn)
+    launch_sag_drawn_batch_end(s.queue.get(), s.search.get(), gate.at, s.sampler.ref(), b, p, k + 1, s.dP.get(),
+                               s.dS.get(), s.dR.get(), coef, stream_);
+  else
+    launch_sag_queue_step(s.queue.get(), s.search.get(), gate.at, p, k + 1, s.dP.get(), s.dS.get(), s.dR.get(), coef,
+                          stream_, std::uint32_t(n));
+  launch_sag_batch_commit(device_groups(), b, ng, t, u.groups.get(), m, coef, P(*s.qd), P(w), stream_, gate);
+  launch_sag_batch_store(L, b, n, c.sent_off.get(), t.slots, m, stream_, gate);
   sag_placeholder(s);
   s.run_from = s.queued.size();  // (never in a run)
 }
 
-void CudaBackend::batch_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span, bool backward,
-                                       double* out) {
-  // span_marginals' chunk (backward) or evaluate's forward-only one, the losses summed on the device.
-  const std::size_t n = span.count;
-  if (plan(c, span, 0) != n) throw Error("internal: a SAG batch beyond one chunk");
+void CudaBackend::batch_loss_on_device(const CudaCorpus& c, const Vector& w, const SentenceSpan* span, std::size_t n,
+                                       std::size_t rows, bool backward, double* out) {
+  // span_marginals' chunk (backward) or evaluate's forward-only one, the losses summed on the
+  // device; a drawn batch's (span null) chunk plan and rows as its draw wrote them.
   prepare(w);
-  if (!plan_on_device_) {
-    launch_chunk_from_ids(h_sent_.data(), h_order_.data(), n, c.sent_off.get(), sent_.get(), order_.get(),
-                          slots_.get(), stream_);
-    plan_on_device_ = true;
+  if (span) {
+    if (plan(c, *span, 0) != n) throw Error("internal: a SAG batch beyond one chunk");
+    if (!plan_on_device_) {
+      launch_chunk_from_ids(h_sent_.data(), h_order_.data(), n, c.sent_off.get(), sent_.get(), order_.get(),
+                            slots_.get(), stream_);
+      plan_on_device_ = true;
+    }
+    run_chunk_front(c, w, n, rows, false);
+  } else {
+    const CorpusArrays a = arrays(c);
+    launch_emission(int(dims_.L), rows, row_token_.get(), a.state_off, a.state_ids, a.state_vals, P(w), dgroups_,
+                    S_.get(), stream_);
+    if (a.edge_off)
+      launch_edge_matrix(int(dims_.L), rows, row_token_.get(), row_edge_.get(), a.edge_off, a.edge_ids, a.edge_vals,
+                         trans_ptr(w), P(w), dgroups_, edge_.get(), stream_);
   }
-  run_chunk_front(c, w, n, h_slots_[n], false);
   FbParams fp = fb_params(c, w);
   fp.gold = true;
   fp.backward = backward;
@@ -487,7 +571,7 @@ void CudaBackend::batch_loss_on_device(const CudaCorpus& c, const Vector& w, Sen
     fp.node = node_.get();
     fp.pair = dims_.transitions || c.edge_off.get() != nullptr ? pair_.get() : nullptr;
   }
-  launch_fb(fp, n);
+  launch_fb(fp, n, FbWork{n, 0, 0, 0, 0, nullptr, nullptr});  // (never split: sag_batch_fits)
   launch_span_loss(losses_.get(), n, out, stream_);
 }
 
@@ -500,7 +584,7 @@ void CudaBackend::sag_finish(CudaSag& s) {
     for (auto [dst, src] : {std::pair{&s.P, &s.dP}, std::pair{&s.S, &s.dS}, std::pair{&s.R, &s.dR}})
       CRFX_CUDA_CHECK(cudaMemcpyAsync(dst->data() + k0 + 1, src->get() + k0 + 1, m * sizeof(double),
                                       cudaMemcpyDeviceToHost, stream_));
-    const bool drawn = s.queued.front().first == kDrawn;
+    const bool drawn = drawn_kind(s.queued.front().first);
     if (drawn) s.sampler.download(s.host_sampler, stream_);  // the sampler as the draws left it
     sync();
     if (drawn) s.sampler.downloaded(s.host_sampler);
@@ -528,7 +612,15 @@ void CudaBackend::sag_finish(CudaSag& s) {
     s.hq.halt = SagQueueState::kNoHalt;
     Vector& w = *s.qw;
     Vector& d = *s.qd;
-    if (drawn) {  // drawn and visited on the device (the sampler read back as it was then)
+    if (queued[h].first == kDrawnBatch) {  // drawn and visited on the device, as one below
+      SagBatch x;
+      CRFX_CUDA_CHECK(cudaMemcpyAsync(&x, s.batch.get(), sizeof x, cudaMemcpyDeviceToHost, stream_));
+      sync();
+      const std::vector<std::uint32_t> ids(x.ids.sid, x.ids.sid + x.n);
+      const std::vector<double> prob(x.prob, x.prob + x.n);
+      incremental_sync(s, SentenceSpan{ids.data(), ids.size()}, w, d);  // caught up already: no-op
+      finish_drawn_span(*this, s, s.host_sampler, ids, prob, queued[h].second, w, d);
+    } else if (drawn) {  // drawn and visited on the device (the sampler read back as it was then)
       SagDraw x{};
       CRFX_CUDA_CHECK(cudaMemcpyAsync(&x, s.draws.get() + h, sizeof x, cudaMemcpyDeviceToHost, stream_));
       sync();

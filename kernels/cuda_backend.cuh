@@ -557,14 +557,19 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   bool sag_runs(const CudaSag& s) const;
   void sag_launch_run(CudaSag& s);
   const double* sag_evaluate_picked(CudaSag& s, const Vector& w, const SagPick& pick);
-  /// ‖s.g‖² over its first `compact` entries (reduce()'s two passes) left on the device.
-  const double* sag_g2_on_device(CudaSag& s, std::size_t compact);
+  /// ‖s.g‖² over its first `compact` entries (reduce()'s two passes) left on the device; with
+  /// compact_at, over the first *compact_at (the device's count, `compact` its bound).
+  const double* sag_g2_on_device(CudaSag& s, std::size_t compact, const std::size_t* compact_at = nullptr);
   /// A batch step (a span of several sentences) queued on the device: whether the span takes it
-  /// (2 … kChunkIds labeled sentences of a resident corpus in one chunk, unsplit), its launches,
-  /// and its chunk's loss (the sum of its sentences', into *out) with or without the marginals.
+  /// (2 … kChunkIds labeled sentences of a resident corpus in one chunk, unsplit) or, drawn on the
+  /// device (SAG-NUS), a batch of B; its launches; and its chunk's loss (the sum of its sentences',
+  /// into *out) with or without the marginals (n sentences on `rows` rows: a drawn batch's bound).
   bool sag_batch_fits(const CudaSag& s, SentenceSpan span);
+  bool sag_drawn_batch_fits(const CudaSag& s, std::size_t B);
   void sag_enqueue_batch(CudaSag& s, std::size_t at);
-  void batch_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span, bool backward, double* out);
+  SagBatchSizes sag_batch_begin(CudaSag& s, std::size_t at, const SagGate& gate, SentenceSpan& span);
+  void batch_loss_on_device(const CudaCorpus& c, const Vector& w, const SentenceSpan* span, std::size_t n,
+                            std::size_t rows, bool backward, double* out);
   void sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward);
   CudaSparse& X(SparseVector& x) const {
     auto* p = dynamic_cast<CudaSparse*>(&x);

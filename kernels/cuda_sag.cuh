@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "crfx/internal/backend.hpp"
+#include "batch_kernels.cuh"
 #include "device_buffer.cuh"
 #include "sag_kernels.cuh"
 
@@ -105,6 +106,12 @@ struct SagDeviceSampler {
   void keep(const SagSamplerRef& host);
 };
 
+/// A SAG batch step's sentences, chunk rows, S(batch)'s groups and compact size — bounds where the
+/// device drew the batch (CudaBackend::sag_batch_begin).
+struct SagBatchSizes {
+  std::size_t n, rows, ng, compact;
+};
+
 /// SAG / SAGA state on the device. Stored marginals are kept as deltas μ − gold (all zero at the
 /// start, which is the contract's "gold indicators"), so Δ_i = X_iᵀ(δ_new − δ_stored).
 struct CudaSag final : IncrementalState, LazyStepHistory {
@@ -141,10 +148,12 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   SagSamplerRef host_sampler{};
   DeviceBuffer<SagDraw> draws;  // [kMaxQueue]
   DeviceBuffer<double> draw_L0;  // [1]
-  // Batch steps (a span of 2 … kChunkIds sentences, uniform sampling; sag_enqueue_batch): queued
-  // step i's sentences at batch_ids[batch_at[i], batch_at[i + 1]) (a queue of batch steps only).
+  // Batch steps (a span of 2 … kChunkIds sentences; sag_enqueue_batch): under uniform sampling
+  // queued step i's sentences at batch_ids[batch_at[i], batch_at[i + 1]) (a queue of batch steps
+  // only); SAG-NUS's drawn on the device into `batch`.
   std::vector<std::uint32_t> batch_ids;
   std::vector<std::size_t> batch_at{0};
+  DeviceBuffer<SagBatch> batch;  // [1] the batch step's sentences as its kernels read them (drawn there: SAG-NUS)
   SentenceSpan batch_span(std::size_t i) const {
     return {batch_ids.data() + batch_at[i], batch_at[i + 1] - batch_at[i]};
   }

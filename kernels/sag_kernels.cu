@@ -21,12 +21,14 @@ namespace {
 /// null); block per group. Explicit round-to-nearest arithmetic: the CPU's formula, no FMA.
 __global__ void __launch_bounds__(256) sag_catch_up_kernel(WeightGroups gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                                     const double* P, const double* S, const double* R, std::uint32_t* stamp,
-                                    double* w, const double* d, SagGate gate, SagPick pick) {
+                                    double* w, const double* d, SagGate gate, SagPick pick,
+                                    const std::size_t* count_at) {
   if (gate.halted_before(gate.at)) return;  // grid-uniform
   if (pick.draw) {
     list = pick.view().groups;
     count = pick.groups();
   }
+  if (count_at) count = *count_at;
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = list ? list[q] : std::uint32_t(q);
     const std::uint32_t k0 = stamp[gid];
@@ -65,7 +67,7 @@ __global__ void __launch_bounds__(256) sag_gradient_kernel(WeightGroups gl, SagS
 /// the step its current one.
 __global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpanView v, std::size_t count, bool save, double step,
                                  const SagLineSearch* search, const double* g, double* saved, double* w,
-                                 SagPick pick) {
+                                 SagPick pick, const std::size_t* count_at) {
   if (search) {
     if (search->done) return;  // grid-uniform
     step = search->step();
@@ -74,6 +76,7 @@ __global__ void __launch_bounds__(256) sag_trial_kernel(WeightGroups gl, SagSpan
     v = pick.view();
     count = pick.groups();
   }
+  if (count_at) count = *count_at;
   for (std::size_t q = blockIdx.x; q < count; q += gridDim.x) {
     const std::uint32_t gid = v.groups[q];
     const std::size_t size = gl.size(gid), b = gl.begin(gid), o = v.gofs[q];
@@ -248,9 +251,10 @@ unsigned group_grid(std::size_t groups) { return grid_for(groups, 1, 1u << 20); 
 
 void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                          const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
-                         const double* d, cudaStream_t s, SagGate gate, const SagPick& pick) {
-  CRFX_LAUNCH(sag_catch_up_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, list, count, k, P, S, R, stamp,
-              w, d, gate, pick);
+                         const double* d, cudaStream_t s, SagGate gate, const SagPick& pick,
+                         const std::size_t* count_at) {
+  CRFX_LAUNCH(sag_catch_up_kernel, count_at ? grid_for(count, 1, 4096) : group_grid(count), group_threads(gl.L), 0, s,
+              gl, list, count, k, P, S, R, stamp, w, d, gate, pick, count_at);
 }
 
 void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
@@ -262,9 +266,9 @@ void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size
 
 void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
                       const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s,
-                      const SagPick& pick) {
-  CRFX_LAUNCH(sag_trial_kernel, group_grid(count), group_threads(gl.L), 0, s, gl, v, count, save, step, search, g,
-              saved, w, pick);
+                      const SagPick& pick, const std::size_t* count_at) {
+  CRFX_LAUNCH(sag_trial_kernel, count_at ? grid_for(count, 1, 4096) : group_grid(count), group_threads(gl.L), 0, s, gl,
+              v, count, save, step, search, g, saved, w, pick, count_at);
 }
 
 void launch_sag_search_start(SagLineSearch* search, const double* f, const double* g2, double B, double L0,

@@ -189,10 +189,12 @@ struct SagGate {
 // over the group's entries; `gl` is the weight groups with device pointers
 // (CudaBackend::device_groups): weight k of a group reads column slot(k) of its marginal rows.
 
-/// Brings the listed groups (all groups when `list` is null) from their stamp to step k.
+/// Brings the listed groups (all groups when `list` is null) from their stamp to step k. With
+/// count_at, the device's count (at most `count`: the launch's bound) replaces it (a drawn batch).
 void launch_sag_catch_up(const WeightGroups& gl, const std::uint32_t* list, std::size_t count, std::uint32_t k,
                          const double* P, const double* S, const double* R, std::uint32_t* stamp, double* w,
-                         const double* d, cudaStream_t s, SagGate gate = {}, const SagPick& pick = {});
+                         const double* d, cudaStream_t s, SagGate gate = {}, const SagPick& pick = {},
+                         const std::size_t* count_at = nullptr);
 /// g (compact, per group) = scale · the span's gradient from its deltas.
 void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size_t count, const double* new_node,
                          const double* new_pair, const double* new_edge, double scale, double* g, cudaStream_t s,
@@ -201,7 +203,7 @@ void launch_sag_gradient(const WeightGroups& gl, const SagSpanView& v, std::size
 /// its step, and not at all once it is done.
 void launch_sag_trial(const WeightGroups& gl, const SagSpanView& v, std::size_t count, bool save, double step,
                       const SagLineSearch* search, const double* g, double* saved, double* w, cudaStream_t s,
-                      const SagPick& pick = {});
+                      const SagPick& pick = {}, const std::size_t* count_at = nullptr);
 /// *search = SagLineSearch(*f, *g2, B, L0) (one thread).
 void launch_sag_search_start(SagLineSearch* search, const double* f, const double* g2, double B, double L0,
                              cudaStream_t s);

@@ -59,8 +59,8 @@
 //   (of one sentence, or a batch that one chunk takes) on the device without a wait (issue 37).
 //   NUS hands the backend the sampler too (incremental_schedule_drawn): the draws ∝ L_i need the
 //   L_i of the step before, so the CUDA backend draws on the device with the same code (host/
-//   rules/sag_sampler.hpp) at batch size 1 and writes the sampler back when read; a batch of NUS
-//   draws runs on the host's primitives (schedule_drawn_on_host, host/rules/sag_update.hpp).
+//   rules/sag_sampler.hpp: draw_one, draw_span) and writes the sampler back when read; the CPU
+//   backend steps on its primitives (schedule_drawn_on_host, host/rules/sag_update.hpp).
 // SAGA uses the same L estimates with α divided by 3 in the Lipschitz part (α = 1/(3L + λ), as
 // Defazio et al. 2014 recommend); p_j is the draw probability of j at the time of the draw.
 //

@@ -154,8 +154,9 @@ TEST(CudaSagQueue, BatchStepsEqualTheHostsStepByStep) {
                                                 << " lambda=" << lambda << " L0=" << L0 << " read every "
                                                 << read_every);
               const SagStepParams params{lambda, mu1, saga ? 3.0 : 1.0, double(batch), nd, 7.0, 1.0 / nd, 0.97, saga};
-              const ScheduledRun host = run_scheduled(p, Scheduled::host, params, L0, 40, read_every, batch);
-              expect_same(run_scheduled(p, Scheduled::launches, params, L0, 40, read_every, batch), host);
+              const std::size_t steps = lambda > 1 ? 80 : 40;  // P_k reaches 1e-150 after ~60 steps
+              const ScheduledRun host = run_scheduled(p, Scheduled::host, params, L0, steps, read_every, batch);
+              expect_same(run_scheduled(p, Scheduled::launches, params, L0, steps, read_every, batch), host);
               EXPECT_GT(host.scalars.trials, 0u);
             }
   // L > 32 without edge features, 24 sentences a batch.
@@ -250,6 +251,39 @@ TEST(CudaSagQueue, DrawnStepsEqualTheHostsStepByStep) {
     expect_same(run_drawn(q, Scheduled::runs, params, SamplerMode::mixed, 1e-3, steps, 1000000),
                 run_drawn(q, Scheduled::host, params, SamplerMode::mixed, 1e-3, steps, 1000000));
   });
+}
+
+// SAG-NUS's batches drawn and stepped on the device (B = 2 and 8 of 25 sentences: draws redrawn
+// on repeats; B = 24 at L = 40): the model, the L_i and the generator are the host's step by step
+// (schedule_drawn_on_host: draw_span, span plans, each loss read back), bit for bit — SAG and SAGA
+// (each member's coefficient from its own probability), mixed and lipschitz sampling, and the
+// halts (every L_i at 1e-3; P_k underflowing: the L_i restored on the device).
+TEST(CudaSagQueue, DrawnBatchStepsEqualTheHostsStepByStep) {
+  REQUIRE_GPU();
+  std::size_t index = 0;
+  const auto p = random_problem(4, 20, 2, 25, 9, 17);
+  const double nd = double(p.corpus.num_sentences());
+  for (std::size_t batch : {2u, 8u})
+    for (bool saga : {false, true})
+      for (SamplerMode mode : {SamplerMode::mixed, SamplerMode::lipschitz})
+        for (double lambda : {0.02, 400.0})
+          for (double Li : {1.0, 1e-3}) {
+            if (!schedule_share(index++)) continue;  // the schedule seeds share the cases
+            SCOPED_TRACE(::testing::Message() << (saga ? "saga" : "sag") << " batch " << batch << " mode=" << int(mode)
+                                              << " lambda=" << lambda << " Li=" << Li);
+            const SagStepParams params{lambda, 0.01, saga ? 3.0 : 1.0, double(batch), nd, 0.0, 0.0, 1.0, saga};
+            const std::size_t read_every = batch == 2 ? 7 : 1000;
+            const std::size_t steps = lambda > 1 ? 100 : 40;  // P_k reaches 1e-150 after ~80 steps
+            const DrawnRun host = run_drawn(p, Scheduled::host, params, mode, Li, steps, read_every);
+            expect_same(run_drawn(p, Scheduled::launches, params, mode, Li, steps, read_every), host);
+            EXPECT_GT(host.scalars.trials, 0u);
+          }
+  if (schedule_share(index++)) {  // L > 32, 24 sentences a batch
+    const auto q = random_problem(40, 20, 0, 60, 9, 17);
+    const SagStepParams params{0.02, 0.01, 3.0, 24.0, double(q.corpus.num_sentences()), 0.0, 0.0, 1.0, true};
+    expect_same(run_drawn(q, Scheduled::launches, params, SamplerMode::mixed, 1e-3, 12, 1000000),
+                run_drawn(q, Scheduled::host, params, SamplerMode::mixed, 1e-3, 12, 1000000));
+  }
 }
 
 }  // namespace
