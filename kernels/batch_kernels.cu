@@ -358,40 +358,41 @@ unsigned batch_grid(std::size_t most) { return grid_for(most, 1, 4096); }
 
 }  // namespace
 
-void launch_batch_union(const WeightGroups& gl, const BatchIds& ids, std::size_t n,
-                        const std::uint32_t* sentence_groups, const std::size_t* gbase, std::size_t compact,
-                        BatchUnion& u, cudaStream_t s) {
+namespace {
+/// The union kernels on a batch's ids (by value, or on the device), their scratch sized for
+/// `entries` list entries and `ng` groups; ng = kNoCount: gofs[ng] is left to the caller.
+template <class Ids>
+void union_launches(const WeightGroups& gl, Ids ids, std::size_t n, std::size_t entries, std::size_t ng,
+                    std::size_t compact, const std::uint32_t* sentence_groups, const std::size_t* gbase,
+                    BatchUnion& u, cudaStream_t s, std::size_t place_ng) {
   if (n == 0 || n > kChunkIds) throw Error("internal: a batch union of " + std::to_string(n) + " sentences");
-  const std::size_t entries = ids.off[n], ng = u.h_groups.size();
   reserve_device(u.flag, std::max<std::size_t>(entries, 1));
   reserve_device(u.count, entries + n);
   reserve_device(u.size, entries + n);
   reserve_device(u.groups, std::max<std::size_t>(ng, 1));
   reserve_device(u.gofs, ng + 1);
   const unsigned blocks = grid_for(n, 1, 1u << 20);
-  CRFX_LAUNCH(union_flag_kernel<BatchIds>, blocks, 128, 0, s, ids, n, sentence_groups, gbase, u.flag.get());
-  CRFX_LAUNCH(union_prefix_kernel<BatchIds>, grid_for(n, 64), 64, 0, s, gl, ids, n, sentence_groups, gbase,
-              u.flag.get(), u.count.get(), u.size.get());
-  CRFX_LAUNCH(union_place_kernel<BatchIds>, blocks, 128, 0, s, ids, n, sentence_groups, gbase, u.flag.get(),
-              u.count.get(), u.size.get(), ng, compact, u.groups.get(), u.gofs.get());
+  CRFX_LAUNCH(union_flag_kernel<Ids>, blocks, 128, 0, s, ids, n, sentence_groups, gbase, u.flag.get());
+  CRFX_LAUNCH(union_prefix_kernel<Ids>, grid_for(n, 64), 64, 0, s, gl, ids, n, sentence_groups, gbase, u.flag.get(),
+              u.count.get(), u.size.get());
+  CRFX_LAUNCH(union_place_kernel<Ids>, blocks, 128, 0, s, ids, n, sentence_groups, gbase, u.flag.get(),
+              u.count.get(), u.size.get(), place_ng, compact, u.groups.get(), u.gofs.get());
+}
+}  // namespace
+
+void launch_batch_union(const WeightGroups& gl, const BatchIds& ids, std::size_t n,
+                        const std::uint32_t* sentence_groups, const std::size_t* gbase, std::size_t compact,
+                        BatchUnion& u, cudaStream_t s) {
+  if (n == 0 || n > kChunkIds) throw Error("internal: a batch union of " + std::to_string(n) + " sentences");
+  const std::size_t ng = u.h_groups.size();
+  union_launches(gl, ids, n, ids.off[n], ng, compact, sentence_groups, gbase, u, s, ng);
 }
 
 void launch_batch_union(const WeightGroups& gl, SagBatch* b, std::size_t n, std::size_t entries, std::size_t ng,
                         const std::uint32_t* sentence_groups, const std::size_t* gbase, BatchUnion& u,
                         cudaStream_t s) {
-  if (n == 0 || n > kChunkIds) throw Error("internal: a batch union of " + std::to_string(n) + " sentences");
-  reserve_device(u.flag, std::max<std::size_t>(entries, 1));
-  reserve_device(u.count, entries + n);
-  reserve_device(u.size, entries + n);
-  reserve_device(u.groups, std::max<std::size_t>(ng, 1));
-  reserve_device(u.gofs, ng + 1);
-  const unsigned blocks = grid_for(n, 1, 1u << 20);
   const BatchIds* ids = &b->ids;
-  CRFX_LAUNCH(union_flag_kernel<const BatchIds*>, blocks, 128, 0, s, ids, n, sentence_groups, gbase, u.flag.get());
-  CRFX_LAUNCH(union_prefix_kernel<const BatchIds*>, grid_for(n, 64), 64, 0, s, gl, ids, n, sentence_groups, gbase,
-              u.flag.get(), u.count.get(), u.size.get());
-  CRFX_LAUNCH(union_place_kernel<const BatchIds*>, blocks, 128, 0, s, ids, n, sentence_groups, gbase, u.flag.get(),
-              u.count.get(), u.size.get(), kNoCount, 0, u.groups.get(), u.gofs.get());
+  union_launches(gl, ids, n, entries, ng, 0, sentence_groups, gbase, u, s, kNoCount);
   CRFX_LAUNCH(union_totals_kernel, 1, 1, 0, s, b, u.count.get(), u.size.get(), u.gofs.get());
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rules/sag_sampler.hpp"
+#include "sampler_state.hpp"
 
 namespace crfx {
 namespace {
@@ -129,14 +130,11 @@ TEST(SagSampler, DrawsAsTheHostSamplerDid) {
     for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(1000)}) {
       SCOPED_TRACE(::testing::Message() << "mode " << int(mode) << ", n = " << n);
       OldSampler old(n, int(mode), 5);
-      SagSamplerScalars sc{};
-      sc.rng.seed(5);
-      sc.n = n;
-      sc.leaves = old.size;
-      sc.mode = mode;
-      std::vector<double> sum(2 * sc.leaves, 0.0), max(2 * sc.leaves, 0.0);
-      std::vector<char> seen(n, 0);
-      const SagSamplerRef r{&sc, sum.data(), max.data(), seen.data()};
+      SamplerState shared(n, mode, 5);
+      SagSamplerScalars& sc = shared.sc;
+      const std::vector<double>&sum = shared.sum, &max = shared.max;
+      const std::vector<char>& seen = shared.seen;
+      const SagSamplerRef r = shared.ref();
       std::mt19937 found(9);  // the constants the "line search" finds
       std::size_t differ = 0;
       for (int step = 0; step < 5000; ++step) {
@@ -174,14 +172,10 @@ TEST(SagSampler, SpansDrawAsTheHostSamplerDid) {
       for (std::size_t B : {std::size_t(2), std::size_t(5), std::size_t(9)}) {
         SCOPED_TRACE(::testing::Message() << "mode " << int(mode) << ", n = " << n << ", B = " << B);
         OldSampler old(n, int(mode), 11);
-        SagSamplerScalars sc{};
-        sc.rng.seed(11);
-        sc.n = n;
-        sc.leaves = old.size;
-        sc.mode = mode;
-        std::vector<double> sum(2 * sc.leaves, 0.0), max(2 * sc.leaves, 0.0);
-        std::vector<char> seen(n, 0), in_batch(n, 0);
-        const SagSamplerRef r{&sc, sum.data(), max.data(), seen.data()};
+        SamplerState shared(n, mode, 11);
+        SagSamplerScalars& sc = shared.sc;
+        std::vector<char> in_batch(n, 0);
+        const SagSamplerRef r = shared.ref();
         std::vector<std::uint32_t> ids(B), ids_old(B);
         std::vector<double> prob(B), prob_old(B);
         std::size_t differ = 0, repeats = 0;
@@ -200,7 +194,7 @@ TEST(SagSampler, SpansDrawAsTheHostSamplerDid) {
         }
         EXPECT_EQ(differ, 0u);
         if (n == 9) EXPECT_GT(repeats, 0u) << "no repeat was redrawn";
-        EXPECT_EQ(sum, old.sum);
+        EXPECT_EQ(shared.sum, old.sum);
         EXPECT_EQ(sc.m, old.m);
         EXPECT_EQ(sc.rng(), old.gen()) << "the generators after the draws";
       }

@@ -11,26 +11,10 @@
 #include "../kernels/cuda_api.hpp"
 #include "gpu_check.hpp"
 #include "rules/sag_sampler.hpp"
+#include "../sampler_state.hpp"
 
 namespace crfx {
 namespace {
-
-/// A sampler's state on n sentences, its arrays owned.
-struct SamplerState {
-  SagSamplerScalars sc{};
-  std::vector<double> sum, max;
-  std::vector<char> seen;
-  SamplerState(std::size_t n, SamplerMode mode, std::uint64_t seed) : seen(n, 0) {
-    sc.rng.seed(seed);
-    sc.n = n;
-    sc.leaves = 1;
-    while (sc.leaves < n) sc.leaves *= 2;
-    sc.mode = mode;
-    sum.assign(2 * sc.leaves, 0.0);
-    max.assign(2 * sc.leaves, 0.0);
-  }
-  SagSamplerRef ref() { return {&sc, sum.data(), max.data(), seen.data()}; }
-};
 
 /// The line search's L: L0 doubled up to a constant of the sentence's (1 … 5, a Lipschitz
 /// constant), as Algorithm 2's doublings find it.
