@@ -412,10 +412,10 @@ bool CudaBackend::sag_drawn_batch_fits(const CudaSag& s, std::size_t B) {
   // Any B sentences in one chunk (B of the longest), which no mode splits.
   const CudaCorpus& c = *s.corpus;
   const std::size_t T = std::max<std::size_t>(1, c.max_len);
-  if (B < 2 || B > kChunkIds || B > c.S || c.stream || B > sents_cap_ || B * T > rows_cap_) return false;
+  if (B < 2 || B > kChunkIds || B > c.S || c.stream || B > sents_cap_) return false;
   if (split_fb(FbWork{B, T, 0, 0, 0, nullptr, nullptr})) return false;
   if (sentence_plans_corpus_ != c.serial) plan_sentences(c, 0);
-  return true;
+  return sentence_plans_.top_rows[B] <= rows_cap_;
 }
 
 SagBatchSizes CudaBackend::sag_batch_begin(CudaSag& s, std::size_t at, const SagGate& gate, SentenceSpan& span) {
@@ -430,17 +430,17 @@ SagBatchSizes CudaBackend::sag_batch_begin(CudaSag& s, std::size_t at, const Sag
   BatchUnion& u = batch_union_;
   std::size_t n, rows, ng, compact;
   if (drawn) {
-    n = std::size_t(p.B);
-    rows = n * std::max<std::size_t>(1, c.max_len);
-    ng = std::min(n * sp.most_groups, s.groups);
-    compact = std::min(n * sp.most_compact, dims_.num_weights());
+    n = std::size_t(p.B);  // the n largest sentences' sums bound the batch's
+    rows = std::max<std::size_t>(1, sp.top_rows[n]);
+    ng = std::min(sp.top_groups[n], s.groups);
+    compact = std::min(sp.top_compact[n], dims_.num_weights());
     launch_sag_draw_batch(s.sampler.ref(), b, n, sp.d_gbase.get(), c.sent_off.get(), c.edge_off.get(), rows,
                           sent_.get(), order_.get(), slots_.get(), row_token_.get(), row_edge_.get(), stream_, gate);
     plan_key_.corpus = 0;  // the device's chunk plan is the draw's: the next plan() is made and copied again
     plan_on_device_ = slots_set_ = false;
     u.corpus = 0;  // S(batch) on the device is not the host's plan's
     u.on_device = false;
-    launch_batch_union(device_groups(), b, n, n * sp.most_groups, ng, sp.groups.get(), sp.d_gbase.get(), u, stream_);
+    launch_batch_union(device_groups(), b, n, sp.top_groups[n], ng, sp.groups.get(), sp.d_gbase.get(), u, stream_);
   } else {
     span = s.batch_span(at);
     if (!batch_union(c, span) || !sag_batch_fits(s, span)) throw Error("internal: a queued SAG batch left its chunk");

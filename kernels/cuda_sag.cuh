@@ -80,6 +80,9 @@ struct SentencePlans {
   // compact; and the largest sentence's group count and compact size (its kernels' launch sizes).
   DeviceBuffer<std::size_t> d_gbase, d_obase, d_compact;
   std::size_t most_groups = 0, most_compact = 0;
+  // [k + 1], k ≤ kChunkIds: the sum of the k largest sentences' tokens, group counts, compact sizes
+  // (bounds of a batch of k the device draws, SAG-NUS's).
+  std::vector<std::size_t> top_rows, top_groups, top_compact;
 };
 
 /// SAG-NUS's sampler on the device (issue 37): a copy of the host's (SagSampler,
