@@ -25,7 +25,7 @@
 // in span order, the gradient, commit and store sentence by sentence over the plans made once
 // (batch_kernels.cu, reading the batch from a SagBatch on the device) — the span plan's sums bit
 // for bit; a halted one is finished on the host's primitives. SAG-NUS's batches (drawn ones, any B
-// sentences fitting a chunk of the longest) are drawn there by one thread (draw_span), which also
+// sentences whose B longest fit a chunk) are drawn there by one thread (draw_span), which also
 // writes the chunk plan and rows; S(batch)'s sizes stay on the device and its kernels are
 // launched for bounds. Other spans take the host's path (schedule_on_host, _drawn_) at once.
 #include <cuda_runtime.h>
@@ -409,7 +409,7 @@ bool CudaBackend::sag_batch_fits(const CudaSag& s, SentenceSpan span) {
 }
 
 bool CudaBackend::sag_drawn_batch_fits(const CudaSag& s, std::size_t B) {
-  // Any B sentences in one chunk (B of the longest), which no mode splits.
+  // Any B sentences in one chunk (the B longest fit it), which no mode splits.
   const CudaCorpus& c = *s.corpus;
   const std::size_t T = std::max<std::size_t>(1, c.max_len);
   if (B < 2 || B > kChunkIds || B > c.S || c.stream || B > sents_cap_) return false;
@@ -420,7 +420,7 @@ bool CudaBackend::sag_drawn_batch_fits(const CudaSag& s, std::size_t B) {
 
 SagBatchSizes CudaBackend::sag_batch_begin(CudaSag& s, std::size_t at, const SagGate& gate, SentenceSpan& span) {
   // The batch onto the device (its SagBatch) and S(batch) built there: the host's span's, or the
-  // device's draws (then its sizes are bounds: B of the longest sentence, of the most groups).
+  // device's draws (then its sizes are bounds: the sums of the B largest sentences').
   const bool drawn = s.queued[at].first == kDrawnBatch;
   const SagStepParams& p = s.queued[at].second;
   const CudaCorpus& c = *s.corpus;
@@ -465,7 +465,7 @@ void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
   // built on the device from the plans made once (batch_union, as sgd-l1's batches), the chunk plan
   // written by a kernel (from launch parameters, or by the draw), the span's losses summed on the
   // device in span order: nothing copied up, nothing waited for. A drawn batch's sizes are the
-  // device's: its kernels are launched for bounds (B of the longest sentence, of the most groups).
+  // device's: its kernels are launched for bounds (the sums of the B largest sentences').
   const bool drawn = s.queued[at].first == kDrawnBatch;
   const SagStepParams& p = s.queued[at].second;
   const CudaCorpus& c = *s.corpus;
