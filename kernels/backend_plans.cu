@@ -148,6 +148,26 @@ std::vector<std::uint32_t> CudaBackend::edge_slots(const CudaCorpus& c, std::siz
   return slot;
 }
 
+namespace {
+/// The sums of the k largest sentences' tokens, group counts and compact sizes, k ≤ kChunkIds
+/// (SentencePlans::top_rows …: bounds of a batch the device draws).
+void top_sums(const CudaCorpus& c, SentencePlans& sp) {
+  const auto top = [](std::vector<std::size_t> v, std::vector<std::size_t>& out) {
+    const std::size_t k = std::min(v.size(), kChunkIds);
+    std::partial_sort(v.begin(), v.begin() + std::ptrdiff_t(k), v.end(), std::greater<>());
+    out.assign(1, 0);
+    for (std::size_t i = 0; i < k; ++i) out.push_back(out.back() + v[i]);
+  };
+  const std::size_t S = sp.compact.size();
+  std::vector<std::size_t> sizes(S);
+  for (std::size_t s = 0; s < S; ++s) sizes[s] = c.h_sent_off[s + 1] - c.h_sent_off[s];
+  top(sizes, sp.top_rows);
+  for (std::size_t s = 0; s < S; ++s) sizes[s] = sp.gbase[s + 1] - sp.gbase[s];
+  top(sizes, sp.top_groups);
+  top(sp.compact, sp.top_compact);
+}
+}  // namespace
+
 void CudaBackend::plan_sentences(const CudaCorpus& c, std::size_t other_bytes) {
   require_resident(c, "a stochastic trainer's per-sentence plans");
   std::size_t free_b = 0, total_b = 0;
@@ -233,20 +253,7 @@ void CudaBackend::plan_sentences(const CudaCorpus& c, std::size_t other_bytes) {
     sp.most_groups = std::max(sp.most_groups, sp.gbase[s + 1] - sp.gbase[s]);
     sp.most_compact = std::max(sp.most_compact, sp.compact[s]);
   }
-  // The sums of the k largest sentences' tokens, groups and compact sizes, k ≤ kChunkIds (bounds of a
-  // batch the device draws).
-  const auto top = [&](std::vector<std::size_t> v, std::vector<std::size_t>& out) {
-    const std::size_t k = std::min(v.size(), kChunkIds);
-    std::partial_sort(v.begin(), v.begin() + std::ptrdiff_t(k), v.end(), std::greater<>());
-    out.assign(1, 0);
-    for (std::size_t i = 0; i < k; ++i) out.push_back(out.back() + v[i]);
-  };
-  std::vector<std::size_t> sizes(S);
-  for (std::size_t s = 0; s < S; ++s) sizes[s] = c.h_sent_off[s + 1] - c.h_sent_off[s];
-  top(sizes, sp.top_rows);
-  for (std::size_t s = 0; s < S; ++s) sizes[s] = sp.gbase[s + 1] - sp.gbase[s];
-  top(sizes, sp.top_groups);
-  top(sp.compact, sp.top_compact);
+  top_sums(c, sp);
   sync();  // the host vectors go out of scope
   sentence_plans_corpus_ = c.serial;
 }
