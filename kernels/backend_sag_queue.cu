@@ -501,7 +501,7 @@ void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
   reserve_device(s.g, compact);
   reserve_device(s.saved, compact);
   reserve_device(s.coef, n);
-  batch_loss_on_device(c, w, drawn ? nullptr : &span, n, rows, true, f);
+  batch_loss_on_device(c, w, drawn ? nullptr : &span, n, rows, nullptr, f);
   CRFX_CUDA_CHECK(cudaMemcpyAsync(s.new_node.get(), node_.get(), rows * L * sizeof(double), cudaMemcpyDeviceToDevice,
                                   stream_));
   if (pairs)
@@ -520,11 +520,13 @@ void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
                            : nullptr;
   launch_sag_queue_search_start(s.search.get(), f, g2, s.queue.get(), gate.at, stream_, L0, double(n));
   const SagSpanView v{u.groups.get(), u.gofs.get(), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0u};
+  const auto* done = reinterpret_cast<const bool*>(reinterpret_cast<const char*>(s.search.get()) +
+                                                   offsetof(SagLineSearch, done));  // a done search's passes: none
   for (int r = 0; r < (drawn ? kDrawnRounds : kRounds); ++r) {  // incremental_search's rounds, without a look
     if (ng)
       launch_sag_trial(device_groups(), v, ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_, {},
                        ng_at);
-    batch_loss_on_device(c, w, drawn ? nullptr : &span, n, rows, false, ft);
+    batch_loss_on_device(c, w, drawn ? nullptr : &span, n, rows, done, ft);
     if (ng)
       launch_sag_trial(device_groups(), v, ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_,
                        {}, ng_at);
@@ -544,11 +546,13 @@ void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
 }
 
 void CudaBackend::batch_loss_on_device(const CudaCorpus& c, const Vector& w, const SentenceSpan* span, std::size_t n,
-                                       std::size_t rows, bool backward, double* out) {
-  // span_marginals' chunk (backward) or evaluate's forward-only one, the losses summed on the
-  // device; a drawn batch's (span null) chunk plan and rows as its draw wrote them.
+                                       std::size_t rows, const bool* skip, double* out) {
+  // span_marginals' chunk (the evaluation: skip null, the marginals) or evaluate's forward-only one
+  // (a trial: nothing where *skip, the search done), the losses summed on the device; a trial's chunk
+  // plan and rows are the evaluation's, a drawn batch's (span null) as its draw wrote them.
+  const bool backward = skip == nullptr;
   prepare(w);
-  if (span) {
+  if (span && backward) {
     if (plan(c, *span, 0) != n) throw Error("internal: a SAG batch beyond one chunk");
     if (!plan_on_device_) {
       launch_chunk_from_ids(h_sent_.data(), h_order_.data(), n, c.sent_off.get(), sent_.get(), order_.get(),
@@ -559,14 +563,15 @@ void CudaBackend::batch_loss_on_device(const CudaCorpus& c, const Vector& w, con
   } else {
     const CorpusArrays a = arrays(c);
     launch_emission(int(dims_.L), rows, row_token_.get(), a.state_off, a.state_ids, a.state_vals, P(w), dgroups_,
-                    S_.get(), stream_);
+                    S_.get(), stream_, skip);
     if (a.edge_off)
       launch_edge_matrix(int(dims_.L), rows, row_token_.get(), row_edge_.get(), a.edge_off, a.edge_ids, a.edge_vals,
-                         trans_ptr(w), P(w), dgroups_, edge_.get(), stream_);
+                         trans_ptr(w), P(w), dgroups_, edge_.get(), stream_, skip);
   }
   FbParams fp = fb_params(c, w);
   fp.gold = true;
   fp.backward = backward;
+  fp.skip = skip;
   if (backward) {
     fp.node = node_.get();
     fp.pair = dims_.transitions || c.edge_off.get() != nullptr ? pair_.get() : nullptr;

@@ -45,7 +45,9 @@ __global__ void __launch_bounds__(256) reset_slots_kernel(std::size_t rows, cons
 /// the emission loops of CpuBackend::scores (host/cpu/cpu_backend.cpp).
 __global__ void __launch_bounds__(256) emission_kernel(int L, std::size_t rows, const std::size_t* row_token,
                                 const std::size_t* state_off, const std::uint32_t* ids,
-                                const double* vals, const double* W, WeightGroups gl, double* S) {
+                                const double* vals, const double* W, WeightGroups gl, double* S,
+                                const bool* skip) {
+  if (skip && *skip) return;  // grid-uniform
   const std::size_t n = rows * std::size_t(L);
   for (std::size_t idx = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; idx < n;
        idx += std::size_t(gridDim.x) * blockDim.x) {
@@ -72,7 +74,8 @@ template <int G>
 __global__ void __launch_bounds__(256) emission_rows_kernel(int L, std::size_t rows, const std::size_t* row_token,
                                                             const std::size_t* state_off, const std::uint32_t* ids,
                                                             const double* vals, const double* W, WeightGroups gl,
-                                                            double* S) {
+                                                            double* S, const bool* skip) {
+  if (skip && *skip) return;  // grid-uniform
   constexpr unsigned kRows = 256 / G;
   const unsigned lane = threadIdx.x % G, grp = threadIdx.x / G;
   const std::size_t r = blockIdx.x * std::size_t(kRows) + grp;
@@ -94,9 +97,9 @@ __global__ void __launch_bounds__(256) emission_rows_kernel(int L, std::size_t r
 __global__ void __launch_bounds__(256) edge_matrix_kernel(int L, const std::size_t* row_token, const std::uint8_t* row_edge,
                                    const std::size_t* edge_off, const std::uint32_t* ids,
                                    const double* vals, const double* trans, const double* W,
-                                   WeightGroups gl, double* M) {
+                                   WeightGroups gl, double* M, const bool* skip) {
   const std::size_t r = blockIdx.x;
-  if (!row_edge[r]) return;
+  if (!row_edge[r] || (skip && *skip)) return;
   const std::size_t LL = std::size_t(L) * L, tok = row_token[r];
   double* out = M + r * LL;
   for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x)
@@ -133,6 +136,7 @@ __global__ void __launch_bounds__(1024) prepare_kernel(int L, const double* tran
 /// One block per sentence (L > 32), longest sentences first. Dynamic shared memory: vec [L],
 /// red [32], rowa [L], then E, Eᵀ [L][L] each when shared_E (the pair sums stay in p.pair).
 __global__ void __launch_bounds__(512, 1) forward_backward_kernel(FbParams p) {
+  if (p.skip && *p.skip) return;  // grid-uniform
   CRFX_DYNAMIC_SHARED(double, smem);
   FbSentence<BlockGroup> f;
   f.L = p.L;
@@ -162,6 +166,7 @@ __global__ void __launch_bounds__(512, 1) forward_backward_kernel(FbParams p) {
 /// sentence, or reads it from L2 at every position where 2·L² doubles do not fit (L ≥ ~55).
 /// Dynamic shared memory: E padded [L][L + 1], then per group vec [L], red [32], rowa [L].
 __global__ void __launch_bounds__(kFbGroupBlock, 1) forward_backward_groups_kernel(FbParams p, unsigned n, int threads) {
+  if (p.skip && *p.skip) return;  // grid-uniform
   CRFX_DYNAMIC_SHARED(double, smem);
   const std::size_t L = std::size_t(p.L), LL = L * L, es = L + 1;
   for (std::size_t j = threadIdx.x; j < LL; j += blockDim.x) smem[(j / L) * es + j % L] = p.E[j];
@@ -191,6 +196,7 @@ __global__ void __launch_bounds__(kFbGroupBlock, 1) forward_backward_groups_kern
 /// E, Eᵀ [L][L] each when shared_E, then per warp vec [L], rowa [L] and, when shared_pair, the
 /// sentence's pair sums [L][L].
 __global__ void __launch_bounds__(kFbWarps * 32) forward_backward_warp_kernel(FbParams p, unsigned n) {
+  if (p.skip && *p.skip) return;  // grid-uniform
   CRFX_DYNAMIC_SHARED(double, smem);
   FbSentence<WarpGroup> f;
   f.L = p.L;
@@ -360,10 +366,10 @@ void launch_reset_slots(std::size_t rows, const std::size_t* row_token, int* tok
 
 void launch_emission(int L, std::size_t rows, const std::size_t* row_token, const std::size_t* state_off,
                      const std::uint32_t* ids, const double* vals, const double* W, const WeightGroups& gl,
-                     double* S, cudaStream_t s) {
+                     double* S, cudaStream_t s, const bool* skip) {
   if (L > kEmissionRowsMaxL) {  // the sparse sums [8][L] would pass 32 KB of shared memory
     CRFX_LAUNCH(emission_kernel, grid_for(rows * L, 256), 256, 0, s, L, rows, row_token, state_off, ids, vals, W,
-                gl, S);
+                gl, S, skip);
     return;
   }
   const unsigned G = L <= 8 ? 8 : L <= 16 ? 16 : 32, per_block = 256 / G;
@@ -371,18 +377,21 @@ void launch_emission(int L, std::size_t rows, const std::size_t* row_token, cons
   const std::size_t smem = gl.dense() ? 0 : std::size_t(per_block) * L * sizeof(double);
   if (grid == 0) return;
   if (G == 8)
-    CRFX_LAUNCH(emission_rows_kernel<8>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S);
+    CRFX_LAUNCH(emission_rows_kernel<8>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S, skip);
   else if (G == 16)
-    CRFX_LAUNCH(emission_rows_kernel<16>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S);
+    CRFX_LAUNCH(emission_rows_kernel<16>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S,
+                skip);
   else
-    CRFX_LAUNCH(emission_rows_kernel<32>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S);
+    CRFX_LAUNCH(emission_rows_kernel<32>, grid, 256, smem, s, L, rows, row_token, state_off, ids, vals, W, gl, S,
+                skip);
 }
 
 void launch_edge_matrix(int L, std::size_t rows, const std::size_t* row_token, const std::uint8_t* row_edge,
                         const std::size_t* edge_off, const std::uint32_t* ids, const double* vals,
-                        const double* trans, const double* W, const WeightGroups& gl, double* M, cudaStream_t s) {
+                        const double* trans, const double* W, const WeightGroups& gl, double* M, cudaStream_t s,
+                        const bool* skip) {
   CRFX_LAUNCH(edge_matrix_kernel, unsigned(rows), entry_threads(L, 256), 0, s, L, row_token, row_edge, edge_off, ids,
-              vals, trans, W, gl, M);
+              vals, trans, W, gl, M, skip);
 }
 
 void launch_dense_row(const WeightGroups& gl, std::uint32_t gid, std::size_t width, const double* W, double* out,

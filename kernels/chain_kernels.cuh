@@ -48,6 +48,9 @@ struct FbParams {
   unsigned long long* longest_chain = nullptr;
   /// A split forward-backward's sentences this long were scanned (launch_fb_scan; see FbScan).
   std::size_t scan_length = ~std::size_t(0);
+  /// Where *skip is true the fused kernels do nothing (a queued line search's pass after it is
+  /// done: SAG's batch steps); null: always run.
+  const bool* skip = nullptr;
 };
 
 /// The split forward-backward's work list (fb_split_kernels.cu), planned with the chunk: a
@@ -86,12 +89,13 @@ void launch_reset_slots(std::size_t rows, const std::size_t* row_token, int* tok
 /// S [rows][L] = X·W (thread per (row, y)); W in the layout of `gl` (device pointers).
 void launch_emission(int L, std::size_t rows, const std::size_t* row_token, const std::size_t* state_off,
                      const std::uint32_t* ids, const double* vals, const double* W, const WeightGroups& gl,
-                     double* S, cudaStream_t s);
+                     double* S, cudaStream_t s, const bool* skip = nullptr);
 /// τ_t [rows][L][L] = τ + Σ x_e·W_e at the rows with edge items (block per row); W the whole
-/// weight vector in the layout of `gl` (device pointers).
+/// weight vector in the layout of `gl` (device pointers). Both: nothing where *skip (FbParams::skip).
 void launch_edge_matrix(int L, std::size_t rows, const std::size_t* row_token, const std::uint8_t* row_edge,
                         const std::size_t* edge_off, const std::uint32_t* ids, const double* vals,
-                        const double* trans, const double* W, const WeightGroups& gl, double* M, cudaStream_t s);
+                        const double* trans, const double* W, const WeightGroups& gl, double* M, cudaStream_t s,
+                        const bool* skip = nullptr);
 // ---- device functions the kernels share (chain_kernels.cu, perceptron_kernels.cu) ----------------
 
 /// Slot j of group gid's row of W: its weight, or 0 where the row lists none (a sparse layout's

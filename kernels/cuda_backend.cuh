@@ -563,13 +563,14 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// A batch step (a span of several sentences) queued on the device: whether the span takes it
   /// (2 … kChunkIds labeled sentences of a resident corpus in one chunk, unsplit) or, drawn on the
   /// device (SAG-NUS), a batch of B; its launches; and its chunk's loss (the sum of its sentences',
-  /// into *out) with or without the marginals (n sentences on `rows` rows: a drawn batch's bound).
+  /// into *out) with the marginals (skip null) or a trial's, none where *skip (n sentences on
+  /// `rows` rows: a drawn batch's bound).
   bool sag_batch_fits(const CudaSag& s, SentenceSpan span);
   bool sag_drawn_batch_fits(const CudaSag& s, std::size_t B);
   void sag_enqueue_batch(CudaSag& s, std::size_t at);
   SagBatchSizes sag_batch_begin(CudaSag& s, std::size_t at, const SagGate& gate, SentenceSpan& span);
   void batch_loss_on_device(const CudaCorpus& c, const Vector& w, const SentenceSpan* span, std::size_t n,
-                            std::size_t rows, bool backward, double* out);
+                            std::size_t rows, const bool* skip, double* out);
   void sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward);
   CudaSparse& X(SparseVector& x) const {
     auto* p = dynamic_cast<CudaSparse*>(&x);
