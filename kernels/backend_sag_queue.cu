@@ -443,17 +443,13 @@ SagBatchSizes CudaBackend::sag_batch_begin(CudaSag& s, std::size_t at, const Sag
     launch_batch_union(device_groups(), b, n, sp.top_groups[n], ng, sp.groups.get(), sp.d_gbase.get(), u, stream_);
   } else {
     span = s.batch_span(at);
-    if (!batch_union(c, span) || !sag_batch_fits(s, span)) throw Error("internal: a queued SAG batch left its chunk");
+    BatchIds ids;
+    if (!batch_union(c, span, &ids) || !sag_batch_fits(s, span))
+      throw Error("internal: a queued SAG batch left its chunk");
     n = span.count;
     rows = h_slots_[n];
     ng = u.h_groups.size();
     compact = u.compact;
-    BatchIds ids;
-    ids.off[0] = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      ids.sid[i] = span[i];
-      ids.off[i + 1] = std::uint32_t(ids.off[i] + (sp.gbase[span[i] + 1] - sp.gbase[span[i]]));
-    }
     launch_sag_batch_set(b, ids, batch_rows(span), n, ng, compact, stream_);
   }
   return {n, rows, ng, compact};

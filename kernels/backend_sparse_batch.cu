@@ -44,7 +44,7 @@ void plan_union(SpanGroups& planner, const CudaCorpus& c, SentenceSpan span, con
 
 }  // namespace
 
-bool CudaBackend::batch_union(const CudaCorpus& c, SentenceSpan span) {
+bool CudaBackend::batch_union(const CudaCorpus& c, SentenceSpan span, BatchIds* ids_out) {
   if (span.count < 2 || span.count > kChunkIds || c.stream) return false;
   for (std::size_t i = 0; i < span.count; ++i) {
     if (span[i] >= c.S) throw Error("internal: sentence id beyond the corpus");
@@ -65,6 +65,7 @@ bool CudaBackend::batch_union(const CudaCorpus& c, SentenceSpan span) {
   launch_batch_union(device_groups(), ids, span.count, sp.groups.get(), sp.d_gbase.get(), batch_union_.compact,
                      batch_union_, stream_);
   batch_union_.on_device = true;
+  if (ids_out) *ids_out = ids;  // (SAG's batch step keeps them on the device: launch_sag_batch_set)
   return true;
 }
 

@@ -493,7 +493,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// S(batch)'s groups built on the device into batch_union_ from the plans made once (its sizes
   /// planned on the host) for 2 … kChunkIds labeled sentences of a resident corpus; false:
   /// refused, nothing queued. (backend_sparse_batch.cu)
-  bool batch_union(const CudaCorpus& c, SentenceSpan span);
+  bool batch_union(const CudaCorpus& c, SentenceSpan span, BatchIds* ids_out = nullptr);
   /// The span's sentences with their slots in the chunk just planned for it, and the plans made
   /// once, as the merged batch kernels take them (backend_sparse_batch.cu).
   BatchRows batch_rows(SentenceSpan span) const;
