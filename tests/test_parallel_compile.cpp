@@ -187,6 +187,32 @@ TEST(ParallelCompile, TheFirstBadLineIsReportedWhateverTheThreads) {
         << error_of(p, threads, 2);
 }
 
+TEST(ParallelCompile, AReadErrorComesAfterTheBatchesBeforeIt) {
+  // On several threads a helper reads the next batch while the shards compile this one: a gzip
+  // file cut short fails in a later batch's reading, and a bad line in an earlier batch is still
+  // the error reported; without one, the read error is, as on one thread.
+  const std::string text = read_text(data_path("conll2000.train300.txt"));
+  auto cut_gzip = [](const std::string& path, const std::string& t) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    gzwrite(f, t.data(), unsigned(t.size()));
+    gzclose(f);
+    const std::string z = read_text(path);
+    write_text(path, z.substr(0, z.size() * 3 / 4));
+  };
+  const std::string p = temp_path("parallel-cut.txt.gz");
+  cut_gzip(p, text);
+  for (const unsigned threads : {1u, 2u, 7u}) {
+    const std::string e = error_of(p, threads, 1000);
+    EXPECT_EQ(e.rfind(p + ":", 0), 0u) << threads << " threads: " << e;
+    EXPECT_NE(e.find("read error (corrupt or truncated file?)"), std::string::npos) << threads << " threads: " << e;
+  }
+  cut_gzip(p, with_line(text, 300, "He PRP extra B-NP"));
+  for (const unsigned threads : {1u, 2u, 7u})
+    EXPECT_EQ(error_of(p, threads, 1000).rfind(p + ":300: inconsistent column count", 0), 0u)
+        << threads << " threads: " << error_of(p, threads, 1000);
+}
+
 /// expand_conll's tokens: sentences [first, last) of `all` (F feature columns, then the label).
 struct SomeSentences {
   const std::vector<ConllSentence>* all;
