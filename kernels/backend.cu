@@ -575,7 +575,7 @@ void CudaBackend::prepare(const Vector& w) {
 }
 
 void CudaBackend::run_chunk_front(const CorpusArrays& a, const Vector& w, std::size_t n, std::size_t rows,
-                                  bool slots) {
+                                  bool slots, const bool* skip) {
   if (!a.streamed && !plan_on_device_ && n == 1) {  // one sentence (a stochastic step): written, not copied
     launch_one_sentence_chunk(h_sent_[0], h_slots_[1], sent_.get(), order_.get(), slots_.get(), stream_);
     plan_on_device_ = true;
@@ -607,10 +607,10 @@ void CudaBackend::run_chunk_front(const CorpusArrays& a, const Vector& w, std::s
   if (rows == 0) return;
   const int L = int(dims_.L);
   launch_emission(L, rows, row_token_.get(), a.state_off, a.state_ids, a.state_vals, P(w), dgroups_, S_.get(),
-                  stream_);
+                  stream_, skip);
   if (edges) {
     launch_edge_matrix(L, rows, row_token_.get(), row_edge_.get(), a.edge_off, a.edge_ids, a.edge_vals,
-                       trans_ptr(w), P(w), dgroups_, edge_.get(), stream_);
+                       trans_ptr(w), P(w), dgroups_, edge_.get(), stream_, skip);
   }
 }
 

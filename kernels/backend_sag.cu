@@ -132,7 +132,7 @@ LipschitzFound CudaBackend::incremental_search(IncrementalState& state, Vector& 
       if (ng)
         launch_sag_trial(device_groups(), pl.view(), ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w),
                          stream_);
-      sentence_loss_on_device(c, w, span);
+      sentence_loss_on_device(c, w, span, s.search_done());
       if (ng)
         launch_sag_trial(device_groups(), pl.view(), ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(),
                          P(w), stream_);
@@ -190,16 +190,19 @@ const double* CudaBackend::sag_g2_on_device(CudaSag& s, std::size_t compact, con
   return g2;
 }
 
-void CudaBackend::sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span) {
-  // evaluate(c, w, span, nullptr, 1.0)'s chunk, without its copy of the loss to the host.
+void CudaBackend::sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span,
+                                          const bool* skip) {
+  // evaluate(c, w, span, nullptr, 1.0)'s chunk, without its copy of the loss to the host; a line
+  // search's trial passes nothing where *skip (the search done).
   require_resident(c, "a one-sentence loss on the device");
   prepare(w);
   const std::size_t end = plan(c, span, 0);
   if (end != 1) throw Error("internal: a one-sentence span did not fit one chunk");
-  run_chunk_front(c, w, 1, h_slots_[1], false);
+  run_chunk_front(c, w, 1, h_slots_[1], false, skip);
   FbParams fp = fb_params(c, w);
   fp.gold = true;
   fp.backward = false;
+  fp.skip = skip;
   launch_fb(fp, 1);
 }
 

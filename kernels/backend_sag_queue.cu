@@ -186,7 +186,7 @@ void CudaBackend::sag_enqueue(CudaSag& s, std::size_t at) {
     if (ng)
       launch_sag_trial(device_groups(), pl.view(), ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w),
                        stream_);
-    sentence_loss_on_device(*s.corpus, w, span);
+    sentence_loss_on_device(*s.corpus, w, span, s.search_done());
     if (ng)
       launch_sag_trial(device_groups(), pl.view(), ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w),
                        stream_);
@@ -309,7 +309,7 @@ void CudaBackend::sag_enqueue_drawn(CudaSag& s, std::size_t at) {
     if (ng)
       launch_sag_trial(device_groups(), {}, ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_,
                        pick);
-    sentence_loss_picked(*s.corpus, w, draw, false);
+    sentence_loss_picked(*s.corpus, w, draw, false, s.search_done());
     if (ng)
       launch_sag_trial(device_groups(), {}, ng, false, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_,
                        pick);
@@ -368,9 +368,11 @@ const double* CudaBackend::sag_evaluate_picked(CudaSag& s, const Vector& w, cons
   return g2;
 }
 
-void CudaBackend::sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward) {
+void CudaBackend::sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward,
+                                       const bool* skip) {
   // run_chunk_front and the forward-backward of a one-sentence chunk (sentence_loss_on_device,
-  // span_marginals), the chunk plan and rows written on the device from the draw.
+  // span_marginals), the chunk plan and rows written on the device from the draw; nothing but the
+  // plan where *skip (a trial's, the search done).
   require_resident(c, "a drawn sentence's loss on the device");
   const std::size_t T = std::max<std::size_t>(1, c.max_len);
   if (T > rows_cap_ || sents_cap_ < 1) throw Error("internal: sentence longer than the CUDA workspace");
@@ -382,13 +384,15 @@ void CudaBackend::sentence_loss_picked(const CudaCorpus& c, const Vector& w, con
   launch_picked_chunk(draw, a.sent_off, a.edge_off, T, sent_.get(), order_.get(), slots_.get(), row_token_.get(),
                       row_edge_.get(), stream_);
   slots_set_ = false;
-  launch_emission(L, T, row_token_.get(), a.state_off, a.state_ids, a.state_vals, P(w), dgroups_, S_.get(), stream_);
+  launch_emission(L, T, row_token_.get(), a.state_off, a.state_ids, a.state_vals, P(w), dgroups_, S_.get(), stream_,
+                  skip);
   if (a.edge_off)
     launch_edge_matrix(L, T, row_token_.get(), row_edge_.get(), a.edge_off, a.edge_ids, a.edge_vals, trans_ptr(w),
-                       P(w), dgroups_, edge_.get(), stream_);
+                       P(w), dgroups_, edge_.get(), stream_, skip);
   FbParams fp = fb_params(c, w);
   fp.gold = true;
   fp.backward = backward;
+  fp.skip = skip;
   if (backward) {
     fp.node = node_.get();
     fp.pair = dims_.transitions || a.edge_off ? pair_.get() : nullptr;
@@ -516,8 +520,7 @@ void CudaBackend::sag_enqueue_batch(CudaSag& s, std::size_t at) {
                            : nullptr;
   launch_sag_queue_search_start(s.search.get(), f, g2, s.queue.get(), gate.at, stream_, L0, double(n));
   const SagSpanView v{u.groups.get(), u.gofs.get(), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0u};
-  const auto* done = reinterpret_cast<const bool*>(reinterpret_cast<const char*>(s.search.get()) +
-                                                   offsetof(SagLineSearch, done));  // a done search's passes: none
+  const bool* done = s.search_done();  // a done search's passes: none
   for (int r = 0; r < (drawn ? kDrawnRounds : kRounds); ++r) {  // incremental_search's rounds, without a look
     if (ng)
       launch_sag_trial(device_groups(), v, ng, true, 0.0, s.search.get(), s.g.get(), s.saved.get(), P(w), stream_, {},

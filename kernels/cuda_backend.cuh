@@ -382,9 +382,11 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   /// The resident corpus's arrays for the chunk plan() just made.
   CorpusArrays arrays(const CudaCorpus& c) const;
   /// Uploads the chunk plan (resident arrays); rows, emissions and edge matrices.
-  void run_chunk_front(const CorpusArrays& a, const Vector& w, std::size_t n, std::size_t rows, bool slots);
-  void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots) {
-    run_chunk_front(arrays(c), w, n, rows, slots);
+  void run_chunk_front(const CorpusArrays& a, const Vector& w, std::size_t n, std::size_t rows, bool slots,
+                       const bool* skip = nullptr);
+  void run_chunk_front(const CudaCorpus& c, const Vector& w, std::size_t n, std::size_t rows, bool slots,
+                       const bool* skip = nullptr) {
+    run_chunk_front(arrays(c), w, n, rows, slots, skip);
   }
   /// The forward-backward inputs of the chunk run_chunk_front(a, w, …) just scored.
   FbParams fb_params(const CorpusArrays& a, const Vector& w) const;
@@ -521,7 +523,7 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
                         SequenceLoss loss = SequenceLoss::seq_log, bool loss_to_host = true);
   /// The NLL of a one-sentence span at w into losses_[0], as evaluate(…, nullptr) computes it
   /// (the same kernels), left on the device.
-  void sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span);
+  void sentence_loss_on_device(const CudaCorpus& c, const Vector& w, SentenceSpan span, const bool* skip = nullptr);
   /// out (compact, per planned group) = scale · the span's NLL gradient, from span_marginals'
   /// deltas.
   void span_gradient(const CudaCorpus& c, const SpanPlan& pl, const DeviceBuffer<double>& node,
@@ -571,7 +573,8 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   SagBatchSizes sag_batch_begin(CudaSag& s, std::size_t at, const SagGate& gate, SentenceSpan& span);
   void batch_loss_on_device(const CudaCorpus& c, const Vector& w, const SentenceSpan* span, std::size_t n,
                             std::size_t rows, const bool* skip, double* out);
-  void sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward);
+  void sentence_loss_picked(const CudaCorpus& c, const Vector& w, const SagDraw* draw, bool backward,
+                            const bool* skip = nullptr);
   CudaSparse& X(SparseVector& x) const {
     auto* p = dynamic_cast<CudaSparse*>(&x);
     if (!p || p->owner != this) throw Error("internal: sparse vector does not belong to this CUDA backend");

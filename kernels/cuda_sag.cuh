@@ -133,6 +133,11 @@ struct CudaSag final : IncrementalState, LazyStepHistory {
   // incremental_search on the device (a one-sentence span): the line search's state, and ‖g‖²
   // (reduce()'s partials, then the sum at red[kRedBlocks]).
   DeviceBuffer<SagLineSearch> search;       // [1]
+  /// The device's flag that the search is done (FbParams::skip: a queued round's pass after it
+  /// does nothing).
+  const bool* search_done() const {
+    return reinterpret_cast<const bool*>(reinterpret_cast<const char*>(search.get()) + offsetof(SagLineSearch, done));
+  }
   DeviceBuffer<double> red;                 // [kRedBlocks + 1]
   // Pending marginals of the span (deltas), its gradient g and the trial's saved weights.
   DeviceBuffer<double> new_node, new_pair, new_edge, g, saved;
