@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "cpu/thread_pool.hpp"
+#include "util/thread_pool.hpp"
 #include "crfx/errors.hpp"
 #include "crfx/internal/trainer.hpp"
 #include "fused_check.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
-#include "cpu/thread_pool.hpp"
+#include "util/thread_pool.hpp"
 #include "crfx/errors.hpp"
 #include "rules/rule_set.hpp"
 #include "random_problem.hpp"

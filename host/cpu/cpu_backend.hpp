@@ -9,7 +9,7 @@
 #include "cpu/chain.hpp"
 #include "cpu/chain_loss.hpp"
 #include "cpu/sparse_rows.hpp"
-#include "cpu/thread_pool.hpp"
+#include "util/thread_pool.hpp"
 #include "crfx/internal/backend.hpp"
 
 namespace crfx {

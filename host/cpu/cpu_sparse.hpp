@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/thread_pool.hpp"
+#include "util/thread_pool.hpp"
 #include "crfx/errors.hpp"
 #include "crfx/internal/backend.hpp"
 

@@ -53,6 +53,7 @@
 #include "features/expand.hpp"
 #include "features/input_checks.hpp"
 #include "io/text_chunks.hpp"
+#include "util/thread_pool.hpp"
 
 namespace crfx {
 
@@ -142,16 +143,10 @@ void clear(Corpus& c) {
   c.state_values.clear(), c.edge_values.clear();
 }
 
-/// Runs fn(i) for i in [0, n) on up to `threads` threads (this one among them).
-void parallel(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn) {
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t i; (i = next++) < n;) fn(i);
-  };
-  std::vector<std::thread> helpers;
-  for (unsigned w = 1; w < threads && w < n; ++w) helpers.emplace_back(work);
-  work();
-  for (std::thread& t : helpers) t.join();
+/// Runs fn(i) for i in [0, n) on the pool's threads (this one among them; the pool's threads are
+/// made once a file: a thread made for each loop cost ~40 µs, and a batch runs three loops).
+void parallel(std::size_t n, ThreadPool& pool, const std::function<void(std::size_t)>& fn) {
+  pool.run(n, [&fn](std::size_t i, unsigned) { fn(i); });
 }
 
 /// What the shards of a file share.
@@ -202,14 +197,14 @@ std::vector<std::uint32_t> merge(Dictionary& dict, ShardSink& sink, std::vector<
 /// added to `count`, and zeroed for the next batch: in parallel over ranges of ids (one thread,
 /// a shard after another, walked the dictionary's size for each: with --min-freq, on 16 threads,
 /// a third of the reading).
-void add_known(std::vector<Shard>& shards, std::size_t n, unsigned threads, ShardSink Shard::*sink,
+void add_known(std::vector<Shard>& shards, std::size_t n, ThreadPool& pool, ShardSink Shard::*sink,
                std::vector<std::uint32_t>& count) {
   std::size_t size = 0;
   for (std::size_t i = 0; i < n; ++i) size = std::max(size, (shards[i].*sink).known.size());
   if (size == 0) return;
   if (count.size() < size) count.resize(size, 0);
   constexpr std::size_t kRange = std::size_t(1) << 16;
-  parallel((size + kRange - 1) / kRange, threads, [&](std::size_t r) {
+  parallel((size + kRange - 1) / kRange, pool, [&](std::size_t r) {
     for (std::size_t i = 0; i < n; ++i) {
       std::vector<std::uint32_t>& known = (shards[i].*sink).known;
       for (std::size_t id = r * kRange; id < std::min(known.size(), (r + 1) * kRange); ++id)
@@ -354,9 +349,9 @@ class Ahead {
 };
 
 /// The merge: the shards' new strings into the dictionaries in the shards' order (the first
-/// error in text order thrown), then their rows into `c`, on `threads` threads, once `ahead`'s
+/// error in text order thrown), then their rows into `c`, on the pool's threads, once `ahead`'s
 /// helper is done. Returns what the batch added.
-Place add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, FeatureSpace& fs, Corpus& c,
+Place add_shards(std::vector<Shard>& shards, std::size_t n, ThreadPool& pool, FeatureSpace& fs, Corpus& c,
                  std::vector<std::uint32_t>& state_count, std::vector<std::uint32_t>& edge_count, Ahead& ahead) {
   std::vector<Place> at(n);  // (from the batch's start, then from the corpus's)
   Place end{0, 0, 0, 0};
@@ -372,8 +367,8 @@ Place add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, Fe
     end.state += sh.c.state_ids.size();
     end.edge += sh.c.edge_ids.size();
   }
-  add_known(shards, n, threads, &Shard::state, state_count);
-  add_known(shards, n, threads, &Shard::edge, edge_count);
+  add_known(shards, n, pool, &Shard::state, state_count);
+  add_known(shards, n, pool, &Shard::edge, edge_count);
   const Place added = end, begin = ahead.take(c);
   auto shift = [&begin](Place& p) {
     p.token += begin.token, p.sentence += begin.sentence, p.state += begin.state, p.edge += begin.edge;
@@ -391,7 +386,7 @@ Place add_shards(std::vector<Shard>& shards, std::size_t n, unsigned threads, Fe
   c.edge_ids.resize(end.edge);
   c.source_lines.resize(end.sentence);
   c.sentence_offsets.resize(end.sentence + 1);
-  parallel(n, threads, [&](std::size_t i) { place(shards[i], at[i], c); });
+  parallel(n, pool, [&](std::size_t i) { place(shards[i], at[i], c); });
   return added;
 }
 
@@ -434,13 +429,13 @@ void add_keys(ExpandCaches& shared, std::size_t l, const ExpandCaches& overlay, 
 /// After the merge: the shards' overlays added to the shared caches, in the shards' order (any
 /// would do), their ids the dictionaries'; the values first, then the keys line by line, in
 /// parallel, each line planned for the values (LineCache::replan).
-void share_caches(std::vector<Shard>& shards, std::size_t n, unsigned threads, ExpandCaches& shared,
+void share_caches(std::vector<Shard>& shards, std::size_t n, ThreadPool& pool, ExpandCaches& shared,
                   std::size_t tokens) {
   std::vector<Codes> codes(n);
   for (std::size_t i = 0; i < n; ++i) codes[i] = add_columns(shared, shards[i].caches);
   std::vector<std::uint32_t> values;
   for (const features_detail::ColumnCodes& col : shared.columns) values.push_back(col.size());
-  parallel(shared.lines(), threads, [&](std::size_t l) {
+  parallel(shared.lines(), pool, [&](std::size_t l) {
     shared.line(l).replan(values, tokens);
     const bool state = l < shared.unigrams.size();
     for (std::size_t i = 0; i < n; ++i) {
@@ -605,6 +600,7 @@ std::uint64_t TrainingCompiler::add_crfsuite_file(const std::string& path, unsig
   {
     const std::size_t target = std::size_t(std::max<std::uint64_t>(1, batch_text(batch_bytes, threads) / threads));
     std::vector<Shard> shards(threads);
+    ThreadPool pool(threads);
     Ahead ahead(chunker, threads, threads > 1);  // (after the shards: its helper joined before they go)
     Place added{0, 0, 0, 0};  // by the last batch, of added_bytes of text
     std::uint64_t added_bytes = 0;
@@ -624,10 +620,10 @@ std::uint64_t TrainingCompiler::add_crfsuite_file(const std::string& path, unsig
         sh.attribute_error = false;
       }
       evidence.complete = evidence.complete || !more;
-      parallel(n, threads, [&](std::size_t i) { compile_crfsuite_shard(shards[i], path); });
+      parallel(n, pool, [&](std::size_t i) { compile_crfsuite_shard(shards[i], path); });
       check_crfsuite_batch(shards, n, evidence, path);
       if (n == 0) break;
-      added = add_shards(shards, n, threads, fs_, c_, state_count_, edge_count_, ahead);
+      added = add_shards(shards, n, pool, fs_, c_, state_count_, edge_count_, ahead);
       added_bytes = text.bytes;
       std::size_t line = 0;
       for (std::size_t i = 0; i < n; ++i)
@@ -658,6 +654,7 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
     FileContext file{&fs_, &path, 0, 0, fs_.type == ModelType::crf};
     ExpandCaches shared;  // (the slots', kept from batch to batch)
     shared.kept = true;
+    ThreadPool pool(threads);
     Ahead ahead(chunker, threads, threads > 1);
     Place added{0, 0, 0, 0};  // by the last batch, of added_bytes of text
     std::uint64_t added_bytes = 0;
@@ -690,16 +687,16 @@ std::uint64_t TrainingCompiler::add_file(const std::string& path, unsigned threa
         sh.edge.reset(fs_.edge_attrs, counting_);
         sh.error = nullptr;
       }
-      parallel(n, threads, [&](std::size_t i) { compile_shard(shards[i], file); });
+      parallel(n, pool, [&](std::size_t i) { compile_shard(shards[i], file); });
       if (columns_error) {
         std::uint64_t before = 0;  // the text before chunk i
         for (std::size_t i = 0; i < n && before < batch_bytes; before += shards[i++].chunk.text.size())
           if (shards[i].error) std::rethrow_exception(shards[i].error);
         std::rethrow_exception(columns_error);
       }
-      added = add_shards(shards, n, threads, fs_, c_, state_count_, edge_count_, ahead);
+      added = add_shards(shards, n, pool, fs_, c_, state_count_, edge_count_, ahead);
       added_bytes = text.bytes;
-      share_caches(shards, n, threads, shared, c_.labels.size());
+      share_caches(shards, n, pool, shared, c_.labels.size());
       std::size_t line = 0;
       for (std::size_t i = 0; i < n; ++i)
         if (!shards[i].tokens.sentence_lines.empty()) line = shards[i].tokens.sentence_lines.back();

@@ -1,4 +1,4 @@
-#include "cpu/thread_pool.hpp"
+#include "util/thread_pool.hpp"
 
 #include <string>
 #include <system_error>
