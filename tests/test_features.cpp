@@ -356,6 +356,65 @@ TEST(Compile, FrozenDictionariesForTestData) {
                                  "expected 2 or 3 columns, got 4"));
 }
 
+/// The sentences of CoNLL text `text` in batches of `sizes` sentences (cycled), each a TextData
+/// of the model's columns as the tagger reads them.
+std::vector<TextData> conll_batches(const FeatureSpace& fs, const std::string& text, const std::vector<std::size_t>& sizes) {
+  std::vector<std::string> sentences;
+  for (std::size_t b = 0; b < text.size();) {
+    std::size_t e = text.find("\n\n", b);
+    e = e == std::string::npos ? text.size() : e + 2;
+    sentences.push_back(text.substr(b, e - b));
+    b = e;
+  }
+  std::vector<TextData> out;
+  for (std::size_t i = 0, k = 0; i < sentences.size(); ++k) {
+    std::string part;
+    for (std::size_t n = 0; n < sizes[k % sizes.size()] && i < sentences.size(); ++n) part += sentences[i++];
+    const std::string path = temp_path("batch.txt");
+    write_text(path, part);
+    out.push_back(read_text(fs, path));
+  }
+  return out;
+}
+
+void expect_same_corpus(const Corpus& a, const Corpus& b) {
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(a.sentence_offsets, b.sentence_offsets);
+  EXPECT_EQ(a.source_lines, b.source_lines);
+  EXPECT_EQ(a.state_offsets, b.state_offsets);
+  EXPECT_EQ(a.state_ids, b.state_ids);
+  EXPECT_EQ(a.edge_offsets, b.edge_offsets);
+  EXPECT_EQ(a.edge_ids, b.edge_ids);
+}
+
+TEST(Compile, KeptCachesGiveTheCorpusOfFreshOnes) {
+  // Test data compiled batch after batch with caches kept from one to the next (a tagging
+  // worker's) against fresh caches each time: words the model never saw (no item, remembered as
+  // such), batches of 1 to 40 sentences, a batch of new POS tags (more column values than a direct
+  // table planned before has room for), caches that are emptied every time (a bound of 1 byte), a
+  // batch refused halfway, and caches moved to another model's feature space.
+  const std::string tmpl = read_text(data_path("chunking.template")) + "\nB10:%x[-1,1]/%x[0,1]\nU30:%x[-1,0]/%x[0,1]\n";
+  FeatureSpace fs = conll_space(tmpl), other = conll_space("U00:%x[0,0]\nU01:%x[-1,1]/%x[0,1]\nB\n");
+  compile_training(fs, read_text(fs, data_path("conll2000.train300.txt")), 1);
+  compile_training(other, read_text(other, data_path("conll2002.esp.train300.txt")), 1);
+  std::string test = read_text(data_path("conll2000.test100.txt"));
+  std::string tags;  // a sentence of 60 tags no model has
+  for (int i = 0; i < 60; ++i) tags += "w" + std::to_string(i) + " XX" + std::to_string(i) + " O\n";
+  test.insert(test.find("\n\n", test.size() / 2) + 2, tags + "\n");
+  for (const std::size_t bound : {std::size_t(32) << 20, std::size_t(1)}) {
+    SCOPED_TRACE(::testing::Message() << "max_bytes " << bound);
+    CompileCaches caches(bound);
+    for (const auto& batch : conll_batches(fs, test, {1, 7, 40, 3})) expect_same_corpus(compile(fs, batch, caches), compile(fs, batch));
+    if (bound > 1) EXPECT_GT(caches.bytes(), 0u);
+    TextData bad = conll_batches(fs, test, {5}).at(2);  // a token of five columns in its second sentence
+    bad.conll.at(1).at(1).columns.resize(5, "x");
+    EXPECT_THROW(compile(fs, bad, caches), InputError);
+    for (const auto& batch : conll_batches(fs, test, {13})) expect_same_corpus(compile(fs, batch, caches), compile(fs, batch));
+    const std::string esp = read_text(data_path("conll2002.esp.testb100.txt"));
+    for (const auto& batch : conll_batches(other, esp, {11})) expect_same_corpus(compile(other, batch, caches), compile(other, batch));
+  }
+}
+
 TEST(Compile, GzipTrainingData) {
   const std::string p = temp_path("train.txt.gz");
   gzFile gz = gzopen(p.c_str(), "wb");

@@ -123,13 +123,17 @@ class TextTokens {
   std::vector<std::size_t> ends_;
 };
 
-/// expand_conll over `sentences`, an error of the expansion named in file `path`.
+/// expand_conll over `sentences`, an error of the expansion named in file `path`; with the
+/// `caches` of an earlier call (null: caches of its own).
 template <class Label>
 void expand_text(const FeatureTemplate& templ, std::size_t F, const std::vector<ConllSentence>& sentences,
-                 const std::string& path, Corpus& c, Sink state, Sink edge, bool edges, Label label) {
+                 const std::string& path, Corpus& c, Sink state, Sink edge, bool edges, Label label,
+                 features_detail::ExpandCaches* caches = nullptr) {
   const TextTokens tokens(sentences, F);
+  auto token_label = [&](std::size_t k) { return label(tokens.token(k)); };
   try {
-    expand_conll(templ, F, tokens, c, state, edge, edges, [&](std::size_t k) { return label(tokens.token(k)); });
+    if (caches) expand_conll(templ, F, tokens, c, state, edge, edges, token_label, *caches);
+    else expand_conll(templ, F, tokens, c, state, edge, edges, token_label);
   } catch (const InputError& e) {
     rethrow_with_path(e, path);
   }
@@ -483,7 +487,23 @@ Corpus compile_training(FeatureSpace& fs, const std::vector<std::string>& paths,
   return tc.finish(min_freq);
 }
 
-Corpus compile(const FeatureSpace& fs, const TextData& data) {
+struct CompileCaches::Kept {
+  const FeatureSpace* fs = nullptr;  // the caches' (another's empties them)
+  features_detail::ExpandCaches caches;
+  std::size_t max_bytes = 0;
+};
+
+CompileCaches::CompileCaches(std::size_t max_bytes) : kept_(std::make_unique<Kept>()) {
+  kept_->caches.kept = true;
+  kept_->max_bytes = max_bytes;
+}
+CompileCaches::~CompileCaches() = default;
+std::size_t CompileCaches::bytes() const { return kept_->caches.bytes(); }
+
+namespace {
+
+/// compile(fs, data), its template expanded with `kept` caches (null: its own).
+Corpus compile_with(const FeatureSpace& fs, const TextData& data, features_detail::ExpandCaches* kept) {
   check_format(fs, data);
   Corpus c;
   if (data.format == InputFormat::conll) {
@@ -506,7 +526,8 @@ Corpus compile(const FeatureSpace& fs, const TextData& data) {
             checked = true;
           }
           return n == F ? Corpus::kNoLabel : label_or_none(fs.labels.find(tok.columns.back()));
-        });
+        },
+        kept);
     features_detail::check_feature_columns(fs, data, F);
   } else {
     CrfsuiteFinder finder{fs, c, data.crfsuite_lines.text};
@@ -516,6 +537,22 @@ Corpus compile(const FeatureSpace& fs, const TextData& data) {
   }
   drop_unit_values(c);
   return c;
+}
+
+}  // namespace
+
+Corpus compile(const FeatureSpace& fs, const TextData& data) { return compile_with(fs, data, nullptr); }
+
+Corpus compile(const FeatureSpace& fs, const TextData& data, CompileCaches& caches) {
+  CompileCaches::Kept& k = caches.kept();
+  if (k.fs != &fs || k.caches.bytes() > k.max_bytes) k.caches.clear();
+  k.fs = &fs;
+  try {
+    return compile_with(fs, data, &k.caches);
+  } catch (...) {
+    k.caches.clear();  // (an expansion cut short may leave entries half made)
+    throw;
+  }
 }
 
 std::vector<std::string> gold_labels(const TextData& data) {

@@ -9,8 +9,9 @@
 //   compile   (in parallel)            CoNLL lines split into columns (parse_conll_lines, with
 //                                      the reader's errors; a worker's first batch one at a time,
 //                                      see work), CRFsuite lines checked (check_crfsuite_lines),
-//                                      then template expansion or the attributes looked up
-//                                      against the model's dictionaries
+//                                      then template expansion (the worker's caches kept from
+//                                      batch to batch: CompileCaches) or the attributes looked
+//                                      up against the model's dictionaries
 //   decode    (one worker at a time)   Tagger::tag on the backend (which has its own threads)
 //   format    (in parallel)            the text of every sentence, and where each one ends
 //   write     (in batch order)         each piece's text to its input's output
@@ -151,6 +152,8 @@ struct Piece {
 };
 
 struct Batch {
+  /// A batch whose worker's expansion caches hold at most `cache_bytes`.
+  explicit Batch(std::size_t cache_bytes) : caches(cache_bytes) {}
   std::size_t seq = 0;
   TextData text;
   std::vector<Piece> pieces;
@@ -162,6 +165,7 @@ struct Batch {
   std::vector<TextChunk> lines;   // CoNLL: the pieces' text (kept with their room: the next batch's is as large)
   std::size_t lines_used = 0;
   ConllSpares spares;
+  CompileCaches caches;  // the worker's template expansion's, kept from batch to batch
   TextChunk& next_lines() {
     if (lines_used == lines.size()) lines.emplace_back();
     TextChunk& c = lines[lines_used++];
@@ -210,7 +214,9 @@ class Run {
  private:
   /// One worker: batches from reading to writing until the inputs are done or the run stops.
   void work() {
-    Batch b;
+    // The caches a worker keeps hold at most 4 batches' bytes of input: memory stays the model plus,
+    // per worker, a batch and what it is bounded by.
+    Batch b(std::size_t(std::min<std::uint64_t>(options_.batch_bytes, std::uint64_t(1) << 40) * 4));
     TagStageSeconds mine;  // this worker's stage times, added to the run's when it ends
     struct Merge {
       Run& run;
@@ -440,7 +446,7 @@ class Run {
   /// removed, and the rest compiled again. Else the error is b's own.
   bool compile_batch(Batch& b, Corpus& out) {
     try {
-      out = compile(tagger_.features(), b.text);
+      out = compile(tagger_.features(), b.text, b.caches);
       return true;
     } catch (const InputError&) {
       std::unique_lock<std::mutex> lock(write_mutex_);
@@ -456,7 +462,7 @@ class Run {
       for (const Piece& p : b.pieces)
         if (!p.error && p.input != failed_) b.text.conll_shape = p.verdict;
     }
-    if (b.text.num_sentences() > 0) out = compile(tagger_.features(), b.text);
+    if (b.text.num_sentences() > 0) out = compile(tagger_.features(), b.text, b.caches);
     return true;
   }
 

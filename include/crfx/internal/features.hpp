@@ -227,6 +227,27 @@ std::uint64_t fingerprint(const std::string& text);
 ///     unknown to the model.
 Corpus compile(const FeatureSpace& fs, const TextData& data);
 
+/// Template expansion's caches kept from one compile() to the next of the same feature space (a
+/// tagging worker's, batch after batch): a column value or a template line's key met in an earlier
+/// batch is neither built nor looked up again. They are emptied when they pass `max_bytes`, so
+/// that a worker's memory stays bounded whatever the text.
+class CompileCaches {
+ public:
+  explicit CompileCaches(std::size_t max_bytes = std::size_t(32) << 20);
+  ~CompileCaches();
+  CompileCaches(const CompileCaches&) = delete;
+  CompileCaches& operator=(const CompileCaches&) = delete;
+  std::size_t bytes() const;
+  struct Kept;  // (host/features/compile.cpp)
+  Kept& kept() { return *kept_; }
+
+ private:
+  std::unique_ptr<Kept> kept_;
+};
+/// compile(fs, data) with `caches` kept from the call before (CoNLL data; CRFsuite data has no
+/// template to expand and compiles as without). The same corpus as without.
+Corpus compile(const FeatureSpace& fs, const TextData& data, CompileCaches& caches);
+
 /// The gold label string of every token in sentence order (empty when the data has none).
 std::vector<std::string> gold_labels(const TextData& data);
 
