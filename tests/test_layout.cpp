@@ -117,6 +117,24 @@ TEST(ObservedLayout, RowsAreEachIdsDistinctSlotsOnBothPaths) {
   }
 }
 
+// On several threads each part of the tokens sets bits of its own, or'ed together by ranges of
+// words: the same layout as one thread's, on a corpus of 2.3 M state items (7 parts of its state
+// rows, 3 of its edge rows) and L = 70 (rows of two words).
+TEST(ObservedLayout, TheSameLayoutOnEveryThreadCount) {
+  for (const std::uint32_t L : {9u, 70u}) {
+    const auto p = random_problem(L, 3000, 20, 60000, 30, 77 + L, true);
+    ASSERT_GT(p.corpus.state_ids.size(), std::size_t(7) << 18);
+    ASSERT_GT(p.corpus.edge_ids.size(), std::size_t(3) << 18);
+    const WeightLayout one = observed_layout(p.corpus, p.dims, false, false, 1);
+    for (const unsigned threads : {2u, 7u}) {
+      SCOPED_TRACE(::testing::Message() << "L=" << L << ", " << threads << " threads");
+      const WeightLayout w = observed_layout(p.corpus, p.dims, false, false, threads);
+      EXPECT_EQ(w.offsets, one.offsets);
+      EXPECT_EQ(w.slots, one.slots);
+    }
+  }
+}
+
 // The items grouped by id (the CUDA backend's gradient transposes): each id's tokens in token
 // order with their values, skipped tokens left out — the same arrays on 1 and 5 threads (several
 // parts of ≥ 2^16 items each) as a direct grouping.

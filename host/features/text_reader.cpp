@@ -35,11 +35,11 @@ ModelType parse_model_type(const std::string& name) {
   throw Error("unknown model type '" + name + "' (known: crf, maxent)");
 }
 
-void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set) {
+void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set, unsigned threads) {
   fs.layout = nullptr;
   if (!set.all())
     fs.layout = std::make_shared<const WeightLayout>(
-        observed_layout(training, fs.dims(), set.all_states, set.all_transitions));
+        observed_layout(training, fs.dims(), set.all_states, set.all_transitions, threads));
 }
 
 std::size_t TextData::num_sentences() const {

@@ -230,7 +230,7 @@ void TrainingRun::compiled(double t0, double t_read) {
                      "; for CoNLL columns use --format conll with a --template");
   }
   check_label_count(fs, corpus_, source_);
-  choose_layout(fs, corpus_, config_.features);
+  choose_layout(fs, corpus_, config_.features, config_.backend.threads);
   compiled_ = true;
   const Dims d = dims();
   if (config_.note)

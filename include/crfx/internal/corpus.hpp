@@ -209,9 +209,10 @@ struct Corpus {
 /// `dims.transitions`), an edge weight for each (edge attribute, gold label bigram) — the pairs
 /// that occur in `c`, whose labels must all be known. `all_states` gives every state row all L
 /// labels (CRFsuite's feature.possible_states = 1), `all_transitions` the transition and edge
-/// rows all L² bigrams (feature.possible_transitions = 1).
+/// rows all L² bigrams (feature.possible_transitions = 1). Made on up to `threads` threads (0: every
+/// core); the same layout whatever their number.
 WeightLayout observed_layout(const Corpus& c, const Dims& dims, bool all_states = false,
-                             bool all_transitions = false);
+                             bool all_transitions = false, unsigned threads = 1);
 
 /// A corpus's items grouped by id (its CSR transposed): the items of id a are off[a] … off[a + 1],
 /// in token order, with their tokens and values (none where the items have no values).

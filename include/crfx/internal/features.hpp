@@ -208,7 +208,7 @@ struct FeatureSet {
 
 /// Gives `fs` the layout `set` asks for over its training corpus: none (dense) for all pairs,
 /// else observed_layout (corpus.hpp).
-void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set);
+void choose_layout(FeatureSpace& fs, const Corpus& training, FeatureSet set, unsigned threads = 1);
 
 /// Fingerprints (64-bit FNV-1a) for checkpoints: a training run resumes only on the corpus and
 /// features it was checkpointed with. Of a compiled corpus: every array (items, values, labels,
