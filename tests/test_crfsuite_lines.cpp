@@ -19,11 +19,13 @@
 #include "crfx/internal/tag_run.hpp"
 #include "crfx/model.hpp"
 #include "crfx/tagger.hpp"
+#include "corpus_checks.hpp"
 #include "test_util.hpp"
 
 namespace crfx {
 namespace {
 
+using test::expect_same_corpus;
 using test::data_path;
 using test::temp_path;
 using test::write_text;
@@ -116,17 +118,6 @@ TEST(CrfsuiteLines, ABadLineGivesTheSameErrorAndKeepsTheSequencesBeforeIt) {
     EXPECT_EQ(out.sentence_lines, (std::vector<std::size_t>{1}));
     EXPECT_EQ(out.text, "B-NP\tw=aI-NP\tw=b");
   }
-}
-
-void expect_same_corpus(const Corpus& a, const Corpus& b) {
-  EXPECT_EQ(a.sentence_offsets, b.sentence_offsets);
-  EXPECT_EQ(a.state_offsets, b.state_offsets);
-  EXPECT_EQ(a.state_ids, b.state_ids);
-  EXPECT_EQ(a.state_values, b.state_values);
-  EXPECT_EQ(a.edge_offsets, b.edge_offsets);
-  EXPECT_TRUE(a.edge_ids.empty());
-  EXPECT_EQ(a.labels, b.labels);
-  EXPECT_EQ(a.source_lines, b.source_lines);
 }
 
 TEST(CrfsuiteLines, CompileGivesTheCorpusOfTheSentences) {

@@ -10,6 +10,7 @@
 
 #include "crfx/errors.hpp"
 #include "crfx/internal/features.hpp"
+#include "corpus_checks.hpp"
 #include "test_util.hpp"
 
 namespace crfx::test {
@@ -375,16 +376,6 @@ std::vector<TextData> conll_batches(const FeatureSpace& fs, const std::string& t
     out.push_back(read_text(fs, path));
   }
   return out;
-}
-
-void expect_same_corpus(const Corpus& a, const Corpus& b) {
-  EXPECT_EQ(a.labels, b.labels);
-  EXPECT_EQ(a.sentence_offsets, b.sentence_offsets);
-  EXPECT_EQ(a.source_lines, b.source_lines);
-  EXPECT_EQ(a.state_offsets, b.state_offsets);
-  EXPECT_EQ(a.state_ids, b.state_ids);
-  EXPECT_EQ(a.edge_offsets, b.edge_offsets);
-  EXPECT_EQ(a.edge_ids, b.edge_ids);
 }
 
 TEST(Compile, KeptCachesGiveTheCorpusOfFreshOnes) {
