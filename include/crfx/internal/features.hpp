@@ -230,7 +230,9 @@ Corpus compile(const FeatureSpace& fs, const TextData& data);
 /// Template expansion's caches kept from one compile() to the next of the same feature space (a
 /// tagging worker's, batch after batch): a column value or a template line's key met in an earlier
 /// batch is neither built nor looked up again. They are emptied when they pass `max_bytes`, so
-/// that a worker's memory stays bounded whatever the text.
+/// that a worker's memory stays bounded whatever the text, and when another feature space (by
+/// address) compiles with them; the feature space's dictionaries must not change meanwhile (they
+/// are frozen once trained).
 class CompileCaches {
  public:
   explicit CompileCaches(std::size_t max_bytes = std::size_t(32) << 20);
