@@ -282,19 +282,18 @@ class Ahead {
     return batch_;
   }
   /// On the helper (when it has one): `c`'s arrays grown for this batch, of `bytes` of text, as the
-  /// last batch's `last_bytes` of text added `last` (and 1/16 more), then the batch after this one
-  /// read, of about `next_target` bytes a chunk.
-  void start(Corpus& c, const Place& last, std::uint64_t last_bytes, std::uint64_t bytes, std::size_t next_target) {
+  /// last batch's `last_bytes` of text `added` to them (and 1/16 more), then the batch after this
+  /// one read, of about `next_target` bytes a chunk.
+  void start(Corpus& c, const Place& added, std::uint64_t last_bytes, std::uint64_t bytes, std::size_t next_target) {
     if (spare_.empty()) return;
     undo();
     c_ = &c, size_ = size_of(c);
     const double scale = last_bytes > 0 ? double(bytes) / double(last_bytes) * (1 + 1.0 / 16) : 0;
-    helper_ = std::thread([this, &c, last, scale, next_target] {
+    helper_ = std::thread([this, &c, added, scale, next_target] {
       auto grow = [scale](auto& v, std::size_t added, auto fill) {
         const std::size_t to = std::min(v.capacity(), v.size() + std::size_t(double(added) * scale));
         if (to > v.size()) v.resize(to, fill);
       };
-      const Place& added = last;
       grow(c.labels, added.token, 0u);
       grow(c.state_offsets, added.token, std::size_t(0));
       grow(c.edge_offsets, added.token, std::size_t(0));
