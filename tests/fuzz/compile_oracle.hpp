@@ -83,6 +83,35 @@ inline void check_dictionary(const std::vector<std::vector<std::string>>& string
   if (kept != dict.size()) broken(what, "strings that were never seen");
 }
 
+/// crfx tag's kept caches (CompileCaches, a worker's from batch to batch): the data's second half
+/// compiled first, then the whole data and then its first half with the same caches, each corpus
+/// the plain expansion's. `max_bytes` 1 empties the caches before every call but the first.
+inline void check_kept_caches(const crfx::FeatureSpace& fs, const crfx::TextData& data, const Expanded& e,
+                              std::size_t max_bytes) {
+  const std::size_t half = data.conll.size() / 2;
+  crfx::TextData first = data, second = data;
+  first.conll.resize(half);
+  second.conll.erase(second.conll.begin(), second.conll.begin() + std::ptrdiff_t(half));
+  std::size_t first_tokens = 0;
+  for (const auto& s : first.conll) first_tokens += s.size();
+  auto part = [](const std::vector<std::vector<std::string>>& all, std::size_t from, std::size_t to) {
+    return std::vector<std::vector<std::string>>(all.begin() + std::ptrdiff_t(from), all.begin() + std::ptrdiff_t(to));
+  };
+  crfx::CompileCaches caches(max_bytes);
+  const std::size_t T = e.state.size();
+  const struct {
+    const crfx::TextData* data;
+    std::size_t from, to;
+  } calls[] = {{&second, first_tokens, T}, {&data, 0, T}, {&first, 0, first_tokens}};
+  for (const auto& call : calls) {
+    const crfx::Corpus kept = crfx::compile(fs, *call.data, caches);
+    check_items(part(e.state, call.from, call.to), fs.state_attrs, kept.state_offsets, kept.state_ids,
+                "kept caches: state");
+    check_items(part(e.edge, call.from, call.to), fs.edge_attrs, kept.edge_offsets, kept.edge_ids,
+                "kept caches: edge");
+  }
+}
+
 /// CoNLL data: compile_training with min_freq 1 and 2, then compile, each against the oracle.
 /// Expected failures (crfx::Error) propagate to the caller.
 inline void check_conll_compile(const crfx::FeatureTemplate& templ, const crfx::TextData& data) {
@@ -106,6 +135,7 @@ inline void check_conll_compile(const crfx::FeatureTemplate& templ, const crfx::
     check_items(e.state, fs.state_attrs, tagged.state_offsets, tagged.state_ids, "tagging: state");
     check_items(e.edge, fs.edge_attrs, tagged.edge_offsets, tagged.edge_ids, "tagging: edge");
     if (tagged.labels != c.labels) broken("tagging: gold labels differ from training");
+    check_kept_caches(fs, data, e, min_freq == 1 ? std::size_t(32) << 20 : 1);
   }
 }
 
