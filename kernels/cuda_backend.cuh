@@ -119,6 +119,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "batch_kernels.cuh"
@@ -209,6 +210,9 @@ class CudaBackend final : public Backend, public IncrementalGradients, public Sp
   CudaBackend(const Dims& dims, const CudaBackendConfig& cfg);
   ~CudaBackend() override;
   std::string name() const override;
+  unsigned host_threads() const override {
+    return cfg_.host_threads ? cfg_.host_threads : std::max(1u, std::thread::hardware_concurrency());
+  }
   IncrementalGradients* incremental() override { return this; }
   SparseGradients* sparse() override { return this; }
   /// Free device memory (cudaMemGetInfo), and the bytes upload(c) copies to the device (a bound:

@@ -145,9 +145,10 @@ struct Rounds {
   std::vector<double> objective, gnorm, passes;
   std::vector<std::vector<double>> w;
 };
-inline Rounds run_rounds(const RandomProblem& p, const boost::RoundPolicy& policy, int rounds, BoostRule rule) {
+inline Rounds run_rounds(const RandomProblem& p, const boost::RoundPolicy& policy, int rounds, BoostRule rule,
+                         unsigned threads = 1) {
   PolicyGuard guard(policy);
-  CpuBackend b(p.dims, 1);
+  CpuBackend b(p.dims, threads);
   auto corpus = b.upload(p.corpus);
   TrainOptions o;
   o.max_iterations = rounds;

@@ -16,6 +16,7 @@
 #include "boost_brute.hpp"
 #include "random_problem.hpp"
 #include "test_util.hpp"
+#include "util/thread_pool.hpp"
 
 namespace crfx {
 namespace {
@@ -164,6 +165,54 @@ TEST(BoostLine, RoundsWithExactLinesTakeTheTrialsStepsWithinTheirTolerance) {
     EXPECT_GE(compared, 10);
     EXPECT_LT(pe[compared - 1], pt[compared - 1]);  // fewer passes' worth of work
   }
+}
+
+// The exact lines' sentences on a pool's threads (the trainer's, on the backend's host threads):
+// the same bits as on one thread — the emissions, a state line's coefficients, a transition line's
+// values — over enough sentences for several blocks of 64, and the trainer's rounds too.
+TEST(BoostLine, ThreadsGiveTheSameBits) {
+  RandomProblem p = test::random_problem(4, 12, 0, 300, 9, 61, /*binary=*/true);
+  p.corpus.state_values.assign(p.corpus.state_ids.size(), 1.0);
+  const std::vector<double> w = test::random_weights(p.dims.num_weights(), 0.6, 8);
+  const SentenceSpan all{nullptr, p.corpus.num_sentences()};
+  ThreadPool pool(3);
+  boost::Emissions one(p.dims), three(p.dims);
+  one.compute(p.corpus, w, all);
+  three.compute(p.corpus, w, all, &pool);
+  EXPECT_EQ(three.e, one.e);
+  EXPECT_EQ(three.m, one.m);
+  EXPECT_EQ(three.gold, one.gold);
+  const double log_h = 40.0;  // (any scale: the lines' values are relative to it)
+  const boost::LineScores scores(p.dims, w);
+  const WeightGroups wg = p.dims.groups();
+  const boost::SentenceIndex index(p.corpus, p.dims);
+  int lines = 0;
+  for (std::size_t k = 0; k < wg.begin(wg.transitions()); k += 5) {
+    const std::uint32_t a = index.group(k), l = wg.slot(k, a);
+    bool whole = false;
+    for (const SentenceSpan span : {index.sentences(k, whole), all}) {
+      boost::ExpSum a1, a3;
+      ASSERT_TRUE(boost::state_line(p.corpus, scores, one, a, l, span, log_h, a1));
+      ASSERT_TRUE(boost::state_line(p.corpus, scores, three, a, l, span, log_h, a3, &pool));
+      EXPECT_EQ(a3.low, a1.low) << "weight " << k;
+      EXPECT_EQ(a3.coef, a1.coef) << "weight " << k;
+      EXPECT_EQ(a3.total, a1.total) << "weight " << k;
+      ++lines;
+    }
+  }
+  EXPECT_GT(lines, 6);
+  for_each_weight(wg, wg.transitions(), [&](std::size_t k, std::size_t slot) {
+    if (slot % 3 != 0) return;
+    boost::TransitionLine t1(p.corpus, scores, one, slot, log_h), t3(p.corpus, scores, three, slot, log_h, &pool);
+    for (const double d : {-1.5, 0.0, 0.6}) EXPECT_EQ(t3.phi(d), t1.phi(d)) << "weight " << k << ", Δ " << d;
+  });
+  // The trainer's rounds on a backend of 3 threads (its lines on 3 too) against 1.
+  boost::RoundPolicy policy;
+  const Rounds r1 = run_rounds(p, policy, 30, BoostRule::gradient, 1);
+  const Rounds r3 = run_rounds(p, policy, 30, BoostRule::gradient, 3);
+  ASSERT_EQ(r1.w.size(), 30u);
+  EXPECT_EQ(r3.w, r1.w);
+  EXPECT_EQ(r3.objective, r1.objective);
 }
 
 }  // namespace

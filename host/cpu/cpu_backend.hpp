@@ -57,6 +57,7 @@ class CpuBackend final : public Backend, public IncrementalGradients, public Spa
   ~CpuBackend() override;
 
   std::string name() const override;
+  unsigned host_threads() const override { return threads(); }
 
   IncrementalGradients* incremental() override { return this; }
 

@@ -40,6 +40,7 @@ class DistributedBackend final : public Backend {
     return b_->name() + ", rank " + std::to_string(c_.rank()) + " of " + std::to_string(c_.size()) +
            (device_ ? ", gradients summed by " + device_->name() : "");
   }
+  unsigned host_threads() const override { return b_->host_threads(); }
   std::size_t memory_available() override { return b_->memory_available(); }
   void set_memory_limits(std::size_t limit, std::size_t reserved, std::size_t host_limit) override {
     b_->set_memory_limits(limit, reserved, host_limit);

@@ -144,6 +144,7 @@
 #include "optim/exp_loss.hpp"
 #include "optim/quasi_newton.hpp"
 #include "optim/trainers.hpp"
+#include "util/thread_pool.hpp"
 
 namespace crfx {
 namespace boost {
@@ -424,7 +425,7 @@ struct BoostRun {
     const WeightGroups wg = b.dims().groups();
     if (index.group(j) == wg.transitions() && emissions()) {
       const boost::LineScores scores(b.dims(), wh);
-      boost::TransitionLine along(host, scores, *em, wg.slot(j, wg.transitions()), log_h);
+      boost::TransitionLine along(host, scores, *em, wg.slot(j, wg.transitions()), log_h, pool.get());
       const boost::LineMinimum m =
           boost::smoothed_minimum([&](double d) { return along.phi(d); }, rh[j], smoothing);
       obj.add_passes(1.0 + along.passes);
@@ -468,10 +469,10 @@ struct BoostRun {
     std::size_t tokens = 0;
     for (std::size_t i = 0; i < span.count; ++i) tokens += host.length(span[i]);
     double share = double(tokens) / double(std::max<std::size_t>(host.num_tokens(), 1));
-    bool ok = boost::state_line(host, scores, *em, a, l, span, log_h, line);
+    bool ok = boost::state_line(host, scores, *em, a, l, span, log_h, line, pool.get());
     if (ok && !(1 - line.total > 1e-8)) {
       share += 1;
-      ok = boost::state_line(host, scores, *em, a, l, {nullptr, n}, log_h, line);
+      ok = boost::state_line(host, scores, *em, a, l, {nullptr, n}, log_h, line, pool.get());
       line.whole = true;
     }
     obj.add_passes(share);
@@ -484,7 +485,8 @@ struct BoostRun {
     if (!policy.exact_line || b.dims().E > 0 || host.num_tokens() * b.dims().L > (std::size_t(1) << 25)) return nullptr;
     if (!em) {
       em = std::make_unique<boost::Emissions>(b.dims());
-      em->compute(host, wh, {nullptr, n});
+      if (b.host_threads() > 1) pool = std::make_unique<ThreadPool>(b.host_threads());
+      em->compute(host, wh, {nullptr, n}, pool.get());
       obj.add_passes(1.0);
     }
     return em.get();
@@ -501,7 +503,7 @@ struct BoostRun {
       const double before = b.evaluate(corpus, w, span, g.get(), -1.0, SequenceLoss::seq_exp);
       wh[j] += d;
       b.write(w, wh.data());
-      if (em) em->compute(host, wh, span);
+      if (em) em->compute(host, wh, span, pool.get());
       const double after = b.evaluate(corpus, w, span, g.get(), 1.0, SequenceLoss::seq_exp);
       passes += 2.0 * double(span_tokens) / double(std::max<std::size_t>(host.num_tokens(), 1));
       const double h_new = (h_old - before) + after;
@@ -519,7 +521,7 @@ struct BoostRun {
       b.write(w, wh.data());
       bool all = false;
       const SentenceSpan moved = index.sentences(j, all);
-      if (em && !all) em->compute(host, wh, moved);  // a transition moves no state score
+      if (em && !all) em->compute(host, wh, moved, pool.get());  // a transition moves no state score
     }
     if (!done) full();
     obj.add_passes(passes);
@@ -571,6 +573,7 @@ struct BoostRun {
   VectorPtr g;  // ∇H, unscaled (meaningless after a log-space round: `overflowed`)
   std::vector<double> wh, rh;
   std::unique_ptr<boost::Emissions> em;  // the gradient rule's exact lines (emissions())
+  std::unique_ptr<ThreadPool> pool;      // their sentences on the backend's host threads (the same bits)
   ImprovementTest improvement;
   Stopwatch clock;
   int k = 0;

@@ -11,6 +11,10 @@
 #include "crfx/internal/backend.hpp"
 #include "crfx/internal/corpus.hpp"
 
+namespace crfx {
+class ThreadPool;  // (util/thread_pool.hpp)
+}
+
 namespace crfx::boost {
 
 /// Schapire & Singer's (1999) smoothing ε of the step: Δ = log((a·W₋ + ε)/(b·W₊ + ε))/(U − L)
@@ -103,10 +107,11 @@ struct LineScores {
 /// The corpus's state scores at w in exp space, kept by the gradient rule between rounds: per token
 /// m_t = max_y s_t(y) and e_t(y) = exp(s_t(y) − m_t), per sentence the gold path's state score.
 /// compute() (re)does the sentences of `span` (all of them first, then those of each stepped state
-/// weight): a function of w alone, so a resumed run rebuilds the same bits.
+/// weight): a function of w alone, so a resumed run rebuilds the same bits. `pool` (optional)
+/// spreads the sentences over its threads (each writes its own rows: the same bits).
 struct Emissions {
   explicit Emissions(const Dims& dims) : wg(dims.groups()), L(dims.L) {}
-  void compute(const Corpus& c, const std::vector<double>& w, SentenceSpan span);
+  void compute(const Corpus& c, const std::vector<double>& w, SentenceSpan span, ThreadPool* pool = nullptr);
   WeightGroups wg;
   std::size_t L;
   std::vector<double> e, m, gold;  // [N][L], [N], [S]
@@ -116,29 +121,38 @@ struct Emissions {
 /// Emissions `em`), from one forward pass a sentence in the semiring of polynomials in e^Δ
 /// (boost_line.cpp). False where it does not apply: edge attributes, a value of a that is not a
 /// non-negative integer, more than 64 occurrences in a sentence, a score that is not finite.
+/// `pool` (optional) runs the sentences' passes on its threads; their coefficients are added in
+/// span order, so `out` has the same bits on any number of threads.
 bool state_line(const Corpus& c, const LineScores& x, const Emissions& em, std::uint32_t a, std::uint32_t l,
-                SentenceSpan span, double log_h, ExpSum& out);
+                SentenceSpan span, double log_h, ExpSum& out, ThreadPool* pool = nullptr);
 
 /// The loss along the transition `slot` (y'·L + y) over the whole corpus: phi(Δ) = log(H(w +
 /// Δe_k)/H(w)), each call a forward pass over the corpus on the cached emissions (only the
 /// transition matrix changes along e_k; no state score is recomputed). NaN where a scale is not
-/// finite.
+/// finite. `pool` (optional) runs the sentences' passes on its threads; their terms are summed in
+/// sentence order, so phi has the same bits on any number of threads.
 class TransitionLine {
  public:
-  TransitionLine(const Corpus& c, const LineScores& x, const Emissions& em, std::size_t slot, double log_h);
+  TransitionLine(const Corpus& c, const LineScores& x, const Emissions& em, std::size_t slot, double log_h,
+                 ThreadPool* pool = nullptr);
   double phi(double delta);
   int passes = 0;  // calls of phi
 
  private:
   double log_sum(double delta);  // log Σ_i 1/p_i(w + Δe_k) − log_h
+  /// Sentence s's term of log_sum: log(1/p_s) − log_h along the transition matrix `e` (NaN where a
+  /// scale is not finite); `scratch` a worker's.
+  double sentence_term(std::size_t s, const std::vector<double>& e, double delta, std::vector<double>& scratch) const;
   const Corpus& c_;
   const LineScores& x_;
   const Emissions& em_;
   std::size_t slot_;
   double log_h_, log_s0_ = 0;
-  std::vector<double> base_;  // [S] the gold path's score at w
-  std::vector<int> count_;    // [S] its count of the transition
-  std::vector<double> alpha_, next_;
+  ThreadPool* pool_;
+  std::vector<double> base_;   // [S] the gold path's score at w
+  std::vector<int> count_;     // [S] its count of the transition
+  std::vector<double> terms_;  // [S] log_sum's terms
+  std::vector<std::vector<double>> scratch_;  // [workers] a forward pass's two rows
 };
 
 /// Per weight the sentences whose 1/p_i (and gradient contribution) depend on it — those where the

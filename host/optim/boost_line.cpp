@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "optim/boost.hpp"
+#include "util/thread_pool.hpp"
 
 namespace crfx::boost {
 
@@ -33,6 +34,22 @@ int count_at(const Corpus& c, std::size_t t, std::uint32_t a) {
   for (std::size_t i = c.state_offsets[t]; i < c.state_offsets[t + 1]; ++i)
     if (c.state_ids[i] == a) n += c.state_value(i);
   return n >= 0 && n <= kMaxDegree && n == std::floor(n) ? int(n) : -1;
+}
+
+/// Runs fn(first, last, worker) over [0, n) in blocks of kLineBlock: on the pool's threads where
+/// there is more than one block, else in one call on this thread. The blocks write disjoint
+/// results that the caller folds in order, so nothing depends on the number of threads.
+constexpr std::size_t kLineBlock = 64;
+template <class F>
+void in_blocks(ThreadPool* pool, std::size_t n, F&& fn) {
+  const std::size_t blocks = (n + kLineBlock - 1) / kLineBlock;
+  if (!pool || pool->size() < 2 || blocks < 2) {
+    if (n > 0) fn(std::size_t(0), n, 0u);
+    return;
+  }
+  pool->run(blocks, [&](std::size_t b, unsigned worker) {
+    fn(b * kLineBlock, std::min(n, (b + 1) * kLineBlock), worker);
+  });
 }
 
 
@@ -149,28 +166,30 @@ LineScores::LineScores(const Dims& dims, const std::vector<double>& w)
   trans.swap(tau);
 }
 
-void Emissions::compute(const Corpus& c, const std::vector<double>& w, SentenceSpan span) {
+void Emissions::compute(const Corpus& c, const std::vector<double>& w, SentenceSpan span, ThreadPool* pool) {
   if (e.empty()) {
     e.assign(c.num_tokens() * L, 0.0);
     m.assign(c.num_tokens(), 0.0);
     gold.assign(c.num_sentences(), 0.0);
   }
-  for (std::size_t i = 0; i < span.count; ++i) {
-    const std::size_t s = span[i], t0 = c.sentence_offsets[s];
-    double g = 0;
-    for (std::size_t t = t0; t < t0 + c.length(s); ++t) {
-      double* row = e.data() + t * L;
-      std::fill(row, row + L, 0.0);
-      for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k) {
-        const double v = c.state_value(k);
-        for_each_weight(wg, c.state_ids[k], [&](std::size_t j, std::size_t slot) { row[slot] += v * w[j]; });
+  in_blocks(pool, span.count, [&](std::size_t first, std::size_t last, unsigned) {
+    for (std::size_t i = first; i < last; ++i) {
+      const std::size_t s = span[i], t0 = c.sentence_offsets[s];
+      double g = 0;
+      for (std::size_t t = t0; t < t0 + c.length(s); ++t) {
+        double* row = e.data() + t * L;
+        std::fill(row, row + L, 0.0);
+        for (std::size_t k = c.state_offsets[t]; k < c.state_offsets[t + 1]; ++k) {
+          const double v = c.state_value(k);
+          for_each_weight(wg, c.state_ids[k], [&](std::size_t j, std::size_t slot) { row[slot] += v * w[j]; });
+        }
+        g += row[c.labels[t]];
+        m[t] = *std::max_element(row, row + L);
+        for (std::size_t y = 0; y < L; ++y) row[y] = std::exp(row[y] - m[t]);
       }
-      g += row[c.labels[t]];
-      m[t] = *std::max_element(row, row + L);
-      for (std::size_t y = 0; y < L; ++y) row[y] = std::exp(row[y] - m[t]);
+      gold[s] = g;
     }
-    gold[s] = g;
-  }
+  });
 }
 
 namespace {
@@ -188,12 +207,16 @@ double gold_transitions(const Corpus& c, const LineScores& x, std::size_t s, std
   return g;
 }
 
-/// One sentence's coefficients, added to `out` (see the top): false where a count is not an
-/// integer in [0, kMaxDegree] or the sentence's degree passes kMaxDegree.
-bool add_sentence(const Corpus& c, const LineScores& x, const Emissions& em, std::uint32_t a, std::uint32_t l,
-                  std::size_t s, double log_h, ExpSum& out, std::vector<double>& alpha, std::vector<double>& next) {
+/// One sentence's terms (see the top), appended to `terms`: per power p ≤ `degree` its coefficient
+/// of z^p over H (0 where no path reaches the power); `g` the gold path's count. False where a
+/// count is not an integer in [0, kMaxDegree] or the sentence's degree passes kMaxDegree.
+bool sentence_powers(const Corpus& c, const LineScores& x, const Emissions& em, std::uint32_t a, std::uint32_t l,
+                     std::size_t s, double log_h, int& g, int& degree, std::vector<double>& terms,
+                     std::vector<double>& alpha, std::vector<double>& next) {
   const std::size_t L = x.L, t0 = c.sentence_offsets[s], T = c.length(s);
-  int unused = 0, degree = 0, g = 0;
+  int unused = 0;
+  degree = 0;
+  g = 0;
   const double gold = em.gold[s] + gold_transitions(c, x, s, L * L, unused);
   double log_scale = 0;
   alpha.assign(L, 0.0);
@@ -232,76 +255,115 @@ bool add_sentence(const Corpus& c, const LineScores& x, const Emissions& em, std
     log_scale += em.m[t0 + t] + std::log(top);
     alpha.swap(next);
   }
-  // Powers e = c − g in [−g, degree − g]: out.coef covers [out.low, out.low + size).
+  for (int p = 0; p <= degree; ++p) {
+    double sum = 0;
+    for (std::size_t y = 0; y < L; ++y) sum += alpha[std::size_t(p) * L + y];
+    terms.push_back(sum > 0 ? std::exp(std::log(sum) + log_scale - gold - log_h) : 0.0);
+  }
+  return true;
+}
+
+/// Adds a sentence's terms (sentence_powers) to `out`: powers e = c − g in [−g, degree − g], out.coef
+/// covering [out.low, out.low + size). (A term of 0 adds nothing: the coefficients are ≥ +0.)
+void add_powers(ExpSum& out, int g, int degree, const double* terms) {
   if (out.coef.empty()) out.low = -g;
   const int low = std::min(out.low, -g), high = std::max(out.low + int(out.coef.size()) - 1, degree - g);
   out.coef.insert(out.coef.begin(), std::size_t(out.low - low), 0.0);
   out.low = low;
   out.coef.resize(std::size_t(high - low + 1), 0.0);
-  for (int p = 0; p <= degree; ++p) {
-    double sum = 0;
-    for (std::size_t y = 0; y < L; ++y) sum += alpha[std::size_t(p) * L + y];
-    if (sum > 0) out.coef[std::size_t(p - g - out.low)] += std::exp(std::log(sum) + log_scale - gold - log_h);
-  }
-  return true;
+  for (int p = 0; p <= degree; ++p) out.coef[std::size_t(p - g - out.low)] += terms[p];
 }
 
 }  // namespace
 
 bool state_line(const Corpus& c, const LineScores& x, const Emissions& em, std::uint32_t a, std::uint32_t l,
-                SentenceSpan span, double log_h, ExpSum& out) {
+                SentenceSpan span, double log_h, ExpSum& out, ThreadPool* pool) {
   out = ExpSum();
   if (x.edges) return false;
-  std::vector<double> alpha, next;
-  for (std::size_t i = 0; i < span.count; ++i)
-    if (!add_sentence(c, x, em, a, l, span[i], log_h, out, alpha, next)) return false;
+  // The sentences' terms on the threads, a block of sentences each; added to `out` in span order.
+  struct Block {
+    bool ok = true;
+    std::vector<int> g, degree;
+    std::vector<double> terms;
+  };
+  std::vector<Block> blocks((span.count + kLineBlock - 1) / kLineBlock);
+  std::vector<std::vector<double>> alpha(pool ? pool->size() : 1), next(alpha.size());
+  in_blocks(pool, span.count, [&](std::size_t first, std::size_t last, unsigned worker) {
+    Block& block = blocks[first / kLineBlock];
+    for (std::size_t i = first; i < last && block.ok; ++i) {
+      int g = 0, degree = 0;
+      block.ok = sentence_powers(c, x, em, a, l, span[i], log_h, g, degree, block.terms, alpha[worker], next[worker]);
+      block.g.push_back(g);
+      block.degree.push_back(degree);
+    }
+  });
+  for (const Block& block : blocks) {
+    if (!block.ok) return false;
+    const double* terms = block.terms.data();
+    for (std::size_t i = 0; i < block.g.size(); ++i) {
+      add_powers(out, block.g[i], block.degree[i], terms);
+      terms += block.degree[i] + 1;
+    }
+  }
   out.total = 0;
   for (const double v : out.coef) out.total += v;
   return std::isfinite(out.total);
 }
 
 TransitionLine::TransitionLine(const Corpus& c, const LineScores& x, const Emissions& em, std::size_t slot,
-                               double log_h)
-    : c_(c), x_(x), em_(em), slot_(slot), log_h_(log_h), base_(c.num_sentences()), count_(c.num_sentences()) {
+                               double log_h, ThreadPool* pool)
+    : c_(c), x_(x), em_(em), slot_(slot), log_h_(log_h), pool_(pool), base_(c.num_sentences()),
+      count_(c.num_sentences()), terms_(c.num_sentences()), scratch_(pool ? pool->size() : 1) {
   for (std::size_t s = 0; s < c.num_sentences(); ++s)
     base_[s] = em.gold[s] + gold_transitions(c, x, s, slot, count_[s]);
   log_s0_ = log_sum(0.0);
 }
 
+double TransitionLine::sentence_term(std::size_t s, const std::vector<double>& e, double delta,
+                                     std::vector<double>& scratch) const {
+  const std::size_t L = x_.L, t0 = c_.sentence_offsets[s], T = c_.length(s);
+  scratch.resize(2 * L);
+  double* alpha = scratch.data();
+  double* next = alpha + L;
+  const double* state = em_.e.data() + t0 * L;
+  std::copy(state, state + L, alpha);
+  double log_z = em_.m[t0], scale = 1;  // the scales' product, its log taken when it nears the limits
+  for (std::size_t t = 1; t < T; ++t) {
+    state += L;
+    std::fill(next, next + L, 0.0);
+    for (std::size_t yp = 0; yp < L; ++yp) {
+      const double f = alpha[yp];
+      const double* row = e.data() + yp * L;
+      for (std::size_t y = 0; y < L; ++y) next[y] += f * row[y];
+    }
+    double mx = 0;
+    for (std::size_t y = 0; y < L; ++y) mx = std::max(mx, next[y] *= state[y]);
+    if (!(mx > 0) || !std::isfinite(mx)) return std::numeric_limits<double>::quiet_NaN();
+    const double inv = 1 / mx;
+    for (std::size_t y = 0; y < L; ++y) alpha[y] = next[y] * inv;
+    log_z += em_.m[t0 + t] + x_.tau_max;
+    scale *= mx;
+    if (scale < 1e-200 || scale > 1e200) {
+      log_z += std::log(scale);
+      scale = 1;
+    }
+  }
+  log_z += std::log(scale);
+  double z = 0;
+  for (std::size_t y = 0; y < L; ++y) z += alpha[y];
+  return log_z + std::log(z) - base_[s] - delta * count_[s] - log_h_;
+}
+
 double TransitionLine::log_sum(double delta) {
-  const std::size_t L = x_.L;
   std::vector<double> e = x_.exp_trans;
   e[slot_] *= std::exp(delta);
+  // The sentences' terms on the threads; their log-sum-exp in sentence order (the same bits on
+  // any number of threads). A scale that is not finite makes the sum NaN.
+  in_blocks(pool_, c_.num_sentences(), [&](std::size_t first, std::size_t last, unsigned worker) {
+    for (std::size_t s = first; s < last; ++s) terms_[s] = sentence_term(s, e, delta, scratch_[worker]);
+  });
   double top = -std::numeric_limits<double>::infinity(), sum = 0;  // Σ exp(term − top)
-  for (std::size_t s = 0; s < c_.num_sentences(); ++s) {
-    const std::size_t t0 = c_.sentence_offsets[s], T = c_.length(s);
-    const double* state = em_.e.data() + t0 * L;
-    alpha_.assign(state, state + L);
-    double log_z = em_.m[t0], scale = 1;  // the scales' product, its log taken when it nears the limits
-    for (std::size_t t = 1; t < T; ++t) {
-      state += L;
-      next_.assign(L, 0.0);
-      for (std::size_t yp = 0; yp < L; ++yp) {
-        const double f = alpha_[yp];
-        const double* row = e.data() + yp * L;
-        for (std::size_t y = 0; y < L; ++y) next_[y] += f * row[y];
-      }
-      double mx = 0;
-      for (std::size_t y = 0; y < L; ++y) mx = std::max(mx, next_[y] *= state[y]);
-      if (!(mx > 0) || !std::isfinite(mx)) return std::numeric_limits<double>::quiet_NaN();
-      const double inv = 1 / mx;
-      for (std::size_t y = 0; y < L; ++y) alpha_[y] = next_[y] * inv;
-      log_z += em_.m[t0 + t] + x_.tau_max;
-      scale *= mx;
-      if (scale < 1e-200 || scale > 1e200) {
-        log_z += std::log(scale);
-        scale = 1;
-      }
-    }
-    log_z += std::log(scale);
-    double z = 0;
-    for (std::size_t y = 0; y < L; ++y) z += alpha_[y];
-    const double term = log_z + std::log(z) - base_[s] - delta * count_[s] - log_h_;
+  for (const double term : terms_) {
     if (term > top) {
       sum = sum * std::exp(top - term) + 1;
       top = term;

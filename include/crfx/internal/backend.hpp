@@ -489,6 +489,9 @@ class Backend {
   virtual ~Backend() = default;
   /// "cpu (2 threads)", "cuda:0 NVIDIA H100 …".
   virtual std::string name() const = 0;
+  /// The host threads an optimizer may give host loops of its own (boosting's exact lines): the
+  /// CPU backend's workers, the CUDA backend's --threads (0 there: every core); 1 by default.
+  virtual unsigned host_threads() const { return 1; }
   const Dims& dims() const { return dims_; }
   /// Bytes a run can still allocate where this backend keeps its vectors: host memory
   /// (MemAvailable; the default, the CPU backend) or free device memory (CUDA); 0 when unknown.
