@@ -106,6 +106,39 @@ TEST(CudaSgdSearch, DeviceStepEqualsTheHostsStepByStep) {
   RecordProperty("steps_accepted", std::to_string(accepted));
 }
 
+// A sentence without a feature (no attribute at any token, no transitions in the model): its step's
+// support is empty, the penalty and trial sums over it 0 (reduce_on_device's empty case) — on the
+// device bit for bit the host's step, the steps around it too.
+TEST(CudaSgdSearch, AStepOnASentenceWithoutFeaturesEqualsTheHosts) {
+  REQUIRE_GPU();
+  RandomProblem p = random_problem(4, 20, 0, 12, 6, 29);
+  p.dims.transitions = false;
+  Corpus& c = p.corpus;  // sentence 3 (the first step's, (7·0 + 3) mod 12) loses its items
+  const std::size_t t0 = c.sentence_offsets[3], t1 = c.sentence_offsets[4];
+  const std::size_t k0 = c.state_offsets[t0], k1 = c.state_offsets[t1];
+  c.state_ids.erase(c.state_ids.begin() + std::ptrdiff_t(k0), c.state_ids.begin() + std::ptrdiff_t(k1));
+  if (!c.state_values.empty())
+    c.state_values.erase(c.state_values.begin() + std::ptrdiff_t(k0), c.state_values.begin() + std::ptrdiff_t(k1));
+  for (std::size_t t = t0 + 1; t < c.state_offsets.size(); ++t)
+    c.state_offsets[t] = t <= t1 ? k0 : c.state_offsets[t] - (k1 - k0);
+  p = with_layout(std::move(p), Layout::observed);
+  std::vector<double> w0(p.dims.num_weights());
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> uni(-0.3, 0.3);
+  for (double& x : w0) x = uni(rng);
+  const std::size_t steps = 14;  // sentence 3 at steps 0 and 12
+  std::size_t rejected = 0, accepted = 0;
+  const auto host = run_sgd(p, w0, 0.5, 0.1, 0.2, false, steps, &rejected, &accepted);
+  const auto dev = run_sgd(p, w0, 0.5, 0.1, 0.2, true, steps);
+  for (std::size_t t = 0; t < steps; ++t) {
+    SCOPED_TRACE(::testing::Message() << "step " << t);
+    ASSERT_TRUE(bitwise_equal(dev[t].w, host[t].w)) << "w";
+    ASSERT_TRUE(bitwise_equal(dev[t].q, host[t].q)) << "q";
+    ASSERT_TRUE(bitwise_equal(dev[t].stamp, host[t].stamp)) << "stamps";
+    ASSERT_TRUE(bitwise_equal(dev[t].scalars, host[t].scalars)) << "u, Λ";
+  }
+}
+
 // Stopped by the poll inside an epoch and resumed there: u and Λ read back from the device for the
 // report's state, and written to it again by the resumed run — the uninterrupted run's model.
 TEST(CudaSgdSearch, StopsInsideAnEpochAndResumesBitExact) {
