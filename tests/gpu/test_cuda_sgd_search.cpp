@@ -73,6 +73,18 @@ std::vector<SgdState> run_sgd(const RandomProblem& p, const std::vector<double>&
   return out;
 }
 
+/// The device's states after each step bit for bit the host's: w, q, the stamps, u and Λ.
+void expect_same_steps(const std::vector<SgdState>& dev, const std::vector<SgdState>& host) {
+  ASSERT_EQ(dev.size(), host.size());
+  for (std::size_t t = 0; t < host.size(); ++t) {
+    SCOPED_TRACE(::testing::Message() << "step " << t);
+    ASSERT_TRUE(bitwise_equal(dev[t].w, host[t].w)) << "w";
+    ASSERT_TRUE(bitwise_equal(dev[t].q, host[t].q)) << "q";
+    ASSERT_TRUE(bitwise_equal(dev[t].stamp, host[t].stamp)) << "stamps";
+    ASSERT_TRUE(bitwise_equal(dev[t].scalars, host[t].scalars)) << "u, Λ";
+  }
+}
+
 // The device's step (the search decided by one-thread kernels, u and Λ device scalars) against
 // the host's step by step, bit for bit: w, q, the stamps, u and Λ after every step — with and
 // without L1 and L2, at rates where every trial is accepted and where trials are rejected.
@@ -92,13 +104,7 @@ TEST(CudaSgdSearch, DeviceStepEqualsTheHostsStepByStep) {
     const std::size_t steps = 30;
     const auto host = run_sgd(p, w0, k.eta0, k.c1, k.c2, false, steps, &rejected, &accepted);
     const auto dev = run_sgd(p, w0, k.eta0, k.c1, k.c2, true, steps);
-    for (std::size_t t = 0; t < steps; ++t) {
-      SCOPED_TRACE(::testing::Message() << "step " << t);
-      ASSERT_TRUE(bitwise_equal(dev[t].w, host[t].w)) << "w";
-      ASSERT_TRUE(bitwise_equal(dev[t].q, host[t].q)) << "q";
-      ASSERT_TRUE(bitwise_equal(dev[t].stamp, host[t].stamp)) << "stamps";
-      ASSERT_TRUE(bitwise_equal(dev[t].scalars, host[t].scalars)) << "u, Λ";
-    }
+    expect_same_steps(dev, host);
   }
   EXPECT_GT(rejected, 0u) << "no step's trials were rejected";
   EXPECT_GT(accepted, 0u) << "every step's trials were rejected";
@@ -130,13 +136,7 @@ TEST(CudaSgdSearch, AStepOnASentenceWithoutFeaturesEqualsTheHosts) {
   std::size_t rejected = 0, accepted = 0;
   const auto host = run_sgd(p, w0, 0.5, 0.1, 0.2, false, steps, &rejected, &accepted);
   const auto dev = run_sgd(p, w0, 0.5, 0.1, 0.2, true, steps);
-  for (std::size_t t = 0; t < steps; ++t) {
-    SCOPED_TRACE(::testing::Message() << "step " << t);
-    ASSERT_TRUE(bitwise_equal(dev[t].w, host[t].w)) << "w";
-    ASSERT_TRUE(bitwise_equal(dev[t].q, host[t].q)) << "q";
-    ASSERT_TRUE(bitwise_equal(dev[t].stamp, host[t].stamp)) << "stamps";
-    ASSERT_TRUE(bitwise_equal(dev[t].scalars, host[t].scalars)) << "u, Λ";
-  }
+  expect_same_steps(dev, host);
 }
 
 // Stopped by the poll inside an epoch and resumed there: u and Λ read back from the device for the
