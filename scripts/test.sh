@@ -9,8 +9,9 @@ build=${BUILD_DIR:-build}
 scripts/deps.sh
 scripts/build.sh "$@"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" | tee "$log"
+kernels=$(mktemp)  # the kernels each emulated test launched (tests/emu/test_kernel_log.cpp)
+trap 'rm -f "$log" "$kernels"' EXIT
+CRFX_EMU_KERNEL_LOG="$kernels" ctest --test-dir "$build" --output-on-failure -j "$(nproc)" | tee "$log"
 # Why the skipped tests skipped (GTEST_SKIP's message, from ctest's log), one line per reason.
 awk '/: Skipped$/ { getline reason; next }
      /^\[  SKIPPED \] [^ ]+ \(/ && reason != "" { n[reason]++; if (!(reason in eg)) eg[reason] = $4; reason = "" }
@@ -22,6 +23,13 @@ if [ "${emu:-0}" -gt 0 ]; then
   skipped=$(grep -cE 'Test +#[0-9]+: seed[0-9]+/.*Skipped' "$log" || true)
   echo "GPU suite on the emulated device: $emu tests ($seeds), $skipped skipped"
   [ "$skipped" -eq 0 ] || { echo "a test of the emulated GPU suite skipped: it must run there" >&2; exit 1; }
+  # Every kernel the backend launches ran in some emulated test (a kernel no test runs is untested).
+  if ! coverage=$(scripts/emu-kernel-coverage.sh --log "$kernels"); then
+    grep -F '**none**' <<<"$coverage" >&2 || true
+    echo "$coverage" | tail -1 >&2
+    exit 1
+  fi
+  echo "$coverage" | tail -1
   if [ "${CRFX_SANITIZE:-1}" != 0 ]; then
     scripts/test-emu-sanitize.sh
     echo "GPU suite on the emulated device under ASan + UBSan (seed 3): clean"
