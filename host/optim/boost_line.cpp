@@ -52,7 +52,6 @@ void in_blocks(ThreadPool* pool, std::size_t n, F&& fn) {
   });
 }
 
-
 /// Brent's minimisation (parabolic steps, golden sections where they fail) of f on [lo, hi] from x,
 /// f(x) < f(lo) and f(x) ≤ f(hi); until the bracket around x is within tolerance·|x|.
 template <class F>
