@@ -167,6 +167,53 @@ TEST(BoostLine, RoundsWithExactLinesTakeTheTrialsStepsWithinTheirTolerance) {
   }
 }
 
+// The lines at label counts the enumeration cannot reach (the matrix products in blocks of 16
+// labels and a tail of each size: L = 5 … 35): against the CPU backend's seq-exp loss H at the
+// moved weights, phi(Δ) = log(H(w + Δe_k)/H(w)).
+TEST(BoostLine, LinesAgreeWithTheBackendAtLargerLabelCounts) {
+  for (std::uint32_t L : {5u, 9u, 16u, 22u, 35u}) {
+    SCOPED_TRACE(::testing::Message() << "L " << L);
+    RandomProblem p = test::random_problem(L, 8, 0, 14, 7, 90 + L, /*binary=*/true);
+    p.corpus.state_values.assign(p.corpus.state_ids.size(), 1.0);
+    const std::vector<double> w = test::random_weights(p.dims.num_weights(), 0.4, L);
+    CpuBackend b(p.dims, 1);
+    const auto corpus = b.upload(p.corpus);
+    const SentenceSpan all{nullptr, p.corpus.num_sentences()};
+    auto h_at = [&](std::size_t k, double d) {
+      std::vector<double> y = w;
+      y[k] += d;
+      const VectorPtr v = b.vector(y.size());
+      b.write(*v, y.data());
+      return b.evaluate(*corpus, *v, all, nullptr, 1.0, SequenceLoss::seq_exp);
+    };
+    const double h = h_at(0, 0.0), log_h = std::log(h);
+    const boost::LineScores scores(p.dims, w);
+    boost::Emissions em(p.dims);
+    em.compute(p.corpus, w, all);
+    const WeightGroups wg = p.dims.groups();
+    const boost::SentenceIndex index(p.corpus, p.dims);
+    for (std::size_t k : {std::size_t(1), std::size_t(L + 2)}) {  // state weights of two attributes
+      const std::uint32_t a = index.group(k), l = wg.slot(k, a);
+      boost::ExpSum line;
+      ASSERT_TRUE(boost::state_line(p.corpus, scores, em, a, l, all, log_h, line));
+      line.whole = true;
+      for (const double d : {-0.9, 0.6}) {
+        const double want = std::log(h_at(k, d) / h);
+        EXPECT_NEAR(line.phi(d), want, 1e-11 * (1 + std::abs(want))) << "weight " << k << ", Δ " << d;
+      }
+    }
+    for (std::size_t slot : {std::size_t(0), std::size_t(L * L - 2)}) {
+      const std::size_t k = wg.find(wg.transitions(), std::uint32_t(slot));
+      ASSERT_NE(k, WeightGroups::kNoWeight);
+      boost::TransitionLine along(p.corpus, scores, em, slot, log_h);
+      for (const double d : {-0.9, 0.6}) {
+        const double want = std::log(h_at(k, d) / h);
+        EXPECT_NEAR(along.phi(d), want, 1e-11 * (1 + std::abs(want))) << "transition " << slot << ", Δ " << d;
+      }
+    }
+  }
+}
+
 // The exact lines' sentences on a pool's threads (the trainer's, on the backend's host threads):
 // the same bits as on one thread — the emissions, a state line's coefficients, a transition line's
 // values — over enough sentences for several blocks of 64, and the trainer's rounds too.

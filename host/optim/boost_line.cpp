@@ -36,6 +36,37 @@ int count_at(const Corpus& c, std::size_t t, std::uint32_t a) {
   return n >= 0 && n <= kMaxDegree && n == std::floor(n) ? int(n) : -1;
 }
 
+/// Labels [y0, y0 + N) of times_matrix: their sums held in registers over the rows.
+template <std::size_t N>
+inline void times_columns(const double* __restrict from, const double* __restrict E, std::size_t L, std::size_t y0,
+                          double* __restrict to) {
+  double acc[N] = {};
+  for (std::size_t yp = 0; yp < L; ++yp) {
+    const double f = from[yp];
+    if (f == 0) continue;
+    const double* row = E + yp * L + y0;
+    for (std::size_t j = 0; j < N; ++j) acc[j] += f * row[j];
+  }
+  for (std::size_t j = 0; j < N; ++j) to[y0 + j] = acc[j];
+}
+
+/// to[y] = Σ_{y'} from[y']·E[y'][y] for the L labels y (E row-major, L × L), each sum in y' order
+/// from 0 — the plain loop's bits (a zero from[y'] adds nothing: E's entries are finite) — 16
+/// labels at a time, then the rest in one go, their sums in registers (not stored and reloaded
+/// every row; enough independent sums to keep the adds busy).
+inline void times_matrix(const double* __restrict from, const double* __restrict E, std::size_t L,
+                         double* __restrict to) {
+  using Columns = void (*)(const double*, const double*, std::size_t, std::size_t, double*);
+  static constexpr Columns kTail[16] = {
+      nullptr,           times_columns<1>,  times_columns<2>,  times_columns<3>,  times_columns<4>,
+      times_columns<5>,  times_columns<6>,  times_columns<7>,  times_columns<8>,  times_columns<9>,
+      times_columns<10>, times_columns<11>, times_columns<12>, times_columns<13>, times_columns<14>,
+      times_columns<15>};
+  std::size_t y0 = 0;
+  for (; y0 + 16 <= L; y0 += 16) times_columns<16>(from, E, L, y0, to);
+  if (y0 < L) kTail[L - y0](from, E, L, y0, to);
+}
+
 /// Runs fn(first, last, worker) over [0, n) in blocks of kLineBlock: on the pool's threads where
 /// there is more than one block, else in one call on this thread. The blocks write disjoint
 /// results that the caller folds in order, so nothing depends on the number of threads.
@@ -230,14 +261,8 @@ bool sentence_powers(const Corpus& c, const LineScores& x, const Emissions& em, 
       std::copy(state, state + L, next.begin());
     } else {
       for (int p = 0; p <= degree; ++p) {
-        const double* from = alpha.data() + std::size_t(p) * L;
         double* to = next.data() + std::size_t(p) * L;
-        for (std::size_t yp = 0; yp < L; ++yp) {
-          const double f = from[yp];
-          if (f == 0) continue;
-          const double* e = x.exp_trans.data() + yp * L;
-          for (std::size_t y = 0; y < L; ++y) to[y] += f * e[y];
-        }
+        times_matrix(alpha.data() + std::size_t(p) * L, x.exp_trans.data(), L, to);
         for (std::size_t y = 0; y < L; ++y) to[y] *= state[y];
       }
       log_scale += x.tau_max;
@@ -329,12 +354,7 @@ double TransitionLine::sentence_term(std::size_t s, const std::vector<double>& e
   double log_z = em_.m[t0], scale = 1;  // the scales' product, its log taken when it nears the limits
   for (std::size_t t = 1; t < T; ++t) {
     state += L;
-    std::fill(next, next + L, 0.0);
-    for (std::size_t yp = 0; yp < L; ++yp) {
-      const double f = alpha[yp];
-      const double* row = e.data() + yp * L;
-      for (std::size_t y = 0; y < L; ++y) next[y] += f * row[y];
-    }
+    times_matrix(alpha, e.data(), L, next);
     double mx = 0;
     for (std::size_t y = 0; y < L; ++y) mx = std::max(mx, next[y] *= state[y]);
     if (!(mx > 0) || !std::isfinite(mx)) return std::numeric_limits<double>::quiet_NaN();
