@@ -39,12 +39,7 @@ inline void check_index(const CpuSparse& x, std::size_t n) {
 /// f(begin, end) over [0, n): one call when n ≤ kReduceBlock, else blocks on the pool.
 template <class F>
 void blocks(ThreadPool& pool, std::size_t n, F&& f) {
-  if (n <= kReduceBlock) {
-    if (n) f(std::size_t(0), n);
-    return;
-  }
-  const std::size_t nb = (n + kReduceBlock - 1) / kReduceBlock;
-  pool.run(nb, [&](std::size_t b, unsigned) { f(b * kReduceBlock, std::min(n, (b + 1) * kReduceBlock)); });
+  run_blocks(&pool, n, kReduceBlock, [&](std::size_t begin, std::size_t end, unsigned) { f(begin, end); });
 }
 
 /// Σ of f(begin, end) over kReduceBlock blocks of [0, n), combined in block order from 0.0 (so

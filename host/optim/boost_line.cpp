@@ -67,21 +67,8 @@ inline void times_matrix(const double* __restrict from, const double* __restrict
   if (y0 < L) kTail[L - y0](from, E, L, y0, to);
 }
 
-/// Runs fn(first, last, worker) over [0, n) in blocks of kLineBlock: on the pool's threads where
-/// there is more than one block, else in one call on this thread. The blocks write disjoint
-/// results that the caller folds in order, so nothing depends on the number of threads.
+/// The lines' sentences go to the pool (run_blocks) in blocks of this many.
 constexpr std::size_t kLineBlock = 64;
-template <class F>
-void in_blocks(ThreadPool* pool, std::size_t n, F&& fn) {
-  const std::size_t blocks = (n + kLineBlock - 1) / kLineBlock;
-  if (!pool || pool->size() < 2 || blocks < 2) {
-    if (n > 0) fn(std::size_t(0), n, 0u);
-    return;
-  }
-  pool->run(blocks, [&](std::size_t b, unsigned worker) {
-    fn(b * kLineBlock, std::min(n, (b + 1) * kLineBlock), worker);
-  });
-}
 
 /// Brent's minimisation (parabolic steps, golden sections where they fail) of f on [lo, hi] from x,
 /// f(x) < f(lo) and f(x) ≤ f(hi); until the bracket around x is within tolerance·|x|.
@@ -202,7 +189,7 @@ void Emissions::compute(const Corpus& c, const std::vector<double>& w, SentenceS
     m.assign(c.num_tokens(), 0.0);
     gold.assign(c.num_sentences(), 0.0);
   }
-  in_blocks(pool, span.count, [&](std::size_t first, std::size_t last, unsigned) {
+  run_blocks(pool, span.count, kLineBlock, [&](std::size_t first, std::size_t last, unsigned) {
     for (std::size_t i = first; i < last; ++i) {
       const std::size_t s = span[i], t0 = c.sentence_offsets[s];
       double g = 0;
@@ -312,7 +299,7 @@ bool state_line(const Corpus& c, const LineScores& x, const Emissions& em, std::
   };
   std::vector<Block> blocks((span.count + kLineBlock - 1) / kLineBlock);
   std::vector<std::vector<double>> alpha(pool ? pool->size() : 1), next(alpha.size());
-  in_blocks(pool, span.count, [&](std::size_t first, std::size_t last, unsigned worker) {
+  run_blocks(pool, span.count, kLineBlock, [&](std::size_t first, std::size_t last, unsigned worker) {
     Block& block = blocks[first / kLineBlock];
     for (std::size_t i = first; i < last && block.ok; ++i) {
       int g = 0, degree = 0;
@@ -378,7 +365,7 @@ double TransitionLine::log_sum(double delta) {
   e[slot_] *= std::exp(delta);
   // The sentences' terms on the threads; their log-sum-exp in sentence order (the same bits on
   // any number of threads). A scale that is not finite makes the sum NaN.
-  in_blocks(pool_, c_.num_sentences(), [&](std::size_t first, std::size_t last, unsigned worker) {
+  run_blocks(pool_, c_.num_sentences(), kLineBlock, [&](std::size_t first, std::size_t last, unsigned worker) {
     for (std::size_t s = first; s < last; ++s) terms_[s] = sentence_term(s, e, delta, scratch_[worker]);
   });
   double top = -std::numeric_limits<double>::infinity(), sum = 0;  // Σ exp(term − top)

@@ -1,6 +1,7 @@
 // crfx — a fixed pool of worker threads for data-parallel loops.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -49,5 +50,18 @@ class ThreadPool {
 /// Fixed block size for reductions over long vectors: partial results per block, combined in
 /// block order, make sums independent of the thread count.
 inline constexpr std::size_t kReduceBlock = 1 << 15;
+
+/// f(begin, end, worker) over [0, n) in blocks of `block` on the pool; one call f(0, n, 0) on this
+/// thread where n ≤ block or there is no pool. The blocks write disjoint results (or partial ones
+/// the caller combines in block order), so nothing depends on the number of threads.
+template <class F>
+void run_blocks(ThreadPool* pool, std::size_t n, std::size_t block, F&& f) {
+  if (!pool || n <= block) {
+    if (n) f(std::size_t(0), n, 0u);
+    return;
+  }
+  const std::size_t nb = (n + block - 1) / block;
+  pool->run(nb, [&](std::size_t b, unsigned worker) { f(b * block, std::min(n, (b + 1) * block), worker); });
+}
 
 }  // namespace crfx
