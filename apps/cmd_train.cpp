@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <set>
 #include <string>
@@ -51,31 +53,11 @@ namespace crfx::cli {
 
 namespace {
 
-/// Viterbi labels of every sentence of `corpus`, as strings, sentence by sentence.
-std::vector<std::vector<std::string>> decode(Backend& b, const BackendCorpus& corpus,
-                                             const Corpus& host, const Vector& w,
-                                             const Dictionary& labels) {
-  std::vector<std::uint32_t> ids(host.num_tokens());
+/// The dev figure of `w`: every dev sentence's Viterbi labels (into `ids`) scored against gold.
+double dev_figure(Backend& b, const BackendCorpus& corpus, const Vector& w, const LabelIdScorer& scorer,
+                  std::vector<std::uint32_t>& ids) {
   b.viterbi(corpus, w, all_sentences(corpus), ids.data(), nullptr);
-  std::vector<std::vector<std::string>> out(host.num_sentences());
-  for (std::size_t s = 0; s < host.num_sentences(); ++s)
-    for (std::size_t t = host.sentence_offsets[s]; t < host.sentence_offsets[s + 1]; ++t)
-      out[s].push_back(labels.at(ids[t]));
-  return out;
-}
-
-/// Predicted against gold label strings (gold given token after token), in `mode`.
-Evaluation score(const std::vector<std::vector<std::string>>& predicted, const std::vector<std::string>& gold,
-                 EvalMode mode) {
-  std::vector<std::vector<std::string>> g;
-  std::size_t k = 0;
-  for (const auto& sentence : predicted) {
-    g.emplace_back(gold.begin() + k, gold.begin() + k + sentence.size());
-    k += sentence.size();
-  }
-  EvalOptions eo;
-  eo.mode = mode;
-  return evaluate(g, predicted, eo);
+  return scorer.headline(ids.data());
 }
 
 // ---- train ---------------------------------------------------------------------------------
@@ -98,10 +80,9 @@ void write_log_file(const std::string& path, const std::string& text, bool& brok
 struct TrainProgress {
   Backend& backend;
   const BackendCorpus* dev;  // null without --dev
-  const Corpus& dev_corpus;
-  const std::vector<std::string>& dev_gold;
+  const LabelIdScorer* dev_scorer;  // with --dev
   EvalMode dev_mode;  // chunk or item
-  const Dictionary& labels;
+  std::vector<std::uint32_t> dev_ids;  // the dev tokens' Viterbi labels (one per dev token)
   bool quiet;
   std::string log_path;  // empty without --log
   std::string log_text;
@@ -228,8 +209,7 @@ struct TrainProgress {
     iterations = p.iteration;
     std::string dev_f1;
     if (dev) {
-      auto predicted = decode(backend, *dev, dev_corpus, w, labels);
-      const double figure = score(predicted, dev_gold, dev_mode).headline();
+      const double figure = dev_figure(backend, *dev, w, *dev_scorer, dev_ids);
       dev_f1 = fmt("%.2f", figure);
       if (dev_patience > 0) track_best(figure, p, w);
     }
@@ -419,6 +399,7 @@ struct DevData {
   Corpus corpus;
   std::vector<std::string> gold;
   EvalMode mode = EvalMode::item;
+  std::optional<LabelIdScorer> scorer;  // with a path
 };
 
 DevData read_dev(const std::string& path, const FeatureSpace& fs) {
@@ -432,6 +413,7 @@ DevData read_dev(const std::string& path, const FeatureSpace& fs) {
   std::set<std::string> labels(d.gold.begin(), d.gold.end());
   labels.insert(fs.labels.strings().begin(), fs.labels.strings().end());
   d.mode = resolve_mode(EvalOptions{}, labels);
+  if (!path.empty()) d.scorer.emplace(fs.labels.strings(), d.gold, d.corpus.sentence_offsets, d.mode);
   return d;
 }
 
@@ -635,8 +617,8 @@ int train_command(int argc, char** argv, bool learn) {
   BackendCorpusPtr dev_up = a.dev_path.empty() ? nullptr : run.backend().upload(dev.corpus);
   bool log_broken = false;
   const std::string log_text = start_log(a, dev.mode, log_broken);
-  TrainProgress progress{run.backend(), dev_up.get(), dev.corpus, dev.gold, dev.mode, fs.labels, a.quiet, a.log_path,
-                         log_text};
+  TrainProgress progress{run.backend(), dev_up.get(), dev.scorer ? &*dev.scorer : nullptr, dev.mode,
+                         std::vector<std::uint32_t>(dev.corpus.num_tokens()), a.quiet, a.log_path, log_text};
   progress.log_written = log_text.size();  // written by start_log
   progress.log_broken = log_broken;
   progress.checkpoint_path = a.checkpoint_path;

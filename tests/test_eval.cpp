@@ -1,6 +1,8 @@
 // Chunk evaluation: conlleval's counts, rules and report format.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -549,6 +551,44 @@ TEST(Evaluation, ChoosesTheReportFromTheLabels) {
   EXPECT_EQ(mem.mode, EvalMode::item);
   EXPECT_EQ(mem.report(), item.report());
   EXPECT_THROW(evaluate({{"A"}}, {}), Error);
+}
+
+// The dev figure from label ids is evaluate()'s on the strings, in both modes, over random
+// sentences of labels that exercise every rule (IOBES, brackets, type changes, the type "0",
+// hyphenated types, gold labels the guesses never use).
+TEST(LabelIdScorer, GivesTheFigureOfTheStrings) {
+  const Labels model = {"O", "B-NP", "I-NP", "B-VP", "I-VP", "E-NP", "S-NP", "B-0", "I-A-B", "[", "]", ".", "B"};
+  const Labels extra = {"I-PP", "S-VP", "E-X"};  // gold only
+  const Labels pos = {"DT", "NN", "VB", "JJ"};
+  std::mt19937 rng(7);
+  for (int round = 0; round < 40; ++round) {
+    const bool chunk = round % 4 != 3;
+    const Labels& labels = chunk ? model : pos;
+    std::vector<std::size_t> offsets{0};
+    Labels gold_tokens;
+    std::vector<std::uint32_t> guess;
+    std::vector<Labels> gold, guessed;
+    const int sentences = 1 + int(rng() % 6);
+    for (int s = 0; s < sentences; ++s) {
+      gold.emplace_back();
+      guessed.emplace_back();
+      const int n = int(rng() % 9);  // empty sentences too
+      for (int t = 0; t < n; ++t) {
+        const std::uint32_t k = std::uint32_t(rng() % labels.size());
+        guess.push_back(k);
+        guessed.back().push_back(labels[k]);
+        const bool other = chunk && rng() % 5 == 0;
+        gold.back().push_back(other ? extra[rng() % extra.size()] : labels[rng() % labels.size()]);
+        gold_tokens.push_back(gold.back().back());
+      }
+      offsets.push_back(gold_tokens.size());
+    }
+    EvalOptions o;
+    o.mode = chunk ? EvalMode::chunk : EvalMode::item;
+    const LabelIdScorer scorer(labels, gold_tokens, offsets, o.mode);
+    EXPECT_DOUBLE_EQ(scorer.headline(guess.data()), evaluate(gold, guessed, o).headline()) << "round " << round;
+  }
+  EXPECT_THROW(LabelIdScorer(model, {"O"}, {0}, EvalMode::chunk), Error);
 }
 
 // Untagged data read as gold and guess (columns that share no label) is refused from 20 tokens;

@@ -192,7 +192,61 @@ struct Stream {
   }
 };
 
+/// One sentence of n tokens through the stream `s`: tags(i) is token i's (gold, guess); then a
+/// boundary, or not (the input's end).
+template <class Tags>
+void stream_sentence(Stream s, std::size_t n, const Tags& tags, bool boundary) {
+  s.reopen();
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [c, g] = tags(i);
+    s.step(c, g, false);
+  }
+  if (boundary) s.boundary();
+  s.close();
+}
+
 }  // namespace
+
+struct LabelIdScorer::Tags {
+  std::vector<Tag> of;  // by id
+};
+
+LabelIdScorer::LabelIdScorer(const std::vector<std::string>& labels, const std::vector<std::string>& gold,
+                             std::vector<std::size_t> offsets, EvalMode mode)
+    : tags_(std::make_unique<Tags>()), offsets_(std::move(offsets)), mode_(mode) {
+  if (offsets_.empty() || offsets_.front() != 0 || offsets_.back() != gold.size())
+    throw Error("LabelIdScorer: the sentence offsets do not span the gold labels");
+  std::map<std::string, std::uint32_t> id;
+  for (const std::string& l : labels) id.emplace(l, std::uint32_t(id.size()));
+  gold_.reserve(gold.size());
+  for (const std::string& l : gold) gold_.push_back(id.emplace(l, std::uint32_t(id.size())).first->second);
+  tags_->of.resize(id.size());
+  for (const auto& [label, k] : id) tags_->of[k] = parse_label(label, EvalOptions{});
+}
+
+LabelIdScorer::~LabelIdScorer() = default;
+LabelIdScorer::LabelIdScorer(LabelIdScorer&&) noexcept = default;
+
+double LabelIdScorer::headline(const std::uint32_t* guess) const {
+  const std::size_t n = gold_.size();
+  if (mode_ == EvalMode::item) {
+    std::size_t correct = 0;
+    for (std::size_t t = 0; t < n; ++t) correct += gold_[t] == guess[t];
+    return n ? 100.0 * double(correct) / double(n) : 0.0;
+  }
+  ChunkCounts overall;
+  std::map<std::string, ChunkCounts> by_type;
+  std::size_t tokens = 0, correct_tokens = 0;
+  bool in_correct = false;
+  const std::vector<Tag>& tag = tags_->of;
+  for (std::size_t s = 0; s + 1 < offsets_.size(); ++s) {
+    const std::uint32_t* c = gold_.data() + offsets_[s];
+    const std::uint32_t* g = guess + offsets_[s];
+    stream_sentence(Stream{overall, by_type, tokens, correct_tokens, in_correct}, offsets_[s + 1] - offsets_[s],
+                    [&](std::size_t i) { return std::pair<const Tag&, const Tag&>(tag[c[i]], tag[g[i]]); }, true);
+  }
+  return overall.f1();
+}
 
 double ChunkCounts::precision() const { return guessed ? 100.0 * double(correct) / double(guessed) : 0.0; }
 
@@ -228,12 +282,9 @@ void ChunkEvaluator::add_sentence(const std::vector<std::string>& gold, const st
     throw Error("chunk evaluation: a sentence has " + std::to_string(gold.size()) +
                 " gold labels but " + std::to_string(guess.size()) + " guessed labels");
   }
-  Stream s{overall_, by_type_, tokens_, correct_tokens_, in_correct_};
-  s.reopen();
-  for (std::size_t i = 0; i < gold.size(); ++i)
-    s.step(parse_label(gold[i], options_), parse_label(guess[i], options_), false);
-  if (boundary) s.boundary();
-  s.close();
+  stream_sentence(Stream{overall_, by_type_, tokens_, correct_tokens_, in_correct_}, gold.size(),
+                  [&](std::size_t i) { return std::make_pair(parse_label(gold[i], options_), parse_label(guess[i], options_)); },
+                  boundary);
 }
 
 std::string ChunkEvaluator::report() const {

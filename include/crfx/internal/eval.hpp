@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -128,6 +130,28 @@ struct Evaluation {
   const char* headline_name() const;  // "F1" or "accuracy"
   /// Adds another input's counts and labels, and resolves the mode again over all of them.
   void merge(const Evaluation& other, const EvalOptions& options);
+};
+
+/// Evaluation::headline of many guesses against one set of gold labels, the guesses given as label
+/// ids (a training log's dev figure, every iteration): each label split once, no string made per
+/// token; the figure evaluate() gives on the labels' strings, with default options.
+class LabelIdScorer {
+ public:
+  /// `labels`: the string of each id a guess uses; `gold`: every token's gold label; `offsets`:
+  /// where each sentence starts in `gold`, then gold.size(); `mode`: chunk or item.
+  LabelIdScorer(const std::vector<std::string>& labels, const std::vector<std::string>& gold,
+                std::vector<std::size_t> offsets, EvalMode mode);
+  ~LabelIdScorer();
+  LabelIdScorer(LabelIdScorer&&) noexcept;
+  /// The figure of `guess`, a label id (< labels.size()) for each gold token.
+  double headline(const std::uint32_t* guess) const;
+
+ private:
+  struct Tags;                  // each id's tag and type (conlleval.cpp)
+  std::unique_ptr<Tags> tags_;  // labels' ids first, then gold labels the guesses never use
+  std::vector<std::uint32_t> gold_;
+  std::vector<std::size_t> offsets_;
+  EvalMode mode_;
 };
 
 /// The mode `options` asks for, resolved over `labels` (automatic: chunk when chunk_tag_set).
