@@ -589,6 +589,32 @@ TEST(LabelIdScorer, GivesTheFigureOfTheStrings) {
     EXPECT_DOUBLE_EQ(scorer.headline(guess.data()), evaluate(gold, guessed, o).headline()) << "round " << round;
   }
   EXPECT_THROW(LabelIdScorer(model, {"O"}, {0}, EvalMode::chunk), Error);
+
+  // Past 1,024 labels the relations are not tabled: the same figures.
+  Labels many = {"O"};
+  for (int t = 0; t < 600; ++t) {
+    many.push_back("B-T" + std::to_string(t % 7 == 0 ? 0 : t));
+    many.push_back("I-T" + std::to_string(t));
+  }
+  std::vector<std::uint32_t> guess;
+  Labels gold_tokens;
+  std::vector<Labels> gold(50), guessed(50);
+  std::vector<std::size_t> offsets{0};
+  for (int s = 0; s < 50; ++s) {
+    for (int t = 0; t < 12; ++t) {  // few types a sentence, so that some chunks match
+      const std::uint32_t k = std::uint32_t(rng() % 3 == 0 ? 0 : 1 + (s * 2 + rng() % 4) % (many.size() - 1));
+      guess.push_back(k);
+      guessed[s].push_back(many[k]);
+      gold[s].push_back(rng() % 3 == 0 ? many[k] : many[1 + (s * 2 + rng() % 4) % (many.size() - 1)]);
+      gold_tokens.push_back(gold[s].back());
+    }
+    offsets.push_back(gold_tokens.size());
+  }
+  EvalOptions o;
+  o.mode = EvalMode::chunk;
+  const double f1 = evaluate(gold, guessed, o).headline();
+  EXPECT_GT(f1, 0.0);
+  EXPECT_DOUBLE_EQ(LabelIdScorer(many, gold_tokens, offsets, EvalMode::chunk).headline(guess.data()), f1);
 }
 
 // Untagged data read as gold and guess (columns that share no label) is refused from 20 tokens;

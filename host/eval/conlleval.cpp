@@ -29,7 +29,9 @@
 // in IOBES) ends one chunk and starts the next. Those additions only involve S, or E followed by
 // B, which never occur in the IOB1 / IOB2 / IOE1 / IOE2 / bracket schemes conlleval was written
 // for, so on those schemes the counts are conlleval's own.
+#include <algorithm>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -135,67 +137,81 @@ std::string columns_text(std::size_t n) {
   return std::to_string(n) + (n == 1 ? " column" : " columns");
 }
 
-/// conlleval's state machine over the token stream, updating an evaluator's counts.
+/// conlleval's state machine over the token stream, updating an evaluator's counts. `Rules` says
+/// how its labels (Rules::Label) relate: end(prev, cur) and start(prev, cur), a chunk ended or
+/// started between them; same_type(a, b); same(a, b), tag and type; outside(), O with no type; and
+/// counts(a), the ChunkCounts of a's type.
+template <class Rules>
 struct Stream {
+  using Label = typename Rules::Label;
+  Rules& rules;
   ChunkCounts& overall;
-  std::map<std::string, ChunkCounts>& by_type;
   std::size_t& tokens;
   std::size_t& correct_tokens;
   bool& in_correct;  // conlleval's $inCorrect: the open chunk is correct so far
   // The state after a boundary and at the start of the input: both sides O, no type.
-  Tag last_gold{"O", ""}, last_guess{"O", ""};
+  Label last_gold = rules.outside(), last_guess = rules.outside();
 
   /// One token (or, with `boundary`, an uncounted O / O boundary token).
-  void step(const Tag& c, const Tag& g, bool boundary) {
-    const bool end_c = end_of_chunk(last_gold, c), end_g = end_of_chunk(last_guess, g);
-    const bool start_c = start_of_chunk(last_gold, c), start_g = start_of_chunk(last_guess, g);
+  void step(const Label& c, const Label& g, bool boundary) {
+    const bool end_c = rules.end(last_gold, c), end_g = rules.end(last_guess, g);
+    const bool start_c = rules.start(last_gold, c), start_g = rules.start(last_guess, g);
     if (in_correct) {
-      if (end_c && end_g && last_guess.type == last_gold.type) {
+      if (end_c && end_g && rules.same_type(last_guess, last_gold)) {
         in_correct = false;
         ++overall.correct;
-        ++by_type[last_gold.type].correct;
-      } else if (end_c != end_g || g.type != c.type) {
+        ++rules.counts(last_gold).correct;
+      } else if (end_c != end_g || !rules.same_type(g, c)) {
         in_correct = false;
       }
     }
-    if (start_c && start_g && g.type == c.type) in_correct = true;
+    if (start_c && start_g && rules.same_type(g, c)) in_correct = true;
     if (start_c) {
       ++overall.gold;
-      ++by_type[c.type].gold;
+      ++rules.counts(c).gold;
     }
     if (start_g) {
       ++overall.guessed;
-      ++by_type[g.type].guessed;
+      ++rules.counts(g).guessed;
     }
     if (!boundary) {
-      if (c.tag == g.tag && c.type == g.type) ++correct_tokens;
+      if (rules.same(c, g)) ++correct_tokens;
       ++tokens;
     }
     last_gold = c;
     last_guess = g;
   }
-  void boundary() {
-    const Tag o{"O", ""};
-    step(o, o, true);
-  }
+  void boundary() { step(rules.outside(), rules.outside(), true); }
   /// End of input: conlleval counts a chunk still open as correct (under the last gold type).
   void close() {
     if (!in_correct) return;
     ++overall.correct;
-    ++by_type[last_gold.type].correct;
+    ++rules.counts(last_gold).correct;
   }
   /// Takes back close() after a boundary (the type is then ""): the input goes on.
   void reopen() {
     if (!in_correct) return;
     --overall.correct;
-    --by_type[std::string()].correct;
+    --rules.counts(rules.outside()).correct;
   }
+};
+
+/// Labels as parsed tags, counted by type name (ChunkEvaluator).
+struct TagRules {
+  using Label = Tag;
+  std::map<std::string, ChunkCounts>& by_type;
+  static bool end(const Tag& p, const Tag& c) { return end_of_chunk(p, c); }
+  static bool start(const Tag& p, const Tag& c) { return start_of_chunk(p, c); }
+  static bool same_type(const Tag& a, const Tag& b) { return a.type == b.type; }
+  static bool same(const Tag& a, const Tag& b) { return a.tag == b.tag && a.type == b.type; }
+  static Tag outside() { return Tag{"O", ""}; }
+  ChunkCounts& counts(const Tag& a) { return by_type[a.type]; }
 };
 
 /// One sentence of n tokens through the stream `s`: tags(i) is token i's (gold, guess); then a
 /// boundary, or not (the input's end).
-template <class Tags>
-void stream_sentence(Stream s, std::size_t n, const Tags& tags, bool boundary) {
+template <class Rules, class Tags>
+void stream_sentence(Stream<Rules> s, std::size_t n, const Tags& tags, bool boundary) {
   s.reopen();
   for (std::size_t i = 0; i < n; ++i) {
     const auto [c, g] = tags(i);
@@ -207,21 +223,65 @@ void stream_sentence(Stream s, std::size_t n, const Tags& tags, bool boundary) {
 
 }  // namespace
 
+/// Labels as ids into parsed tags, their relations tabled once (up to kTabled labels) and their
+/// types numbered (LabelIdScorer).
 struct LabelIdScorer::Tags {
-  std::vector<Tag> of;  // by id
+  using Label = std::uint32_t;
+  static constexpr std::size_t kTabled = 1024;
+  std::vector<Tag> tag;             // by id; the last: O with no type
+  std::vector<std::uint32_t> type;  // by id: its type's number
+  std::vector<std::uint32_t> key;   // by id: its (tag, type)'s number
+  std::vector<char> ends, starts;   // [prev · n + cur] where n ≤ kTabled
+  std::vector<ChunkCounts> by_type;  // by type number
+
+  explicit Tags(std::vector<Tag> tags) : tag(std::move(tags)) {
+    tag.push_back(TagRules::outside());
+    const std::size_t n = tag.size();
+    std::map<std::string, std::uint32_t> types;
+    std::map<std::pair<std::string, std::string>, std::uint32_t> keys;
+    for (const Tag& t : tag) {
+      type.push_back(types.emplace(t.type, std::uint32_t(types.size())).first->second);
+      key.push_back(keys.emplace(std::make_pair(t.tag, t.type), std::uint32_t(keys.size())).first->second);
+    }
+    if (n <= kTabled) {
+      ends.resize(n * n);
+      starts.resize(n * n);
+      for (std::size_t p = 0; p < n; ++p)
+        for (std::size_t c = 0; c < n; ++c) {
+          ends[p * n + c] = end_of_chunk(tag[p], tag[c]);
+          starts[p * n + c] = start_of_chunk(tag[p], tag[c]);
+        }
+    }
+    by_type.resize(types.size());
+  }
+  bool end(Label p, Label c) const { return ends.empty() ? end_of_chunk(tag[p], tag[c]) : ends[p * tag.size() + c]; }
+  bool start(Label p, Label c) const {
+    return starts.empty() ? start_of_chunk(tag[p], tag[c]) : starts[p * tag.size() + c];
+  }
+  bool same_type(Label a, Label b) const { return type[a] == type[b]; }
+  bool same(Label a, Label b) const { return key[a] == key[b]; }
+  Label outside() const { return Label(tag.size() - 1); }
+  ChunkCounts& counts(Label a) { return by_type[type[a]]; }
 };
 
 LabelIdScorer::LabelIdScorer(const std::vector<std::string>& labels, const std::vector<std::string>& gold,
                              std::vector<std::size_t> offsets, EvalMode mode)
-    : tags_(std::make_unique<Tags>()), offsets_(std::move(offsets)), mode_(mode) {
+    : offsets_(std::move(offsets)), mode_(mode) {
   if (offsets_.empty() || offsets_.front() != 0 || offsets_.back() != gold.size())
     throw Error("LabelIdScorer: the sentence offsets do not span the gold labels");
+  std::vector<Tag> tags;  // by id: the labels' (a label given twice has two), then gold's others
   std::map<std::string, std::uint32_t> id;
-  for (const std::string& l : labels) id.emplace(l, std::uint32_t(id.size()));
+  for (const std::string& l : labels) {
+    id.emplace(l, std::uint32_t(tags.size()));
+    tags.push_back(parse_label(l, EvalOptions{}));
+  }
   gold_.reserve(gold.size());
-  for (const std::string& l : gold) gold_.push_back(id.emplace(l, std::uint32_t(id.size())).first->second);
-  tags_->of.resize(id.size());
-  for (const auto& [label, k] : id) tags_->of[k] = parse_label(label, EvalOptions{});
+  for (const std::string& l : gold) {
+    const auto [it, fresh] = id.emplace(l, std::uint32_t(tags.size()));
+    if (fresh) tags.push_back(parse_label(l, EvalOptions{}));
+    gold_.push_back(it->second);
+  }
+  tags_ = std::make_unique<Tags>(std::move(tags));
 }
 
 LabelIdScorer::~LabelIdScorer() = default;
@@ -235,15 +295,15 @@ double LabelIdScorer::headline(const std::uint32_t* guess) const {
     return n ? 100.0 * double(correct) / double(n) : 0.0;
   }
   ChunkCounts overall;
-  std::map<std::string, ChunkCounts> by_type;
   std::size_t tokens = 0, correct_tokens = 0;
   bool in_correct = false;
-  const std::vector<Tag>& tag = tags_->of;
+  Tags& rules = *tags_;
+  std::fill(rules.by_type.begin(), rules.by_type.end(), ChunkCounts{});
   for (std::size_t s = 0; s + 1 < offsets_.size(); ++s) {
     const std::uint32_t* c = gold_.data() + offsets_[s];
     const std::uint32_t* g = guess + offsets_[s];
-    stream_sentence(Stream{overall, by_type, tokens, correct_tokens, in_correct}, offsets_[s + 1] - offsets_[s],
-                    [&](std::size_t i) { return std::pair<const Tag&, const Tag&>(tag[c[i]], tag[g[i]]); }, true);
+    stream_sentence(Stream<Tags>{rules, overall, tokens, correct_tokens, in_correct}, offsets_[s + 1] - offsets_[s],
+                    [&](std::size_t i) { return std::make_pair(c[i], g[i]); }, true);
   }
   return overall.f1();
 }
@@ -282,7 +342,8 @@ void ChunkEvaluator::add_sentence(const std::vector<std::string>& gold, const st
     throw Error("chunk evaluation: a sentence has " + std::to_string(gold.size()) +
                 " gold labels but " + std::to_string(guess.size()) + " guessed labels");
   }
-  stream_sentence(Stream{overall_, by_type_, tokens_, correct_tokens_, in_correct_}, gold.size(),
+  TagRules rules{by_type_};
+  stream_sentence(Stream<TagRules>{rules, overall_, tokens_, correct_tokens_, in_correct_}, gold.size(),
                   [&](std::size_t i) { return std::make_pair(parse_label(gold[i], options_), parse_label(guess[i], options_)); },
                   boundary);
 }

@@ -143,11 +143,11 @@ class LabelIdScorer {
                 std::vector<std::size_t> offsets, EvalMode mode);
   ~LabelIdScorer();
   LabelIdScorer(LabelIdScorer&&) noexcept;
-  /// The figure of `guess`, a label id (< labels.size()) for each gold token.
+  /// The figure of `guess`, a label id (< labels.size()) for each gold token (one call at a time).
   double headline(const std::uint32_t* guess) const;
 
  private:
-  struct Tags;                  // each id's tag and type (conlleval.cpp)
+  struct Tags;                  // each id's tag and type, their relations (conlleval.cpp)
   std::unique_ptr<Tags> tags_;  // labels' ids first, then gold labels the guesses never use
   std::vector<std::uint32_t> gold_;
   std::vector<std::size_t> offsets_;
