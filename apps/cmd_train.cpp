@@ -95,7 +95,10 @@ struct TrainProgress {
   bool log_broken = false;      // a write of the log failed: warned once, not written again
   double last_log_write = now_seconds();
   int iterations = 0;
+  // The reports' own time (this object's calls), kept out of the reported seconds: the trainer's
+  // clock counts it. A checkpoint keeps it (the "report-seconds" note), as it keeps the clock.
   double callback_seconds = 0;
+  double callback_start = 0;  // the call in progress's
   int iteration_cap = 0;  // the run's last iteration (epoch) at the latest; 0: unbounded (no ETA)
   // --checkpoint: where, how often (0: by time), and what a resume must match.
   std::string checkpoint_path{};  // empty without --checkpoint
@@ -187,6 +190,7 @@ struct TrainProgress {
         {"device", backend.name()}, {"iteration", std::to_string(iteration)}, {"log", log_text}};
     if (!within.empty()) notes.emplace_back("within", within);
     if (!best_w.empty()) notes.emplace_back("dev-best", best_note());
+    notes.emplace_back("report-seconds", fmt("%.17g", callback_seconds + (now_seconds() - callback_start)));
     write_checkpoint(sink, checkpoint_keys, notes, state);
     file.write(buffer.data(), buffer.size());
     file.commit();
@@ -203,7 +207,7 @@ struct TrainProgress {
 
   bool operator()(const Progress& reported, const Vector& w) {
     if (reported.within_iteration()) return stop_within(reported);
-    const double callback_start = now_seconds();
+    callback_start = now_seconds();
     Progress p = reported;
     p.seconds -= callback_seconds;
     iterations = p.iteration;
@@ -254,6 +258,7 @@ struct TrainProgress {
   /// main() gives the trainer): no progress line or log row (the epoch is not done), the
   /// checkpoint of that point.
   bool stop_within(const Progress& p) {
+    callback_start = now_seconds();
     stopped_within = "epoch " + std::to_string(p.iteration) + " after " + std::to_string(p.sentences) + " of " +
                      std::to_string(p.epoch_sentences) + " sentences";
     if (resumed) {
@@ -444,6 +449,7 @@ void resume_training(TrainArgs& a, TrainingRun& run, TrainProgress& progress) {
               << (within.empty() ? "after iteration " + resume.note("iteration") : "in " + within) << "\n";
   }
   progress.iterations = std::atoi(resume.note("iteration").c_str());
+  progress.callback_seconds = std::atof(resume.note("report-seconds").c_str());  // (0 when absent)
   if (progress.dev_patience > 0 && !resume.note("dev-best").empty())
     progress.restore_best(resume.note("dev-best"), resume.path());
   progress.resumed = &resume;

@@ -482,6 +482,39 @@ TEST(CliCheckpoint, ARunThatReachedItsLimitGoesOnWithAHigherOne) {
   }
 }
 
+// The seconds a log reports leave out the reports' own time (the dev figure, the log, the
+// checkpoints); a resumed run goes on from the checkpoint's row by no more than its own time,
+// not by the reports' time before the checkpoint (which the trainer's clock, kept in the
+// checkpoint, counts: its "report-seconds" note takes it back out).
+TEST(CliCheckpoint, SecondsGoOnFromTheCheckpointWithoutTheReportsTime) {
+  namespace fs = std::filesystem;
+  const std::string dir = test::temp_path("resume-cli-seconds");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string ckpt = dir + "/c", log = dir + "/log.csv", model = dir + "/m";
+  // Boosting's rounds are short and each report scores the dev data and writes a checkpoint.
+  const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) +
+                           " -q -a boost --threads 1 --dev " + q(kTest) + " --dev-patience 0 -m " + q(model) +
+                           " --log " + q(log) + " --checkpoint " + q(ckpt) + " --checkpoint-every 1";
+  std::string out;
+  ASSERT_EQ(test::run(base + " --max-iterations 300", &out), 0) << out;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(test::run(base + " --max-iterations 301 --resume " + q(ckpt), &out), 0) << out;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ifstream in(log);
+  std::string line;
+  std::vector<double> seconds;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::size_t at = 0;
+    for (int field = 0; field < 5; ++field) at = line.find(',', at) + 1;
+    seconds.push_back(std::atof(line.c_str() + at));
+  }
+  ASSERT_EQ(seconds.size(), 301u);
+  EXPECT_GE(seconds[300], seconds[299]);
+  EXPECT_LE(seconds[300] - seconds[299], wall) << "the reports' time before the checkpoint counted again";
+}
+
 TEST(CliCheckpoint, ResumeRefusesAnotherRunNamingTheDifferences) {
   namespace fs = std::filesystem;
   const std::string dir = test::temp_path("resume-cli-refused");
