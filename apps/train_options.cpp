@@ -218,12 +218,14 @@ std::string eta_text(double seconds) {
 
 /// The last iteration (epoch) a run of `trainer` can reach with `opt`: the epochs of sgd-l1, adf
 /// and ap, sag's and saga's --max-epochs, --max-iterations (boost: 1000 rounds when 0; two-stage:
-/// after its --sgd-epochs); 0 when there is no cap (--max-iterations 0).
+/// after its --sgd-epochs); 0 when there is no cap (--max-iterations 0; boost with --dev: its
+/// held-out rule).
 int iteration_cap(const TrainerInfo& trainer, const TrainOptions& opt) {
   if (trainer.takes("epochs")) return opt.epochs;
   if (trainer.takes("max-epochs")) return opt.max_epochs;
   if (!trainer.takes("max-iterations")) return 0;
   int cap = opt.max_iterations;
+  if (cap >= kUncappedIterations) return 0;
   if (cap <= 0 && std::string(trainer.name) == "boost") cap = 1000;  // host/optim/boost.hpp, kDefaultRounds
   if (cap > 0 && trainer.takes("sgd-epochs")) cap += opt.sgd_epochs;  // two-stage numbers stage 2 on from there
   return cap;

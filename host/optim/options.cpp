@@ -187,7 +187,8 @@ const std::vector<OptionSpec>& trainer_options() {
        [](TrainOptions& o, const std::string& t) { o.boost_rule = parse_boost_rule(t); }},
       integer<&TrainOptions::dev_patience, 0>(
           "dev-patience", "with crfx train --dev: stop when the dev figure has not improved for this many rounds "
-                          "and write the best round's model (the paper's held-out stopping; 0: no such test)"),
+                          "(or a fifth of the rounds to the best, where more) and write the best round's model (the "
+                          "paper's held-out stopping; without --max-iterations it alone ends the run; 0: no such test)"),
   };
   return table;
 }

@@ -94,8 +94,9 @@ const std::vector<TrainerInfo>& trainer_registry() {
        /*stored_marginals=*/false, /*maxent_only=*/false, kBcdCpuOnly},
       {"boost", "sequence boosting (Altun, Hofmann & Johnson 2002): one feature a round on the seq-exp loss, "
                 "sparse models: --boost-rule bound (the paper's bound, the default) or gradient (the steepest, "
-                "stepped to the loss's minimum along it); --max-iterations 0 = 1000 rounds; with --dev it stops "
-                "after --dev-patience rounds without a better dev figure and keeps the best round; no c1, c2",
+                "stepped to the loss's minimum along it); --max-iterations 0 = 1000 rounds, or with --dev until "
+                "--dev-patience rounds (or a fifth of the rounds to the best) pass without a better dev figure, "
+                "keeping the best round; no c1, c2",
        make_boost_trainer, {"max-iterations", "boost-rule", "dev-patience", "period", "delta"}, /*uses_objective=*/false, boost_vectors},
       // Seed 001 (Huang, Hsieh, Chang & Lin 2009): Maxent models only, on the CPU.
       {"gis", "Maxent (--type maxent): generalized iterative scaling (Darroch & Ratcliff 1972), parallel update, "

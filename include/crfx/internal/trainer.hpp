@@ -93,6 +93,10 @@ const char* name_of(BoostRule v);
 constexpr double kDefaultEta0 = 0.1;
 constexpr double kDefaultEta0Heuristic = 0.025;
 
+/// TrainOptions::max_iterations where only the trainer's own tests and the caller end the run
+/// (crfx train -a boost --dev without --max-iterations: the held-out rule).
+inline constexpr int kUncappedIterations = std::numeric_limits<int>::max() - 1;
+
 struct TrainOptions {
   double c1 = 0.0;
   double c2 = 1.0;
@@ -147,8 +151,9 @@ struct TrainOptions {
   // ---- sequence boosting (max_iterations, period and delta as above) ---------------------------
   BoostRule boost_rule = BoostRule::bound;  // the feature's choice and step each round
   // The held-out stopping rule (seed 002 §5.2, "cross-validation on a heldout corpus"): with
-  // `crfx train --dev`, stop once the dev figure has not improved for this many rounds and write
-  // the best round's model (apps/cmd_train.cpp; 0: no such test, the last round's model).
+  // `crfx train --dev`, stop once the dev figure has not improved for this many rounds (or a fifth
+  // of the rounds to the best, where more) and write the best round's model (apps/cmd_train.cpp;
+  // 0: no such test, the last round's model). Without --max-iterations that rule ends the run.
   int dev_patience = 2000;
 };
 
