@@ -223,6 +223,14 @@ TEST(Checkpoint, KeysThatDifferAreEachNamed) {
 // ---- crfx train --checkpoint / --resume ----------------------------------------------------
 
 std::string q(const std::string& s) { return "'" + s + "'"; }
+
+/// An empty directory of the test's temporary tree called `name` (emptied if it was there).
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = test::temp_path(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 const std::string kTrain = test::data_path("conll2000.train300.txt");
 const std::string kTest = test::data_path("conll2000.test100.txt");
 const std::string kTemplate = test::data_path("chunking.template");
@@ -300,9 +308,7 @@ class CliCheckpointEvery : public ::testing::TestWithParam<std::string> {};
 TEST_P(CliCheckpointEvery, AlgorithmStoppedBySignalResumesToTheSameModel) {
   namespace fs = std::filesystem;
   const std::string algo = GetParam();
-  const std::string dir = test::temp_path("resume-cli-" + algo);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = fresh_dir("resume-cli-" + algo);
   const std::string full = dir + "/full.model", stopped = dir + "/stopped.model", resumed = dir + "/resumed.model",
                     ckpt = dir + "/run.ckpt", log = dir + "/log.csv", log2 = dir + "/log2.csv";
   std::string args;
@@ -364,12 +370,9 @@ int train_interrupted_early(const std::vector<std::string>& args, const std::str
 /// writes no log row for the unfinished epoch, and --resume continues inside that epoch to the
 /// uninterrupted run's model, byte for byte, and its log, each row once.
 TEST(CliCheckpoint, StochasticTrainerStoppedInsideAnEpochResumesToTheSameModel) {
-  namespace fs = std::filesystem;
   for (const char* algo : {"sgd-l1", "sag"}) {
     SCOPED_TRACE(algo);
-    const std::string dir = test::temp_path(std::string("resume-cli-within-") + algo);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const std::string dir = fresh_dir(std::string("resume-cli-within-") + algo);
     const std::string full = dir + "/full.model", stopped = dir + "/stopped.model", resumed = dir + "/resumed.model",
                       ckpt = dir + "/run.ckpt", log = dir + "/log.csv", log2 = dir + "/log2.csv", err = dir + "/err";
     std::vector<std::string> settings = {"--algo", algo, "--batch-size", "1", "--threads", "1", "--c1", "0.5"};
@@ -425,10 +428,7 @@ TEST(CliCheckpoint, StochasticTrainerStoppedInsideAnEpochResumesToTheSameModel) 
 }
 
 TEST(CliCheckpoint, StoppedModelTagsAndTheMessageNamesTheCheckpoint) {
-  namespace fs = std::filesystem;
-  const std::string dir = test::temp_path("resume-cli-stop");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = fresh_dir("resume-cli-stop");
   const std::string model = dir + "/m", ckpt = dir + "/c", log = dir + "/log.csv", err = dir + "/err";
   std::vector<std::string> args = {kTrain, "-t", kTemplate, "-m", model, "--log", log, "--checkpoint", ckpt,
                                     "--checkpoint-every", "1000", "--max-iterations", "200", "--delta", "0",
@@ -454,15 +454,12 @@ TEST(CliCheckpoint, StoppedModelTagsAndTheMessageNamesTheCheckpoint) {
 TEST(CliCheckpoint, ARunThatReachedItsLimitGoesOnWithAHigherOne) {
   // The stopping settings are not checkpoint keys: a run stopped at its limit, resumed with twice
   // the limit (and another improvement test), ends with the model of a run given that limit.
-  namespace fs = std::filesystem;
   struct Case {
     std::string algo, limit;
   } cases[] = {{"lbfgs", "--max-iterations"}, {"sgd-l1", "--epochs"}, {"sag", "--max-epochs"}, {"boost", "--max-iterations"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.algo);
-    const std::string dir = test::temp_path("resume-cli-limit-" + c.algo);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const std::string dir = fresh_dir("resume-cli-limit-" + c.algo);
     const std::string ckpt = dir + "/c", first = dir + "/first.model", resumed = dir + "/resumed.model",
                       whole = dir + "/whole.model";
     const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) + " -q -a " + c.algo;
@@ -487,10 +484,7 @@ TEST(CliCheckpoint, ARunThatReachedItsLimitGoesOnWithAHigherOne) {
 // not by the reports' time before the checkpoint (which the trainer's clock, kept in the
 // checkpoint, counts: its "report-seconds" note takes it back out).
 TEST(CliCheckpoint, SecondsGoOnFromTheCheckpointWithoutTheReportsTime) {
-  namespace fs = std::filesystem;
-  const std::string dir = test::temp_path("resume-cli-seconds");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = fresh_dir("resume-cli-seconds");
   const std::string ckpt = dir + "/c", log = dir + "/log.csv", model = dir + "/m";
   // Boosting's rounds are short and each report scores the dev data and writes a checkpoint.
   const std::string base = test::crfx_binary() + " train " + q(kTrain) + " -t " + q(kTemplate) +
@@ -516,10 +510,7 @@ TEST(CliCheckpoint, SecondsGoOnFromTheCheckpointWithoutTheReportsTime) {
 }
 
 TEST(CliCheckpoint, ResumeRefusesAnotherRunNamingTheDifferences) {
-  namespace fs = std::filesystem;
-  const std::string dir = test::temp_path("resume-cli-refused");
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = fresh_dir("resume-cli-refused");
   const std::string ckpt = dir + "/c", model = dir + "/m", other = dir + "/other.txt";
   const std::string base = test::crfx_binary() + " train -t " + q(kTemplate) + " --max-iterations 3 -q";
   std::string out;
