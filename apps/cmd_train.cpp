@@ -409,27 +409,27 @@ TrainArgs train_args(const cxxopts::ParseResult& r, const TrainerInfo& trainer, 
   return a;
 }
 
-/// --dev: the development data compiled with the model's features, its gold labels, and the
-/// figure crfx eval would report for these labels (chunk F1 or token accuracy).
+/// --dev: the development data compiled with the model's features, the figure crfx eval would
+/// report for its labels (chunk F1 or token accuracy), and its scorer (holding the gold labels).
 struct DevData {
   Corpus corpus;
-  std::vector<std::string> gold;
   EvalMode mode = EvalMode::item;
-  std::optional<LabelIdScorer> scorer;  // with a path
+  std::optional<LabelIdScorer> scorer;  // with a path: its gold labels
 };
 
 DevData read_dev(const std::string& path, const FeatureSpace& fs) {
   DevData d;
+  std::vector<std::string> gold;
   if (!path.empty()) {
     const TextData text = read_text(fs, path);
     d.corpus = compile(fs, text);
-    d.gold = gold_labels(text);
-    if (d.gold.size() != d.corpus.num_tokens()) throw InputError(text.path, 0, "development data needs gold labels");
+    gold = gold_labels(text);
+    if (gold.size() != d.corpus.num_tokens()) throw InputError(text.path, 0, "development data needs gold labels");
   }
-  std::set<std::string> labels(d.gold.begin(), d.gold.end());
+  std::set<std::string> labels(gold.begin(), gold.end());
   labels.insert(fs.labels.strings().begin(), fs.labels.strings().end());
   d.mode = resolve_mode(EvalOptions{}, labels);
-  if (!path.empty()) d.scorer.emplace(fs.labels.strings(), d.gold, d.corpus.sentence_offsets, d.mode);
+  if (!path.empty()) d.scorer.emplace(fs.labels.strings(), gold, d.corpus.sentence_offsets, d.mode);
   return d;
 }
 
